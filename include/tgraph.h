@@ -1,0 +1,245 @@
+/* tgraph.h - the public C API of tgraph, a symbolic tensor compiler.
+ *
+ * Everything is reached through opaque handles. Functions that can fail return a
+ * tg_status (or NULL) and leave a one-line message in tg_last_error(). Pointers the
+ * library returns are borrowed unless the function name says _new or _dup.
+ * Graph builders are sticky: after the first error in a graph every builder returns
+ * NULL and the first message is kept (tg_graph_status / tg_graph_error).
+ */
+#ifndef TGRAPH_H
+#define TGRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TG_API extern
+#define TG_VERSION "0.1.0"
+#define TG_MAX_DIMS 8 /* most dimensions a tensor or type may have */
+
+/* ---- status codes --------------------------------------------------------------- */
+#define TG_STATUS_LIST(X)                                                                  \
+    X(OK, "ok")                                                                            \
+    X(ENOMEM, "out of memory")                                                             \
+    X(EINVAL, "invalid argument")                                                          \
+    X(ESHAPE, "incompatible shapes")                                                       \
+    X(ETYPE, "incompatible dtypes")                                                        \
+    X(ESYNTAX, "syntax error")                                                             \
+    X(ENAME, "unknown name")                                                               \
+    X(EIO, "cannot read or write")                                                         \
+    X(EFORMAT, "malformed file")                                                           \
+    X(EINDEX, "index out of range")                                                        \
+    X(EUNSUPPORTED, "not supported")                                                       \
+    X(ELIMIT, "limit exceeded")                                                            \
+    X(EINTERNAL, "internal error")
+#define TG_X_STATUS(name, msg) TG_##name,
+typedef enum { TG_STATUS_LIST(TG_X_STATUS) TG_STATUS_COUNT } tg_status;
+#undef TG_X_STATUS
+
+TG_API const char *tg_status_str(tg_status s); /* static text for a code */
+TG_API const char *tg_last_error(void);        /* this thread's last message ("" if none) */
+
+/* ---- dtypes --------------------------------------------------------------------- */
+#define TG_DTYPE_LIST(X)                                                                   \
+    X(BOOL, bool, "bool", 1)                                                               \
+    X(I8, int8_t, "i8", 1)                                                                 \
+    X(I16, int16_t, "i16", 2)                                                              \
+    X(I32, int32_t, "i32", 4)                                                              \
+    X(I64, int64_t, "i64", 8)                                                              \
+    X(U8, uint8_t, "u8", 1)                                                                \
+    X(F32, float, "f32", 4)                                                                \
+    X(F64, double, "f64", 8)
+#define TG_X_DTYPE(U, ct, s, sz) TG_DT_##U,
+typedef enum { TG_DTYPE_LIST(TG_X_DTYPE) TG_DT_COUNT } tg_dtype;
+#undef TG_X_DTYPE
+
+TG_API const char *tg_dtype_name(tg_dtype dt);                /* "f32" */
+TG_API size_t tg_dtype_size(tg_dtype dt);                     /* bytes per element */
+TG_API bool tg_dtype_parse(const char *name, tg_dtype *out);  /* "f32", "float32", ... */
+TG_API bool tg_dtype_is_float(tg_dtype dt);
+TG_API bool tg_dtype_is_int(tg_dtype dt);                     /* signed or unsigned, not bool */
+
+/* ---- context: allocator hook ---------------------------------------------------- */
+/* Lua-style allocator: nsize == 0 frees ptr (returns NULL); otherwise (re)allocates.
+ * Returning NULL for nsize > 0 is an allocation failure, which tgraph reports. */
+typedef void *(*tg_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
+typedef struct tg_ctx tg_ctx;
+TG_API tg_ctx *tg_ctx_new(tg_alloc_fn alloc, void *ud); /* alloc NULL: malloc/free */
+TG_API void tg_ctx_free(tg_ctx *ctx);
+TG_API tg_ctx *tg_ctx_default(void); /* process-wide context with the default allocator */
+
+/* ---- tensors -------------------------------------------------------------------- */
+/* A tensor is a strided view (strides in elements, signed; offset in elements) holding
+ * one reference to a refcounted buffer. Layout is DLPack-compatible. */
+typedef struct tg_tensor tg_tensor;
+/* New contiguous (C order) tensor, zero-filled. shape may be NULL when ndim == 0. */
+TG_API tg_tensor *tg_tensor_new(tg_ctx *ctx, tg_dtype dt, int ndim, const int64_t *shape);
+/* New contiguous tensor holding a copy of `data` (C order, ndim/shape as above). */
+TG_API tg_tensor *tg_tensor_from_data(tg_ctx *ctx, tg_dtype dt, int ndim, const int64_t *shape,
+                                      const void *data);
+/* New view over the same buffer (shares memory). strides in elements. */
+TG_API tg_tensor *tg_tensor_view(const tg_tensor *t, int ndim, const int64_t *shape,
+                                 const int64_t *strides, int64_t offset);
+TG_API tg_tensor *tg_tensor_dup(const tg_tensor *t);  /* contiguous deep copy */
+TG_API void tg_tensor_free(tg_tensor *t);             /* drops the buffer reference */
+TG_API tg_dtype tg_tensor_dtype(const tg_tensor *t);
+TG_API int tg_tensor_ndim(const tg_tensor *t);
+TG_API const int64_t *tg_tensor_shape(const tg_tensor *t);
+TG_API const int64_t *tg_tensor_strides(const tg_tensor *t); /* in elements */
+TG_API int64_t tg_tensor_offset(const tg_tensor *t);          /* in elements */
+TG_API int64_t tg_tensor_size(const tg_tensor *t);            /* number of elements */
+TG_API void *tg_tensor_data(const tg_tensor *t);  /* address of element [0,...,0] */
+TG_API bool tg_tensor_is_contiguous(const tg_tensor *t);
+TG_API tg_ctx *tg_tensor_ctx(const tg_tensor *t);
+/* Element access by flat C-order index (any strides), converted to/from double. */
+TG_API double tg_tensor_get_f64(const tg_tensor *t, int64_t flat);
+
+/* .npy files (format 1.0-3.0; C or Fortran order; all tgraph dtypes, either byte order) */
+TG_API tg_status tg_npy_load(tg_ctx *ctx, const char *path, tg_tensor **out);
+TG_API tg_status tg_npy_load_mem(tg_ctx *ctx, const void *data, size_t len, tg_tensor **out);
+TG_API tg_status tg_npy_save(const char *path, const tg_tensor *t);
+/* Prints NumPy-style (`array([...], dtype=float32)`), summarised past 1000 elements. */
+TG_API tg_status tg_tensor_print(const tg_tensor *t, FILE *f);
+
+/* ---- graphs --------------------------------------------------------------------- */
+typedef struct tg_graph tg_graph; /* owns every node and variable it creates */
+typedef struct tg_var tg_var;     /* borrowed from its graph; never freed on its own */
+
+TG_API tg_graph *tg_graph_new(tg_ctx *ctx, const char *name);
+TG_API void tg_graph_free(tg_graph *g); /* NULL is a no-op */
+TG_API const char *tg_graph_name(const tg_graph *g);
+TG_API tg_status tg_graph_status(const tg_graph *g); /* first error, or TG_OK */
+TG_API const char *tg_graph_error(const tg_graph *g); /* its message ("" when none) */
+TG_API tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n);
+TG_API int tg_graph_input_count(const tg_graph *g);
+TG_API tg_var *tg_graph_input(const tg_graph *g, int i);
+TG_API int tg_graph_output_count(const tg_graph *g);
+TG_API tg_var *tg_graph_output(const tg_graph *g, int i);
+TG_API int tg_graph_node_count(const tg_graph *g);
+TG_API tg_status tg_graph_verify(const tg_graph *g); /* checks IR invariants */
+TG_API tg_graph *tg_graph_clone(const tg_graph *g);   /* deep copy into a fresh arena */
+TG_API tg_status tg_graph_print(const tg_graph *g, FILE *f);       /* .tg text */
+TG_API tg_status tg_graph_print_dot(const tg_graph *g, FILE *f);   /* Graphviz */
+
+/* Variables: name (may be NULL), dtype, rank, and static shape (-1 for '?'). */
+TG_API const char *tg_var_name(const tg_var *v);
+TG_API tg_dtype tg_var_dtype(const tg_var *v);
+TG_API int tg_var_ndim(const tg_var *v);
+TG_API int64_t tg_var_dim(const tg_var *v, int axis); /* -1 when unknown */
+
+/* ---- builders ------------------------------------------------------------------- */
+#define TG_DIM_UNKNOWN (-1) /* '?' */
+
+/* A function input; shape entries are extents or TG_DIM_UNKNOWN. */
+TG_API tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim,
+                        const int64_t *shape);
+/* A strongly typed constant holding a copy of `value`. */
+TG_API tg_var *tg_constant(tg_graph *g, const tg_tensor *value);
+/* Weak literals (NEP 50): they take the dtype of the strong operand they meet. */
+TG_API tg_var *tg_literal_int(tg_graph *g, int64_t v);
+TG_API tg_var *tg_literal_float(tg_graph *g, double v);
+TG_API tg_var *tg_literal_bool(tg_graph *g, bool v);
+
+/* Attributes are keyword arguments (NumPy's names). */
+typedef enum {
+    TG_ATTR_NONE,   /* `none` */
+    TG_ATTR_INT,    /* i */
+    TG_ATTR_FLOAT,  /* f */
+    TG_ATTR_BOOL,   /* i (0 or 1) */
+    TG_ATTR_STR,    /* s */
+    TG_ATTR_INTS,   /* ints[0..n) */
+    TG_ATTR_FLOATS, /* floats[0..n) */
+    TG_ATTR_FUNC,   /* s: name of another function of the module (`@name`) */
+} tg_attr_kind;
+
+typedef struct tg_attr {
+    const char *name;     /* keyword */
+    tg_attr_kind kind;    /* which of the fields below is meant */
+    int64_t i;            /* INT, BOOL */
+    double f;             /* FLOAT */
+    const char *s;        /* STR, FUNC */
+    const int64_t *ints;  /* INTS */
+    const double *floats; /* FLOATS */
+    int n;                /* length of ints / floats */
+} tg_attr;
+
+#define TG_A_INT(nm, v) ((tg_attr){.name = (nm), .kind = TG_ATTR_INT, .i = (v)})
+#define TG_A_FLOAT(nm, v) ((tg_attr){.name = (nm), .kind = TG_ATTR_FLOAT, .f = (v)})
+#define TG_A_BOOL(nm, v) ((tg_attr){.name = (nm), .kind = TG_ATTR_BOOL, .i = (v) ? 1 : 0})
+#define TG_A_STR(nm, v) ((tg_attr){.name = (nm), .kind = TG_ATTR_STR, .s = (v)})
+#define TG_A_INTS(nm, p, cnt) ((tg_attr){.name = (nm), .kind = TG_ATTR_INTS, .ints = (p), .n = (cnt)})
+#define TG_A_NONE(nm) ((tg_attr){.name = (nm), .kind = TG_ATTR_NONE})
+
+/* Generic builder: applies the op named `op` to `in` with keyword attributes.
+ * Returns the first output; tg_apply_multi returns all of them (n_out in, count out). */
+TG_API tg_var *tg_apply(tg_graph *g, const char *op, tg_var *const *in, int nin,
+                        const tg_attr *attrs, int nattrs);
+TG_API tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, int nin,
+                                const tg_attr *attrs, int nattrs, tg_var **out, int *nout);
+
+/* Typed shortcuts for the common ops (each is tg_apply with the op's name). */
+#define TG_UNARY_BUILDERS(X)                                                               \
+    X(neg) X(abs) X(sign) X(exp) X(exp2) X(log) X(log2) X(log1p) X(expm1) X(sqrt) X(rsqrt) \
+    X(sin) X(cos) X(tan) X(tanh) X(sigmoid) X(softplus) X(erf) X(erfc) X(not)      \
+    X(isnan) X(isinf) X(floor) X(ceil) X(round)
+#define TG_BINARY_BUILDERS(X)                                                              \
+    X(add) X(sub) X(mul) X(div) X(int_div) X(mod) X(pow) X(maximum) X(minimum) X(lt)        \
+    X(le) X(gt) X(ge) X(eq) X(ne) X(and) X(or) X(xor) X(dot) X(matmul) X(outer)
+#define TG_X_UNARY_DECL(nm) TG_API tg_var *tg_##nm(tg_graph *g, tg_var *x);
+#define TG_X_BINARY_DECL(nm) TG_API tg_var *tg_##nm(tg_graph *g, tg_var *a, tg_var *b);
+TG_UNARY_BUILDERS(TG_X_UNARY_DECL)
+TG_BINARY_BUILDERS(TG_X_BINARY_DECL)
+#undef TG_X_UNARY_DECL
+#undef TG_X_BINARY_DECL
+TG_API tg_var *tg_where(tg_graph *g, tg_var *cond, tg_var *a, tg_var *b);
+TG_API tg_var *tg_clip(tg_graph *g, tg_var *x, tg_var *lo, tg_var *hi);
+TG_API tg_var *tg_cast(tg_graph *g, tg_var *x, tg_dtype dt);
+/* Reductions: axes NULL / naxes < 0 means all axes. */
+TG_API tg_var *tg_reduce(tg_graph *g, const char *op, tg_var *x, const int64_t *axes,
+                         int naxes, bool keepdims);
+TG_API tg_var *tg_reshape(tg_graph *g, tg_var *x, int ndim, const int64_t *shape);
+TG_API tg_var *tg_transpose(tg_graph *g, tg_var *x, const int64_t *axes /* NULL: reverse */);
+/* Basic slicing x[start:stop:step, ...]: one entry per axis from the front. */
+typedef struct tg_slice {
+    int64_t start, stop, step; /* NumPy meaning; TG_SLICE_NONE for an omitted bound */
+    bool is_index;             /* x[i]: take `start`, drop the axis */
+} tg_slice;
+#define TG_SLICE_NONE INT64_MIN
+TG_API tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx);
+
+/* ---- modules: several functions parsed from one .tg text ------------------------ */
+typedef struct tg_module tg_module;
+/* Parses `src` (len bytes). `filename` is used in messages. On error returns the
+ * status and tg_last_error() holds "file:line:col: message". */
+TG_API tg_status tg_module_parse(tg_ctx *ctx, const char *src, size_t len,
+                                 const char *filename, tg_module **out);
+TG_API tg_status tg_module_load(tg_ctx *ctx, const char *path, tg_module **out);
+TG_API void tg_module_free(tg_module *m);
+TG_API int tg_module_func_count(const tg_module *m);
+TG_API tg_graph *tg_module_func(const tg_module *m, int i);
+TG_API tg_graph *tg_module_find(const tg_module *m, const char *name);
+TG_API tg_status tg_module_print(const tg_module *m, FILE *f);
+#define TG_PARSE_MAX_DEPTH 256 /* deepest nesting of calls and brackets the parser takes */
+
+/* ---- compiling and running ------------------------------------------------------ */
+typedef enum { TG_MODE_REFERENCE, TG_MODE_VM, TG_MODE_C, TG_MODE_DEBUG } tg_mode;
+typedef struct tg_compile_opts {
+    tg_mode mode; /* TG_MODE_REFERENCE: the graph as written, node by node */
+} tg_compile_opts;
+typedef struct tg_fn tg_fn;
+/* Compiles g (which must stay alive while the function is used). opts may be NULL. */
+TG_API tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out);
+/* Runs f: inputs in the graph's input order; outputs receive new tensors the caller
+ * frees with tg_tensor_free. Inputs must match the declared dtypes and static shapes. */
+TG_API tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout);
+TG_API void tg_fn_free(tg_fn *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

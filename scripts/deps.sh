@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs the Debian packages tgraph needs for building and testing, when missing.
+# As root it uses apt-get; otherwise it prints the command to run.
+set -e
+pkgs="cmake make gcc pkg-config libopenblas-dev libcmocka-dev python3-numpy"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "tgraph needs:$missing (or their equivalents on this system)" >&2
+    exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "tgraph needs these Debian packages; run as root:" >&2
+    echo "  apt-get update && apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "installing:$missing"
+apt-get update -q
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing

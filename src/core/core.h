@@ -1,0 +1,121 @@
+/* core.h - private header of src/core: context and allocator hook, errors, arenas,
+ * buffers, tensor views, dtype helpers, element load/store.
+ *
+ * Invariants: every allocation goes through a tg_ctx (tg_mem_*); a tensor holds exactly one
+ * reference to its buffer; buffer refcounts are atomic; the last-error buffer is the only
+ * state outside explicit objects (thread-local).
+ */
+#ifndef TG_CORE_H
+#define TG_CORE_H
+
+#include "tgraph.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define TG_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
+#define TG_UNUSED(x) ((void)(x))
+
+#if defined(__GNUC__)
+#define TG_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define TG_PRINTF(f, a)
+#endif
+
+/* Bugs in tgraph only; never on user input. Stays on in every build. */
+_Noreturn void tg_bug(const char *file, int line, const char *expr);
+#define TG_ASSERT(c) ((c) ? (void)0 : tg_bug(__FILE__, __LINE__, #c))
+
+/* ---- errors ---- */
+/* Sets this thread's last error to the formatted message; returns st for chaining. */
+tg_status tg_set_error(tg_status st, const char *fmt, ...) TG_PRINTF(2, 3);
+tg_status tg_set_errorv(tg_status st, const char *fmt, va_list ap);
+#define TG_ERRMSG_MAX 1024
+
+/* ---- context and memory ---- */
+struct tg_ctx {
+    tg_alloc_fn alloc; /* never NULL */
+    void *ud;          /* allocator's user data */
+};
+void *tg_mem_alloc(tg_ctx *ctx, size_t n);  /* NULL on failure (error already set) */
+void *tg_mem_calloc(tg_ctx *ctx, size_t n); /* zeroed */
+void *tg_mem_realloc(tg_ctx *ctx, void *p, size_t osize, size_t nsize);
+void tg_mem_free(tg_ctx *ctx, void *p, size_t size);
+char *tg_mem_strdup(tg_ctx *ctx, const char *s); /* free with tg_mem_free(ctx, p, strlen+1) */
+/* Overflow-checked size arithmetic: false when the result does not fit. */
+bool tg_size_mul(size_t a, size_t b, size_t *out);
+bool tg_size_add(size_t a, size_t b, size_t *out);
+
+/* ---- arenas: bump allocation in growing chunks, released all at once ---- */
+typedef struct tg_arena_chunk tg_arena_chunk;
+typedef struct tg_arena {
+    tg_ctx *ctx;            /* where chunks come from */
+    tg_arena_chunk *head;   /* newest chunk first */
+    size_t used, cap;       /* in the head chunk */
+    size_t total;           /* bytes handed out, for statistics */
+} tg_arena;
+void tg_arena_init(tg_arena *a, tg_ctx *ctx);
+void tg_arena_fini(tg_arena *a);
+void *tg_arena_alloc(tg_arena *a, size_t n); /* 16-byte aligned, zeroed; NULL on failure */
+char *tg_arena_strdup(tg_arena *a, const char *s);
+void *tg_arena_memdup(tg_arena *a, const void *p, size_t n);
+
+/* ---- dtypes ---- */
+typedef struct tg_dtype_info {
+    const char *name;  /* "f32" */
+    const char *numpy; /* "float32" */
+    size_t size;       /* bytes */
+    char npy_kind;     /* 'b', 'i', 'u', 'f' */
+} tg_dtype_info;
+extern const tg_dtype_info tg_dtype_infos[TG_DT_COUNT];
+
+/* Load/store one element converted through double or int64 (stores wrap integers
+ * modulo 2^bits and convert floats with the C rules; bool stores v != 0). */
+double tg_load_f64(const void *p, tg_dtype dt);
+int64_t tg_load_i64(const void *p, tg_dtype dt);
+void tg_store_f64(void *p, tg_dtype dt, double v);
+void tg_store_i64(void *p, tg_dtype dt, int64_t v);
+
+/* ---- buffers and tensors ---- */
+typedef struct tg_buffer {
+    atomic_long refs; /* last unref frees */
+    tg_ctx *ctx;      /* allocator of `data` */
+    void *data;       /* nbytes bytes, 64-byte aligned when from tg_buffer_new */
+    size_t nbytes;    /* size of data */
+} tg_buffer;
+tg_buffer *tg_buffer_new(tg_ctx *ctx, size_t nbytes); /* zero-filled; NULL on failure */
+void tg_buffer_ref(tg_buffer *b);
+void tg_buffer_unref(tg_buffer *b);
+
+struct tg_tensor {
+    tg_dtype dtype;                  /* element type */
+    int ndim;                        /* 0..TG_MAX_DIMS */
+    int64_t shape[TG_MAX_DIMS];      /* extents, >= 0 */
+    int64_t strides[TG_MAX_DIMS];    /* in elements, signed */
+    int64_t offset;                  /* of element [0,...,0], in elements */
+    tg_buffer *buf;                  /* one reference held */
+};
+/* Element count of a shape; false on overflow past INT64_MAX/elem_size limits. */
+bool tg_shape_size(int ndim, const int64_t *shape, int64_t *out);
+void tg_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Uninitialised-free variant used by kernels' owners: like tg_tensor_new. */
+tg_tensor *tg_tensor_empty(tg_ctx *ctx, tg_dtype dt, int ndim, const int64_t *shape);
+/* Address of the element at multi-index idx. */
+static inline char *tg_tensor_at(const tg_tensor *t, const int64_t *idx) {
+    int64_t off = t->offset;
+    for (int i = 0; i < t->ndim; i++) off += idx[i] * t->strides[i];
+    return (char *)t->buf->data + off * (int64_t)tg_dtype_infos[t->dtype].size;
+}
+/* Advances a C-order multi-index over shape; false when it wrapped around. */
+static inline bool tg_index_next(int ndim, const int64_t *shape, int64_t *idx) {
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (++idx[i] < shape[i]) return true;
+        idx[i] = 0;
+    }
+    return false;
+}
+/* Copies src into dst elementwise (same shape; dtypes may differ: converted). */
+void tg_tensor_copy_into(tg_tensor *dst, const tg_tensor *src);
+
+#endif

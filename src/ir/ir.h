@@ -1,0 +1,121 @@
+/* ir.h - private header of src/ir: types, variables, nodes, graphs, modules.
+ *
+ * Invariants:
+ *  - A graph owns all its nodes, variables, names and attribute arrays through its arena;
+ *    nothing in it is freed individually (dead nodes simply become unreachable).
+ *  - g->nodes lists nodes in creation order; every builder creates a node after its
+ *    inputs, so creation order is topological until tg_ir_replace runs. tg_ir_toposort
+ *    gives the order from the outputs, iteratively.
+ *  - A variable's type never changes after creation; replacement requires equal types.
+ *  - The first error is sticky: once g->status != TG_OK every builder returns NULL.
+ */
+#ifndef TG_IR_H
+#define TG_IR_H
+
+#include "../core/core.h"
+
+/* ---- types ---- */
+/* dtype + static shape. shape[i] == -1 is '?'. A static 1 broadcasts. `nobcast` marks
+ * axes whose extent is 1 but came from a '?' at run time: those do not broadcast. `weak`
+ * marks an untyped literal (NEP 50): it adopts the dtype of the strong operand it meets. */
+typedef struct tg_type {
+    uint8_t dtype;              /* tg_dtype */
+    uint8_t ndim;               /* rank */
+    uint8_t weak;               /* weak literal */
+    uint32_t nobcast;           /* bit i: extent 1 that must not broadcast */
+    int64_t shape[TG_MAX_DIMS]; /* extents, -1 unknown */
+} tg_type;
+
+bool tg_type_equal(const tg_type *a, const tg_type *b); /* dtype, rank, shape (not weak) */
+/* Writes "f32[?,784]" into buf (always terminated). Returns buf. */
+char *tg_type_str(const tg_type *t, char *buf, size_t n);
+#define TG_TYPE_STR_MAX 160
+bool tg_type_known(const tg_type *t); /* every extent static */
+
+/* ---- attribute values (normalized to each op's schema) ---- */
+typedef struct tg_aval {
+    tg_attr_kind kind;   /* NONE when absent and the schema allows none */
+    int64_t i;           /* INT, BOOL */
+    double f;            /* FLOAT */
+    const char *s;       /* STR, FUNC */
+    const int64_t *ints; /* INTS */
+    const double *floats;/* FLOATS */
+    int n;               /* length */
+} tg_aval;
+
+/* ---- variables and nodes ---- */
+typedef enum { TG_VAR_INPUT, TG_VAR_CONST, TG_VAR_NODE } tg_var_kind;
+typedef struct tg_node tg_node;
+
+struct tg_var {
+    tg_type type;       /* never changes */
+    tg_var_kind kind;   /* input, constant or node output */
+    int id;             /* unique in the graph, creation order */
+    const char *name;   /* user's name or NULL (arena) */
+    tg_node *node;      /* producer when kind == TG_VAR_NODE */
+    int index;          /* which output of node */
+    tg_tensor *value;   /* TG_VAR_CONST: the value (owned by the graph) */
+    char lit;           /* constant from a literal: 'i', 'f', 'b'; 0 otherwise */
+};
+
+struct tg_node {
+    int op;             /* tg_op */
+    int id;             /* unique in the graph, creation order */
+    int nin, nout;      /* counts */
+    tg_var **in;        /* inputs (arena) */
+    tg_var **out;       /* outputs (arena) */
+    tg_aval *attrs;     /* one per schema entry of the op (arena) */
+    int line, col;      /* source position when parsed, else 0 */
+};
+
+/* ---- graphs ---- */
+typedef struct tg_vec { void **items; int n, cap; } tg_vec; /* ctx-allocated pointer vector */
+bool tg_vec_push(tg_ctx *ctx, tg_vec *v, void *item);
+void tg_vec_fini(tg_ctx *ctx, tg_vec *v);
+
+struct tg_graph {
+    tg_ctx *ctx;                   /* allocator */
+    tg_arena arena;                /* owns nodes, vars, names, attrs */
+    const char *name;              /* function name (arena) */
+    tg_vec nodes;                  /* tg_node*, creation order */
+    tg_vec vars;                   /* tg_var*, creation order */
+    tg_vec inputs;                 /* tg_var*, parameter order */
+    tg_vec outputs;                /* tg_var* */
+    tg_status status;              /* first error */
+    char *error;                   /* its message (arena), "" when none */
+    int line, col;                 /* position stamped on new nodes (parser sets it) */
+    const char *file;              /* for messages, may be NULL */
+};
+
+/* Records the first error of g (later ones are ignored) and sets tg_last_error.
+ * Messages get "file:line:col: " when g->line is set. Returns NULL for chaining. */
+void *tg_ir_fail(tg_graph *g, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
+tg_status tg_ir_failv(tg_graph *g, tg_status st, const char *fmt, va_list ap);
+
+/* Creates a node of `op` after promotion, attribute normalization and inference.
+ * attrs are keyword attributes as the user gave them. Returns NULL on error (sticky). */
+tg_node *tg_ir_node_make(tg_graph *g, int op, tg_var *const *in, int nin, const tg_attr *attrs,
+                         int nattrs);
+/* Same, with attributes already normalized to the schema (clone, rewrites). */
+tg_node *tg_ir_node_make_norm(tg_graph *g, int op, tg_var *const *in, int nin,
+                              const tg_aval *attrs);
+tg_var *tg_ir_const(tg_graph *g, tg_tensor *value /* ownership taken */, char lit);
+
+/* Nodes reachable from the outputs, inputs before users. Iterative; caller frees
+ * with tg_mem_free(g->ctx, p, n * sizeof *p). Returns NULL on failure (error set). */
+tg_node **tg_ir_toposort(const tg_graph *g, int *n);
+/* Points every use of `old` (node inputs and graph outputs) at `new`, which must have
+ * the same type and must not depend on old. */
+tg_status tg_ir_replace(tg_graph *g, tg_var *old, tg_var *new);
+
+/* ---- modules ---- */
+struct tg_module {
+    tg_ctx *ctx;
+    tg_vec funcs; /* tg_graph* */
+};
+
+/* ---- printing helpers shared by print.c and dot.c ---- */
+/* Formats a literal constant (scalar) for the .tg text: "2", "-0.5", "true", "inf". */
+void tg_ir_format_scalar(const tg_var *v, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,33 @@
+/* oplist.h - the only list of ops. An op is one line here plus one record in its
+ * family's file (elemwise.c, reduce.c, shape.c, linalg.c). X(UPPER, lower). */
+#ifndef TG_OPLIST_H
+#define TG_OPLIST_H
+
+#define TG_OPS_ELEMWISE(X)                                                                 \
+    X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(INT_DIV, int_div) X(MOD, mod)        \
+    X(POW, pow) X(MAXIMUM, maximum) X(MINIMUM, minimum)                                    \
+    X(NEG, neg) X(ABS, abs) X(SIGN, sign) X(EXP, exp) X(EXP2, exp2) X(LOG, log)            \
+    X(LOG2, log2) X(LOG1P, log1p) X(EXPM1, expm1) X(SQRT, sqrt) X(RSQRT, rsqrt)            \
+    X(SIN, sin) X(COS, cos) X(TAN, tan) X(TANH, tanh) X(SIGMOID, sigmoid)                  \
+    X(SOFTPLUS, softplus) X(ERF, erf) X(ERFC, erfc) X(FLOOR, floor) X(CEIL, ceil)          \
+    X(ROUND, round) X(LT, lt) X(LE, le) X(GT, gt) X(GE, ge) X(EQ, eq) X(NE, ne)            \
+    X(AND, and) X(OR, or) X(XOR, xor) X(NOT, not) X(ISNAN, isnan) X(ISINF, isinf)          \
+    X(CLIP, clip) X(WHERE, where) X(CAST, cast)
+
+#define TG_OPS_REDUCE(X)                                                                   \
+    X(SUM, sum) X(PROD, prod) X(MEAN, mean) X(MAX, max) X(MIN, min) X(ARGMAX, argmax)      \
+    X(ARGMIN, argmin) X(ANY, any) X(ALL, all)
+
+#define TG_OPS_SHAPE(X)                                                                    \
+    X(RESHAPE, reshape) X(TRANSPOSE, transpose) X(EXPAND_DIMS, expand_dims)                \
+    X(SQUEEZE, squeeze) X(BROADCAST_TO, broadcast_to) X(SLICE, slice)
+
+#define TG_OPS_LINALG(X) X(DOT, dot) X(MATMUL, matmul) X(OUTER, outer)
+
+#define TG_OPS(X) TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X)
+
+#define TG_X_ENUM(U, l) TG_OP_##U,
+typedef enum { TG_OPS(TG_X_ENUM) TG_OP_COUNT } tg_op;
+#undef TG_X_ENUM
+
+#endif

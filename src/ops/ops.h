@@ -1,0 +1,134 @@
+/* ops.h - private header of src/ops: the op record (tg_op_def), attribute schemas,
+ * inference and reference-kernel contexts, and helpers shared by the op families.
+ *
+ * Every op is one `const tg_op_def` record in its family's file, listed once in oplist.h.
+ * Nothing about an op lives outside its record: no switch over ops grows elsewhere.
+ * Inference serves both compile time (static types with '?') and run time (concrete
+ * types, where `nobcast` marks extents of 1 that came from '?').
+ */
+#ifndef TG_OPS_H
+#define TG_OPS_H
+
+#include "../ir/ir.h"
+#include "oplist.h"
+
+#define TG_MAX_OUTS 64 /* most outputs one node may have (split) */
+
+/* ---- attribute schema ---- */
+typedef enum {
+    TG_AS_INT,    /* integer (bool accepted as 0/1) */
+    TG_AS_FLOAT,  /* number; ints are converted */
+    TG_AS_BOOL,   /* true/false */
+    TG_AS_STR,    /* string */
+    TG_AS_INTS,   /* list of ints; a single int becomes a list of one */
+    TG_AS_AXES,   /* int, list of ints, or none (= all axes) */
+    TG_AS_DTYPE,  /* string naming a dtype; stored as INT holding the tg_dtype */
+    TG_AS_SCALAR, /* int or float, kept as given */
+    TG_AS_FUNC,   /* @name */
+} tg_attr_type;
+
+typedef struct tg_attr_spec {
+    const char *name;  /* keyword */
+    uint8_t type;      /* tg_attr_type */
+    uint8_t required;  /* must be given */
+    uint8_t nullable;  /* `none` accepted (stored as TG_ATTR_NONE) */
+    tg_aval def;       /* value when absent and not required */
+} tg_attr_spec;
+
+/* ---- inference ---- */
+typedef struct tg_infer {
+    const struct tg_op_def *op; /* the op */
+    const tg_type *in;          /* input types */
+    int nin;                    /* input count */
+    const tg_aval *attrs;       /* normalized attributes */
+    tg_type *out;               /* output types to fill (TG_MAX_OUTS slots) */
+    int nout;                   /* preset to op->nout; ops with nout < 0 set it */
+    bool runtime;               /* concrete types at run time */
+    tg_status status;           /* set by tg_infer_fail */
+    char msg[512];              /* message, without the op name (the caller adds it) */
+} tg_infer;
+
+tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
+
+/* ---- reference kernels ---- */
+typedef struct tg_kern {
+    tg_ctx *ctx;             /* allocator for outputs the kernel makes itself */
+    const tg_node *node;     /* the node (static types, op) */
+    const tg_aval *attrs;    /* node->attrs */
+    tg_tensor *const *in;    /* input values */
+    int nin;                 /* count */
+    tg_tensor **out;         /* outputs: preallocated (contiguous, zeroed) from out_type,
+                                except for ops with .views, which set them */
+    int nout;                /* count */
+    const tg_type *out_type; /* run-time output types (all extents known) */
+    tg_status status;        /* set by tg_kern_fail */
+    char msg[512];           /* message without the op name */
+} tg_kern;
+
+tg_status tg_kern_fail(tg_kern *k, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
+
+/* ---- elementwise scalar functions (reference semantics) ----
+ * Floats compute in double (then round to the output dtype on store); integers and bool
+ * compute in int64 and wrap to the output dtype on store. `dt` is the compute dtype. */
+typedef double (*tg_sf_f64)(const double *x);
+typedef int64_t (*tg_sf_i64)(const int64_t *x, tg_dtype dt);
+
+enum {
+    TG_EW_BOOL = 1u << 0,    /* accepts bool inputs */
+    TG_EW_INT = 1u << 1,     /* accepts integer inputs */
+    TG_EW_FLOAT = 1u << 2,   /* accepts float inputs */
+    TG_EW_TOFLOAT = 1u << 3, /* integer/bool inputs are cast to a float dtype first */
+    TG_EW_CMP = 1u << 4,     /* result is bool */
+};
+
+typedef struct tg_ew_def {
+    tg_sf_f64 f;    /* float kernel (NULL if floats are not accepted) */
+    tg_sf_i64 i;    /* integer/bool kernel (NULL if not accepted) */
+    unsigned flags; /* TG_EW_* */
+} tg_ew_def;
+
+typedef enum {
+    TG_KIND_ELEMWISE, TG_KIND_REDUCE, TG_KIND_SHAPE, TG_KIND_INDEX, TG_KIND_LINALG,
+    TG_KIND_CONSTRUCT, TG_KIND_OTHER,
+} tg_op_kind;
+
+/* ---- the record ---- */
+typedef struct tg_op_def {
+    const char *name;            /* .tg name */
+    int8_t min_in, max_in;       /* arity; max_in < 0: variadic */
+    int8_t nout;                 /* outputs; < 0: decided by infer */
+    uint8_t kind;                /* tg_op_kind */
+    const tg_attr_spec *attrs;   /* schema */
+    int nattrs;                  /* its length */
+    /* Chooses the dtype each input is converted to before inference (NEP 50); weak
+     * literals adopt it, other inputs get a cast node. NULL: inputs kept as they are. */
+    tg_status (*promote)(tg_infer *ic, tg_dtype *want);
+    tg_status (*infer)(tg_infer *ic); /* output types; errors via tg_infer_fail */
+    tg_status (*ref)(tg_kern *k);     /* reference kernel */
+    tg_ew_def ew;                     /* elementwise ops: scalar functions */
+    uint32_t views;                   /* bit i: output 0 may alias input i (kernel makes it) */
+} tg_op_def;
+
+#define TG_X_DECL(U, l) extern const tg_op_def tg_op_##l;
+TG_OPS(TG_X_DECL)
+#undef TG_X_DECL
+
+extern const tg_op_def *const tg_op_table[TG_OP_COUNT];
+/* Op by .tg name; -1 when unknown. */
+int tg_op_lookup(const char *name);
+
+/* ---- helpers shared by the families (ops_util.c) ---- */
+/* NEP 50 promotion of n types (weak ones adopt the strong category). Errors for
+ * an integer literal out of range of the integer dtype it meets are raised when
+ * the literal is converted, not here. */
+tg_dtype tg_promote_types(const tg_type *const *t, int n);
+/* NumPy broadcasting with the '?' rules of DESIGN.md; false with a message in ic. */
+bool tg_broadcast_types(tg_infer *ic, const tg_type *const *t, int n, tg_type *out);
+/* Normalizes an axis (negative counts from the end) into [0, ndim); false if out of range. */
+bool tg_axis_norm(int64_t axis, int ndim, int *out);
+/* Standard elementwise promote/infer/ref used by most elementwise records. */
+tg_status tg_ew_promote(tg_infer *ic, tg_dtype *want);
+tg_status tg_ew_infer(tg_infer *ic);
+tg_status tg_ew_ref(tg_kern *k);
+
+#endif

@@ -1,0 +1,12 @@
+/* table.c - the op table, generated from oplist.h, and lookup by name. */
+#include "ops.h"
+
+#define TG_X_SLOT(U, l) [TG_OP_##U] = &tg_op_##l,
+const tg_op_def *const tg_op_table[TG_OP_COUNT] = {TG_OPS(TG_X_SLOT)};
+#undef TG_X_SLOT
+
+int tg_op_lookup(const char *name) {
+    for (int i = 0; i < TG_OP_COUNT; i++)
+        if (strcmp(tg_op_table[i]->name, name) == 0) return i;
+    return -1;
+}
