@@ -70,8 +70,10 @@ typedef struct tg_dtype_info {
 } tg_dtype_info;
 extern const tg_dtype_info tg_dtype_infos[TG_DT_COUNT];
 
-/* Load/store one element converted through double or int64 (stores wrap integers
- * modulo 2^bits and convert floats with the C rules; bool stores v != 0). */
+/* Load/store one element converted through double or int64 (any alignment). Integer
+ * stores wrap modulo 2^bits; float -> int truncates, NaN -> 0, out-of-range values
+ * saturate to the target's min/max (never UB); bool stores v != 0; a bool byte loads as
+ * 1 when non-zero. See dtype.c. */
 double tg_load_f64(const void *p, tg_dtype dt);
 int64_t tg_load_i64(const void *p, tg_dtype dt);
 void tg_store_f64(void *p, tg_dtype dt, double v);
@@ -83,6 +85,7 @@ typedef struct tg_buffer {
     tg_ctx *ctx;      /* allocator of `data` */
     void *data;       /* nbytes bytes, 64-byte aligned when from tg_buffer_new */
     size_t nbytes;    /* size of data */
+    size_t alloc_size; /* size of the one ctx block holding this header and data */
 } tg_buffer;
 tg_buffer *tg_buffer_new(tg_ctx *ctx, size_t nbytes); /* zero-filled; NULL on failure */
 void tg_buffer_ref(tg_buffer *b);
@@ -99,7 +102,8 @@ struct tg_tensor {
 /* Element count of a shape; false on overflow past INT64_MAX/elem_size limits. */
 bool tg_shape_size(int ndim, const int64_t *shape, int64_t *out);
 void tg_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
-/* Uninitialised-free variant used by kernels' owners: like tg_tensor_new. */
+/* Like tg_tensor_new, for owners that overwrite every element: callers must not rely on
+ * the contents (currently zero-filled too, so no uninitialised memory is ever exposed). */
 tg_tensor *tg_tensor_empty(tg_ctx *ctx, tg_dtype dt, int ndim, const int64_t *shape);
 /* Address of the element at multi-index idx. */
 static inline char *tg_tensor_at(const tg_tensor *t, const int64_t *idx) {
@@ -115,7 +119,9 @@ static inline bool tg_index_next(int ndim, const int64_t *shape, int64_t *idx) {
     }
     return false;
 }
-/* Copies src into dst elementwise (same shape; dtypes may differ: converted). */
+/* Copies src into dst elementwise (same shape; dtypes may differ: converted as by the
+ * load/store rules above). dst and src may be the same tensor but must not otherwise
+ * overlap in memory. */
 void tg_tensor_copy_into(tg_tensor *dst, const tg_tensor *src);
 
 #endif

@@ -1,0 +1,99 @@
+/* build.c - the public builders: tg_apply / tg_apply_multi by op name and the typed
+ * shortcuts of tgraph.h. Each is a thin wrapper over tg_ir_node_make, which owns
+ * promotion and inference; nothing op-specific lives here beyond attribute packing. */
+#include "../ops/ops.h"
+
+tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, int nin,
+                         const tg_attr *attrs, int nattrs, tg_var **out, int *nout) {
+    if (!g) return tg_set_error(TG_EINVAL, "apply: graph is NULL");
+    if (g->status != TG_OK) return g->status;
+    int opi = op ? tg_op_lookup(op) : -1;
+    if (opi < 0) return tg_ir_fail(g, TG_ENAME, "unknown op '%s'", op ? op : "(null)"), g->status;
+    if (nin < 0 || (nin > 0 && !in))
+        return tg_ir_fail(g, TG_EINVAL, "%s: invalid input list", op), g->status;
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) return tg_ir_fail(g, TG_EINVAL, "%s: input %d is NULL", op, i), g->status;
+    tg_node *n = tg_ir_node_make(g, opi, in, nin, attrs, nattrs);
+    if (!n) return g->status;
+    if (nout) {
+        int cap = *nout;
+        if (out && n->nout > cap)
+            return tg_ir_fail(g, TG_EINVAL, "%s: produces %d outputs, room for %d", op, n->nout,
+                              cap),
+                   g->status;
+        for (int i = 0; out && i < n->nout; i++) out[i] = n->out[i];
+        *nout = n->nout;
+    }
+    return TG_OK;
+}
+
+tg_var *tg_apply(tg_graph *g, const char *op, tg_var *const *in, int nin, const tg_attr *attrs,
+                 int nattrs) {
+    if (!g || g->status != TG_OK) return NULL;
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) return NULL; /* an earlier builder failed; its error is kept */
+    tg_var *out[TG_MAX_OUTS];
+    int nout = TG_MAX_OUTS;
+    if (tg_apply_multi(g, op, in, nin, attrs, nattrs, out, &nout) != TG_OK) return NULL;
+    if (nout < 1) return tg_ir_fail(g, TG_EINVAL, "%s: has no output", op);
+    return out[0];
+}
+
+#define TG_X_UNARY_DEF(nm)                                                                 \
+    tg_var *tg_##nm(tg_graph *g, tg_var *x) { return tg_apply(g, #nm, &x, 1, NULL, 0); }
+#define TG_X_BINARY_DEF(nm)                                                                \
+    tg_var *tg_##nm(tg_graph *g, tg_var *a, tg_var *b) {                                  \
+        return tg_apply(g, #nm, (tg_var *[]){a, b}, 2, NULL, 0);                           \
+    }
+TG_UNARY_BUILDERS(TG_X_UNARY_DEF)
+TG_BINARY_BUILDERS(TG_X_BINARY_DEF)
+
+tg_var *tg_where(tg_graph *g, tg_var *cond, tg_var *a, tg_var *b) {
+    return tg_apply(g, "where", (tg_var *[]){cond, a, b}, 3, NULL, 0);
+}
+
+tg_var *tg_clip(tg_graph *g, tg_var *x, tg_var *lo, tg_var *hi) {
+    return tg_apply(g, "clip", (tg_var *[]){x, lo, hi}, 3, NULL, 0);
+}
+
+tg_var *tg_cast(tg_graph *g, tg_var *x, tg_dtype dt) {
+    if ((unsigned)dt >= TG_DT_COUNT)
+        return g ? tg_ir_fail(g, TG_EINVAL, "cast: invalid dtype %d", (int)dt) : NULL;
+    tg_attr a = TG_A_STR("dtype", tg_dtype_name(dt));
+    return tg_apply(g, "cast", &x, 1, &a, 1);
+}
+
+tg_var *tg_reduce(tg_graph *g, const char *op, tg_var *x, const int64_t *axes, int naxes,
+                  bool keepdims) {
+    tg_attr a[2] = {naxes < 0 || !axes ? TG_A_NONE("axis") : TG_A_INTS("axis", axes, naxes),
+                    TG_A_BOOL("keepdims", keepdims)};
+    return tg_apply(g, op, &x, 1, a, 2);
+}
+
+tg_var *tg_reshape(tg_graph *g, tg_var *x, int ndim, const int64_t *shape) {
+    tg_attr a = TG_A_INTS("shape", shape, ndim);
+    return tg_apply(g, "reshape", &x, 1, &a, 1);
+}
+
+tg_var *tg_transpose(tg_graph *g, tg_var *x, const int64_t *axes) {
+    if (!axes) return tg_apply(g, "transpose", &x, 1, NULL, 0);
+    if (!x) return NULL;
+    tg_attr a = TG_A_INTS("axes", axes, x->type.ndim);
+    return tg_apply(g, "transpose", &x, 1, &a, 1);
+}
+
+tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx) {
+    if (!g || g->status != TG_OK || !x) return NULL;
+    if (nidx < 0 || nidx > TG_MAX_DIMS || (nidx > 0 && !idx))
+        return tg_ir_fail(g, TG_EINVAL, "slice: invalid index list");
+    int64_t st[TG_MAX_DIMS], sp[TG_MAX_DIMS], step[TG_MAX_DIMS], ix[TG_MAX_DIMS];
+    for (int i = 0; i < nidx; i++) {
+        st[i] = idx[i].start;
+        sp[i] = idx[i].stop;
+        step[i] = idx[i].step;
+        ix[i] = idx[i].is_index;
+    }
+    tg_attr a[4] = {TG_A_INTS("starts", st, nidx), TG_A_INTS("stops", sp, nidx),
+                    TG_A_INTS("steps", step, nidx), TG_A_INTS("index", ix, nidx)};
+    return tg_apply(g, "slice", &x, 1, a, 4);
+}

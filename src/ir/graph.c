@@ -1,0 +1,710 @@
+/* graph.c - the graph IR: graphs, variables, nodes, node construction (attribute
+ * normalization, NEP 50 promotion, type inference), toposort, replace, clone, verify.
+ *
+ * Invariants: see ir.h. Node construction is the single place where an op's record is
+ * consulted to build IR; all algorithms over graphs here are iterative.
+ */
+#include "../ops/ops.h"
+
+#include <stdio.h>
+
+/* ---- small vectors ---- */
+
+bool tg_vec_push(tg_ctx *ctx, tg_vec *v, void *item) {
+    if (v->n == v->cap) {
+        int ncap = v->cap ? v->cap * 2 : 16;
+        void **p = tg_mem_realloc(ctx, v->items, (size_t)v->cap * sizeof *p,
+                                  (size_t)ncap * sizeof *p);
+        if (!p) return false;
+        v->items = p;
+        v->cap = ncap;
+    }
+    v->items[v->n++] = item;
+    return true;
+}
+
+void tg_vec_fini(tg_ctx *ctx, tg_vec *v) {
+    tg_mem_free(ctx, v->items, (size_t)v->cap * sizeof *v->items);
+    v->items = NULL;
+    v->n = v->cap = 0;
+}
+
+/* ---- errors ---- */
+
+tg_status tg_ir_failv(tg_graph *g, tg_status st, const char *fmt, va_list ap) {
+    char msg[TG_ERRMSG_MAX];
+    int off = 0;
+    if (g->line > 0)
+        off = snprintf(msg, sizeof msg, "%s:%d:%d: ", g->file ? g->file : "<input>", g->line,
+                       g->col);
+    vsnprintf(msg + off, sizeof msg - (size_t)off, fmt, ap);
+    if (g->status == TG_OK) {
+        g->status = st;
+        char *kept = tg_arena_strdup(&g->arena, msg);
+        g->error = kept ? kept : "out of memory while reporting an error";
+    }
+    tg_set_error(g->status, "%s", g->error);
+    return g->status;
+}
+
+void *tg_ir_fail(tg_graph *g, tg_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tg_ir_failv(g, st, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+static void *fail_oom(tg_graph *g) { return tg_ir_fail(g, TG_ENOMEM, "out of memory"); }
+
+/* ---- graphs ---- */
+
+tg_graph *tg_graph_new(tg_ctx *ctx, const char *name) {
+    if (!ctx) ctx = tg_ctx_default();
+    tg_graph *g = tg_mem_calloc(ctx, sizeof *g);
+    if (!g) return NULL;
+    g->ctx = ctx;
+    tg_arena_init(&g->arena, ctx);
+    g->error = "";
+    g->name = tg_arena_strdup(&g->arena, name ? name : "main");
+    if (!g->name) {
+        tg_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void tg_graph_free(tg_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->vars.n; i++) {
+        tg_var *v = g->vars.items[i];
+        if (v->kind == TG_VAR_CONST) tg_tensor_free(v->value);
+    }
+    tg_vec_fini(g->ctx, &g->nodes);
+    tg_vec_fini(g->ctx, &g->vars);
+    tg_vec_fini(g->ctx, &g->inputs);
+    tg_vec_fini(g->ctx, &g->outputs);
+    tg_arena_fini(&g->arena);
+    tg_mem_free(g->ctx, g, sizeof *g);
+}
+
+const char *tg_graph_name(const tg_graph *g) { return g->name; }
+tg_status tg_graph_status(const tg_graph *g) { return g->status; }
+const char *tg_graph_error(const tg_graph *g) { return g->error; }
+int tg_graph_input_count(const tg_graph *g) { return g->inputs.n; }
+int tg_graph_output_count(const tg_graph *g) { return g->outputs.n; }
+int tg_graph_node_count(const tg_graph *g) { return g->nodes.n; }
+
+tg_var *tg_graph_input(const tg_graph *g, int i) {
+    return i >= 0 && i < g->inputs.n ? g->inputs.items[i] : NULL;
+}
+
+tg_var *tg_graph_output(const tg_graph *g, int i) {
+    return i >= 0 && i < g->outputs.n ? g->outputs.items[i] : NULL;
+}
+
+const char *tg_var_name(const tg_var *v) { return v->name; }
+tg_dtype tg_var_dtype(const tg_var *v) { return (tg_dtype)v->type.dtype; }
+int tg_var_ndim(const tg_var *v) { return v->type.ndim; }
+int64_t tg_var_dim(const tg_var *v, int axis) {
+    return axis >= 0 && axis < v->type.ndim ? v->type.shape[axis] : -1;
+}
+
+/* A variable belongs to g when it sits at its id in g->vars. */
+static bool owns_var(const tg_graph *g, const tg_var *v) {
+    return v && v->id >= 0 && v->id < g->vars.n && g->vars.items[v->id] == v;
+}
+
+static tg_var *var_new(tg_graph *g, tg_var_kind kind, const tg_type *t) {
+    tg_var *v = tg_arena_alloc(&g->arena, sizeof *v);
+    if (!v || !tg_vec_push(g->ctx, &g->vars, v)) return fail_oom(g);
+    v->type = *t;
+    v->kind = kind;
+    v->id = g->vars.n - 1;
+    return v;
+}
+
+tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n) {
+    if (g->status != TG_OK) return g->status;
+    for (int i = 0; i < n; i++)
+        if (!owns_var(g, outs[i]))
+            return tg_ir_fail(g, TG_EINVAL, "output %d is not a variable of graph '%s'", i,
+                              g->name),
+                   g->status;
+    g->outputs.n = 0;
+    for (int i = 0; i < n; i++)
+        if (!tg_vec_push(g->ctx, &g->outputs, outs[i])) return fail_oom(g), g->status;
+    return TG_OK;
+}
+
+/* ---- leaves: inputs, constants, literals ---- */
+
+tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim, const int64_t *shape) {
+    if (!g || g->status != TG_OK) return NULL;
+    if (!name || !*name) return tg_ir_fail(g, TG_EINVAL, "input needs a name");
+    if ((unsigned)dt >= TG_DT_COUNT)
+        return tg_ir_fail(g, TG_EINVAL, "input '%s': invalid dtype %d", name, (int)dt);
+    if (ndim < 0 || ndim > TG_MAX_DIMS)
+        return tg_ir_fail(g, TG_ELIMIT, "input '%s': rank %d is outside 0..%d", name, ndim,
+                          TG_MAX_DIMS);
+    for (int i = 0; i < g->inputs.n; i++)
+        if (strcmp(((tg_var *)g->inputs.items[i])->name, name) == 0)
+            return tg_ir_fail(g, TG_EINVAL, "input '%s' is declared twice", name);
+    tg_type t = {.dtype = (uint8_t)dt, .ndim = (uint8_t)ndim};
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < TG_DIM_UNKNOWN)
+            return tg_ir_fail(g, TG_EINVAL, "input '%s': invalid extent %lld", name,
+                              (long long)shape[i]);
+        t.shape[i] = shape[i];
+    }
+    tg_var *v = var_new(g, TG_VAR_INPUT, &t);
+    if (!v) return NULL;
+    v->name = tg_arena_strdup(&g->arena, name);
+    if (!v->name || !tg_vec_push(g->ctx, &g->inputs, v)) return fail_oom(g);
+    return v;
+}
+
+tg_var *tg_ir_const(tg_graph *g, tg_tensor *value, char lit) {
+    if (!value) return fail_oom(g);
+    tg_type t = {.dtype = (uint8_t)value->dtype, .ndim = (uint8_t)value->ndim,
+                 .weak = lit != 0};
+    memcpy(t.shape, value->shape, sizeof t.shape[0] * (size_t)value->ndim);
+    tg_var *v = var_new(g, TG_VAR_CONST, &t);
+    if (!v) {
+        tg_tensor_free(value);
+        return NULL;
+    }
+    v->value = value;
+    v->lit = lit;
+    return v;
+}
+
+tg_var *tg_constant(tg_graph *g, const tg_tensor *value) {
+    if (!g || g->status != TG_OK) return NULL;
+    if (!value) return tg_ir_fail(g, TG_EINVAL, "constant: value is NULL");
+    tg_tensor *copy = tg_tensor_dup(value);
+    return copy ? tg_ir_const(g, copy, 0) : fail_oom(g);
+}
+
+static tg_var *literal(tg_graph *g, tg_dtype dt, const void *data, char lit) {
+    if (!g || g->status != TG_OK) return NULL;
+    return tg_ir_const(g, tg_tensor_from_data(g->ctx, dt, 0, NULL, data), lit);
+}
+
+tg_var *tg_literal_int(tg_graph *g, int64_t v) { return literal(g, TG_DT_I64, &v, 'i'); }
+tg_var *tg_literal_float(tg_graph *g, double v) { return literal(g, TG_DT_F64, &v, 'f'); }
+tg_var *tg_literal_bool(tg_graph *g, bool v) { return literal(g, TG_DT_BOOL, &v, 'b'); }
+
+/* ---- attributes ---- */
+
+static const char *attr_kind_name(tg_attr_kind k) {
+    static const char *const names[] = {"none", "an int", "a float", "a bool", "a string",
+                                        "a list of ints", "a list of floats", "a function"};
+    return (unsigned)k < TG_COUNTOF(names) ? names[k] : "an unknown kind";
+}
+
+static const char *attr_type_want(tg_attr_type t) {
+    static const char *const names[] = {
+        [TG_AS_INT] = "an int", [TG_AS_FLOAT] = "a number", [TG_AS_BOOL] = "true or false",
+        [TG_AS_STR] = "a string", [TG_AS_INTS] = "an int or a list of ints",
+        [TG_AS_AXES] = "an int, a list of ints or none", [TG_AS_DTYPE] = "a dtype string",
+        [TG_AS_SCALAR] = "a number", [TG_AS_FUNC] = "a function (@name)"};
+    return names[t];
+}
+
+/* Converts one user attribute to the schema's form; false if the kind does not fit. */
+static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, tg_aval *out,
+                         bool *oom) {
+    tg_aval v = {.kind = a->kind, .i = a->i, .f = a->f, .s = a->s, .n = a->n};
+    if (a->kind == TG_ATTR_NONE) {
+        if (!s->nullable) return false;
+        *out = (tg_aval){.kind = TG_ATTR_NONE};
+        return true;
+    }
+    switch ((tg_attr_type)s->type) {
+    case TG_AS_INT:
+        if (a->kind != TG_ATTR_INT && a->kind != TG_ATTR_BOOL) return false;
+        v.kind = TG_ATTR_INT;
+        break;
+    case TG_AS_FLOAT:
+        if (a->kind == TG_ATTR_INT) v.f = (double)a->i;
+        else if (a->kind != TG_ATTR_FLOAT) return false;
+        v.kind = TG_ATTR_FLOAT;
+        break;
+    case TG_AS_BOOL:
+        if (a->kind != TG_ATTR_BOOL) return false;
+        break;
+    case TG_AS_STR:
+        if (a->kind != TG_ATTR_STR) return false;
+        break;
+    case TG_AS_FUNC:
+        if (a->kind != TG_ATTR_FUNC) return false;
+        break;
+    case TG_AS_SCALAR:
+        if (a->kind != TG_ATTR_INT && a->kind != TG_ATTR_FLOAT && a->kind != TG_ATTR_BOOL)
+            return false;
+        break;
+    case TG_AS_INTS:
+    case TG_AS_AXES:
+        if (a->kind == TG_ATTR_INT) {
+            v.kind = TG_ATTR_INTS;
+            v.n = 1;
+            v.ints = tg_arena_memdup(&g->arena, &a->i, sizeof a->i);
+            if (!v.ints) *oom = true;
+        } else if (a->kind == TG_ATTR_INTS) {
+            if (a->n < 0 || (a->n > 0 && !a->ints)) return false;
+            v.ints = a->n ? tg_arena_memdup(&g->arena, a->ints, sizeof *a->ints * (size_t)a->n)
+                          : NULL;
+            if (a->n && !v.ints) *oom = true;
+        } else {
+            return false;
+        }
+        break;
+    case TG_AS_DTYPE: {
+        tg_dtype dt;
+        if (a->kind != TG_ATTR_STR || !a->s) return false;
+        if (!tg_dtype_parse(a->s, &dt)) {
+            tg_ir_fail(g, TG_ETYPE, "unknown dtype \"%s\"", a->s);
+            return true;
+        }
+        v = (tg_aval){.kind = TG_ATTR_INT, .i = dt};
+        break;
+    }
+    }
+    if ((v.kind == TG_ATTR_STR || v.kind == TG_ATTR_FUNC) && v.s) {
+        v.s = tg_arena_strdup(&g->arena, v.s);
+        if (!v.s) *oom = true;
+    }
+    if (v.kind == TG_ATTR_FLOATS && a->n > 0) {
+        v.floats = tg_arena_memdup(&g->arena, a->floats, sizeof *a->floats * (size_t)a->n);
+        if (!v.floats) *oom = true;
+    }
+    *out = v;
+    return true;
+}
+
+static tg_aval *attrs_normalize(tg_graph *g, const tg_op_def *op, const tg_attr *attrs,
+                                int nattrs) {
+    tg_aval *vals = tg_arena_alloc(&g->arena, sizeof *vals * (size_t)(op->nattrs + 1));
+    bool *seen = tg_arena_alloc(&g->arena, (size_t)op->nattrs + 1);
+    if (!vals || !seen) return fail_oom(g);
+    for (int k = 0; k < nattrs; k++) {
+        const tg_attr *a = &attrs[k];
+        int j = 0;
+        while (j < op->nattrs && strcmp(op->attrs[j].name, a->name ? a->name : "") != 0) j++;
+        if (j == op->nattrs) {
+            char known[256] = "";
+            for (int m = 0; m < op->nattrs; m++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+                         m ? ", " : "", op->attrs[m].name);
+            return tg_ir_fail(g, TG_EINVAL, "%s: unknown attribute '%s' (%s%s)", op->name,
+                              a->name ? a->name : "", op->nattrs ? "expected one of " : "it has none",
+                              known);
+        }
+        if (seen[j])
+            return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' given twice", op->name, a->name);
+        seen[j] = true;
+        bool oom = false;
+        if (!attr_convert(g, &op->attrs[j], a, &vals[j], &oom))
+            return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' expects %s, got %s", op->name,
+                              a->name, attr_type_want((tg_attr_type)op->attrs[j].type),
+                              attr_kind_name(a->kind));
+        if (oom) return fail_oom(g);
+        if (g->status != TG_OK) return NULL;
+    }
+    for (int j = 0; j < op->nattrs; j++) {
+        if (seen[j]) continue;
+        if (op->attrs[j].required)
+            return tg_ir_fail(g, TG_EINVAL, "%s: missing attribute '%s'", op->name,
+                              op->attrs[j].name);
+        vals[j] = op->attrs[j].def;
+    }
+    return vals;
+}
+
+/* Deep copy of normalized attributes into g's arena (clone, rewrites). */
+static tg_aval *attrs_copy(tg_graph *g, const tg_op_def *op, const tg_aval *src) {
+    tg_aval *vals = tg_arena_alloc(&g->arena, sizeof *vals * (size_t)(op->nattrs + 1));
+    if (!vals) return fail_oom(g);
+    for (int j = 0; j < op->nattrs; j++) {
+        vals[j] = src[j];
+        if (src[j].s && !(vals[j].s = tg_arena_strdup(&g->arena, src[j].s))) return fail_oom(g);
+        if (src[j].n > 0 && src[j].ints &&
+            !(vals[j].ints = tg_arena_memdup(&g->arena, src[j].ints,
+                                             sizeof *src[j].ints * (size_t)src[j].n)))
+            return fail_oom(g);
+        if (src[j].n > 0 && src[j].floats &&
+            !(vals[j].floats = tg_arena_memdup(&g->arena, src[j].floats,
+                                               sizeof *src[j].floats * (size_t)src[j].n)))
+            return fail_oom(g);
+    }
+    return vals;
+}
+
+/* ---- node construction ---- */
+
+/* Converts a weak literal to dtype dt (NEP 50: an integer literal must fit). */
+static tg_var *literal_convert(tg_graph *g, const tg_op_def *op, tg_var *v, tg_dtype dt) {
+    const tg_tensor *val = v->value;
+    if (tg_dtype_is_int(dt) && v->lit == 'i') {
+        int64_t x = tg_load_i64(tg_tensor_data(val), val->dtype);
+        int bits = (int)tg_dtype_size(dt) * 8;
+        int64_t lo = dt == TG_DT_U8 ? 0 : -(int64_t)((uint64_t)1 << (bits - 1));
+        int64_t hi = dt == TG_DT_U8 ? 255 : (int64_t)(((uint64_t)1 << (bits - 1)) - 1);
+        if (x < lo || x > hi)
+            return tg_ir_fail(g, TG_ETYPE, "%s: integer literal %lld is out of range for %s",
+                              op->name, (long long)x, tg_dtype_name(dt));
+    } else if (!tg_dtype_is_float(dt) && v->lit == 'f') {
+        return tg_ir_fail(g, TG_ETYPE, "%s: float literal cannot become %s", op->name,
+                          tg_dtype_name(dt));
+    }
+    tg_tensor *t = tg_tensor_empty(g->ctx, dt, 0, NULL);
+    if (!t) return fail_oom(g);
+    tg_tensor_copy_into(t, val);
+    tg_var *nv = tg_ir_const(g, t, v->lit);
+    if (nv) nv->type.weak = 0;
+    return nv;
+}
+
+static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin,
+                           const tg_aval *attrs);
+
+tg_node *tg_ir_node_make(tg_graph *g, int op, tg_var *const *in, int nin, const tg_attr *attrs,
+                         int nattrs) {
+    if (!g || g->status != TG_OK) return NULL;
+    TG_ASSERT(op >= 0 && op < TG_OP_COUNT);
+    const tg_op_def *def = tg_op_table[op];
+    if (nattrs < 0 || (nattrs > 0 && !attrs))
+        return tg_ir_fail(g, TG_EINVAL, "%s: invalid attribute list", def->name);
+    tg_aval *vals = attrs_normalize(g, def, attrs, nattrs);
+    return vals ? node_build(g, op, in, nin, vals) : NULL;
+}
+
+tg_node *tg_ir_node_make_norm(tg_graph *g, int op, tg_var *const *in, int nin,
+                              const tg_aval *attrs) {
+    if (!g || g->status != TG_OK) return NULL;
+    tg_aval *vals = attrs_copy(g, tg_op_table[op], attrs);
+    return vals ? node_build(g, op, in, nin, vals) : NULL;
+}
+
+static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin,
+                           const tg_aval *attrs) {
+    const tg_op_def *op = tg_op_table[opi];
+    if (nin < op->min_in || (op->max_in >= 0 && nin > op->max_in)) {
+        if (op->min_in == op->max_in)
+            return tg_ir_fail(g, TG_EINVAL, "%s: expects %d input%s, got %d", op->name,
+                              op->min_in, op->min_in == 1 ? "" : "s", nin);
+        if (op->max_in < 0)
+            return tg_ir_fail(g, TG_EINVAL, "%s: expects at least %d inputs, got %d", op->name,
+                              op->min_in, nin);
+        return tg_ir_fail(g, TG_EINVAL, "%s: expects %d to %d inputs, got %d", op->name,
+                          op->min_in, op->max_in, nin);
+    }
+    tg_var **in = tg_arena_alloc(&g->arena, sizeof *in * (size_t)(nin + 1));
+    tg_type *tin = tg_mem_alloc(g->ctx, sizeof *tin * (size_t)(nin + 1));
+    tg_type *tout = tg_mem_alloc(g->ctx, sizeof *tout * TG_MAX_OUTS);
+    tg_dtype *want = tg_mem_alloc(g->ctx, sizeof *want * (size_t)(nin + 1));
+    tg_node *n = NULL;
+    if (!in || !tin || !tout || !want) {
+        fail_oom(g);
+        goto done;
+    }
+    for (int i = 0; i < nin; i++) {
+        if (!in_user[i]) goto done; /* an earlier builder failed: sticky NULL */
+        if (!owns_var(g, in_user[i])) {
+            tg_ir_fail(g, TG_EINVAL, "%s: input %d belongs to another graph", op->name, i);
+            goto done;
+        }
+        in[i] = in_user[i];
+        tin[i] = in[i]->type;
+    }
+    tg_infer ic = {.op = op, .in = tin, .nin = nin, .attrs = attrs, .out = tout,
+                   .nout = op->nout};
+    if (op->promote) {
+        for (int i = 0; i < nin; i++) want[i] = (tg_dtype)tin[i].dtype;
+        if (op->promote(&ic, want) != TG_OK) {
+            tg_ir_fail(g, ic.status ? ic.status : TG_ETYPE, "%s: %s", op->name, ic.msg);
+            goto done;
+        }
+        for (int i = 0; i < nin; i++) {
+            if (want[i] == (tg_dtype)in[i]->type.dtype) continue;
+            if (in[i]->lit && in[i]->type.weak) {
+                in[i] = literal_convert(g, op, in[i], want[i]);
+            } else {
+                tg_aval cast = {.kind = TG_ATTR_INT, .i = want[i]};
+                tg_node *c = node_build(g, TG_OP_CAST, &in[i], 1, &cast);
+                in[i] = c ? c->out[0] : NULL;
+            }
+            if (!in[i]) goto done;
+            tin[i] = in[i]->type;
+        }
+    }
+    if (op->infer(&ic) != TG_OK) {
+        tg_ir_fail(g, ic.status ? ic.status : TG_ESHAPE, "%s: %s", op->name, ic.msg);
+        goto done;
+    }
+    int nout = ic.nout;
+    TG_ASSERT(nout >= 0 && nout <= TG_MAX_OUTS);
+    n = tg_arena_alloc(&g->arena, sizeof *n);
+    tg_var **out = tg_arena_alloc(&g->arena, sizeof *out * (size_t)(nout + 1));
+    if (!n || !out || !tg_vec_push(g->ctx, &g->nodes, n)) {
+        n = fail_oom(g);
+        goto done;
+    }
+    *n = (tg_node){.op = opi, .id = g->nodes.n - 1, .nin = nin, .nout = nout, .in = in,
+                   .out = out, .attrs = (tg_aval *)attrs, .line = g->line, .col = g->col};
+    for (int i = 0; i < nout; i++) {
+        tg_type t = tout[i];
+        t.weak = 0;
+        t.nobcast = 0;
+        out[i] = var_new(g, TG_VAR_NODE, &t);
+        if (!out[i]) {
+            n = NULL;
+            goto done;
+        }
+        out[i]->node = n;
+        out[i]->index = i;
+    }
+done:
+    tg_mem_free(g->ctx, tin, sizeof *tin * (size_t)(nin + 1));
+    tg_mem_free(g->ctx, tout, sizeof *tout * TG_MAX_OUTS);
+    tg_mem_free(g->ctx, want, sizeof *want * (size_t)(nin + 1));
+    return n;
+}
+
+/* ---- toposort, replace ---- */
+
+static tg_node **toposort(const tg_graph *g, int *count, tg_status *st) {
+    int nn = g->nodes.n;
+    *st = TG_ENOMEM;
+    uint8_t *state = tg_mem_calloc(g->ctx, (size_t)nn + 1);
+    tg_node **order = tg_mem_alloc(g->ctx, sizeof *order * (size_t)(nn + 1));
+    struct frame { tg_node *n; int next; } *stack =
+        tg_mem_alloc(g->ctx, sizeof *stack * (size_t)(nn + 1));
+    int len = 0;
+    if (!state || !order || !stack) goto fail;
+    for (int o = 0; o < g->outputs.n; o++) {
+        tg_var *root = g->outputs.items[o];
+        if (root->kind != TG_VAR_NODE || state[root->node->id]) continue;
+        int sp = 0;
+        stack[sp++] = (struct frame){root->node, 0};
+        state[root->node->id] = 1;
+        while (sp > 0) {
+            struct frame *f = &stack[sp - 1];
+            if (f->next < f->n->nin) {
+                tg_var *v = f->n->in[f->next++];
+                if (v->kind != TG_VAR_NODE) continue;
+                uint8_t s = state[v->node->id];
+                if (s == 1) {
+                    *st = tg_set_error(TG_EINTERNAL, "graph '%s' has a cycle through node %d",
+                                 g->name, v->node->id);
+                    goto fail;
+                }
+                if (s == 0) {
+                    state[v->node->id] = 1;
+                    stack[sp++] = (struct frame){v->node, 0};
+                }
+            } else {
+                state[f->n->id] = 2;
+                order[len++] = f->n;
+                sp--;
+            }
+        }
+    }
+    tg_mem_free(g->ctx, state, (size_t)nn + 1);
+    tg_mem_free(g->ctx, stack, sizeof *stack * (size_t)(nn + 1));
+    *count = len;
+    *st = TG_OK;
+    return order;
+fail:
+    tg_mem_free(g->ctx, state, (size_t)nn + 1);
+    tg_mem_free(g->ctx, order, sizeof *order * (size_t)(nn + 1));
+    tg_mem_free(g->ctx, stack, sizeof *stack * (size_t)(nn + 1));
+    return NULL;
+}
+
+tg_node **tg_ir_toposort(const tg_graph *g, int *count) {
+    tg_status st;
+    return toposort(g, count, &st);
+}
+
+/* True when `from` depends on `target` (iterative walk over producers). */
+static tg_status depends_on(const tg_graph *g, tg_var *from, tg_var *target, bool *out) {
+    *out = false;
+    if (from == target) return (*out = true), TG_OK;
+    int nn = g->nodes.n;
+    uint8_t *seen = tg_mem_calloc(g->ctx, (size_t)nn + 1);
+    tg_node **stack = tg_mem_alloc(g->ctx, sizeof *stack * (size_t)(nn + 1));
+    if (!seen || !stack) {
+        tg_mem_free(g->ctx, seen, (size_t)nn + 1);
+        tg_mem_free(g->ctx, stack, sizeof *stack * (size_t)(nn + 1));
+        return TG_ENOMEM;
+    }
+    int sp = 0;
+    if (from->kind == TG_VAR_NODE) {
+        stack[sp++] = from->node;
+        seen[from->node->id] = 1;
+    }
+    while (sp > 0 && !*out) {
+        tg_node *n = stack[--sp];
+        for (int i = 0; i < n->nin; i++) {
+            tg_var *v = n->in[i];
+            if (v == target) *out = true;
+            if (v->kind == TG_VAR_NODE && !seen[v->node->id]) {
+                seen[v->node->id] = 1;
+                stack[sp++] = v->node;
+            }
+        }
+    }
+    tg_mem_free(g->ctx, seen, (size_t)nn + 1);
+    tg_mem_free(g->ctx, stack, sizeof *stack * (size_t)(nn + 1));
+    return TG_OK;
+}
+
+tg_status tg_ir_replace(tg_graph *g, tg_var *old, tg_var *new) {
+    if (!owns_var(g, old) || !owns_var(g, new))
+        return tg_set_error(TG_EINVAL, "replace: variable of another graph");
+    if (!tg_type_equal(&old->type, &new->type)) {
+        char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+        return tg_set_error(TG_ETYPE, "replace: type %s differs from %s",
+                            tg_type_str(&new->type, b, sizeof b),
+                            tg_type_str(&old->type, a, sizeof a));
+    }
+    bool cyc;
+    tg_status st = depends_on(g, new, old, &cyc);
+    if (st != TG_OK) return st;
+    if (cyc && new != old) return tg_set_error(TG_EINVAL, "replace: would create a cycle");
+    for (int i = 0; i < g->nodes.n; i++) {
+        tg_node *n = g->nodes.items[i];
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] == old) n->in[k] = new;
+    }
+    for (int i = 0; i < g->outputs.n; i++)
+        if (g->outputs.items[i] == old) g->outputs.items[i] = new;
+    return TG_OK;
+}
+
+/* ---- clone ---- */
+
+tg_graph *tg_graph_clone(const tg_graph *g) {
+    if (g->status != TG_OK) {
+        tg_set_error(g->status, "cannot clone a graph with an error: %s", g->error);
+        return NULL;
+    }
+    tg_graph *c = tg_graph_new(g->ctx, g->name);
+    int norder = 0;
+    tg_node **order = c ? tg_ir_toposort(g, &norder) : NULL;
+    tg_var **map = c ? tg_mem_calloc(g->ctx, sizeof *map * (size_t)(g->vars.n + 1)) : NULL;
+    tg_var **tmp = c ? tg_mem_alloc(g->ctx, sizeof *tmp * (size_t)(g->vars.n + 1)) : NULL;
+    bool ok = c && order && map && tmp;
+    if (c) c->file = g->file;
+    for (int i = 0; ok && i < g->inputs.n; i++) {
+        tg_var *v = g->inputs.items[i];
+        map[v->id] = tg_input(c, v->name, (tg_dtype)v->type.dtype, v->type.ndim, v->type.shape);
+        ok = map[v->id] != NULL;
+    }
+    /* constants and node outputs, in dependency order */
+    for (int i = 0; ok && i < norder; i++) {
+        tg_node *n = order[i];
+        for (int k = 0; ok && k < n->nin; k++) {
+            tg_var *v = n->in[k];
+            if (v->kind == TG_VAR_CONST && !map[v->id]) {
+                tg_tensor *val = tg_tensor_dup(v->value);
+                map[v->id] = val ? tg_ir_const(c, val, v->lit) : fail_oom(c);
+                if (map[v->id]) map[v->id]->type = v->type;
+            }
+            tmp[k] = map[v->id];
+            ok = tmp[k] != NULL;
+        }
+        if (!ok) break;
+        c->line = n->line;
+        c->col = n->col;
+        tg_node *m = tg_ir_node_make_norm(c, n->op, tmp, n->nin, n->attrs);
+        ok = m && m->nout == n->nout;
+        for (int k = 0; ok && k < n->nout; k++) {
+            ok = tg_type_equal(&m->out[k]->type, &n->out[k]->type);
+            map[n->out[k]->id] = m->out[k];
+            if (n->out[k]->name && !(m->out[k]->name = tg_arena_strdup(&c->arena, n->out[k]->name)))
+                ok = false;
+        }
+    }
+    for (int i = 0; ok && i < g->outputs.n; i++) {
+        tg_var *v = g->outputs.items[i];
+        if (v->kind == TG_VAR_CONST && !map[v->id]) {
+            tg_tensor *val = tg_tensor_dup(v->value);
+            map[v->id] = val ? tg_ir_const(c, val, v->lit) : NULL;
+            if (map[v->id]) map[v->id]->type = v->type;
+        }
+        ok = (tmp[i] = map[v->id]) != NULL;
+    }
+    if (ok) ok = tg_graph_set_outputs(c, tmp, g->outputs.n) == TG_OK;
+    c->line = c->col = 0;
+    if (order) tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
+    if (map) tg_mem_free(g->ctx, map, sizeof *map * (size_t)(g->vars.n + 1));
+    if (tmp) tg_mem_free(g->ctx, tmp, sizeof *tmp * (size_t)(g->vars.n + 1));
+    if (!ok) {
+        if (c && c->status == TG_OK) tg_set_error(TG_EINTERNAL, "clone of '%s' failed", g->name);
+        tg_graph_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* ---- verification ---- */
+
+static tg_status verify_node(const tg_graph *g, const tg_node *n, tg_type *tout) {
+    if (n->op < 0 || n->op >= TG_OP_COUNT)
+        return tg_set_error(TG_EINTERNAL, "verify: node %d has op %d", n->id, n->op);
+    const tg_op_def *op = tg_op_table[n->op];
+    if (n->nin < op->min_in || (op->max_in >= 0 && n->nin > op->max_in))
+        return tg_set_error(TG_EINTERNAL, "verify: node %d (%s) has %d inputs", n->id, op->name,
+                            n->nin);
+    size_t tsz = sizeof(tg_type) * (size_t)(n->nin + 1);
+    tg_type *tin = tg_mem_alloc(g->ctx, tsz);
+    if (!tin) return TG_ENOMEM;
+    tg_status st = TG_OK;
+    for (int k = 0; k < n->nin && st == TG_OK; k++) {
+        if (!owns_var(g, n->in[k]))
+            st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) input %d is foreign", n->id,
+                              op->name, k);
+        else
+            tin[k] = n->in[k]->type;
+    }
+    for (int k = 0; k < n->nout && st == TG_OK; k++)
+        if (!owns_var(g, n->out[k]) || n->out[k]->node != n || n->out[k]->index != k)
+            st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) output %d is not linked", n->id,
+                              op->name, k);
+    tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
+                   .nout = op->nout};
+    if (st == TG_OK && (op->infer(&ic) != TG_OK || ic.nout != n->nout))
+        st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) no longer type-checks: %s", n->id,
+                          op->name, ic.msg);
+    for (int k = 0; k < n->nout && st == TG_OK; k++) {
+        if (tg_type_equal(&tout[k], &n->out[k]->type)) continue;
+        char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+        st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) output %d is %s, infers %s", n->id,
+                          op->name, k, tg_type_str(&n->out[k]->type, a, sizeof a),
+                          tg_type_str(&tout[k], b, sizeof b));
+    }
+    tg_mem_free(g->ctx, tin, tsz);
+    return st;
+}
+
+tg_status tg_graph_verify(const tg_graph *g) {
+    if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
+    tg_type *tout = tg_mem_alloc(g->ctx, sizeof *tout * TG_MAX_OUTS);
+    if (!tout) return TG_ENOMEM;
+    tg_status st = TG_OK;
+    for (int i = 0; i < g->nodes.n && st == TG_OK; i++) st = verify_node(g, g->nodes.items[i], tout);
+    tg_mem_free(g->ctx, tout, sizeof *tout * TG_MAX_OUTS);
+    for (int i = 0; i < g->outputs.n && st == TG_OK; i++)
+        if (!owns_var(g, g->outputs.items[i]))
+            st = tg_set_error(TG_EINTERNAL, "verify: output %d is foreign", i);
+    if (st == TG_OK) {
+        int cnt;
+        tg_node **order = toposort(g, &cnt, &st);
+        if (!order) return st;
+        tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
+    }
+    return st;
+}

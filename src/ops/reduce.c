@@ -1,0 +1,345 @@
+/* reduce.c - reductions over axes: sum prod mean max min argmax argmin any all.
+ *
+ * One record per op. Attributes: `axis` (sum..all: none = every axis, or a list of axes,
+ * negative counting from the end, duplicates rejected; argmax/argmin: one int or none =
+ * the flattened array) and `keepdims` (reduced axes stay as static 1s).
+ * Dtypes follow NumPy: sum/prod of bool and integers accumulate in i64 (NumPy gives u64
+ * for u8; tgraph has no u64, so u8 sums are i64 too), floats keep their dtype; mean of
+ * bool/integers is f64, of floats keeps the dtype; max/min keep the dtype and propagate
+ * NaN; argmax/argmin give i64 (first occurrence, NaN counts as the extreme); any/all
+ * give bool. max/min/argmax/argmin over an empty axis are errors, statically when the
+ * extent is known to be 0, else when the inference runs on concrete types.
+ * Invariants: the reference kernels loop over output elements and, for each, over the
+ * reduced elements in C order, reading inputs through their strides (any sign, 0-size);
+ * floats accumulate in double (rounded once at the store), integers in uint64 (wrapping).
+ */
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* ---- attributes ---- */
+
+static const tg_attr_spec reduce_attrs[] = {
+    {"axis", TG_AS_AXES, 0, 1, {.kind = TG_ATTR_NONE}},
+    {"keepdims", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+};
+
+static const tg_attr_spec arg_attrs[] = {
+    {"axis", TG_AS_INT, 0, 1, {.kind = TG_ATTR_NONE}},
+    {"keepdims", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+};
+
+/* Which axes of an ndim-rank input the `axis` attribute reduces. Writes the message to
+ * `err` (n bytes) and returns false on an out-of-range or duplicate axis. */
+static bool reduced_axes(const tg_aval *axis, int ndim, bool *red, char *err, size_t n) {
+    const int64_t *ax = NULL;
+    int nax = 0;
+    for (int i = 0; i < TG_MAX_DIMS; i++) red[i] = false;
+    if (axis->kind == TG_ATTR_NONE) {
+        for (int i = 0; i < ndim; i++) red[i] = true;
+        return true;
+    }
+    if (axis->kind == TG_ATTR_INT || axis->kind == TG_ATTR_BOOL) {
+        ax = &axis->i;
+        nax = 1;
+    } else {
+        ax = axis->ints;
+        nax = axis->n;
+    }
+    for (int j = 0; j < nax; j++) {
+        int a;
+        if (!tg_axis_norm(ax[j], ndim, &a)) {
+            snprintf(err, n, "axis %lld is out of bounds for an array of dimension %d",
+                     (long long)ax[j], ndim);
+            return false;
+        }
+        if (red[a]) {
+            snprintf(err, n, "duplicate value in 'axis' (%lld)", (long long)ax[j]);
+            return false;
+        }
+        red[a] = true;
+    }
+    return true;
+}
+
+/* ---- inference ---- */
+
+typedef enum { OUT_SUM, OUT_MEAN, OUT_SAME, OUT_I64, OUT_BOOL } out_rule;
+
+static tg_dtype reduce_dtype(out_rule rule, tg_dtype in) {
+    switch (rule) {
+    case OUT_SUM: return tg_dtype_is_float(in) ? in : TG_DT_I64;
+    case OUT_MEAN: return tg_dtype_is_float(in) ? in : TG_DT_F64;
+    case OUT_SAME: return in;
+    case OUT_I64: return TG_DT_I64;
+    case OUT_BOOL: return TG_DT_BOOL;
+    }
+    return in;
+}
+
+/* Shared inference: `noident` marks reductions without an identity (max, min, arg*),
+ * which reject a reduced axis of extent 0. */
+static tg_status reduce_infer_common(tg_infer *ic, out_rule rule, bool noident) {
+    const tg_type *x = &ic->in[0];
+    tg_type *o = &ic->out[0];
+    bool red[TG_MAX_DIMS];
+    char err[160];
+    const char *name = ic->op ? ic->op->name : "reduction";
+    if (!reduced_axes(&ic->attrs[0], x->ndim, red, err, sizeof err))
+        return tg_infer_fail(ic, TG_EINVAL, "%s", err);
+    bool keep = ic->attrs[1].i != 0;
+    if (noident) {
+        for (int i = 0; i < x->ndim; i++) {
+            if (!red[i] || x->shape[i] != 0) continue;
+            char ts[TG_TYPE_STR_MAX];
+            if (rule == OUT_I64)
+                return tg_infer_fail(ic, TG_ESHAPE,
+                                     "attempt to get %s of an empty sequence (axis %d of %s)",
+                                     name, i, tg_type_str(x, ts, sizeof ts));
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "zero-size array to reduction operation %s which has no "
+                                 "identity (axis %d of %s)",
+                                 name, i, tg_type_str(x, ts, sizeof ts));
+        }
+    }
+    memset(o, 0, sizeof *o);
+    o->dtype = (uint8_t)reduce_dtype(rule, (tg_dtype)x->dtype);
+    int nd = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        if (red[i]) {
+            if (keep) o->shape[nd++] = 1; /* a static 1: broadcastable */
+            continue;
+        }
+        if (x->nobcast & (1u << i)) o->nobcast |= 1u << nd;
+        o->shape[nd++] = x->shape[i];
+    }
+    o->ndim = (uint8_t)nd;
+    return TG_OK;
+}
+
+static tg_status infer_sum(tg_infer *ic) { return reduce_infer_common(ic, OUT_SUM, false); }
+static tg_status infer_mean(tg_infer *ic) { return reduce_infer_common(ic, OUT_MEAN, false); }
+static tg_status infer_same(tg_infer *ic) { return reduce_infer_common(ic, OUT_SAME, true); }
+static tg_status infer_arg(tg_infer *ic) { return reduce_infer_common(ic, OUT_I64, true); }
+static tg_status infer_bool(tg_infer *ic) { return reduce_infer_common(ic, OUT_BOOL, false); }
+
+/* ---- reference kernels ---- */
+
+/* Accumulator for one output element. */
+typedef struct racc {
+    double f;       /* float sum/product/extreme */
+    uint64_t u;     /* integer sum/product (wraps) */
+    int64_t best;   /* integer extreme */
+    int64_t arg;    /* position of the extreme among the reduced elements */
+    int64_t n;      /* reduced elements seen so far (set by the driver) */
+    bool flag;      /* any/all value; NaN seen for max/min/arg* */
+} racc;
+
+typedef struct reducer {
+    const char *name; /* for messages */
+    void (*init)(racc *a);
+    void (*step)(racc *a, const void *p, tg_dtype dt); /* one input element */
+    void (*done)(const racc *a, void *out, tg_dtype odt);
+} reducer;
+
+/* uint64 -> int64 modulo 2^64 without implementation-defined conversions. */
+static int64_t wrap_i64(uint64_t u) {
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+}
+
+static bool truthy(const void *p, tg_dtype dt) {
+    return tg_dtype_is_float(dt) ? tg_load_f64(p, dt) != 0.0 : tg_load_i64(p, dt) != 0;
+}
+
+static void init_zero(racc *a) { memset(a, 0, sizeof *a); }
+static void init_one(racc *a) {
+    memset(a, 0, sizeof *a);
+    a->f = 1.0;
+    a->u = 1;
+}
+static void init_true(racc *a) {
+    memset(a, 0, sizeof *a);
+    a->flag = true;
+}
+
+static void step_sum(racc *a, const void *p, tg_dtype dt) {
+    if (tg_dtype_is_float(dt)) a->f += tg_load_f64(p, dt);
+    else a->u += (uint64_t)tg_load_i64(p, dt);
+}
+static void step_prod(racc *a, const void *p, tg_dtype dt) {
+    if (tg_dtype_is_float(dt)) a->f *= tg_load_f64(p, dt);
+    else a->u *= (uint64_t)tg_load_i64(p, dt);
+}
+static void done_num(const racc *a, void *out, tg_dtype odt) {
+    if (tg_dtype_is_float(odt)) tg_store_f64(out, odt, a->f);
+    else tg_store_i64(out, odt, wrap_i64(a->u));
+}
+
+static void step_mean(racc *a, const void *p, tg_dtype dt) { a->f += tg_load_f64(p, dt); }
+static void done_mean(const racc *a, void *out, tg_dtype odt) {
+    /* NumPy gives NaN (with a warning) for the mean of nothing */
+    tg_store_f64(out, odt, a->n > 0 ? a->f / (double)a->n : NAN);
+}
+
+/* max/min/argmax/argmin: `sgn` +1 looks for the largest, -1 the smallest. The first NaN
+ * wins and stays; ties keep the first occurrence. */
+static void step_extreme(racc *a, const void *p, tg_dtype dt, int sgn) {
+    if (a->flag) return; /* a NaN was seen */
+    if (tg_dtype_is_float(dt)) {
+        double v = tg_load_f64(p, dt);
+        if (isnan(v)) {
+            a->flag = true;
+            a->f = v;
+            a->arg = a->n;
+        } else if (a->n == 0 || (sgn > 0 ? v > a->f : v < a->f)) {
+            a->f = v;
+            a->arg = a->n;
+        }
+    } else {
+        int64_t v = tg_load_i64(p, dt);
+        if (a->n == 0 || (sgn > 0 ? v > a->best : v < a->best)) {
+            a->best = v;
+            a->arg = a->n;
+        }
+    }
+}
+static void step_max(racc *a, const void *p, tg_dtype dt) { step_extreme(a, p, dt, 1); }
+static void step_min(racc *a, const void *p, tg_dtype dt) { step_extreme(a, p, dt, -1); }
+static void done_extreme(const racc *a, void *out, tg_dtype odt) {
+    if (tg_dtype_is_float(odt)) tg_store_f64(out, odt, a->f);
+    else tg_store_i64(out, odt, a->best);
+}
+static void done_arg(const racc *a, void *out, tg_dtype odt) { tg_store_i64(out, odt, a->arg); }
+
+static void step_any(racc *a, const void *p, tg_dtype dt) {
+    if (!a->flag && truthy(p, dt)) a->flag = true;
+}
+static void step_all(racc *a, const void *p, tg_dtype dt) {
+    if (a->flag && !truthy(p, dt)) a->flag = false;
+}
+static void done_flag(const racc *a, void *out, tg_dtype odt) {
+    tg_store_i64(out, odt, a->flag ? 1 : 0);
+}
+
+/* The driver: for each output element (C order over the kept axes), reduce the elements
+ * of the reduced axes in C order. */
+static tg_status reduce_ref(tg_kern *k, const reducer *r, bool noident) {
+    const tg_tensor *x = k->in[0];
+    tg_tensor *y = k->out[0];
+    bool red[TG_MAX_DIMS];
+    char err[160];
+    if (!reduced_axes(&k->attrs[0], x->ndim, red, err, sizeof err))
+        return tg_kern_fail(k, TG_EINVAL, "%s", err);
+    bool keep = k->attrs[1].i != 0;
+    int keep_ax[TG_MAX_DIMS], red_ax[TG_MAX_DIMS], out_ax[TG_MAX_DIMS];
+    int64_t keep_shape[TG_MAX_DIMS], red_shape[TG_MAX_DIMS];
+    int nkeep = 0, nred = 0, nyd = 0;
+    int64_t nout = 1, nelem = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        if (red[i]) {
+            red_shape[nred] = x->shape[i];
+            red_ax[nred++] = i;
+            nelem *= x->shape[i];
+            if (keep) nyd++;
+        } else {
+            keep_shape[nkeep] = x->shape[i];
+            out_ax[nkeep] = nyd++; /* where this kept axis sits in the output */
+            keep_ax[nkeep++] = i;
+            nout *= x->shape[i];
+        }
+    }
+    if (nyd != y->ndim || tg_tensor_size(y) != nout)
+        return tg_kern_fail(k, TG_EINTERNAL, "output of rank %d does not match the reduction",
+                            y->ndim);
+    if (noident && nelem == 0 && nout > 0)
+        return tg_kern_fail(k, TG_ESHAPE, "zero-size array to reduction operation %s which "
+                                          "has no identity",
+                            r->name);
+    int64_t ko[TG_MAX_DIMS] = {0}, ri[TG_MAX_DIMS], idx[TG_MAX_DIMS], yidx[TG_MAX_DIMS];
+    for (int64_t o = 0; o < nout; o++) {
+        racc a;
+        r->init(&a);
+        for (int t = 0; t < nred; t++) ri[t] = 0;
+        for (int t = 0; t < nkeep; t++) idx[keep_ax[t]] = ko[t];
+        for (int64_t j = 0; j < nelem; j++) {
+            for (int t = 0; t < nred; t++) idx[red_ax[t]] = ri[t];
+            a.n = j;
+            r->step(&a, tg_tensor_at(x, idx), x->dtype);
+            tg_index_next(nred, red_shape, ri);
+        }
+        a.n = nelem;
+        for (int t = 0; t < y->ndim; t++) yidx[t] = 0;
+        for (int t = 0; t < nkeep; t++) yidx[out_ax[t]] = ko[t];
+        r->done(&a, tg_tensor_at(y, yidx), y->dtype);
+        tg_index_next(nkeep, keep_shape, ko);
+    }
+    return TG_OK;
+}
+
+static const reducer r_sum = {"sum", init_zero, step_sum, done_num};
+static const reducer r_prod = {"prod", init_one, step_prod, done_num};
+static const reducer r_mean = {"mean", init_zero, step_mean, done_mean};
+static const reducer r_max = {"max", init_zero, step_max, done_extreme};
+static const reducer r_min = {"min", init_zero, step_min, done_extreme};
+static const reducer r_argmax = {"argmax", init_zero, step_max, done_arg};
+static const reducer r_argmin = {"argmin", init_zero, step_min, done_arg};
+static const reducer r_any = {"any", init_zero, step_any, done_flag};
+static const reducer r_all = {"all", init_true, step_all, done_flag};
+
+static tg_status ref_sum(tg_kern *k) { return reduce_ref(k, &r_sum, false); }
+static tg_status ref_prod(tg_kern *k) { return reduce_ref(k, &r_prod, false); }
+static tg_status ref_mean(tg_kern *k) { return reduce_ref(k, &r_mean, false); }
+static tg_status ref_max(tg_kern *k) { return reduce_ref(k, &r_max, true); }
+static tg_status ref_min(tg_kern *k) { return reduce_ref(k, &r_min, true); }
+static tg_status ref_argmax(tg_kern *k) { return reduce_ref(k, &r_argmax, true); }
+static tg_status ref_argmin(tg_kern *k) { return reduce_ref(k, &r_argmin, true); }
+static tg_status ref_any(tg_kern *k) { return reduce_ref(k, &r_any, false); }
+static tg_status ref_all(tg_kern *k) { return reduce_ref(k, &r_all, false); }
+
+/* ---- the records ---- */
+
+const tg_op_def tg_op_sum = {
+    .name = "sum", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_sum, .ref = ref_sum,
+};
+
+const tg_op_def tg_op_prod = {
+    .name = "prod", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_sum, .ref = ref_prod,
+};
+
+const tg_op_def tg_op_mean = {
+    .name = "mean", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_mean, .ref = ref_mean,
+};
+
+const tg_op_def tg_op_max = {
+    .name = "max", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_same, .ref = ref_max,
+};
+
+const tg_op_def tg_op_min = {
+    .name = "min", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_same, .ref = ref_min,
+};
+
+const tg_op_def tg_op_argmax = {
+    .name = "argmax", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
+    .attrs = arg_attrs, .nattrs = (int)TG_COUNTOF(arg_attrs), .infer = infer_arg, .ref = ref_argmax,
+};
+
+const tg_op_def tg_op_argmin = {
+    .name = "argmin", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
+    .attrs = arg_attrs, .nattrs = (int)TG_COUNTOF(arg_attrs), .infer = infer_arg, .ref = ref_argmin,
+};
+
+const tg_op_def tg_op_any = {
+    .name = "any", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_bool, .ref = ref_any,
+};
+
+const tg_op_def tg_op_all = {
+    .name = "all", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_bool, .ref = ref_all,
+};

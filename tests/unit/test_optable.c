@@ -1,0 +1,60 @@
+/* test_optable.c - walks the op table and fails when a record is incomplete or
+ * inconsistent: every op must be reachable by name, have inference and a reference
+ * kernel, a sane arity and attribute schema, and elementwise ops their scalar kernels. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "ops/ops.h"
+
+static void test_every_record_complete(void **state) {
+    (void)state;
+    for (int i = 0; i < TG_OP_COUNT; i++) {
+        const tg_op_def *op = tg_op_table[i];
+        assert_non_null(op);
+        assert_non_null(op->name);
+        print_message("checking %s\n", op->name);
+        assert_int_equal(tg_op_lookup(op->name), i);
+        assert_non_null(op->infer);
+        assert_non_null(op->ref);
+        assert_true(op->min_in >= 0);
+        assert_true(op->max_in < 0 || op->max_in >= op->min_in);
+        assert_true(op->nout != 0);
+        assert_true(op->nout <= TG_MAX_OUTS);
+        assert_true(op->kind <= TG_KIND_OTHER);
+        assert_true(op->nattrs >= 0);
+        assert_true(op->nattrs == 0 || op->attrs != NULL);
+        for (int a = 0; a < op->nattrs; a++) {
+            const tg_attr_spec *s = &op->attrs[a];
+            assert_non_null(s->name);
+            assert_true(s->type <= TG_AS_FUNC);
+            for (int b = 0; b < a; b++) assert_string_not_equal(s->name, op->attrs[b].name);
+            /* an optional attribute needs a default of a kind that fits, or none */
+            if (!s->required && s->def.kind == TG_ATTR_NONE) assert_true(s->nullable);
+        }
+        if (op->kind == TG_KIND_ELEMWISE && op->ref == tg_ew_ref) {
+            assert_true(op->ew.f != NULL || op->ew.i != NULL);
+            assert_true(op->ew.flags != 0);
+            if (op->ew.flags & TG_EW_FLOAT) assert_non_null(op->ew.f);
+            if (op->ew.flags & (TG_EW_INT | TG_EW_BOOL)) assert_non_null(op->ew.i);
+        }
+    }
+}
+
+static void test_names_unique(void **state) {
+    (void)state;
+    for (int i = 0; i < TG_OP_COUNT; i++)
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(tg_op_table[i]->name, tg_op_table[j]->name);
+    assert_int_equal(tg_op_lookup("no_such_op"), -1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_record_complete),
+        cmocka_unit_test(test_names_unique),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

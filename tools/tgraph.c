@@ -1,0 +1,767 @@
+/* tgraph.c - the command-line tool: `tgraph run | opt | dot`.
+ *
+ * Written only against include/tgraph.h, like Lua's lauxlib: nothing here knows the
+ * library's internals. Every failure prints one line on stderr, "tgraph: <message>"
+ * (or "tgraph <command>: <message>" for usage errors), and ends the process with
+ * exit status 2 for a malformed command line, or 1 for anything found in the files
+ * (syntax, shapes, dtypes, unreadable or malformed files, failing runs). Nothing the
+ * user passes may crash the tool. docs/cli.md is the user's reference.
+ */
+#include "tgraph.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+#if defined(__GNUC__)
+#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PRINTF_LIKE(f, a)
+#endif
+
+/* The backends this build can run. Later backends add a row here. */
+static const struct {
+    const char *name; /* --mode value */
+    tg_mode mode;     /* what tg_graph_compile gets */
+    bool available;   /* built and usable */
+} modes[] = {
+    {"reference", TG_MODE_REFERENCE, true},
+    {"vm", TG_MODE_VM, false},
+    {"c", TG_MODE_C, false},
+    {"debug", TG_MODE_DEBUG, false},
+};
+
+/* Options the design names but this build does not implement yet: they are refused
+ * (exit 2) rather than silently ignored. */
+static const char *const later_opts[] = {
+    "--debug-backend", "--devices",        "--microbatches", "--no-blas", "--threads",
+    "--placed",        "--print-after-all", "--print-after", "--profile",
+};
+
+/* ---- messages ---------------------------------------------------------------------- */
+
+/* Runtime or data error: "tgraph: <msg>" on stderr. Returns EXIT_FAIL for chaining. */
+static int fail(const char *fmt, ...) PRINTF_LIKE(1, 2);
+static int fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tgraph: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return EXIT_FAIL;
+}
+
+/* Usage error of command `cmd`: names the command and how to get help. Returns EXIT_USAGE. */
+static int usage_fail(const char *cmd, const char *fmt, ...) PRINTF_LIKE(2, 3);
+static int usage_fail(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tgraph%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'tgraph %s--help')\n", cmd ? cmd : "");
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+/* The library's last message, never empty. */
+static const char *lib_error(tg_status st) {
+    const char *m = tg_last_error();
+    return m && *m ? m : tg_status_str(st);
+}
+
+/* ---- help texts --------------------------------------------------------------------- */
+
+static const char usage_main[] =
+    "usage: tgraph COMMAND [ARGS]\n"
+    "\n"
+    "tgraph compiles and runs tensor programs written in the .tg text format.\n"
+    "\n"
+    "commands:\n"
+    "  run FILE.tg   run a function on .npy inputs; write or print its outputs\n"
+    "  opt FILE.tg   print the optimised graph as .tg text\n"
+    "  dot FILE.tg   write the graph in Graphviz DOT format\n"
+    "  help [CMD]    show this text, or the help of one command\n"
+    "\n"
+    "options:\n"
+    "  -h, --help     show this text\n"
+    "  --version      print the version\n"
+    "\n"
+    "Exit status: 0 on success, 1 when a file or a run fails, 2 for a bad command line.\n"
+    "Run 'tgraph COMMAND --help' for the options of a command; docs/cli.md has more.\n";
+
+static const char usage_run[] =
+    "usage: tgraph run FILE.tg [--func F] --in NAME=PATH.npy ... [--out NAME=PATH.npy ...]\n"
+    "                  [--mode reference|vm|c|debug]\n"
+    "\n"
+    "Runs one function of FILE.tg. Each parameter gets its value from an --in option,\n"
+    "matched by name; the .npy file must have the declared dtype, rank and static extents.\n"
+    "\n"
+    "options:\n"
+    "  --func F             the function to run (default: 'main', or the only function)\n"
+    "  --in NAME=PATH       value of parameter NAME, a .npy file (one per parameter)\n"
+    "  --out NAME=PATH      write output NAME to PATH as .npy; NAME is the variable name\n"
+    "                       in `return`, or the output's position (0, 1, ...)\n"
+    "  --mode M             backend: reference (default); vm, c and debug are not\n"
+    "                       available in this build\n"
+    "  -h, --help           show this text\n"
+    "\n"
+    "Outputs not written with --out are printed NumPy-style on stdout, in order; when\n"
+    "the function returns several values each is preceded by 'NAME = '.\n";
+
+static const char usage_opt[] =
+    "usage: tgraph opt FILE.tg [--func F]\n"
+    "\n"
+    "Prints the graph after the optimisation pipeline as .tg text that parses back.\n"
+    "This build has no rewrite passes yet: it prints the graph as parsed.\n"
+    "\n"
+    "options:\n"
+    "  --func F     print only function F (default: every function of the file)\n"
+    "  -h, --help   show this text\n";
+
+static const char usage_dot[] =
+    "usage: tgraph dot FILE.tg [--func F] [--opt] [-o PATH]\n"
+    "\n"
+    "Writes the graph of one function in Graphviz DOT format.\n"
+    "\n"
+    "options:\n"
+    "  --func F     the function (default: 'main', or the only function)\n"
+    "  --opt        draw the optimised graph (this build has no rewrite passes yet)\n"
+    "  -o PATH      write to PATH instead of stdout; a PATH ending in .svg, .png or .pdf\n"
+    "               is rendered with Graphviz's `dot` program, which must be installed\n"
+    "  -h, --help   show this text\n";
+
+/* ---- command line ------------------------------------------------------------------- */
+
+typedef struct binding {
+    const char *name; /* NAME of NAME=PATH (points into argv, '=' replaced) */
+    const char *path; /* PATH */
+} binding;
+
+typedef struct options {
+    const char *cmd;  /* "run", "opt", "dot" */
+    const char *file; /* FILE.tg */
+    const char *func; /* --func or NULL */
+    const char *out;  /* dot: -o PATH or NULL */
+    const char *mode; /* run: --mode or NULL */
+    bool opt;         /* dot --opt */
+    binding *ins;     /* run: --in, argv order */
+    int nin;
+    binding *outs;    /* run: --out */
+    int nout;
+} options;
+
+/* Matches `arg` against option `name` given as "--name VALUE" or "--name=VALUE". Sets
+ * *val (NULL when the value is missing) and advances *i past a separate value. */
+static bool opt_value(int argc, char **argv, int *i, const char *name, const char **val) {
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0) return false;
+    if (arg[n] == '=') {
+        *val = arg + n + 1;
+        return true;
+    }
+    if (arg[n] != '\0') return false;
+    *val = *i + 1 < argc ? argv[++*i] : NULL;
+    return true;
+}
+
+/* Splits NAME=PATH in place (argv strings are writable). 0 or a usage error. */
+static int parse_binding(const char *cmd, const char *flag, char *arg, binding *b) {
+    char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || eq[1] == '\0')
+        return usage_fail(cmd, "%s expects NAME=PATH, got '%s'", flag, arg);
+    *eq = '\0';
+    b->name = arg;
+    b->path = eq + 1;
+    return 0;
+}
+
+static bool is_later_opt(const char *arg) {
+    for (size_t k = 0; k < sizeof later_opts / sizeof later_opts[0]; k++) {
+        size_t n = strlen(later_opts[k]);
+        if (strncmp(arg, later_opts[k], n) == 0 && (arg[n] == '\0' || arg[n] == '='))
+            return true;
+    }
+    return false;
+}
+
+/* Parses the arguments of command o->cmd (argv[0] is the first argument after it).
+ * Returns -1 when help was printed, 0 when parsed, else an exit status. */
+static int parse_args(int argc, char **argv, options *o, const char *help) {
+    const char *cmd = o->cmd;
+    bool only_files = false;
+    o->ins = calloc((size_t)argc + 1, sizeof *o->ins);
+    o->outs = calloc((size_t)argc + 1, sizeof *o->outs);
+    if (!o->ins || !o->outs) return fail("out of memory");
+    for (int i = 0; i < argc; i++) {
+        char *arg = argv[i];
+        const char *val = NULL;
+        bool is_run = strcmp(cmd, "run") == 0;
+        if (only_files || arg[0] != '-' || strcmp(arg, "-") == 0) {
+            if (o->file) return usage_fail(cmd, "unexpected argument '%s'", arg);
+            o->file = arg;
+        } else if (strcmp(arg, "--") == 0) {
+            only_files = true;
+        } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            fputs(help, stdout);
+            return -1;
+        } else if (opt_value(argc, argv, &i, "--func", &val)) {
+            if (!val || !*val) return usage_fail(cmd, "--func expects a function name");
+            if (o->func) return usage_fail(cmd, "--func given twice");
+            o->func = val;
+        } else if (is_run && opt_value(argc, argv, &i, "--in", &val)) {
+            if (!val) return usage_fail(cmd, "--in expects NAME=PATH");
+            int st = parse_binding(cmd, "--in", (char *)val, &o->ins[o->nin]);
+            if (st) return st;
+            o->nin++;
+        } else if (is_run && opt_value(argc, argv, &i, "--out", &val)) {
+            if (!val) return usage_fail(cmd, "--out expects NAME=PATH");
+            int st = parse_binding(cmd, "--out", (char *)val, &o->outs[o->nout]);
+            if (st) return st;
+            o->nout++;
+        } else if (is_run && opt_value(argc, argv, &i, "--mode", &val)) {
+            if (!val || !*val) return usage_fail(cmd, "--mode expects reference, vm, c or debug");
+            if (o->mode) return usage_fail(cmd, "--mode given twice");
+            o->mode = val;
+        } else if (strcmp(cmd, "dot") == 0 && strcmp(arg, "--opt") == 0) {
+            o->opt = true;
+        } else if (strcmp(cmd, "dot") == 0 && (opt_value(argc, argv, &i, "-o", &val) ||
+                                               opt_value(argc, argv, &i, "--output", &val))) {
+            if (!val || !*val) return usage_fail(cmd, "-o expects a file name");
+            if (o->out) return usage_fail(cmd, "-o given twice");
+            o->out = val;
+        } else if (is_later_opt(arg)) {
+            size_t n = strcspn(arg, "=");
+            return usage_fail(cmd, "option '%.*s' is not available in this build", (int)n, arg);
+        } else {
+            return usage_fail(cmd, "unknown option '%s'", arg);
+        }
+    }
+    if (!o->file) return usage_fail(cmd, "missing the .tg file to read");
+    if (o->mode) {
+        size_t k = 0;
+        while (k < sizeof modes / sizeof modes[0] && strcmp(modes[k].name, o->mode) != 0) k++;
+        if (k == sizeof modes / sizeof modes[0])
+            return usage_fail(cmd, "unknown mode '%s': expected reference, vm, c or debug",
+                              o->mode);
+        if (!modes[k].available)
+            return usage_fail(cmd, "mode '%s' is not available in this build", o->mode);
+    }
+    return 0;
+}
+
+/* ---- files -------------------------------------------------------------------------- */
+
+/* Reads a whole file ("-" is stdin). NULL with a message printed on failure. */
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        fail("cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int err = ferror(f) ? errno : 0;
+    if (f != stdin) fclose(f);
+    if (!buf) {
+        fail("cannot read '%s': out of memory", path);
+        return NULL;
+    }
+    if (err) {
+        fail("cannot read '%s': %s", path, strerror(err));
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+static tg_module *load_module(const char *path) {
+    size_t len = 0;
+    char *src = read_file(path, &len);
+    if (!src) return NULL;
+    tg_module *m = NULL;
+    tg_status st = tg_module_parse(tg_ctx_default(), src, len, path, &m);
+    free(src);
+    if (st != TG_OK || !m) {
+        fail("%s", lib_error(st));
+        tg_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Writes "a, b, c" (the module's function names) into buf. */
+static void func_names(const tg_module *m, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < tg_module_func_count(m) && n < cap; i++) {
+        const char *nm = tg_graph_name(tg_module_func(m, i));
+        int w = snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", nm ? nm : "?");
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+}
+
+/* The function to use: --func, else 'main', else the only one. NULL after a message. */
+static tg_graph *select_func(const tg_module *m, const char *file, const char *name) {
+    char names[512];
+    func_names(m, names, sizeof names);
+    if (name) {
+        tg_graph *g = tg_module_find(m, name);
+        if (!g) fail("%s: no function '%s' (functions: %s)", file, name, names);
+        return g;
+    }
+    tg_graph *g = tg_module_find(m, "main");
+    if (g) return g;
+    if (tg_module_func_count(m) == 1) return tg_module_func(m, 0);
+    if (tg_module_func_count(m) == 0)
+        fail("%s: the file defines no function", file);
+    else
+        fail("%s: no function is named 'main': choose one with --func (functions: %s)", file,
+             names);
+    return NULL;
+}
+
+/* ---- types in messages -------------------------------------------------------------- */
+
+/* "f32[?,3]" for a variable's declared type. */
+static void var_type_str(const tg_var *v, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "%s[", tg_dtype_name(tg_var_dtype(v)));
+    for (int i = 0; i < tg_var_ndim(v) && n > 0 && (size_t)n < cap; i++) {
+        int64_t d = tg_var_dim(v, i);
+        n += d < 0 ? snprintf(buf + n, cap - (size_t)n, "%s?", i ? "," : "")
+                   : snprintf(buf + n, cap - (size_t)n, "%s%lld", i ? "," : "", (long long)d);
+    }
+    if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "]");
+}
+
+/* "f64[2,3]" for a tensor's actual type. */
+static void tensor_type_str(const tg_tensor *t, char *buf, size_t cap) {
+    const int64_t *shape = tg_tensor_shape(t);
+    int n = snprintf(buf, cap, "%s[", tg_dtype_name(tg_tensor_dtype(t)));
+    for (int i = 0; i < tg_tensor_ndim(t) && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(buf + n, cap - (size_t)n, "%s%lld", i ? "," : "", (long long)shape[i]);
+    if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "]");
+}
+
+static bool tensor_fits(const tg_var *v, const tg_tensor *t) {
+    if (tg_var_dtype(v) != tg_tensor_dtype(t) || tg_var_ndim(v) != tg_tensor_ndim(t))
+        return false;
+    for (int i = 0; i < tg_var_ndim(v); i++) {
+        int64_t d = tg_var_dim(v, i);
+        if (d >= 0 && d != tg_tensor_shape(t)[i]) return false;
+    }
+    return true;
+}
+
+/* ---- run ---------------------------------------------------------------------------- */
+
+/* Name of output i as --out and the printout know it: its variable name, unless an
+ * earlier output has the same name (or it has none), then its position. */
+static const char *output_label(const tg_graph *g, int i, char *buf, size_t cap) {
+    const char *nm = tg_var_name(tg_graph_output(g, i));
+    bool taken = false;
+    for (int j = 0; nm && j < i; j++) {
+        const char *o = tg_var_name(tg_graph_output(g, j));
+        taken = taken || (o && strcmp(o, nm) == 0);
+    }
+    if (nm && *nm && !taken) return nm;
+    snprintf(buf, cap, "%d", i);
+    return buf;
+}
+
+/* Index of the output that `name` designates (its label or its position), or -1. */
+static int find_output(const tg_graph *g, const char *name) {
+    char buf[32];
+    int n = tg_graph_output_count(g);
+    for (int i = 0; i < n; i++)
+        if (strcmp(output_label(g, i, buf, sizeof buf), name) == 0) return i;
+    char *end = NULL;
+    errno = 0;
+    long k = strtol(name, &end, 10);
+    if (errno == 0 && *name >= '0' && *name <= '9' && *end == '\0' && k < n) return (int)k;
+    return -1;
+}
+
+/* Prints a tensor with tg_tensor_print, making sure the text ends with a newline. */
+static int print_tensor(const tg_tensor *t, const char *label) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) return fail("cannot print output '%s': %s", label, strerror(errno));
+    tg_status st = tg_tensor_print(t, mem);
+    if (fclose(mem) != 0 && st == TG_OK) st = TG_ENOMEM;
+    if (st != TG_OK) {
+        free(text);
+        return fail("cannot print output '%s': %s", label, lib_error(st));
+    }
+    fwrite(text, 1, len, stdout);
+    if (len == 0 || text[len - 1] != '\n') fputc('\n', stdout);
+    free(text);
+    return 0;
+}
+
+/* Loads and checks the --in files against g's parameters, in parameter order. */
+static int load_inputs(const options *o, const tg_graph *g, tg_tensor **in) {
+    int nparam = tg_graph_input_count(g);
+    char names[512] = "";
+    size_t nn = 0;
+    for (int p = 0; p < nparam && nn < sizeof names; p++) {
+        int w = snprintf(names + nn, sizeof names - nn, "%s%s", p ? ", " : "",
+                         tg_var_name(tg_graph_input(g, p)));
+        nn += w > 0 ? (size_t)w : 0;
+    }
+    /* names first: unknown, repeated */
+    for (int k = 0; k < o->nin; k++) {
+        int p = 0;
+        while (p < nparam && strcmp(tg_var_name(tg_graph_input(g, p)), o->ins[k].name) != 0) p++;
+        if (p == nparam) {
+            if (nparam == 0)
+                return fail("unknown input '%s': function '%s' takes no parameters",
+                            o->ins[k].name, tg_graph_name(g));
+            return fail("unknown input '%s': function '%s' takes %s", o->ins[k].name,
+                        tg_graph_name(g), names);
+        }
+        for (int j = 0; j < k; j++)
+            if (strcmp(o->ins[j].name, o->ins[k].name) == 0)
+                return fail("input '%s' is given twice", o->ins[k].name);
+    }
+    /* missing ones, all named in one message */
+    char missing[512] = "";
+    size_t mn = 0;
+    int nmissing = 0;
+    for (int p = 0; p < nparam; p++) {
+        const tg_var *v = tg_graph_input(g, p);
+        int k = 0;
+        while (k < o->nin && strcmp(o->ins[k].name, tg_var_name(v)) != 0) k++;
+        if (k < o->nin) continue;
+        char ty[128];
+        var_type_str(v, ty, sizeof ty);
+        if (mn < sizeof missing) {
+            int w = snprintf(missing + mn, sizeof missing - mn, "%s'%s' (%s)",
+                             nmissing ? ", " : "", tg_var_name(v), ty);
+            mn += w > 0 ? (size_t)w : 0;
+        }
+        nmissing++;
+    }
+    if (nmissing)
+        return fail("missing input%s %s: pass --in NAME=FILE.npy for each parameter",
+                    nmissing > 1 ? "s" : "", missing);
+    /* values */
+    for (int p = 0; p < nparam; p++) {
+        const tg_var *v = tg_graph_input(g, p);
+        const binding *b = NULL;
+        for (int k = 0; k < o->nin && !b; k++)
+            if (strcmp(o->ins[k].name, tg_var_name(v)) == 0) b = &o->ins[k];
+        tg_status st = tg_npy_load(tg_ctx_default(), b->path, &in[p]);
+        if (st != TG_OK || !in[p]) {
+            const char *msg = lib_error(st);
+            if (strstr(msg, b->path)) return fail("input '%s': %s", b->name, msg);
+            return fail("input '%s': %s: %s", b->name, b->path, msg);
+        }
+        if (!tensor_fits(v, in[p])) {
+            char want[128], got[128];
+            var_type_str(v, want, sizeof want);
+            tensor_type_str(in[p], got, sizeof got);
+            return fail("input '%s': expected %s, got %s from %s", b->name, want, got, b->path);
+        }
+    }
+    return 0;
+}
+
+static int cmd_run(const options *o) {
+    int rc = EXIT_FAIL;
+    tg_module *m = load_module(o->file);
+    tg_graph *g = m ? select_func(m, o->file, o->func) : NULL;
+    tg_fn *fn = NULL;
+    tg_tensor **in = NULL, **out = NULL;
+    int *out_dest = NULL; /* per output: index into o->outs, or -1 to print */
+    int nparam = 0, nres = 0;
+    if (!g) goto done;
+    nparam = tg_graph_input_count(g);
+    nres = tg_graph_output_count(g);
+    in = calloc((size_t)nparam + 1, sizeof *in);
+    out = calloc((size_t)nres + 1, sizeof *out);
+    out_dest = malloc(((size_t)nres + 1) * sizeof *out_dest);
+    if (!in || !out || !out_dest) {
+        fail("out of memory");
+        goto done;
+    }
+    for (int r = 0; r < nres; r++) out_dest[r] = -1;
+    for (int k = 0; k < o->nout; k++) {
+        int r = find_output(g, o->outs[k].name);
+        if (r < 0) {
+            char list[512] = "", buf[32];
+            size_t n = 0;
+            for (int j = 0; j < nres && n < sizeof list; j++) {
+                int w = snprintf(list + n, sizeof list - n, "%s%s", j ? ", " : "",
+                                 output_label(g, j, buf, sizeof buf));
+                n += w > 0 ? (size_t)w : 0;
+            }
+            fail("unknown output '%s': function '%s' returns %s", o->outs[k].name,
+                 tg_graph_name(g), nres ? list : "nothing");
+            goto done;
+        }
+        if (out_dest[r] >= 0) {
+            fail("output '%s' is given twice to --out", o->outs[k].name);
+            goto done;
+        }
+        out_dest[r] = k;
+    }
+    if ((rc = load_inputs(o, g, in)) != 0) goto done;
+    rc = EXIT_FAIL;
+
+    tg_compile_opts copts = {.mode = TG_MODE_REFERENCE};
+    for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
+        if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
+    tg_status st = tg_graph_compile(g, &copts, &fn);
+    if (st != TG_OK || !fn) {
+        fail("%s", lib_error(st));
+        goto done;
+    }
+    st = tg_fn_call(fn, in, nparam, out, nres);
+    if (st != TG_OK) {
+        fail("%s", lib_error(st));
+        goto done;
+    }
+    for (int r = 0; r < nres; r++) {
+        char buf[32];
+        const char *label = output_label(g, r, buf, sizeof buf);
+        if (!out[r]) {
+            fail("output '%s': the run produced no value", label);
+            goto done;
+        }
+        if (out_dest[r] >= 0) {
+            const char *path = o->outs[out_dest[r]].path;
+            st = tg_npy_save(path, out[r]);
+            if (st != TG_OK) {
+                const char *msg = lib_error(st);
+                if (strstr(msg, path))
+                    fail("output '%s': %s", label, msg);
+                else
+                    fail("output '%s': %s: %s", label, path, msg);
+                goto done;
+            }
+        } else {
+            if (nres > 1) printf("%s = ", label);
+            if (print_tensor(out[r], label) != 0) goto done;
+        }
+    }
+    if (fflush(stdout) != 0) {
+        fail("cannot write the results: %s", strerror(errno));
+        goto done;
+    }
+    rc = EXIT_OK;
+done:
+    for (int p = 0; in && p < nparam; p++) tg_tensor_free(in[p]);
+    for (int r = 0; out && r < nres; r++) tg_tensor_free(out[r]);
+    free(in);
+    free(out);
+    free(out_dest);
+    tg_fn_free(fn);
+    tg_module_free(m);
+    return rc;
+}
+
+/* ---- opt ---------------------------------------------------------------------------- */
+
+static int cmd_opt(const options *o) {
+    tg_module *m = load_module(o->file);
+    if (!m) return EXIT_FAIL;
+    tg_status st;
+    if (o->func) {
+        tg_graph *g = select_func(m, o->file, o->func);
+        if (!g) {
+            tg_module_free(m);
+            return EXIT_FAIL;
+        }
+        st = tg_graph_print(g, stdout);
+    } else {
+        st = tg_module_print(m, stdout);
+    }
+    int rc = EXIT_OK;
+    if (st != TG_OK)
+        rc = fail("%s", lib_error(st));
+    else if (fflush(stdout) != 0)
+        rc = fail("cannot write the graph: %s", strerror(errno));
+    tg_module_free(m);
+    return rc;
+}
+
+/* ---- dot ---------------------------------------------------------------------------- */
+
+/* Extension of path if it is one Graphviz renders to, else NULL. */
+static const char *render_format(const char *path) {
+    const char *dot = strrchr(path, '.');
+    if (!dot || strchr(dot, '/')) return NULL;
+    static const char *const fmts[] = {"svg", "png", "pdf"};
+    for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++)
+        if (strcmp(dot + 1, fmts[k]) == 0) return fmts[k];
+    return NULL;
+}
+
+/* Pipes DOT text through Graphviz's `dot -T<fmt> -o path`. */
+static int render(const char *text, size_t len, const char *fmt, const char *path) {
+    int fds[2];
+    if (pipe(fds) != 0) return fail("cannot run Graphviz: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return fail("cannot run Graphviz: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        char tflag[16];
+        snprintf(tflag, sizeof tflag, "-T%s", fmt);
+        close(fds[1]);
+        if (dup2(fds[0], STDIN_FILENO) < 0) _exit(126);
+        close(fds[0]);
+        execlp("dot", "dot", tflag, "-o", path, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[0]);
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fds[1], text + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    close(fds[1]);
+    signal(SIGPIPE, old);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        return fail("cannot make '%s': Graphviz's 'dot' program is not installed "
+                    "(write a .dot file with -o FILE.dot instead)", path);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || done < len)
+        return fail("cannot make '%s': Graphviz's 'dot' program failed", path);
+    return EXIT_OK;
+}
+
+static int cmd_dot(const options *o) {
+    tg_module *m = load_module(o->file);
+    tg_graph *g = m ? select_func(m, o->file, o->func) : NULL;
+    int rc = EXIT_FAIL;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = NULL;
+    if (!g) goto done;
+    /* no rewrite passes exist yet: --opt draws the graph as parsed */
+    mem = open_memstream(&text, &len);
+    if (!mem) {
+        fail("cannot draw the graph: %s", strerror(errno));
+        goto done;
+    }
+    tg_status st = tg_graph_print_dot(g, mem);
+    if (fclose(mem) != 0 && st == TG_OK) st = TG_ENOMEM;
+    if (st != TG_OK) {
+        fail("%s", lib_error(st));
+        goto done;
+    }
+    const char *fmt = o->out ? render_format(o->out) : NULL;
+    if (fmt) {
+        rc = render(text, len, fmt, o->out);
+        goto done;
+    }
+    FILE *f = o->out ? fopen(o->out, "wb") : stdout;
+    if (!f) {
+        fail("cannot write '%s': %s", o->out, strerror(errno));
+        goto done;
+    }
+    bool ok = fwrite(text, 1, len, f) == len;
+    ok = (f == stdout ? fflush(f) == 0 : fclose(f) == 0) && ok;
+    if (!ok) {
+        fail("cannot write '%s': %s", o->out ? o->out : "stdout", strerror(errno));
+        goto done;
+    }
+    rc = EXIT_OK;
+done:
+    free(text);
+    tg_module_free(m);
+    return rc;
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    int (*fn)(const options *o);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, usage_run},
+    {"opt", cmd_opt, usage_opt},
+    {"dot", cmd_dot, usage_dot},
+};
+
+/* Commands of the design that later work adds. */
+static const char *const later_commands[] = {"bench", "cache"};
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+        fputs(usage_main, stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("tgraph %s\n", TG_VERSION);
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        if (argc == 2) {
+            fputs(usage_main, stdout);
+            return EXIT_OK;
+        }
+        for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+            if (strcmp(argv[2], commands[k].name) == 0) {
+                fputs(commands[k].help, stdout);
+                return EXIT_OK;
+            }
+        return usage_fail(NULL, "unknown command '%s'", argv[2]);
+    }
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+        if (strcmp(cmd, commands[k].name) != 0) continue;
+        options o = {.cmd = commands[k].name};
+        int rc = parse_args(argc - 2, argv + 2, &o, commands[k].help);
+        if (rc == 0) rc = commands[k].fn(&o);
+        free(o.ins);
+        free(o.outs);
+        return rc < 0 ? EXIT_OK : rc;
+    }
+    for (size_t k = 0; k < sizeof later_commands / sizeof later_commands[0]; k++)
+        if (strcmp(cmd, later_commands[k]) == 0) {
+            fprintf(stderr, "tgraph: command '%s' is not available in this build\n", cmd);
+            return EXIT_USAGE;
+        }
+    if (cmd[0] == '-') return usage_fail(NULL, "unknown option '%s'", cmd);
+    return usage_fail(NULL, "unknown command '%s'", cmd);
+}
