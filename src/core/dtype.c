@@ -40,7 +40,8 @@ size_t tg_dtype_size(tg_dtype dt) { return dt_valid(dt) ? tg_dtype_infos[dt].siz
 bool tg_dtype_parse(const char *name, tg_dtype *out) {
     if (!name) return false;
     for (int i = 0; i < TG_DT_COUNT; i++) {
-        if (strcmp(name, tg_dtype_infos[i].name) == 0 || strcmp(name, tg_dtype_infos[i].numpy) == 0) {
+        const tg_dtype_info *d = &tg_dtype_infos[i];
+        if (strcmp(name, d->name) == 0 || strcmp(name, d->numpy) == 0) {
             if (out) *out = (tg_dtype)i;
             return true;
         }

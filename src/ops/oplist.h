@@ -12,7 +12,8 @@
     X(SOFTPLUS, softplus) X(ERF, erf) X(ERFC, erfc) X(FLOOR, floor) X(CEIL, ceil)          \
     X(ROUND, round) X(LT, lt) X(LE, le) X(GT, gt) X(GE, ge) X(EQ, eq) X(NE, ne)            \
     X(AND, and) X(OR, or) X(XOR, xor) X(NOT, not) X(ISNAN, isnan) X(ISINF, isinf)          \
-    X(CLIP, clip) X(WHERE, where) X(CAST, cast)
+    X(CLIP, clip) X(WHERE, where) X(CAST, cast) X(LEFT_SHIFT, left_shift)                  \
+    X(RIGHT_SHIFT, right_shift)
 
 #define TG_OPS_REDUCE(X)                                                                   \
     X(SUM, sum) X(PROD, prod) X(MEAN, mean) X(MAX, max) X(MIN, min) X(ARGMAX, argmax)      \
@@ -24,7 +25,15 @@
 
 #define TG_OPS_LINALG(X) X(DOT, dot) X(MATMUL, matmul) X(OUTER, outer)
 
-#define TG_OPS(X) TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X)
+/* index.c: gathers and scatters; join.c: joining, splitting and constructors;
+ * nn.c: the softmax family */
+#define TG_OPS_INDEX(X)
+#define TG_OPS_JOIN(X)
+#define TG_OPS_NN(X)
+
+#define TG_OPS(X)                                                                          \
+    TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_INDEX(X)     \
+    TG_OPS_JOIN(X) TG_OPS_NN(X)
 
 #define TG_X_ENUM(U, l) TG_OP_##U,
 typedef enum { TG_OPS(TG_X_ENUM) TG_OP_COUNT } tg_op;

@@ -79,6 +79,8 @@ enum {
     TG_EW_FLOAT = 1u << 2,   /* accepts float inputs */
     TG_EW_TOFLOAT = 1u << 3, /* integer/bool inputs are cast to a float dtype first */
     TG_EW_CMP = 1u << 4,     /* result is bool */
+    TG_EW_TOF64 = 1u << 5,   /* with TOFLOAT: integer/bool inputs become f64 (true division) */
+    TG_EW_BOOLI8 = 1u << 6,  /* bool inputs compute as i8 (NumPy has no bool loop: power) */
 };
 
 typedef struct tg_ew_def {
@@ -107,6 +109,9 @@ typedef struct tg_op_def {
     tg_status (*ref)(tg_kern *k);     /* reference kernel */
     tg_ew_def ew;                     /* elementwise ops: scalar functions */
     uint32_t views;                   /* bit i: output 0 may alias input i (kernel makes it) */
+    /* The kernel creates its outputs itself: their extents depend on input values
+     * (arange from tensors, boolean masks), so run-time inference may leave -1. */
+    uint8_t self_alloc;
 } tg_op_def;
 
 #define TG_X_DECL(U, l) extern const tg_op_def tg_op_##l;
@@ -130,5 +135,13 @@ bool tg_axis_norm(int64_t axis, int ndim, int *out);
 tg_status tg_ew_promote(tg_infer *ic, tg_dtype *want);
 tg_status tg_ew_infer(tg_infer *ic);
 tg_status tg_ew_ref(tg_kern *k);
+
+/* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
+ * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim.
+ * TG_SLICE_NONE marks an omitted bound or step; index[i] == 1 makes axis i `x[starts[i]]`. */
+enum { TG_SLICE_A_STARTS, TG_SLICE_A_STOPS, TG_SLICE_A_STEPS, TG_SLICE_A_INDEX };
+/* Writes the index expression of normalized slice attributes, "[1:, ::-1, 0]", into buf
+ * (cap bytes). false (buf "") when the attributes are malformed or buf is too small. */
+bool tg_slice_format(const tg_aval *attrs, char *buf, size_t cap);
 
 #endif

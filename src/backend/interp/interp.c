@@ -136,14 +136,8 @@ static tg_status run_node(run_state *rs, tg_node *n) {
         goto done;
     }
     TG_ASSERT(ic.nout == n->nout);
-    for (int k = 0; k < n->nout; k++) {
-        const tg_type *s = &n->out[k]->type;
-        TG_ASSERT(tout[k].dtype == s->dtype && tout[k].ndim == s->ndim);
-        for (int d = 0; d < s->ndim; d++) {
-            TG_ASSERT(tout[k].shape[d] >= 0 && (s->shape[d] < 0 || s->shape[d] == tout[k].shape[d]));
-            if (tout[k].shape[d] == 1 && s->shape[d] != 1) tout[k].nobcast |= 1u << d;
-        }
-        if (op->views) continue;
+    bool self = op->views || op->self_alloc;
+    for (int k = 0; k < n->nout && !self; k++) {
         vout[k] = tg_tensor_new(g->ctx, (tg_dtype)tout[k].dtype, tout[k].ndim, tout[k].shape);
         if (!vout[k]) {
             st = TG_ENOMEM;
@@ -159,7 +153,12 @@ static tg_status run_node(run_state *rs, tg_node *n) {
     }
     for (int o = 0; o < n->nout; o++) {
         tg_var *v = n->out[o];
-        TG_ASSERT(vout[o] != NULL && vout[o]->ndim == tout[o].ndim);
+        const tg_type *s = &v->type;
+        TG_ASSERT(vout[o] != NULL);
+        runtime_type(s, vout[o], &tout[o]);
+        TG_ASSERT(tout[o].dtype == s->dtype && tout[o].ndim == s->ndim);
+        for (int d = 0; d < s->ndim; d++)
+            TG_ASSERT(s->shape[d] < 0 || s->shape[d] == tout[o].shape[d]);
         rs->val[v->id] = vout[o];
         rs->rt[v->id] = tout[o];
         vout[o] = NULL;

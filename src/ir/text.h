@@ -1,0 +1,115 @@
+/* text.h - private header of the .tg text format: the lexer (lex.c), the parser
+ * (parse.c), the printers (print.c, dot.c) and modules (module.c).
+ *
+ * Invariants:
+ *  - Tokens point into the source text (never copied); the source outlives the lexer.
+ *  - Lines and columns are 1-based; a column counts bytes (a tab is one column).
+ *  - Numbers are read and written in the "C" numeric locale whatever the process's
+ *    locale is (strtod_l / uselocale), so a German LC_NUMERIC never turns 0.5 into 0,5.
+ *  - The lexer is sticky: after an error token it returns the same error token again.
+ */
+#ifndef TG_TEXT_H
+#define TG_TEXT_H
+
+#include "ir.h"
+
+#include <locale.h>
+
+#define TG_TEXT_MAX_BYTES ((size_t)1 << 30) /* largest .tg text parsed or loaded (1 GiB) */
+#define TG_TEXT_MAX_NUMBER 128              /* longest number literal, in bytes */
+
+/* ---- tokens ---- */
+typedef enum {
+    TG_TK_EOF,      /* end of the text */
+    TG_TK_NEWLINE,  /* end of a line outside ( ) and [ ] */
+    TG_TK_NAME,     /* [A-Za-z_][A-Za-z0-9_]* (keywords are names too) */
+    TG_TK_INT,      /* decimal digits; magnitude in u */
+    TG_TK_FLOAT,    /* 1.5  1.  .5  1e-3  2.5E+4; value in f */
+    TG_TK_STRING,   /* "..." with escapes; the span includes the quotes */
+    TG_TK_LPAREN,   /* ( */
+    TG_TK_RPAREN,   /* ) */
+    TG_TK_LBRACKET, /* [ */
+    TG_TK_RBRACKET, /* ] */
+    TG_TK_LBRACE,   /* { */
+    TG_TK_RBRACE,   /* } */
+    TG_TK_COMMA,    /* , */
+    TG_TK_COLON,    /* : */
+    TG_TK_EQUAL,    /* = */
+    TG_TK_AT,       /* @ */
+    TG_TK_ARROW,    /* -> (reserved for return types) */
+    TG_TK_MINUS,    /* - (only meaningful before a number) */
+    TG_TK_QUESTION, /* ? */
+    TG_TK_ERROR,    /* lexical error: message in the lexer's msg */
+} tg_tok_kind;
+
+typedef struct tg_tok {
+    tg_tok_kind kind; /* what it is */
+    const char *p;    /* first byte in the source */
+    size_t len;       /* length in bytes */
+    int line, col;    /* position of the first byte, 1-based */
+    uint64_t u;       /* INT: magnitude, saturated at UINT64_MAX */
+    double f;         /* FLOAT: value */
+} tg_tok;
+
+typedef struct tg_lexer {
+    const char *cur, *end;  /* next byte, end of the text */
+    const char *line_start; /* first byte of the current line */
+    int line;               /* current line, 1-based */
+    long depth;             /* open ( and [ : newlines inside them are not tokens */
+    bool failed;            /* an error token was returned */
+    tg_tok err;             /* that token (returned again) */
+    char msg[256];          /* its message, without the position */
+    locale_t cloc;          /* "C" numeric locale for strtod_l, or (locale_t)0 */
+} tg_lexer;
+
+/* The text must hold fewer than TG_TEXT_MAX_BYTES bytes (callers check). */
+void tg_lex_init(tg_lexer *lx, const char *src, size_t len);
+void tg_lex_fini(tg_lexer *lx);
+void tg_lex_next(tg_lexer *lx, tg_tok *t);
+/* Writes what a token is for messages: "','", "'foo'", "end of line", "end of file". */
+void tg_tok_describe(const tg_tok *t, char *buf, size_t n);
+/* Decodes a STRING token's escapes into out, which must hold t->len bytes. */
+void tg_tok_string(const tg_tok *t, char *out);
+bool tg_tok_is(const tg_tok *t, const char *name); /* a NAME spelled `name` */
+
+/* ---- names ---- */
+/* Words that cannot be bound as names: func return true false none inf nan. */
+bool tg_txt_reserved(const char *s, size_t n);
+/* A name that prints and parses back as itself: an identifier, not reserved. */
+bool tg_txt_is_name(const char *s);
+
+/* ---- a string-keyed hash map (open addressing; keys are borrowed spans) ---- */
+typedef struct tg_txt_entry {
+    const char *key; /* NULL: empty slot */
+    size_t len;      /* key length */
+    uint64_t hash;   /* of the key */
+    void *val;       /* payload */
+    int line, col;   /* where the key was defined */
+} tg_txt_entry;
+
+typedef struct tg_txt_map {
+    tg_ctx *ctx;          /* allocator */
+    tg_txt_entry *slots;  /* cap entries, cap a power of two (or 0) */
+    size_t cap, n;        /* slots, used */
+} tg_txt_map;
+
+void tg_txt_map_init(tg_txt_map *m, tg_ctx *ctx);
+void tg_txt_map_fini(tg_txt_map *m);
+tg_txt_entry *tg_txt_map_find(const tg_txt_map *m, const char *key, size_t len);
+/* Adds a key that is not present; NULL when out of memory (error set). */
+tg_txt_entry *tg_txt_map_add(tg_txt_map *m, const char *key, size_t len);
+
+/* ---- number and string output ---- */
+#define TG_TXT_FLOAT_MAX 40
+/* Shortest text that reads back as the same double (or float when `single`), always
+ * looking like a float literal: "1.0", "0.1", "1e+300", "inf", "-inf", "nan". */
+void tg_txt_format_float(double x, bool single, char *buf, size_t n);
+/* Writes s as a "..." literal with escapes. */
+void tg_txt_put_string(FILE *f, const char *s);
+
+/* ---- the parser (parse.c) ---- */
+/* Parses `len` bytes of .tg text into m (whose funcs receive the functions).
+ * On error returns the status with "file:line:col: message" in tg_last_error(). */
+tg_status tg_txt_parse(tg_module *m, const char *src, size_t len, const char *filename);
+
+#endif

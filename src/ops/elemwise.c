@@ -1,0 +1,663 @@
+/* elemwise.c - the elementwise op family: one record per op of TG_OPS_ELEMWISE, with
+ * the scalar functions that define its meaning (NumPy's, NEP 50 promotion, see
+ * ops_util.c for promotion and broadcasting).
+ *
+ * Semantics (checked against NumPy 1.24 with weak promotion):
+ *  - Integers wrap: add/sub/mul/neg/abs/pow compute in uint64 and the store keeps the low
+ *    bits of the output dtype (abs(i8 -128) is -128). int_div/mod floor (the remainder
+ *    has the divisor's sign); an integer division or modulo by zero gives 0, and
+ *    INT_MIN // -1 wraps to INT_MIN. Float int_div/mod follow NumPy's divmod: x // 0 is
+ *    x / 0 (inf or nan), x % 0 is nan, the remainder takes the divisor's sign.
+ *  - div is true division: bool and integer inputs become f64 (as in NumPy).
+ *  - Unary math (exp ... erfc, sigmoid, softplus, rsqrt) and floor/ceil/round turn bool
+ *    and integer inputs into floats as NumPy 1.24's ufuncs do (floor of an int is a
+ *    float): i16 -> f32, i32/i64 -> f64, and bool/i8/u8 -> f32 (NumPy gives f16, which
+ *    tgraph lacks). round is half to even (rint).
+ *  - pow of integers: a negative exponent is a run-time error, as in NumPy; 0**0 is 1.
+ *  - maximum/minimum/clip propagate NaN; clip(x, lo, hi) is minimum(maximum(x, lo), hi)
+ *    with the three inputs promoted together (lo > hi gives hi, as NumPy).
+ *  - and/or/xor/not are bitwise on integers and logical on bool; floats are refused.
+ *  - left_shift/right_shift as NumPy on x86-64: a count >= the width (or negative)
+ *    gives 0, or -1 for a right shift of a negative value; bool shifts as i8.
+ *  - int_div, mod and pow take bool inputs as i8 (NumPy has no bool loop for them);
+ *    sub, neg and sign refuse bool, as NumPy does.
+ *  - isnan/isinf of bool and integers are false.
+ *  - where(cond, a, b): cond is converted to bool (x != 0), a and b promote together.
+ *  - cast(x, dtype=...): float -> int truncates toward zero; NaN gives 0 and values out
+ *    of the target's range saturate (the rule of core's tg_store_f64, also JAX's; NumPy's
+ *    answer there is platform-dependent: x86-64 gives INT_MIN or the wrapped low bits);
+ *    int -> int wraps; anything -> bool is x != 0 (NaN is true); i64 -> f32 rounds once.
+ * Invariants: scalar functions are pure and total (no UB for any input: signed overflow
+ * happens only in uint64), float ones compute in double.
+ */
+#include "ops.h"
+
+#include <math.h>
+
+/* int64 with the bits of u (two's complement), without implementation-defined casts. */
+static int64_t wrap(uint64_t u) { return u <= INT64_MAX ? (int64_t)u : -(int64_t)~u - 1; }
+
+/* ---- arithmetic ---- */
+
+static double f_add(const double *x) { return x[0] + x[1]; }
+static int64_t i_add(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return wrap((uint64_t)x[0] + (uint64_t)x[1]);
+}
+
+static double f_sub(const double *x) { return x[0] - x[1]; }
+static int64_t i_sub(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return wrap((uint64_t)x[0] - (uint64_t)x[1]);
+}
+
+static double f_mul(const double *x) { return x[0] * x[1]; }
+static int64_t i_mul(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return wrap((uint64_t)x[0] * (uint64_t)x[1]);
+}
+
+static double f_div(const double *x) { return x[0] / x[1]; }
+
+/* NumPy's float divmod: floor quotient, remainder with the divisor's sign. */
+static double fdivmod(double a, double b, double *mod) {
+    double m = fmod(a, b);
+    if (b == 0.0) {
+        *mod = m; /* nan */
+        return a / b;
+    }
+    double d = (a - m) / b; /* an integer up to rounding */
+    if (m != 0.0) {
+        if ((b < 0.0) != (m < 0.0)) {
+            m += b;
+            d -= 1.0;
+        }
+    } else {
+        m = copysign(0.0, b);
+    }
+    double q;
+    if (d != 0.0) {
+        q = floor(d);
+        if (d - q > 0.5) q += 1.0;
+    } else {
+        q = copysign(0.0, a / b);
+    }
+    *mod = m;
+    return q;
+}
+
+static double f_int_div(const double *x) {
+    double m;
+    return fdivmod(x[0], x[1], &m);
+}
+static int64_t i_int_div(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    int64_t a = x[0], b = x[1];
+    if (b == 0) return 0;
+    if (b == -1) return wrap(0 - (uint64_t)a); /* INT64_MIN // -1 wraps */
+    int64_t q = a / b;
+    if (a % b != 0 && (a < 0) != (b < 0)) q--;
+    return q;
+}
+
+static double f_mod(const double *x) {
+    double m;
+    fdivmod(x[0], x[1], &m);
+    return m;
+}
+static int64_t i_mod(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    int64_t a = x[0], b = x[1];
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    if (r != 0 && (r < 0) != (b < 0)) r += b;
+    return r;
+}
+
+static double f_pow(const double *x) { return pow(x[0], x[1]); }
+/* Exponentiation by squaring modulo 2^64. Negative exponents never get here (ref_pow). */
+static int64_t i_pow(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    int64_t e = x[1];
+    uint64_t base = (uint64_t)x[0], r = 1;
+    if (e < 0) return 0;
+    while (e > 0) {
+        if (e & 1) r *= base;
+        base *= base;
+        e >>= 1;
+    }
+    return wrap(r);
+}
+
+/* NumPy refuses negative integer exponents. When the output is not empty every element
+ * of the exponent is used, so scanning the exponent tensor alone is exact. */
+static tg_status ref_pow(tg_kern *k) {
+    const tg_tensor *e = k->in[1];
+    int64_t n = 0, ne = 0;
+    if (!tg_dtype_is_float((tg_dtype)k->out_type[0].dtype) && !tg_dtype_is_float(e->dtype) &&
+        tg_shape_size(k->out_type[0].ndim, k->out_type[0].shape, &n) && n > 0 &&
+        tg_shape_size(e->ndim, e->shape, &ne) && ne > 0) {
+        int64_t idx[TG_MAX_DIMS] = {0};
+        do {
+            int64_t v = tg_load_i64(tg_tensor_at(e, idx), e->dtype);
+            if (v < 0)
+                return tg_kern_fail(k, TG_EINVAL,
+                                    "integers to negative integer powers are not allowed "
+                                    "(exponent %lld)",
+                                    (long long)v);
+        } while (tg_index_next(e->ndim, e->shape, idx));
+    }
+    return tg_ew_ref(k);
+}
+
+/* NaN-propagating; on equal values the second operand wins, as NumPy's loops do. */
+static double fmaxnan(double a, double b) { return a > b || isnan(a) ? a : b; }
+static double fminnan(double a, double b) { return a < b || isnan(a) ? a : b; }
+
+static double f_maximum(const double *x) { return fmaxnan(x[0], x[1]); }
+static int64_t i_maximum(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] > x[1] ? x[0] : x[1];
+}
+
+static double f_minimum(const double *x) { return fminnan(x[0], x[1]); }
+static int64_t i_minimum(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] < x[1] ? x[0] : x[1];
+}
+
+static double f_clip(const double *x) { return fminnan(fmaxnan(x[0], x[1]), x[2]); }
+static int64_t i_clip(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    int64_t v = x[0] > x[1] ? x[0] : x[1];
+    return v < x[2] ? v : x[2];
+}
+
+/* ---- unary ---- */
+
+static double f_neg(const double *x) { return -x[0]; }
+static int64_t i_neg(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return wrap(0 - (uint64_t)x[0]);
+}
+
+static double f_abs(const double *x) { return fabs(x[0]); }
+static int64_t i_abs(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] < 0 ? wrap(0 - (uint64_t)x[0]) : x[0];
+}
+
+/* sign(-0.0) is 0.0 and sign(nan) is nan, as NumPy. */
+static double f_sign(const double *x) {
+    double v = x[0];
+    return v > 0.0 ? 1.0 : v < 0.0 ? -1.0 : v == 0.0 ? 0.0 : v;
+}
+static int64_t i_sign(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return (x[0] > 0) - (x[0] < 0);
+}
+
+static double f_exp(const double *x) { return exp(x[0]); }
+static double f_exp2(const double *x) { return exp2(x[0]); }
+static double f_log(const double *x) { return log(x[0]); }
+static double f_log2(const double *x) { return log2(x[0]); }
+static double f_log1p(const double *x) { return log1p(x[0]); }
+static double f_expm1(const double *x) { return expm1(x[0]); }
+static double f_sqrt(const double *x) { return sqrt(x[0]); }
+static double f_rsqrt(const double *x) { return 1.0 / sqrt(x[0]); }
+static double f_sin(const double *x) { return sin(x[0]); }
+static double f_cos(const double *x) { return cos(x[0]); }
+static double f_tan(const double *x) { return tan(x[0]); }
+static double f_tanh(const double *x) { return tanh(x[0]); }
+static double f_erf(const double *x) { return erf(x[0]); }
+static double f_erfc(const double *x) { return erfc(x[0]); }
+static double f_floor(const double *x) { return floor(x[0]); }
+static double f_ceil(const double *x) { return ceil(x[0]); }
+static double f_round(const double *x) { return rint(x[0]); } /* half to even */
+
+/* 1 / (1 + exp(-x)), never overflowing: exp only sees non-positive arguments. */
+static double f_sigmoid(const double *x) {
+    double v = x[0];
+    if (v >= 0.0) return 1.0 / (1.0 + exp(-v));
+    double e = exp(v);
+    return e / (1.0 + e);
+}
+
+/* log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), finite for large x. */
+static double f_softplus(const double *x) {
+    double v = x[0];
+    return v > 0.0 ? v + log1p(exp(-v)) : log1p(exp(v));
+}
+
+/* ---- comparisons and predicates (bool result) ---- */
+
+static double f_lt(const double *x) { return x[0] < x[1]; }
+static int64_t i_lt(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] < x[1];
+}
+static double f_le(const double *x) { return x[0] <= x[1]; }
+static int64_t i_le(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] <= x[1];
+}
+static double f_gt(const double *x) { return x[0] > x[1]; }
+static int64_t i_gt(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] > x[1];
+}
+static double f_ge(const double *x) { return x[0] >= x[1]; }
+static int64_t i_ge(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] >= x[1];
+}
+static double f_eq(const double *x) { return x[0] == x[1]; }
+static int64_t i_eq(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] == x[1];
+}
+static double f_ne(const double *x) { return x[0] != x[1]; }
+static int64_t i_ne(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] != x[1];
+}
+
+static double f_isnan(const double *x) { return isnan(x[0]) ? 1.0 : 0.0; }
+static double f_isinf(const double *x) { return isinf(x[0]) ? 1.0 : 0.0; }
+static int64_t i_false(const int64_t *x, tg_dtype dt) {
+    (void)x;
+    (void)dt;
+    return 0;
+}
+
+/* ---- bitwise / logical (bool values are 0 and 1, so & | ^ are the logical ops) ---- */
+
+static int64_t i_and(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return wrap((uint64_t)x[0] & (uint64_t)x[1]);
+}
+static int64_t i_or(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return wrap((uint64_t)x[0] | (uint64_t)x[1]);
+}
+static int64_t i_xor(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return wrap((uint64_t)x[0] ^ (uint64_t)x[1]);
+}
+static int64_t i_not(const int64_t *x, tg_dtype dt) {
+    return dt == TG_DT_BOOL ? x[0] == 0 : wrap(~(uint64_t)x[0]);
+}
+
+/* Counts below 64 shift the int64 value; its low bits are those NumPy computes in the
+ * narrower dtype (a count >= the dtype's width leaves none of them). */
+static int64_t i_left_shift(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    int64_t c = x[1];
+    if (c < 0 || c >= 64) return 0;
+    return wrap((uint64_t)x[0] << c);
+}
+static int64_t i_right_shift(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    int64_t a = x[0], c = x[1];
+    if (c < 0 || c >= 64) return a < 0 ? -1 : 0;
+    return a < 0 ? -1 - ((-1 - a) >> c) : a >> c; /* arithmetic shift, no negative >> */
+}
+
+/* ---- where ---- */
+
+static double f_where(const double *x) { return x[0] != 0.0 ? x[1] : x[2]; }
+static int64_t i_where(const int64_t *x, tg_dtype dt) {
+    (void)dt;
+    return x[0] != 0 ? x[1] : x[2];
+}
+
+static tg_dtype where_dtype(const tg_infer *ic) {
+    const tg_type *ab[2] = {&ic->in[1], &ic->in[2]};
+    return tg_promote_types(ab, 2);
+}
+
+static tg_status where_promote(tg_infer *ic, tg_dtype *want) {
+    tg_dtype dt = where_dtype(ic);
+    want[0] = TG_DT_BOOL;
+    want[1] = want[2] = dt;
+    return TG_OK;
+}
+
+static tg_status where_infer(tg_infer *ic) {
+    const tg_type *p[3] = {&ic->in[0], &ic->in[1], &ic->in[2]};
+    if (!tg_broadcast_types(ic, p, 3, &ic->out[0])) return ic->status;
+    ic->out[0].dtype = (uint8_t)where_dtype(ic);
+    ic->out[0].weak = ic->in[1].weak && ic->in[2].weak;
+    ic->nout = 1;
+    return TG_OK;
+}
+
+/* ---- cast ---- */
+
+static const tg_attr_spec cast_attrs[] = {
+    {"dtype", TG_AS_DTYPE, 1, 0, {.kind = TG_ATTR_NONE}},
+};
+
+static tg_status cast_infer(tg_infer *ic) {
+    int64_t dt = ic->attrs[0].i;
+    if (ic->attrs[0].kind != TG_ATTR_INT || dt < 0 || dt >= TG_DT_COUNT)
+        return tg_infer_fail(ic, TG_EINVAL, "invalid dtype attribute");
+    ic->out[0] = ic->in[0];
+    ic->out[0].dtype = (uint8_t)dt;
+    ic->out[0].weak = 0;
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status cast_ref(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    tg_tensor *y = k->out[0];
+    bool xf = tg_dtype_is_float(x->dtype), yf = tg_dtype_is_float(y->dtype);
+    int64_t n;
+    if (!tg_shape_size(x->ndim, x->shape, &n))
+        return tg_kern_fail(k, TG_ELIMIT, "input too large");
+    if (n == 0) return TG_OK;
+    int64_t idx[TG_MAX_DIMS] = {0};
+    do {
+        const char *px = tg_tensor_at(x, idx);
+        char *py = tg_tensor_at(y, idx);
+        if (xf) { /* to float: IEEE; to int: truncate, NaN 0, saturate; to bool: != 0 */
+            tg_store_f64(py, y->dtype, tg_load_f64(px, x->dtype));
+        } else if (yf) { /* int -> float rounds once, also i64 -> f32 */
+            int64_t v = tg_load_i64(px, x->dtype);
+            tg_store_f64(py, y->dtype, y->dtype == TG_DT_F32 ? (double)(float)v : (double)v);
+        } else { /* int -> int wraps, -> bool is != 0 */
+            tg_store_i64(py, y->dtype, tg_load_i64(px, x->dtype));
+        }
+    } while (tg_index_next(x->ndim, x->shape, idx));
+    return TG_OK;
+}
+
+/* ---- the records ---- */
+
+const tg_op_def tg_op_add = {
+    .name = "add", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_add, i_add, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_sub = {
+    .name = "sub", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_sub, i_sub, TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_mul = {
+    .name = "mul", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_mul, i_mul, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_div = {
+    .name = "div", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_div, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT | TG_EW_TOF64},
+};
+
+const tg_op_def tg_op_int_div = {
+    .name = "int_div", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_int_div, i_int_div, TG_EW_INT | TG_EW_FLOAT | TG_EW_BOOLI8},
+};
+
+const tg_op_def tg_op_mod = {
+    .name = "mod", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_mod, i_mod, TG_EW_INT | TG_EW_FLOAT | TG_EW_BOOLI8},
+};
+
+const tg_op_def tg_op_pow = {
+    .name = "pow", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = ref_pow,
+    .ew = {f_pow, i_pow, TG_EW_INT | TG_EW_FLOAT | TG_EW_BOOLI8},
+};
+
+const tg_op_def tg_op_maximum = {
+    .name = "maximum", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_maximum, i_maximum, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_minimum = {
+    .name = "minimum", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_minimum, i_minimum, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_neg = {
+    .name = "neg", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_neg, i_neg, TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_abs = {
+    .name = "abs", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_abs, i_abs, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_sign = {
+    .name = "sign", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_sign, i_sign, TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_exp = {
+    .name = "exp", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_exp, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_exp2 = {
+    .name = "exp2", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_exp2, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_log = {
+    .name = "log", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_log, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_log2 = {
+    .name = "log2", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_log2, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_log1p = {
+    .name = "log1p", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_log1p, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_expm1 = {
+    .name = "expm1", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_expm1, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_sqrt = {
+    .name = "sqrt", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_sqrt, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_rsqrt = {
+    .name = "rsqrt", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_rsqrt, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_sin = {
+    .name = "sin", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_sin, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_cos = {
+    .name = "cos", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_cos, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_tan = {
+    .name = "tan", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_tan, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_tanh = {
+    .name = "tanh", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_tanh, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_sigmoid = {
+    .name = "sigmoid", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_sigmoid, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_softplus = {
+    .name = "softplus", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_softplus, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_erf = {
+    .name = "erf", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_erf, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_erfc = {
+    .name = "erfc", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_erfc, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_floor = {
+    .name = "floor", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_floor, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_ceil = {
+    .name = "ceil", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_ceil, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_round = {
+    .name = "round", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_round, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+};
+
+const tg_op_def tg_op_lt = {
+    .name = "lt", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_lt, i_lt, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+};
+
+const tg_op_def tg_op_le = {
+    .name = "le", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_le, i_le, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+};
+
+const tg_op_def tg_op_gt = {
+    .name = "gt", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_gt, i_gt, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+};
+
+const tg_op_def tg_op_ge = {
+    .name = "ge", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_ge, i_ge, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+};
+
+const tg_op_def tg_op_eq = {
+    .name = "eq", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_eq, i_eq, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+};
+
+const tg_op_def tg_op_ne = {
+    .name = "ne", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_ne, i_ne, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+};
+
+const tg_op_def tg_op_isnan = {
+    .name = "isnan", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_isnan, i_false, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+};
+
+const tg_op_def tg_op_isinf = {
+    .name = "isinf", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_isinf, i_false, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+};
+
+const tg_op_def tg_op_and = {
+    .name = "and", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {NULL, i_and, TG_EW_BOOL | TG_EW_INT},
+};
+
+const tg_op_def tg_op_or = {
+    .name = "or", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {NULL, i_or, TG_EW_BOOL | TG_EW_INT},
+};
+
+const tg_op_def tg_op_xor = {
+    .name = "xor", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {NULL, i_xor, TG_EW_BOOL | TG_EW_INT},
+};
+
+const tg_op_def tg_op_not = {
+    .name = "not", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {NULL, i_not, TG_EW_BOOL | TG_EW_INT},
+};
+
+const tg_op_def tg_op_left_shift = {
+    .name = "left_shift", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {NULL, i_left_shift, TG_EW_INT | TG_EW_BOOLI8},
+};
+
+const tg_op_def tg_op_right_shift = {
+    .name = "right_shift", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {NULL, i_right_shift, TG_EW_INT | TG_EW_BOOLI8},
+};
+
+const tg_op_def tg_op_clip = {
+    .name = "clip", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_clip, i_clip, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_where = {
+    .name = "where", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = where_promote, .infer = where_infer, .ref = tg_ew_ref,
+    .ew = {f_where, i_where, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+};
+
+const tg_op_def tg_op_cast = {
+    .name = "cast", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .attrs = cast_attrs, .nattrs = 1, .promote = NULL, .infer = cast_infer, .ref = cast_ref,
+};

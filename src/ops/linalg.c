@@ -1,0 +1,356 @@
+/* linalg.c - dot, matmul and outer with NumPy's rules (the lowered BLAS forms gemm, gemv
+ * and ger live with the BLAS rewrite, not here).
+ *
+ * One record per op. Both inputs are promoted to one dtype (NEP 50) before inference.
+ *  - dot: a 0-d operand multiplies (NumPy allows it); otherwise it contracts the last
+ *    axis of a with the last axis of a 1-D b or the second-to-last axis of b, giving
+ *    a.shape[:-1] + b.shape without that axis (1-D.1-D is a scalar).
+ *  - matmul: no 0-d operands; a 1-D a gains a leading 1 and a 1-D b a trailing 1, both
+ *    removed from the result; the batch axes broadcast like NumPy (with the '?' rules).
+ *  - outer: flattens both inputs: [size(a), size(b)].
+ * Invariants: the reference kernels are plain loops over any strides: floats multiply and
+ * accumulate in double (rounded once at the store), integers in uint64 (wrapping, no
+ * undefined overflow), bool is the logical or of ands; an empty contraction gives zeros.
+ */
+#include "ops.h"
+
+#include <stdio.h>
+
+/* ---- shared ---- */
+
+static tg_status promote_common(tg_infer *ic, tg_dtype *want) {
+    const tg_type *t[2] = {&ic->in[0], &ic->in[1]};
+    tg_dtype dt = tg_promote_types(t, 2);
+    want[0] = want[1] = dt;
+    return TG_OK;
+}
+
+static tg_dtype result_dtype(const tg_infer *ic) {
+    if (ic->in[0].dtype == ic->in[1].dtype) return (tg_dtype)ic->in[0].dtype;
+    const tg_type *t[2] = {&ic->in[0], &ic->in[1]};
+    return tg_promote_types(t, 2);
+}
+
+static tg_status align_fail(tg_infer *ic, int64_t ka, int64_t kb) {
+    char as[TG_TYPE_STR_MAX], bs[TG_TYPE_STR_MAX];
+    return tg_infer_fail(ic, TG_ESHAPE, "%s and %s do not align (%lld != %lld)",
+                         tg_type_str(&ic->in[0], as, sizeof as),
+                         tg_type_str(&ic->in[1], bs, sizeof bs), (long long)ka, (long long)kb);
+}
+
+/* Accumulator for one output element, by the category of the output dtype. */
+typedef struct macc {
+    double f;   /* floats */
+    uint64_t u; /* integers (wraps) */
+    bool b;     /* bool: or of ands */
+} macc;
+
+static bool truthy(const void *p, tg_dtype dt) {
+    return tg_dtype_is_float(dt) ? tg_load_f64(p, dt) != 0.0 : tg_load_i64(p, dt) != 0;
+}
+
+/* acc += a * b in the arithmetic of dtype odt. */
+static void macc_add(macc *m, const void *pa, tg_dtype da, const void *pb, tg_dtype db,
+                     tg_dtype odt) {
+    if (tg_dtype_is_float(odt)) m->f += tg_load_f64(pa, da) * tg_load_f64(pb, db);
+    else if (odt == TG_DT_BOOL) m->b = m->b || (truthy(pa, da) && truthy(pb, db));
+    else m->u += (uint64_t)tg_load_i64(pa, da) * (uint64_t)tg_load_i64(pb, db);
+}
+
+static int64_t wrap_i64(uint64_t u) {
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+}
+
+static void macc_store(const macc *m, void *out, tg_dtype odt) {
+    if (tg_dtype_is_float(odt)) tg_store_f64(out, odt, m->f);
+    else if (odt == TG_DT_BOOL) tg_store_i64(out, odt, m->b ? 1 : 0);
+    else tg_store_i64(out, odt, wrap_i64(m->u));
+}
+
+/* The kernel's output must have the extents the inputs imply. */
+static bool out_matches(const tg_tensor *y, int nd, const int64_t *shape) {
+    if (y->ndim != nd) return false;
+    for (int i = 0; i < nd; i++)
+        if (y->shape[i] != shape[i]) return false;
+    return true;
+}
+
+/* ---- dot ---- */
+
+static tg_status infer_dot(tg_infer *ic) {
+    const tg_type *a = &ic->in[0], *b = &ic->in[1];
+    tg_type *o = &ic->out[0];
+    memset(o, 0, sizeof *o);
+    o->dtype = (uint8_t)result_dtype(ic);
+    if (a->ndim == 0 || b->ndim == 0) { /* multiply by a scalar */
+        const tg_type *t = a->ndim == 0 ? b : a;
+        o->ndim = t->ndim;
+        o->nobcast = t->nobcast;
+        for (int i = 0; i < t->ndim; i++) o->shape[i] = t->shape[i];
+        return TG_OK;
+    }
+    int kb = b->ndim >= 2 ? b->ndim - 2 : 0;
+    int64_t ea = a->shape[a->ndim - 1], eb = b->shape[kb];
+    if (ea >= 0 && eb >= 0 && ea != eb) return align_fail(ic, ea, eb);
+    int nd = a->ndim - 1 + b->ndim - 1;
+    if (nd > TG_MAX_DIMS) {
+        char as[TG_TYPE_STR_MAX], bs[TG_TYPE_STR_MAX];
+        return tg_infer_fail(ic, TG_ELIMIT, "the result of %s and %s would have %d dimensions "
+                                            "(at most %d)",
+                             tg_type_str(a, as, sizeof as), tg_type_str(b, bs, sizeof bs), nd,
+                             TG_MAX_DIMS);
+    }
+    int j = 0;
+    for (int i = 0; i < a->ndim - 1; i++, j++) {
+        o->shape[j] = a->shape[i];
+        if (a->nobcast & (1u << i)) o->nobcast |= 1u << j;
+    }
+    for (int i = 0; i < b->ndim; i++) {
+        if (i == kb) continue;
+        o->shape[j] = b->shape[i];
+        if (b->nobcast & (1u << i)) o->nobcast |= 1u << j;
+        j++;
+    }
+    o->ndim = (uint8_t)nd;
+    return TG_OK;
+}
+
+static tg_status ref_dot(tg_kern *k) {
+    const tg_tensor *a = k->in[0], *b = k->in[1];
+    tg_tensor *y = k->out[0];
+    tg_dtype odt = y->dtype;
+    int64_t oidx[TG_MAX_DIMS] = {0}, ia[TG_MAX_DIMS], ib[TG_MAX_DIMS];
+    int64_t n = tg_tensor_size(y);
+    if (a->ndim == 0 || b->ndim == 0) {
+        const tg_tensor *t = a->ndim == 0 ? b : a;
+        if (!out_matches(y, t->ndim, t->shape))
+            return tg_kern_fail(k, TG_EINTERNAL, "output does not match the operands");
+        for (int64_t e = 0; e < n; e++) {
+            macc m = {0};
+            const void *pa = tg_tensor_at(a, a->ndim == 0 ? ia : oidx);
+            const void *pb = tg_tensor_at(b, b->ndim == 0 ? ib : oidx);
+            macc_add(&m, pa, a->dtype, pb, b->dtype, odt);
+            macc_store(&m, tg_tensor_at(y, oidx), odt);
+            tg_index_next(y->ndim, y->shape, oidx);
+        }
+        return TG_OK;
+    }
+    int ka = a->ndim - 1, kb = b->ndim >= 2 ? b->ndim - 2 : 0;
+    int64_t K = a->shape[ka];
+    if (b->shape[kb] != K)
+        return tg_kern_fail(k, TG_ESHAPE, "operands do not align (%lld != %lld)", (long long)K,
+                            (long long)b->shape[kb]);
+    int64_t shape[TG_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < ka; i++) shape[nd++] = a->shape[i];
+    for (int i = 0; i < b->ndim; i++)
+        if (i != kb) shape[nd++] = b->shape[i];
+    if (!out_matches(y, nd, shape))
+        return tg_kern_fail(k, TG_EINTERNAL, "output does not match the operands");
+    for (int64_t e = 0; e < n; e++) {
+        /* oidx = a's free indices, then b's free indices */
+        for (int i = 0; i < ka; i++) ia[i] = oidx[i];
+        for (int i = 0, j = ka; i < b->ndim; i++)
+            if (i != kb) ib[i] = oidx[j++];
+        macc m = {0};
+        for (int64_t c = 0; c < K; c++) {
+            ia[ka] = c;
+            ib[kb] = c;
+            macc_add(&m, tg_tensor_at(a, ia), a->dtype, tg_tensor_at(b, ib), b->dtype, odt);
+        }
+        macc_store(&m, tg_tensor_at(y, oidx), odt);
+        tg_index_next(nd, shape, oidx);
+    }
+    return TG_OK;
+}
+
+const tg_op_def tg_op_dot = {
+    .name = "dot", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_LINALG,
+    .promote = promote_common, .infer = infer_dot, .ref = ref_dot,
+};
+
+/* ---- matmul ---- */
+
+static tg_status infer_matmul(tg_infer *ic) {
+    const tg_type *a = &ic->in[0], *b = &ic->in[1];
+    char as[TG_TYPE_STR_MAX], bs[TG_TYPE_STR_MAX];
+    for (int i = 0; i < 2; i++)
+        if (ic->in[i].ndim == 0)
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "input operand %d (%s) does not have enough dimensions (has 0, "
+                                 "needs at least 1)",
+                                 i, tg_type_str(&ic->in[i], as, sizeof as));
+    bool a1 = a->ndim == 1, b1 = b->ndim == 1;
+    int64_t ka = a->shape[a->ndim - 1], kb = b1 ? b->shape[0] : b->shape[b->ndim - 2];
+    if (ka >= 0 && kb >= 0 && ka != kb) return align_fail(ic, ka, kb);
+    /* the batch axes, as types of their own, broadcast with the shared rules */
+    tg_type ta = *a, tb = *b, tbat;
+    ta.ndim = (uint8_t)(a1 ? 0 : a->ndim - 2);
+    tb.ndim = (uint8_t)(b1 ? 0 : b->ndim - 2);
+    ta.nobcast &= (1u << ta.ndim) - 1;
+    tb.nobcast &= (1u << tb.ndim) - 1;
+    const tg_type *bt[2] = {&ta, &tb};
+    if (!tg_broadcast_types(ic, bt, 2, &tbat)) {
+        char why[sizeof ic->msg];
+        memcpy(why, ic->msg, sizeof why);
+        why[sizeof why - 1] = '\0';
+        tg_status st = ic->status != TG_OK ? ic->status : TG_ESHAPE;
+        ic->status = TG_OK;
+        return tg_infer_fail(ic, st, "%s and %s: the batch axes do not broadcast (%s)",
+                             tg_type_str(a, as, sizeof as), tg_type_str(b, bs, sizeof bs), why);
+    }
+    tg_type *o = &ic->out[0];
+    memset(o, 0, sizeof *o);
+    o->dtype = (uint8_t)result_dtype(ic);
+    int nd = tbat.ndim;
+    for (int i = 0; i < nd; i++) o->shape[i] = tbat.shape[i];
+    o->nobcast = tbat.nobcast & ((1u << nd) - 1);
+    if (!a1) {
+        if (a->nobcast & (1u << (a->ndim - 2))) o->nobcast |= 1u << nd;
+        o->shape[nd++] = a->shape[a->ndim - 2];
+    }
+    if (!b1) {
+        if (b->nobcast & (1u << (b->ndim - 1))) o->nobcast |= 1u << nd;
+        o->shape[nd++] = b->shape[b->ndim - 1];
+    }
+    o->ndim = (uint8_t)nd;
+    return TG_OK;
+}
+
+static tg_status ref_matmul(tg_kern *k) {
+    const tg_tensor *a = k->in[0], *b = k->in[1];
+    tg_tensor *y = k->out[0];
+    tg_dtype odt = y->dtype;
+    if (a->ndim == 0 || b->ndim == 0)
+        return tg_kern_fail(k, TG_ESHAPE, "input operand %d does not have enough dimensions",
+                            a->ndim == 0 ? 0 : 1);
+    bool a1 = a->ndim == 1, b1 = b->ndim == 1;
+    int nba = a1 ? 0 : a->ndim - 2, nbb = b1 ? 0 : b->ndim - 2;
+    int nbat = nba > nbb ? nba : nbb;
+    int64_t bshape[TG_MAX_DIMS], shape[TG_MAX_DIMS];
+    for (int t = 0; t < nbat; t++) {
+        int ta = t - (nbat - nba), tb = t - (nbat - nbb);
+        int64_t ea = ta >= 0 ? a->shape[ta] : 1, eb = tb >= 0 ? b->shape[tb] : 1;
+        if (ea != eb && ea != 1 && eb != 1)
+            return tg_kern_fail(k, TG_ESHAPE, "batch axes do not broadcast (%lld vs %lld)",
+                                (long long)ea, (long long)eb);
+        bshape[t] = ea == 1 ? eb : ea;
+    }
+    int64_t M = a1 ? 1 : a->shape[a->ndim - 2], K = a->shape[a->ndim - 1];
+    int64_t N = b1 ? 1 : b->shape[b->ndim - 1], Kb = b1 ? b->shape[0] : b->shape[b->ndim - 2];
+    if (K != Kb)
+        return tg_kern_fail(k, TG_ESHAPE, "operands do not align (%lld != %lld)", (long long)K,
+                            (long long)Kb);
+    int nd = 0;
+    for (int t = 0; t < nbat; t++) shape[nd++] = bshape[t];
+    if (!a1) shape[nd++] = M;
+    if (!b1) shape[nd++] = N;
+    if (!out_matches(y, nd, shape))
+        return tg_kern_fail(k, TG_EINTERNAL, "output does not match the operands");
+    int64_t nbatch = 1;
+    for (int t = 0; t < nbat; t++) nbatch *= bshape[t];
+    int64_t bi[TG_MAX_DIMS] = {0}, ia[TG_MAX_DIMS], ib[TG_MAX_DIMS], oi[TG_MAX_DIMS];
+    for (int64_t e = 0; e < nbatch; e++) {
+        for (int t = 0; t < nba; t++) {
+            int s = t + (nbat - nba);
+            ia[t] = a->shape[t] == 1 ? 0 : bi[s];
+        }
+        for (int t = 0; t < nbb; t++) {
+            int s = t + (nbat - nbb);
+            ib[t] = b->shape[t] == 1 ? 0 : bi[s];
+        }
+        for (int t = 0; t < nbat; t++) oi[t] = bi[t];
+        for (int64_t m = 0; m < M; m++) {
+            for (int64_t n = 0; n < N; n++) {
+                macc acc = {0};
+                for (int64_t c = 0; c < K; c++) {
+                    if (!a1) ia[nba] = m;
+                    ia[a->ndim - 1] = c;
+                    ib[b1 ? 0 : nbb] = c;
+                    if (!b1) ib[nbb + 1] = n;
+                    macc_add(&acc, tg_tensor_at(a, ia), a->dtype, tg_tensor_at(b, ib), b->dtype,
+                             odt);
+                }
+                int j = nbat;
+                if (!a1) oi[j++] = m;
+                if (!b1) oi[j++] = n;
+                macc_store(&acc, tg_tensor_at(y, oi), odt);
+            }
+        }
+        tg_index_next(nbat, bshape, bi);
+    }
+    return TG_OK;
+}
+
+const tg_op_def tg_op_matmul = {
+    .name = "matmul", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_LINALG,
+    .promote = promote_common, .infer = infer_matmul, .ref = ref_matmul,
+};
+
+/* ---- outer ---- */
+
+/* Static element count, -1 when a '?' is involved; false on overflow. */
+static bool type_size(const tg_type *t, int64_t *out) {
+    int64_t p = 1;
+    bool unknown = false;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) {
+            *out = 0;
+            return true;
+        }
+        if (t->shape[i] < 0) unknown = true;
+    }
+    for (int i = 0; i < t->ndim && !unknown; i++) {
+        if (t->shape[i] > INT64_MAX / p) return false;
+        p *= t->shape[i];
+    }
+    *out = unknown ? -1 : p;
+    return true;
+}
+
+static tg_status infer_outer(tg_infer *ic) {
+    tg_type *o = &ic->out[0];
+    int64_t sz[2];
+    for (int i = 0; i < 2; i++) {
+        if (!type_size(&ic->in[i], &sz[i])) {
+            char ts[TG_TYPE_STR_MAX];
+            return tg_infer_fail(ic, TG_ELIMIT, "%s has too many elements",
+                                 tg_type_str(&ic->in[i], ts, sizeof ts));
+        }
+    }
+    memset(o, 0, sizeof *o);
+    o->dtype = (uint8_t)result_dtype(ic);
+    o->ndim = 2;
+    o->shape[0] = sz[0];
+    o->shape[1] = sz[1];
+    return TG_OK;
+}
+
+static tg_status ref_outer(tg_kern *k) {
+    const tg_tensor *a = k->in[0], *b = k->in[1];
+    tg_tensor *y = k->out[0];
+    tg_dtype odt = y->dtype;
+    int64_t na = tg_tensor_size(a), nb = tg_tensor_size(b);
+    if (!out_matches(y, 2, (const int64_t[]){na, nb}))
+        return tg_kern_fail(k, TG_EINTERNAL, "output does not match the operands");
+    int64_t ia[TG_MAX_DIMS] = {0}, oi[2];
+    for (int64_t i = 0; i < na; i++) {
+        int64_t ib[TG_MAX_DIMS] = {0};
+        const void *pa = tg_tensor_at(a, ia);
+        for (int64_t j = 0; j < nb; j++) {
+            macc m = {0};
+            macc_add(&m, pa, a->dtype, tg_tensor_at(b, ib), b->dtype, odt);
+            oi[0] = i;
+            oi[1] = j;
+            macc_store(&m, tg_tensor_at(y, oi), odt);
+            tg_index_next(b->ndim, b->shape, ib);
+        }
+        tg_index_next(a->ndim, a->shape, ia);
+    }
+    return TG_OK;
+}
+
+const tg_op_def tg_op_outer = {
+    .name = "outer", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_LINALG,
+    .promote = promote_common, .infer = infer_outer, .ref = ref_outer,
+};

@@ -1,0 +1,283 @@
+/* ops_util.c - helpers shared by the op families: error reporting for inference and
+ * kernels, NEP 50 dtype promotion, NumPy broadcasting with tgraph's '?' rules, axis
+ * normalization, and the generic elementwise promote/infer/reference kernel that the
+ * records of elemwise.c are driven by (through op->ew).
+ *
+ * Promotion (NEP 50, NumPy 2 / JAX rules) over tgraph's dtypes. Categories are ordered
+ * bool < integer < float. Strong dtypes promote as NumPy's result_type:
+ *  - bool with X is X; two signed ints give the wider; u8 with i8 gives i16, u8 with a
+ *    wider signed int gives that int (NumPy's answers; tgraph has no u16/u32/u64, so no
+ *    other unsigned case exists);
+ *  - an int with f32: i8, u8, i16 give f32, i32 and i64 give f64 (NumPy's answers);
+ *    anything with f64 is f64; f32 with f64 is f64.
+ * Weak literals (type->weak) have a category only: when it is <= the strong result's
+ * category they adopt the strong dtype (mul(x_i8, 2) -> i8, mul(x_f32, 0.5) -> f32); a
+ * weak float meeting only ints/bool gives f64, a weak int meeting only bool gives i64
+ * (NumPy's default dtypes). Without strong operands: bool, i64 or f64 by category.
+ *
+ * Broadcasting right-aligns shapes. Per axis: a static 1 that is not `nobcast` adopts
+ * the other extents; '?' with '?' is '?'; '?' with a static n (other than a broadcasting
+ * 1) is n; '?' with a broadcasting 1 is '?'; two different known extents are an error,
+ * and an extent 1 marked nobcast (a '?' that was 1 at run time) does not broadcast: its
+ * error asks the user to declare the dimension as 1. The result is nobcast on an axis
+ * whose extent is 1 and came from a nobcast extent.
+ *
+ * The reference kernel tg_ew_ref is the oracle for every backend: it walks every output
+ * element in C order and reads each input through its own strides (0 on broadcast axes;
+ * negative strides and 0-size shapes are fine). Floats compute in double and round on
+ * the store; integers and bool compute in int64 and wrap to the output width on the store.
+ */
+#include "ops.h"
+
+#include <stdio.h>
+
+/* ---- errors ---- */
+
+tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ic->msg, sizeof ic->msg, fmt, ap);
+    va_end(ap);
+    ic->status = st;
+    return st;
+}
+
+tg_status tg_kern_fail(tg_kern *k, tg_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->msg, sizeof k->msg, fmt, ap);
+    va_end(ap);
+    k->status = st;
+    return st;
+}
+
+/* ---- promotion ---- */
+
+enum { CAT_BOOL, CAT_INT, CAT_FLOAT };
+
+static int dt_cat(tg_dtype dt) {
+    if (dt == TG_DT_BOOL) return CAT_BOOL;
+    return tg_dtype_is_float(dt) ? CAT_FLOAT : CAT_INT;
+}
+
+/* Bits of a signed integer dtype (u8 is handled apart). */
+static int int_bits(tg_dtype dt) { return (int)tg_dtype_size(dt) * 8; }
+
+/* NumPy's promotion of two strong dtypes. */
+static tg_dtype promote2(tg_dtype a, tg_dtype b) {
+    if (a == b) return a;
+    if (a == TG_DT_BOOL) return b;
+    if (b == TG_DT_BOOL) return a;
+    int ca = dt_cat(a), cb = dt_cat(b);
+    if (ca == CAT_FLOAT && cb == CAT_FLOAT) return TG_DT_F64;
+    if (ca == CAT_FLOAT || cb == CAT_FLOAT) {
+        tg_dtype f = ca == CAT_FLOAT ? a : b, i = ca == CAT_FLOAT ? b : a;
+        if (f == TG_DT_F64) return TG_DT_F64;
+        return i == TG_DT_I8 || i == TG_DT_U8 || i == TG_DT_I16 ? TG_DT_F32 : TG_DT_F64;
+    }
+    if (a == TG_DT_U8 || b == TG_DT_U8) {
+        tg_dtype s = a == TG_DT_U8 ? b : a; /* the signed one */
+        return s == TG_DT_I8 ? TG_DT_I16 : s;
+    }
+    return int_bits(a) >= int_bits(b) ? a : b;
+}
+
+tg_dtype tg_promote_types(const tg_type *const *t, int n) {
+    bool have_strong = false;
+    tg_dtype strong = TG_DT_BOOL;
+    int weak_cat = -1;
+    for (int i = 0; i < n; i++) {
+        tg_dtype dt = (tg_dtype)t[i]->dtype;
+        if (t[i]->weak) {
+            int c = dt_cat(dt);
+            if (c > weak_cat) weak_cat = c;
+        } else {
+            strong = have_strong ? promote2(strong, dt) : dt;
+            have_strong = true;
+        }
+    }
+    if (!have_strong) {
+        if (weak_cat == CAT_FLOAT) return TG_DT_F64;
+        return weak_cat == CAT_INT ? TG_DT_I64 : TG_DT_BOOL;
+    }
+    if (weak_cat <= dt_cat(strong)) return strong;
+    return weak_cat == CAT_FLOAT ? TG_DT_F64 : TG_DT_I64;
+}
+
+/* ---- broadcasting ---- */
+
+bool tg_broadcast_types(tg_infer *ic, const tg_type *const *t, int n, tg_type *out) {
+    int nd = 0;
+    for (int i = 0; i < n; i++)
+        if (t[i]->ndim > nd) nd = t[i]->ndim;
+    memset(out, 0, sizeof *out);
+    out->ndim = (uint8_t)nd;
+    out->dtype = n > 0 ? t[0]->dtype : TG_DT_BOOL;
+    for (int j = 0; j < nd; j++) {
+        bool fixed = false, unknown = false, fixed_nob = false;
+        int64_t ext = 1;
+        int src = -1;
+        for (int i = 0; i < n; i++) {
+            int a = j - (nd - t[i]->ndim); /* the input's axis, right-aligned */
+            if (a < 0) continue;
+            int64_t e = t[i]->shape[a];
+            bool nob = e == 1 && ((t[i]->nobcast >> a) & 1u);
+            if (e == 1 && !nob) continue; /* broadcasts against anything */
+            if (e < 0) {
+                unknown = true;
+                continue;
+            }
+            if (fixed && e != ext) {
+                char s1[TG_TYPE_STR_MAX], s2[TG_TYPE_STR_MAX];
+                tg_type_str(t[src], s1, sizeof s1);
+                tg_type_str(t[i], s2, sizeof s2);
+                if (fixed_nob || nob)
+                    tg_infer_fail(ic, TG_ESHAPE,
+                                  "cannot broadcast %s with %s: axis %d has extent 1 where the "
+                                  "type says '?', which does not broadcast (declare the "
+                                  "dimension as 1 to broadcast)",
+                                  s1, s2, j);
+                else
+                    tg_infer_fail(ic, TG_ESHAPE, "cannot broadcast %s with %s", s1, s2);
+                return false;
+            }
+            if (!fixed) src = i;
+            fixed = true;
+            ext = e;
+            fixed_nob = fixed_nob || nob;
+        }
+        out->shape[j] = fixed ? ext : unknown ? -1 : 1;
+        if (fixed && ext == 1 && fixed_nob) out->nobcast |= 1u << j;
+    }
+    return true;
+}
+
+bool tg_axis_norm(int64_t axis, int ndim, int *out) {
+    if (axis < -(int64_t)ndim || axis >= (int64_t)ndim) return false;
+    *out = (int)(axis < 0 ? axis + ndim : axis);
+    return true;
+}
+
+/* ---- the generic elementwise op ---- */
+
+/* The dtype an elementwise op computes in, from its flags and its input types. Writes
+ * a message naming the dtypes and returns false when the op does not take them. */
+static bool ew_compute_dtype(const tg_op_def *op, const tg_type *const *t, int n,
+                             tg_dtype *out, char *msg, size_t msgn) {
+    unsigned fl = op->ew.flags;
+    tg_dtype dt = tg_promote_types(t, n);
+    int c = dt_cat(dt);
+    bool ok = c == CAT_FLOAT  ? (fl & TG_EW_FLOAT) != 0
+              : c == CAT_INT ? (fl & TG_EW_INT) != 0
+                             : (fl & (TG_EW_BOOL | TG_EW_BOOLI8)) != 0;
+    if (!ok) {
+        size_t used = (size_t)snprintf(msg, msgn, "not supported for %s ",
+                                       n == 1 ? "dtype" : "dtypes");
+        for (int i = 0; i < n && used < msgn; i++) {
+            const char *sep = i == 0 ? "" : i == n - 1 ? " and " : ", ";
+            int w = snprintf(msg + used, msgn - used, "%s%s%s", sep,
+                             tg_dtype_name((tg_dtype)t[i]->dtype), t[i]->weak ? " literal" : "");
+            used += w > 0 ? (size_t)w : 0;
+        }
+        return false;
+    }
+    if (dt == TG_DT_BOOL && (fl & TG_EW_BOOLI8) && !(fl & TG_EW_BOOL)) dt = TG_DT_I8;
+    if ((fl & TG_EW_TOFLOAT) && c != CAT_FLOAT) {
+        /* NumPy gives f16 for bool/i8/u8; tgraph has no f16, so f32. */
+        if (fl & TG_EW_TOF64)
+            dt = TG_DT_F64;
+        else
+            dt = dt == TG_DT_I32 || dt == TG_DT_I64 ? TG_DT_F64 : TG_DT_F32;
+    }
+    *out = dt;
+    return true;
+}
+
+/* Pointers to the input types of an inference context. */
+static void type_ptrs(const tg_infer *ic, const tg_type **p) {
+    for (int i = 0; i < ic->nin; i++) p[i] = &ic->in[i];
+}
+
+tg_status tg_ew_promote(tg_infer *ic, tg_dtype *want) {
+    const tg_type *p[TG_MAX_OUTS];
+    if (ic->nin > TG_MAX_OUTS) return tg_infer_fail(ic, TG_EINVAL, "too many inputs");
+    type_ptrs(ic, p);
+    tg_dtype dt;
+    char msg[sizeof ic->msg];
+    if (!ew_compute_dtype(ic->op, p, ic->nin, &dt, msg, sizeof msg))
+        return tg_infer_fail(ic, TG_ETYPE, "%s", msg);
+    for (int i = 0; i < ic->nin; i++) want[i] = dt;
+    return TG_OK;
+}
+
+tg_status tg_ew_infer(tg_infer *ic) {
+    const tg_type *p[TG_MAX_OUTS];
+    if (ic->nin > TG_MAX_OUTS) return tg_infer_fail(ic, TG_EINVAL, "too many inputs");
+    type_ptrs(ic, p);
+    tg_dtype dt;
+    char msg[sizeof ic->msg];
+    if (!ew_compute_dtype(ic->op, p, ic->nin, &dt, msg, sizeof msg))
+        return tg_infer_fail(ic, TG_ETYPE, "%s", msg);
+    if (!tg_broadcast_types(ic, p, ic->nin, &ic->out[0])) return ic->status;
+    bool all_weak = ic->nin > 0;
+    for (int i = 0; i < ic->nin; i++) all_weak = all_weak && ic->in[i].weak;
+    ic->out[0].dtype = (uint8_t)((ic->op->ew.flags & TG_EW_CMP) ? TG_DT_BOOL : dt);
+    ic->out[0].weak = all_weak;
+    ic->nout = 1;
+    return TG_OK;
+}
+
+/* Address of input `t` at the output multi-index idx (rank nd), broadcasting. */
+static const char *bcast_at(const tg_tensor *t, int nd, const int64_t *idx) {
+    int64_t off = t->offset;
+    int lead = nd - t->ndim;
+    for (int a = 0; a < t->ndim; a++)
+        if (t->shape[a] != 1) off += idx[lead + a] * t->strides[a];
+    return (const char *)t->buf->data + off * (int64_t)tg_dtype_size(t->dtype);
+}
+
+tg_status tg_ew_ref(tg_kern *k) {
+    const tg_op_def *op = tg_op_table[k->node->op];
+    const tg_type *ot = &k->out_type[0];
+    tg_tensor *out = k->out[0];
+    enum { MAXIN = 8 };
+    if (k->nin > MAXIN) return tg_kern_fail(k, TG_EINTERNAL, "too many inputs");
+    /* The compute dtype: the output's, except for comparisons (bool out). */
+    tg_dtype dt = (tg_dtype)ot->dtype;
+    if (op->ew.flags & TG_EW_CMP) {
+        tg_type tt[MAXIN];
+        const tg_type *p[MAXIN];
+        for (int i = 0; i < k->nin; i++) {
+            memset(&tt[i], 0, sizeof tt[i]);
+            tt[i].dtype = (uint8_t)k->in[i]->dtype;
+            p[i] = &tt[i];
+        }
+        char msg[sizeof k->msg];
+        if (!ew_compute_dtype(op, p, k->nin, &dt, msg, sizeof msg))
+            return tg_kern_fail(k, TG_ETYPE, "%s", msg);
+    }
+    bool fl = tg_dtype_is_float(dt);
+    if (fl ? !op->ew.f : !op->ew.i)
+        return tg_kern_fail(k, TG_ETYPE, "no kernel for dtype %s", tg_dtype_name(dt));
+    int64_t n;
+    if (!tg_shape_size(ot->ndim, ot->shape, &n))
+        return tg_kern_fail(k, TG_ELIMIT, "output too large");
+    if (n == 0) return TG_OK;
+    int nd = ot->ndim;
+    int64_t idx[TG_MAX_DIMS] = {0};
+    do {
+        char *po = tg_tensor_at(out, idx);
+        if (fl) {
+            double x[MAXIN];
+            for (int i = 0; i < k->nin; i++)
+                x[i] = tg_load_f64(bcast_at(k->in[i], nd, idx), k->in[i]->dtype);
+            tg_store_f64(po, out->dtype, op->ew.f(x));
+        } else {
+            int64_t x[MAXIN];
+            for (int i = 0; i < k->nin; i++)
+                x[i] = tg_load_i64(bcast_at(k->in[i], nd, idx), k->in[i]->dtype);
+            tg_store_i64(po, out->dtype, op->ew.i(x, dt));
+        }
+    } while (tg_index_next(nd, ot->shape, idx));
+    return TG_OK;
+}

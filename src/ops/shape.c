@@ -1,0 +1,657 @@
+/* shape.c - shape and basic-indexing ops: reshape transpose expand_dims squeeze
+ * broadcast_to slice.
+ *
+ * One record per op. All of them are views (.views = 1): the reference kernel makes
+ * out[0] itself, sharing the input's buffer, except reshape of a non-C-contiguous input,
+ * which copies first. slice follows Python's slice.indices() clamping exactly and keeps
+ * negative steps as negative strides; its attributes are four int lists of one length n
+ * (starts, stops, steps, index flags; TG_SLICE_NONE for an omitted bound or step), and
+ * tg_slice_format prints them back in the `x[1:, ::-1, 0]` syntax.
+ * Invariants: static extents stay static where NumPy's rule decides them from static
+ * inputs; an extent that depends on a '?' is -1; `nobcast` bits follow the axes they
+ * belong to. Checks that need a '?' extent run again when inference sees concrete types.
+ */
+#include "ops.h"
+
+#include <stdio.h>
+
+/* ---- helpers ---- */
+
+/* The list held by an INTS (or single INT) attribute; 0 entries for none. */
+static int aval_ints(const tg_aval *a, const int64_t **p) {
+    if (a->kind == TG_ATTR_INTS) {
+        *p = a->ints;
+        return a->n;
+    }
+    if (a->kind == TG_ATTR_INT || a->kind == TG_ATTR_BOOL) {
+        *p = &a->i;
+        return 1;
+    }
+    *p = NULL;
+    return 0;
+}
+
+/* "[4,-1]" into buf (always terminated). */
+static const char *ints_str(const int64_t *v, int n, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i <= n && used + 1 < cap; i++) {
+        int w = i == n ? snprintf(buf + used, cap - used, "]")
+                       : snprintf(buf + used, cap - used, "%s%lld", i ? "," : "[",
+                                  (long long)v[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    if (n == 0 && cap > 2) snprintf(buf, cap, "[]");
+    return buf;
+}
+
+/* Product of n extents; false when it overflows int64. */
+static bool extents_product(const int64_t *v, int n, int64_t *out) {
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) {
+        if (v[i] == 0) {
+            *out = 0;
+            return true;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (v[i] > INT64_MAX / p) return false;
+        p *= v[i];
+    }
+    *out = p;
+    return true;
+}
+
+static void type_init(tg_type *o, tg_dtype dt, int ndim) {
+    memset(o, 0, sizeof *o);
+    o->dtype = (uint8_t)dt;
+    o->ndim = (uint8_t)ndim;
+}
+
+static tg_status view_out(tg_kern *k, const tg_tensor *base, int ndim, const int64_t *shape,
+                          const int64_t *strides, int64_t offset) {
+    tg_tensor *y = tg_tensor_view(base, ndim, shape, strides, offset);
+    if (!y) return tg_kern_fail(k, TG_ENOMEM, "cannot make a view: %s", tg_last_error());
+    k->out[0] = y;
+    return TG_OK;
+}
+
+/* ---- reshape ---- */
+
+static const tg_attr_spec reshape_attrs[] = {
+    {"shape", TG_AS_INTS, 1, 0, {.kind = TG_ATTR_NONE}},
+};
+
+static tg_status infer_reshape(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    const int64_t *sh;
+    int n = aval_ints(&ic->attrs[0], &sh);
+    char ts[TG_TYPE_STR_MAX], ss[200];
+    if (n > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "shape %s has more than %d dimensions",
+                             ints_str(sh, n, ss, sizeof ss), TG_MAX_DIMS);
+    int unknown = -1;
+    int64_t known = 1;
+    for (int i = 0; i < n; i++) {
+        if (sh[i] == -1) {
+            if (unknown >= 0)
+                return tg_infer_fail(ic, TG_EINVAL, "can only specify one unknown dimension "
+                                                    "in shape %s",
+                                     ints_str(sh, n, ss, sizeof ss));
+            unknown = i;
+        } else if (sh[i] < 0) {
+            return tg_infer_fail(ic, TG_EINVAL, "negative dimension %lld in shape %s",
+                                 (long long)sh[i], ints_str(sh, n, ss, sizeof ss));
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (i == unknown) continue;
+        if (sh[i] != 0 && known > INT64_MAX / sh[i])
+            return tg_infer_fail(ic, TG_ELIMIT, "shape %s is too large",
+                                 ints_str(sh, n, ss, sizeof ss));
+        known *= sh[i];
+    }
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x->dtype, n);
+    for (int i = 0; i < n; i++) o->shape[i] = sh[i];
+    if (!tg_type_known(x)) {
+        if (unknown >= 0) o->shape[unknown] = -1;
+        return TG_OK; /* checked when the extents are known */
+    }
+    int64_t size;
+    if (!extents_product(x->shape, x->ndim, &size))
+        return tg_infer_fail(ic, TG_ELIMIT, "%s is too large", tg_type_str(x, ts, sizeof ts));
+    bool ok = unknown >= 0 ? known != 0 && size % known == 0 : size == known;
+    if (!ok)
+        return tg_infer_fail(ic, TG_ESHAPE, "cannot reshape %s (size %lld) into shape %s",
+                             tg_type_str(x, ts, sizeof ts), (long long)size,
+                             ints_str(sh, n, ss, sizeof ss));
+    if (unknown >= 0) o->shape[unknown] = size / known;
+    return TG_OK;
+}
+
+/* A view when the input is C-contiguous, else a contiguous copy viewed with the shape. */
+static tg_status ref_reshape(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    const tg_type *ot = &k->out_type[0];
+    int64_t strides[TG_MAX_DIMS], size;
+    if (!extents_product(ot->shape, ot->ndim, &size) || size != tg_tensor_size(x))
+        return tg_kern_fail(k, TG_ESHAPE, "cannot reshape %lld elements into the output type",
+                            (long long)tg_tensor_size(x));
+    tg_contiguous_strides(ot->ndim, ot->shape, strides);
+    if (tg_tensor_is_contiguous(x))
+        return view_out(k, x, ot->ndim, ot->shape, strides, x->offset);
+    tg_tensor *c = tg_tensor_dup(x);
+    if (!c) return tg_kern_fail(k, TG_ENOMEM, "cannot copy the input");
+    tg_status st = view_out(k, c, ot->ndim, ot->shape, strides, c->offset);
+    tg_tensor_free(c); /* the view holds its own reference */
+    return st;
+}
+
+const tg_op_def tg_op_reshape = {
+    .name = "reshape", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
+    .attrs = reshape_attrs, .nattrs = (int)TG_COUNTOF(reshape_attrs),
+    .infer = infer_reshape, .ref = ref_reshape, .views = 1u << 0,
+};
+
+/* ---- transpose ---- */
+
+static const tg_attr_spec transpose_attrs[] = {
+    {"axes", TG_AS_INTS, 0, 1, {.kind = TG_ATTR_NONE}},
+};
+
+/* The permutation: none reverses the axes. false with a message in err. */
+static bool transpose_perm(const tg_aval *a, int ndim, int *perm, char *err, size_t cap) {
+    if (a->kind == TG_ATTR_NONE) {
+        for (int i = 0; i < ndim; i++) perm[i] = ndim - 1 - i;
+        return true;
+    }
+    const int64_t *ax;
+    int n = aval_ints(a, &ax);
+    char ss[200];
+    if (n != ndim) {
+        snprintf(err, cap, "axes %s don't match an array of dimension %d",
+                 ints_str(ax, n, ss, sizeof ss), ndim);
+        return false;
+    }
+    bool seen[TG_MAX_DIMS] = {false};
+    for (int i = 0; i < n; i++) {
+        int p;
+        if (!tg_axis_norm(ax[i], ndim, &p) || seen[p]) {
+            snprintf(err, cap, "axes %s are not a permutation of the %d axes",
+                     ints_str(ax, n, ss, sizeof ss), ndim);
+            return false;
+        }
+        seen[p] = true;
+        perm[i] = p;
+    }
+    return true;
+}
+
+static tg_status infer_transpose(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    int perm[TG_MAX_DIMS];
+    char err[300];
+    if (!transpose_perm(&ic->attrs[0], x->ndim, perm, err, sizeof err))
+        return tg_infer_fail(ic, TG_EINVAL, "%s", err);
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x->dtype, x->ndim);
+    for (int i = 0; i < x->ndim; i++) {
+        o->shape[i] = x->shape[perm[i]];
+        if (x->nobcast & (1u << perm[i])) o->nobcast |= 1u << i;
+    }
+    return TG_OK;
+}
+
+static tg_status ref_transpose(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    int perm[TG_MAX_DIMS];
+    char err[300];
+    if (!transpose_perm(&k->attrs[0], x->ndim, perm, err, sizeof err))
+        return tg_kern_fail(k, TG_EINVAL, "%s", err);
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) {
+        shape[i] = x->shape[perm[i]];
+        strides[i] = x->strides[perm[i]];
+    }
+    return view_out(k, x, x->ndim, shape, strides, x->offset);
+}
+
+const tg_op_def tg_op_transpose = {
+    .name = "transpose", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
+    .attrs = transpose_attrs, .nattrs = (int)TG_COUNTOF(transpose_attrs),
+    .infer = infer_transpose, .ref = ref_transpose, .views = 1u << 0,
+};
+
+/* ---- expand_dims ---- */
+
+static const tg_attr_spec expand_dims_attrs[] = {
+    {"axis", TG_AS_INTS, 1, 0, {.kind = TG_ATTR_NONE}},
+};
+
+/* Marks the new axes (in the output's numbering); false with a message in err. */
+static bool expand_axes(const tg_aval *a, int ndim, bool *isnew, int *ondim, char *err,
+                        size_t cap) {
+    const int64_t *ax;
+    int n = aval_ints(a, &ax);
+    int od = ndim + n;
+    for (int i = 0; i < TG_MAX_DIMS; i++) isnew[i] = false;
+    if (od > TG_MAX_DIMS) {
+        snprintf(err, cap, "the result would have %d dimensions (at most %d)", od, TG_MAX_DIMS);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        int p;
+        if (!tg_axis_norm(ax[i], od, &p)) {
+            snprintf(err, cap, "axis %lld is out of bounds for an array of dimension %d",
+                     (long long)ax[i], od);
+            return false;
+        }
+        if (isnew[p]) {
+            snprintf(err, cap, "repeated axis %lld", (long long)ax[i]);
+            return false;
+        }
+        isnew[p] = true;
+    }
+    *ondim = od;
+    return true;
+}
+
+static tg_status infer_expand_dims(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    bool isnew[TG_MAX_DIMS];
+    int od;
+    char err[200];
+    if (!expand_axes(&ic->attrs[0], x->ndim, isnew, &od, err, sizeof err))
+        return tg_infer_fail(ic, TG_EINVAL, "%s", err);
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x->dtype, od);
+    for (int i = 0, j = 0; i < od; i++) {
+        if (isnew[i]) {
+            o->shape[i] = 1; /* a static 1: broadcastable */
+            continue;
+        }
+        if (x->nobcast & (1u << j)) o->nobcast |= 1u << i;
+        o->shape[i] = x->shape[j++];
+    }
+    return TG_OK;
+}
+
+static tg_status ref_expand_dims(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    bool isnew[TG_MAX_DIMS];
+    int od;
+    char err[200];
+    if (!expand_axes(k->attrs, x->ndim, isnew, &od, err, sizeof err))
+        return tg_kern_fail(k, TG_EINVAL, "%s", err);
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    for (int i = 0, j = 0; i < od; i++) {
+        if (isnew[i]) {
+            shape[i] = 1;
+            strides[i] = 0;
+        } else {
+            shape[i] = x->shape[j];
+            strides[i] = x->strides[j++];
+        }
+    }
+    return view_out(k, x, od, shape, strides, x->offset);
+}
+
+const tg_op_def tg_op_expand_dims = {
+    .name = "expand_dims", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
+    .attrs = expand_dims_attrs, .nattrs = (int)TG_COUNTOF(expand_dims_attrs),
+    .infer = infer_expand_dims, .ref = ref_expand_dims, .views = 1u << 0,
+};
+
+/* ---- squeeze ---- */
+
+static const tg_attr_spec squeeze_attrs[] = {
+    {"axis", TG_AS_AXES, 0, 1, {.kind = TG_ATTR_NONE}},
+};
+
+/* With axis none, squeezes every broadcastable 1 (static 1s; at run time a 1 that came
+ * from '?' is marked nobcast and kept, so the rank matches the static type). An explicit
+ * axis must have extent 1, or be '?' statically (checked again at run time). */
+static tg_status infer_squeeze(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    const tg_aval *a = &ic->attrs[0];
+    bool drop[TG_MAX_DIMS] = {false};
+    char ts[TG_TYPE_STR_MAX];
+    if (a->kind == TG_ATTR_NONE) {
+        for (int i = 0; i < x->ndim; i++)
+            drop[i] = x->shape[i] == 1 && !(x->nobcast & (1u << i));
+    } else {
+        const int64_t *ax;
+        int n = aval_ints(a, &ax);
+        for (int j = 0; j < n; j++) {
+            int p;
+            if (!tg_axis_norm(ax[j], x->ndim, &p))
+                return tg_infer_fail(ic, TG_EINVAL, "axis %lld is out of bounds for %s",
+                                     (long long)ax[j], tg_type_str(x, ts, sizeof ts));
+            if (drop[p])
+                return tg_infer_fail(ic, TG_EINVAL, "duplicate value in 'axis' (%lld)",
+                                     (long long)ax[j]);
+            if (x->shape[p] != 1 && x->shape[p] != -1)
+                return tg_infer_fail(ic, TG_ESHAPE,
+                                     "cannot select an axis to squeeze out which has size not "
+                                     "equal to one (axis %d of %s)",
+                                     p, tg_type_str(x, ts, sizeof ts));
+            drop[p] = true;
+        }
+    }
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x->dtype, 0);
+    int nd = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        if (drop[i]) continue;
+        if (x->nobcast & (1u << i)) o->nobcast |= 1u << nd;
+        o->shape[nd++] = x->shape[i];
+    }
+    o->ndim = (uint8_t)nd;
+    return TG_OK;
+}
+
+/* The output type says which extents remain; dropping extent-1 axes never moves an
+ * element, so the kernel matches the remaining extents in order. */
+static tg_status ref_squeeze(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    const tg_type *ot = &k->out_type[0];
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    int j = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        if (j < ot->ndim && x->shape[i] == ot->shape[j]) {
+            shape[j] = x->shape[i];
+            strides[j++] = x->strides[i];
+        } else if (x->shape[i] != 1) {
+            return tg_kern_fail(k, TG_ESHAPE, "cannot select an axis to squeeze out which has "
+                                              "size not equal to one (axis %d, extent %lld)",
+                                i, (long long)x->shape[i]);
+        }
+    }
+    if (j != ot->ndim)
+        return tg_kern_fail(k, TG_EINTERNAL, "input does not squeeze to the output type");
+    return view_out(k, x, ot->ndim, shape, strides, x->offset);
+}
+
+const tg_op_def tg_op_squeeze = {
+    .name = "squeeze", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
+    .attrs = squeeze_attrs, .nattrs = (int)TG_COUNTOF(squeeze_attrs),
+    .infer = infer_squeeze, .ref = ref_squeeze, .views = 1u << 0,
+};
+
+/* ---- broadcast_to ---- */
+
+static const tg_attr_spec broadcast_to_attrs[] = {
+    {"shape", TG_AS_INTS, 1, 0, {.kind = TG_ATTR_NONE}},
+};
+
+static tg_status infer_broadcast_to(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    const int64_t *sh;
+    int n = aval_ints(&ic->attrs[0], &sh);
+    char ts[TG_TYPE_STR_MAX], ss[200];
+    if (n > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "shape %s has more than %d dimensions",
+                             ints_str(sh, n, ss, sizeof ss), TG_MAX_DIMS);
+    for (int i = 0; i < n; i++)
+        if (sh[i] < 0)
+            return tg_infer_fail(ic, TG_EINVAL, "negative dimension %lld in shape %s",
+                                 (long long)sh[i], ints_str(sh, n, ss, sizeof ss));
+    if (x->ndim > n)
+        return tg_infer_fail(ic, TG_ESHAPE,
+                             "cannot broadcast %s to shape %s: the input has more dimensions",
+                             tg_type_str(x, ts, sizeof ts), ints_str(sh, n, ss, sizeof ss));
+    int lead = n - x->ndim;
+    for (int i = 0; i < x->ndim; i++) {
+        int64_t xe = x->shape[i], te = sh[lead + i];
+        if (xe == te || xe == -1) continue; /* '?' is checked at run time */
+        if (xe == 1 && (x->nobcast & (1u << i)))
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "cannot broadcast %s to shape %s: axis %d is a '?' that is 1 "
+                                 "at run time (declare the dimension as 1 to broadcast)",
+                                 tg_type_str(x, ts, sizeof ts), ints_str(sh, n, ss, sizeof ss),
+                                 i);
+        if (xe != 1)
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "cannot broadcast %s to shape %s (axis %d: %lld vs %lld)",
+                                 tg_type_str(x, ts, sizeof ts), ints_str(sh, n, ss, sizeof ss),
+                                 i, (long long)xe, (long long)te);
+    }
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x->dtype, n);
+    for (int i = 0; i < n; i++) o->shape[i] = sh[i];
+    return TG_OK;
+}
+
+static tg_status ref_broadcast_to(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    const int64_t *sh;
+    int n = aval_ints(&k->attrs[0], &sh);
+    if (n > TG_MAX_DIMS || x->ndim > n)
+        return tg_kern_fail(k, TG_ESHAPE, "cannot broadcast the input to the shape");
+    int64_t strides[TG_MAX_DIMS];
+    int lead = n - x->ndim;
+    for (int i = 0; i < n; i++) {
+        if (i < lead) {
+            strides[i] = 0;
+            continue;
+        }
+        int64_t xe = x->shape[i - lead];
+        if (xe == sh[i]) strides[i] = x->strides[i - lead];
+        else if (xe == 1) strides[i] = 0;
+        else
+            return tg_kern_fail(k, TG_ESHAPE, "cannot broadcast axis %d of extent %lld to %lld",
+                                i - lead, (long long)xe, (long long)sh[i]);
+    }
+    return view_out(k, x, n, sh, strides, x->offset);
+}
+
+const tg_op_def tg_op_broadcast_to = {
+    .name = "broadcast_to", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
+    .attrs = broadcast_to_attrs, .nattrs = (int)TG_COUNTOF(broadcast_to_attrs),
+    .infer = infer_broadcast_to, .ref = ref_broadcast_to, .views = 1u << 0,
+};
+
+/* ---- slice ---- */
+
+static const tg_attr_spec slice_attrs[] = {
+    [TG_SLICE_A_STARTS] = {"starts", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STOPS] = {"stops", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STEPS] = {"steps", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_INDEX] = {"index", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+};
+
+/* The slice attributes read back: n entries; absent lists are all-none / no index. */
+typedef struct slice_spec {
+    int n;
+    const int64_t *starts, *stops, *steps, *index; /* NULL: all TG_SLICE_NONE / 0 */
+} slice_spec;
+
+static bool slice_read(const tg_aval *attrs, slice_spec *s, char *err, size_t cap) {
+    const int64_t *v[4];
+    int len[4], n = 0;
+    for (int i = 0; i < 4; i++) {
+        len[i] = aval_ints(&attrs[i], &v[i]);
+        if (len[i] > n) n = len[i];
+    }
+    for (int i = 0; i < 4; i++) {
+        if (len[i] != 0 && len[i] != n) {
+            snprintf(err, cap, "starts, stops, steps and index have different lengths "
+                               "(%d, %d, %d, %d)", len[0], len[1], len[2], len[3]);
+            return false;
+        }
+    }
+    s->n = n;
+    s->starts = len[0] ? v[0] : NULL;
+    s->stops = len[1] ? v[1] : NULL;
+    s->steps = len[2] ? v[2] : NULL;
+    s->index = len[3] ? v[3] : NULL;
+    for (int i = 0; i < n; i++) {
+        if (s->index && s->index[i] != 0 && s->index[i] != 1) {
+            snprintf(err, cap, "index flags must be 0 or 1, got %lld", (long long)s->index[i]);
+            return false;
+        }
+        bool is_index = s->index && s->index[i];
+        if (is_index && (!s->starts || s->starts[i] == TG_SLICE_NONE)) {
+            snprintf(err, cap, "axis %d is an integer index without a value", i);
+            return false;
+        }
+        if (!is_index && s->steps && s->steps[i] == 0) {
+            snprintf(err, cap, "slice step cannot be zero (axis %d)", i);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Python's slice.indices(len) followed by the element count. */
+static int64_t slice_count(int64_t len, int64_t start, int64_t stop, int64_t step,
+                           int64_t *first) {
+    if (step == TG_SLICE_NONE) step = 1;
+    int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? len : len - 1;
+    if (start == TG_SLICE_NONE) {
+        start = step < 0 ? upper : lower;
+    } else {
+        if (start < 0) start += len;
+        if (start < lower) start = lower;
+        else if (start > upper) start = upper;
+    }
+    if (stop == TG_SLICE_NONE) {
+        stop = step < 0 ? lower : upper;
+    } else {
+        if (stop < 0) stop += len;
+        if (stop < lower) stop = lower;
+        else if (stop > upper) stop = upper;
+    }
+    *first = start;
+    if (step > 0) return start < stop ? (stop - start - 1) / step + 1 : 0;
+    return stop < start ? (start - stop - 1) / (-step) + 1 : 0;
+}
+
+static tg_status infer_slice(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    slice_spec s;
+    char err[200], ts[TG_TYPE_STR_MAX];
+    if (!slice_read(ic->attrs, &s, err, sizeof err))
+        return tg_infer_fail(ic, TG_EINVAL, "%s", err);
+    if (s.n > x->ndim)
+        return tg_infer_fail(ic, TG_EINDEX, "too many indices for %s: %d were indexed",
+                             tg_type_str(x, ts, sizeof ts), s.n);
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x->dtype, 0);
+    int nd = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        int64_t ext = x->shape[i];
+        bool bit = (x->nobcast & (1u << i)) != 0;
+        if (i >= s.n) {
+            if (bit) o->nobcast |= 1u << nd;
+            o->shape[nd++] = ext;
+        } else if (s.index && s.index[i]) {
+            int64_t idx = s.starts[i];
+            if (ext >= 0 && (idx < -ext || idx >= ext))
+                return tg_infer_fail(ic, TG_EINDEX,
+                                     "index %lld is out of bounds for axis %d with extent %lld "
+                                     "(%s)",
+                                     (long long)idx, i, (long long)ext,
+                                     tg_type_str(x, ts, sizeof ts));
+        } else if (ext < 0) {
+            o->shape[nd++] = -1;
+        } else {
+            int64_t first;
+            int64_t cnt = slice_count(ext, s.starts ? s.starts[i] : TG_SLICE_NONE,
+                                      s.stops ? s.stops[i] : TG_SLICE_NONE,
+                                      s.steps ? s.steps[i] : TG_SLICE_NONE, &first);
+            if (bit && cnt == 1) o->nobcast |= 1u << nd;
+            o->shape[nd++] = cnt;
+        }
+    }
+    o->ndim = (uint8_t)nd;
+    return TG_OK;
+}
+
+static tg_status ref_slice(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    slice_spec s;
+    char err[200];
+    if (!slice_read(k->attrs, &s, err, sizeof err)) return tg_kern_fail(k, TG_EINVAL, "%s", err);
+    if (s.n > x->ndim)
+        return tg_kern_fail(k, TG_EINDEX, "too many indices for an array of dimension %d: "
+                                          "%d were indexed",
+                            x->ndim, s.n);
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS], offset = x->offset;
+    int nd = 0;
+    for (int i = 0; i < x->ndim; i++) {
+        int64_t ext = x->shape[i], st = x->strides[i];
+        if (i >= s.n) {
+            shape[nd] = ext;
+            strides[nd++] = st;
+        } else if (s.index && s.index[i]) {
+            int64_t idx = s.starts[i];
+            if (idx < -ext || idx >= ext)
+                return tg_kern_fail(k, TG_EINDEX,
+                                    "index %lld is out of bounds for axis %d with extent %lld",
+                                    (long long)idx, i, (long long)ext);
+            offset += (idx < 0 ? idx + ext : idx) * st;
+        } else {
+            int64_t first, step = s.steps && s.steps[i] != TG_SLICE_NONE ? s.steps[i] : 1;
+            int64_t cnt = slice_count(ext, s.starts ? s.starts[i] : TG_SLICE_NONE,
+                                      s.stops ? s.stops[i] : TG_SLICE_NONE, step, &first);
+            if (cnt > 0) offset += first * st;
+            shape[nd] = cnt;
+            /* with two or more elements |step| < ext, so the product cannot overflow */
+            strides[nd++] = cnt > 1 ? st * step : st;
+        }
+    }
+    return view_out(k, x, nd, shape, strides, offset);
+}
+
+const tg_op_def tg_op_slice = {
+    .name = "slice", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_INDEX,
+    .attrs = slice_attrs, .nattrs = (int)TG_COUNTOF(slice_attrs),
+    .infer = infer_slice, .ref = ref_slice, .views = 1u << 0,
+};
+
+/* One bound or step: nothing for TG_SLICE_NONE. */
+static bool put_bound(char *buf, size_t cap, size_t *used, int64_t v) {
+    if (v == TG_SLICE_NONE) return true;
+    int w = snprintf(buf + *used, cap - *used, "%lld", (long long)v);
+    if (w < 0 || (size_t)w >= cap - *used) return false;
+    *used += (size_t)w;
+    return true;
+}
+
+static bool put_str(char *buf, size_t cap, size_t *used, const char *s) {
+    size_t l = strlen(s);
+    if (l >= cap - *used) return false;
+    memcpy(buf + *used, s, l + 1);
+    *used += l;
+    return true;
+}
+
+bool tg_slice_format(const tg_aval *attrs, char *buf, size_t cap) {
+    slice_spec s;
+    char err[200];
+    size_t used = 0;
+    if (cap == 0) return false;
+    buf[0] = '\0';
+    if (!slice_read(attrs, &s, err, sizeof err)) return false;
+    bool ok = put_str(buf, cap, &used, "[");
+    for (int i = 0; ok && i < s.n; i++) {
+        if (i) ok = put_str(buf, cap, &used, ", ");
+        if (s.index && s.index[i]) {
+            ok = ok && put_bound(buf, cap, &used, s.starts[i]);
+            continue;
+        }
+        ok = ok && put_bound(buf, cap, &used, s.starts ? s.starts[i] : TG_SLICE_NONE);
+        ok = ok && put_str(buf, cap, &used, ":");
+        ok = ok && put_bound(buf, cap, &used, s.stops ? s.stops[i] : TG_SLICE_NONE);
+        if (ok && s.steps && s.steps[i] != TG_SLICE_NONE) {
+            ok = put_str(buf, cap, &used, ":");
+            ok = ok && put_bound(buf, cap, &used, s.steps[i]);
+        }
+    }
+    ok = ok && put_str(buf, cap, &used, "]");
+    if (!ok) buf[0] = '\0';
+    return ok;
+}
