@@ -67,7 +67,7 @@ static int usage_fail(const char *cmd, const char *fmt, ...) {
     va_start(ap, fmt);
     fprintf(stderr, "tgraph%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see 'tgraph %s--help')\n", cmd ? cmd : "");
+    fprintf(stderr, " (see 'tgraph %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
     va_end(ap);
     return EXIT_USAGE;
 }

@@ -14,8 +14,8 @@
 
 #include <stdint.h>
 
-#define TG_ARENA_ALIGN 16
-#define TG_ARENA_FIRST ((size_t)4096)
+#define TG_ARENA_ALIGN     16
+#define TG_ARENA_FIRST     ((size_t)4096)
 #define TG_ARENA_MAX_CHUNK ((size_t)1 << 24)
 
 struct tg_arena_chunk {
@@ -112,6 +112,4 @@ void *tg_arena_memdup(tg_arena *a, const void *p, size_t n) {
     return q;
 }
 
-char *tg_arena_strdup(tg_arena *a, const char *s) {
-    return tg_arena_memdup(a, s, strlen(s) + 1);
-}
+char *tg_arena_strdup(tg_arena *a, const char *s) { return tg_arena_memdup(a, s, strlen(s) + 1); }

@@ -19,15 +19,14 @@
 #include <math.h>
 
 const tg_dtype_info tg_dtype_infos[TG_DT_COUNT] = {
-    [TG_DT_BOOL] = {"bool", "bool", 1, 'b'},   [TG_DT_I8] = {"i8", "int8", 1, 'i'},
-    [TG_DT_I16] = {"i16", "int16", 2, 'i'},    [TG_DT_I32] = {"i32", "int32", 4, 'i'},
-    [TG_DT_I64] = {"i64", "int64", 8, 'i'},    [TG_DT_U8] = {"u8", "uint8", 1, 'u'},
-    [TG_DT_F32] = {"f32", "float32", 4, 'f'},  [TG_DT_F64] = {"f64", "float64", 8, 'f'},
+    [TG_DT_BOOL] = {"bool", "bool", 1, 'b'},  [TG_DT_I8] = {"i8", "int8", 1, 'i'},
+    [TG_DT_I16] = {"i16", "int16", 2, 'i'},   [TG_DT_I32] = {"i32", "int32", 4, 'i'},
+    [TG_DT_I64] = {"i64", "int64", 8, 'i'},   [TG_DT_U8] = {"u8", "uint8", 1, 'u'},
+    [TG_DT_F32] = {"f32", "float32", 4, 'f'}, [TG_DT_F64] = {"f64", "float64", 8, 'f'},
 };
 
 /* The table above must agree with TG_DTYPE_LIST (names and C type sizes). */
-#define TG_X_CHECK(U, ct, s, sz)                                                               \
-    _Static_assert(sizeof(ct) == (sz), "size of " #ct);
+#define TG_X_CHECK(U, ct, s, sz) _Static_assert(sizeof(ct) == (sz), "size of " #ct);
 TG_DTYPE_LIST(TG_X_CHECK)
 #undef TG_X_CHECK
 

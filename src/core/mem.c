@@ -37,8 +37,7 @@ tg_ctx *tg_ctx_new(tg_alloc_fn alloc, void *ud) {
     }
     tg_ctx *ctx = alloc(ud, NULL, 0, sizeof *ctx);
     if (!ctx) {
-        tg_set_error(TG_ENOMEM, "out of memory allocating %zu bytes for a context",
-                     sizeof *ctx);
+        tg_set_error(TG_ENOMEM, "out of memory allocating %zu bytes for a context", sizeof *ctx);
         return NULL;
     }
     ctx->alloc = alloc;

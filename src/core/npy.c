@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 
 #define TG_NPY_MAX_HEADER ((size_t)1 << 20)
-#define NPY_MAGIC "\x93NUMPY"
-#define NPY_MAGIC_LEN 6
-#define NPY_ALIGN 64
+#define NPY_MAGIC         "\x93NUMPY"
+#define NPY_MAGIC_LEN     6
+#define NPY_ALIGN         64
 
 static bool host_is_big_endian(void) {
     const uint16_t one = 1;
@@ -59,9 +59,9 @@ static tg_status parse_preamble(const char *name, const unsigned char *p, size_t
     if (len < NPY_MAGIC_LEN + 2 + lensz)
         return tg_set_error(TG_EFORMAT, "%s: truncated .npy file (no header length)", name);
     const unsigned char *q = p + 8;
-    size_t n = major == 1 ? (size_t)q[0] | (size_t)q[1] << 8
-                          : (size_t)q[0] | (size_t)q[1] << 8 | (size_t)q[2] << 16 |
-                                (size_t)q[3] << 24;
+    size_t n = major == 1
+                   ? (size_t)q[0] | (size_t)q[1] << 8
+                   : (size_t)q[0] | (size_t)q[1] << 8 | (size_t)q[2] << 16 | (size_t)q[3] << 24;
     if (n > TG_NPY_MAX_HEADER)
         return tg_set_error(TG_ELIMIT, "%s: .npy header of %zu bytes exceeds the limit of %zu",
                             name, n, TG_NPY_MAX_HEADER);
@@ -82,8 +82,8 @@ static tg_status herr(const hparser *p, const char *what) {
 }
 
 static void skip_ws(hparser *p) {
-    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' ||
-                           p->s[p->i] == '\r'))
+    while (p->i < p->n &&
+           (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r'))
         p->i++;
 }
 
@@ -122,8 +122,7 @@ static tg_status parse_string(hparser *p, const char **str, size_t *len) {
 }
 
 static bool is_ident_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 static bool accept_word(hparser *p, const char *w) {
@@ -141,8 +140,7 @@ static tg_status parse_descr(hparser *p, npy_hdr *h) {
     const char *s;
     size_t n;
     if (peek(p, '['))
-        return tg_set_error(TG_EUNSUPPORTED, "%s: structured dtypes are not supported",
-                            p->name);
+        return tg_set_error(TG_EUNSUPPORTED, "%s: structured dtypes are not supported", p->name);
     tg_status st = parse_string(p, &s, &n);
     if (st != TG_OK) return st;
     static const struct {
@@ -163,8 +161,8 @@ static tg_status parse_descr(hparser *p, npy_hdr *h) {
     size_t isz = tg_dtype_infos[h->dt].size;
     if (s[0] == '|' && isz > 1)
         return tg_set_error(TG_EFORMAT, "%s: dtype '%.3s' lacks a byte order", p->name, s);
-    h->swap = isz > 1 && ((s[0] == '<' && host_is_big_endian()) ||
-                          (s[0] == '>' && !host_is_big_endian()));
+    h->swap = isz > 1 &&
+              ((s[0] == '<' && host_is_big_endian()) || (s[0] == '>' && !host_is_big_endian()));
     return TG_OK;
 }
 
@@ -183,19 +181,22 @@ static tg_status parse_shape(hparser *p, npy_hdr *h) {
         bool big = false;
         while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
             int d = p->s[p->i++] - '0';
-            if (v > (INT64_MAX - d) / 10) big = true;
-            else v = v * 10 + d;
+            if (v > (INT64_MAX - d) / 10)
+                big = true;
+            else
+                v = v * 10 + d;
         }
         if (p->i < p->n && p->s[p->i] == 'L') p->i++; /* Python 2 long literal */
         if (neg && (v != 0 || big))
-            return tg_set_error(TG_EFORMAT, "%s: malformed .npy header: negative extent in the "
-                                            "shape", p->name);
-        if (big)
-            return tg_set_error(TG_EFORMAT, "%s: malformed .npy header: extent too large",
+            return tg_set_error(TG_EFORMAT,
+                                "%s: malformed .npy header: negative extent in the "
+                                "shape",
                                 p->name);
+        if (big)
+            return tg_set_error(TG_EFORMAT, "%s: malformed .npy header: extent too large", p->name);
         if (nd == TG_MAX_DIMS)
-            return tg_set_error(TG_EUNSUPPORTED, "%s: shape has more than %d dimensions",
-                                p->name, TG_MAX_DIMS);
+            return tg_set_error(TG_EUNSUPPORTED, "%s: shape has more than %d dimensions", p->name,
+                                TG_MAX_DIMS);
         h->shape[nd++] = v;
         comma = accept(p, ',');
     }
@@ -215,16 +216,16 @@ static tg_status parse_dict(const char *name, const char *s, size_t n, npy_hdr *
         const char *key;
         size_t klen;
         if ((st = parse_string(&p, &key, &klen)) != TG_OK) return st;
-        unsigned k = klen == 5 && memcmp(key, "descr", 5) == 0           ? K_DESCR
+        unsigned k = klen == 5 && memcmp(key, "descr", 5) == 0             ? K_DESCR
                      : klen == 13 && memcmp(key, "fortran_order", 13) == 0 ? K_FORTRAN
-                     : klen == 5 && memcmp(key, "shape", 5) == 0         ? K_SHAPE
-                                                                        : 0;
+                     : klen == 5 && memcmp(key, "shape", 5) == 0           ? K_SHAPE
+                                                                           : 0;
         if (!k)
             return tg_set_error(TG_EFORMAT, "%s: malformed .npy header: unexpected key '%.*s'",
                                 name, (int)(klen > 40 ? 40 : klen), key);
         if (seen & k)
-            return tg_set_error(TG_EFORMAT, "%s: malformed .npy header: duplicate key '%.*s'",
-                                name, (int)klen, key);
+            return tg_set_error(TG_EFORMAT, "%s: malformed .npy header: duplicate key '%.*s'", name,
+                                (int)klen, key);
         seen |= k;
         if (!accept(&p, ':')) return herr(&p, "expected ':' after a key");
         if (k == K_DESCR) {
@@ -341,8 +342,9 @@ static tg_status load_mem(tg_ctx *ctx, const char *name, const unsigned char *p,
     if ((st = parse_dict(name, (const char *)p + hstart, hlen, &h)) != TG_OK) return st;
     if ((st = check_data_len(name, &h, len - hstart - hlen)) != TG_OK) return st;
     tg_tensor *t = tg_tensor_empty(ctx, h.dt, h.ndim, h.shape);
-    if (!t) return tg_set_error(TG_ENOMEM, "%s: out of memory for a tensor of %zu bytes", name,
-                                h.nbytes);
+    if (!t)
+        return tg_set_error(TG_ENOMEM, "%s: out of memory for a tensor of %zu bytes", name,
+                            h.nbytes);
     sink k;
     sink_init(&k, t, &h);
     if (h.nbytes) sink_write(&k, p + hstart + hlen, h.nbytes);
@@ -360,8 +362,7 @@ tg_status tg_npy_load_mem(tg_ctx *ctx, const void *data, size_t len, tg_tensor *
 /* Reads exactly n bytes or reports why not. */
 static tg_status read_exact(FILE *f, const char *path, void *buf, size_t n) {
     if (n == 0 || fread(buf, 1, n, f) == n) return TG_OK;
-    if (ferror(f))
-        return tg_set_error(TG_EIO, "%s: read error: %s", path, strerror(errno));
+    if (ferror(f)) return tg_set_error(TG_EIO, "%s: read error: %s", path, strerror(errno));
     return tg_set_error(TG_EFORMAT, "%s: unexpected end of file", path);
 }
 
@@ -369,7 +370,7 @@ static tg_status read_exact(FILE *f, const char *path, void *buf, size_t n) {
 static tg_status load_stream(tg_ctx *ctx, FILE *f, const char *path, tg_tensor **out) {
     size_t cap = 1 << 16, len = 0;
     unsigned char *buf = tg_mem_alloc(ctx, cap);
-    if (!buf) return TG_ENOMEM;
+    if (!buf) return tg_set_error(TG_ENOMEM, "%s: out of memory reading the file", path);
     tg_status st = TG_OK;
     for (;;) {
         if (len == cap) {
@@ -395,8 +396,7 @@ static tg_status load_stream(tg_ctx *ctx, FILE *f, const char *path, tg_tensor *
     return st;
 }
 
-static tg_status load_file(tg_ctx *ctx, FILE *f, const char *path, size_t fsize,
-                           tg_tensor **out) {
+static tg_status load_file(tg_ctx *ctx, FILE *f, const char *path, size_t fsize, tg_tensor **out) {
     unsigned char pre[12];
     size_t npre = fsize < sizeof pre ? fsize : sizeof pre, hstart, hlen;
     tg_status st = read_exact(f, path, pre, npre);
@@ -407,7 +407,7 @@ static tg_status load_file(tg_ctx *ctx, FILE *f, const char *path, size_t fsize,
                             fsize - hstart, hlen);
     /* The preamble may have read into the header (version 1.0): keep those bytes. */
     char *htext = tg_mem_alloc(ctx, hlen);
-    if (!htext) return TG_ENOMEM;
+    if (!htext) return tg_set_error(TG_ENOMEM, "%s: out of memory for the .npy header", path);
     size_t have = npre - hstart;
     if (have > hlen) have = hlen;
     memcpy(htext, pre + hstart, have);
@@ -424,8 +424,9 @@ static tg_status load_file(tg_ctx *ctx, FILE *f, const char *path, size_t fsize,
     }
     if ((st = check_data_len(path, &h, fsize - hstart - hlen)) != TG_OK) return st;
     tg_tensor *t = tg_tensor_empty(ctx, h.dt, h.ndim, h.shape);
-    if (!t) return tg_set_error(TG_ENOMEM, "%s: out of memory for a tensor of %zu bytes", path,
-                                h.nbytes);
+    if (!t)
+        return tg_set_error(TG_ENOMEM, "%s: out of memory for a tensor of %zu bytes", path,
+                            h.nbytes);
     sink k;
     sink_init(&k, t, &h);
     if (!k.fortran) {
@@ -475,8 +476,8 @@ tg_status tg_npy_load(tg_ctx *ctx, const char *path, tg_tensor **out) {
  * Returns its length (a multiple of 64). */
 static size_t make_header(const tg_tensor *t, char *buf, size_t cap) {
     static const char *const descr[TG_DT_COUNT] = {
-        [TG_DT_BOOL] = "|b1", [TG_DT_I8] = "|i1",  [TG_DT_I16] = "<i2", [TG_DT_I32] = "<i4",
-        [TG_DT_I64] = "<i8",  [TG_DT_U8] = "|u1",  [TG_DT_F32] = "<f4", [TG_DT_F64] = "<f8"};
+        [TG_DT_BOOL] = "|b1", [TG_DT_I8] = "|i1", [TG_DT_I16] = "<i2", [TG_DT_I32] = "<i4",
+        [TG_DT_I64] = "<i8",  [TG_DT_U8] = "|u1", [TG_DT_F32] = "<f4", [TG_DT_F64] = "<f8"};
     char shape[TG_MAX_DIMS * 24 + 4];
     size_t sl = 0;
     shape[sl++] = '(';

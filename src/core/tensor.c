@@ -54,16 +54,19 @@ void tg_buffer_unref(tg_buffer *b) {
 /* ---- shapes ---- */
 
 bool tg_shape_size(int ndim, const int64_t *shape, int64_t *out) {
-    /* Largest count whose byte size (8-byte elements) still fits int64_t. */
+    /* Largest count whose byte size (8-byte elements) still fits int64_t. Like NumPy, the
+     * non-zero extents must respect it even when another extent is 0, so that strides
+     * (products of extents) never overflow either. */
     const int64_t limit = INT64_MAX / 8;
     int64_t n = 1;
     bool empty = false;
     if (ndim < 0 || ndim > TG_MAX_DIMS) return false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) return false;
-        if (shape[i] == 0) empty = true;
-    }
-    for (int i = 0; i < ndim && !empty; i++) {
+        if (shape[i] == 0) {
+            empty = true;
+            continue;
+        }
         if (shape[i] > limit / n) return false;
         n *= shape[i];
     }
@@ -248,6 +251,8 @@ bool tg_tensor_is_contiguous(const tg_tensor *t) {
 
 /* ---- copies ---- */
 
+enum copy_mode { COPY_SAME, VIA_F64, VIA_I64 }; /* how copy_into converts one element */
+
 void tg_tensor_copy_into(tg_tensor *dst, const tg_tensor *src) {
     TG_ASSERT(dst && src && dst->ndim == src->ndim);
     for (int i = 0; i < dst->ndim; i++) TG_ASSERT(dst->shape[i] == src->shape[i]);
@@ -259,9 +264,7 @@ void tg_tensor_copy_into(tg_tensor *dst, const tg_tensor *src) {
         memmove(tg_tensor_data(dst), tg_tensor_data(src), (size_t)n * ssz);
         return;
     }
-    enum { SAME, VIA_F64, VIA_I64 } mode = sdt == ddt             ? SAME
-                                           : tg_dtype_is_float(sdt) ? VIA_F64
-                                                                    : VIA_I64;
+    enum copy_mode mode = sdt == ddt ? COPY_SAME : tg_dtype_is_float(sdt) ? VIA_F64 : VIA_I64;
     const int nd = src->ndim;
     const int64_t inner = nd ? src->shape[nd - 1] : 1;
     const int64_t sstep = nd ? src->strides[nd - 1] * (int64_t)ssz : 0;
@@ -272,7 +275,7 @@ void tg_tensor_copy_into(tg_tensor *dst, const tg_tensor *src) {
         char *d = tg_tensor_at(dst, idx);
         for (int64_t i = 0; i < inner; i++) {
             switch (mode) {
-            case SAME:
+            case COPY_SAME:
                 memcpy(d, s, ssz);
                 break;
             case VIA_F64:
@@ -293,8 +296,8 @@ void tg_tensor_copy_into(tg_tensor *dst, const tg_tensor *src) {
 double tg_tensor_get_f64(const tg_tensor *t, int64_t flat) {
     const int64_t n = tg_tensor_size(t);
     if (flat < 0 || flat >= n) {
-        tg_set_error(TG_EINDEX, "tg_tensor_get_f64: index %lld is outside 0..%lld",
-                     (long long)flat, (long long)n - 1);
+        tg_set_error(TG_EINDEX, "tg_tensor_get_f64: index %lld is outside 0..%lld", (long long)flat,
+                     (long long)n - 1);
         return NAN;
     }
     int64_t idx[TG_MAX_DIMS];

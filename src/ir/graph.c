@@ -418,7 +418,7 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
         in[i] = in_user[i];
         tin[i] = in[i]->type;
     }
-    tg_infer ic = {.op = op, .in = tin, .nin = nin, .attrs = attrs, .out = tout,
+    tg_infer ic = {.op = op, .in = tin, .nin = nin, .vars = in, .attrs = attrs, .out = tout,
                    .nout = op->nout};
     if (op->promote) {
         for (int i = 0; i < nin; i++) want[i] = (tg_dtype)tin[i].dtype;
@@ -431,8 +431,10 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
             if (in[i]->lit && in[i]->type.weak) {
                 in[i] = literal_convert(g, op, in[i], want[i]);
             } else {
-                tg_aval cast = {.kind = TG_ATTR_INT, .i = want[i]};
-                tg_node *c = node_build(g, TG_OP_CAST, &in[i], 1, &cast);
+                /* the node keeps its attributes: they live in the arena */
+                tg_aval *cast = tg_arena_alloc(&g->arena, sizeof *cast);
+                if (cast) *cast = (tg_aval){.kind = TG_ATTR_INT, .i = want[i]};
+                tg_node *c = cast ? node_build(g, TG_OP_CAST, &in[i], 1, cast) : fail_oom(g);
                 in[i] = c ? c->out[0] : NULL;
             }
             if (!in[i]) goto done;
@@ -454,8 +456,7 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
     *n = (tg_node){.op = opi, .id = g->nodes.n - 1, .nin = nin, .nout = nout, .in = in,
                    .out = out, .attrs = (tg_aval *)attrs, .line = g->line, .col = g->col};
     for (int i = 0; i < nout; i++) {
-        tg_type t = tout[i];
-        t.weak = 0;
+        tg_type t = tout[i]; /* weak when every input was weak (JAX's weak types) */
         t.nobcast = 0;
         out[i] = var_new(g, TG_VAR_NODE, &t);
         if (!out[i]) {
@@ -674,8 +675,8 @@ static tg_status verify_node(const tg_graph *g, const tg_node *n, tg_type *tout)
         if (!owns_var(g, n->out[k]) || n->out[k]->node != n || n->out[k]->index != k)
             st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) output %d is not linked", n->id,
                               op->name, k);
-    tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
-                   .nout = op->nout};
+    tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .vars = n->in, .attrs = n->attrs,
+                   .out = tout, .nout = op->nout};
     if (st == TG_OK && (op->infer(&ic) != TG_OK || ic.nout != n->nout))
         st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) no longer type-checks: %s", n->id,
                           op->name, ic.msg);

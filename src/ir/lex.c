@@ -309,6 +309,13 @@ static uint64_t hash_bytes(const char *s, size_t n) {
         h ^= (unsigned char)s[i];
         h *= 1099511628211ull;
     }
+    /* FNV's low bits are weak for keys that differ in a digit or two ("t1".."t99999");
+     * a final mix (MurmurHash3's fmix64) spreads them over the whole table */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
     return h;
 }
 
@@ -354,9 +361,11 @@ tg_txt_entry *tg_txt_map_add(tg_txt_map *m, const char *key, size_t len) {
             tg_txt_entry *o = &m->slots[i];
             if (o->key) *probe(ns, ncap, o->key, o->len, o->hash) = *o;
         }
+        size_t n = m->n;
         tg_txt_map_fini(m);
         m->slots = ns;
         m->cap = ncap;
+        m->n = n;
     }
     uint64_t h = hash_bytes(key, len);
     tg_txt_entry *e = probe(m->slots, m->cap, key, len, h);

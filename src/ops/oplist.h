@@ -27,9 +27,15 @@
 
 /* index.c: gathers and scatters; join.c: joining, splitting and constructors;
  * nn.c: the softmax family */
-#define TG_OPS_INDEX(X)
-#define TG_OPS_JOIN(X)
-#define TG_OPS_NN(X)
+#define TG_OPS_INDEX(X)                                                                    \
+    X(TAKE, take) X(TAKE_ALONG, take_along) X(SET_SUBTENSOR, set_subtensor)                \
+    X(INC_SUBTENSOR, inc_subtensor) X(SET_TAKE, set_take) X(INC_TAKE, inc_take)            \
+    X(MASK_SELECT, mask_select)
+#define TG_OPS_JOIN(X)                                                                     \
+    X(CONCATENATE, concatenate) X(STACK, stack) X(SPLIT, split) X(ZEROS, zeros)             \
+    X(ONES, ones) X(FULL, full) X(ALLOC, alloc) X(ARANGE, arange) X(EYE, eye) X(TRIL, tril) \
+    X(TRIU, triu) X(SHAPE, shape) X(SIZE, size)
+#define TG_OPS_NN(X) X(SOFTMAX, softmax) X(LOG_SOFTMAX, log_softmax) X(LOGSUMEXP, logsumexp)
 
 #define TG_OPS(X)                                                                          \
     TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_INDEX(X)     \

@@ -40,6 +40,8 @@ typedef struct tg_infer {
     const struct tg_op_def *op; /* the op */
     const tg_type *in;          /* input types */
     int nin;                    /* input count */
+    tg_var *const *vars;        /* input variables when building or verifying (constant
+                                   inputs can give static extents); NULL at run time */
     const tg_aval *attrs;       /* normalized attributes */
     tg_type *out;               /* output types to fill (TG_MAX_OUTS slots) */
     int nout;                   /* preset to op->nout; ops with nout < 0 set it */

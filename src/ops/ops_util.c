@@ -24,8 +24,14 @@
  *
  * The reference kernel tg_ew_ref is the oracle for every backend: it walks every output
  * element in C order and reads each input through its own strides (0 on broadcast axes;
- * negative strides and 0-size shapes are fine). Floats compute in double and round on
- * the store; integers and bool compute in int64 and wrap to the output width on the store.
+ * negative strides and 0-size shapes are fine). It computes in the output's dtype (for
+ * comparisons: the promoted input dtype): floats in double, rounded on the store;
+ * integers and bool in int64, wrapped to the output width on the store.
+ * Flags: an op takes a category (bool, int, float) only if its TG_EW_* flag says so,
+ * else promotion fails naming the dtypes; TG_EW_BOOLI8 takes bool as i8; TG_EW_TOFLOAT
+ * turns a bool/int result into f32 (bool, i8, u8, i16: NumPy gives f16 for the first
+ * three, tgraph has no f16) or f64 (i32, i64), or always f64 with TG_EW_TOF64.
+ * The inferred output is weak when every input is weak (literal arithmetic stays weak).
  */
 #include "ops.h"
 
@@ -162,17 +168,17 @@ bool tg_axis_norm(int64_t axis, int ndim, int *out) {
 
 /* The dtype an elementwise op computes in, from its flags and its input types. Writes
  * a message naming the dtypes and returns false when the op does not take them. */
-static bool ew_compute_dtype(const tg_op_def *op, const tg_type *const *t, int n,
-                             tg_dtype *out, char *msg, size_t msgn) {
+static bool ew_compute_dtype(const tg_op_def *op, const tg_type *const *t, int n, tg_dtype *out,
+                             char *msg, size_t msgn) {
     unsigned fl = op->ew.flags;
     tg_dtype dt = tg_promote_types(t, n);
     int c = dt_cat(dt);
-    bool ok = c == CAT_FLOAT  ? (fl & TG_EW_FLOAT) != 0
+    bool ok = c == CAT_FLOAT ? (fl & TG_EW_FLOAT) != 0
               : c == CAT_INT ? (fl & TG_EW_INT) != 0
                              : (fl & (TG_EW_BOOL | TG_EW_BOOLI8)) != 0;
     if (!ok) {
-        size_t used = (size_t)snprintf(msg, msgn, "not supported for %s ",
-                                       n == 1 ? "dtype" : "dtypes");
+        size_t used =
+            (size_t)snprintf(msg, msgn, "not supported for %s ", n == 1 ? "dtype" : "dtypes");
         for (int i = 0; i < n && used < msgn; i++) {
             const char *sep = i == 0 ? "" : i == n - 1 ? " and " : ", ";
             int w = snprintf(msg + used, msgn - used, "%s%s%s", sep,

@@ -603,6 +603,8 @@ static tg_status ref_slice(tg_kern *k) {
             strides[nd++] = cnt > 1 ? st * step : st;
         }
     }
+    for (int i = 0; i < nd; i++)
+        if (shape[i] == 0) offset = x->offset; /* empty: no element is addressed */
     return view_out(k, x, nd, shape, strides, offset);
 }
 

@@ -1,0 +1,131 @@
+/* module.c - modules: the functions of one .tg text, parsed from memory or loaded from a
+ * file, looked up by index or name, printed back.
+ *
+ * Owns: tg_module_parse/load/free/func_count/func/find/print.
+ * Invariants: a module owns its graphs (m->funcs, in the order of the text) and frees
+ * them with itself; a failed parse or load returns no module and leaks nothing. Files
+ * are read whole, in chunks, up to TG_TEXT_MAX_BYTES, so pipes and FIFOs work too.
+ */
+#include "text.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+static tg_module *module_new(tg_ctx *ctx) {
+    tg_module *m = tg_mem_calloc(ctx, sizeof *m);
+    if (m) m->ctx = ctx;
+    return m;
+}
+
+void tg_module_free(tg_module *m) {
+    if (!m) return;
+    for (int i = 0; i < m->funcs.n; i++) tg_graph_free(m->funcs.items[i]);
+    tg_vec_fini(m->ctx, &m->funcs);
+    tg_mem_free(m->ctx, m, sizeof *m);
+}
+
+tg_status tg_module_parse(tg_ctx *ctx, const char *src, size_t len, const char *filename,
+                          tg_module **out) {
+    if (!out) return tg_set_error(TG_EINVAL, "tg_module_parse: out is NULL");
+    *out = NULL;
+    if (!src && len > 0) return tg_set_error(TG_EINVAL, "tg_module_parse: text is NULL");
+    if (!ctx) ctx = tg_ctx_default();
+    tg_module *m = module_new(ctx);
+    if (!m) return TG_ENOMEM;
+    tg_status st = tg_txt_parse(m, src, len, filename);
+    if (st != TG_OK) {
+        /* freeing graphs must not replace the parse message */
+        char msg[TG_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", tg_last_error());
+        tg_module_free(m);
+        tg_set_error(st, "%s", msg);
+        return st;
+    }
+    *out = m;
+    return TG_OK;
+}
+
+/* Reads the whole file at path into a ctx buffer (*buf of *cap bytes, *len used). */
+static tg_status read_file(tg_ctx *ctx, const char *path, char **buf, size_t *cap,
+                           size_t *len) {
+    *buf = NULL;
+    *cap = *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return tg_set_error(TG_EIO, "cannot open '%s': %s", path, strerror(errno));
+    tg_status st = TG_OK;
+    for (;;) {
+        if (*len == *cap) {
+            size_t ncap = *cap ? *cap * 2 : 65536;
+            if (*cap >= TG_TEXT_MAX_BYTES) {
+                st = tg_set_error(TG_ELIMIT, "cannot read '%s': larger than %zu bytes", path,
+                                  TG_TEXT_MAX_BYTES);
+                break;
+            }
+            char *nb = tg_mem_realloc(ctx, *buf, *cap, ncap);
+            if (!nb) {
+                st = TG_ENOMEM;
+                break;
+            }
+            *buf = nb;
+            *cap = ncap;
+        }
+        size_t got = fread(*buf + *len, 1, *cap - *len, f);
+        *len += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = tg_set_error(TG_EIO, "cannot read '%s': %s", path,
+                                  errno ? strerror(errno) : "read error");
+            break;
+        }
+    }
+    fclose(f);
+    if (st == TG_OK && *len >= TG_TEXT_MAX_BYTES)
+        st = tg_set_error(TG_ELIMIT, "cannot read '%s': larger than %zu bytes", path,
+                          TG_TEXT_MAX_BYTES);
+    if (st != TG_OK) {
+        tg_mem_free(ctx, *buf, *cap);
+        *buf = NULL;
+        *cap = *len = 0;
+    }
+    return st;
+}
+
+tg_status tg_module_load(tg_ctx *ctx, const char *path, tg_module **out) {
+    if (!out) return tg_set_error(TG_EINVAL, "tg_module_load: out is NULL");
+    *out = NULL;
+    if (!path) return tg_set_error(TG_EINVAL, "tg_module_load: path is NULL");
+    if (!ctx) ctx = tg_ctx_default();
+    char *buf;
+    size_t cap, len;
+    errno = 0;
+    tg_status st = read_file(ctx, path, &buf, &cap, &len);
+    if (st != TG_OK) return st;
+    st = tg_module_parse(ctx, buf, len, path, out);
+    tg_mem_free(ctx, buf, cap);
+    return st;
+}
+
+int tg_module_func_count(const tg_module *m) { return m ? m->funcs.n : 0; }
+
+tg_graph *tg_module_func(const tg_module *m, int i) {
+    return m && i >= 0 && i < m->funcs.n ? m->funcs.items[i] : NULL;
+}
+
+tg_graph *tg_module_find(const tg_module *m, const char *name) {
+    if (!m || !name) return NULL;
+    for (int i = 0; i < m->funcs.n; i++) {
+        tg_graph *g = m->funcs.items[i];
+        if (strcmp(tg_graph_name(g), name) == 0) return g;
+    }
+    return NULL;
+}
+
+tg_status tg_module_print(const tg_module *m, FILE *f) {
+    if (!m || !f) return tg_set_error(TG_EINVAL, "tg_module_print: module or file is NULL");
+    for (int i = 0; i < m->funcs.n; i++) {
+        if (i > 0) fputc('\n', f);
+        tg_status st = tg_graph_print(m->funcs.items[i], f);
+        if (st != TG_OK) return st;
+    }
+    return TG_OK;
+}

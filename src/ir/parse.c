@@ -1,0 +1,938 @@
+/* parse.c - the .tg parser: recursive descent over the lexer's tokens, building each
+ * function through the public builders (tg_input, tg_literal_*, tg_constant,
+ * tg_apply_multi, tg_graph_set_outputs). The grammar is in docs/text-format.md.
+ *
+ * Invariants:
+ *  - Only nesting recurses (calls, indexing, lists), and every such level goes through
+ *    enter(), which refuses to go deeper than TG_PARSE_MAX_DEPTH: the C stack use is
+ *    bounded whatever the input. Files, functions and statements are loops.
+ *  - The first error wins. It is kept in the parser as "file:line:col: message" and set
+ *    as tg_last_error() once, at the end, after everything was freed.
+ *  - Before each builder call g->line/g->col hold the position of the construct, so a
+ *    builder's own message (the graph's first error) carries it; that message becomes the
+ *    parse error unchanged.
+ *  - Names are SSA per function: the binding map keeps where each name was bound.
+ *  - Temporaries of one statement (attribute arrays, strings, input lists) live in a
+ *    scratch arena that is released every few statements, so memory stays bounded.
+ */
+#include "../ops/ops.h"
+#include "text.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+
+typedef struct parser {
+    tg_ctx *ctx;           /* allocator */
+    tg_lexer lx;           /* the token stream */
+    tg_tok tok;            /* current token */
+    tg_tok ahead;          /* one token of lookahead when have_ahead */
+    bool have_ahead;       /* ahead is valid */
+    const char *file;      /* name used in messages (never NULL) */
+    tg_status st;          /* first error */
+    char msg[TG_ERRMSG_MAX];
+    int depth;             /* current nesting of calls, indexing and lists */
+    tg_module *m;          /* receives the functions */
+    tg_graph *g;           /* function being parsed */
+    tg_txt_map all_funcs;  /* every `func NAME` of the text (found by a first scan) */
+    tg_txt_map funcs;      /* functions defined so far */
+    tg_txt_map names;      /* bindings of the current function: var and position */
+    tg_arena scratch;      /* temporaries of the current statement(s) */
+} parser;
+
+/* A scalar literal as written: 'i' int, 'f' float, 'b' bool, 'n' none. */
+typedef struct lit {
+    char kind;
+    int64_t i;     /* 'i', 'b' */
+    double f;      /* 'f' */
+    int line, col; /* where it starts (at the '-' of a negative number) */
+} lit;
+
+/* ---- errors ---- */
+
+static bool failed(const parser *p) { return p->st != TG_OK; }
+
+static bool fail_at(parser *p, int line, int col, tg_status st, const char *fmt, ...)
+    TG_PRINTF(5, 6);
+static bool fail_at(parser *p, int line, int col, tg_status st, const char *fmt, ...) {
+    if (failed(p)) return false;
+    int off = snprintf(p->msg, sizeof p->msg, "%s:%d:%d: ", p->file, line, col);
+    if (off > 0 && (size_t)off < sizeof p->msg) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(p->msg + off, sizeof p->msg - (size_t)off, fmt, ap);
+        va_end(ap);
+    }
+    p->st = st;
+    return false;
+}
+
+#define FAIL_TOK(p, t, st, ...) fail_at((p), (t)->line, (t)->col, (st), __VA_ARGS__)
+
+/* Reports "expected WHAT but found TOKEN" at the current token (or the lexer's error). */
+static bool expected(parser *p, const char *what) {
+    const tg_tok *t = &p->tok;
+    if (t->kind == TG_TK_ERROR) return FAIL_TOK(p, t, TG_ESYNTAX, "%s", p->lx.msg);
+    char found[64];
+    tg_tok_describe(t, found, sizeof found);
+    return FAIL_TOK(p, t, TG_ESYNTAX, "expected %s but found %s", what, found);
+}
+
+/* Turns the failure of a builder into the parse error. The graph keeps the first error
+ * with the position we stamped on it; otherwise the thread's last message is used. */
+static bool builder_failed(parser *p, int line, int col) {
+    if (failed(p)) return false;
+    const char *m = tg_last_error();
+    tg_status st = TG_EINTERNAL;
+    if (p->g && p->g->status != TG_OK) {
+        m = p->g->error;
+        st = p->g->status;
+    } else if (strstr(m, "out of memory")) {
+        st = TG_ENOMEM;
+    }
+    if (!m || !*m) m = "internal error: a builder failed without a message";
+    size_t fl = strlen(p->file);
+    if (strncmp(m, p->file, fl) == 0 && m[fl] == ':') {
+        snprintf(p->msg, sizeof p->msg, "%s", m);
+        p->st = st;
+        return false;
+    }
+    return fail_at(p, line, col, st, "%s", m);
+}
+
+static bool oom(parser *p, int line, int col) {
+    return fail_at(p, line, col, TG_ENOMEM, "out of memory");
+}
+
+/* ---- tokens ---- */
+
+static void advance(parser *p) {
+    if (p->have_ahead) {
+        p->tok = p->ahead;
+        p->have_ahead = false;
+    } else {
+        tg_lex_next(&p->lx, &p->tok);
+    }
+}
+
+static const tg_tok *peek(parser *p) {
+    if (!p->have_ahead) {
+        tg_lex_next(&p->lx, &p->ahead);
+        p->have_ahead = true;
+    }
+    return &p->ahead;
+}
+
+static bool at(const parser *p, tg_tok_kind k) { return p->tok.kind == k; }
+
+static bool accept(parser *p, tg_tok_kind k) {
+    if (!at(p, k)) return false;
+    advance(p);
+    return true;
+}
+
+static bool expect(parser *p, tg_tok_kind k, const char *what) {
+    return accept(p, k) || expected(p, what);
+}
+
+/* End of a statement: a newline, or the end of the text. */
+static bool expect_eol(parser *p) {
+    if (at(p, TG_TK_EOF)) return true;
+    return expect(p, TG_TK_NEWLINE, "end of line");
+}
+
+static void skip_newlines(parser *p) {
+    while (at(p, TG_TK_NEWLINE)) advance(p);
+}
+
+/* Enters one level of nesting at token t; false (error set) beyond the limit. */
+static bool enter(parser *p, const tg_tok *t) {
+    if (p->depth >= TG_PARSE_MAX_DEPTH)
+        return FAIL_TOK(p, t, TG_ELIMIT, "nesting deeper than %d", TG_PARSE_MAX_DEPTH);
+    p->depth++;
+    return true;
+}
+
+static void leave(parser *p) { p->depth--; }
+
+/* ---- scratch memory ---- */
+
+static void *scratch_alloc(parser *p, size_t n, const tg_tok *t) {
+    void *q = tg_arena_alloc(&p->scratch, n);
+    if (!q) oom(p, t->line, t->col);
+    return q;
+}
+
+static char *scratch_str(parser *p, const char *s, size_t n, const tg_tok *t) {
+    char *q = scratch_alloc(p, n + 1, t);
+    if (q) {
+        memcpy(q, s, n);
+        q[n] = '\0';
+    }
+    return q;
+}
+
+/* Returns arr (n elements, room for *cap) with room for one more, moved within the
+ * scratch arena when full; NULL on failure (error set). */
+static void *grow(parser *p, void *arr, int *cap, int n, size_t elem, const tg_tok *t) {
+    if (n < *cap) return arr;
+    if (*cap > (1 << 28)) {
+        FAIL_TOK(p, t, TG_ELIMIT, "list longer than %d items", n);
+        return NULL;
+    }
+    int ncap = *cap ? *cap * 2 : 8;
+    void *q = scratch_alloc(p, (size_t)ncap * elem, t);
+    if (!q) return NULL;
+    if (n) memcpy(q, arr, (size_t)n * elem);
+    *cap = ncap;
+    return q;
+}
+
+#define GROW(p, arr, cap, n, t) ((arr) = grow((p), (arr), &(cap), (n), sizeof *(arr), (t)))
+
+/* Frees the scratch arena once it holds more than a little, between statements. */
+static void scratch_trim(parser *p) {
+    if (p->scratch.total > ((size_t)1 << 16)) {
+        tg_arena_fini(&p->scratch);
+        tg_arena_init(&p->scratch, p->ctx);
+    }
+}
+
+/* ---- literals ---- */
+
+static bool starts_number(const parser *p) {
+    return at(p, TG_TK_INT) || at(p, TG_TK_FLOAT) || at(p, TG_TK_MINUS) ||
+           tg_tok_is(&p->tok, "inf") || tg_tok_is(&p->tok, "nan");
+}
+
+/* number := ["-"] (INT | FLOAT | inf | nan) */
+static bool parse_number(parser *p, lit *out) {
+    tg_tok first = p->tok;
+    bool neg = accept(p, TG_TK_MINUS);
+    tg_tok t = p->tok;
+    *out = (lit){.line = first.line, .col = first.col};
+    if (t.kind == TG_TK_INT) {
+        uint64_t lim = neg ? (uint64_t)1 << 63 : (uint64_t)INT64_MAX;
+        if (t.u > lim)
+            return FAIL_TOK(p, &first, TG_ESYNTAX, "integer literal %s%.*s is out of range of i64",
+                            neg ? "-" : "", (int)(t.len > 40 ? 40 : t.len), t.p);
+        out->kind = 'i';
+        out->i = !neg ? (int64_t)t.u : t.u == (uint64_t)1 << 63 ? INT64_MIN : -(int64_t)t.u;
+    } else if (t.kind == TG_TK_FLOAT) {
+        out->kind = 'f';
+        out->f = neg ? -t.f : t.f;
+    } else if (tg_tok_is(&t, "inf")) {
+        out->kind = 'f';
+        out->f = neg ? -HUGE_VAL : HUGE_VAL;
+    } else if (tg_tok_is(&t, "nan")) {
+        out->kind = 'f';
+        out->f = NAN;
+    } else {
+        return expected(p, neg ? "a number after '-'" : "a number");
+    }
+    advance(p);
+    return true;
+}
+
+/* scalar := number | true | false | none */
+static bool parse_scalar(parser *p, lit *out, const char *what) {
+    if (tg_tok_is(&p->tok, "true") || tg_tok_is(&p->tok, "false")) {
+        *out = (lit){.kind = 'b', .i = p->tok.p[0] == 't', .line = p->tok.line,
+                     .col = p->tok.col};
+        advance(p);
+        return true;
+    }
+    if (tg_tok_is(&p->tok, "none")) {
+        *out = (lit){.kind = 'n', .line = p->tok.line, .col = p->tok.col};
+        advance(p);
+        return true;
+    }
+    if (starts_number(p)) return parse_number(p, out);
+    return expected(p, what);
+}
+
+/* "[" [scalar ("," scalar)* [","]] "]": items into *items (scratch), count into *n. */
+static bool parse_list(parser *p, lit **items, int *n) {
+    tg_tok lb = p->tok;
+    if (!enter(p, &lb)) return false;
+    advance(p);
+    int cap = 0, cnt = 0;
+    lit *v = NULL;
+    while (!at(p, TG_TK_RBRACKET)) {
+        if (!GROW(p, v, cap, cnt, &p->tok)) return false;
+        if (!parse_scalar(p, &v[cnt], "a number or ']'")) return false;
+        cnt++;
+        if (!accept(p, TG_TK_COMMA)) break;
+    }
+    *items = v;
+    *n = cnt;
+    if (!expect(p, TG_TK_RBRACKET, "',' or ']'")) return false;
+    leave(p);
+    return true;
+}
+
+/* ---- bindings ---- */
+
+/* Checks that name token t may be bound here (not reserved, not bound yet). */
+static bool check_bindable(parser *p, const tg_tok *t) {
+    if (t->kind != TG_TK_NAME) return expected(p, "a name");
+    if (tg_txt_reserved(t->p, t->len))
+        return FAIL_TOK(p, t, TG_ESYNTAX, "'%.*s' is a reserved word", (int)t->len, t->p);
+    const tg_txt_entry *e = tg_txt_map_find(&p->names, t->p, t->len);
+    if (e)
+        return FAIL_TOK(p, t, TG_ESYNTAX, "'%.*s' is already defined at %d:%d", (int)t->len,
+                        t->p, e->line, e->col);
+    return true;
+}
+
+static bool bind(parser *p, const tg_tok *t, tg_var *v) {
+    tg_txt_entry *e = tg_txt_map_add(&p->names, t->p, t->len);
+    if (!e) return oom(p, t->line, t->col);
+    e->val = v;
+    e->line = t->line;
+    e->col = t->col;
+    /* the first name bound to a fresh value names it (an alias `y = x` keeps x's) */
+    if (!v->name && !(v->kind == TG_VAR_CONST && v->lit)) {
+        char *s = tg_arena_alloc(&p->g->arena, t->len + 1);
+        if (!s) return oom(p, t->line, t->col);
+        memcpy(s, t->p, t->len);
+        s[t->len] = '\0';
+        v->name = s;
+    }
+    return true;
+}
+
+/* ---- expressions ---- */
+
+static bool parse_expr(parser *p, tg_var **out, int *nout);
+
+/* An expression that must give exactly one value (arguments, returns, indexing). */
+static bool parse_expr1(parser *p, tg_var **out) {
+    tg_tok start = p->tok;
+    tg_var *vals[TG_MAX_OUTS];
+    int n = 0;
+    if (!parse_expr(p, vals, &n)) return false;
+    if (n != 1)
+        return FAIL_TOK(p, &start, TG_ESYNTAX,
+                        "'%.*s' gives %d values here, where one is expected (bind them: "
+                        "a, b = ...)",
+                        (int)start.len, start.p, n);
+    *out = vals[0];
+    return true;
+}
+
+static bool set_pos(parser *p, const tg_tok *t) {
+    p->g->line = t->line;
+    p->g->col = t->col;
+    return true;
+}
+
+static bool literal_var(parser *p, const lit *l, tg_var **out) {
+    p->g->line = l->line;
+    p->g->col = l->col;
+    tg_var *v = l->kind == 'i'   ? tg_literal_int(p->g, l->i)
+                : l->kind == 'f' ? tg_literal_float(p->g, l->f)
+                                 : tg_literal_bool(p->g, l->i != 0);
+    if (!v) return builder_failed(p, l->line, l->col);
+    *out = v;
+    return true;
+}
+
+/* Value of an attribute: scalar, list, string or @function. */
+static bool parse_attr_value(parser *p, tg_attr *a) {
+    tg_tok t = p->tok;
+    if (at(p, TG_TK_STRING)) {
+        char *s = scratch_alloc(p, t.len, &t);
+        if (!s) return false;
+        tg_tok_string(&t, s);
+        a->kind = TG_ATTR_STR;
+        a->s = s;
+        advance(p);
+        return true;
+    }
+    if (at(p, TG_TK_AT)) {
+        advance(p);
+        tg_tok nm = p->tok;
+        if (nm.kind != TG_TK_NAME) return expected(p, "a function name after '@'");
+        if (!tg_txt_map_find(&p->all_funcs, nm.p, nm.len))
+            return FAIL_TOK(p, &nm, TG_ENAME, "unknown function '%.*s'", (int)nm.len, nm.p);
+        a->kind = TG_ATTR_FUNC;
+        a->s = scratch_str(p, nm.p, nm.len, &nm);
+        advance(p);
+        return a->s != NULL;
+    }
+    if (at(p, TG_TK_LBRACKET)) {
+        lit *items;
+        int n;
+        if (!parse_list(p, &items, &n)) return false;
+        bool any_float = false;
+        for (int k = 0; k < n; k++) {
+            if (items[k].kind == 'b')
+                return fail_at(p, items[k].line, items[k].col, TG_ESYNTAX,
+                               "expected a number in a list but found a bool");
+            any_float |= items[k].kind == 'f';
+        }
+        if (any_float) {
+            double *v = scratch_alloc(p, sizeof *v * (size_t)(n + 1), &t);
+            if (!v) return false;
+            for (int k = 0; k < n; k++) {
+                if (items[k].kind == 'n')
+                    return fail_at(p, items[k].line, items[k].col, TG_ESYNTAX,
+                                   "'none' cannot appear in a list of floats");
+                v[k] = items[k].kind == 'f' ? items[k].f : (double)items[k].i;
+            }
+            a->kind = TG_ATTR_FLOATS;
+            a->floats = v;
+        } else {
+            int64_t *v = scratch_alloc(p, sizeof *v * (size_t)(n + 1), &t);
+            if (!v) return false;
+            for (int k = 0; k < n; k++) v[k] = items[k].kind == 'n' ? INT64_MIN : items[k].i;
+            a->kind = TG_ATTR_INTS;
+            a->ints = v;
+        }
+        a->n = n;
+        return true;
+    }
+    if (tg_tok_is(&t, "true") || tg_tok_is(&t, "false") || tg_tok_is(&t, "none") ||
+        starts_number(p)) {
+        lit l;
+        if (!parse_scalar(p, &l, "an attribute value")) return false;
+        switch (l.kind) {
+        case 'i': a->kind = TG_ATTR_INT; a->i = l.i; break;
+        case 'f': a->kind = TG_ATTR_FLOAT; a->f = l.f; break;
+        case 'b': a->kind = TG_ATTR_BOOL; a->i = l.i; break;
+        default: a->kind = TG_ATTR_NONE; break;
+        }
+        return true;
+    }
+    return expected(p, "an attribute value");
+}
+
+/* The range of integers each dtype holds (bool and floats excluded). */
+static bool int_fits(tg_dtype dt, int64_t v) {
+    switch (dt) {
+    case TG_DT_I8: return v >= INT8_MIN && v <= INT8_MAX;
+    case TG_DT_I16: return v >= INT16_MIN && v <= INT16_MAX;
+    case TG_DT_I32: return v >= INT32_MIN && v <= INT32_MAX;
+    case TG_DT_U8: return v >= 0 && v <= UINT8_MAX;
+    default: return true;
+    }
+}
+
+/* const(value=SCALAR | [SCALAR, ...], dtype="f32", shape=[...]) after its "(". */
+static bool parse_const(parser *p, const tg_tok *optok, tg_var **out, int *nout) {
+    lit one, *items = NULL;
+    int n = 0, ndim = -1;
+    bool have_value = false, is_list = false, have_dtype = false;
+    tg_tok vtok = *optok, dtok = *optok;
+    tg_dtype dt = TG_DT_F64;
+    int64_t shape[TG_MAX_DIMS];
+    while (!at(p, TG_TK_RPAREN)) {
+        tg_tok k = p->tok;
+        if (k.kind != TG_TK_NAME || peek(p)->kind != TG_TK_EQUAL)
+            return FAIL_TOK(p, &k, TG_ESYNTAX,
+                            "const takes only keyword arguments (value=, dtype=, shape=)");
+        advance(p);
+        advance(p);
+        bool dup = false;
+        if (tg_tok_is(&k, "value")) {
+            dup = have_value;
+            have_value = true;
+            vtok = p->tok;
+            if (at(p, TG_TK_LBRACKET)) {
+                is_list = true;
+                if (!parse_list(p, &items, &n)) return false;
+            } else {
+                is_list = false;
+                if (!parse_scalar(p, &one, "a number or a list")) return false;
+                items = &one;
+                n = 1;
+            }
+        } else if (tg_tok_is(&k, "dtype")) {
+            dup = have_dtype;
+            have_dtype = true;
+            dtok = p->tok;
+            if (!at(p, TG_TK_STRING)) return expected(p, "a dtype string");
+            char *s = scratch_alloc(p, dtok.len, &dtok);
+            if (!s) return false;
+            tg_tok_string(&dtok, s);
+            if (!tg_dtype_parse(s, &dt))
+                return FAIL_TOK(p, &dtok, TG_ETYPE, "unknown dtype \"%s\"", s);
+            advance(p);
+        } else if (tg_tok_is(&k, "shape")) {
+            dup = ndim >= 0;
+            tg_tok st = p->tok;
+            lit *dims;
+            int nd;
+            if (!at(p, TG_TK_LBRACKET)) return expected(p, "a list of extents");
+            if (!parse_list(p, &dims, &nd)) return false;
+            if (nd > TG_MAX_DIMS)
+                return FAIL_TOK(p, &st, TG_ELIMIT, "const: more than %d dimensions",
+                                TG_MAX_DIMS);
+            for (int d = 0; d < nd; d++) {
+                if (dims[d].kind != 'i' || dims[d].i < 0)
+                    return fail_at(p, dims[d].line, dims[d].col, TG_ESYNTAX,
+                                   "const: an extent must be an integer >= 0");
+                shape[d] = dims[d].i;
+            }
+            ndim = nd;
+        } else {
+            return FAIL_TOK(p, &k, TG_EINVAL,
+                            "const: unknown attribute '%.*s' (expected value, dtype, shape)",
+                            (int)k.len, k.p);
+        }
+        if (dup)
+            return FAIL_TOK(p, &k, TG_EINVAL, "const: attribute '%.*s' given twice",
+                            (int)k.len, k.p);
+        if (!accept(p, TG_TK_COMMA)) break;
+    }
+    if (!expect(p, TG_TK_RPAREN, "',' or ')'")) return false;
+    leave(p);
+    if (!have_value) return FAIL_TOK(p, optok, TG_EINVAL, "const: missing attribute 'value'");
+    if (!have_dtype) { /* f64 if any float, bool if all bools, else i64 */
+        bool any_f = false, all_b = n > 0;
+        for (int k = 0; k < n; k++) {
+            any_f |= items[k].kind == 'f';
+            all_b &= items[k].kind == 'b';
+        }
+        dt = any_f || n == 0 ? TG_DT_F64 : all_b ? TG_DT_BOOL : TG_DT_I64;
+    }
+    if (ndim < 0) {
+        ndim = is_list ? 1 : 0;
+        shape[0] = n;
+    }
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] != 0 && count > INT64_MAX / shape[d])
+            return FAIL_TOK(p, optok, TG_ELIMIT, "const: shape is too large");
+        count *= shape[d];
+    }
+    if (count != n)
+        return FAIL_TOK(p, &vtok, TG_ESHAPE, "const: %d value%s cannot fill shape %s%lld%s",
+                        n, n == 1 ? "" : "s", ndim ? "with " : "[] of ",
+                        (long long)count, ndim ? " elements" : " element");
+    size_t esz = tg_dtype_size(dt);
+    char *data = scratch_alloc(p, esz * (size_t)(n + 1), &vtok);
+    if (!data) return false;
+    for (int k = 0; k < n; k++) {
+        const lit *l = &items[k];
+        void *dst = data + esz * (size_t)k;
+        const char *dn = tg_dtype_name(dt);
+        if (l->kind == 'n')
+            return fail_at(p, l->line, l->col, TG_ETYPE, "const: 'none' is not a value");
+        if (dt == TG_DT_BOOL) {
+            if (l->kind != 'b')
+                return fail_at(p, l->line, l->col, TG_ETYPE,
+                               "const: dtype bool takes true or false");
+            tg_store_i64(dst, dt, l->i);
+        } else if (l->kind == 'b') {
+            return fail_at(p, l->line, l->col, TG_ETYPE, "const: a bool value for dtype %s",
+                           dn);
+        } else if (tg_dtype_is_float(dt)) {
+            double v = l->kind == 'f' ? l->f : (double)l->i;
+            if (dt == TG_DT_F32 && isfinite(v) && fabs(v) > FLT_MAX)
+                return fail_at(p, l->line, l->col, TG_ETYPE, "const: %g is out of range of f32",
+                               v);
+            tg_store_f64(dst, dt, v);
+        } else {
+            if (l->kind == 'f')
+                return fail_at(p, l->line, l->col, TG_ETYPE,
+                               "const: a float value for integer dtype %s", dn);
+            if (!int_fits(dt, l->i))
+                return fail_at(p, l->line, l->col, TG_ETYPE, "const: %lld is out of range of %s",
+                               (long long)l->i, dn);
+            tg_store_i64(dst, dt, l->i);
+        }
+    }
+    tg_tensor *t = tg_tensor_from_data(p->ctx, dt, ndim, shape, data);
+    if (!t) return builder_failed(p, optok->line, optok->col);
+    set_pos(p, optok);
+    tg_var *v = tg_constant(p->g, t);
+    tg_tensor_free(t);
+    if (!v) return builder_failed(p, optok->line, optok->col);
+    out[0] = v;
+    *nout = 1;
+    return true;
+}
+
+/* call := NAME "(" [arg ("," arg)* [","]] ")"   arg := expr | NAME "=" attr | "@" NAME
+ * At entry the current token is the op name and the next one is "(". */
+static bool parse_call(parser *p, tg_var **out, int *nout) {
+    tg_tok optok = p->tok;
+    advance(p);
+    if (!enter(p, &p->tok)) return false;
+    advance(p);
+    if (tg_tok_is(&optok, "const")) return parse_const(p, &optok, out, nout);
+
+    tg_var **ins = NULL;
+    tg_attr *attrs = NULL;
+    tg_tok *fpos = NULL; /* positional @functions */
+    int nin = 0, cin = 0, na = 0, ca = 0, nf = 0, cf = 0;
+    bool keywords = false;
+    while (!at(p, TG_TK_RPAREN)) {
+        tg_tok t = p->tok;
+        if (t.kind == TG_TK_NAME && peek(p)->kind == TG_TK_EQUAL) {
+            if (tg_txt_reserved(t.p, t.len))
+                return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' is a reserved word", (int)t.len, t.p);
+            for (int k = 0; k < na; k++)
+                if (strlen(attrs[k].name) == t.len && memcmp(attrs[k].name, t.p, t.len) == 0)
+                    return FAIL_TOK(p, &t, TG_EINVAL, "attribute '%.*s' given twice",
+                                    (int)t.len, t.p);
+            if (!GROW(p, attrs, ca, na, &t)) return false;
+            tg_attr *a = &attrs[na];
+            *a = (tg_attr){.name = scratch_str(p, t.p, t.len, &t)};
+            if (!a->name) return false;
+            advance(p);
+            advance(p);
+            if (!parse_attr_value(p, a)) return false;
+            na++;
+            keywords = true;
+        } else if (keywords) {
+            return FAIL_TOK(p, &t, TG_ESYNTAX, "positional argument after keyword argument");
+        } else if (t.kind == TG_TK_AT) {
+            advance(p);
+            tg_tok nm = p->tok;
+            if (nm.kind != TG_TK_NAME) return expected(p, "a function name after '@'");
+            if (!tg_txt_map_find(&p->all_funcs, nm.p, nm.len))
+                return FAIL_TOK(p, &nm, TG_ENAME, "unknown function '%.*s'", (int)nm.len, nm.p);
+            if (!GROW(p, fpos, cf, nf, &t)) return false;
+            fpos[nf++] = nm;
+            advance(p);
+        } else {
+            if (!GROW(p, ins, cin, nin, &t)) return false;
+            if (!parse_expr1(p, &ins[nin])) return false;
+            nin++;
+        }
+        if (!accept(p, TG_TK_COMMA)) break;
+    }
+    if (!expect(p, TG_TK_RPAREN, "',' or ')'")) return false;
+    leave(p);
+
+    char *opname = scratch_str(p, optok.p, optok.len, &optok);
+    if (!opname) return false;
+    int opi = tg_op_lookup(opname);
+    if (nf > 0 && opi >= 0) { /* positional @f: the op's function attributes, in order */
+        const tg_op_def *def = tg_op_table[opi];
+        int k = 0;
+        for (int j = 0; j < def->nattrs && k < nf; j++) {
+            if (def->attrs[j].type != TG_AS_FUNC) continue;
+            if (!GROW(p, attrs, ca, na, &fpos[k])) return false;
+            attrs[na] = (tg_attr){.name = def->attrs[j].name, .kind = TG_ATTR_FUNC,
+                                  .s = scratch_str(p, fpos[k].p, fpos[k].len, &fpos[k])};
+            if (!attrs[na].s) return false;
+            na++;
+            k++;
+        }
+        if (k < nf)
+            return FAIL_TOK(p, &fpos[k], TG_EINVAL, "%s: takes %d function argument%s", opname,
+                            k, k == 1 ? "" : "s");
+    }
+    set_pos(p, &optok);
+    int cap = TG_MAX_OUTS;
+    if (tg_apply_multi(p->g, opname, ins, nin, attrs, na, out, &cap) != TG_OK)
+        return builder_failed(p, optok.line, optok.col);
+    *nout = cap;
+    return true;
+}
+
+/* Indexing "[" item ("," item)* [","] "]" applied to x; item := INT | [INT] ":" [INT]
+ * [":" [INT]]. Becomes the op slice. */
+static bool parse_index(parser *p, tg_var *x, tg_var **out) {
+    tg_tok lb = p->tok;
+    if (!enter(p, &lb)) return false;
+    advance(p);
+    int64_t st[TG_MAX_DIMS], sp[TG_MAX_DIMS], step[TG_MAX_DIMS], ix[TG_MAX_DIMS];
+    int n = 0;
+    while (!at(p, TG_TK_RBRACKET)) {
+        if (n == TG_MAX_DIMS)
+            return FAIL_TOK(p, &p->tok, TG_ELIMIT, "more than %d indices", TG_MAX_DIMS);
+        int64_t v[3] = {TG_SLICE_NONE, TG_SLICE_NONE, TG_SLICE_NONE};
+        int part = 0;
+        bool any = false;
+        for (;;) {
+            if (at(p, TG_TK_INT) || at(p, TG_TK_MINUS)) {
+                lit l;
+                if (!parse_number(p, &l)) return false;
+                if (l.kind != 'i')
+                    return fail_at(p, l.line, l.col, TG_ESYNTAX, "an index must be an integer");
+                v[part] = l.i;
+                any = true;
+            } else if (at(p, TG_TK_FLOAT)) {
+                return FAIL_TOK(p, &p->tok, TG_ESYNTAX, "an index must be an integer");
+            }
+            if (part == 2 || !at(p, TG_TK_COLON)) break;
+            advance(p);
+            part++;
+            any = true;
+        }
+        if (!any) return expected(p, "an index");
+        st[n] = v[0];
+        sp[n] = v[1];
+        step[n] = v[2];
+        ix[n] = part == 0;
+        n++;
+        if (!accept(p, TG_TK_COMMA)) break;
+    }
+    if (n == 0) return expected(p, "an index");
+    if (!expect(p, TG_TK_RBRACKET, "',' or ']'")) return false;
+    leave(p);
+    tg_attr a[4] = {TG_A_INTS("starts", st, n), TG_A_INTS("stops", sp, n),
+                    TG_A_INTS("steps", step, n), TG_A_INTS("index", ix, n)};
+    set_pos(p, &lb);
+    int cap = 1;
+    if (tg_apply_multi(p->g, "slice", &x, 1, a, 4, out, &cap) != TG_OK)
+        return builder_failed(p, lb.line, lb.col);
+    return true;
+}
+
+/* expr := (NAME | literal | call) ("[" index ... "]")* ; values into out[0..*nout). */
+static bool parse_expr(parser *p, tg_var **out, int *nout) {
+    tg_tok t = p->tok;
+    *nout = 1;
+    if (t.kind == TG_TK_NAME && peek(p)->kind == TG_TK_LPAREN) {
+        if (!parse_call(p, out, nout)) return false;
+    } else if (tg_tok_is(&t, "true") || tg_tok_is(&t, "false") || starts_number(p)) {
+        lit l;
+        if (!parse_scalar(p, &l, "an expression") || !literal_var(p, &l, &out[0])) return false;
+    } else if (t.kind == TG_TK_NAME) {
+        if (tg_txt_reserved(t.p, t.len))
+            return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' cannot be used as a value", (int)t.len,
+                            t.p);
+        const tg_txt_entry *e = tg_txt_map_find(&p->names, t.p, t.len);
+        if (!e) return FAIL_TOK(p, &t, TG_ENAME, "unknown name '%.*s'", (int)t.len, t.p);
+        out[0] = e->val;
+        advance(p);
+    } else {
+        return expected(p, "an expression");
+    }
+    while (at(p, TG_TK_LBRACKET)) {
+        if (*nout != 1)
+            return FAIL_TOK(p, &p->tok, TG_ESYNTAX, "cannot index %d values at once", *nout);
+        if (!parse_index(p, out[0], &out[0])) return false;
+    }
+    return true;
+}
+
+/* ---- statements and functions ---- */
+
+/* NAME ("," NAME)* "=" expr NEWLINE */
+static bool parse_binding(parser *p) {
+    tg_tok names[TG_MAX_OUTS];
+    int n = 0;
+    for (;;) {
+        tg_tok t = p->tok;
+        if (t.kind != TG_TK_NAME) return expected(p, n ? "a name" : "a statement");
+        if (!check_bindable(p, &t)) return false;
+        for (int k = 0; k < n; k++)
+            if (names[k].len == t.len && memcmp(names[k].p, t.p, t.len) == 0)
+                return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' is already defined at %d:%d",
+                                (int)t.len, t.p, names[k].line, names[k].col);
+        if (n == TG_MAX_OUTS)
+            return FAIL_TOK(p, &t, TG_ELIMIT, "more than %d names in one statement",
+                            TG_MAX_OUTS);
+        names[n++] = t;
+        advance(p);
+        if (!accept(p, TG_TK_COMMA)) break;
+    }
+    if (!expect(p, TG_TK_EQUAL, n > 1 ? "',' or '='" : "'=' or ','")) return false;
+    tg_tok start = p->tok;
+    bool is_call = start.kind == TG_TK_NAME && peek(p)->kind == TG_TK_LPAREN;
+    tg_var *vals[TG_MAX_OUTS];
+    int nv = 0;
+    if (!parse_expr(p, vals, &nv)) return false;
+    if (nv != n) {
+        if (is_call && !at(p, TG_TK_LBRACKET))
+            return FAIL_TOK(p, &start, TG_ESYNTAX, "'%.*s' gives %d value%s but %d name%s bound",
+                            (int)start.len, start.p, nv, nv == 1 ? "" : "s", n,
+                            n == 1 ? " is" : "s are");
+        return FAIL_TOK(p, &start, TG_ESYNTAX, "the expression gives %d value%s but %d name%s bound",
+                        nv, nv == 1 ? "" : "s", n, n == 1 ? " is" : "s are");
+    }
+    if (!expect_eol(p)) return false;
+    for (int k = 0; k < n; k++)
+        if (!bind(p, &names[k], vals[k])) return false;
+    return true;
+}
+
+/* "return" expr ("," expr)* NEWLINE */
+static bool parse_return(parser *p) {
+    tg_tok rt = p->tok;
+    advance(p);
+    tg_var **outs = NULL;
+    int n = 0, cap = 0;
+    do {
+        if (!GROW(p, outs, cap, n, &p->tok)) return false;
+        if (!parse_expr1(p, &outs[n])) return false;
+        n++;
+    } while (accept(p, TG_TK_COMMA));
+    if (!expect_eol(p)) return false;
+    set_pos(p, &rt);
+    if (tg_graph_set_outputs(p->g, outs, n) != TG_OK) return builder_failed(p, rt.line, rt.col);
+    return true;
+}
+
+/* type := DTYPE "[" [dim ("," dim)*] "]"  dim := INT | "?" ; then tg_input. */
+static bool parse_param(parser *p) {
+    tg_tok nm = p->tok;
+    if (!check_bindable(p, &nm)) return false;
+    advance(p);
+    if (!expect(p, TG_TK_COLON, "':'")) return false;
+    tg_tok dtok = p->tok;
+    if (dtok.kind != TG_TK_NAME) return expected(p, "a dtype");
+    char dname[16] = "";
+    tg_dtype dt;
+    if (dtok.len >= sizeof dname) dtok.len = sizeof dname - 1;
+    memcpy(dname, dtok.p, dtok.len);
+    if (!tg_dtype_parse(dname, &dt))
+        return FAIL_TOK(p, &dtok, TG_ETYPE,
+                        "unknown dtype '%.*s' (expected bool i8 i16 i32 i64 u8 f32 f64)",
+                        (int)p->tok.len, p->tok.p);
+    advance(p);
+    if (!expect(p, TG_TK_LBRACKET, "'['")) return false;
+    int64_t shape[TG_MAX_DIMS];
+    int nd = 0;
+    while (!at(p, TG_TK_RBRACKET)) {
+        tg_tok t = p->tok;
+        if (nd == TG_MAX_DIMS)
+            return FAIL_TOK(p, &t, TG_ELIMIT, "more than %d dimensions", TG_MAX_DIMS);
+        if (t.kind == TG_TK_QUESTION) {
+            shape[nd++] = TG_DIM_UNKNOWN;
+        } else if (t.kind == TG_TK_INT) {
+            if (t.u > (uint64_t)INT64_MAX)
+                return FAIL_TOK(p, &t, TG_ELIMIT, "extent %.*s is too large", (int)t.len, t.p);
+            shape[nd++] = (int64_t)t.u;
+        } else {
+            return expected(p, nd ? "an extent or '?'" : "an extent, '?' or ']'");
+        }
+        advance(p);
+        if (!accept(p, TG_TK_COMMA)) break;
+    }
+    if (!expect(p, TG_TK_RBRACKET, "',' or ']'")) return false;
+    char *name = scratch_str(p, nm.p, nm.len, &nm);
+    if (!name) return false;
+    set_pos(p, &nm);
+    tg_var *v = tg_input(p->g, name, dt, nd, shape);
+    if (!v) return builder_failed(p, nm.line, nm.col);
+    tg_txt_entry *e = tg_txt_map_add(&p->names, nm.p, nm.len);
+    if (!e) return oom(p, nm.line, nm.col);
+    e->val = v;
+    e->line = nm.line;
+    e->col = nm.col;
+    return true;
+}
+
+/* func := "func" NAME "(" [param ("," param)*] ")" "{" NEWLINE stmt* "}" */
+static bool parse_func(parser *p) {
+    advance(p); /* func */
+    tg_tok nm = p->tok;
+    if (nm.kind != TG_TK_NAME) return expected(p, "a function name");
+    if (tg_txt_reserved(nm.p, nm.len))
+        return FAIL_TOK(p, &nm, TG_ESYNTAX, "'%.*s' is a reserved word", (int)nm.len, nm.p);
+    const tg_txt_entry *prev = tg_txt_map_find(&p->funcs, nm.p, nm.len);
+    if (prev)
+        return FAIL_TOK(p, &nm, TG_ESYNTAX, "function '%.*s' is already defined at %d:%d",
+                        (int)nm.len, nm.p, prev->line, prev->col);
+    tg_txt_entry *e = tg_txt_map_add(&p->funcs, nm.p, nm.len);
+    if (!e) return oom(p, nm.line, nm.col);
+    e->line = nm.line;
+    e->col = nm.col;
+    char *name = scratch_str(p, nm.p, nm.len, &nm);
+    if (!name) return false;
+    tg_graph *g = tg_graph_new(p->ctx, name);
+    if (!g) return oom(p, nm.line, nm.col);
+    if (!tg_vec_push(p->ctx, &p->m->funcs, g)) {
+        tg_graph_free(g);
+        return oom(p, nm.line, nm.col);
+    }
+    p->g = g;
+    g->file = tg_arena_strdup(&g->arena, p->file);
+    if (!g->file) return oom(p, nm.line, nm.col);
+    tg_txt_map_fini(&p->names);
+    tg_txt_map_init(&p->names, p->ctx);
+    advance(p);
+
+    if (!expect(p, TG_TK_LPAREN, "'('")) return false;
+    while (!at(p, TG_TK_RPAREN)) {
+        if (!at(p, TG_TK_NAME)) return expected(p, "a parameter name or ')'");
+        if (!parse_param(p)) return false;
+        if (!accept(p, TG_TK_COMMA)) break;
+    }
+    if (!expect(p, TG_TK_RPAREN, "',' or ')'")) return false;
+    if (!expect(p, TG_TK_LBRACE, "'{'")) return false;
+    if (!expect(p, TG_TK_NEWLINE, "end of line")) return false;
+    for (;;) {
+        skip_newlines(p);
+        scratch_trim(p);
+        if (at(p, TG_TK_RBRACE))
+            return FAIL_TOK(p, &p->tok, TG_ESYNTAX, "function '%s' has no 'return'", g->name);
+        if (at(p, TG_TK_EOF)) return expected(p, "'}'");
+        if (tg_tok_is(&p->tok, "return")) break;
+        if (!parse_binding(p)) return false;
+    }
+    if (!parse_return(p)) return false;
+    skip_newlines(p);
+    if (!at(p, TG_TK_RBRACE)) return expected(p, "'}' after 'return'");
+    advance(p);
+    if (!expect_eol(p)) return false;
+    g->line = g->col = 0;
+    p->g = NULL;
+    return true;
+}
+
+/* First scan: the name of every function, so that `@f` may come before `func f`. */
+static bool scan_funcs(parser *p, const char *src, size_t len) {
+    tg_lexer lx;
+    tg_tok a, b;
+    tg_lex_init(&lx, src, len);
+    tg_lex_next(&lx, &a);
+    bool ok = true;
+    while (ok && a.kind != TG_TK_EOF && a.kind != TG_TK_ERROR) {
+        tg_lex_next(&lx, &b);
+        if (tg_tok_is(&a, "func") && b.kind == TG_TK_NAME &&
+            !tg_txt_map_find(&p->all_funcs, b.p, b.len))
+            ok = tg_txt_map_add(&p->all_funcs, b.p, b.len) != NULL;
+        a = b;
+    }
+    tg_lex_fini(&lx);
+    return ok || oom(p, 1, 1);
+}
+
+tg_status tg_txt_parse(tg_module *m, const char *src, size_t len, const char *filename) {
+    parser *p = tg_mem_calloc(m->ctx, sizeof *p);
+    if (!p) return TG_ENOMEM;
+    p->ctx = m->ctx;
+    p->m = m;
+    p->file = filename ? filename : "<input>";
+    tg_txt_map_init(&p->all_funcs, p->ctx);
+    tg_txt_map_init(&p->funcs, p->ctx);
+    tg_txt_map_init(&p->names, p->ctx);
+    tg_arena_init(&p->scratch, p->ctx);
+    tg_lex_init(&p->lx, src, len);
+    if (len >= TG_TEXT_MAX_BYTES) {
+        fail_at(p, 1, 1, TG_ELIMIT, "text larger than %zu bytes", TG_TEXT_MAX_BYTES);
+    } else if (scan_funcs(p, src, len)) {
+        advance(p);
+        for (;;) {
+            skip_newlines(p);
+            if (at(p, TG_TK_EOF)) {
+                if (m->funcs.n == 0) expected(p, "'func'");
+                break;
+            }
+            if (!tg_tok_is(&p->tok, "func")) {
+                expected(p, "'func'");
+                break;
+            }
+            if (!parse_func(p)) break;
+        }
+    }
+    if (p->g) p->g->line = p->g->col = 0;
+    tg_lex_fini(&p->lx);
+    tg_arena_fini(&p->scratch);
+    tg_txt_map_fini(&p->names);
+    tg_txt_map_fini(&p->funcs);
+    tg_txt_map_fini(&p->all_funcs);
+    tg_status st = p->st;
+    if (st != TG_OK) tg_set_error(st, "%s", p->msg);
+    tg_mem_free(m->ctx, p, sizeof *p);
+    return st;
+}

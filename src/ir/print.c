@@ -1,0 +1,391 @@
+/* print.c - the .tg printer: a graph back to text that parses to the same graph.
+ *
+ * Owns: tg_graph_print, tg_ir_format_scalar.
+ * Invariants:
+ *  - Nodes print in the order of tg_ir_toposort (only what the outputs need), one line
+ *    each; a strong constant prints as a `const(...)` line just before its first use;
+ *    weak literals print inline where they are used.
+ *  - Every printed name is a valid, unreserved identifier, unique in the function: a
+ *    variable keeps its user name when it has one that is free, others get t<id> (with a
+ *    suffix if that is taken). Names come from node order, never from addresses, so the
+ *    output is deterministic and print(parse(print(parse(x)))) == print(parse(x)).
+ *  - Attributes print in schema order, only where they differ from the schema default;
+ *    floats always look like floats (1.0, 1e+30, inf) so they parse back as floats.
+ *  - Everything is a loop over arrays: a chain of 100,000 nodes prints in linear time.
+ */
+#include "../ops/ops.h"
+#include "text.h"
+
+#include <stdio.h>
+
+typedef struct printer {
+    const tg_graph *g;
+    FILE *f;
+    tg_node **order;      /* toposort, or g->nodes when there are no outputs */
+    int norder;
+    bool own_order;       /* order comes from tg_ir_toposort */
+    const char **names;   /* by var id */
+    uint8_t *done;        /* by var id: constant already printed / name claimed */
+    int nvars;
+    tg_txt_map used;      /* names taken */
+    tg_arena arena;       /* fresh names */
+} printer;
+
+/* ---- scalars ---- */
+
+static bool is_literal(const tg_var *v) {
+    return v->kind == TG_VAR_CONST && v->lit && v->value && v->value->ndim == 0;
+}
+
+void tg_ir_format_scalar(const tg_var *v, char *buf, size_t n) {
+    if (!v || !v->value) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    const tg_tensor *t = v->value;
+    if (t->ndim != 0) {
+        tg_type_str(&v->type, buf, n);
+        return;
+    }
+    tg_dtype dt = t->dtype;
+    char kind = v->lit ? v->lit : tg_dtype_is_float(dt) ? 'f' : dt == TG_DT_BOOL ? 'b' : 'i';
+    const void *p = tg_tensor_data(t);
+    if (kind == 'b')
+        snprintf(buf, n, "%s", tg_load_i64(p, dt) ? "true" : "false");
+    else if (kind == 'i')
+        snprintf(buf, n, "%lld", (long long)tg_load_i64(p, dt));
+    else
+        tg_txt_format_float(tg_load_f64(p, dt), dt == TG_DT_F32, buf, n);
+}
+
+/* ---- names ---- */
+
+static const char *name_of(const printer *pr, const tg_var *v) {
+    return v->id >= 0 && v->id < pr->nvars && pr->names[v->id] ? pr->names[v->id] : "?";
+}
+
+static bool claim(printer *pr, const tg_var *v) {
+    if (v->id < 0 || v->id >= pr->nvars || pr->names[v->id]) return true;
+    if (!v->name || !tg_txt_is_name(v->name)) return true;
+    size_t len = strlen(v->name);
+    if (tg_txt_map_find(&pr->used, v->name, len)) return true;
+    if (!tg_txt_map_add(&pr->used, v->name, len)) return false;
+    pr->names[v->id] = v->name;
+    return true;
+}
+
+static bool fresh(printer *pr, const tg_var *v) {
+    if (v->id < 0 || v->id >= pr->nvars || pr->names[v->id]) return true;
+    char buf[48];
+    int len = snprintf(buf, sizeof buf, "t%d", v->id);
+    for (int k = 1; tg_txt_map_find(&pr->used, buf, (size_t)len); k++)
+        len = snprintf(buf, sizeof buf, "t%d_%d", v->id, k);
+    char *s = tg_arena_strdup(&pr->arena, buf);
+    if (!s || !tg_txt_map_add(&pr->used, s, (size_t)len)) return false;
+    pr->names[v->id] = s;
+    return true;
+}
+
+/* Variables that get names, in print order: inputs, then per node its not-yet-seen
+ * strong constant inputs and its outputs, then constant outputs. Applies fn to each. */
+static bool each_named(printer *pr, bool (*fn)(printer *, const tg_var *)) {
+    const tg_graph *g = pr->g;
+    for (int i = 0; i < g->inputs.n; i++)
+        if (!fn(pr, g->inputs.items[i])) return false;
+    for (int i = 0; i < pr->norder; i++) {
+        const tg_node *n = pr->order[i];
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k]->kind == TG_VAR_CONST && !is_literal(n->in[k]) && !fn(pr, n->in[k]))
+                return false;
+        for (int k = 0; k < n->nout; k++)
+            if (!fn(pr, n->out[k])) return false;
+    }
+    for (int i = 0; i < g->outputs.n; i++) {
+        const tg_var *v = g->outputs.items[i];
+        if (v->kind == TG_VAR_CONST && !is_literal(v) && !fn(pr, v)) return false;
+    }
+    return true;
+}
+
+/* ---- values ---- */
+
+static void put_float(FILE *f, double x, bool single) {
+    char buf[TG_TXT_FLOAT_MAX];
+    tg_txt_format_float(x, single, buf, sizeof buf);
+    fputs(buf, f);
+}
+
+/* A use of v as an argument: its name, or the literal itself. */
+static void put_use(const printer *pr, const tg_var *v) {
+    if (is_literal(v)) {
+        char buf[64];
+        tg_ir_format_scalar(v, buf, sizeof buf);
+        fputs(buf, pr->f);
+    } else {
+        fputs(name_of(pr, v), pr->f);
+    }
+}
+
+static void put_aval(FILE *f, const tg_attr_spec *s, const tg_aval *a) {
+    switch (a->kind) {
+    case TG_ATTR_NONE: fputs("none", f); break;
+    case TG_ATTR_INT:
+        if (s->type == TG_AS_DTYPE) {
+            fputc('"', f);
+            fputs(tg_dtype_name((tg_dtype)a->i), f);
+            fputc('"', f);
+        } else {
+            fprintf(f, "%lld", (long long)a->i);
+        }
+        break;
+    case TG_ATTR_BOOL: fputs(a->i ? "true" : "false", f); break;
+    case TG_ATTR_FLOAT: put_float(f, a->f, false); break;
+    case TG_ATTR_STR: tg_txt_put_string(f, a->s ? a->s : ""); break;
+    case TG_ATTR_FUNC: fprintf(f, "@%s", a->s ? a->s : "?"); break;
+    case TG_ATTR_INTS:
+        fputc('[', f);
+        for (int k = 0; k < a->n; k++) {
+            if (k) fputs(", ", f);
+            if (a->ints[k] == INT64_MIN)
+                fputs("none", f);
+            else
+                fprintf(f, "%lld", (long long)a->ints[k]);
+        }
+        fputc(']', f);
+        break;
+    case TG_ATTR_FLOATS:
+        fputc('[', f);
+        for (int k = 0; k < a->n; k++) {
+            if (k) fputs(", ", f);
+            put_float(f, a->floats[k], false);
+        }
+        fputc(']', f);
+        break;
+    }
+}
+
+static bool aval_equal(const tg_aval *a, const tg_aval *b) {
+    if (a->kind != b->kind) return false;
+    switch (a->kind) {
+    case TG_ATTR_NONE: return true;
+    case TG_ATTR_INT:
+    case TG_ATTR_BOOL: return a->i == b->i;
+    case TG_ATTR_FLOAT: return a->f == b->f || (a->f != a->f && b->f != b->f);
+    case TG_ATTR_STR:
+    case TG_ATTR_FUNC: return a->s && b->s ? strcmp(a->s, b->s) == 0 : a->s == b->s;
+    case TG_ATTR_INTS:
+        if (a->n != b->n) return false;
+        for (int k = 0; k < a->n; k++)
+            if (a->ints[k] != b->ints[k]) return false;
+        return true;
+    case TG_ATTR_FLOATS:
+        if (a->n != b->n) return false;
+        for (int k = 0; k < a->n; k++)
+            if (a->floats[k] != b->floats[k]) return false;
+        return true;
+    }
+    return false;
+}
+
+/* ---- lines ---- */
+
+static void put_const(const printer *pr, const tg_var *v) {
+    FILE *f = pr->f;
+    const tg_tensor *t = v->value;
+    fprintf(f, "    %s = const(value=", name_of(pr, v));
+    if (!t) {
+        fputs("[])\n", f);
+        return;
+    }
+    tg_dtype dt = t->dtype;
+    int64_t count = tg_tensor_size(t);
+    if (t->ndim > 0) fputc('[', f);
+    int64_t idx[TG_MAX_DIMS] = {0};
+    for (int64_t k = 0; k < count; k++) {
+        const void *p = tg_tensor_at(t, idx);
+        if (k) fputs(", ", f);
+        if (dt == TG_DT_BOOL)
+            fputs(tg_load_i64(p, dt) ? "true" : "false", f);
+        else if (tg_dtype_is_float(dt))
+            put_float(f, tg_load_f64(p, dt), dt == TG_DT_F32);
+        else
+            fprintf(f, "%lld", (long long)tg_load_i64(p, dt));
+        tg_index_next(t->ndim, t->shape, idx);
+    }
+    if (t->ndim > 0) fputc(']', f);
+    fprintf(f, ", dtype=\"%s\"", tg_dtype_name(dt));
+    if (t->ndim > 1 || (t->ndim == 1 && t->shape[0] != count)) {
+        fputs(", shape=[", f);
+        for (int d = 0; d < t->ndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        fputc(']', f);
+    }
+    fputs(")\n", f);
+}
+
+/* A slice node as indexing, x[1:, ::-1, 0]; false if its attributes do not allow it. */
+static bool put_slice(const printer *pr, const tg_node *n) {
+    const tg_op_def *def = tg_op_table[n->op];
+    const tg_aval *a[4] = {NULL, NULL, NULL, NULL};
+    static const char *const want[4] = {"starts", "stops", "steps", "index"};
+    for (int j = 0; j < def->nattrs; j++)
+        for (int w = 0; w < 4; w++)
+            if (strcmp(def->attrs[j].name, want[w]) == 0) a[w] = &n->attrs[j];
+    if (n->nin != 1 || n->nout != 1 || def->nattrs != 4) return false;
+    for (int w = 0; w < 4; w++)
+        if (!a[w] || a[w]->kind != TG_ATTR_INTS || a[w]->n != a[0]->n) return false;
+    int cnt = a[0]->n;
+    if (cnt < 1 || cnt > TG_MAX_DIMS) return false;
+    FILE *f = pr->f;
+    fprintf(f, "    %s = ", name_of(pr, n->out[0]));
+    put_use(pr, n->in[0]);
+    fputc('[', f);
+    for (int k = 0; k < cnt; k++) {
+        int64_t st = a[0]->ints[k], sp = a[1]->ints[k], step = a[2]->ints[k];
+        if (k) fputs(", ", f);
+        if (a[3]->ints[k]) {
+            fprintf(f, "%lld", (long long)st);
+            continue;
+        }
+        if (st != TG_SLICE_NONE) fprintf(f, "%lld", (long long)st);
+        fputc(':', f);
+        if (sp != TG_SLICE_NONE) fprintf(f, "%lld", (long long)sp);
+        if (step != TG_SLICE_NONE) fprintf(f, ":%lld", (long long)step);
+    }
+    fputs("]\n", f);
+    return true;
+}
+
+static void put_node(const printer *pr, const tg_node *n) {
+    FILE *f = pr->f;
+    const tg_op_def *def = tg_op_table[n->op];
+    if (n->op == TG_OP_SLICE && put_slice(pr, n)) return;
+    fputs("    ", f);
+    for (int k = 0; k < n->nout; k++) fprintf(f, "%s%s", k ? ", " : "", name_of(pr, n->out[k]));
+    if (n->nout == 0) fputs("_", f);
+    fprintf(f, " = %s(", def->name);
+    bool first = true;
+    /* leading function attributes print positionally (`pmap(@body, ...)`) */
+    int npos = 0;
+    bool positional = true;
+    for (int j = 0; j < def->nattrs; j++) {
+        if (def->attrs[j].type != TG_AS_FUNC) continue;
+        if (positional && n->attrs[j].kind == TG_ATTR_FUNC) {
+            fprintf(f, "%s@%s", first ? "" : ", ", n->attrs[j].s);
+            first = false;
+            npos++;
+        } else {
+            positional = false;
+        }
+    }
+    for (int k = 0; k < n->nin; k++) {
+        if (!first) fputs(", ", f);
+        put_use(pr, n->in[k]);
+        first = false;
+    }
+    int seen_func = 0;
+    for (int j = 0; j < def->nattrs; j++) {
+        const tg_attr_spec *s = &def->attrs[j];
+        if (s->type == TG_AS_FUNC && seen_func++ < npos) continue;
+        if (!s->required && aval_equal(&n->attrs[j], &s->def)) continue;
+        fprintf(f, "%s%s=", first ? "" : ", ", s->name);
+        put_aval(f, s, &n->attrs[j]);
+        first = false;
+    }
+    fputs(")\n", f);
+}
+
+/* The function's name as an identifier (a graph built in C may have any name). */
+static void put_func_name(FILE *f, const char *name) {
+    if (tg_txt_is_name(name)) {
+        fputs(name, f);
+        return;
+    }
+    if (!name || !*name) {
+        fputs("main", f);
+        return;
+    }
+    const unsigned char *s = (const unsigned char *)name;
+    if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
+        fputc('_', f);
+    for (; *s; s++) {
+        bool ok = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                  (*s >= '0' && *s <= '9') || *s == '_';
+        fputc(ok ? *s : '_', f);
+    }
+    if (tg_txt_reserved(name, strlen(name))) fputc('_', f);
+}
+
+static void put_graph(printer *pr) {
+    const tg_graph *g = pr->g;
+    FILE *f = pr->f;
+    char tbuf[TG_TYPE_STR_MAX];
+    fputs("func ", f);
+    put_func_name(f, g->name);
+    fputc('(', f);
+    for (int i = 0; i < g->inputs.n; i++) {
+        const tg_var *v = g->inputs.items[i];
+        fprintf(f, "%s%s: %s", i ? ", " : "", name_of(pr, v), tg_type_str(&v->type, tbuf, sizeof tbuf));
+    }
+    fputs(") {\n", f);
+    for (int i = 0; i < pr->norder; i++) {
+        const tg_node *n = pr->order[i];
+        for (int k = 0; k < n->nin; k++) {
+            const tg_var *v = n->in[k];
+            if (v->kind != TG_VAR_CONST || is_literal(v) || pr->done[v->id]) continue;
+            pr->done[v->id] = 1;
+            put_const(pr, v);
+        }
+        put_node(pr, n);
+    }
+    for (int i = 0; i < g->outputs.n; i++) {
+        const tg_var *v = g->outputs.items[i];
+        if (v->kind != TG_VAR_CONST || is_literal(v) || pr->done[v->id]) continue;
+        pr->done[v->id] = 1;
+        put_const(pr, v);
+    }
+    if (g->outputs.n == 0) {
+        fputs("    # no outputs\n", f);
+    } else {
+        fputs("    return ", f);
+        for (int i = 0; i < g->outputs.n; i++) {
+            if (i) fputs(", ", f);
+            put_use(pr, g->outputs.items[i]);
+        }
+        fputc('\n', f);
+    }
+    fputs("}\n", f);
+}
+
+tg_status tg_graph_print(const tg_graph *g, FILE *f) {
+    if (!g || !f) return tg_set_error(TG_EINVAL, "tg_graph_print: graph or file is NULL");
+    printer pr = {.g = g, .f = f, .nvars = g->vars.n};
+    tg_txt_map_init(&pr.used, g->ctx);
+    tg_arena_init(&pr.arena, g->ctx);
+    tg_status st = TG_OK;
+    if (g->outputs.n > 0) {
+        pr.order = tg_ir_toposort(g, &pr.norder);
+        pr.own_order = true;
+        if (!pr.order) st = tg_last_error()[0] ? TG_EINTERNAL : TG_ENOMEM;
+    } else {
+        pr.order = (tg_node **)g->nodes.items;
+        pr.norder = g->nodes.n;
+    }
+    size_t nv = (size_t)pr.nvars + 1;
+    if (st == TG_OK) {
+        pr.names = tg_mem_calloc(g->ctx, nv * sizeof *pr.names);
+        pr.done = tg_mem_calloc(g->ctx, nv);
+        if (!pr.names || !pr.done) st = TG_ENOMEM;
+    }
+    if (st == TG_OK && !(each_named(&pr, claim) && each_named(&pr, fresh))) st = TG_ENOMEM;
+    if (st == TG_OK) {
+        put_graph(&pr);
+        if (ferror(f)) st = tg_set_error(TG_EIO, "cannot write the text of '%s'", g->name);
+    }
+    if (pr.own_order && pr.order)
+        tg_mem_free(g->ctx, pr.order, sizeof *pr.order * (size_t)(g->nodes.n + 1));
+    if (pr.names) tg_mem_free(g->ctx, pr.names, nv * sizeof *pr.names);
+    if (pr.done) tg_mem_free(g->ctx, pr.done, nv);
+    tg_txt_map_fini(&pr.used);
+    tg_arena_fini(&pr.arena);
+    return st;
+}

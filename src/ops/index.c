@@ -1,0 +1,609 @@
+/* index.c - gathers and scatters (advanced indexing): take take_along set_subtensor
+ * inc_subtensor set_take inc_take mask_select.
+ *
+ * One record per op, with NumPy's semantics:
+ *  - take(x, indices, axis=none)         np.take(x, indices, axis), mode='raise'
+ *  - take_along(x, indices, axis)        np.take_along_axis (axis none: x flattened)
+ *  - set_subtensor / inc_subtensor(x, y, starts=, stops=, steps=, index=)
+ *                                        x[slice] = y / x[slice] += y, on a copy of x; the
+ *                                        slice attributes are exactly those of `slice`
+ *  - set_take / inc_take(x, indices, y, axis=0)
+ *                                        x[..., indices, ...] = y / np.add.at, on a copy
+ *  - mask_select(x, mask)                x[mask] (output extent depends on the values)
+ * Indices are any integer dtype (bool is refused: use mask_select), any rank; negative
+ * ones count from the end; an out-of-range index is a run-time error naming the value,
+ * the axis and its extent, like NumPy's IndexError.
+ * Assignment: y broadcasts one way onto the selected shape (leading extents of 1 of y may
+ * be dropped, as NumPy allows). `set_*` casts y to x's dtype (NumPy's unsafe setitem
+ * casting; a weak literal adopts x's dtype). `inc_*` follows NumPy's in-place add: the sum
+ * is computed in the promoted dtype and cast back with 'same_kind' casting, so y must not
+ * be of a higher kind than x (bool < u8 < signed int < float); strong y keeps its dtype
+ * and the kernel adds in double (floats) or wrapping int64, then stores in x's dtype,
+ * which is exactly NumPy's result. Repeated indices: inc accumulates every occurrence
+ * (np.add.at); set writes in C order of the selection, so the last occurrence wins.
+ * set_subtensor/inc_subtensor reuse the slice record (shape.c) for both the selected
+ * type and the selected view, so they cannot disagree with `x[...]`.
+ * Invariants: kernels are plain loops over the selection in C order that read and write
+ * through strides (any sign, 0-size arrays); outputs are fresh (the interpreter's, or
+ * made by mask_select itself: `.self_alloc`); no input is ever written.
+ */
+#include "ops.h"
+
+#include <stdio.h>
+
+/* ---- helpers ---- */
+
+static void type_init(tg_type *o, tg_dtype dt, int ndim) {
+    memset(o, 0, sizeof *o);
+    o->dtype = (uint8_t)dt;
+    o->ndim = (uint8_t)ndim;
+}
+
+/* "[3,?]": the shape part of a type's text. */
+static const char *shape_str(const tg_type *t, char *buf, size_t cap) {
+    char tmp[TG_TYPE_STR_MAX];
+    tg_type_str(t, tmp, sizeof tmp);
+    const char *br = strchr(tmp, '[');
+    snprintf(buf, cap, "%s", br ? br : tmp);
+    return buf;
+}
+
+/* Indices must be integers (signed or u8): bool and floats are refused. */
+static tg_status check_indices(tg_infer *ic, const tg_type *ind) {
+    char ts[TG_TYPE_STR_MAX];
+    tg_dtype dt = (tg_dtype)ind->dtype;
+    if (dt == TG_DT_BOOL)
+        return tg_infer_fail(ic, TG_ETYPE, "indices must be integers, got %s (use mask_select "
+                                           "for a boolean mask)",
+                             tg_type_str(ind, ts, sizeof ts));
+    if (!tg_dtype_is_int(dt))
+        return tg_infer_fail(ic, TG_ETYPE, "indices must be integers, got %s",
+                             tg_type_str(ind, ts, sizeof ts));
+    return TG_OK;
+}
+
+/* The `axis` attribute: none gives -1 (flattened input). */
+static bool axis_read(const tg_aval *a, int ndim, int *out) {
+    if (a->kind == TG_ATTR_NONE) {
+        *out = -1;
+        return true;
+    }
+    return tg_axis_norm(a->i, ndim, out);
+}
+
+static tg_status axis_fail(tg_infer *ic, const tg_aval *a, const tg_type *x) {
+    char ts[TG_TYPE_STR_MAX];
+    return tg_infer_fail(ic, TG_EINVAL, "axis %lld is out of bounds for an array of dimension "
+                                        "%d (%s)",
+                         (long long)a->i, x->ndim, tg_type_str(x, ts, sizeof ts));
+}
+
+/* A negative index counts from the end; false when v is outside [-n, n). */
+static bool index_norm(int64_t v, int64_t n, int64_t *out) {
+    if (v < -n || v >= n) return false;
+    *out = v < 0 ? v + n : v;
+    return true;
+}
+
+static tg_status oob_fail(tg_kern *k, int64_t v, int axis, int64_t n) {
+    return tg_kern_fail(k, TG_EINDEX, "index %lld is out of bounds for axis %d with size %lld",
+                        (long long)v, axis, (long long)n);
+}
+
+/* Multi-index of the flat C-order position f of a shape with no zero extent. */
+static void unflatten(int ndim, const int64_t *shape, int64_t f, int64_t *idx) {
+    for (int d = ndim - 1; d >= 0; d--) {
+        idx[d] = f % shape[d];
+        f /= shape[d];
+    }
+}
+
+/* Element of y broadcast onto a target of rank tnd at multi-index t: y's axes align from
+ * the right, extents of 1 (and extra leading axes, which are 1) read index 0. */
+static const char *bcast_at(const tg_tensor *y, int tnd, const int64_t *t) {
+    int64_t off = y->offset;
+    int lead = tnd - y->ndim;
+    for (int a = 0; a < y->ndim; a++)
+        if (a + lead >= 0 && y->shape[a] != 1) off += t[a + lead] * y->strides[a];
+    return (const char *)y->buf->data + off * (int64_t)tg_dtype_size(y->dtype);
+}
+
+/* Writes (inc: adds) the element at src (dtype sdt) into dst (dtype ddt). Sums are
+ * computed in double for float destinations (NumPy's promoted float add, rounded once
+ * at the store) and in wrapping int64 otherwise (bool: logical or). */
+static void elem_put(char *dst, tg_dtype ddt, const char *src, tg_dtype sdt, bool inc) {
+    if (!inc) {
+        if (sdt == ddt) memcpy(dst, src, tg_dtype_size(ddt));
+        else if (tg_dtype_is_float(sdt)) tg_store_f64(dst, ddt, tg_load_f64(src, sdt));
+        else tg_store_i64(dst, ddt, tg_load_i64(src, sdt));
+    } else if (tg_dtype_is_float(ddt)) {
+        tg_store_f64(dst, ddt, tg_load_f64(dst, ddt) + tg_load_f64(src, sdt));
+    } else {
+        uint64_t s = (uint64_t)tg_load_i64(dst, ddt) + (uint64_t)tg_load_i64(src, sdt);
+        tg_store_i64(dst, ddt, (int64_t)s); /* the store wraps to the width */
+    }
+}
+
+/* ---- assignment rules shared by set_* and inc_* ---- */
+
+/* Kind order of NumPy's 'same_kind' casting among tgraph's dtypes. */
+static int kind_rank(const tg_type *t) {
+    tg_dtype dt = (tg_dtype)t->dtype;
+    if (dt == TG_DT_BOOL) return 0;
+    if (tg_dtype_is_float(dt)) return 3;
+    if (t->weak || dt == TG_DT_U8) return 1; /* a weak int literal fits u8 too */
+    return 2;
+}
+
+/* y (input yi) is cast to x's dtype for set; for inc only weak literals adopt it, and a
+ * y of a higher kind than x is an error (NumPy refuses `x_int += 0.5`). */
+static tg_status promote_assign(tg_infer *ic, tg_dtype *want, int yi, bool inc) {
+    const tg_type *x = &ic->in[0], *y = &ic->in[yi];
+    want[0] = (tg_dtype)x->dtype;
+    if (!inc || y->weak) want[yi] = (tg_dtype)x->dtype;
+    if (inc && kind_rank(y) > kind_rank(x))
+        return tg_infer_fail(ic, TG_ETYPE, "cannot add %s%s into %s without a cast (NumPy's "
+                                           "same_kind rule)",
+                             tg_dtype_name((tg_dtype)y->dtype), y->weak ? " literal" : "",
+                             tg_dtype_name((tg_dtype)x->dtype));
+    return TG_OK;
+}
+
+static tg_status promote_set_yi1(tg_infer *ic, tg_dtype *want) {
+    return promote_assign(ic, want, 1, false);
+}
+static tg_status promote_inc_yi1(tg_infer *ic, tg_dtype *want) {
+    return promote_assign(ic, want, 1, true);
+}
+static tg_status promote_set_yi2(tg_infer *ic, tg_dtype *want) {
+    return promote_assign(ic, want, 2, false);
+}
+static tg_status promote_inc_yi2(tg_infer *ic, tg_dtype *want) {
+    return promote_assign(ic, want, 2, true);
+}
+
+/* y must broadcast onto the selected type tgt (one way: the selection's shape is kept). */
+static tg_status assign_check(tg_infer *ic, const tg_type *tgt, const tg_type *y, bool inc) {
+    char ys[TG_TYPE_STR_MAX], ss[TG_TYPE_STR_MAX];
+    if (inc && kind_rank(y) > kind_rank(tgt))
+        return tg_infer_fail(ic, TG_ETYPE, "cannot add %s into %s without a cast (NumPy's "
+                                           "same_kind rule)",
+                             tg_dtype_name((tg_dtype)y->dtype),
+                             tg_dtype_name((tg_dtype)tgt->dtype));
+    int lead = tgt->ndim - y->ndim;
+    for (int a = 0; a < y->ndim; a++) {
+        int64_t e = y->shape[a];
+        bool nob = e == 1 && ((y->nobcast >> a) & 1u);
+        int64_t t = a + lead >= 0 ? tgt->shape[a + lead] : 1;
+        if (e == t || (e == 1 && !nob) || (e == 1 && a + lead < 0)) continue;
+        if (e == -1 || t == -1) continue; /* checked again on concrete types */
+        if (nob)
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "cannot broadcast y %s into the selected shape %s: axis %d "
+                                 "has extent 1 where the type says '?', which does not "
+                                 "broadcast (declare the dimension as 1 to broadcast)",
+                                 tg_type_str(y, ys, sizeof ys), shape_str(tgt, ss, sizeof ss),
+                                 a);
+        return tg_infer_fail(ic, TG_ESHAPE, "cannot broadcast y %s into the selected shape %s",
+                             tg_type_str(y, ys, sizeof ys), shape_str(tgt, ss, sizeof ss));
+    }
+    return TG_OK;
+}
+
+/* ---- gathers along one axis: the selection of take, set_take and inc_take ---- */
+
+/* Type of x.take(ind, axis): x.shape[:axis] + ind.shape + x.shape[axis+1:], or
+ * ind.shape when axis is none; *axis_out is -1 then. */
+static tg_status gather_type(tg_infer *ic, const tg_type *x, const tg_type *ind,
+                             const tg_aval *axis_attr, tg_type *o, int *axis_out) {
+    int axis;
+    if (check_indices(ic, ind) != TG_OK) return ic->status;
+    if (!axis_read(axis_attr, x->ndim, &axis)) return axis_fail(ic, axis_attr, x);
+    int nd = axis < 0 ? ind->ndim : x->ndim - 1 + ind->ndim;
+    if (nd > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)",
+                             nd, TG_MAX_DIMS);
+    type_init(o, (tg_dtype)x->dtype, nd);
+    int j = 0;
+    for (int d = 0; d < axis; d++, j++) {
+        o->shape[j] = x->shape[d];
+        if ((x->nobcast >> d) & 1u) o->nobcast |= 1u << j;
+    }
+    for (int d = 0; d < ind->ndim; d++, j++) {
+        o->shape[j] = ind->shape[d];
+        if ((ind->nobcast >> d) & 1u) o->nobcast |= 1u << j;
+    }
+    for (int d = axis + 1; axis >= 0 && d < x->ndim; d++, j++) {
+        o->shape[j] = x->shape[d];
+        if ((x->nobcast >> d) & 1u) o->nobcast |= 1u << j;
+    }
+    *axis_out = axis;
+    return TG_OK;
+}
+
+/* Position in x of the selection's element t (see gather_type). false with the offending
+ * index in *bad, its axis in *bad_axis and the extent in *ext when out of range. */
+static bool gather_pos(const tg_tensor *x, const tg_tensor *ind, int axis, const int64_t *t,
+                       int64_t *xi, int64_t *bad, int *bad_axis, int64_t *ext) {
+    int64_t v = tg_load_i64(tg_tensor_at(ind, axis < 0 ? t : t + axis), ind->dtype);
+    if (axis < 0) {
+        int64_t n = tg_tensor_size(x);
+        if (!index_norm(v, n, &v)) {
+            *bad = v, *bad_axis = 0, *ext = n;
+            return false;
+        }
+        unflatten(x->ndim, x->shape, v, xi);
+        return true;
+    }
+    if (!index_norm(v, x->shape[axis], &v)) {
+        *bad = v, *bad_axis = axis, *ext = x->shape[axis];
+        return false;
+    }
+    for (int d = 0; d < axis; d++) xi[d] = t[d];
+    xi[axis] = v;
+    for (int d = axis + 1; d < x->ndim; d++) xi[d] = t[d - 1 + ind->ndim];
+    return true;
+}
+
+/* ---- take ---- */
+
+static const tg_attr_spec take_attrs[] = {
+    {"axis", TG_AS_INT, 0, 1, {.kind = TG_ATTR_NONE}},
+};
+
+static tg_status infer_take(tg_infer *ic) {
+    int axis;
+    return gather_type(ic, &ic->in[0], &ic->in[1], &ic->attrs[0], &ic->out[0], &axis);
+}
+
+static tg_status ref_take(tg_kern *k) {
+    const tg_tensor *x = k->in[0], *ind = k->in[1];
+    tg_tensor *out = k->out[0];
+    int axis;
+    if (!axis_read(&k->attrs[0], x->ndim, &axis))
+        return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
+    if (tg_tensor_size(out) == 0) return TG_OK;
+    size_t esz = tg_dtype_size(x->dtype);
+    int64_t t[TG_MAX_DIMS] = {0}, xi[TG_MAX_DIMS], bad, ext;
+    int bad_axis;
+    do {
+        if (!gather_pos(x, ind, axis, t, xi, &bad, &bad_axis, &ext))
+            return oob_fail(k, bad, bad_axis, ext);
+        memcpy(tg_tensor_at(out, t), tg_tensor_at(x, xi), esz);
+    } while (tg_index_next(out->ndim, out->shape, t));
+    return TG_OK;
+}
+
+const tg_op_def tg_op_take = {
+    .name = "take", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
+    .attrs = take_attrs, .nattrs = (int)TG_COUNTOF(take_attrs),
+    .infer = infer_take, .ref = ref_take,
+};
+
+/* ---- take_along ---- */
+
+static const tg_attr_spec take_along_attrs[] = {
+    {"axis", TG_AS_INT, 1, 1, {.kind = TG_ATTR_NONE}},
+};
+
+/* Along `axis` the result has the indices' extent; elsewhere indices and x broadcast
+ * against each other (NumPy builds the other index arrays from x's extents). */
+static tg_status infer_take_along(tg_infer *ic) {
+    const tg_type *x = &ic->in[0], *ind = &ic->in[1];
+    const tg_aval *aa = &ic->attrs[0];
+    char xs[TG_TYPE_STR_MAX], is[TG_TYPE_STR_MAX];
+    int axis;
+    if (check_indices(ic, ind) != TG_OK) return ic->status;
+    if (!axis_read(aa, x->ndim, &axis)) return axis_fail(ic, aa, x);
+    tg_type *o = &ic->out[0];
+    if (axis < 0) {
+        if (ind->ndim != 1)
+            return tg_infer_fail(ic, TG_ESHAPE, "when axis is none, indices must have a single "
+                                                "dimension, got %s",
+                                 tg_type_str(ind, is, sizeof is));
+        type_init(o, (tg_dtype)x->dtype, 1);
+        o->shape[0] = ind->shape[0];
+        o->nobcast = ind->nobcast & 1u;
+        return TG_OK;
+    }
+    if (ind->ndim != x->ndim)
+        return tg_infer_fail(ic, TG_ESHAPE, "indices %s and x %s must have the same number of "
+                                            "dimensions",
+                             tg_type_str(ind, is, sizeof is), tg_type_str(x, xs, sizeof xs));
+    tg_type tx = *x, ti = *ind;
+    tx.shape[axis] = ti.shape[axis] = 1; /* the axis itself does not broadcast */
+    tx.nobcast &= ~(1u << axis);
+    ti.nobcast &= ~(1u << axis);
+    const tg_type *p[2] = {&tx, &ti};
+    if (!tg_broadcast_types(ic, p, 2, o)) {
+        char why[sizeof ic->msg];
+        snprintf(why, sizeof why, "%s", ic->msg);
+        return tg_infer_fail(ic, TG_ESHAPE, "indices %s do not broadcast against x %s outside "
+                                            "axis %d (%.300s)",
+                             tg_type_str(ind, is, sizeof is), tg_type_str(x, xs, sizeof xs),
+                             axis, why);
+    }
+    o->dtype = x->dtype;
+    o->weak = 0;
+    o->shape[axis] = ind->shape[axis];
+    o->nobcast = (o->nobcast & ~(1u << axis)) | (ind->nobcast & (1u << axis));
+    return TG_OK;
+}
+
+static tg_status ref_take_along(tg_kern *k) {
+    const tg_tensor *x = k->in[0], *ind = k->in[1];
+    tg_tensor *out = k->out[0];
+    int axis;
+    if (!axis_read(&k->attrs[0], x->ndim, &axis))
+        return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
+    if (axis >= 0 && ind->ndim != x->ndim)
+        return tg_kern_fail(k, TG_ESHAPE, "indices and x have different ranks");
+    if (tg_tensor_size(out) == 0) return TG_OK;
+    size_t esz = tg_dtype_size(x->dtype);
+    int64_t o[TG_MAX_DIMS] = {0}, ii[TG_MAX_DIMS], xi[TG_MAX_DIMS];
+    do {
+        for (int d = 0; d < ind->ndim; d++) ii[d] = ind->shape[d] == 1 ? 0 : o[d];
+        int64_t v = tg_load_i64(tg_tensor_at(ind, ii), ind->dtype);
+        if (axis < 0) {
+            int64_t n = tg_tensor_size(x);
+            if (!index_norm(v, n, &v)) return oob_fail(k, v, 0, n);
+            unflatten(x->ndim, x->shape, v, xi);
+        } else {
+            if (!index_norm(v, x->shape[axis], &v)) return oob_fail(k, v, axis, x->shape[axis]);
+            for (int d = 0; d < x->ndim; d++) xi[d] = x->shape[d] == 1 ? 0 : o[d];
+            xi[axis] = v;
+        }
+        memcpy(tg_tensor_at(out, o), tg_tensor_at(x, xi), esz);
+    } while (tg_index_next(out->ndim, out->shape, o));
+    return TG_OK;
+}
+
+const tg_op_def tg_op_take_along = {
+    .name = "take_along", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
+    .attrs = take_along_attrs, .nattrs = (int)TG_COUNTOF(take_along_attrs),
+    .infer = infer_take_along, .ref = ref_take_along,
+};
+
+/* ---- set_subtensor, inc_subtensor ---- */
+
+/* The slice op's schema, in its order (TG_SLICE_A_*), so that the attributes can be
+ * handed to the slice record unchanged. */
+static const tg_attr_spec subtensor_attrs[] = {
+    [TG_SLICE_A_STARTS] = {"starts", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STOPS] = {"stops", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STEPS] = {"steps", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_INDEX] = {"index", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+};
+
+/* Type of x[slice], from the slice record's own inference. */
+static tg_status slice_type(tg_infer *ic, const tg_type *x, tg_type *o) {
+    tg_type outs[TG_MAX_OUTS];
+    tg_infer sc = {.op = &tg_op_slice, .in = x, .nin = 1, .attrs = ic->attrs, .out = outs,
+                   .nout = tg_op_slice.nout, .runtime = ic->runtime};
+    if (tg_op_slice.infer(&sc) != TG_OK)
+        return tg_infer_fail(ic, sc.status ? sc.status : TG_EINVAL, "%s", sc.msg);
+    *o = outs[0];
+    return TG_OK;
+}
+
+static tg_status infer_subtensor(tg_infer *ic, bool inc) {
+    const tg_type *x = &ic->in[0], *y = &ic->in[1];
+    tg_type sel;
+    if (slice_type(ic, x, &sel) != TG_OK) return ic->status;
+    if (assign_check(ic, &sel, y, inc) != TG_OK) return ic->status;
+    ic->out[0] = *x;
+    ic->out[0].weak = 0;
+    return TG_OK;
+}
+
+static tg_status infer_set_subtensor(tg_infer *ic) { return infer_subtensor(ic, false); }
+static tg_status infer_inc_subtensor(tg_infer *ic) { return infer_subtensor(ic, true); }
+
+/* Checks at run time that y broadcasts onto the concrete selected shape. */
+static bool kern_bcast_ok(const tg_tensor *y, int tnd, const int64_t *tshape) {
+    int lead = tnd - y->ndim;
+    for (int a = 0; a < y->ndim; a++) {
+        int64_t t = a + lead >= 0 ? tshape[a + lead] : 1;
+        if (y->shape[a] != t && y->shape[a] != 1) return false;
+    }
+    return true;
+}
+
+/* out = copy of x, then the view out[slice] is set from (or incremented by) y. */
+static tg_status ref_subtensor(tg_kern *k, bool inc) {
+    const tg_tensor *x = k->in[0], *y = k->in[1];
+    tg_tensor *out = k->out[0];
+    tg_tensor_copy_into(out, x);
+    /* the slice record makes the view; its run-time inference gives the view's type */
+    tg_type xt, outs[TG_MAX_OUTS];
+    type_init(&xt, out->dtype, out->ndim);
+    memcpy(xt.shape, out->shape, sizeof xt.shape[0] * (size_t)out->ndim);
+    tg_infer sc = {.op = &tg_op_slice, .in = &xt, .nin = 1, .attrs = k->attrs, .out = outs,
+                   .nout = tg_op_slice.nout, .runtime = true};
+    if (tg_op_slice.infer(&sc) != TG_OK)
+        return tg_kern_fail(k, sc.status ? sc.status : TG_EINVAL, "%s", sc.msg);
+    tg_tensor *view = NULL;
+    tg_kern sk = {.ctx = k->ctx, .node = k->node, .attrs = k->attrs, .in = &k->out[0],
+                  .nin = 1, .out = &view, .nout = 1, .out_type = outs};
+    if (tg_op_slice.ref(&sk) != TG_OK)
+        return tg_kern_fail(k, sk.status ? sk.status : TG_EINVAL, "%s", sk.msg);
+    TG_ASSERT(view != NULL);
+    tg_status st = TG_OK;
+    if (!kern_bcast_ok(y, view->ndim, view->shape)) {
+        st = tg_kern_fail(k, TG_ESHAPE, "cannot broadcast y into the selected shape");
+    } else if (tg_tensor_size(view) > 0) {
+        int64_t t[TG_MAX_DIMS] = {0};
+        do {
+            elem_put(tg_tensor_at(view, t), view->dtype, bcast_at(y, view->ndim, t), y->dtype,
+                     inc);
+        } while (tg_index_next(view->ndim, view->shape, t));
+    }
+    tg_tensor_free(view);
+    return st;
+}
+
+static tg_status ref_set_subtensor(tg_kern *k) { return ref_subtensor(k, false); }
+static tg_status ref_inc_subtensor(tg_kern *k) { return ref_subtensor(k, true); }
+
+const tg_op_def tg_op_set_subtensor = {
+    .name = "set_subtensor", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
+    .attrs = subtensor_attrs, .nattrs = (int)TG_COUNTOF(subtensor_attrs),
+    .promote = promote_set_yi1, .infer = infer_set_subtensor, .ref = ref_set_subtensor,
+};
+
+const tg_op_def tg_op_inc_subtensor = {
+    .name = "inc_subtensor", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
+    .attrs = subtensor_attrs, .nattrs = (int)TG_COUNTOF(subtensor_attrs),
+    .promote = promote_inc_yi1, .infer = infer_inc_subtensor, .ref = ref_inc_subtensor,
+};
+
+/* ---- set_take, inc_take ---- */
+
+static const tg_attr_spec set_take_attrs[] = {
+    {"axis", TG_AS_INT, 0, 1, {.kind = TG_ATTR_INT, .i = 0}},
+};
+
+static tg_status infer_take_assign(tg_infer *ic, bool inc) {
+    const tg_type *x = &ic->in[0], *ind = &ic->in[1], *y = &ic->in[2];
+    tg_type sel;
+    int axis;
+    if (gather_type(ic, x, ind, &ic->attrs[0], &sel, &axis) != TG_OK) return ic->status;
+    if (assign_check(ic, &sel, y, inc) != TG_OK) return ic->status;
+    ic->out[0] = *x;
+    ic->out[0].weak = 0;
+    return TG_OK;
+}
+
+static tg_status infer_set_take(tg_infer *ic) { return infer_take_assign(ic, false); }
+static tg_status infer_inc_take(tg_infer *ic) { return infer_take_assign(ic, true); }
+
+/* out = copy of x; then, over the selection x.take(indices, axis) in C order, each
+ * selected element of out is set from (or incremented by) y's broadcast element. */
+static tg_status ref_take_assign(tg_kern *k, bool inc) {
+    const tg_tensor *x = k->in[0], *ind = k->in[1], *y = k->in[2];
+    tg_tensor *out = k->out[0];
+    int axis;
+    if (!axis_read(&k->attrs[0], x->ndim, &axis))
+        return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
+    tg_tensor_copy_into(out, x);
+    /* the selection's shape: x.shape[:axis] + indices.shape + x.shape[axis+1:] */
+    int nd = axis < 0 ? ind->ndim : x->ndim - 1 + ind->ndim, j = 0;
+    int64_t shape[TG_MAX_DIMS], n;
+    if (nd > TG_MAX_DIMS) return tg_kern_fail(k, TG_ELIMIT, "selection has too many dimensions");
+    for (int d = 0; d < axis; d++) shape[j++] = x->shape[d];
+    for (int e = 0; e < ind->ndim; e++) shape[j++] = ind->shape[e];
+    for (int d = axis + 1; axis >= 0 && d < x->ndim; d++) shape[j++] = x->shape[d];
+    if (!tg_shape_size(nd, shape, &n))
+        return tg_kern_fail(k, TG_ELIMIT, "the selection is too large");
+    if (!kern_bcast_ok(y, nd, shape))
+        return tg_kern_fail(k, TG_ESHAPE, "cannot broadcast y into the selected shape");
+    if (n == 0) return TG_OK;
+    int64_t t[TG_MAX_DIMS] = {0}, xi[TG_MAX_DIMS], bad, ext;
+    int bad_axis;
+    do {
+        if (!gather_pos(out, ind, axis, t, xi, &bad, &bad_axis, &ext))
+            return oob_fail(k, bad, bad_axis, ext);
+        elem_put(tg_tensor_at(out, xi), out->dtype, bcast_at(y, nd, t), y->dtype, inc);
+    } while (tg_index_next(nd, shape, t));
+    return TG_OK;
+}
+
+static tg_status ref_set_take(tg_kern *k) { return ref_take_assign(k, false); }
+static tg_status ref_inc_take(tg_kern *k) { return ref_take_assign(k, true); }
+
+const tg_op_def tg_op_set_take = {
+    .name = "set_take", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_INDEX,
+    .attrs = set_take_attrs, .nattrs = (int)TG_COUNTOF(set_take_attrs),
+    .promote = promote_set_yi2, .infer = infer_set_take, .ref = ref_set_take,
+};
+
+const tg_op_def tg_op_inc_take = {
+    .name = "inc_take", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_INDEX,
+    .attrs = set_take_attrs, .nattrs = (int)TG_COUNTOF(set_take_attrs),
+    .promote = promote_inc_yi2, .infer = infer_inc_take, .ref = ref_inc_take,
+};
+
+/* ---- mask_select ---- */
+
+/* x[mask]: mask's shape equals x's leading mask.ndim extents; the result is
+ * [number of true values] + x.shape[mask.ndim:], the count known only at run time. */
+static tg_status infer_mask_select(tg_infer *ic) {
+    const tg_type *x = &ic->in[0], *m = &ic->in[1];
+    char xs[TG_TYPE_STR_MAX], ms[TG_TYPE_STR_MAX];
+    if (m->dtype != TG_DT_BOOL)
+        return tg_infer_fail(ic, TG_ETYPE, "mask must be bool, got %s",
+                             tg_type_str(m, ms, sizeof ms));
+    if (m->ndim > x->ndim)
+        return tg_infer_fail(ic, TG_EINDEX, "too many indices for %s: the mask %s has %d "
+                                            "dimensions",
+                             tg_type_str(x, xs, sizeof xs), tg_type_str(m, ms, sizeof ms),
+                             m->ndim);
+    for (int d = 0; d < m->ndim; d++) {
+        int64_t xe = x->shape[d], me = m->shape[d];
+        if (xe >= 0 && me >= 0 && xe != me)
+            return tg_infer_fail(ic, TG_EINDEX,
+                                 "boolean index did not match indexed array along dimension "
+                                 "%d; dimension is %lld but corresponding boolean dimension "
+                                 "is %lld (x %s, mask %s)",
+                                 d, (long long)xe, (long long)me, tg_type_str(x, xs, sizeof xs),
+                                 tg_type_str(m, ms, sizeof ms));
+    }
+    int nd = x->ndim - m->ndim + 1;
+    if (nd > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)",
+                             nd, TG_MAX_DIMS);
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x->dtype, nd);
+    o->shape[0] = -1;
+    for (int d = m->ndim, j = 1; d < x->ndim; d++, j++) {
+        o->shape[j] = x->shape[d];
+        if ((x->nobcast >> d) & 1u) o->nobcast |= 1u << j;
+    }
+    return TG_OK;
+}
+
+static tg_status ref_mask_select(tg_kern *k) {
+    const tg_tensor *x = k->in[0], *m = k->in[1];
+    int md = m->ndim;
+    if (md > x->ndim) return tg_kern_fail(k, TG_EINDEX, "mask has more dimensions than x");
+    for (int d = 0; d < md; d++)
+        if (m->shape[d] != x->shape[d])
+            return tg_kern_fail(k, TG_EINDEX,
+                                "boolean index did not match indexed array along dimension "
+                                "%d; dimension is %lld but corresponding boolean dimension "
+                                "is %lld",
+                                d, (long long)x->shape[d], (long long)m->shape[d]);
+    int64_t count = 0, idx[TG_MAX_DIMS] = {0};
+    if (tg_tensor_size(m) > 0) {
+        do {
+            count += tg_load_i64(tg_tensor_at(m, idx), TG_DT_BOOL) != 0;
+        } while (tg_index_next(md, m->shape, idx));
+    }
+    int nd = x->ndim - md + 1;
+    int64_t shape[TG_MAX_DIMS];
+    if (nd > TG_MAX_DIMS) return tg_kern_fail(k, TG_ELIMIT, "result has too many dimensions");
+    shape[0] = count;
+    for (int d = md; d < x->ndim; d++) shape[d - md + 1] = x->shape[d];
+    tg_tensor *out = tg_tensor_new(k->ctx, x->dtype, nd, shape);
+    if (!out) return tg_kern_fail(k, TG_ENOMEM, "cannot allocate the result: %s",
+                                  tg_last_error());
+    k->out[0] = out;
+    if (tg_tensor_size(out) == 0) return TG_OK;
+    /* out is contiguous: the selected elements of x, in C order, fill it front to back */
+    size_t esz = tg_dtype_size(x->dtype);
+    char *p = tg_tensor_data(out);
+    memset(idx, 0, sizeof idx);
+    do {
+        if (tg_load_i64(tg_tensor_at(m, idx), TG_DT_BOOL) != 0) {
+            memcpy(p, tg_tensor_at(x, idx), esz);
+            p += esz;
+        }
+    } while (tg_index_next(x->ndim, x->shape, idx));
+    return TG_OK;
+}
+
+const tg_op_def tg_op_mask_select = {
+    .name = "mask_select", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
+    .attrs = NULL, .nattrs = 0, .infer = infer_mask_select, .ref = ref_mask_select,
+    .self_alloc = 1,
+};

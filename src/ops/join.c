@@ -1,0 +1,946 @@
+/* join.c - joining, splitting and constructors: concatenate stack split zeros ones full
+ * alloc arange eye tril triu shape size.
+ *
+ * One record per op, NumPy semantics (np.concatenate, np.stack, np.split, np.zeros,
+ * np.ones, np.full, np.arange, np.eye, np.tril, np.triu; alloc is PyTensor's Alloc).
+ * - concatenate/stack promote their inputs together (NEP 50) and check the extents that
+ *   must agree statically where both are known; inference runs again on concrete types at
+ *   run time, so a '?' that disagrees is caught there with the same message.
+ * - split has one output per piece (nout decided by inference); pieces are copies.
+ * - alloc's output extents come from 0-d integer inputs: a constant input gives a static
+ *   extent, any other a '?'; the kernel allocates its output (self_alloc).
+ * - arange computes its length and values as NumPy 1.24 does: length ceil((stop-start)/
+ *   step) (exactly for integers), element 0 is start, element 1 is start+step, and the
+ *   rest start + i*delta with delta = element 1 - element 0, in the output dtype's own
+ *   arithmetic (float32 in float, integers wrapping).
+ * Invariants: reference kernels read inputs through their strides (any sign, 0-size) and
+ * never make a view that reaches outside a buffer (0-size pieces are skipped).
+ */
+#include "ops.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* ---- helpers ---- */
+
+enum { CAT_BOOL, CAT_INT, CAT_FLOAT };
+
+static int dt_cat(tg_dtype dt) {
+    if (dt == TG_DT_BOOL) return CAT_BOOL;
+    return tg_dtype_is_float(dt) ? CAT_FLOAT : CAT_INT;
+}
+
+/* NEP 50 promotion of any number of types, folded two at a time over the strong ones and
+ * then once with the highest weak category (tg_promote_types on all of them at once). */
+static tg_dtype promote_all(const tg_type *in, int n) {
+    tg_type strong = {0}, weak = {0};
+    bool have_strong = false, have_weak = false;
+    for (int i = 0; i < n; i++) {
+        if (in[i].weak) {
+            if (!have_weak || dt_cat((tg_dtype)in[i].dtype) > dt_cat((tg_dtype)weak.dtype))
+                weak = in[i];
+            have_weak = true;
+        } else if (!have_strong) {
+            strong = in[i];
+            have_strong = true;
+        } else {
+            const tg_type *p[2] = {&strong, &in[i]};
+            strong.dtype = (uint8_t)tg_promote_types(p, 2);
+        }
+    }
+    const tg_type *p[2];
+    int m = 0;
+    if (have_strong) p[m++] = &strong;
+    if (have_weak) p[m++] = &weak;
+    return tg_promote_types(p, m);
+}
+
+static tg_status promote_join(tg_infer *ic, tg_dtype *want) {
+    if (ic->nin < 1) return tg_infer_fail(ic, TG_EINVAL, "needs at least one input");
+    tg_dtype dt = promote_all(ic->in, ic->nin);
+    for (int i = 0; i < ic->nin; i++) want[i] = dt;
+    return TG_OK;
+}
+
+static void type_init(tg_type *o, tg_dtype dt, int ndim) {
+    memset(o, 0, sizeof *o);
+    o->dtype = (uint8_t)dt;
+    o->ndim = (uint8_t)ndim;
+}
+
+/* "[2,-1]" into buf (always terminated). */
+static const char *ints_str(const int64_t *v, int n, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i <= n && used + 1 < cap; i++) {
+        int w = i == n ? snprintf(buf + used, cap - used, "%s", n ? "]" : "[]")
+                       : snprintf(buf + used, cap - used, "%s%lld", i ? "," : "[", (long long)v[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
+/* Checks the extents of a constructor's `shape` attribute and fills out's shape. */
+static tg_status shape_attr(tg_infer *ic, const tg_aval *a, tg_type *out) {
+    char buf[256];
+    if (a->n > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "shape has %d dimensions, more than %d", a->n,
+                             TG_MAX_DIMS);
+    for (int i = 0; i < a->n; i++)
+        if (a->ints[i] < 0)
+            return tg_infer_fail(ic, TG_EINVAL, "negative dimensions are not allowed (shape %s)",
+                                 ints_str(a->ints, a->n, buf, sizeof buf));
+    int64_t size;
+    if (!tg_shape_size(a->n, a->ints, &size))
+        return tg_infer_fail(ic, TG_ELIMIT, "array is too big (shape %s)",
+                             ints_str(a->ints, a->n, buf, sizeof buf));
+    out->ndim = (uint8_t)a->n;
+    for (int i = 0; i < a->n; i++) out->shape[i] = a->ints[i];
+    return TG_OK;
+}
+
+/* Checks that a value of type v broadcasts to the shape of o (one-directional, right
+ * aligned, NumPy's rule with the '?' rule of DESIGN.md). Where o has a '?' and v a
+ * static extent other than a broadcasting 1, o takes that extent when fill_unknown. */
+static tg_status check_bcast_to(tg_infer *ic, const tg_type *v, tg_type *o, bool fill_unknown) {
+    char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+    if (v->ndim > o->ndim)
+        return tg_infer_fail(ic, TG_ESHAPE, "cannot broadcast a value of type %s to %s",
+                             tg_type_str(v, a, sizeof a), tg_type_str(o, b, sizeof b));
+    int lead = o->ndim - v->ndim;
+    for (int i = 0; i < v->ndim; i++) {
+        int64_t e = v->shape[i], *t = &o->shape[lead + i];
+        bool nob = e == 1 && ((v->nobcast >> i) & 1u);
+        if (e == 1 && !nob) continue;
+        if (e < 0) continue; /* checked again on concrete types */
+        if (*t < 0) {
+            if (fill_unknown) *t = e;
+            continue;
+        }
+        if (e == *t) continue;
+        if (nob)
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "cannot broadcast a value of type %s to %s: axis %d has extent "
+                                 "1 where the type says '?', which does not broadcast (declare "
+                                 "the dimension as 1 to broadcast)",
+                                 tg_type_str(v, a, sizeof a), tg_type_str(o, b, sizeof b), i);
+        return tg_infer_fail(ic, TG_ESHAPE, "cannot broadcast a value of type %s to %s",
+                             tg_type_str(v, a, sizeof a), tg_type_str(o, b, sizeof b));
+    }
+    return TG_OK;
+}
+
+/* Copies src into the block of dst that starts at `start` along `axis` and has src's
+ * shape there (dst and src have the same rank). */
+static tg_status copy_block(tg_kern *k, tg_tensor *dst, int axis, int64_t start,
+                            const tg_tensor *src) {
+    if (tg_tensor_size(src) == 0) return TG_OK;
+    int64_t off = dst->offset + start * dst->strides[axis];
+    tg_tensor *v = tg_tensor_view(dst, dst->ndim, src->shape, dst->strides, off);
+    if (!v) return tg_kern_fail(k, TG_EINTERNAL, "cannot make a view: %s", tg_last_error());
+    tg_tensor_copy_into(v, src);
+    tg_tensor_free(v);
+    return TG_OK;
+}
+
+/* Writes src broadcast (one-directional, already checked) into dst. */
+static tg_status copy_bcast(tg_kern *k, tg_tensor *dst, const tg_tensor *src) {
+    if (tg_tensor_size(dst) == 0) return TG_OK;
+    int64_t strides[TG_MAX_DIMS];
+    int lead = dst->ndim - src->ndim;
+    for (int i = 0; i < dst->ndim; i++) {
+        int a = i - lead;
+        strides[i] = a < 0 || src->shape[a] == 1 ? 0 : src->strides[a];
+    }
+    tg_tensor *v = tg_tensor_view(src, dst->ndim, dst->shape, strides, src->offset);
+    if (!v) return tg_kern_fail(k, TG_EINTERNAL, "cannot make a view: %s", tg_last_error());
+    tg_tensor_copy_into(dst, v);
+    tg_tensor_free(v);
+    return TG_OK;
+}
+
+/* Stores v (converted to t's dtype) into every element of t. */
+static void fill_all(tg_tensor *t, double v) {
+    if (tg_tensor_size(t) == 0) return;
+    int64_t idx[TG_MAX_DIMS] = {0};
+    do {
+        tg_store_f64(tg_tensor_at(t, idx), t->dtype, v);
+    } while (tg_index_next(t->ndim, t->shape, idx));
+}
+
+static tg_status axis_fail(tg_infer *ic, int64_t axis, int ndim) {
+    return tg_infer_fail(ic, TG_EINVAL, "axis %lld is out of bounds for an array of dimension %d",
+                         (long long)axis, ndim);
+}
+
+/* uint64 -> int64 modulo 2^64 without implementation-defined conversions. */
+static int64_t wrap_i64(uint64_t u) {
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+}
+
+/* ---- concatenate ---- */
+
+static const tg_attr_spec axis0_attrs[] = {
+    {"axis", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+};
+
+/* Merges the extents of input i into o on every axis but `skip` (-1: none), remembering in
+ * src which input fixed each extent. Fails naming both inputs and their types. */
+static tg_status merge_extents(tg_infer *ic, int i, int skip, tg_type *o, int *src) {
+    const tg_type *t = &ic->in[i];
+    char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+    for (int d = 0; d < o->ndim; d++) {
+        if (d == skip) continue;
+        int64_t e = t->shape[d];
+        if (e < 0) continue;
+        if (o->shape[d] < 0) {
+            o->shape[d] = e;
+            src[d] = i;
+        } else if (o->shape[d] != e) {
+            return tg_infer_fail(
+                ic, TG_ESHAPE, "input %d (%s) does not match input %d (%s) on axis %d", i,
+                tg_type_str(t, a, sizeof a), src[d], tg_type_str(&ic->in[src[d]], b, sizeof b), d);
+        }
+        if (e == 1 && ((t->nobcast >> d) & 1u)) o->nobcast |= 1u << d;
+    }
+    return TG_OK;
+}
+
+/* Checks that every input has a rank and dtype equal to input 0's. */
+static tg_status same_rank(tg_infer *ic) {
+    const tg_type *x0 = &ic->in[0];
+    char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+    for (int i = 1; i < ic->nin; i++) {
+        const tg_type *t = &ic->in[i];
+        if (t->ndim != x0->ndim)
+            return tg_infer_fail(
+                ic, TG_ESHAPE, "input %d (%s) has rank %d, input 0 (%s) has rank %d", i,
+                tg_type_str(t, a, sizeof a), t->ndim, tg_type_str(x0, b, sizeof b), x0->ndim);
+        if (t->dtype != x0->dtype)
+            return tg_infer_fail(ic, TG_ETYPE, "input %d (%s) and input 0 (%s) differ in dtype", i,
+                                 tg_type_str(t, a, sizeof a), tg_type_str(x0, b, sizeof b));
+    }
+    return TG_OK;
+}
+
+static tg_status infer_concatenate(tg_infer *ic) {
+    if (ic->nin < 1) return tg_infer_fail(ic, TG_EINVAL, "needs at least one input");
+    const tg_type *x0 = &ic->in[0];
+    char a[TG_TYPE_STR_MAX];
+    if (x0->ndim == 0)
+        return tg_infer_fail(ic, TG_ESHAPE,
+                             "zero-dimensional arrays cannot be concatenated (input 0 is %s)",
+                             tg_type_str(x0, a, sizeof a));
+    int ax;
+    if (!tg_axis_norm(ic->attrs[0].i, x0->ndim, &ax))
+        return axis_fail(ic, ic->attrs[0].i, x0->ndim);
+    if (same_rank(ic) != TG_OK) return ic->status;
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x0->dtype, x0->ndim);
+    int src[TG_MAX_DIMS] = {0};
+    for (int d = 0; d < o->ndim; d++) o->shape[d] = -1;
+    int64_t total = 0;
+    bool unknown = false;
+    for (int i = 0; i < ic->nin; i++) {
+        if (merge_extents(ic, i, ax, o, src) != TG_OK) return ic->status;
+        int64_t e = ic->in[i].shape[ax];
+        if (e < 0) {
+            unknown = true;
+        } else if (total > INT64_MAX - e) {
+            return tg_infer_fail(ic, TG_ELIMIT, "the concatenated extent is too large");
+        } else {
+            total += e;
+        }
+    }
+    o->shape[ax] = unknown ? -1 : total;
+    o->nobcast &= ~(1u << ax);
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status ref_concatenate(tg_kern *k) {
+    tg_tensor *y = k->out[0];
+    int ax;
+    if (!tg_axis_norm(k->attrs[0].i, y->ndim, &ax))
+        return tg_kern_fail(k, TG_EINTERNAL, "axis out of range");
+    int64_t pos = 0;
+    for (int i = 0; i < k->nin; i++) {
+        if (copy_block(k, y, ax, pos, k->in[i]) != TG_OK) return k->status;
+        pos += k->in[i]->shape[ax];
+    }
+    return TG_OK;
+}
+
+const tg_op_def tg_op_concatenate = {
+    .name = "concatenate",
+    .min_in = 1,
+    .max_in = -1,
+    .nout = 1,
+    .kind = TG_KIND_SHAPE,
+    .attrs = axis0_attrs,
+    .nattrs = (int)TG_COUNTOF(axis0_attrs),
+    .promote = promote_join,
+    .infer = infer_concatenate,
+    .ref = ref_concatenate,
+};
+
+/* ---- stack ---- */
+
+static tg_status infer_stack(tg_infer *ic) {
+    if (ic->nin < 1) return tg_infer_fail(ic, TG_EINVAL, "needs at least one input");
+    const tg_type *x0 = &ic->in[0];
+    if (x0->ndim + 1 > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "stacking gives rank %d, more than %d", x0->ndim + 1,
+                             TG_MAX_DIMS);
+    int ax;
+    if (!tg_axis_norm(ic->attrs[0].i, x0->ndim + 1, &ax))
+        return axis_fail(ic, ic->attrs[0].i, x0->ndim + 1);
+    if (same_rank(ic) != TG_OK) return ic->status;
+    tg_type m;
+    type_init(&m, (tg_dtype)x0->dtype, x0->ndim);
+    int src[TG_MAX_DIMS] = {0};
+    for (int d = 0; d < m.ndim; d++) m.shape[d] = -1;
+    for (int i = 0; i < ic->nin; i++)
+        if (merge_extents(ic, i, -1, &m, src) != TG_OK) return ic->status;
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x0->dtype, x0->ndim + 1);
+    for (int d = 0, s = 0; d < o->ndim; d++) {
+        if (d == ax) {
+            o->shape[d] = ic->nin;
+            continue;
+        }
+        o->shape[d] = m.shape[s];
+        if ((m.nobcast >> s) & 1u) o->nobcast |= 1u << d;
+        s++;
+    }
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status ref_stack(tg_kern *k) {
+    tg_tensor *y = k->out[0];
+    int ax;
+    if (!tg_axis_norm(k->attrs[0].i, y->ndim, &ax))
+        return tg_kern_fail(k, TG_EINTERNAL, "axis out of range");
+    int64_t strides[TG_MAX_DIMS];
+    for (int d = 0, s = 0; d < y->ndim; d++)
+        if (d != ax) strides[s++] = y->strides[d];
+    for (int i = 0; i < k->nin; i++) {
+        const tg_tensor *x = k->in[i];
+        if (tg_tensor_size(x) == 0) continue;
+        tg_tensor *v =
+            tg_tensor_view(y, x->ndim, x->shape, strides, y->offset + (int64_t)i * y->strides[ax]);
+        if (!v) return tg_kern_fail(k, TG_EINTERNAL, "cannot make a view: %s", tg_last_error());
+        tg_tensor_copy_into(v, x);
+        tg_tensor_free(v);
+    }
+    return TG_OK;
+}
+
+const tg_op_def tg_op_stack = {
+    .name = "stack",
+    .min_in = 1,
+    .max_in = -1,
+    .nout = 1,
+    .kind = TG_KIND_SHAPE,
+    .attrs = axis0_attrs,
+    .nattrs = (int)TG_COUNTOF(axis0_attrs),
+    .promote = promote_join,
+    .infer = infer_stack,
+    .ref = ref_stack,
+};
+
+/* ---- split ---- */
+
+enum { SPLIT_SECTIONS, SPLIT_INDICES, SPLIT_AXIS };
+static const tg_attr_spec split_attrs[] = {
+    [SPLIT_SECTIONS] = {"sections", TG_AS_INT, 0, 1, {.kind = TG_ATTR_NONE}},
+    [SPLIT_INDICES] = {"indices", TG_AS_INTS, 0, 1, {.kind = TG_ATTR_NONE}},
+    [SPLIT_AXIS] = {"axis", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+};
+
+/* The pieces of an axis of extent `ext` (-1: unknown; then a piece's start and length
+ * are -1 unless they are known anyway). */
+typedef struct split_plan {
+    int n;                      /* number of pieces */
+    int64_t start[TG_MAX_OUTS]; /* first index of each piece */
+    int64_t len[TG_MAX_OUTS];   /* its extent */
+} split_plan;
+
+/* Python's clamping of a slice bound into [0, ext] (ext known). */
+static int64_t clamp_bound(int64_t v, int64_t ext) {
+    if (v < 0) {
+        v += ext;
+        return v < 0 ? 0 : v;
+    }
+    return v > ext ? ext : v;
+}
+
+static tg_status plan_split(tg_infer *ic, const tg_aval *attrs, int64_t ext, split_plan *p) {
+    const tg_aval *sec = &attrs[SPLIT_SECTIONS], *ind = &attrs[SPLIT_INDICES];
+    if ((sec->kind == TG_ATTR_NONE) == (ind->kind == TG_ATTR_NONE))
+        return tg_infer_fail(ic, TG_EINVAL, "give exactly one of 'sections' and 'indices'");
+    if (sec->kind != TG_ATTR_NONE) {
+        int64_t s = sec->i;
+        if (s <= 0)
+            return tg_infer_fail(
+                ic, TG_EINVAL, "number of sections must be larger than 0, got %lld", (long long)s);
+        if (s > TG_MAX_OUTS)
+            return tg_infer_fail(ic, TG_ELIMIT,
+                                 "%lld sections are more than the %d outputs a node may have",
+                                 (long long)s, TG_MAX_OUTS);
+        if (ext >= 0 && ext % s != 0)
+            return tg_infer_fail(ic, TG_ESHAPE, "%lld is not divisible into %lld sections",
+                                 (long long)ext, (long long)s);
+        p->n = (int)s;
+        for (int i = 0; i < p->n; i++) {
+            p->len[i] = ext < 0 ? -1 : ext / s;
+            p->start[i] = ext < 0 ? -1 : i * (ext / s);
+        }
+        return TG_OK;
+    }
+    if (ind->n + 1 > TG_MAX_OUTS)
+        return tg_infer_fail(ic, TG_ELIMIT,
+                             "%d indices give more than the %d outputs a node may have", ind->n,
+                             TG_MAX_OUTS);
+    p->n = ind->n + 1;
+    for (int i = 0; i < p->n; i++) {
+        bool open_end = i == ind->n; /* the last piece runs to the end */
+        int64_t st = i == 0 ? 0 : ind->ints[i - 1];
+        int64_t en = open_end ? 0 : ind->ints[i];
+        if (ext >= 0) {
+            int64_t a = clamp_bound(st, ext), b = open_end ? ext : clamp_bound(en, ext);
+            p->start[i] = a;
+            p->len[i] = b > a ? b - a : 0;
+        } else {
+            /* non-negative bounds keep their order under clamping */
+            bool empty = !open_end && st >= 0 && en >= 0 && en <= st;
+            p->start[i] = -1;
+            p->len[i] = empty ? 0 : -1;
+        }
+    }
+    return TG_OK;
+}
+
+static tg_status infer_split(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    char a[TG_TYPE_STR_MAX];
+    if (x->ndim == 0)
+        return tg_infer_fail(ic, TG_ESHAPE, "cannot split a 0-d array (%s)",
+                             tg_type_str(x, a, sizeof a));
+    int ax;
+    int64_t axis = ic->attrs[SPLIT_AXIS].i;
+    if (!tg_axis_norm(axis, x->ndim, &ax)) return axis_fail(ic, axis, x->ndim);
+    split_plan p;
+    if (plan_split(ic, ic->attrs, x->shape[ax], &p) != TG_OK) return ic->status;
+    for (int i = 0; i < p.n; i++) {
+        ic->out[i] = *x;
+        ic->out[i].weak = 0;
+        ic->out[i].shape[ax] = p.len[i];
+        ic->out[i].nobcast &= ~(1u << ax);
+    }
+    ic->nout = p.n;
+    return TG_OK;
+}
+
+static tg_status ref_split(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    int ax;
+    if (!tg_axis_norm(k->attrs[SPLIT_AXIS].i, x->ndim, &ax))
+        return tg_kern_fail(k, TG_EINTERNAL, "axis out of range");
+    split_plan p;
+    tg_infer ic = {.op = &tg_op_split};
+    if (plan_split(&ic, k->attrs, x->shape[ax], &p) != TG_OK)
+        return tg_kern_fail(k, ic.status, "%s", ic.msg);
+    if (p.n != k->nout) return tg_kern_fail(k, TG_EINTERNAL, "split into %d, not %d", p.n, k->nout);
+    for (int i = 0; i < p.n; i++) {
+        tg_tensor *y = k->out[i];
+        if (tg_tensor_size(y) == 0) continue;
+        tg_tensor *v = tg_tensor_view(x, x->ndim, y->shape, x->strides,
+                                      x->offset + p.start[i] * x->strides[ax]);
+        if (!v) return tg_kern_fail(k, TG_EINTERNAL, "cannot make a view: %s", tg_last_error());
+        tg_tensor_copy_into(y, v);
+        tg_tensor_free(v);
+    }
+    return TG_OK;
+}
+
+const tg_op_def tg_op_split = {
+    .name = "split",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = -1,
+    .kind = TG_KIND_SHAPE,
+    .attrs = split_attrs,
+    .nattrs = (int)TG_COUNTOF(split_attrs),
+    .infer = infer_split,
+    .ref = ref_split,
+};
+
+/* ---- zeros, ones ---- */
+
+static const tg_attr_spec fill_attrs[] = {
+    {"shape", TG_AS_INTS, 1, 0, {.kind = TG_ATTR_NONE}},
+    {"dtype", TG_AS_DTYPE, 0, 0, {.kind = TG_ATTR_INT, .i = TG_DT_F64}},
+};
+
+static tg_status infer_fill(tg_infer *ic) {
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)ic->attrs[1].i, 0);
+    if (shape_attr(ic, &ic->attrs[0], o) != TG_OK) return ic->status;
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status ref_zeros(tg_kern *k) {
+    fill_all(k->out[0], 0.0);
+    return TG_OK;
+}
+
+static tg_status ref_ones(tg_kern *k) {
+    fill_all(k->out[0], 1.0);
+    return TG_OK;
+}
+
+const tg_op_def tg_op_zeros = {
+    .name = "zeros",
+    .min_in = 0,
+    .max_in = 0,
+    .nout = 1,
+    .kind = TG_KIND_CONSTRUCT,
+    .attrs = fill_attrs,
+    .nattrs = (int)TG_COUNTOF(fill_attrs),
+    .infer = infer_fill,
+    .ref = ref_zeros,
+};
+
+const tg_op_def tg_op_ones = {
+    .name = "ones",
+    .min_in = 0,
+    .max_in = 0,
+    .nout = 1,
+    .kind = TG_KIND_CONSTRUCT,
+    .attrs = fill_attrs,
+    .nattrs = (int)TG_COUNTOF(fill_attrs),
+    .infer = infer_fill,
+    .ref = ref_ones,
+};
+
+/* ---- full ---- */
+
+static const tg_attr_spec full_attrs[] = {
+    {"shape", TG_AS_INTS, 1, 0, {.kind = TG_ATTR_NONE}},
+    {"dtype", TG_AS_DTYPE, 0, 1, {.kind = TG_ATTR_NONE}},
+};
+
+/* With a dtype, a weak literal becomes that dtype first (so an integer literal out of its
+ * range is an error, NEP 50); a float literal meeting an integer dtype stays as it is and
+ * the kernel truncates it, as np.full does. Typed values are converted by the kernel. */
+static tg_status promote_full(tg_infer *ic, tg_dtype *want) {
+    if (ic->attrs[1].kind == TG_ATTR_NONE || !ic->in[0].weak) return TG_OK;
+    tg_dtype dt = (tg_dtype)ic->attrs[1].i;
+    if (dt_cat((tg_dtype)ic->in[0].dtype) == CAT_FLOAT && !tg_dtype_is_float(dt)) return TG_OK;
+    want[0] = dt;
+    return TG_OK;
+}
+
+static tg_status infer_full(tg_infer *ic) {
+    const tg_type *v = &ic->in[0];
+    tg_type *o = &ic->out[0];
+    tg_dtype dt = ic->attrs[1].kind == TG_ATTR_NONE ? (tg_dtype)v->dtype : (tg_dtype)ic->attrs[1].i;
+    type_init(o, dt, 0);
+    if (shape_attr(ic, &ic->attrs[0], o) != TG_OK) return ic->status;
+    if (check_bcast_to(ic, v, o, false) != TG_OK) return ic->status;
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status ref_full(tg_kern *k) { return copy_bcast(k, k->out[0], k->in[0]); }
+
+const tg_op_def tg_op_full = {
+    .name = "full",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_CONSTRUCT,
+    .attrs = full_attrs,
+    .nattrs = (int)TG_COUNTOF(full_attrs),
+    .promote = promote_full,
+    .infer = infer_full,
+    .ref = ref_full,
+};
+
+/* ---- alloc ---- */
+
+static tg_status infer_alloc(tg_infer *ic) {
+    const tg_type *v = &ic->in[0];
+    tg_type *o = &ic->out[0];
+    char a[TG_TYPE_STR_MAX];
+    int nd = ic->nin - 1;
+    if (nd > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "%d dimensions are more than %d", nd, TG_MAX_DIMS);
+    type_init(o, (tg_dtype)v->dtype, nd);
+    for (int d = 0; d < nd; d++) {
+        const tg_type *t = &ic->in[d + 1];
+        if (t->ndim != 0 || !tg_dtype_is_int((tg_dtype)t->dtype))
+            return tg_infer_fail(ic, TG_ETYPE, "dimension %d must be a 0-d integer, got %s", d,
+                                 tg_type_str(t, a, sizeof a));
+        o->shape[d] = -1;
+        const tg_var *dv = ic->vars ? ic->vars[d + 1] : NULL;
+        if (dv && dv->kind == TG_VAR_CONST && dv->value) {
+            int64_t e = tg_load_i64(tg_tensor_data(dv->value), dv->value->dtype);
+            if (e < 0)
+                return tg_infer_fail(ic, TG_EINVAL,
+                                     "negative dimensions are not allowed (dimension %d is %lld)",
+                                     d, (long long)e);
+            o->shape[d] = e;
+        }
+    }
+    if (check_bcast_to(ic, v, o, true) != TG_OK) return ic->status;
+    int64_t size;
+    if (tg_type_known(o) && !tg_shape_size(o->ndim, o->shape, &size))
+        return tg_infer_fail(ic, TG_ELIMIT, "array is too big (%s)", tg_type_str(o, a, sizeof a));
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status ref_alloc(tg_kern *k) {
+    const tg_tensor *v = k->in[0];
+    const tg_type *vs = &k->node->in[0]->type; /* static type: a '?' that is 1 never broadcasts */
+    int nd = k->nin - 1;
+    int64_t shape[TG_MAX_DIMS], size;
+    char buf[256];
+    if (nd > TG_MAX_DIMS) return tg_kern_fail(k, TG_ELIMIT, "too many dimensions");
+    for (int d = 0; d < nd; d++) {
+        const tg_tensor *t = k->in[d + 1];
+        shape[d] = tg_load_i64(tg_tensor_data(t), t->dtype);
+        if (shape[d] < 0)
+            return tg_kern_fail(k, TG_EINVAL,
+                                "negative dimensions are not allowed (dimension %d is %lld)", d,
+                                (long long)shape[d]);
+    }
+    if (!tg_shape_size(nd, shape, &size))
+        return tg_kern_fail(k, TG_ELIMIT, "array is too big (shape %s)",
+                            ints_str(shape, nd, buf, sizeof buf));
+    if (v->ndim > nd)
+        return tg_kern_fail(k, TG_ESHAPE, "cannot broadcast a value of rank %d to shape %s",
+                            v->ndim, ints_str(shape, nd, buf, sizeof buf));
+    int lead = nd - v->ndim;
+    for (int i = 0; i < v->ndim; i++) {
+        int64_t e = v->shape[i], t = shape[lead + i];
+        if (e == t) continue;
+        if (e == 1 && vs->shape[i] == 1) continue;
+        return tg_kern_fail(k, TG_ESHAPE,
+                            "cannot broadcast a value with extent %lld on axis %d to shape %s%s",
+                            (long long)e, i, ints_str(shape, nd, buf, sizeof buf),
+                            e == 1 ? " (its type says '?', which does not broadcast: declare the "
+                                     "dimension as 1 to broadcast)"
+                                   : "");
+    }
+    tg_tensor *y = tg_tensor_new(k->ctx, (tg_dtype)k->node->out[0]->type.dtype, nd, shape);
+    if (!y) return tg_kern_fail(k, TG_ENOMEM, "%s", tg_last_error());
+    k->out[0] = y;
+    return copy_bcast(k, y, v);
+}
+
+const tg_op_def tg_op_alloc = {
+    .name = "alloc",
+    .min_in = 1,
+    .max_in = -1,
+    .nout = 1,
+    .kind = TG_KIND_CONSTRUCT,
+    .infer = infer_alloc,
+    .ref = ref_alloc,
+    .self_alloc = 1,
+};
+
+/* ---- arange ---- */
+
+enum { AR_START, AR_STOP, AR_STEP, AR_DTYPE };
+static const tg_attr_spec arange_attrs[] = {
+    [AR_START] = {"start", TG_AS_SCALAR, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+    [AR_STOP] = {"stop", TG_AS_SCALAR, 1, 0, {.kind = TG_ATTR_NONE}},
+    [AR_STEP] = {"step", TG_AS_SCALAR, 0, 0, {.kind = TG_ATTR_INT, .i = 1}},
+    [AR_DTYPE] = {"dtype", TG_AS_DTYPE, 0, 1, {.kind = TG_ATTR_NONE}},
+};
+
+static bool sc_is_int(const tg_aval *a) {
+    return a->kind == TG_ATTR_INT || a->kind == TG_ATTR_BOOL;
+}
+
+static double sc_f64(const tg_aval *a) { return sc_is_int(a) ? (double)a->i : a->f; }
+
+#define ARANGE_MAX (INT64_MAX / 8) /* longest result tg_shape_size accepts */
+
+/* The dtype and length of arange, as NumPy 1.24 computes them. */
+static tg_status arange_plan(tg_infer *ic, const tg_aval *at, tg_dtype *dt, int64_t *len) {
+    const tg_aval *a0 = &at[AR_START], *a1 = &at[AR_STOP], *as = &at[AR_STEP];
+    bool ints = sc_is_int(a0) && sc_is_int(a1) && sc_is_int(as);
+    *dt = at[AR_DTYPE].kind != TG_ATTR_NONE ? (tg_dtype)at[AR_DTYPE].i
+          : ints                            ? TG_DT_I64
+                                            : TG_DT_F64;
+    if (ints ? as->i == 0 : sc_f64(as) == 0.0)
+        return tg_infer_fail(ic, TG_EINVAL, "step must not be zero");
+    int64_t diff;
+    if (ints && !__builtin_sub_overflow(a1->i, a0->i, &diff)) {
+        /* exact ceil(diff / step); positive only when the signs agree */
+        if (diff == 0 || (diff > 0) != (as->i > 0)) {
+            *len = 0;
+        } else {
+            uint64_t ud = diff > 0 ? (uint64_t)diff : 0 - (uint64_t)diff;
+            uint64_t us = as->i > 0 ? (uint64_t)as->i : 0 - (uint64_t)as->i;
+            uint64_t q = ud / us + (ud % us != 0);
+            if (q > (uint64_t)ARANGE_MAX)
+                return tg_infer_fail(ic, TG_ELIMIT, "maximum allowed size exceeded");
+            *len = (int64_t)q;
+        }
+    } else {
+        double delta = sc_f64(a1) - sc_f64(a0), q = delta / sc_f64(as);
+        if (q == 0.0 && delta != 0.0) { /* underflow, or a step of +-inf */
+            *len = signbit(q) ? 0 : 1;
+        } else {
+            double c = ceil(q);
+            if (isnan(c)) return tg_infer_fail(ic, TG_EINVAL, "cannot compute length");
+            if (c > (double)ARANGE_MAX)
+                return tg_infer_fail(ic, TG_ELIMIT, "maximum allowed size exceeded");
+            *len = c > 0 ? (int64_t)c : 0;
+        }
+    }
+    if (*dt == TG_DT_BOOL && *len > 2)
+        return tg_infer_fail(ic, TG_ETYPE,
+                             "a bool result has at most 2 elements, this one would have %lld",
+                             (long long)*len);
+    return TG_OK;
+}
+
+static tg_status infer_arange(tg_infer *ic) {
+    tg_dtype dt = TG_DT_F64;
+    int64_t len = 0;
+    if (arange_plan(ic, ic->attrs, &dt, &len) != TG_OK) return ic->status;
+    type_init(&ic->out[0], dt, 1);
+    ic->out[0].shape[0] = len;
+    ic->nout = 1;
+    return TG_OK;
+}
+
+/* Stores a scalar attribute into *p as dtype dt (ints wrap, floats truncate/round). */
+static void store_scalar(void *p, tg_dtype dt, const tg_aval *a) {
+    if (sc_is_int(a))
+        tg_store_i64(p, dt, a->i);
+    else
+        tg_store_f64(p, dt, a->f);
+}
+
+static tg_status ref_arange(tg_kern *k) {
+    tg_tensor *y = k->out[0];
+    const tg_aval *at = k->attrs, *a0 = &at[AR_START], *as = &at[AR_STEP];
+    tg_dtype dt = y->dtype;
+    int64_t n = y->shape[0], i = 0;
+    if (n == 0) return TG_OK;
+    store_scalar(tg_tensor_at(y, &i), dt, a0);
+    if (n == 1) return TG_OK;
+    /* element 1 is start + step, added as Python adds the arguments */
+    i = 1;
+    int64_t isum;
+    if (sc_is_int(a0) && sc_is_int(as) && !__builtin_add_overflow(a0->i, as->i, &isum))
+        tg_store_i64(tg_tensor_at(y, &i), dt, isum);
+    else
+        tg_store_f64(tg_tensor_at(y, &i), dt, sc_f64(a0) + sc_f64(as));
+    int64_t zero = 0, one = 1;
+    const void *p0 = tg_tensor_at(y, &zero), *p1 = tg_tensor_at(y, &one);
+    if (dt == TG_DT_F32) {
+        float s = (float)tg_load_f64(p0, dt), d = (float)tg_load_f64(p1, dt) - s;
+        for (i = 2; i < n; i++) tg_store_f64(tg_tensor_at(y, &i), dt, (double)(s + (float)i * d));
+    } else if (dt == TG_DT_F64) {
+        double s = tg_load_f64(p0, dt), d = tg_load_f64(p1, dt) - s;
+        for (i = 2; i < n; i++) tg_store_f64(tg_tensor_at(y, &i), dt, s + (double)i * d);
+    } else {
+        /* delta = element 1 - element 0 in the dtype (wrapping), then start + i*delta in
+         * 64 bits, wrapped to the dtype on the store */
+        int64_t s = tg_load_i64(p0, dt);
+        char tmp[8];
+        tg_store_i64(tmp, dt, wrap_i64((uint64_t)tg_load_i64(p1, dt) - (uint64_t)s));
+        uint64_t d = (uint64_t)tg_load_i64(tmp, dt);
+        for (i = 2; i < n; i++)
+            tg_store_i64(tg_tensor_at(y, &i), dt, wrap_i64((uint64_t)s + (uint64_t)i * d));
+    }
+    return TG_OK;
+}
+
+const tg_op_def tg_op_arange = {
+    .name = "arange",
+    .min_in = 0,
+    .max_in = 0,
+    .nout = 1,
+    .kind = TG_KIND_CONSTRUCT,
+    .attrs = arange_attrs,
+    .nattrs = (int)TG_COUNTOF(arange_attrs),
+    .infer = infer_arange,
+    .ref = ref_arange,
+};
+
+/* ---- eye ---- */
+
+enum { EYE_N, EYE_M, EYE_K, EYE_DTYPE };
+static const tg_attr_spec eye_attrs[] = {
+    [EYE_N] = {"n", TG_AS_INT, 1, 0, {.kind = TG_ATTR_NONE}},
+    [EYE_M] = {"m", TG_AS_INT, 0, 1, {.kind = TG_ATTR_NONE}},
+    [EYE_K] = {"k", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+    [EYE_DTYPE] = {"dtype", TG_AS_DTYPE, 0, 0, {.kind = TG_ATTR_INT, .i = TG_DT_F64}},
+};
+
+static tg_status infer_eye(tg_infer *ic) {
+    int64_t n = ic->attrs[EYE_N].i;
+    int64_t m = ic->attrs[EYE_M].kind == TG_ATTR_NONE ? n : ic->attrs[EYE_M].i;
+    if (n < 0 || m < 0)
+        return tg_infer_fail(ic, TG_EINVAL, "negative dimensions are not allowed (n=%lld, m=%lld)",
+                             (long long)n, (long long)m);
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)ic->attrs[EYE_DTYPE].i, 2);
+    o->shape[0] = n;
+    o->shape[1] = m;
+    int64_t size;
+    if (!tg_shape_size(2, o->shape, &size))
+        return tg_infer_fail(ic, TG_ELIMIT, "array is too big (%lld x %lld)", (long long)n,
+                             (long long)m);
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status ref_eye(tg_kern *k) {
+    tg_tensor *y = k->out[0];
+    int64_t kd = k->attrs[EYE_K].i;
+    fill_all(y, 0.0);
+    for (int64_t i = 0; i < y->shape[0]; i++) {
+        if (kd > 0 && i > INT64_MAX - kd) break;
+        int64_t idx[2] = {i, i + kd};
+        if (idx[1] >= 0 && idx[1] < y->shape[1]) tg_store_i64(tg_tensor_at(y, idx), y->dtype, 1);
+    }
+    return TG_OK;
+}
+
+const tg_op_def tg_op_eye = {
+    .name = "eye",
+    .min_in = 0,
+    .max_in = 0,
+    .nout = 1,
+    .kind = TG_KIND_CONSTRUCT,
+    .attrs = eye_attrs,
+    .nattrs = (int)TG_COUNTOF(eye_attrs),
+    .infer = infer_eye,
+    .ref = ref_eye,
+};
+
+/* ---- tril, triu ---- */
+
+static const tg_attr_spec tri_attrs[] = {
+    {"k", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+};
+
+static tg_status infer_tri(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    char a[TG_TYPE_STR_MAX];
+    if (x->ndim < 2)
+        return tg_infer_fail(ic, TG_ESHAPE, "input must be at least 2-d, got %s",
+                             tg_type_str(x, a, sizeof a));
+    ic->out[0] = *x;
+    ic->out[0].weak = 0;
+    ic->nout = 1;
+    return TG_OK;
+}
+
+/* Keeps x[..., i, j] where j - i <= k (lower) or j - i >= k (upper), zero elsewhere. */
+static tg_status tri_ref(tg_kern *k, bool lower) {
+    const tg_tensor *x = k->in[0];
+    tg_tensor *y = k->out[0];
+    int64_t kd = k->attrs[0].i;
+    size_t esz = tg_dtype_size(x->dtype);
+    if (tg_tensor_size(x) == 0) return TG_OK;
+    int nd = x->ndim;
+    int64_t idx[TG_MAX_DIMS] = {0};
+    do {
+        int64_t diff = idx[nd - 1] - idx[nd - 2];
+        bool keep = lower ? diff <= kd : diff >= kd;
+        char *py = tg_tensor_at(y, idx);
+        if (keep)
+            memcpy(py, tg_tensor_at(x, idx), esz);
+        else
+            memset(py, 0, esz);
+    } while (tg_index_next(nd, x->shape, idx));
+    return TG_OK;
+}
+
+static tg_status ref_tril(tg_kern *k) { return tri_ref(k, true); }
+static tg_status ref_triu(tg_kern *k) { return tri_ref(k, false); }
+
+const tg_op_def tg_op_tril = {
+    .name = "tril",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_OTHER,
+    .attrs = tri_attrs,
+    .nattrs = (int)TG_COUNTOF(tri_attrs),
+    .infer = infer_tri,
+    .ref = ref_tril,
+};
+
+const tg_op_def tg_op_triu = {
+    .name = "triu",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_OTHER,
+    .attrs = tri_attrs,
+    .nattrs = (int)TG_COUNTOF(tri_attrs),
+    .infer = infer_tri,
+    .ref = ref_triu,
+};
+
+/* ---- shape, size ---- */
+
+static tg_status infer_shape(tg_infer *ic) {
+    type_init(&ic->out[0], TG_DT_I64, 1);
+    ic->out[0].shape[0] = ic->in[0].ndim;
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status ref_shape(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    tg_tensor *y = k->out[0];
+    for (int64_t i = 0; i < x->ndim; i++) tg_store_i64(tg_tensor_at(y, &i), y->dtype, x->shape[i]);
+    return TG_OK;
+}
+
+static tg_status infer_size(tg_infer *ic) {
+    type_init(&ic->out[0], TG_DT_I64, 0);
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status ref_size(tg_kern *k) {
+    tg_store_i64(tg_tensor_data(k->out[0]), k->out[0]->dtype, tg_tensor_size(k->in[0]));
+    return TG_OK;
+}
+
+const tg_op_def tg_op_shape = {
+    .name = "shape",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_SHAPE,
+    .infer = infer_shape,
+    .ref = ref_shape,
+};
+
+const tg_op_def tg_op_size = {
+    .name = "size",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_SHAPE,
+    .infer = infer_size,
+    .ref = ref_size,
+};

@@ -1,0 +1,1327 @@
+#!/usr/bin/env python3
+"""diff_numpy.py - differential tests of tgraph against NumPy.
+
+Generates .tg programs and random inputs (fixed seed), runs `tgraph run` (reference mode)
+with --in/--out .npy files in a temporary folder, computes the same values with NumPy
+(NEP 50 "weak" promotion, the rules tgraph follows) and compares:
+  - dtypes and shapes exactly;
+  - integers and bools exactly;
+  - floats with a per-case relative tolerance (1e-5 for f32, 1e-12 for f64 by default),
+    against max(|expected|, scale) where reductions and products pass the sum of the
+    magnitudes as `scale`; NaN positions must match, infinities must match exactly.
+
+Cases that share inputs are batched into one program (one `tgraph run` per program); when
+a program fails as a whole, each of its cases is rerun alone to find the culprits.
+
+Where tgraph documents a deliberate difference from NumPy 1.24, the expected values
+follow tgraph (each is named where it is applied):
+  - tgraph has no float16: float-only ops on bool/i8/u8 give float32 (NumPy: float16);
+  - tgraph has no uint64: sum/prod of u8 give int64 (NumPy: uint64).
+
+usage: diff_numpy.py --tgraph PATH [--seed N] [--filter TEXT] [--keep DIR] [-j N] [-v]
+Ends with the line "N passed, N failed"; exits 1 when a case failed.
+"""
+import argparse
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+if hasattr(np, "_set_promotion_state"):
+    np._set_promotion_state("weak")  # NEP 50 in NumPy 1.24; the default from NumPy 2 on
+np.seterr(all="ignore")
+warnings.filterwarnings("ignore", category=RuntimeWarning)
+
+TG2NP = {
+    "bool": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
+    "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+}
+NP2TG = {v: k for k, v in TG2NP.items()}
+INTS = ["i8", "i16", "i32", "i64", "u8"]
+FLOATS = ["f32", "f64"]
+ALL = ["bool"] + INTS + FLOATS
+RTOL = {"f32": 1e-5, "f64": 1e-12}
+
+
+def float_for(dt):
+    """The float dtype tgraph computes float-only ops in for an input dtype (tgraph has no
+    float16: bool/i8/u8 give f32 where NumPy gives f16)."""
+    if dt in FLOATS:
+        return dt
+    return "f64" if dt in ("i32", "i64") else "f32"
+
+
+def npdt(dt):
+    return TG2NP[dt]
+
+
+def tgdt(a):
+    return NP2TG[np.asarray(a).dtype]
+
+
+def tgtype(a, unknown=()):
+    """The .tg type of array a; axes listed in `unknown` are declared '?'
+    (negative axes count from the end)."""
+    a = np.asarray(a)
+    unk = {u % a.ndim for u in unknown} if a.ndim else set()
+    dims = ["?" if i in unk else str(n) for i, n in enumerate(a.shape)]
+    return "%s[%s]" % (tgdt(a), ",".join(dims))
+
+
+def f64(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+# ---- programs and cases --------------------------------------------------------------
+
+
+class Param:
+    def __init__(self, name, value, decl, save=None):
+        self.name = name
+        self.value = np.asarray(value)
+        self.decl = decl
+        self.save = save  # transform applied only to the saved file (byte order, layout)
+
+
+class Case:
+    def __init__(self, prog, name, expr, expect, rtol, scale, lines):
+        self.prog = prog
+        self.name = name
+        self.expr = expr
+        self.lines = list(lines)
+        exp = np.asarray(expect)
+        if exp.dtype not in NP2TG:
+            raise AssertionError("case %s: NumPy result dtype %s is not a tgraph dtype"
+                                 % (name, exp.dtype))
+        self.expect = exp
+        self.rtol = rtol
+        self.scale = scale
+
+    def full_name(self):
+        return "%s/%s" % (self.prog.name, self.name)
+
+
+class Program:
+    def __init__(self, name, params):
+        self.name = name
+        self.params = params
+        self.cases = []
+        self.roundtrip = False  # also check `tgraph opt` prints a program that runs the same
+
+    def case(self, name, expr, expect, rtol=None, scale=None, lines=()):
+        self.cases.append(Case(self, name, expr, expect, rtol, scale, lines))
+
+    def text(self, cases):
+        sig = ", ".join("%s: %s" % (p.name, p.decl) for p in self.params)
+        out = ["func main(%s) {" % sig]
+        rets = []
+        for k, c in enumerate(cases):
+            suffix = "_c%d" % k
+            for ln in c.lines:
+                out.append("  " + ln.replace("$", suffix))
+            out.append("  o%d = %s" % (k, c.expr.replace("$", suffix)))
+            rets.append("o%d" % k)
+        out.append("  return " + ", ".join(rets))
+        out.append("}")
+        return "\n".join(out) + "\n"
+
+
+class Suite:
+    def __init__(self, seed):
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.programs = []
+
+    def program(self, name, *params):
+        """params: (name, array) or (name, array, decl) or Param."""
+        ps = []
+        for p in params:
+            if isinstance(p, Param):
+                ps.append(p)
+            elif len(p) == 2:
+                ps.append(Param(p[0], p[1], tgtype(p[1])))
+            else:
+                ps.append(Param(p[0], p[1], p[2]))
+        prog = Program(name, ps)
+        self.programs.append(prog)
+        return prog
+
+    # ---- random data ----
+    def data(self, dt, shape, kind="real"):
+        rng = self.rng
+        shape = tuple(shape)
+        if dt == "bool":
+            return rng.random(shape) < 0.5
+        if dt in INTS:
+            info = np.iinfo(npdt(dt))
+            if kind == "full":
+                lo, hi = int(info.min), int(info.max)
+            elif kind == "pos":
+                lo, hi = 1, min(100, int(info.max))
+            elif kind == "small":
+                lo, hi = max(-5, int(info.min)), 5
+            else:
+                span = {"i8": 60, "u8": 120, "i16": 2000, "i32": 100000, "i64": 10**7}[dt]
+                lo, hi = max(-span, int(info.min)), span
+            return rng.integers(lo, hi, size=shape, endpoint=True).astype(npdt(dt))
+        if kind == "real":
+            a = rng.standard_normal(shape) * 2.0
+        elif kind == "pos":
+            a = np.abs(rng.standard_normal(shape)) * 5.0 + 1e-3
+        elif kind == "gt-1":
+            a = rng.uniform(-0.99, 5.0, shape)
+        elif kind == "unit":
+            a = rng.uniform(-1.0, 1.0, shape)
+        elif kind == "near1":
+            a = rng.uniform(0.9, 1.1, shape)
+        elif kind == "halves":
+            a = rng.integers(-12, 12, size=shape) / 2.0
+        elif kind == "wide":
+            a = rng.standard_normal(shape) * 30.0
+        else:
+            raise ValueError(kind)
+        return np.asarray(a, dtype=npdt(dt))
+
+    def sprinkle(self, a, values):
+        """Puts each of `values` at a random position of a (a copy), when a is big enough."""
+        a = np.array(a)
+        if a.size < 2 * len(values):
+            return a
+        pos = self.rng.choice(a.size, size=len(values), replace=False)
+        flat = a.reshape(-1)
+        for p, v in zip(pos, values):
+            flat[p] = v
+        return flat.reshape(a.shape)
+
+
+SPECIAL_F = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+
+
+# ---- op oracles -------------------------------------------------------------------------
+
+
+def _vec(fn):
+    v = np.vectorize(fn, otypes=[np.float64])
+
+    def apply(x):
+        x = np.asarray(x)
+        if x.size == 0:
+            return np.zeros(x.shape, np.float64)
+        return v(f64(x))
+    return apply
+
+
+def _sigmoid(x):
+    x = f64(x)
+    with np.errstate(all="ignore"):
+        return np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))
+
+
+_erf = _vec(math.erf)
+_erfc = _vec(math.erfc)
+
+# float-only unary ops: name -> (oracle computing in the input's float dtype, domain kind).
+# Oracles marked f64 compute in double and round once (as tgraph's reference does).
+UNARY_FLOAT = {
+    "exp": (np.exp, "real", False),
+    "exp2": (np.exp2, "real", False),
+    "log": (np.log, "pos", False),
+    "log2": (np.log2, "pos", False),
+    "log1p": (np.log1p, "gt-1", False),
+    "expm1": (np.expm1, "real", False),
+    "sqrt": (np.sqrt, "pos", False),
+    "rsqrt": (lambda x: 1.0 / np.sqrt(f64(x)), "pos", True),
+    "sin": (np.sin, "real", False),
+    "cos": (np.cos, "real", False),
+    "tan": (np.tan, "real", False),
+    "tanh": (np.tanh, "real", False),
+    "sigmoid": (_sigmoid, "real", True),
+    "softplus": (lambda x: np.logaddexp(0.0, f64(x)), "real", True),
+    "erf": (_erf, "real", True),
+    "erfc": (_erfc, "real", True),
+}
+DOMAIN_SPECIALS = {
+    "real": SPECIAL_F + [100.0, -100.0, 1000.0, -1000.0],
+    "pos": SPECIAL_F + [-1.0, 1e-30],
+    "gt-1": SPECIAL_F + [-1.0, -2.0],
+}
+
+
+def unary_float_expect(op, x):
+    fn, _, via64 = UNARY_FLOAT[op]
+    dt = float_for(tgdt(x))
+    xin = np.asarray(x).astype(npdt(dt))
+    if via64:
+        return np.asarray(fn(f64(xin))).astype(npdt(dt))
+    return np.asarray(fn(xin)).astype(npdt(dt))
+
+
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "int_div": np.floor_divide, "mod": np.remainder, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum,
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+}
+CMP = ["lt", "le", "gt", "ge", "eq", "ne"]
+LOGICAL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+def lit(v):
+    """A Python value written as a .tg literal."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return repr(float(v))
+
+
+def attr_axis(ax):
+    if ax is None:
+        return "none"
+    if isinstance(ax, (list, tuple)):
+        return "[" + ",".join(str(a) for a in ax) + "]"
+    return str(ax)
+
+
+# ---- generators ---------------------------------------------------------------------------
+
+
+def gen_unary(S):
+    shapes = [(), (0,), (7,), (3, 5), (2, 3, 4), (2, 1, 3, 2)]
+    for dt in FLOATS:
+        for shape in shapes:
+            for dom in ("real", "pos", "gt-1"):
+                x = S.data(dt, shape, dom)
+                x = S.sprinkle(x, DOMAIN_SPECIALS[dom])
+                unknown = (0,) if len(shape) >= 2 else ()
+                p = S.program("unary_%s_%s_%s" % (dom, dt, "x".join(map(str, shape)) or "0d"),
+                              ("x", x, tgtype(x, unknown)))
+                for op, (_, d, _) in UNARY_FLOAT.items():
+                    if d == dom:
+                        p.case(op, "%s(x)" % op, unary_float_expect(op, x))
+                if dom == "real":
+                    p.case("neg", "neg(x)", np.negative(x))
+                    p.case("abs", "abs(x)", np.abs(x))
+                    p.case("sign", "sign(x)", np.sign(x))
+                    p.case("floor", "floor(x)", np.floor(x))
+                    p.case("ceil", "ceil(x)", np.ceil(x))
+                    p.case("round", "round(x)", np.round(x))
+                    p.case("isnan", "isnan(x)", np.isnan(x))
+                    p.case("isinf", "isinf(x)", np.isinf(x))
+    # big inputs (1.2e5 elements), one program per dtype
+    for dt in FLOATS:
+        x = S.data(dt, (300, 400), "real")
+        p = S.program("unary_big_" + dt, ("x", x, tgtype(x, (0,))))
+        for op in ("exp", "tanh", "sin", "sigmoid", "erf"):
+            p.case(op, "%s(x)" % op, unary_float_expect(op, x))
+        xp = np.abs(x) + np.asarray(1e-3, x.dtype)
+        p.case("log_abs", "log(add(abs(x), 0.001))", np.log(xp))
+    # rounding at halves (half to even)
+    for dt in FLOATS:
+        x = S.data(dt, (24,), "halves")
+        p = S.program("round_halves_" + dt, ("x", x))
+        p.case("round", "round(x)", np.round(x))
+        p.case("floor", "floor(x)", np.floor(x))
+        p.case("ceil", "ceil(x)", np.ceil(x))
+    # special values through every unary op
+    for dt in FLOATS:
+        fi = np.finfo(npdt(dt))
+        sp = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5,
+                       1e30, -1e30, 1e-30, float(fi.max), float(fi.min), float(fi.tiny),
+                       float(fi.tiny) / 4, 700.0, -700.0, 90.0, -90.0], dtype=npdt(dt))
+        p = S.program("unary_specials_" + dt, ("x", sp))
+        for op in UNARY_FLOAT:
+            p.case(op, "%s(x)" % op, unary_float_expect(op, sp))
+        for op, fn in (("neg", np.negative), ("abs", np.abs), ("sign", np.sign),
+                       ("floor", np.floor), ("ceil", np.ceil), ("round", np.round),
+                       ("isnan", np.isnan), ("isinf", np.isinf)):
+            p.case(op, "%s(x)" % op, fn(sp))
+    # integer and bool inputs
+    for dt in INTS + ["bool"]:
+        x = S.data(dt, (4, 5), "pos" if dt != "bool" else "real")
+        p = S.program("unary_int_" + dt, ("x", x))
+        for op in ("exp", "sqrt", "log", "sin", "tanh", "sigmoid", "erf"):
+            p.case(op, "%s(x)" % op, unary_float_expect(op, x))
+        if dt != "bool":
+            xs = S.data(dt, (4, 5), "full")
+            p2 = S.program("unary_int_wrap_" + dt, ("x", xs))
+            p2.case("neg", "neg(x)", np.negative(xs))
+            p2.case("abs", "abs(x)", np.abs(xs))
+            p2.case("sign", "sign(x)", np.sign(xs))
+        else:
+            p.case("abs", "abs(x)", np.abs(x))
+            p.case("not", "not(x)", np.logical_not(x))
+
+
+def binary_inputs(S, op, dt, shape):
+    """Operands for `op` in dtype dt: domain-aware so NumPy's result is well defined."""
+    if op in ("int_div", "mod") and dt in INTS:
+        a = S.data(dt, shape, "real")
+        b = S.data(dt, shape, "small")  # includes zeros: tgraph and NumPy give 0
+        if dt != "u8":
+            a = np.maximum(a, np.iinfo(npdt(dt)).min + 1)  # no MIN // -1
+        return a, b
+    if op == "pow":
+        if dt in INTS:
+            return S.data(dt, shape, "small"), S.data(dt, shape, "small") % 6
+        if dt == "bool":
+            return S.data(dt, shape), S.data(dt, shape)
+        a = S.data(dt, shape, "pos")
+        b = S.data(dt, shape, "unit") * np.asarray(3, npdt(dt))
+        return a, b
+    if dt in FLOATS:
+        a, b = S.data(dt, shape), S.data(dt, shape)
+        if op in ("div", "int_div", "mod"):
+            b = S.sprinkle(b, [0.0, -0.0, np.inf, np.nan])
+            a = S.sprinkle(a, [np.inf, -np.inf, 0.0])
+        else:
+            a = S.sprinkle(a, [np.nan, np.inf, -np.inf])
+        if a.size:  # some equal elements, for the comparisons
+            a.reshape(-1)[: a.size // 2] = b.reshape(-1)[: a.size // 2]
+        return a, b
+    a, b = S.data(dt, shape), S.data(dt, shape)
+    if a.size:  # some equal elements, for the comparisons
+        a.reshape(-1)[: a.size // 2] = b.reshape(-1)[: a.size // 2]
+    return a, b
+
+
+def bool_ok(op):
+    """Ops NumPy defines on two bools."""
+    return op not in ("sub",)
+
+
+def gen_binary(S):
+    # same dtype, same shape
+    for dt in ALL:
+        for shape in [(), (0,), (6,), (3, 4), (2, 3, 4)]:
+            groups = {}
+            for op in BINARY:
+                if dt == "bool" and not bool_ok(op):
+                    continue
+                key = (op in ("int_div", "mod"), op == "pow")
+                groups.setdefault(key, []).append(op)
+            for key, ops in groups.items():
+                a, b = binary_inputs(S, ops[0], dt, shape)
+                tag = "divmod" if key[0] else "pow" if key[1] else "arith"
+                unknown = (0,) if len(shape) >= 2 else ()
+                p = S.program("binary_%s_%s_%s" % (tag, dt, "x".join(map(str, shape)) or "0d"),
+                              ("a", a, tgtype(a, unknown)), ("b", b, tgtype(b, unknown)))
+                for op in ops:
+                    exp = BINARY[op](a, b)
+                    p.case(op, "%s(a, b)" % op, exp)
+            if dt == "bool" and shape:
+                a, b = S.data(dt, shape), S.data(dt, shape)
+                p = S.program("logical_%s" % "x".join(map(str, shape)), ("a", a), ("b", b))
+                for op, fn in LOGICAL.items():
+                    p.case(op, "%s(a, b)" % op, fn(a, b))
+                p.case("not", "not(a)", np.logical_not(a))
+    # mixed dtypes (NEP 50 promotion of strong types)
+    pairs = [("f32", "f64"), ("i32", "f32"), ("i8", "u8"), ("u8", "i16"), ("i8", "f32"),
+             ("bool", "i32"), ("i64", "f64"), ("u8", "f32"), ("i16", "i64"), ("bool", "f32"),
+             ("i16", "f32"), ("i64", "f32"), ("u8", "i64"), ("bool", "u8")]
+    for da, db in pairs:
+        a, b = S.data(da, (3, 4)), S.data(db, (3, 4))
+        p = S.program("mixed_%s_%s" % (da, db), ("a", a), ("b", b))
+        for op in ("add", "mul", "div", "maximum", "minimum") + tuple(CMP):
+            p.case(op, "%s(a, b)" % op, BINARY[op](a, b))
+            p.case(op + "_swapped", "%s(b, a)" % op, BINARY[op](b, a))
+        if "bool" not in (da, db):
+            p.case("sub", "sub(a, b)", np.subtract(a, b))
+    # strong 0-d operands promote like any typed input
+    x = S.data("f32", (3,))
+    s64 = np.asarray(1.5, np.float64)
+    p = S.program("strong_0d", ("x", x), ("s", s64))
+    p.case("mul", "mul(x, s)", np.multiply(x, s64))
+    p.case("add", "add(s, x)", np.add(s64, x))
+    # broadcasting: static 1 axes, lower ranks, '?' axes that meet equal extents
+    bcast = [((3, 4), (4,), (), ()), ((3, 1), (1, 4), (), ()), ((2, 1, 4), (3, 1), (), ()),
+             ((), (3, 4), (), ()), ((0, 3), (3,), (), ()), ((5, 3), (1, 3), (0,), ()),
+             ((5, 3), (5, 1), (0,), (0,)), ((2, 3, 4), (3, 4), (0, 1), (0,)),
+             ((4, 1, 1, 3), (1, 2, 5, 1), (0,), ()), ((1, 0), (7, 1), (), ())]
+    for dt in ("f32", "f64", "i32", "u8"):
+        for k, (sa, sb, ua, ub) in enumerate(bcast):
+            a, b = S.data(dt, sa), S.data(dt, sb)
+            p = S.program("broadcast_%s_%d" % (dt, k), ("a", a, tgtype(a, ua)),
+                          ("b", b, tgtype(b, ub)))
+            for op in ("add", "sub", "mul", "maximum", "lt", "eq"):
+                p.case(op, "%s(a, b)" % op, BINARY[op](a, b))
+                p.case(op + "_swapped", "%s(b, a)" % op, BINARY[op](b, a))
+    # weak literals
+    for dt in ALL:
+        x = S.data(dt, (2, 5), "pos" if dt in INTS else "real")
+        p = S.program("weak_literal_" + dt, ("x", x, tgtype(x, (0,))))
+        cases = [("add_int", "add(x, 2)", lambda: np.add(x, 2)),
+                 ("radd_int", "add(3, x)", lambda: np.add(3, x)),
+                 ("mul_float", "mul(x, 0.5)", lambda: np.multiply(x, 0.5)),
+                 ("rsub_float", "sub(1.5, x)", lambda: np.subtract(1.5, x)),
+                 ("div_int", "div(x, 4)", lambda: np.true_divide(x, 4)),
+                 ("maximum_int", "maximum(x, 1)", lambda: np.maximum(x, 1)),
+                 ("lt_float", "lt(x, 0.5)", lambda: np.less(x, 0.5)),
+                 ("eq_int", "eq(x, 1)", lambda: np.equal(x, 1)),
+                 ("mul_neg_float", "mul(x, -2.5)", lambda: np.multiply(x, -2.5)),
+                 ("add_bool", "add(x, true)", lambda: np.add(x, True))]
+        if dt != "bool":
+            cases += [("sub_int", "sub(x, 1)", lambda: np.subtract(x, 1)),
+                      ("rsub_int", "sub(1, x)", lambda: np.subtract(1, x)),
+                      ("int_div_int", "int_div(x, 3)", lambda: np.floor_divide(x, 3)),
+                      ("mod_int", "mod(x, 3)", lambda: np.remainder(x, 3)),
+                      ("pow_int", "pow(x, 2)", lambda: np.power(x, 2)),
+                      ("mul_neg_int", "mul(x, -3)" if dt != "u8" else "mul(x, 3)",
+                       lambda: np.multiply(x, -3 if dt != "u8" else 3))]
+        if dt in FLOATS:
+            cases += [("pow_half", "pow(x, 0.5)", lambda: np.power(x, 0.5)),
+                      ("rpow", "pow(2, x)", lambda: np.power(2, x)),
+                      ("add_inf", "add(x, inf)", lambda: np.add(x, np.inf)),
+                      ("maximum_neg_inf", "maximum(x, -inf)", lambda: np.maximum(x, -np.inf))]
+        if dt in ("i8", "u8"):
+            cases += [("wrap_add", "add(x, 100)", lambda: np.add(x, 100)),
+                      ("wrap_mul", "mul(x, 127)", lambda: np.multiply(x, 127))]
+        for name, expr, fn in cases:
+            p.case(name, expr, fn())
+    # literals only
+    p = S.program("literals_only", ("x", np.asarray(1.0, np.float32)))
+    p.case("int_int", "add(1, 2)", np.add(np.int64(1), np.int64(2)))
+    p.case("int_float", "add(1, 2.5)", np.asarray(3.5))
+    p.case("bool_int", "mul(true, 3)", np.asarray(3, np.int64))
+    p.case("float_x", "add(x, mul(2, 0.25))", np.add(np.float32(1), np.float32(0.5)))
+
+
+def gen_where_clip_cast(S):
+    for dt in ALL:
+        c = S.data("bool", (3, 4))
+        a, b = S.data(dt, (3, 4)), S.data(dt, (4,))
+        p = S.program("where_" + dt, ("c", c), ("a", a, tgtype(a, (0,))), ("b", b))
+        p.case("where", "where(c, a, b)", np.where(c, a, b))
+        ti = npdt("i64" if dt == "bool" else dt)  # a weak int meeting bool gives i64
+        p.case("where_lit", "where(c, a, 1)", np.where(c, a.astype(ti), np.asarray(1, ti)))
+        tf = npdt(dt if dt in FLOATS else "f64")  # a weak float meeting ints gives f64
+        p.case("where_lit_float", "where(c, 0.5, b)",
+               np.where(c, np.asarray(0.5, tf), b.astype(tf)))
+    c = S.data("bool", (2, 1, 3))
+    a, b = S.data("f32", (4, 1)), S.data("f64", ())
+    p = S.program("where_mixed", ("c", c), ("a", a), ("b", b))
+    p.case("where", "where(c, a, b)", np.where(c, a, b))
+    p.case("where_int_float", "where(c, a, 2)", np.where(c, a, np.float32(2)))
+    for dt in ("f32", "f64", "i32", "i8", "u8"):
+        x = S.sprinkle(S.data(dt, (5, 6), "real"), [np.nan] if dt in FLOATS else [])
+        lo, hi = S.data(dt, (6,)), S.data(dt, (5, 1))
+        p = S.program("clip_" + dt, ("x", x), ("lo", lo), ("hi", hi))
+        p.case("clip_tensors", "clip(x, lo, hi)", np.clip(x, lo, hi))
+        p.case("clip_literals", "clip(x, 0, 10)", np.clip(x, 0, 10))
+        if dt in FLOATS:
+            p.case("clip_float_literals", "clip(x, -0.5, 0.5)", np.clip(x, -0.5, 0.5))
+            p.case("clip_reversed", "clip(x, 1, -1)", np.minimum(np.maximum(x, 1), -1))
+    # cast: every pair, with values that are defined for the target
+    for src in ALL:
+        for dst in ALL:
+            if src in FLOATS and dst in INTS:
+                info = np.iinfo(npdt(dst))
+                lo, hi = max(-100, int(info.min)), min(100, int(info.max))
+                x = S.rng.uniform(lo, hi, (3, 7)).astype(npdt(src))
+                x = S.sprinkle(x, [0.0, -0.0, float(hi) - 0.5])
+            elif src in FLOATS:
+                x = S.sprinkle(S.data(src, (3, 7), "wide"), [np.nan, np.inf, -np.inf, 0.0, -0.0])
+            elif src in INTS:
+                x = S.data(src, (3, 7), "full")
+            else:
+                x = S.data(src, (3, 7))
+            p = S.program("cast_%s_to_%s" % (src, dst), ("x", x))
+            p.case("cast", 'cast(x, dtype="%s")' % dst, x.astype(npdt(dst)))
+            if src in FLOATS and dst in FLOATS:
+                xv = x[:, ::-1]
+                p.case("cast_view", 'cast(x[:, ::-1], dtype="%s")' % dst, xv.astype(npdt(dst)))
+    x = np.array([1e300, -1e300, 3.4e38, 3.5e38, 1e-50, np.nan], np.float64)
+    p = S.program("cast_f64_f32_range", ("x", x))
+    p.case("cast", 'cast(x, dtype="f32")', x.astype(np.float32))
+
+
+def gen_reduce(S):
+    shapes = [(), (0,), (5,), (3, 4), (2, 3, 4), (2, 0, 3), (2, 3, 4, 5)]
+    axes_for = {0: [None], 1: [None, 0, -1, [0], []],
+                2: [None, 0, 1, -1, [0, 1], [1, 0], []],
+                3: [None, 0, 2, -2, [0, 2], [-1, -3], [0, 1, 2]],
+                4: [None, 1, -1, [0, 2], [1, 2, 3], [-4, -1]]}
+    red = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "max": np.max, "min": np.min,
+           "any": np.any, "all": np.all}
+    for dt in ("f32", "f64", "i32", "i8", "u8", "bool", "i64"):
+        for shape in shapes:
+            kind = "near1" if dt in FLOATS else "real"
+            x = S.data(dt, shape, kind)
+            if dt in FLOATS and x.size > 10:
+                x = S.sprinkle(x, [np.nan])
+            unknown = (0,) if len(shape) >= 2 else ()
+            p = S.program("reduce_%s_%s" % (dt, "x".join(map(str, shape)) or "0d"),
+                          ("x", x, tgtype(x, unknown)))
+            for ax in axes_for[len(shape)]:
+                npax = tuple(ax) if isinstance(ax, list) else ax
+                for keep in (False, True):
+                    for op, fn in red.items():
+                        if op in ("max", "min"):
+                            axes = range(x.ndim) if npax is None else \
+                                (npax if isinstance(npax, tuple) else (npax,))
+                            if any(x.shape[a] == 0 for a in axes):
+                                continue  # no identity: an error in NumPy and tgraph
+                        exp = fn(x, axis=npax, keepdims=keep)
+                        exp = np.asarray(exp)
+                        if exp.dtype == np.uint64:
+                            exp = exp.astype(np.int64)  # tgraph has no u64
+                        scale, rtol = None, None
+                        if dt in FLOATS and op in ("sum", "mean", "prod"):
+                            n = max(1, x.size // max(1, exp.size))
+                            if op == "sum":
+                                scale = np.sum(np.abs(f64(x)), axis=npax, keepdims=keep)
+                            elif op == "mean":
+                                scale = np.mean(np.abs(f64(x)), axis=npax, keepdims=keep)
+                            else:
+                                rtol = RTOL[dt] * max(1.0, math.sqrt(n))
+                        name = "%s_axis%s%s" % (op, attr_axis(ax), "_keep" if keep else "")
+                        p.case(name, "%s(x, axis=%s, keepdims=%s)"
+                               % (op, attr_axis(ax), "true" if keep else "false"),
+                               exp, rtol=rtol, scale=scale)
+            # argmax/argmin: one axis or none
+            arg_axes = [None] + list(range(-x.ndim, x.ndim))
+            for ax in arg_axes:
+                axes = range(x.ndim) if ax is None else (ax,)
+                if any(x.shape[a] == 0 for a in axes) or (ax is None and x.size == 0):
+                    continue
+                for keep in (False, True):
+                    for op, fn in (("argmax", np.argmax), ("argmin", np.argmin)):
+                        if ax is None and keep and x.ndim == 0:
+                            continue
+                        exp = fn(x, axis=ax, keepdims=keep)
+                        p.case("%s_axis%s%s" % (op, attr_axis(ax), "_keep" if keep else ""),
+                               "%s(x, axis=%s, keepdims=%s)"
+                               % (op, attr_axis(ax), "true" if keep else "false"),
+                               np.asarray(exp, np.int64))
+            if dt in FLOATS:
+                p.case("sum_default", "sum(x)", np.sum(x),
+                       scale=np.sum(np.abs(f64(x))))
+    # large reductions: 1.2e5 elements
+    for dt in FLOATS:
+        x = S.data(dt, (300, 400), "real")
+        p = S.program("reduce_big_" + dt, ("x", x, tgtype(x, (0,))))
+        ax_sum = np.abs(f64(x))
+        p.case("sum_all", "sum(x)", np.sum(x), scale=np.sum(ax_sum))
+        p.case("sum_0", "sum(x, axis=0)", np.sum(x, axis=0), scale=np.sum(ax_sum, axis=0))
+        p.case("sum_1", "sum(x, axis=1)", np.sum(x, axis=1), scale=np.sum(ax_sum, axis=1))
+        p.case("mean_all", "mean(x)", np.mean(x), scale=np.mean(ax_sum))
+        p.case("max_1", "max(x, axis=1)", np.max(x, axis=1))
+        p.case("argmin_0", "argmin(x, axis=0)", np.argmin(x, axis=0).astype(np.int64))
+        p.case("sum_rev", "sum(x[::-1, ::-2], axis=0)", np.sum(x[::-1, ::-2], axis=0),
+               scale=np.sum(ax_sum[::-1, ::-2], axis=0))
+    # NaN and ties in arg reductions, and integer wrap in sums
+    x = np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 2.0, -1.0, -1.0], [np.inf, 0, -np.inf, 5]],
+                 np.float32)
+    p = S.program("reduce_nan_ties", ("x", x))
+    for op, fn in (("argmax", np.argmax), ("argmin", np.argmin)):
+        for ax in (None, 0, 1):
+            p.case("%s_%s" % (op, ax), "%s(x, axis=%s)" % (op, attr_axis(ax)),
+                   np.asarray(fn(x, axis=ax), np.int64))
+    for op, fn in (("max", np.max), ("min", np.min)):
+        p.case(op, "%s(x, axis=1)" % op, fn(x, axis=1))
+    xi = S.data("i64", (4, 6), "full")
+    p = S.program("reduce_int_wrap", ("x", xi))
+    p.case("sum", "sum(x, axis=1)", np.sum(xi, axis=1))
+    p.case("prod", "prod(x, axis=0)", np.prod(xi, axis=0))
+    # mean of an empty axis is NaN in NumPy too
+    xe = np.zeros((0, 3), np.float32)
+    p = S.program("reduce_empty_mean", ("x", xe, "f32[?,3]"))
+    p.case("mean0", "mean(x, axis=0)", np.mean(xe, axis=0))
+    p.case("sum0", "sum(x, axis=0)", np.sum(xe, axis=0))
+    p.case("prod0", "prod(x, axis=0)", np.prod(xe, axis=0))
+    p.case("any0", "any(x, axis=0)", np.any(xe, axis=0))
+    p.case("all0", "all(x, axis=0)", np.all(xe, axis=0))
+
+
+def gen_shape(S):
+    for dt in ("f32", "i16", "bool", "f64"):
+        x = S.data(dt, (2, 3, 4))
+        p = S.program("reshape_" + dt, ("x", x, tgtype(x, (0,))))
+        for shp in ([24], [4, 6], [-1], [2, -1], [-1, 4], [2, 3, 2, 2], [1, 24, 1], [4, 3, 2]):
+            p.case("reshape_" + "_".join(map(str, shp)).replace("-", "m"),
+                   "reshape(x, shape=[%s])" % ",".join(map(str, shp)), x.reshape(shp))
+        p.case("reshape_view", "reshape(x[:, ::-1, 1:3], shape=[-1])",
+               x[:, ::-1, 1:3].reshape(-1))
+        p.case("reshape_transposed", "reshape(transpose(x), shape=[4,6])",
+               x.transpose().reshape(4, 6))
+        for axes in (None, [0, 1, 2], [2, 0, 1], [1, 0, 2], [-1, 0, 1]):
+            p.case("transpose_%s" % attr_axis(axes), "transpose(x, axes=%s)" % attr_axis(axes),
+                   np.transpose(x, axes))
+        for ax in (0, 1, 3, -1, -4, [0, 2], [0, -1]):
+            npax = tuple(ax) if isinstance(ax, list) else ax
+            p.case("expand_dims_%s" % attr_axis(ax), "expand_dims(x, axis=%s)" % attr_axis(ax),
+                   np.expand_dims(x, npax))
+        p.case("transpose_default", "transpose(x)", np.transpose(x))
+    s = S.data("f32", ())
+    p = S.program("reshape_scalar", ("s", s))
+    p.case("to1", "reshape(s, shape=[1])", s.reshape(1))
+    p.case("to111", "reshape(s, shape=[1,1,1])", s.reshape(1, 1, 1))
+    p.case("to_m1", "reshape(s, shape=[-1])", s.reshape(-1))
+    p.case("expand", "expand_dims(s, axis=0)", np.expand_dims(s, 0))
+    p.case("transpose", "transpose(s)", np.transpose(s))
+    one = S.data("f32", (1,))
+    p = S.program("reshape_to_scalar", ("x", one))
+    p.case("to0d", "reshape(x, shape=[])", one.reshape(()))
+    p.case("squeeze", "squeeze(x)", np.squeeze(one))
+    z = np.zeros((0, 4), np.float64)
+    p = S.program("reshape_empty", ("x", z, "f64[?,4]"))
+    p.case("to_2_0", "reshape(x, shape=[2,0,2])", z.reshape(2, 0, 2))
+    p.case("transpose", "transpose(x)", z.T)
+    p.case("expand", "expand_dims(x, axis=1)", np.expand_dims(z, 1))
+    x = S.data("f32", (1, 3, 1, 2))
+    p = S.program("squeeze", ("x", x))
+    p.case("all", "squeeze(x)", np.squeeze(x))
+    p.case("axis0", "squeeze(x, axis=0)", np.squeeze(x, 0))
+    p.case("axis_m2", "squeeze(x, axis=-2)", np.squeeze(x, -2))
+    p.case("axes", "squeeze(x, axis=[0,2])", np.squeeze(x, (0, 2)))
+    for dt in ("f32", "i64", "bool"):
+        x = S.data(dt, (3, 1))
+        v = S.data(dt, (4,))
+        s = S.data(dt, ())
+        p = S.program("broadcast_to_" + dt, ("x", x), ("v", v), ("s", s))
+        p.case("col", "broadcast_to(x, shape=[3,5])", np.broadcast_to(x, (3, 5)))
+        p.case("col_batch", "broadcast_to(x, shape=[2,3,4])", np.broadcast_to(x, (2, 3, 4)))
+        p.case("row", "broadcast_to(v, shape=[3,4])", np.broadcast_to(v, (3, 4)))
+        p.case("scalar", "broadcast_to(s, shape=[2,2])", np.broadcast_to(s, (2, 2)))
+        p.case("scalar_empty", "broadcast_to(s, shape=[0,3])", np.broadcast_to(s, (0, 3)))
+        p.case("same", "broadcast_to(v, shape=[4])", np.broadcast_to(v, (4,)))
+        p.case("then_add", "add(broadcast_to(x, shape=[3,4]), v)",
+               np.add(np.broadcast_to(x, (3, 4)), v))
+    # slicing (basic indexing, views with negative steps)
+    slices = ["1:", "::-1", "1:4, ::-2, 3", "-1", ":, 2", "::2, 1::3, -2:", "4:1:-1",
+              "10:", "-10:2", ":, :, ::-1", "0, 0, 0", "::-1, ::-1, ::-1", "1:2, 2:3, 3:4",
+              "-1:-6:-2", ":, -2", "2:-1, ::3", "0:0", ":, 5:1", "::-3, :, 1:7:2",
+              "-100:100, 1", "4, ::-1, -7"]
+    for dt in ("f32", "i32", "bool", "u8", "f64"):
+        x = S.data(dt, (5, 6, 7))
+        p = S.program("slice_" + dt, ("x", x))
+        for k, sl in enumerate(slices):
+            exp = eval("x[%s]" % sl, {"x": x})
+            p.case("s%d" % k, "x[%s]" % sl, np.array(exp))
+        p.case("chained", "x[::-1][1:, ::2][0]", x[::-1][1:, ::2][0])
+        p.case("sliced_param_unknown", "x[1:][::-1]", x[1:][::-1])
+    x = S.data("f32", (6, 5))
+    p = S.program("slice_unknown_extents", ("x", x, "f32[?,?]"))
+    for k, sl in enumerate(["1:", "::-1", ":, -2", "-3:, 1::2", "0", "::-2, ::-1", "10:"]):
+        p.case("s%d" % k, "x[%s]" % sl, np.array(eval("x[%s]" % sl, {"x": x})))
+    v = S.data("f64", (11,))
+    p = S.program("slice_views_feeding_ops", ("v", v), ("m", S.data("f64", (4, 5))))
+    m = p.params[1].value
+    p.case("add_rev", "add(v, v[::-1])", v + v[::-1])
+    p.case("exp_rev", "exp(v[::-2])", np.exp(v[::-2]))
+    p.case("sum_rev_cols", "sum(m[:, ::-1], axis=1)", np.sum(m[:, ::-1], axis=1),
+           scale=np.sum(np.abs(m), axis=1))
+    p.case("transpose_rev", "transpose(m[::-1, 1:])", np.transpose(m[::-1, 1:]))
+    p.case("dot_rev", "dot(m[::-1], v[1:6][::-1])", np.dot(m[::-1], v[1:6][::-1]),
+           scale=np.dot(np.abs(m[::-1]), np.abs(v[1:6][::-1])))
+    p.case("matmul_rev", "matmul(m[:, ::-1], transpose(m[::-1]))",
+           np.matmul(m[:, ::-1], m[::-1].T), scale=np.abs(m[:, ::-1]) @ np.abs(m[::-1].T))
+    p.case("expand_rev", "expand_dims(v[::-3], axis=0)", np.expand_dims(v[::-3], 0))
+    p.case("bcast_rev", "broadcast_to(v[::-1], shape=[2,11])", np.broadcast_to(v[::-1], (2, 11)))
+
+
+def gen_linalg(S):
+    combos = [((), ()), ((), (3, 4)), ((2, 3), ()), ((5,), (5,)), ((3, 5), (5,)), ((5,), (5, 4)),
+              ((3, 5), (5, 4)), ((2, 3, 5), (5, 4)), ((2, 3, 5), (5,)), ((5,), (2, 5, 4)),
+              ((2, 3, 5), (4, 5, 2)), ((0, 5), (5, 4)), ((3, 0), (0, 4)), ((0,), (0,)),
+              ((1, 5), (5, 1))]
+    for dt in ("f32", "f64", "i32", "i8", "bool"):
+        for k, (sa, sb) in enumerate(combos):
+            a = S.data(dt, sa, "small" if dt in INTS else "real")
+            b = S.data(dt, sb, "small" if dt in INTS else "real")
+            p = S.program("dot_%s_%d" % (dt, k), ("a", a), ("b", b))
+            scale = np.dot(np.abs(f64(a)), np.abs(f64(b))) if dt in FLOATS else None
+            p.case("dot", "dot(a, b)", np.dot(a, b), scale=scale)
+    mm = [((5,), (5,)), ((3, 5), (5,)), ((5,), (5, 4)), ((3, 5), (5, 4)), ((2, 3, 5), (5, 4)),
+          ((2, 3, 5), (2, 5, 4)), ((2, 1, 3, 5), (4, 5, 2)), ((5,), (2, 5, 4)),
+          ((2, 3, 5), (5,)), ((0, 3, 5), (5, 2)), ((3, 0), (0, 2)), ((1, 3, 5), (6, 5, 1))]
+    for dt in ("f32", "f64", "i64", "u8", "bool"):
+        for k, (sa, sb) in enumerate(mm):
+            a = S.data(dt, sa, "small" if dt in INTS else "real")
+            b = S.data(dt, sb, "small" if dt in INTS else "real")
+            ua = (0,) if len(sa) >= 2 and sa[0] != 1 else ()
+            p = S.program("matmul_%s_%d" % (dt, k), ("a", a, tgtype(a, ua)), ("b", b))
+            scale = np.matmul(np.abs(f64(a)), np.abs(f64(b))) if dt in FLOATS else None
+            p.case("matmul", "matmul(a, b)", np.matmul(a, b), scale=scale)
+    for dt in ("f32", "f64", "i16", "bool"):
+        for k, (sa, sb) in enumerate([((4,), (3,)), ((2, 2), (3,)), ((), (3,)), ((0,), (3,)),
+                                      ((2, 3), (2, 1, 2))]):
+            a, b = S.data(dt, sa), S.data(dt, sb)
+            p = S.program("outer_%s_%d" % (dt, k), ("a", a), ("b", b))
+            p.case("outer", "outer(a, b)", np.outer(a, b))
+    for da, db in (("f32", "f64"), ("i32", "f32"), ("i8", "i64"), ("bool", "f32")):
+        a, b = S.data(da, (3, 4)), S.data(db, (4, 2))
+        p = S.program("dot_mixed_%s_%s" % (da, db), ("a", a), ("b", b))
+        scale = np.dot(np.abs(f64(a)), np.abs(f64(b)))
+        p.case("dot", "dot(a, b)", np.dot(a, b), scale=scale)
+        p.case("matmul", "matmul(a, b)", np.matmul(a, b), scale=scale)
+        p.case("outer", "outer(a, b)", np.outer(a, b))
+    for dt in FLOATS:
+        a, b = S.data(dt, (200, 300)), S.data(dt, (300, 100))
+        v = S.data(dt, (300,))
+        p = S.program("dot_big_" + dt, ("a", a, tgtype(a, (0,))), ("b", b), ("v", v))
+        p.case("mm", "dot(a, b)", np.dot(a, b), scale=np.abs(f64(a)) @ np.abs(f64(b)))
+        p.case("mv", "dot(a, v)", np.dot(a, v), scale=np.abs(f64(a)) @ np.abs(f64(v)))
+        p.case("vm", "dot(v, b)", np.dot(v, b), scale=np.abs(f64(v)) @ np.abs(f64(b)))
+        p.case("tn", "dot(transpose(b), transpose(a))", np.dot(b.T, a.T),
+               scale=np.abs(f64(b.T)) @ np.abs(f64(a.T)))
+        p.case("outer", "outer(v, v)", np.outer(v, v))
+
+
+def gen_shift(S):
+    for dt in INTS + ["bool"]:
+        bits = 8 * npdt(dt).itemsize if dt != "bool" else 8
+        a = S.data(dt, (4, 6), "full" if dt != "bool" else "real")
+        if dt == "bool":
+            c = S.data("bool", (6,))
+        else:
+            lo = 0 if dt == "u8" else -2
+            c = S.rng.integers(lo, bits + 3, size=(6,)).astype(npdt(dt))
+        p = S.program("shift_" + dt, ("a", a), ("c", c))
+        p.case("left", "left_shift(a, c)", np.left_shift(a, c))
+        p.case("right", "right_shift(a, c)", np.right_shift(a, c))
+        if dt != "bool":
+            p.case("left_lit", "left_shift(a, 3)", np.left_shift(a, 3))
+            p.case("right_lit", "right_shift(a, 1)", np.right_shift(a, 1))
+            p.case("lit_left", "left_shift(1, c)" if dt != "u8" else "left_shift(1, a)",
+                   np.left_shift(1, c) if dt != "u8" else np.left_shift(np.uint8(1), a))
+    a, c = S.data("i8", (5,), "full"), S.rng.integers(0, 70, size=(5,)).astype(np.int64)
+    p = S.program("shift_mixed", ("a", a), ("c", c))
+    p.case("left", "left_shift(a, c)", np.left_shift(a, c))
+    p.case("right", "right_shift(a, c)", np.right_shift(a, c))
+
+
+def slice_attrs(items):
+    """items: ints (an index) or (start, stop, step) tuples with None for omitted parts.
+    Returns (the .tg attributes of set_subtensor/inc_subtensor, the NumPy index)."""
+    st, sp, stp, ix, key = [], [], [], [], []
+    for it in items:
+        if isinstance(it, int):
+            st.append(str(it)), sp.append("none"), stp.append("none"), ix.append("1")
+            key.append(it)
+        else:
+            a, b, c = it
+            for lst, v in ((st, a), (sp, b), (stp, c)):
+                lst.append("none" if v is None else str(v))
+            ix.append("0")
+            key.append(slice(a, b, c))
+    attrs = "starts=[%s], stops=[%s], steps=[%s], index=[%s]" % (
+        ",".join(st), ",".join(sp), ",".join(stp), ",".join(ix))
+    return attrs, tuple(key)
+
+
+def gen_index(S):
+    # take: axis none (flattened) or an axis; indices of any int dtype and rank, negative
+    for dt in ("f32", "i32", "bool", "f64"):
+        x = S.data(dt, (4, 5, 3))
+        p_idx = [("i", S.rng.integers(-60, 60, size=(7,)).astype(np.int64), None),
+                 ("j", S.rng.integers(-4, 4, size=(2, 3)).astype(np.int32), 0),
+                 ("k", S.rng.integers(-5, 5, size=(6,)).astype(np.int8), 1),
+                 ("m", np.asarray(-1, np.int16), -1),
+                 ("u", S.rng.integers(0, 3, size=(2, 2)).astype(np.uint8), 2),
+                 ("e", np.zeros((0,), np.int64), 1)]
+        params = [("x", x, tgtype(x, (0,)))] + [(n, v) for n, v, _ in p_idx]
+        p = S.program("take_" + dt, *params)
+        for n, v, ax in p_idx:
+            p.case("take_%s_axis%s" % (n, attr_axis(ax)),
+                   "take(x, %s, axis=%s)" % (n, attr_axis(ax)), np.take(x, v, axis=ax))
+        p.case("take_rev_view", "take(x[::-1], k, axis=1)", np.take(x[::-1], p_idx[2][1], axis=1))
+    # take_along: indices of the same rank, broadcasting against x off the axis
+    for dt in ("f32", "i64", "u8"):
+        x = S.data(dt, (4, 5, 3))
+        i0 = S.rng.integers(-4, 4, size=(2, 5, 3))
+        i1 = S.rng.integers(-5, 5, size=(4, 7, 1))
+        i2 = S.rng.integers(0, 3, size=(1, 5, 3)).astype(np.int32)
+        iflat = S.rng.integers(-60, 60, size=(9,))
+        p = S.program("take_along_" + dt, ("x", x), ("i0", i0), ("i1", i1), ("i2", i2),
+                      ("f", iflat))
+        p.case("axis0", "take_along(x, i0, axis=0)", np.take_along_axis(x, i0, 0))
+        p.case("axis1", "take_along(x, i1, axis=1)", np.take_along_axis(x, i1, 1))
+        p.case("axis_m1", "take_along(x, i2, axis=-1)", np.take_along_axis(x, i2, -1))
+        p.case("flat", "take_along(x, f, axis=none)", np.take_along_axis(x, iflat, None))
+    # argmax with take_along: the max again
+    x = S.data("f64", (6, 4))
+    p = S.program("take_along_argmax", ("x", x))
+    p.case("max", "take_along(x, expand_dims(argmax(x, axis=1), axis=1), axis=1)",
+           np.take_along_axis(x, np.expand_dims(np.argmax(x, axis=1), 1), 1))
+    # set_subtensor / inc_subtensor
+    sel = [[(1, None, None)], [(None, None, -1)], [2], [(1, 4, 2), (None, None, -2)],
+           [-1, (None, None, 3)], [(None, None, None), 0, (1, None, None)], [(5, 1, -1)],
+           [(0, 0, None)]]
+    for dt in ("f32", "i32", "u8", "bool"):
+        x = S.data(dt, (6, 5, 4))
+        p = S.program("subtensor_" + dt, ("x", x, tgtype(x, (0,))))
+        for k, items in enumerate(sel):
+            attrs, key = slice_attrs(items)
+            shape = x[key].shape
+            y = S.data(dt, shape)
+            yb = S.data(dt, shape[-1:]) if shape else S.data(dt, ())
+            p.params += [Param("y%d" % k, y, tgtype(y)), Param("b%d" % k, yb, tgtype(yb))]
+            z = x.copy()
+            z[key] = y
+            p.case("set%d" % k, "set_subtensor(x, y%d, %s)" % (k, attrs), z)
+            z = x.copy()
+            z[key] = yb
+            p.case("set_bcast%d" % k, "set_subtensor(x, b%d, %s)" % (k, attrs), z)
+            if dt != "bool":
+                z = x.copy()
+                z[key] += y
+                p.case("inc%d" % k, "inc_subtensor(x, y%d, %s)" % (k, attrs), z)
+            z = x.copy()
+            z[key] = 1
+            p.case("set_lit%d" % k, "set_subtensor(x, 1, %s)" % attrs, z)
+    x = S.data("f64", (5, 4))
+    yf = S.data("f32", (4,))
+    yi = S.data("i8", (5, 1))
+    p = S.program("subtensor_casts", ("x", x), ("yf", yf), ("yi", yi))
+    attrs, key = slice_attrs([(None, None, -1)])
+    z = x.copy()
+    z[key] += yf
+    p.case("inc_f32_into_f64", "inc_subtensor(x, yf, %s)" % attrs, z)
+    z = x.copy()
+    z[key] = yi
+    p.case("set_i8_into_f64", "set_subtensor(x, yi, %s)" % attrs, z)
+    xi = S.data("i32", (5, 4))
+    p = S.program("subtensor_set_float_into_int", ("x", xi), ("y", S.data("f64", (4,)) * 10))
+    y = p.params[1].value
+    z = xi.copy()
+    z[1:3] = y  # NumPy's unsafe setitem cast: truncation toward zero
+    attrs, _ = slice_attrs([(1, 3, None)])
+    p.case("set", "set_subtensor(x, y, %s)" % attrs, z)
+    # set_take / inc_take, with repeated and negative indices
+    for dt in ("f32", "i64", "i8", "f64"):
+        x = S.data(dt, (5, 4, 3))
+        for ax in (0, 1, -1, 2):
+            n = x.shape[ax]
+            idx = S.rng.integers(-n, n, size=(6,))
+            key = (slice(None),) * (ax % 3) + (idx,)
+            shape = x[key].shape
+            y = S.data(dt, shape)
+            yb = S.data(dt, (1,) + shape[-1:])
+            p = S.program("take_assign_%s_axis%d" % (dt, ax), ("x", x), ("i", idx), ("y", y),
+                          ("yb", yb))
+            z = x.copy()
+            z[key] = y
+            # NumPy's fancy assignment with repeated indices writes in order: the last wins
+            p.case("set", "set_take(x, i, y, axis=%d)" % ax, z)
+            z = x.copy()
+            np.add.at(z, key, y)
+            p.case("inc", "inc_take(x, i, y, axis=%d)" % ax, z)
+            z = x.copy()
+            np.add.at(z, key, yb)
+            p.case("inc_bcast", "inc_take(x, i, yb, axis=%d)" % ax, z)
+            z = x.copy()
+            z[key] = 2
+            p.case("set_lit", "set_take(x, i, 2, axis=%d)" % ax, z)
+    x = S.data("f32", (6,))
+    idx = np.array([[0, 1], [1, 5]])
+    p = S.program("inc_take_2d_indices", ("x", x), ("i", idx), ("y", S.data("f32", (2, 2))))
+    z = x.copy()
+    np.add.at(z, idx, p.params[2].value)
+    p.case("inc", "inc_take(x, i, y)", z)
+    # mask_select: a full mask, a mask over the leading axes, an empty selection
+    for dt in ("f32", "i16", "bool"):
+        x = S.data(dt, (4, 5))
+        m = S.data("bool", (4, 5))
+        r = S.data("bool", (4,))
+        p = S.program("mask_select_" + dt, ("x", x, tgtype(x, (0,))), ("m", m), ("r", r))
+        p.case("full", "mask_select(x, m)", x[m])
+        p.case("rows", "mask_select(x, r)", x[r])
+        p.case("none", "mask_select(x, ne(m, m))", x[m != m])
+        p.case("view", "mask_select(x[::-1], m)", x[::-1][m])
+        if dt != "bool":
+            p.case("cmp", "mask_select(x, gt(x, 0))", x[x > 0])
+
+
+def gen_composed(S):
+    for dt in FLOATS:
+        rtol = 1e-4 if dt == "f32" else 1e-11
+        x = S.data(dt, (16, 8))
+        W1 = S.data(dt, (8, 32)) * np.asarray(0.3, npdt(dt))
+        b1 = S.data(dt, (32,))
+        W2 = S.data(dt, (32, 5)) * np.asarray(0.3, npdt(dt))
+        b2 = S.data(dt, (5,))
+        y = np.eye(5, dtype=npdt(dt))[S.rng.integers(0, 5, 16)]
+        p = S.program("mlp_" + dt, ("x", x, tgtype(x, (0,))), ("W1", W1), ("b1", b1),
+                      ("W2", W2), ("b2", b2), ("y", y, tgtype(y, (0,))))
+        h = np.tanh(np.dot(x, W1) + b1)
+        logits = np.dot(h, W2) + b2
+        m = np.max(logits, axis=1, keepdims=True)
+        z = logits - m
+        lse = np.log(np.sum(np.exp(z), axis=1, keepdims=True))
+        logp = z - lse
+        loss = -np.mean(np.sum(logp * y, axis=1))
+        p.case("hidden", "tanh(add(dot(x, W1), b1))", h, rtol=rtol)
+        mlp_lines = ["h$ = tanh(add(dot(x, W1), b1))",
+                     "logits$ = add(dot(h$, W2), b2)",
+                     "m$ = max(logits$, axis=1, keepdims=true)",
+                     "z$ = sub(logits$, m$)",
+                     "lse$ = log(sum(exp(z$), axis=1, keepdims=true))",
+                     "logp$ = sub(z$, lse$)"]
+        p.case("log_softmax", "logp$", logp, rtol=rtol, lines=mlp_lines)
+        p.case("loss", "neg(mean(sum(mul(logp$, y), axis=1)))", loss, rtol=rtol,
+               lines=mlp_lines)
+        p.case("softmax", "div(exp(sub(logits$, m$)), sum(exp(sub(logits$, m$)), axis=1, "
+               "keepdims=true))", np.exp(z) / np.sum(np.exp(z), axis=1, keepdims=True),
+               rtol=rtol, lines=mlp_lines[:3])
+        p.case("relu_mlp", "maximum(add(matmul(x, W1), b1), 0)",
+               np.maximum(np.matmul(x, W1) + b1, 0), rtol=rtol,
+               scale=np.abs(f64(x)) @ np.abs(f64(W1)) + np.abs(f64(b1)))
+        # a diamond: one value used by several consumers
+        p.case("diamond", "mul(add(x, 1), sub(x, 1))", (x + 1) * (x - 1), rtol=rtol,
+               scale=np.abs(f64(x)) ** 2 + 1)
+        # layer norm by hand
+        mu = np.mean(x, axis=1, keepdims=True)
+        var = np.mean((x - mu) ** 2, axis=1, keepdims=True)
+        ln = (x - mu) / np.sqrt(var + np.asarray(1e-5, npdt(dt)))
+        p.case("layer_norm", "div(d$, sqrt(add(mean(mul(d$, d$), axis=1, keepdims=true), "
+               "1e-05)))", ln, rtol=rtol * 10,
+               lines=["d$ = sub(x, mean(x, axis=1, keepdims=true))"])
+        # logsumexp by hand over a '?' axis
+        p.case("logsumexp", "add(log(sum(exp(sub(x, mx$)), axis=0)), squeeze(mx$, axis=0))",
+               np.log(np.sum(np.exp(x - np.max(x, axis=0, keepdims=True)), axis=0))
+               + np.max(x, axis=0), rtol=rtol,
+               lines=["mx$ = max(x, axis=0, keepdims=true)"])
+    # ints through a mixed graph
+    a = S.data("i32", (4, 6))
+    b = S.data("i8", (6,))
+    p = S.program("int_graph", ("a", a), ("b", b))
+    p.case("chain", "mod(add(mul(a, b), 7), 5)", np.remainder(np.multiply(a, b) + 7, 5))
+    p.case("cmp_where", "where(gt(a, b), a, neg(b))", np.where(a > b, a, np.negative(b)))
+    p.case("mean_cast", 'cast(mean(a, axis=0), dtype="f32")',
+           np.mean(a, axis=0).astype(np.float32))
+    p.case("sum_bool", "sum(lt(a, 0))", np.sum(a < 0))
+    # a long chain of statements
+    x = S.data("f64", (10,))
+    lines = ["v0$ = x"] + ["v%d$ = add(mul(v%d$, 0.5), 1)" % (i + 1, i) for i in range(200)]
+    exp = x.copy()
+    for _ in range(200):
+        exp = exp * 0.5 + 1
+    p = S.program("long_chain", ("x", x))
+    p.case("chain200", "v200$", exp, lines=lines)
+
+
+def gen_npy_layouts(S):
+    """Inputs in Fortran order and in the non-native byte order."""
+    x = S.data("f64", (3, 4))
+    y = S.data("i32", (4, 3))
+    p = S.program("npy_layouts",
+                  Param("x", x, "f64[3,4]", save=np.asfortranarray),
+                  Param("y", y, "i32[4,3]", save=lambda a: a.astype(a.dtype.newbyteorder(">"))))
+    p.case("x", "add(x, 0)", x)
+    p.case("y", "add(y, 0)", y)
+    p.case("xy", "dot(x, y)", np.dot(x, y), scale=np.abs(x) @ np.abs(y))
+
+
+GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
+              gen_index, gen_linalg, gen_composed, gen_npy_layouts]
+
+
+# ---- running and comparing ------------------------------------------------------------
+
+
+class Failure(Exception):
+    pass
+
+
+def run_tgraph(tgraph, prog, cases, workdir, text=None):
+    """Runs prog restricted to `cases` (or the program `text`, with the outputs of
+    `cases`); returns a list of outputs, or raises Failure."""
+    os.makedirs(workdir, exist_ok=True)
+    src = os.path.join(workdir, "prog.tg")
+    with open(src, "w") as f:
+        f.write(text if text is not None else prog.text(cases))
+    args = [tgraph, "run", src]
+    for p in prog.params:
+        path = os.path.join(workdir, "in_%s.npy" % p.name)
+        np.save(path, p.save(p.value) if p.save else p.value)
+        args += ["--in", "%s=%s" % (p.name, path)]
+    outs = []
+    for k in range(len(cases)):
+        path = os.path.join(workdir, "out_%d.npy" % k)
+        if os.path.exists(path):
+            os.remove(path)
+        outs.append(path)
+        args += ["--out", "%d=%s" % (k, path)]  # by position: `o1 = x` may alias x
+    try:
+        res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise Failure("tgraph timed out after 120 s")
+    err = res.stderr.decode("utf-8", "replace").strip()
+    if res.returncode < 0:
+        raise Failure("tgraph crashed (signal %d)%s" % (-res.returncode,
+                                                        ": " + err if err else ""))
+    if res.returncode != 0:
+        raise Failure("tgraph exited with %d: %s" % (res.returncode, err))
+    got = []
+    for path in outs:
+        try:
+            got.append(np.load(path))
+        except Exception as e:  # noqa: BLE001 - any unreadable output is a failure
+            raise Failure("cannot read tgraph's output %s: %s" % (path, e))
+    return got
+
+
+def compare(case, got):
+    """None when got matches case.expect, else a description of the difference."""
+    exp = case.expect
+    if got.dtype != exp.dtype:
+        return "dtype: tgraph %s, NumPy %s" % (NP2TG.get(got.dtype, got.dtype),
+                                               NP2TG.get(exp.dtype, exp.dtype))
+    if got.shape != exp.shape:
+        return "shape: tgraph %s, NumPy %s" % (got.shape, exp.shape)
+    if exp.size == 0:
+        return None
+    if exp.dtype.kind in "biu":
+        bad = got != exp
+        if not bad.any():
+            return None
+        idx = tuple(int(i) for i in np.argwhere(bad)[0]) if exp.ndim else ()
+        diff = np.abs(got.astype(np.float64) - exp.astype(np.float64))
+        return ("%d of %d elements differ; max error %g; first at index %s: tgraph %s, "
+                "NumPy %s" % (int(bad.sum()), exp.size, float(diff.max()), idx,
+                              got[idx], exp[idx]))
+    g, e = f64(got), f64(exp)
+    gn, en = np.isnan(g), np.isnan(e)
+    both = ~gn & ~en
+    inf = both & (np.isinf(g) | np.isinf(e))
+    fin = both & ~inf
+    rtol = case.rtol if case.rtol is not None else RTOL[NP2TG[exp.dtype]]
+    scale = np.abs(e)
+    if case.scale is not None:
+        scale = np.maximum(scale, np.broadcast_to(f64(case.scale), e.shape))
+    atol = float(np.finfo(exp.dtype).tiny)
+    err = np.where(fin, np.abs(g - e), 0.0)
+    bad = (gn != en) | (inf & (g != e)) | (fin & (err > rtol * scale + atol))
+    if not bad.any():
+        return None
+    idx = tuple(int(i) for i in np.argwhere(bad)[0]) if exp.ndim else ()
+    rel = np.where(fin & (scale > 0), err / np.where(scale > 0, scale, 1.0), 0.0)
+    return ("%d of %d elements differ (rtol %g); max abs error %g, max rel error %g; first at "
+            "index %s: tgraph %r, NumPy %r" % (int(bad.sum()), exp.size, rtol, float(err.max()),
+                                               float(rel.max()), idx, got[idx].item(),
+                                               exp[idx].item()))
+
+
+def same_values(a, b):
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+
+
+def opt_roundtrip(tgraph, prog, got, workdir):
+    """`tgraph opt` must print a program that parses back and computes the same values.
+    Returns (check name, None or the failure, the text involved)."""
+    os.makedirs(workdir, exist_ok=True)
+    src = os.path.join(workdir, "orig.tg")
+    text = prog.text(prog.cases)
+    with open(src, "w") as f:
+        f.write(text)
+    res = subprocess.run([tgraph, "opt", src], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         timeout=120)
+    if res.returncode != 0:
+        return ("opt_roundtrip", "tgraph opt exited with %d: %s"
+                % (res.returncode, res.stderr.decode("utf-8", "replace").strip()), text)
+    printed = res.stdout.decode("utf-8", "replace")
+    try:
+        again = run_tgraph(tgraph, prog, prog.cases, workdir, text=printed)
+    except Failure as e:
+        return ("opt_roundtrip", "the printed program does not run: %s" % e, printed)
+    for k, (a, b) in enumerate(zip(got, again)):
+        if not same_values(a, b):
+            return ("opt_roundtrip", "output %d differs after printing and parsing back "
+                    "(%s%s vs %s%s)" % (k, a.dtype, a.shape, b.dtype, b.shape), printed)
+    return ("opt_roundtrip", None, printed)
+
+
+def cli_checks(tgraph, tmp):
+    """The printed form of outputs (no --out) and --out by name. Returns (passed, failures)."""
+    wd = os.path.join(tmp, "cli")
+    os.makedirs(wd, exist_ok=True)
+    x = np.array([1.0, -2.5, 0.5], np.float32)
+    np.save(os.path.join(wd, "x.npy"), x)
+    src = os.path.join(wd, "p.tg")
+    with open(src, "w") as f:
+        f.write("func main(x: f32[3]) {\n  a = mul(x, 2)\n  n = cast(x, dtype=\"i64\")\n"
+                "  return a, n, sum(x)\n}\n")
+    xin = "x=" + os.path.join(wd, "x.npy")
+    checks = []
+
+    def run(*extra):
+        return subprocess.run([tgraph, "run", src, "--in", xin] + list(extra),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+
+    r = run()
+    want = "a = %r\nn = %r\n2 = %r\n" % (x * 2, x.astype(np.int64), np.sum(x)[()])
+    want = want.replace("2 = %r" % np.sum(x)[()], "2 = %r" % np.asarray(np.sum(x)))
+    got = r.stdout.decode("utf-8", "replace")
+    checks.append(("print_outputs", None if r.returncode == 0 and got == want else
+                   "stdout %r, expected %r (exit %d: %s)" % (got, want, r.returncode,
+                                                            r.stderr.decode().strip())))
+    outp = os.path.join(wd, "a.npy")
+    r = run("--out", "a=" + outp, "--out", "2=" + os.path.join(wd, "s.npy"))
+    got = r.stdout.decode("utf-8", "replace")
+    ok = r.returncode == 0 and got == "n = %r\n" % x.astype(np.int64)
+    ok = ok and same_values(np.load(outp), x * 2)
+    checks.append(("out_by_name", None if ok else "exit %d, stdout %r, stderr %r"
+                   % (r.returncode, got, r.stderr.decode().strip())))
+    src1 = os.path.join(wd, "one.tg")
+    with open(src1, "w") as f:
+        f.write("func f(x: f32[3]) {\n  return neg(x)\n}\n")
+    r = subprocess.run([tgraph, "run", src1, "--in", xin], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    got = r.stdout.decode("utf-8", "replace")
+    checks.append(("print_single_output", None if r.returncode == 0 and got == "%r\n" % -x
+                   else "stdout %r, expected %r" % (got, "%r\n" % -x)))
+    passed = sum(1 for _, why in checks if why is None)
+    fails = ["FAIL cli/%s: %s" % (n, why) for n, why in checks if why is not None]
+    return passed, fails
+
+
+ROUNDTRIP = ("mlp_", "slice_f32", "slice_unknown", "subtensor_f32", "take_f32", "weak_literal_",
+             "literals_only", "cast_f64_to_i8", "reduce_f32_2x3x4", "unary_specials_",
+             "long_chain", "where_", "mask_select_f32", "shift_i8", "broadcast_to_f32",
+             "reshape_f32", "take_assign_f32_axis1", "npy_layouts", "int_graph")
+
+
+def describe_inputs(prog):
+    out = []
+    for p in prog.params:
+        v = p.value
+        s = "%s: %s %s" % (p.name, p.decl, "x".join(map(str, v.shape)) or "0-d")
+        if v.size <= 12:
+            s += " = " + np.array2string(v, separator=", ").replace("\n", "")
+        out.append(s)
+    return "; ".join(out)
+
+
+def run_program(tgraph, prog, tmp, keep, seed):
+    """Returns (n_passed, [failure texts])."""
+    wd = os.path.join(tmp, prog.name)
+    results = {}
+    extra = []
+    try:
+        got = run_tgraph(tgraph, prog, prog.cases, wd)
+        for c, g in zip(prog.cases, got):
+            results[c] = (compare(c, g), None)
+        if prog.roundtrip:
+            extra.append(opt_roundtrip(tgraph, prog, got, os.path.join(wd, "opt")))
+    except Failure as whole:
+        if len(prog.cases) == 1:
+            results[prog.cases[0]] = (str(whole), None)
+        else:
+            for k, c in enumerate(prog.cases):
+                try:
+                    (g,) = run_tgraph(tgraph, prog, [c], os.path.join(wd, "case%d" % k))
+                    results[c] = (compare(c, g), None)
+                except Failure as alone:
+                    results[c] = (str(alone), None)
+    passed, failures = 0, []
+    for name, why, text in extra:
+        if why is None:
+            passed += 1
+        else:
+            failures.append("\n".join(["FAIL %s/%s: %s" % (prog.name, name, why)] +
+                                      ["    " + ln for ln in text.rstrip().split("\n")]))
+    for c in prog.cases:
+        why = results[c][0]
+        if why is None:
+            passed += 1
+            continue
+        text = prog.text([c])
+        msg = ["FAIL %s: %s" % (c.full_name(), why),
+               "  seed %d; inputs: %s" % (seed, describe_inputs(prog)),
+               "  program:"] + ["    " + ln for ln in text.rstrip().split("\n")]
+        if keep:
+            d = os.path.join(keep, c.full_name().replace("/", "__"))
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "prog.tg"), "w") as f:
+                f.write(text)
+            for p in prog.params:
+                np.save(os.path.join(d, "%s.npy" % p.name), p.value)
+            np.save(os.path.join(d, "expected.npy"), c.expect)
+            msg.append("  kept in %s" % d)
+        failures.append("\n".join(msg))
+    return passed, failures
+
+
+def main():
+    ap = argparse.ArgumentParser(description="tgraph vs NumPy differential tests")
+    ap.add_argument("--tgraph", required=True, help="path of the tgraph binary")
+    ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--filter", default="", help="only cases whose name contains this text")
+    ap.add_argument("--keep", default="", help="folder to keep failing programs and inputs in")
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    args = ap.parse_args()
+    tgraph = os.path.abspath(args.tgraph)
+    if not os.access(tgraph, os.X_OK):
+        print("diff_numpy.py: %s is not an executable" % tgraph, file=sys.stderr)
+        return 2
+
+    t0 = time.time()
+    S = Suite(args.seed)
+    for gen in GENERATORS:
+        gen(S)
+    progs = []
+    for prog in S.programs:
+        if args.filter:
+            prog.cases = [c for c in prog.cases if args.filter in c.full_name()]
+        if prog.cases:
+            prog.roundtrip = not args.filter and prog.name.startswith(ROUNDTRIP)
+            progs.append(prog)
+    if args.list:
+        for prog in progs:
+            for c in prog.cases:
+                print(c.full_name())
+        return 0
+    ncases = sum(len(p.cases) for p in progs)
+    print("diff_numpy: %d cases in %d programs, seed %d, NumPy %s"
+          % (ncases, len(progs), args.seed, np.__version__))
+    sys.stdout.flush()
+
+    tmp = tempfile.mkdtemp(prefix="tgdiff.")
+    passed, failures = 0, []
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futs = [pool.submit(run_program, tgraph, p, tmp, args.keep, args.seed) for p in progs]
+            cli = pool.submit(cli_checks, tgraph, tmp) if not args.filter else None
+            for prog, fut in zip(progs, futs):
+                n, fails = fut.result()
+                passed += n
+                failures += fails
+                if args.verbose:
+                    print("%s: %d passed, %d failed" % (prog.name, n, len(fails)))
+            if cli:
+                n, fails = cli.result()
+                passed += n
+                failures += fails
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    for f in failures:
+        print(f)
+    if failures:
+        print("seed %d; rerun one case with --filter NAME (and --keep DIR to keep its files)"
+              % args.seed)
+    print("time: %.1f s" % (time.time() - t0))
+    print("%d passed, %d failed" % (passed, len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
