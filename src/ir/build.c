@@ -67,6 +67,11 @@ tg_var *tg_reduce(tg_graph *g, const char *op, tg_var *x, const int64_t *axes, i
                   bool keepdims) {
     tg_attr a[2] = {naxes < 0 || !axes ? TG_A_NONE("axis") : TG_A_INTS("axis", axes, naxes),
                     TG_A_BOOL("keepdims", keepdims)};
+    int opi = op ? tg_op_lookup(op) : -1;
+    const tg_op_def *def = opi >= 0 ? tg_op_table[opi] : NULL;
+    /* argmax/argmin take one axis as an int */
+    if (def && def->nattrs > 0 && def->attrs[0].type == TG_AS_INT && naxes == 1 && axes)
+        a[0] = TG_A_INT("axis", axes[0]);
     return tg_apply(g, op, &x, 1, a, 2);
 }
 

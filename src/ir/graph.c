@@ -426,10 +426,13 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
             tg_ir_fail(g, ic.status ? ic.status : TG_ETYPE, "%s: %s", op->name, ic.msg);
             goto done;
         }
+        bool all_weak = true; /* then the result stays weak, and so do converted literals */
+        for (int i = 0; i < nin; i++) all_weak = all_weak && tin[i].weak;
         for (int i = 0; i < nin; i++) {
             if (want[i] == (tg_dtype)in[i]->type.dtype) continue;
             if (in[i]->lit && in[i]->type.weak) {
                 in[i] = literal_convert(g, op, in[i], want[i]);
+                if (in[i]) in[i]->type.weak = all_weak;
             } else {
                 /* the node keeps its attributes: they live in the arena */
                 tg_aval *cast = tg_arena_alloc(&g->arena, sizeof *cast);

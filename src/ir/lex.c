@@ -41,15 +41,13 @@ static bool is_alnum(int c) { return is_alpha(c) || is_digit(c); }
 static int col_of(const tg_lexer *lx, const char *p) { return (int)(p - lx->line_start) + 1; }
 
 /* Makes t an error token at p (sticky). */
-static void lex_error(tg_lexer *lx, tg_tok *t, const char *p, const char *fmt, ...)
-    TG_PRINTF(4, 5);
+static void lex_error(tg_lexer *lx, tg_tok *t, const char *p, const char *fmt, ...) TG_PRINTF(4, 5);
 static void lex_error(tg_lexer *lx, tg_tok *t, const char *p, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(lx->msg, sizeof lx->msg, fmt, ap);
     va_end(ap);
-    *t = (tg_tok){.kind = TG_TK_ERROR, .p = p, .len = 0, .line = lx->line,
-                  .col = col_of(lx, p)};
+    *t = (tg_tok){.kind = TG_TK_ERROR, .p = p, .len = 0, .line = lx->line, .col = col_of(lx, p)};
     lx->err = *t;
     lx->failed = true;
 }
@@ -87,10 +85,12 @@ static void lex_number(tg_lexer *lx, tg_tok *t, const char *s) {
     }
     size_t len = (size_t)(p - s);
     if (len > TG_TEXT_MAX_NUMBER)
-        return lex_error(lx, t, s, "number literal longer than %d characters",
-                         TG_TEXT_MAX_NUMBER);
-    *t = (tg_tok){.kind = is_float ? TG_TK_FLOAT : TG_TK_INT, .p = s, .len = len,
-                  .line = lx->line, .col = col_of(lx, s)};
+        return lex_error(lx, t, s, "number literal longer than %d characters", TG_TEXT_MAX_NUMBER);
+    *t = (tg_tok){.kind = is_float ? TG_TK_FLOAT : TG_TK_INT,
+                  .p = s,
+                  .len = len,
+                  .line = lx->line,
+                  .col = col_of(lx, s)};
     lx->cur = p;
     if (!is_float) {
         uint64_t u = 0;
@@ -111,8 +111,7 @@ static void lex_number(tg_lexer *lx, tg_tok *t, const char *s) {
     errno = 0;
     char *endp = NULL;
     double v = lx->cloc != (locale_t)0 ? strtod_l(buf, &endp, lx->cloc) : strtod(buf, &endp);
-    if (endp != buf + len)
-        return lex_error(lx, t, s, "malformed number '%s'", buf);
+    if (endp != buf + len) return lex_error(lx, t, s, "malformed number '%s'", buf);
     if (errno == ERANGE && isinf(v))
         return lex_error(lx, t, s, "float literal '%s' is out of range", buf);
     t->f = v;
@@ -140,9 +139,10 @@ static void lex_string(tg_lexer *lx, tg_tok *t, const char *s) {
             int v = 0;
             for (int k = 2; k < 4; k++) {
                 char h = p + k < lx->end ? p[k] : '\0';
-                int d = is_digit(h) ? h - '0'
+                int d = is_digit(h)              ? h - '0'
                         : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                        : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+                        : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                                 : -1;
                 if (d < 0) return lex_error(lx, t, p, "'\\x' needs two hex digits");
                 v = v * 16 + d;
             }
@@ -156,7 +156,10 @@ static void lex_string(tg_lexer *lx, tg_tok *t, const char *s) {
     }
     if (p >= lx->end || *p != '"') return lex_error(lx, t, s, "unterminated string");
     p++;
-    *t = (tg_tok){.kind = TG_TK_STRING, .p = s, .len = (size_t)(p - s), .line = lx->line,
+    *t = (tg_tok){.kind = TG_TK_STRING,
+                  .p = s,
+                  .len = (size_t)(p - s),
+                  .line = lx->line,
                   .col = col_of(lx, s)};
     lx->cur = p;
 }
@@ -185,7 +188,10 @@ void tg_lex_next(tg_lexer *lx, tg_tok *t) {
             lx->cur++;
             bool tok = lx->depth == 0;
             if (tok)
-                *t = (tg_tok){.kind = TG_TK_NEWLINE, .p = p, .len = 1, .line = lx->line,
+                *t = (tg_tok){.kind = TG_TK_NEWLINE,
+                              .p = p,
+                              .len = 1,
+                              .line = lx->line,
                               .col = col_of(lx, p)};
             if (lx->line == INT32_MAX) return lex_error(lx, t, p, "too many lines");
             lx->line++;
@@ -196,7 +202,10 @@ void tg_lex_next(tg_lexer *lx, tg_tok *t) {
         if (is_alpha(c)) {
             const char *q = p;
             while (q < lx->end && is_alnum(*q)) q++;
-            *t = (tg_tok){.kind = TG_TK_NAME, .p = p, .len = (size_t)(q - p), .line = lx->line,
+            *t = (tg_tok){.kind = TG_TK_NAME,
+                          .p = p,
+                          .len = (size_t)(q - p),
+                          .line = lx->line,
                           .col = col_of(lx, p)};
             lx->cur = q;
             return;
@@ -204,29 +213,24 @@ void tg_lex_next(tg_lexer *lx, tg_tok *t) {
         if (is_digit(c) || (c == '.' && p + 1 < lx->end && is_digit(p[1])))
             return lex_number(lx, t, p);
         if (c == '"') return lex_string(lx, t, p);
-        tg_tok_kind k;
-        size_t len = 1;
-        switch (c) {
-        case '(': k = TG_TK_LPAREN; lx->depth++; break;
-        case ')': k = TG_TK_RPAREN; if (lx->depth > 0) lx->depth--; break;
-        case '[': k = TG_TK_LBRACKET; lx->depth++; break;
-        case ']': k = TG_TK_RBRACKET; if (lx->depth > 0) lx->depth--; break;
-        case '{': k = TG_TK_LBRACE; break;
-        case '}': k = TG_TK_RBRACE; break;
-        case ',': k = TG_TK_COMMA; break;
-        case ':': k = TG_TK_COLON; break;
-        case '=': k = TG_TK_EQUAL; break;
-        case '@': k = TG_TK_AT; break;
-        case '?': k = TG_TK_QUESTION; break;
-        case '-':
-            k = TG_TK_MINUS;
-            if (p + 1 < lx->end && p[1] == '>') k = TG_TK_ARROW, len = 2;
-            break;
-        default: {
+        static const char punct[] = "()[]{},:=@?-";
+        static const tg_tok_kind punct_kind[] = {TG_TK_LPAREN,   TG_TK_RPAREN,   TG_TK_LBRACKET,
+                                                 TG_TK_RBRACKET, TG_TK_LBRACE,   TG_TK_RBRACE,
+                                                 TG_TK_COMMA,    TG_TK_COLON,    TG_TK_EQUAL,
+                                                 TG_TK_AT,       TG_TK_QUESTION, TG_TK_MINUS};
+        const char *hit = c ? strchr(punct, c) : NULL;
+        if (!hit) {
             char d[16];
             char_desc((unsigned char)c, d, sizeof d);
             return lex_error(lx, t, p, "unexpected character %s", d);
         }
+        tg_tok_kind k = punct_kind[hit - punct];
+        size_t len = 1;
+        if (k == TG_TK_LPAREN || k == TG_TK_LBRACKET) lx->depth++;
+        if ((k == TG_TK_RPAREN || k == TG_TK_RBRACKET) && lx->depth > 0) lx->depth--;
+        if (k == TG_TK_MINUS && p + 1 < lx->end && p[1] == '>') {
+            k = TG_TK_ARROW;
+            len = 2;
         }
         *t = (tg_tok){.kind = k, .p = p, .len = len, .line = lx->line, .col = col_of(lx, p)};
         lx->cur = p + len;
@@ -236,9 +240,15 @@ void tg_lex_next(tg_lexer *lx, tg_tok *t) {
 
 void tg_tok_describe(const tg_tok *t, char *buf, size_t n) {
     switch (t->kind) {
-    case TG_TK_EOF: snprintf(buf, n, "end of file"); return;
-    case TG_TK_NEWLINE: snprintf(buf, n, "end of line"); return;
-    case TG_TK_ERROR: snprintf(buf, n, "an invalid token"); return;
+    case TG_TK_EOF:
+        snprintf(buf, n, "end of file");
+        return;
+    case TG_TK_NEWLINE:
+        snprintf(buf, n, "end of line");
+        return;
+    case TG_TK_ERROR:
+        snprintf(buf, n, "an invalid token");
+        return;
     case TG_TK_STRING:
         if (t->len > 34)
             snprintf(buf, n, "string %.30s...\"", t->p);
@@ -267,11 +277,26 @@ void tg_tok_string(const tg_tok *t, char *out) {
         }
         char e = p[1];
         switch (e) {
-        case 'n': *out++ = '\n'; p += 2; break;
-        case 't': *out++ = '\t'; p += 2; break;
-        case 'r': *out++ = '\r'; p += 2; break;
-        case 'x': *out++ = (char)(hex_val(p[2]) * 16 + hex_val(p[3])); p += 4; break;
-        default: *out++ = e; p += 2; break; /* \" and \\ (validated by the lexer) */
+        case 'n':
+            *out++ = '\n';
+            p += 2;
+            break;
+        case 't':
+            *out++ = '\t';
+            p += 2;
+            break;
+        case 'r':
+            *out++ = '\r';
+            p += 2;
+            break;
+        case 'x':
+            *out++ = (char)(hex_val(p[2]) * 16 + hex_val(p[3]));
+            p += 4;
+            break;
+        default:
+            *out++ = e;
+            p += 2;
+            break; /* \" and \\ (validated by the lexer) */
         }
     }
     *out = '\0';
@@ -336,8 +361,7 @@ static tg_txt_entry *probe(tg_txt_entry *slots, size_t cap, const char *key, siz
     size_t i = (size_t)h & (cap - 1);
     for (;;) {
         tg_txt_entry *e = &slots[i];
-        if (!e->key || (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0))
-            return e;
+        if (!e->key || (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0)) return e;
         i = (i + 1) & (cap - 1);
     }
 }
@@ -408,11 +432,21 @@ void tg_txt_put_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\r': fputs("\\r", f); break;
+        case '"':
+            fputs("\\\"", f);
+            break;
+        case '\\':
+            fputs("\\\\", f);
+            break;
+        case '\n':
+            fputs("\\n", f);
+            break;
+        case '\t':
+            fputs("\\t", f);
+            break;
+        case '\r':
+            fputs("\\r", f);
+            break;
         default:
             if (*p < 0x20 || *p == 0x7f)
                 fprintf(f, "\\x%02x", (unsigned)*p);

@@ -46,8 +46,7 @@ tg_status tg_module_parse(tg_ctx *ctx, const char *src, size_t len, const char *
 }
 
 /* Reads the whole file at path into a ctx buffer (*buf of *cap bytes, *len used). */
-static tg_status read_file(tg_ctx *ctx, const char *path, char **buf, size_t *cap,
-                           size_t *len) {
+static tg_status read_file(tg_ctx *ctx, const char *path, char **buf, size_t *cap, size_t *len) {
     *buf = NULL;
     *cap = *len = 0;
     FILE *f = fopen(path, "rb");

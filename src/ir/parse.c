@@ -23,21 +23,21 @@
 #include <stdio.h>
 
 typedef struct parser {
-    tg_ctx *ctx;           /* allocator */
-    tg_lexer lx;           /* the token stream */
-    tg_tok tok;            /* current token */
-    tg_tok ahead;          /* one token of lookahead when have_ahead */
-    bool have_ahead;       /* ahead is valid */
-    const char *file;      /* name used in messages (never NULL) */
-    tg_status st;          /* first error */
+    tg_ctx *ctx;      /* allocator */
+    tg_lexer lx;      /* the token stream */
+    tg_tok tok;       /* current token */
+    tg_tok ahead;     /* one token of lookahead when have_ahead */
+    bool have_ahead;  /* ahead is valid */
+    const char *file; /* name used in messages (never NULL) */
+    tg_status st;     /* first error */
     char msg[TG_ERRMSG_MAX];
-    int depth;             /* current nesting of calls, indexing and lists */
-    tg_module *m;          /* receives the functions */
-    tg_graph *g;           /* function being parsed */
-    tg_txt_map all_funcs;  /* every `func NAME` of the text (found by a first scan) */
-    tg_txt_map funcs;      /* functions defined so far */
-    tg_txt_map names;      /* bindings of the current function: var and position */
-    tg_arena scratch;      /* temporaries of the current statement(s) */
+    int depth;            /* current nesting of calls, indexing and lists */
+    tg_module *m;         /* receives the functions */
+    tg_graph *g;          /* function being parsed */
+    tg_txt_map all_funcs; /* every `func NAME` of the text (found by a first scan) */
+    tg_txt_map funcs;     /* functions defined so far */
+    tg_txt_map names;     /* bindings of the current function: var and position */
+    tg_arena scratch;     /* temporaries of the current statement(s) */
 } parser;
 
 /* A scalar literal as written: 'i' int, 'f' float, 'b' bool, 'n' none. */
@@ -237,8 +237,7 @@ static bool parse_number(parser *p, lit *out) {
 /* scalar := number | true | false | none */
 static bool parse_scalar(parser *p, lit *out, const char *what) {
     if (tg_tok_is(&p->tok, "true") || tg_tok_is(&p->tok, "false")) {
-        *out = (lit){.kind = 'b', .i = p->tok.p[0] == 't', .line = p->tok.line,
-                     .col = p->tok.col};
+        *out = (lit){.kind = 'b', .i = p->tok.p[0] == 't', .line = p->tok.line, .col = p->tok.col};
         advance(p);
         return true;
     }
@@ -280,8 +279,8 @@ static bool check_bindable(parser *p, const tg_tok *t) {
         return FAIL_TOK(p, t, TG_ESYNTAX, "'%.*s' is a reserved word", (int)t->len, t->p);
     const tg_txt_entry *e = tg_txt_map_find(&p->names, t->p, t->len);
     if (e)
-        return FAIL_TOK(p, t, TG_ESYNTAX, "'%.*s' is already defined at %d:%d", (int)t->len,
-                        t->p, e->line, e->col);
+        return FAIL_TOK(p, t, TG_ESYNTAX, "'%.*s' is already defined at %d:%d", (int)t->len, t->p,
+                        e->line, e->col);
     return true;
 }
 
@@ -398,10 +397,21 @@ static bool parse_attr_value(parser *p, tg_attr *a) {
         lit l;
         if (!parse_scalar(p, &l, "an attribute value")) return false;
         switch (l.kind) {
-        case 'i': a->kind = TG_ATTR_INT; a->i = l.i; break;
-        case 'f': a->kind = TG_ATTR_FLOAT; a->f = l.f; break;
-        case 'b': a->kind = TG_ATTR_BOOL; a->i = l.i; break;
-        default: a->kind = TG_ATTR_NONE; break;
+        case 'i':
+            a->kind = TG_ATTR_INT;
+            a->i = l.i;
+            break;
+        case 'f':
+            a->kind = TG_ATTR_FLOAT;
+            a->f = l.f;
+            break;
+        case 'b':
+            a->kind = TG_ATTR_BOOL;
+            a->i = l.i;
+            break;
+        default:
+            a->kind = TG_ATTR_NONE;
+            break;
         }
         return true;
     }
@@ -411,11 +421,16 @@ static bool parse_attr_value(parser *p, tg_attr *a) {
 /* The range of integers each dtype holds (bool and floats excluded). */
 static bool int_fits(tg_dtype dt, int64_t v) {
     switch (dt) {
-    case TG_DT_I8: return v >= INT8_MIN && v <= INT8_MAX;
-    case TG_DT_I16: return v >= INT16_MIN && v <= INT16_MAX;
-    case TG_DT_I32: return v >= INT32_MIN && v <= INT32_MAX;
-    case TG_DT_U8: return v >= 0 && v <= UINT8_MAX;
-    default: return true;
+    case TG_DT_I8:
+        return v >= INT8_MIN && v <= INT8_MAX;
+    case TG_DT_I16:
+        return v >= INT16_MIN && v <= INT16_MAX;
+    case TG_DT_I32:
+        return v >= INT32_MIN && v <= INT32_MAX;
+    case TG_DT_U8:
+        return v >= 0 && v <= UINT8_MAX;
+    default:
+        return true;
     }
 }
 
@@ -467,8 +482,7 @@ static bool parse_const(parser *p, const tg_tok *optok, tg_var **out, int *nout)
             if (!at(p, TG_TK_LBRACKET)) return expected(p, "a list of extents");
             if (!parse_list(p, &dims, &nd)) return false;
             if (nd > TG_MAX_DIMS)
-                return FAIL_TOK(p, &st, TG_ELIMIT, "const: more than %d dimensions",
-                                TG_MAX_DIMS);
+                return FAIL_TOK(p, &st, TG_ELIMIT, "const: more than %d dimensions", TG_MAX_DIMS);
             for (int d = 0; d < nd; d++) {
                 if (dims[d].kind != 'i' || dims[d].i < 0)
                     return fail_at(p, dims[d].line, dims[d].col, TG_ESYNTAX,
@@ -482,8 +496,8 @@ static bool parse_const(parser *p, const tg_tok *optok, tg_var **out, int *nout)
                             (int)k.len, k.p);
         }
         if (dup)
-            return FAIL_TOK(p, &k, TG_EINVAL, "const: attribute '%.*s' given twice",
-                            (int)k.len, k.p);
+            return FAIL_TOK(p, &k, TG_EINVAL, "const: attribute '%.*s' given twice", (int)k.len,
+                            k.p);
         if (!accept(p, TG_TK_COMMA)) break;
     }
     if (!expect(p, TG_TK_RPAREN, "',' or ')'")) return false;
@@ -508,9 +522,9 @@ static bool parse_const(parser *p, const tg_tok *optok, tg_var **out, int *nout)
         count *= shape[d];
     }
     if (count != n)
-        return FAIL_TOK(p, &vtok, TG_ESHAPE, "const: %d value%s cannot fill shape %s%lld%s",
-                        n, n == 1 ? "" : "s", ndim ? "with " : "[] of ",
-                        (long long)count, ndim ? " elements" : " element");
+        return FAIL_TOK(p, &vtok, TG_ESHAPE, "const: %d value%s cannot fill shape %s%lld%s", n,
+                        n == 1 ? "" : "s", ndim ? "with " : "[] of ", (long long)count,
+                        ndim ? " elements" : " element");
     size_t esz = tg_dtype_size(dt);
     char *data = scratch_alloc(p, esz * (size_t)(n + 1), &vtok);
     if (!data) return false;
@@ -526,13 +540,11 @@ static bool parse_const(parser *p, const tg_tok *optok, tg_var **out, int *nout)
                                "const: dtype bool takes true or false");
             tg_store_i64(dst, dt, l->i);
         } else if (l->kind == 'b') {
-            return fail_at(p, l->line, l->col, TG_ETYPE, "const: a bool value for dtype %s",
-                           dn);
+            return fail_at(p, l->line, l->col, TG_ETYPE, "const: a bool value for dtype %s", dn);
         } else if (tg_dtype_is_float(dt)) {
             double v = l->kind == 'f' ? l->f : (double)l->i;
             if (dt == TG_DT_F32 && isfinite(v) && fabs(v) > FLT_MAX)
-                return fail_at(p, l->line, l->col, TG_ETYPE, "const: %g is out of range of f32",
-                               v);
+                return fail_at(p, l->line, l->col, TG_ETYPE, "const: %g is out of range of f32", v);
             tg_store_f64(dst, dt, v);
         } else {
             if (l->kind == 'f')
@@ -576,8 +588,8 @@ static bool parse_call(parser *p, tg_var **out, int *nout) {
                 return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' is a reserved word", (int)t.len, t.p);
             for (int k = 0; k < na; k++)
                 if (strlen(attrs[k].name) == t.len && memcmp(attrs[k].name, t.p, t.len) == 0)
-                    return FAIL_TOK(p, &t, TG_EINVAL, "attribute '%.*s' given twice",
-                                    (int)t.len, t.p);
+                    return FAIL_TOK(p, &t, TG_EINVAL, "attribute '%.*s' given twice", (int)t.len,
+                                    t.p);
             if (!GROW(p, attrs, ca, na, &t)) return false;
             tg_attr *a = &attrs[na];
             *a = (tg_attr){.name = scratch_str(p, t.p, t.len, &t)};
@@ -617,15 +629,16 @@ static bool parse_call(parser *p, tg_var **out, int *nout) {
         for (int j = 0; j < def->nattrs && k < nf; j++) {
             if (def->attrs[j].type != TG_AS_FUNC) continue;
             if (!GROW(p, attrs, ca, na, &fpos[k])) return false;
-            attrs[na] = (tg_attr){.name = def->attrs[j].name, .kind = TG_ATTR_FUNC,
+            attrs[na] = (tg_attr){.name = def->attrs[j].name,
+                                  .kind = TG_ATTR_FUNC,
                                   .s = scratch_str(p, fpos[k].p, fpos[k].len, &fpos[k])};
             if (!attrs[na].s) return false;
             na++;
             k++;
         }
         if (k < nf)
-            return FAIL_TOK(p, &fpos[k], TG_EINVAL, "%s: takes %d function argument%s", opname,
-                            k, k == 1 ? "" : "s");
+            return FAIL_TOK(p, &fpos[k], TG_EINVAL, "%s: takes %d function argument%s", opname, k,
+                            k == 1 ? "" : "s");
     }
     set_pos(p, &optok);
     int cap = TG_MAX_OUTS;
@@ -696,8 +709,7 @@ static bool parse_expr(parser *p, tg_var **out, int *nout) {
         if (!parse_scalar(p, &l, "an expression") || !literal_var(p, &l, &out[0])) return false;
     } else if (t.kind == TG_TK_NAME) {
         if (tg_txt_reserved(t.p, t.len))
-            return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' cannot be used as a value", (int)t.len,
-                            t.p);
+            return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' cannot be used as a value", (int)t.len, t.p);
         const tg_txt_entry *e = tg_txt_map_find(&p->names, t.p, t.len);
         if (!e) return FAIL_TOK(p, &t, TG_ENAME, "unknown name '%.*s'", (int)t.len, t.p);
         out[0] = e->val;
@@ -725,11 +737,10 @@ static bool parse_binding(parser *p) {
         if (!check_bindable(p, &t)) return false;
         for (int k = 0; k < n; k++)
             if (names[k].len == t.len && memcmp(names[k].p, t.p, t.len) == 0)
-                return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' is already defined at %d:%d",
-                                (int)t.len, t.p, names[k].line, names[k].col);
+                return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' is already defined at %d:%d", (int)t.len,
+                                t.p, names[k].line, names[k].col);
         if (n == TG_MAX_OUTS)
-            return FAIL_TOK(p, &t, TG_ELIMIT, "more than %d names in one statement",
-                            TG_MAX_OUTS);
+            return FAIL_TOK(p, &t, TG_ELIMIT, "more than %d names in one statement", TG_MAX_OUTS);
         names[n++] = t;
         advance(p);
         if (!accept(p, TG_TK_COMMA)) break;
@@ -745,8 +756,9 @@ static bool parse_binding(parser *p) {
             return FAIL_TOK(p, &start, TG_ESYNTAX, "'%.*s' gives %d value%s but %d name%s bound",
                             (int)start.len, start.p, nv, nv == 1 ? "" : "s", n,
                             n == 1 ? " is" : "s are");
-        return FAIL_TOK(p, &start, TG_ESYNTAX, "the expression gives %d value%s but %d name%s bound",
-                        nv, nv == 1 ? "" : "s", n, n == 1 ? " is" : "s are");
+        return FAIL_TOK(p, &start, TG_ESYNTAX,
+                        "the expression gives %d value%s but %d name%s bound", nv,
+                        nv == 1 ? "" : "s", n, n == 1 ? " is" : "s are");
     }
     if (!expect_eol(p)) return false;
     for (int k = 0; k < n; k++)

@@ -21,14 +21,14 @@
 typedef struct printer {
     const tg_graph *g;
     FILE *f;
-    tg_node **order;      /* toposort, or g->nodes when there are no outputs */
+    tg_node **order; /* toposort, or g->nodes when there are no outputs */
     int norder;
-    bool own_order;       /* order comes from tg_ir_toposort */
-    const char **names;   /* by var id */
-    uint8_t *done;        /* by var id: constant already printed / name claimed */
+    bool own_order;     /* order comes from tg_ir_toposort */
+    const char **names; /* by var id */
+    uint8_t *done;      /* by var id: constant already printed / name claimed */
     int nvars;
-    tg_txt_map used;      /* names taken */
-    tg_arena arena;       /* fresh names */
+    tg_txt_map used; /* names taken */
+    tg_arena arena;  /* fresh names */
 } printer;
 
 /* ---- scalars ---- */
@@ -128,7 +128,9 @@ static void put_use(const printer *pr, const tg_var *v) {
 
 static void put_aval(FILE *f, const tg_attr_spec *s, const tg_aval *a) {
     switch (a->kind) {
-    case TG_ATTR_NONE: fputs("none", f); break;
+    case TG_ATTR_NONE:
+        fputs("none", f);
+        break;
     case TG_ATTR_INT:
         if (s->type == TG_AS_DTYPE) {
             fputc('"', f);
@@ -138,10 +140,18 @@ static void put_aval(FILE *f, const tg_attr_spec *s, const tg_aval *a) {
             fprintf(f, "%lld", (long long)a->i);
         }
         break;
-    case TG_ATTR_BOOL: fputs(a->i ? "true" : "false", f); break;
-    case TG_ATTR_FLOAT: put_float(f, a->f, false); break;
-    case TG_ATTR_STR: tg_txt_put_string(f, a->s ? a->s : ""); break;
-    case TG_ATTR_FUNC: fprintf(f, "@%s", a->s ? a->s : "?"); break;
+    case TG_ATTR_BOOL:
+        fputs(a->i ? "true" : "false", f);
+        break;
+    case TG_ATTR_FLOAT:
+        put_float(f, a->f, false);
+        break;
+    case TG_ATTR_STR:
+        tg_txt_put_string(f, a->s ? a->s : "");
+        break;
+    case TG_ATTR_FUNC:
+        fprintf(f, "@%s", a->s ? a->s : "?");
+        break;
     case TG_ATTR_INTS:
         fputc('[', f);
         for (int k = 0; k < a->n; k++) {
@@ -167,12 +177,16 @@ static void put_aval(FILE *f, const tg_attr_spec *s, const tg_aval *a) {
 static bool aval_equal(const tg_aval *a, const tg_aval *b) {
     if (a->kind != b->kind) return false;
     switch (a->kind) {
-    case TG_ATTR_NONE: return true;
+    case TG_ATTR_NONE:
+        return true;
     case TG_ATTR_INT:
-    case TG_ATTR_BOOL: return a->i == b->i;
-    case TG_ATTR_FLOAT: return a->f == b->f || (a->f != a->f && b->f != b->f);
+    case TG_ATTR_BOOL:
+        return a->i == b->i;
+    case TG_ATTR_FLOAT:
+        return a->f == b->f || (a->f != a->f && b->f != b->f);
     case TG_ATTR_STR:
-    case TG_ATTR_FUNC: return a->s && b->s ? strcmp(a->s, b->s) == 0 : a->s == b->s;
+    case TG_ATTR_FUNC:
+        return a->s && b->s ? strcmp(a->s, b->s) == 0 : a->s == b->s;
     case TG_ATTR_INTS:
         if (a->n != b->n) return false;
         for (int k = 0; k < a->n; k++)
@@ -216,7 +230,8 @@ static void put_const(const printer *pr, const tg_var *v) {
     fprintf(f, ", dtype=\"%s\"", tg_dtype_name(dt));
     if (t->ndim > 1 || (t->ndim == 1 && t->shape[0] != count)) {
         fputs(", shape=[", f);
-        for (int d = 0; d < t->ndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        for (int d = 0; d < t->ndim; d++)
+            fprintf(f, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
         fputc(']', f);
     }
     fputs(")\n", f);
@@ -324,7 +339,8 @@ static void put_graph(printer *pr) {
     fputc('(', f);
     for (int i = 0; i < g->inputs.n; i++) {
         const tg_var *v = g->inputs.items[i];
-        fprintf(f, "%s%s: %s", i ? ", " : "", name_of(pr, v), tg_type_str(&v->type, tbuf, sizeof tbuf));
+        fprintf(f, "%s%s: %s", i ? ", " : "", name_of(pr, v),
+                tg_type_str(&v->type, tbuf, sizeof tbuf));
     }
     fputs(") {\n", f);
     for (int i = 0; i < pr->norder; i++) {

@@ -15,8 +15,8 @@
 
 #include <locale.h>
 
-#define TG_TEXT_MAX_BYTES ((size_t)1 << 30) /* largest .tg text parsed or loaded (1 GiB) */
-#define TG_TEXT_MAX_NUMBER 128              /* longest number literal, in bytes */
+#define TG_TEXT_MAX_BYTES  ((size_t)1 << 30) /* largest .tg text parsed or loaded (1 GiB) */
+#define TG_TEXT_MAX_NUMBER 128               /* longest number literal, in bytes */
 
 /* ---- tokens ---- */
 typedef enum {
@@ -88,9 +88,9 @@ typedef struct tg_txt_entry {
 } tg_txt_entry;
 
 typedef struct tg_txt_map {
-    tg_ctx *ctx;          /* allocator */
-    tg_txt_entry *slots;  /* cap entries, cap a power of two (or 0) */
-    size_t cap, n;        /* slots, used */
+    tg_ctx *ctx;         /* allocator */
+    tg_txt_entry *slots; /* cap entries, cap a power of two (or 0) */
+    size_t cap, n;       /* slots, used */
 } tg_txt_map;
 
 void tg_txt_map_init(tg_txt_map *m, tg_ctx *ctx);

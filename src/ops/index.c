@@ -12,7 +12,8 @@
  *  - mask_select(x, mask)                x[mask] (output extent depends on the values)
  * Indices are any integer dtype (bool is refused: use mask_select), any rank; negative
  * ones count from the end; an out-of-range index is a run-time error naming the value,
- * the axis and its extent, like NumPy's IndexError.
+ * the axis and its extent, like NumPy's IndexError (checked for every index, even when
+ * the result is empty).
  * Assignment: y broadcasts one way onto the selected shape (leading extents of 1 of y may
  * be dropped, as NumPy allows). `set_*` casts y to x's dtype (NumPy's unsafe setitem
  * casting; a weak literal adopts x's dtype). `inc_*` follows NumPy's in-place add: the sum
@@ -53,8 +54,9 @@ static tg_status check_indices(tg_infer *ic, const tg_type *ind) {
     char ts[TG_TYPE_STR_MAX];
     tg_dtype dt = (tg_dtype)ind->dtype;
     if (dt == TG_DT_BOOL)
-        return tg_infer_fail(ic, TG_ETYPE, "indices must be integers, got %s (use mask_select "
-                                           "for a boolean mask)",
+        return tg_infer_fail(ic, TG_ETYPE,
+                             "indices must be integers, got %s (use mask_select "
+                             "for a boolean mask)",
                              tg_type_str(ind, ts, sizeof ts));
     if (!tg_dtype_is_int(dt))
         return tg_infer_fail(ic, TG_ETYPE, "indices must be integers, got %s",
@@ -73,8 +75,9 @@ static bool axis_read(const tg_aval *a, int ndim, int *out) {
 
 static tg_status axis_fail(tg_infer *ic, const tg_aval *a, const tg_type *x) {
     char ts[TG_TYPE_STR_MAX];
-    return tg_infer_fail(ic, TG_EINVAL, "axis %lld is out of bounds for an array of dimension "
-                                        "%d (%s)",
+    return tg_infer_fail(ic, TG_EINVAL,
+                         "axis %lld is out of bounds for an array of dimension "
+                         "%d (%s)",
                          (long long)a->i, x->ndim, tg_type_str(x, ts, sizeof ts));
 }
 
@@ -88,6 +91,20 @@ static bool index_norm(int64_t v, int64_t n, int64_t *out) {
 static tg_status oob_fail(tg_kern *k, int64_t v, int axis, int64_t n) {
     return tg_kern_fail(k, TG_EINDEX, "index %lld is out of bounds for axis %d with size %lld",
                         (long long)v, axis, (long long)n);
+}
+
+/* Checks every index against the extent n (axis < 0: flattened, reported as axis 0),
+ * in C order, before anything is gathered: also those that select nothing because the
+ * result is empty (np.take raises for them, and NumPy is deprecating the silence of its
+ * fancy indexing there). */
+static tg_status check_all_indices(tg_kern *k, const tg_tensor *ind, int axis, int64_t n) {
+    int64_t idx[TG_MAX_DIMS] = {0}, v;
+    if (tg_tensor_size(ind) == 0) return TG_OK;
+    do {
+        int64_t raw = tg_load_i64(tg_tensor_at(ind, idx), ind->dtype);
+        if (!index_norm(raw, n, &v)) return oob_fail(k, raw, axis < 0 ? 0 : axis, n);
+    } while (tg_index_next(ind->ndim, ind->shape, idx));
+    return TG_OK;
 }
 
 /* Multi-index of the flat C-order position f of a shape with no zero extent. */
@@ -113,14 +130,18 @@ static const char *bcast_at(const tg_tensor *y, int tnd, const int64_t *t) {
  * at the store) and in wrapping int64 otherwise (bool: logical or). */
 static void elem_put(char *dst, tg_dtype ddt, const char *src, tg_dtype sdt, bool inc) {
     if (!inc) {
-        if (sdt == ddt) memcpy(dst, src, tg_dtype_size(ddt));
-        else if (tg_dtype_is_float(sdt)) tg_store_f64(dst, ddt, tg_load_f64(src, sdt));
-        else tg_store_i64(dst, ddt, tg_load_i64(src, sdt));
+        if (sdt == ddt)
+            memcpy(dst, src, tg_dtype_size(ddt));
+        else if (tg_dtype_is_float(sdt))
+            tg_store_f64(dst, ddt, tg_load_f64(src, sdt));
+        else
+            tg_store_i64(dst, ddt, tg_load_i64(src, sdt));
     } else if (tg_dtype_is_float(ddt)) {
         tg_store_f64(dst, ddt, tg_load_f64(dst, ddt) + tg_load_f64(src, sdt));
     } else {
         uint64_t s = (uint64_t)tg_load_i64(dst, ddt) + (uint64_t)tg_load_i64(src, sdt);
-        tg_store_i64(dst, ddt, (int64_t)s); /* the store wraps to the width */
+        /* the bits of s as int64 without an implementation-defined cast; the store wraps */
+        tg_store_i64(dst, ddt, s <= INT64_MAX ? (int64_t)s : -(int64_t)~s - 1);
     }
 }
 
@@ -142,8 +163,9 @@ static tg_status promote_assign(tg_infer *ic, tg_dtype *want, int yi, bool inc) 
     want[0] = (tg_dtype)x->dtype;
     if (!inc || y->weak) want[yi] = (tg_dtype)x->dtype;
     if (inc && kind_rank(y) > kind_rank(x))
-        return tg_infer_fail(ic, TG_ETYPE, "cannot add %s%s into %s without a cast (NumPy's "
-                                           "same_kind rule)",
+        return tg_infer_fail(ic, TG_ETYPE,
+                             "cannot add %s%s into %s without a cast (NumPy's "
+                             "same_kind rule)",
                              tg_dtype_name((tg_dtype)y->dtype), y->weak ? " literal" : "",
                              tg_dtype_name((tg_dtype)x->dtype));
     return TG_OK;
@@ -166,8 +188,9 @@ static tg_status promote_inc_yi2(tg_infer *ic, tg_dtype *want) {
 static tg_status assign_check(tg_infer *ic, const tg_type *tgt, const tg_type *y, bool inc) {
     char ys[TG_TYPE_STR_MAX], ss[TG_TYPE_STR_MAX];
     if (inc && kind_rank(y) > kind_rank(tgt))
-        return tg_infer_fail(ic, TG_ETYPE, "cannot add %s into %s without a cast (NumPy's "
-                                           "same_kind rule)",
+        return tg_infer_fail(ic, TG_ETYPE,
+                             "cannot add %s into %s without a cast (NumPy's "
+                             "same_kind rule)",
                              tg_dtype_name((tg_dtype)y->dtype),
                              tg_dtype_name((tg_dtype)tgt->dtype));
     int lead = tgt->ndim - y->ndim;
@@ -182,8 +205,7 @@ static tg_status assign_check(tg_infer *ic, const tg_type *tgt, const tg_type *y
                                  "cannot broadcast y %s into the selected shape %s: axis %d "
                                  "has extent 1 where the type says '?', which does not "
                                  "broadcast (declare the dimension as 1 to broadcast)",
-                                 tg_type_str(y, ys, sizeof ys), shape_str(tgt, ss, sizeof ss),
-                                 a);
+                                 tg_type_str(y, ys, sizeof ys), shape_str(tgt, ss, sizeof ss), a);
         return tg_infer_fail(ic, TG_ESHAPE, "cannot broadcast y %s into the selected shape %s",
                              tg_type_str(y, ys, sizeof ys), shape_str(tgt, ss, sizeof ss));
     }
@@ -201,8 +223,8 @@ static tg_status gather_type(tg_infer *ic, const tg_type *x, const tg_type *ind,
     if (!axis_read(axis_attr, x->ndim, &axis)) return axis_fail(ic, axis_attr, x);
     int nd = axis < 0 ? ind->ndim : x->ndim - 1 + ind->ndim;
     if (nd > TG_MAX_DIMS)
-        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)",
-                             nd, TG_MAX_DIMS);
+        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)", nd,
+                             TG_MAX_DIMS);
     type_init(o, (tg_dtype)x->dtype, nd);
     int j = 0;
     for (int d = 0; d < axis; d++, j++) {
@@ -262,6 +284,8 @@ static tg_status ref_take(tg_kern *k) {
     int axis;
     if (!axis_read(&k->attrs[0], x->ndim, &axis))
         return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
+    if (check_all_indices(k, ind, axis, axis < 0 ? tg_tensor_size(x) : x->shape[axis]) != TG_OK)
+        return k->status;
     if (tg_tensor_size(out) == 0) return TG_OK;
     size_t esz = tg_dtype_size(x->dtype);
     int64_t t[TG_MAX_DIMS] = {0}, xi[TG_MAX_DIMS], bad, ext;
@@ -275,9 +299,15 @@ static tg_status ref_take(tg_kern *k) {
 }
 
 const tg_op_def tg_op_take = {
-    .name = "take", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
-    .attrs = take_attrs, .nattrs = (int)TG_COUNTOF(take_attrs),
-    .infer = infer_take, .ref = ref_take,
+    .name = "take",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = take_attrs,
+    .nattrs = (int)TG_COUNTOF(take_attrs),
+    .infer = infer_take,
+    .ref = ref_take,
 };
 
 /* ---- take_along ---- */
@@ -298,8 +328,9 @@ static tg_status infer_take_along(tg_infer *ic) {
     tg_type *o = &ic->out[0];
     if (axis < 0) {
         if (ind->ndim != 1)
-            return tg_infer_fail(ic, TG_ESHAPE, "when axis is none, indices must have a single "
-                                                "dimension, got %s",
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "when axis is none, indices must have a single "
+                                 "dimension, got %s",
                                  tg_type_str(ind, is, sizeof is));
         type_init(o, (tg_dtype)x->dtype, 1);
         o->shape[0] = ind->shape[0];
@@ -307,8 +338,9 @@ static tg_status infer_take_along(tg_infer *ic) {
         return TG_OK;
     }
     if (ind->ndim != x->ndim)
-        return tg_infer_fail(ic, TG_ESHAPE, "indices %s and x %s must have the same number of "
-                                            "dimensions",
+        return tg_infer_fail(ic, TG_ESHAPE,
+                             "indices %s and x %s must have the same number of "
+                             "dimensions",
                              tg_type_str(ind, is, sizeof is), tg_type_str(x, xs, sizeof xs));
     tg_type tx = *x, ti = *ind;
     tx.shape[axis] = ti.shape[axis] = 1; /* the axis itself does not broadcast */
@@ -318,10 +350,11 @@ static tg_status infer_take_along(tg_infer *ic) {
     if (!tg_broadcast_types(ic, p, 2, o)) {
         char why[sizeof ic->msg];
         snprintf(why, sizeof why, "%s", ic->msg);
-        return tg_infer_fail(ic, TG_ESHAPE, "indices %s do not broadcast against x %s outside "
-                                            "axis %d (%.300s)",
-                             tg_type_str(ind, is, sizeof is), tg_type_str(x, xs, sizeof xs),
-                             axis, why);
+        return tg_infer_fail(ic, TG_ESHAPE,
+                             "indices %s do not broadcast against x %s outside "
+                             "axis %d (%.300s)",
+                             tg_type_str(ind, is, sizeof is), tg_type_str(x, xs, sizeof xs), axis,
+                             why);
     }
     o->dtype = x->dtype;
     o->weak = 0;
@@ -338,6 +371,8 @@ static tg_status ref_take_along(tg_kern *k) {
         return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
     if (axis >= 0 && ind->ndim != x->ndim)
         return tg_kern_fail(k, TG_ESHAPE, "indices and x have different ranks");
+    if (check_all_indices(k, ind, axis, axis < 0 ? tg_tensor_size(x) : x->shape[axis]) != TG_OK)
+        return k->status;
     if (tg_tensor_size(out) == 0) return TG_OK;
     size_t esz = tg_dtype_size(x->dtype);
     int64_t o[TG_MAX_DIMS] = {0}, ii[TG_MAX_DIMS], xi[TG_MAX_DIMS];
@@ -359,9 +394,15 @@ static tg_status ref_take_along(tg_kern *k) {
 }
 
 const tg_op_def tg_op_take_along = {
-    .name = "take_along", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
-    .attrs = take_along_attrs, .nattrs = (int)TG_COUNTOF(take_along_attrs),
-    .infer = infer_take_along, .ref = ref_take_along,
+    .name = "take_along",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = take_along_attrs,
+    .nattrs = (int)TG_COUNTOF(take_along_attrs),
+    .infer = infer_take_along,
+    .ref = ref_take_along,
 };
 
 /* ---- set_subtensor, inc_subtensor ---- */
@@ -378,8 +419,13 @@ static const tg_attr_spec subtensor_attrs[] = {
 /* Type of x[slice], from the slice record's own inference. */
 static tg_status slice_type(tg_infer *ic, const tg_type *x, tg_type *o) {
     tg_type outs[TG_MAX_OUTS];
-    tg_infer sc = {.op = &tg_op_slice, .in = x, .nin = 1, .attrs = ic->attrs, .out = outs,
-                   .nout = tg_op_slice.nout, .runtime = ic->runtime};
+    tg_infer sc = {.op = &tg_op_slice,
+                   .in = x,
+                   .nin = 1,
+                   .attrs = ic->attrs,
+                   .out = outs,
+                   .nout = tg_op_slice.nout,
+                   .runtime = ic->runtime};
     if (tg_op_slice.infer(&sc) != TG_OK)
         return tg_infer_fail(ic, sc.status ? sc.status : TG_EINVAL, "%s", sc.msg);
     *o = outs[0];
@@ -418,13 +464,24 @@ static tg_status ref_subtensor(tg_kern *k, bool inc) {
     tg_type xt, outs[TG_MAX_OUTS];
     type_init(&xt, out->dtype, out->ndim);
     memcpy(xt.shape, out->shape, sizeof xt.shape[0] * (size_t)out->ndim);
-    tg_infer sc = {.op = &tg_op_slice, .in = &xt, .nin = 1, .attrs = k->attrs, .out = outs,
-                   .nout = tg_op_slice.nout, .runtime = true};
+    tg_infer sc = {.op = &tg_op_slice,
+                   .in = &xt,
+                   .nin = 1,
+                   .attrs = k->attrs,
+                   .out = outs,
+                   .nout = tg_op_slice.nout,
+                   .runtime = true};
     if (tg_op_slice.infer(&sc) != TG_OK)
         return tg_kern_fail(k, sc.status ? sc.status : TG_EINVAL, "%s", sc.msg);
     tg_tensor *view = NULL;
-    tg_kern sk = {.ctx = k->ctx, .node = k->node, .attrs = k->attrs, .in = &k->out[0],
-                  .nin = 1, .out = &view, .nout = 1, .out_type = outs};
+    tg_kern sk = {.ctx = k->ctx,
+                  .node = k->node,
+                  .attrs = k->attrs,
+                  .in = &k->out[0],
+                  .nin = 1,
+                  .out = &view,
+                  .nout = 1,
+                  .out_type = outs};
     if (tg_op_slice.ref(&sk) != TG_OK)
         return tg_kern_fail(k, sk.status ? sk.status : TG_EINVAL, "%s", sk.msg);
     TG_ASSERT(view != NULL);
@@ -434,8 +491,7 @@ static tg_status ref_subtensor(tg_kern *k, bool inc) {
     } else if (tg_tensor_size(view) > 0) {
         int64_t t[TG_MAX_DIMS] = {0};
         do {
-            elem_put(tg_tensor_at(view, t), view->dtype, bcast_at(y, view->ndim, t), y->dtype,
-                     inc);
+            elem_put(tg_tensor_at(view, t), view->dtype, bcast_at(y, view->ndim, t), y->dtype, inc);
         } while (tg_index_next(view->ndim, view->shape, t));
     }
     tg_tensor_free(view);
@@ -446,15 +502,29 @@ static tg_status ref_set_subtensor(tg_kern *k) { return ref_subtensor(k, false);
 static tg_status ref_inc_subtensor(tg_kern *k) { return ref_subtensor(k, true); }
 
 const tg_op_def tg_op_set_subtensor = {
-    .name = "set_subtensor", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
-    .attrs = subtensor_attrs, .nattrs = (int)TG_COUNTOF(subtensor_attrs),
-    .promote = promote_set_yi1, .infer = infer_set_subtensor, .ref = ref_set_subtensor,
+    .name = "set_subtensor",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = subtensor_attrs,
+    .nattrs = (int)TG_COUNTOF(subtensor_attrs),
+    .promote = promote_set_yi1,
+    .infer = infer_set_subtensor,
+    .ref = ref_set_subtensor,
 };
 
 const tg_op_def tg_op_inc_subtensor = {
-    .name = "inc_subtensor", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
-    .attrs = subtensor_attrs, .nattrs = (int)TG_COUNTOF(subtensor_attrs),
-    .promote = promote_inc_yi1, .infer = infer_inc_subtensor, .ref = ref_inc_subtensor,
+    .name = "inc_subtensor",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = subtensor_attrs,
+    .nattrs = (int)TG_COUNTOF(subtensor_attrs),
+    .promote = promote_inc_yi1,
+    .infer = infer_inc_subtensor,
+    .ref = ref_inc_subtensor,
 };
 
 /* ---- set_take, inc_take ---- */
@@ -497,6 +567,8 @@ static tg_status ref_take_assign(tg_kern *k, bool inc) {
         return tg_kern_fail(k, TG_ELIMIT, "the selection is too large");
     if (!kern_bcast_ok(y, nd, shape))
         return tg_kern_fail(k, TG_ESHAPE, "cannot broadcast y into the selected shape");
+    if (check_all_indices(k, ind, axis, axis < 0 ? tg_tensor_size(x) : x->shape[axis]) != TG_OK)
+        return k->status;
     if (n == 0) return TG_OK;
     int64_t t[TG_MAX_DIMS] = {0}, xi[TG_MAX_DIMS], bad, ext;
     int bad_axis;
@@ -512,15 +584,29 @@ static tg_status ref_set_take(tg_kern *k) { return ref_take_assign(k, false); }
 static tg_status ref_inc_take(tg_kern *k) { return ref_take_assign(k, true); }
 
 const tg_op_def tg_op_set_take = {
-    .name = "set_take", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_INDEX,
-    .attrs = set_take_attrs, .nattrs = (int)TG_COUNTOF(set_take_attrs),
-    .promote = promote_set_yi2, .infer = infer_set_take, .ref = ref_set_take,
+    .name = "set_take",
+    .min_in = 3,
+    .max_in = 3,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = set_take_attrs,
+    .nattrs = (int)TG_COUNTOF(set_take_attrs),
+    .promote = promote_set_yi2,
+    .infer = infer_set_take,
+    .ref = ref_set_take,
 };
 
 const tg_op_def tg_op_inc_take = {
-    .name = "inc_take", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_INDEX,
-    .attrs = set_take_attrs, .nattrs = (int)TG_COUNTOF(set_take_attrs),
-    .promote = promote_inc_yi2, .infer = infer_inc_take, .ref = ref_inc_take,
+    .name = "inc_take",
+    .min_in = 3,
+    .max_in = 3,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = set_take_attrs,
+    .nattrs = (int)TG_COUNTOF(set_take_attrs),
+    .promote = promote_inc_yi2,
+    .infer = infer_inc_take,
+    .ref = ref_inc_take,
 };
 
 /* ---- mask_select ---- */
@@ -534,10 +620,10 @@ static tg_status infer_mask_select(tg_infer *ic) {
         return tg_infer_fail(ic, TG_ETYPE, "mask must be bool, got %s",
                              tg_type_str(m, ms, sizeof ms));
     if (m->ndim > x->ndim)
-        return tg_infer_fail(ic, TG_EINDEX, "too many indices for %s: the mask %s has %d "
-                                            "dimensions",
-                             tg_type_str(x, xs, sizeof xs), tg_type_str(m, ms, sizeof ms),
-                             m->ndim);
+        return tg_infer_fail(ic, TG_EINDEX,
+                             "too many indices for %s: the mask %s has %d "
+                             "dimensions",
+                             tg_type_str(x, xs, sizeof xs), tg_type_str(m, ms, sizeof ms), m->ndim);
     for (int d = 0; d < m->ndim; d++) {
         int64_t xe = x->shape[d], me = m->shape[d];
         if (xe >= 0 && me >= 0 && xe != me)
@@ -550,8 +636,8 @@ static tg_status infer_mask_select(tg_infer *ic) {
     }
     int nd = x->ndim - m->ndim + 1;
     if (nd > TG_MAX_DIMS)
-        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)",
-                             nd, TG_MAX_DIMS);
+        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)", nd,
+                             TG_MAX_DIMS);
     tg_type *o = &ic->out[0];
     type_init(o, (tg_dtype)x->dtype, nd);
     o->shape[0] = -1;
@@ -585,8 +671,7 @@ static tg_status ref_mask_select(tg_kern *k) {
     shape[0] = count;
     for (int d = md; d < x->ndim; d++) shape[d - md + 1] = x->shape[d];
     tg_tensor *out = tg_tensor_new(k->ctx, x->dtype, nd, shape);
-    if (!out) return tg_kern_fail(k, TG_ENOMEM, "cannot allocate the result: %s",
-                                  tg_last_error());
+    if (!out) return tg_kern_fail(k, TG_ENOMEM, "cannot allocate the result: %s", tg_last_error());
     k->out[0] = out;
     if (tg_tensor_size(out) == 0) return TG_OK;
     /* out is contiguous: the selected elements of x, in C order, fill it front to back */
@@ -603,7 +688,14 @@ static tg_status ref_mask_select(tg_kern *k) {
 }
 
 const tg_op_def tg_op_mask_select = {
-    .name = "mask_select", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_INDEX,
-    .attrs = NULL, .nattrs = 0, .infer = infer_mask_select, .ref = ref_mask_select,
+    .name = "mask_select",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = NULL,
+    .nattrs = 0,
+    .infer = infer_mask_select,
+    .ref = ref_mask_select,
     .self_alloc = 1,
 };

@@ -52,9 +52,12 @@ static bool truthy(const void *p, tg_dtype dt) {
 /* acc += a * b in the arithmetic of dtype odt. */
 static void macc_add(macc *m, const void *pa, tg_dtype da, const void *pb, tg_dtype db,
                      tg_dtype odt) {
-    if (tg_dtype_is_float(odt)) m->f += tg_load_f64(pa, da) * tg_load_f64(pb, db);
-    else if (odt == TG_DT_BOOL) m->b = m->b || (truthy(pa, da) && truthy(pb, db));
-    else m->u += (uint64_t)tg_load_i64(pa, da) * (uint64_t)tg_load_i64(pb, db);
+    if (tg_dtype_is_float(odt))
+        m->f += tg_load_f64(pa, da) * tg_load_f64(pb, db);
+    else if (odt == TG_DT_BOOL)
+        m->b = m->b || (truthy(pa, da) && truthy(pb, db));
+    else
+        m->u += (uint64_t)tg_load_i64(pa, da) * (uint64_t)tg_load_i64(pb, db);
 }
 
 static int64_t wrap_i64(uint64_t u) {
@@ -62,9 +65,12 @@ static int64_t wrap_i64(uint64_t u) {
 }
 
 static void macc_store(const macc *m, void *out, tg_dtype odt) {
-    if (tg_dtype_is_float(odt)) tg_store_f64(out, odt, m->f);
-    else if (odt == TG_DT_BOOL) tg_store_i64(out, odt, m->b ? 1 : 0);
-    else tg_store_i64(out, odt, wrap_i64(m->u));
+    if (tg_dtype_is_float(odt))
+        tg_store_f64(out, odt, m->f);
+    else if (odt == TG_DT_BOOL)
+        tg_store_i64(out, odt, m->b ? 1 : 0);
+    else
+        tg_store_i64(out, odt, wrap_i64(m->u));
 }
 
 /* The kernel's output must have the extents the inputs imply. */
@@ -95,8 +101,9 @@ static tg_status infer_dot(tg_infer *ic) {
     int nd = a->ndim - 1 + b->ndim - 1;
     if (nd > TG_MAX_DIMS) {
         char as[TG_TYPE_STR_MAX], bs[TG_TYPE_STR_MAX];
-        return tg_infer_fail(ic, TG_ELIMIT, "the result of %s and %s would have %d dimensions "
-                                            "(at most %d)",
+        return tg_infer_fail(ic, TG_ELIMIT,
+                             "the result of %s and %s would have %d dimensions "
+                             "(at most %d)",
                              tg_type_str(a, as, sizeof as), tg_type_str(b, bs, sizeof bs), nd,
                              TG_MAX_DIMS);
     }
@@ -165,8 +172,14 @@ static tg_status ref_dot(tg_kern *k) {
 }
 
 const tg_op_def tg_op_dot = {
-    .name = "dot", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_LINALG,
-    .promote = promote_common, .infer = infer_dot, .ref = ref_dot,
+    .name = "dot",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .promote = promote_common,
+    .infer = infer_dot,
+    .ref = ref_dot,
 };
 
 /* ---- matmul ---- */
@@ -283,8 +296,14 @@ static tg_status ref_matmul(tg_kern *k) {
 }
 
 const tg_op_def tg_op_matmul = {
-    .name = "matmul", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_LINALG,
-    .promote = promote_common, .infer = infer_matmul, .ref = ref_matmul,
+    .name = "matmul",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .promote = promote_common,
+    .infer = infer_matmul,
+    .ref = ref_matmul,
 };
 
 /* ---- outer ---- */
@@ -351,6 +370,12 @@ static tg_status ref_outer(tg_kern *k) {
 }
 
 const tg_op_def tg_op_outer = {
-    .name = "outer", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_LINALG,
-    .promote = promote_common, .infer = infer_outer, .ref = ref_outer,
+    .name = "outer",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .promote = promote_common,
+    .infer = infer_outer,
+    .ref = ref_outer,
 };

@@ -25,6 +25,8 @@ static const tg_attr_spec reduce_attrs[] = {
     {"keepdims", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
 };
 
+/* argmax/argmin take one int axis or none (the flattened array), as NumPy. The kernels
+ * also accept a list of one axis (normalized attributes made by hand or by rewrites). */
 static const tg_attr_spec arg_attrs[] = {
     {"axis", TG_AS_INT, 0, 1, {.kind = TG_ATTR_NONE}},
     {"keepdims", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
@@ -69,11 +71,16 @@ typedef enum { OUT_SUM, OUT_MEAN, OUT_SAME, OUT_I64, OUT_BOOL } out_rule;
 
 static tg_dtype reduce_dtype(out_rule rule, tg_dtype in) {
     switch (rule) {
-    case OUT_SUM: return tg_dtype_is_float(in) ? in : TG_DT_I64;
-    case OUT_MEAN: return tg_dtype_is_float(in) ? in : TG_DT_F64;
-    case OUT_SAME: return in;
-    case OUT_I64: return TG_DT_I64;
-    case OUT_BOOL: return TG_DT_BOOL;
+    case OUT_SUM:
+        return tg_dtype_is_float(in) ? in : TG_DT_I64;
+    case OUT_MEAN:
+        return tg_dtype_is_float(in) ? in : TG_DT_F64;
+    case OUT_SAME:
+        return in;
+    case OUT_I64:
+        return TG_DT_I64;
+    case OUT_BOOL:
+        return TG_DT_BOOL;
     }
     return in;
 }
@@ -88,6 +95,9 @@ static tg_status reduce_infer_common(tg_infer *ic, out_rule rule, bool noident) 
     const char *name = ic->op ? ic->op->name : "reduction";
     if (!reduced_axes(&ic->attrs[0], x->ndim, red, err, sizeof err))
         return tg_infer_fail(ic, TG_EINVAL, "%s", err);
+    if (rule == OUT_I64 && ic->attrs[0].kind == TG_ATTR_INTS && ic->attrs[0].n != 1)
+        return tg_infer_fail(ic, TG_EINVAL, "takes one axis or none, got a list of %d",
+                             ic->attrs[0].n);
     bool keep = ic->attrs[1].i != 0;
     if (noident) {
         for (int i = 0; i < x->ndim; i++) {
@@ -95,8 +105,8 @@ static tg_status reduce_infer_common(tg_infer *ic, out_rule rule, bool noident) 
             char ts[TG_TYPE_STR_MAX];
             if (rule == OUT_I64)
                 return tg_infer_fail(ic, TG_ESHAPE,
-                                     "attempt to get %s of an empty sequence (axis %d of %s)",
-                                     name, i, tg_type_str(x, ts, sizeof ts));
+                                     "attempt to get %s of an empty sequence (axis %d of %s)", name,
+                                     i, tg_type_str(x, ts, sizeof ts));
             return tg_infer_fail(ic, TG_ESHAPE,
                                  "zero-size array to reduction operation %s which has no "
                                  "identity (axis %d of %s)",
@@ -128,12 +138,12 @@ static tg_status infer_bool(tg_infer *ic) { return reduce_infer_common(ic, OUT_B
 
 /* Accumulator for one output element. */
 typedef struct racc {
-    double f;       /* float sum/product/extreme */
-    uint64_t u;     /* integer sum/product (wraps) */
-    int64_t best;   /* integer extreme */
-    int64_t arg;    /* position of the extreme among the reduced elements */
-    int64_t n;      /* reduced elements seen so far (set by the driver) */
-    bool flag;      /* any/all value; NaN seen for max/min/arg* */
+    double f;     /* float sum/product/extreme */
+    uint64_t u;   /* integer sum/product (wraps) */
+    int64_t best; /* integer extreme */
+    int64_t arg;  /* position of the extreme among the reduced elements */
+    int64_t n;    /* reduced elements seen so far (set by the driver) */
+    bool flag;    /* any/all value; NaN seen for max/min/arg* */
 } racc;
 
 typedef struct reducer {
@@ -164,16 +174,22 @@ static void init_true(racc *a) {
 }
 
 static void step_sum(racc *a, const void *p, tg_dtype dt) {
-    if (tg_dtype_is_float(dt)) a->f += tg_load_f64(p, dt);
-    else a->u += (uint64_t)tg_load_i64(p, dt);
+    if (tg_dtype_is_float(dt))
+        a->f += tg_load_f64(p, dt);
+    else
+        a->u += (uint64_t)tg_load_i64(p, dt);
 }
 static void step_prod(racc *a, const void *p, tg_dtype dt) {
-    if (tg_dtype_is_float(dt)) a->f *= tg_load_f64(p, dt);
-    else a->u *= (uint64_t)tg_load_i64(p, dt);
+    if (tg_dtype_is_float(dt))
+        a->f *= tg_load_f64(p, dt);
+    else
+        a->u *= (uint64_t)tg_load_i64(p, dt);
 }
 static void done_num(const racc *a, void *out, tg_dtype odt) {
-    if (tg_dtype_is_float(odt)) tg_store_f64(out, odt, a->f);
-    else tg_store_i64(out, odt, wrap_i64(a->u));
+    if (tg_dtype_is_float(odt))
+        tg_store_f64(out, odt, a->f);
+    else
+        tg_store_i64(out, odt, wrap_i64(a->u));
 }
 
 static void step_mean(racc *a, const void *p, tg_dtype dt) { a->f += tg_load_f64(p, dt); }
@@ -207,8 +223,10 @@ static void step_extreme(racc *a, const void *p, tg_dtype dt, int sgn) {
 static void step_max(racc *a, const void *p, tg_dtype dt) { step_extreme(a, p, dt, 1); }
 static void step_min(racc *a, const void *p, tg_dtype dt) { step_extreme(a, p, dt, -1); }
 static void done_extreme(const racc *a, void *out, tg_dtype odt) {
-    if (tg_dtype_is_float(odt)) tg_store_f64(out, odt, a->f);
-    else tg_store_i64(out, odt, a->best);
+    if (tg_dtype_is_float(odt))
+        tg_store_f64(out, odt, a->f);
+    else
+        tg_store_i64(out, odt, a->best);
 }
 static void done_arg(const racc *a, void *out, tg_dtype odt) { tg_store_i64(out, odt, a->arg); }
 
@@ -253,8 +271,9 @@ static tg_status reduce_ref(tg_kern *k, const reducer *r, bool noident) {
         return tg_kern_fail(k, TG_EINTERNAL, "output of rank %d does not match the reduction",
                             y->ndim);
     if (noident && nelem == 0 && nout > 0)
-        return tg_kern_fail(k, TG_ESHAPE, "zero-size array to reduction operation %s which "
-                                          "has no identity",
+        return tg_kern_fail(k, TG_ESHAPE,
+                            "zero-size array to reduction operation %s which "
+                            "has no identity",
                             r->name);
     int64_t ko[TG_MAX_DIMS] = {0}, ri[TG_MAX_DIMS], idx[TG_MAX_DIMS], yidx[TG_MAX_DIMS];
     for (int64_t o = 0; o < nout; o++) {
@@ -300,46 +319,109 @@ static tg_status ref_all(tg_kern *k) { return reduce_ref(k, &r_all, false); }
 /* ---- the records ---- */
 
 const tg_op_def tg_op_sum = {
-    .name = "sum", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
-    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_sum, .ref = ref_sum,
+    .name = "sum",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs,
+    .nattrs = (int)TG_COUNTOF(reduce_attrs),
+    .infer = infer_sum,
+    .ref = ref_sum,
 };
 
 const tg_op_def tg_op_prod = {
-    .name = "prod", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
-    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_sum, .ref = ref_prod,
+    .name = "prod",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs,
+    .nattrs = (int)TG_COUNTOF(reduce_attrs),
+    .infer = infer_sum,
+    .ref = ref_prod,
 };
 
 const tg_op_def tg_op_mean = {
-    .name = "mean", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
-    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_mean, .ref = ref_mean,
+    .name = "mean",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs,
+    .nattrs = (int)TG_COUNTOF(reduce_attrs),
+    .infer = infer_mean,
+    .ref = ref_mean,
 };
 
 const tg_op_def tg_op_max = {
-    .name = "max", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
-    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_same, .ref = ref_max,
+    .name = "max",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs,
+    .nattrs = (int)TG_COUNTOF(reduce_attrs),
+    .infer = infer_same,
+    .ref = ref_max,
 };
 
 const tg_op_def tg_op_min = {
-    .name = "min", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
-    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_same, .ref = ref_min,
+    .name = "min",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs,
+    .nattrs = (int)TG_COUNTOF(reduce_attrs),
+    .infer = infer_same,
+    .ref = ref_min,
 };
 
 const tg_op_def tg_op_argmax = {
-    .name = "argmax", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
-    .attrs = arg_attrs, .nattrs = (int)TG_COUNTOF(arg_attrs), .infer = infer_arg, .ref = ref_argmax,
+    .name = "argmax",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_REDUCE,
+    .attrs = arg_attrs,
+    .nattrs = (int)TG_COUNTOF(arg_attrs),
+    .infer = infer_arg,
+    .ref = ref_argmax,
 };
 
 const tg_op_def tg_op_argmin = {
-    .name = "argmin", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
-    .attrs = arg_attrs, .nattrs = (int)TG_COUNTOF(arg_attrs), .infer = infer_arg, .ref = ref_argmin,
+    .name = "argmin",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_REDUCE,
+    .attrs = arg_attrs,
+    .nattrs = (int)TG_COUNTOF(arg_attrs),
+    .infer = infer_arg,
+    .ref = ref_argmin,
 };
 
 const tg_op_def tg_op_any = {
-    .name = "any", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
-    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_bool, .ref = ref_any,
+    .name = "any",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs,
+    .nattrs = (int)TG_COUNTOF(reduce_attrs),
+    .infer = infer_bool,
+    .ref = ref_any,
 };
 
 const tg_op_def tg_op_all = {
-    .name = "all", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_REDUCE,
-    .attrs = reduce_attrs, .nattrs = (int)TG_COUNTOF(reduce_attrs), .infer = infer_bool, .ref = ref_all,
+    .name = "all",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_REDUCE,
+    .attrs = reduce_attrs,
+    .nattrs = (int)TG_COUNTOF(reduce_attrs),
+    .infer = infer_bool,
+    .ref = ref_all,
 };

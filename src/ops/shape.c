@@ -37,8 +37,7 @@ static const char *ints_str(const int64_t *v, int n, char *buf, size_t cap) {
     buf[0] = '\0';
     for (int i = 0; i <= n && used + 1 < cap; i++) {
         int w = i == n ? snprintf(buf + used, cap - used, "]")
-                       : snprintf(buf + used, cap - used, "%s%lld", i ? "," : "[",
-                                  (long long)v[i]);
+                       : snprintf(buf + used, cap - used, "%s%lld", i ? "," : "[", (long long)v[i]);
         if (w < 0) break;
         used += (size_t)w;
     }
@@ -96,8 +95,9 @@ static tg_status infer_reshape(tg_infer *ic) {
     for (int i = 0; i < n; i++) {
         if (sh[i] == -1) {
             if (unknown >= 0)
-                return tg_infer_fail(ic, TG_EINVAL, "can only specify one unknown dimension "
-                                                    "in shape %s",
+                return tg_infer_fail(ic, TG_EINVAL,
+                                     "can only specify one unknown dimension "
+                                     "in shape %s",
                                      ints_str(sh, n, ss, sizeof ss));
             unknown = i;
         } else if (sh[i] < 0) {
@@ -140,8 +140,7 @@ static tg_status ref_reshape(tg_kern *k) {
         return tg_kern_fail(k, TG_ESHAPE, "cannot reshape %lld elements into the output type",
                             (long long)tg_tensor_size(x));
     tg_contiguous_strides(ot->ndim, ot->shape, strides);
-    if (tg_tensor_is_contiguous(x))
-        return view_out(k, x, ot->ndim, ot->shape, strides, x->offset);
+    if (tg_tensor_is_contiguous(x)) return view_out(k, x, ot->ndim, ot->shape, strides, x->offset);
     tg_tensor *c = tg_tensor_dup(x);
     if (!c) return tg_kern_fail(k, TG_ENOMEM, "cannot copy the input");
     tg_status st = view_out(k, c, ot->ndim, ot->shape, strides, c->offset);
@@ -150,9 +149,16 @@ static tg_status ref_reshape(tg_kern *k) {
 }
 
 const tg_op_def tg_op_reshape = {
-    .name = "reshape", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
-    .attrs = reshape_attrs, .nattrs = (int)TG_COUNTOF(reshape_attrs),
-    .infer = infer_reshape, .ref = ref_reshape, .views = 1u << 0,
+    .name = "reshape",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_SHAPE,
+    .attrs = reshape_attrs,
+    .nattrs = (int)TG_COUNTOF(reshape_attrs),
+    .infer = infer_reshape,
+    .ref = ref_reshape,
+    .views = 1u << 0,
 };
 
 /* ---- transpose ---- */
@@ -219,9 +225,16 @@ static tg_status ref_transpose(tg_kern *k) {
 }
 
 const tg_op_def tg_op_transpose = {
-    .name = "transpose", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
-    .attrs = transpose_attrs, .nattrs = (int)TG_COUNTOF(transpose_attrs),
-    .infer = infer_transpose, .ref = ref_transpose, .views = 1u << 0,
+    .name = "transpose",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_SHAPE,
+    .attrs = transpose_attrs,
+    .nattrs = (int)TG_COUNTOF(transpose_attrs),
+    .infer = infer_transpose,
+    .ref = ref_transpose,
+    .views = 1u << 0,
 };
 
 /* ---- expand_dims ---- */
@@ -299,9 +312,16 @@ static tg_status ref_expand_dims(tg_kern *k) {
 }
 
 const tg_op_def tg_op_expand_dims = {
-    .name = "expand_dims", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
-    .attrs = expand_dims_attrs, .nattrs = (int)TG_COUNTOF(expand_dims_attrs),
-    .infer = infer_expand_dims, .ref = ref_expand_dims, .views = 1u << 0,
+    .name = "expand_dims",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_SHAPE,
+    .attrs = expand_dims_attrs,
+    .nattrs = (int)TG_COUNTOF(expand_dims_attrs),
+    .infer = infer_expand_dims,
+    .ref = ref_expand_dims,
+    .views = 1u << 0,
 };
 
 /* ---- squeeze ---- */
@@ -319,8 +339,7 @@ static tg_status infer_squeeze(tg_infer *ic) {
     bool drop[TG_MAX_DIMS] = {false};
     char ts[TG_TYPE_STR_MAX];
     if (a->kind == TG_ATTR_NONE) {
-        for (int i = 0; i < x->ndim; i++)
-            drop[i] = x->shape[i] == 1 && !(x->nobcast & (1u << i));
+        for (int i = 0; i < x->ndim; i++) drop[i] = x->shape[i] == 1 && !(x->nobcast & (1u << i));
     } else {
         const int64_t *ax;
         int n = aval_ints(a, &ax);
@@ -364,8 +383,9 @@ static tg_status ref_squeeze(tg_kern *k) {
             shape[j] = x->shape[i];
             strides[j++] = x->strides[i];
         } else if (x->shape[i] != 1) {
-            return tg_kern_fail(k, TG_ESHAPE, "cannot select an axis to squeeze out which has "
-                                              "size not equal to one (axis %d, extent %lld)",
+            return tg_kern_fail(k, TG_ESHAPE,
+                                "cannot select an axis to squeeze out which has "
+                                "size not equal to one (axis %d, extent %lld)",
                                 i, (long long)x->shape[i]);
         }
     }
@@ -375,9 +395,16 @@ static tg_status ref_squeeze(tg_kern *k) {
 }
 
 const tg_op_def tg_op_squeeze = {
-    .name = "squeeze", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
-    .attrs = squeeze_attrs, .nattrs = (int)TG_COUNTOF(squeeze_attrs),
-    .infer = infer_squeeze, .ref = ref_squeeze, .views = 1u << 0,
+    .name = "squeeze",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_SHAPE,
+    .attrs = squeeze_attrs,
+    .nattrs = (int)TG_COUNTOF(squeeze_attrs),
+    .infer = infer_squeeze,
+    .ref = ref_squeeze,
+    .views = 1u << 0,
 };
 
 /* ---- broadcast_to ---- */
@@ -410,13 +437,12 @@ static tg_status infer_broadcast_to(tg_infer *ic) {
             return tg_infer_fail(ic, TG_ESHAPE,
                                  "cannot broadcast %s to shape %s: axis %d is a '?' that is 1 "
                                  "at run time (declare the dimension as 1 to broadcast)",
-                                 tg_type_str(x, ts, sizeof ts), ints_str(sh, n, ss, sizeof ss),
-                                 i);
+                                 tg_type_str(x, ts, sizeof ts), ints_str(sh, n, ss, sizeof ss), i);
         if (xe != 1)
             return tg_infer_fail(ic, TG_ESHAPE,
                                  "cannot broadcast %s to shape %s (axis %d: %lld vs %lld)",
-                                 tg_type_str(x, ts, sizeof ts), ints_str(sh, n, ss, sizeof ss),
-                                 i, (long long)xe, (long long)te);
+                                 tg_type_str(x, ts, sizeof ts), ints_str(sh, n, ss, sizeof ss), i,
+                                 (long long)xe, (long long)te);
     }
     tg_type *o = &ic->out[0];
     type_init(o, (tg_dtype)x->dtype, n);
@@ -438,8 +464,10 @@ static tg_status ref_broadcast_to(tg_kern *k) {
             continue;
         }
         int64_t xe = x->shape[i - lead];
-        if (xe == sh[i]) strides[i] = x->strides[i - lead];
-        else if (xe == 1) strides[i] = 0;
+        if (xe == sh[i])
+            strides[i] = x->strides[i - lead];
+        else if (xe == 1)
+            strides[i] = 0;
         else
             return tg_kern_fail(k, TG_ESHAPE, "cannot broadcast axis %d of extent %lld to %lld",
                                 i - lead, (long long)xe, (long long)sh[i]);
@@ -448,9 +476,16 @@ static tg_status ref_broadcast_to(tg_kern *k) {
 }
 
 const tg_op_def tg_op_broadcast_to = {
-    .name = "broadcast_to", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_SHAPE,
-    .attrs = broadcast_to_attrs, .nattrs = (int)TG_COUNTOF(broadcast_to_attrs),
-    .infer = infer_broadcast_to, .ref = ref_broadcast_to, .views = 1u << 0,
+    .name = "broadcast_to",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_SHAPE,
+    .attrs = broadcast_to_attrs,
+    .nattrs = (int)TG_COUNTOF(broadcast_to_attrs),
+    .infer = infer_broadcast_to,
+    .ref = ref_broadcast_to,
+    .views = 1u << 0,
 };
 
 /* ---- slice ---- */
@@ -477,8 +512,10 @@ static bool slice_read(const tg_aval *attrs, slice_spec *s, char *err, size_t ca
     }
     for (int i = 0; i < 4; i++) {
         if (len[i] != 0 && len[i] != n) {
-            snprintf(err, cap, "starts, stops, steps and index have different lengths "
-                               "(%d, %d, %d, %d)", len[0], len[1], len[2], len[3]);
+            snprintf(err, cap,
+                     "starts, stops, steps and index have different lengths "
+                     "(%d, %d, %d, %d)",
+                     len[0], len[1], len[2], len[3]);
             return false;
         }
     }
@@ -506,23 +543,26 @@ static bool slice_read(const tg_aval *attrs, slice_spec *s, char *err, size_t ca
 }
 
 /* Python's slice.indices(len) followed by the element count. */
-static int64_t slice_count(int64_t len, int64_t start, int64_t stop, int64_t step,
-                           int64_t *first) {
+static int64_t slice_count(int64_t len, int64_t start, int64_t stop, int64_t step, int64_t *first) {
     if (step == TG_SLICE_NONE) step = 1;
     int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? len : len - 1;
     if (start == TG_SLICE_NONE) {
         start = step < 0 ? upper : lower;
     } else {
         if (start < 0) start += len;
-        if (start < lower) start = lower;
-        else if (start > upper) start = upper;
+        if (start < lower)
+            start = lower;
+        else if (start > upper)
+            start = upper;
     }
     if (stop == TG_SLICE_NONE) {
         stop = step < 0 ? lower : upper;
     } else {
         if (stop < 0) stop += len;
-        if (stop < lower) stop = lower;
-        else if (stop > upper) stop = upper;
+        if (stop < lower)
+            stop = lower;
+        else if (stop > upper)
+            stop = upper;
     }
     *first = start;
     if (step > 0) return start < stop ? (stop - start - 1) / step + 1 : 0;
@@ -533,8 +573,7 @@ static tg_status infer_slice(tg_infer *ic) {
     const tg_type *x = &ic->in[0];
     slice_spec s;
     char err[200], ts[TG_TYPE_STR_MAX];
-    if (!slice_read(ic->attrs, &s, err, sizeof err))
-        return tg_infer_fail(ic, TG_EINVAL, "%s", err);
+    if (!slice_read(ic->attrs, &s, err, sizeof err)) return tg_infer_fail(ic, TG_EINVAL, "%s", err);
     if (s.n > x->ndim)
         return tg_infer_fail(ic, TG_EINDEX, "too many indices for %s: %d were indexed",
                              tg_type_str(x, ts, sizeof ts), s.n);
@@ -576,8 +615,9 @@ static tg_status ref_slice(tg_kern *k) {
     char err[200];
     if (!slice_read(k->attrs, &s, err, sizeof err)) return tg_kern_fail(k, TG_EINVAL, "%s", err);
     if (s.n > x->ndim)
-        return tg_kern_fail(k, TG_EINDEX, "too many indices for an array of dimension %d: "
-                                          "%d were indexed",
+        return tg_kern_fail(k, TG_EINDEX,
+                            "too many indices for an array of dimension %d: "
+                            "%d were indexed",
                             x->ndim, s.n);
     int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS], offset = x->offset;
     int nd = 0;
@@ -609,9 +649,16 @@ static tg_status ref_slice(tg_kern *k) {
 }
 
 const tg_op_def tg_op_slice = {
-    .name = "slice", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_INDEX,
-    .attrs = slice_attrs, .nattrs = (int)TG_COUNTOF(slice_attrs),
-    .infer = infer_slice, .ref = ref_slice, .views = 1u << 0,
+    .name = "slice",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = slice_attrs,
+    .nattrs = (int)TG_COUNTOF(slice_attrs),
+    .infer = infer_slice,
+    .ref = ref_slice,
+    .views = 1u << 0,
 };
 
 /* One bound or step: nothing for TG_SLICE_NONE. */

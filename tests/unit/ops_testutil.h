@@ -24,23 +24,23 @@ static inline tg_type mk_type(tg_dtype dt, int nd, const int64_t *shape) {
     return t;
 }
 #define TY(dt, ...) mk_type((dt), NARGS64(__VA_ARGS__), (const int64_t[]){__VA_ARGS__})
-#define TY0(dt) mk_type((dt), 0, NULL)
+#define TY0(dt)     mk_type((dt), 0, NULL)
 
 /* Normalized attribute values, as the graph stores them. */
-#define AV_NONE ((tg_aval){.kind = TG_ATTR_NONE})
+#define AV_NONE    ((tg_aval){.kind = TG_ATTR_NONE})
 #define AV_BOOL(b) ((tg_aval){.kind = TG_ATTR_BOOL, .i = (b)})
-#define AV_INT(v) ((tg_aval){.kind = TG_ATTR_INT, .i = (v)})
-#define AV_EMPTY ((tg_aval){.kind = TG_ATTR_INTS, .ints = NULL, .n = 0})
-#define AV_INTS(...)                                                                       \
-    ((tg_aval){.kind = TG_ATTR_INTS, .ints = (const int64_t[]){__VA_ARGS__},               \
-               .n = NARGS64(__VA_ARGS__)})
+#define AV_INT(v)  ((tg_aval){.kind = TG_ATTR_INT, .i = (v)})
+#define AV_EMPTY   ((tg_aval){.kind = TG_ATTR_INTS, .ints = NULL, .n = 0})
+#define AV_INTS(...)                                                                               \
+    ((tg_aval){                                                                                    \
+        .kind = TG_ATTR_INTS, .ints = (const int64_t[]){__VA_ARGS__}, .n = NARGS64(__VA_ARGS__)})
 #define NONE_ TG_SLICE_NONE
 
 typedef struct infer_res {
-    tg_status st;   /* what infer returned */
-    tg_type out;    /* output 0 */
+    tg_status st;              /* what infer returned */
+    tg_type out;               /* output 0 */
     char str[TG_TYPE_STR_MAX]; /* output 0 as text, "" on error */
-    char msg[512];  /* error message */
+    char msg[512];             /* error message */
 } infer_res;
 
 static inline infer_res infer_op(const tg_op_def *op, const tg_type *in, int nin,
@@ -49,8 +49,13 @@ static inline infer_res infer_op(const tg_op_def *op, const tg_type *in, int nin
     tg_type outs[TG_MAX_OUTS];
     memset(&r, 0, sizeof r);
     memset(outs, 0, sizeof outs);
-    tg_infer ic = {.op = op, .in = in, .nin = nin, .attrs = attrs, .out = outs,
-                   .nout = op->nout, .runtime = runtime};
+    tg_infer ic = {.op = op,
+                   .in = in,
+                   .nin = nin,
+                   .attrs = attrs,
+                   .out = outs,
+                   .nout = op->nout,
+                   .runtime = runtime};
     r.st = op->infer(&ic);
     if (r.st == TG_OK) {
         r.out = outs[0];
@@ -62,29 +67,27 @@ static inline infer_res infer_op(const tg_op_def *op, const tg_type *in, int nin
 }
 
 /* Infers and expects success with the given output type text ("f32[2,?]"). */
-#define CHECK_INFER(op, attrs, want, ...)                                                   \
-    do {                                                                                   \
-        const tg_type in_[] = {__VA_ARGS__};                                               \
-        infer_res r_ = infer_op(&(op), in_, (int)(sizeof in_ / sizeof in_[0]), (attrs), false); \
-        if (r_.st != TG_OK) print_error("unexpected error: %s\n", r_.msg);                 \
-        assert_int_equal(r_.st, TG_OK);                                                    \
-        assert_string_equal(r_.str, (want));                                               \
+#define CHECK_INFER(op, attrs, want, ...)                                                          \
+    do {                                                                                           \
+        const tg_type in_[] = {__VA_ARGS__};                                                       \
+        infer_res r_ = infer_op(&(op), in_, (int)(sizeof in_ / sizeof in_[0]), (attrs), false);    \
+        if (r_.st != TG_OK) print_error("unexpected error: %s\n", r_.msg);                         \
+        assert_int_equal(r_.st, TG_OK);                                                            \
+        assert_string_equal(r_.str, (want));                                                       \
     } while (0)
 
 /* Infers and expects the status, with `sub` somewhere in the message. */
-#define CHECK_INFER_FAIL(op, attrs, status, sub, ...)                                       \
-    do {                                                                                   \
-        const tg_type in_[] = {__VA_ARGS__};                                               \
-        infer_res r_ = infer_op(&(op), in_, (int)(sizeof in_ / sizeof in_[0]), (attrs), false); \
-        if (r_.st == TG_OK) print_error("unexpected success: %s\n", r_.str);               \
-        assert_int_equal(r_.st, (status));                                                 \
-        if (!strstr(r_.msg, (sub))) print_error("message: %s\n", r_.msg);                  \
-        assert_non_null(strstr(r_.msg, (sub)));                                            \
+#define CHECK_INFER_FAIL(op, attrs, status, sub, ...)                                              \
+    do {                                                                                           \
+        const tg_type in_[] = {__VA_ARGS__};                                                       \
+        infer_res r_ = infer_op(&(op), in_, (int)(sizeof in_ / sizeof in_[0]), (attrs), false);    \
+        if (r_.st == TG_OK) print_error("unexpected success: %s\n", r_.str);                       \
+        assert_int_equal(r_.st, (status));                                                         \
+        if (!strstr(r_.msg, (sub))) print_error("message: %s\n", r_.msg);                          \
+        assert_non_null(strstr(r_.msg, (sub)));                                                    \
     } while (0)
 
-static inline tg_type type_of(const tg_tensor *t) {
-    return mk_type(t->dtype, t->ndim, t->shape);
-}
+static inline tg_type type_of(const tg_tensor *t) { return mk_type(t->dtype, t->ndim, t->shape); }
 
 /* Tensor from doubles (converted to dt), C order. */
 static inline tg_tensor *mk_tensor(tg_dtype dt, int nd, const int64_t *shape, const double *v) {
@@ -97,8 +100,9 @@ static inline tg_tensor *mk_tensor(tg_dtype dt, int nd, const int64_t *shape, co
     }
     return t;
 }
-#define SHAPE(...) NARGS64(__VA_ARGS__), (const int64_t[]){__VA_ARGS__}
-#define SHAPE0 0, NULL
+#define SHAPE(...)                                                                                 \
+    NARGS64(__VA_ARGS__), (const int64_t[]) { __VA_ARGS__ }
+#define SHAPE0    0, NULL
 #define VALS(...) ((const double[]){__VA_ARGS__})
 
 /* 0, 1, 2, ... n-1 with the given shape (like np.arange(n).reshape(shape)). */
@@ -148,12 +152,18 @@ static inline run_res run_op(const tg_op_def *op, tg_tensor *const *in, int nin,
     }
     touts[0] = ir.out;
     if (!op->views) {
-        outs[0] = tg_tensor_new(tg_ctx_default(), (tg_dtype)ir.out.dtype, ir.out.ndim,
-                                ir.out.shape);
+        outs[0] =
+            tg_tensor_new(tg_ctx_default(), (tg_dtype)ir.out.dtype, ir.out.ndim, ir.out.shape);
         assert_non_null(outs[0]);
     }
-    tg_kern k = {.ctx = tg_ctx_default(), .node = NULL, .attrs = attrs, .in = in, .nin = nin,
-                 .out = outs, .nout = 1, .out_type = touts};
+    tg_kern k = {.ctx = tg_ctx_default(),
+                 .node = NULL,
+                 .attrs = attrs,
+                 .in = in,
+                 .nin = nin,
+                 .out = outs,
+                 .nout = 1,
+                 .out_type = touts};
     r.st = op->ref(&k);
     if (r.st != TG_OK) {
         memcpy(r.msg, k.msg, sizeof r.msg);
@@ -179,8 +189,8 @@ static inline void check_tensor(const tg_tensor *t, tg_dtype dt, int nd, const i
     for (int64_t i = 0; i < n; i++) {
         double g = tg_tensor_get_f64(t, i), w = want[i];
         if (isnan(w) && isnan(g)) continue;
-        if (!(fabs(g - w) <= tol)) print_error("element %lld: got %.17g, want %.17g\n",
-                                               (long long)i, g, w);
+        if (!(fabs(g - w) <= tol))
+            print_error("element %lld: got %.17g, want %.17g\n", (long long)i, g, w);
         assert_true(fabs(g - w) <= tol);
     }
 }
@@ -188,8 +198,8 @@ static inline void check_tensor(const tg_tensor *t, tg_dtype dt, int nd, const i
 
 /* Through the public API: sets the outputs of g, compiles it (reference mode) and calls
  * it. Returns the first failing status; out[] receives new tensors on success. */
-static inline tg_status call_graph(tg_graph *g, tg_var *const *outs, int nout,
-                                   tg_tensor *const *in, int nin, tg_tensor **out) {
+static inline tg_status call_graph(tg_graph *g, tg_var *const *outs, int nout, tg_tensor *const *in,
+                                   int nin, tg_tensor **out) {
     tg_fn *f = NULL;
     tg_status st = tg_graph_set_outputs(g, outs, nout);
     if (st == TG_OK) st = tg_graph_compile(g, NULL, &f);

@@ -195,6 +195,23 @@ static void test_take_out_of_range(void **state) {
     run_fail(g, out, in, 2, TG_EINDEX, "index 0 is out of bounds for axis 0 with size 0", NULL);
     free_all(in, 2);
     tg_graph_free(g);
+
+    /* an empty result still checks its indices: np.take(np.zeros((3,0)), [5], axis=0) raises
+     * "index 5 is out of bounds for axis 0 with size 3"; so do set_take and inc_take */
+    for (int c = 0; c < 3; c++) {
+        static const char *const ops[] = {"take", "set_take", "inc_take"};
+        g = tg_graph_new(NULL, "f");
+        x = input(g, "x", TG_DT_F64, SHAPE(3, 0));
+        i = input(g, "i", TG_DT_I64, SHAPE(1));
+        out = c == 0 ? apply2(g, "take", x, i, &ax0, 1)
+                     : apply3(g, ops[c], x, i, tg_literal_float(g, 1.0), &ax0, 1);
+        tg_tensor *in2[] = {mk_arange(TG_DT_F64, SHAPE(3, 0)),
+                            mk_tensor(TG_DT_I64, SHAPE(1), VALS(5))};
+        run_fail(g, out, in2, 2, TG_EINDEX, ops[c],
+                 "index 5 is out of bounds for axis 0 with size 3");
+        free_all(in2, 2);
+        tg_graph_free(g);
+    }
 }
 
 static void test_take_type_errors(void **state) {
@@ -397,16 +414,20 @@ static void test_subtensor_dtypes(void **state) {
     tg_var *xf = input(g, "xf", TG_DT_F32, SHAPE(3));
     tg_var *yd = input(g, "yd", TG_DT_F64, SHAPE(2));
     tg_attr cols[] = {TG_A_INTS("starts", ((int64_t[]){N_, 1}), 2)}; /* x[:, 1:] */
-    tg_attr head[] = {TG_A_INTS("stops", ((int64_t[]){2}), 1)};     /* x[:2] */
-    tg_attr tail[] = {TG_A_INTS("starts", ((int64_t[]){1}), 1)};    /* x[1:] */
+    tg_attr head[] = {TG_A_INTS("stops", ((int64_t[]){2}), 1)};      /* x[:2] */
+    tg_attr tail[] = {TG_A_INTS("starts", ((int64_t[]){1}), 1)};     /* x[1:] */
     tg_var *outs[] = {
         apply2(g, "set_subtensor", xi, yf, cols, 1),
         apply2(g, "inc_subtensor", xu, tg_literal_int(g, 10), head, 1),
         apply2(g, "inc_subtensor", xf, yd, tail, 1),
+        /* a weak result (2 + 3, not a literal) adopts x's dtype too */
+        apply2(g, "inc_subtensor", xu, tg_add(g, tg_literal_int(g, 2), tg_literal_int(g, 3)), head,
+               1),
     };
     assert_int_equal(tg_var_dtype(outs[0]), TG_DT_I32);
     assert_int_equal(tg_var_dtype(outs[1]), TG_DT_U8);
     assert_int_equal(tg_var_dtype(outs[2]), TG_DT_F32);
+    assert_int_equal(tg_var_dtype(outs[3]), TG_DT_U8);
     tg_tensor *in[] = {
         mk_arange(TG_DT_I32, SHAPE(2, 3)),
         mk_tensor(TG_DT_F64, SHAPE(2), VALS(1.7, -2.9)),
@@ -414,8 +435,8 @@ static void test_subtensor_dtypes(void **state) {
         mk_tensor(TG_DT_F32, SHAPE(3), VALS(1, 2, 3)),
         mk_tensor(TG_DT_F64, SHAPE(2), VALS(1e-8, 0.1)),
     };
-    tg_tensor *res[3];
-    run_ok(g, outs, 3, in, 5, res);
+    tg_tensor *res[4];
+    run_ok(g, outs, 4, in, 5, res);
     /* a = np.arange(6, dtype=np.int32).reshape(2,3); a[:, 1:] = [1.7, -2.9] */
     CHECK_T(res[0], TG_DT_I32, SHAPE(2, 3), VALS(0, 1, -2, 3, 1, -2));
     /* a = np.array([250,3,7], np.uint8); a[0:2] += 10 (wraps) */
@@ -423,7 +444,9 @@ static void test_subtensor_dtypes(void **state) {
     /* a = np.array([1,2,3], np.float32); a[1:] += np.array([1e-8, 0.1]): added in f64,
      * rounded once to f32 -> [1, 2, 3.0999999046325684] */
     CHECK_T(res[2], TG_DT_F32, SHAPE(3), VALS(1, 2, 3.0999999046325684));
-    free_all(res, 3);
+    /* a = np.array([250,3,7], np.uint8); a[0:2] += 2 + 3 */
+    CHECK_T(res[3], TG_DT_U8, SHAPE(3), VALS(255, 8, 7));
+    free_all(res, 4);
     free_all(in, 5);
     tg_graph_free(g);
 }
@@ -462,6 +485,14 @@ static void test_subtensor_errors(void **state) {
                        TG_ETYPE, "cannot add f64 literal into i32");
     tg_graph_free(g);
 
+    /* a weak float result (not a literal) is refused the same way */
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_I32, SHAPE(4));
+    y = tg_add(g, tg_literal_float(g, 0.5), tg_literal_float(g, 0.25));
+    expect_build_error(g, apply2(g, "inc_subtensor", x, y, rows, 1), TG_ETYPE,
+                       "cannot add f64 literal into i32");
+    tg_graph_free(g);
+
     g = tg_graph_new(NULL, "f");
     x = input(g, "x", TG_DT_U8, SHAPE(4));
     y = input(g, "y", TG_DT_I8, SHAPE(2));
@@ -472,8 +503,8 @@ static void test_subtensor_errors(void **state) {
     /* an integer literal out of range of x's dtype */
     g = tg_graph_new(NULL, "f");
     x = input(g, "x", TG_DT_U8, SHAPE(4));
-    expect_build_error(g, apply2(g, "set_subtensor", x, tg_literal_int(g, 300), rows, 1),
-                       TG_ETYPE, "integer literal 300 is out of range for u8");
+    expect_build_error(g, apply2(g, "set_subtensor", x, tg_literal_int(g, 300), rows, 1), TG_ETYPE,
+                       "integer literal 300 is out of range for u8");
     tg_graph_free(g);
 
     /* the slice itself is checked by the slice op's rules */
@@ -556,6 +587,37 @@ static void test_take_assign_values(void **state) {
     tg_graph_free(g);
 }
 
+static void test_take_assign_flat_and_ints(void **state) {
+    (void)state;
+    tg_graph *g = tg_graph_new(NULL, "f");
+    tg_var *x = input(g, "x", TG_DT_I32, SHAPE(2, 3));
+    tg_var *i = input(g, "i", TG_DT_I64, SHAPE(2));
+    tg_var *y = input(g, "y", TG_DT_I32, SHAPE(2));
+    tg_var *b = input(g, "b", TG_DT_I8, SHAPE(2));
+    tg_var *j = input(g, "j", TG_DT_U8, SHAPE(2));
+    tg_var *w = input(g, "w", TG_DT_I16, SHAPE(2));
+    tg_attr axn = TG_A_NONE("axis");
+    tg_var *outs[] = {
+        apply3(g, "set_take", x, i, y, &axn, 1),
+        apply3(g, "inc_take", b, j, w, NULL, 0),
+    };
+    assert_int_equal(tg_var_dtype(outs[1]), TG_DT_I8);
+    tg_tensor *in[] = {
+        mk_arange(TG_DT_I32, SHAPE(2, 3)),          mk_tensor(TG_DT_I64, SHAPE(2), VALS(-1, 0)),
+        mk_tensor(TG_DT_I32, SHAPE(2), VALS(7, 8)), mk_tensor(TG_DT_I8, SHAPE(2), VALS(120, 0)),
+        mk_tensor(TG_DT_U8, SHAPE(2), VALS(0, 0)),  mk_tensor(TG_DT_I16, SHAPE(2), VALS(5, 5)),
+    };
+    tg_tensor *res[2];
+    run_ok(g, outs, 2, in, 6, res);
+    /* a = np.arange(6, dtype=np.int32).reshape(2,3); np.put(a, [-1,0], [7,8]) */
+    CHECK_T(res[0], TG_DT_I32, SHAPE(2, 3), VALS(8, 1, 2, 3, 4, 7));
+    /* b = np.array([120,0], np.int8); np.add.at(b, [0,0], np.array([5,5], np.int16)) */
+    CHECK_T(res[1], TG_DT_I8, SHAPE(2), VALS(-126, 0));
+    free_all(res, 2);
+    free_all(in, 6);
+    tg_graph_free(g);
+}
+
 static void test_take_assign_errors(void **state) {
     (void)state;
     tg_attr ax2 = TG_A_INT("axis", 2);
@@ -570,22 +632,22 @@ static void test_take_assign_errors(void **state) {
     g = tg_graph_new(NULL, "f");
     x = input(g, "x", TG_DT_F32, SHAPE(2, 4));
     i = input(g, "i", TG_DT_I64, SHAPE(3));
-    expect_build_error(g, apply3(g, "inc_take", x, i, tg_literal_int(g, 1), &ax2, 1),
-                       TG_EINVAL, "axis 2 is out of bounds");
+    expect_build_error(g, apply3(g, "inc_take", x, i, tg_literal_int(g, 1), &ax2, 1), TG_EINVAL,
+                       "axis 2 is out of bounds");
     tg_graph_free(g);
 
     g = tg_graph_new(NULL, "f");
     x = input(g, "x", TG_DT_F32, SHAPE(2, 4));
     i = input(g, "i", TG_DT_F64, SHAPE(3));
-    expect_build_error(g, apply3(g, "set_take", x, i, tg_literal_int(g, 1), NULL, 0),
-                       TG_ETYPE, "indices must be integers");
+    expect_build_error(g, apply3(g, "set_take", x, i, tg_literal_int(g, 1), NULL, 0), TG_ETYPE,
+                       "indices must be integers");
     tg_graph_free(g);
 
     g = tg_graph_new(NULL, "f");
     x = input(g, "x", TG_DT_BOOL, SHAPE(4));
     i = input(g, "i", TG_DT_I64, SHAPE(3));
-    expect_build_error(g, apply3(g, "inc_take", x, i, tg_literal_int(g, 1), NULL, 0),
-                       TG_ETYPE, "cannot add i64 literal into bool");
+    expect_build_error(g, apply3(g, "inc_take", x, i, tg_literal_int(g, 1), NULL, 0), TG_ETYPE,
+                       "cannot add i64 literal into bool");
     tg_graph_free(g);
 
     /* run time: out of range, for both forms */
@@ -672,8 +734,7 @@ static void test_mask_select_errors(void **state) {
     g = tg_graph_new(NULL, "f");
     x = input(g, "x", TG_DT_F32, SHAPE(2));
     m = input(g, "m", TG_DT_BOOL, SHAPE(2, 1));
-    expect_build_error(g, apply2(g, "mask_select", x, m, NULL, 0), TG_EINDEX,
-                       "too many indices");
+    expect_build_error(g, apply2(g, "mask_select", x, m, NULL, 0), TG_EINDEX, "too many indices");
     tg_graph_free(g);
 
     /* run time: '?' extents that disagree */
@@ -731,6 +792,7 @@ int main(void) {
         cmocka_unit_test(test_subtensor_dtypes),
         cmocka_unit_test(test_subtensor_errors),
         cmocka_unit_test(test_take_assign_values),
+        cmocka_unit_test(test_take_assign_flat_and_ints),
         cmocka_unit_test(test_take_assign_errors),
         cmocka_unit_test(test_mask_select),
         cmocka_unit_test(test_mask_select_errors),

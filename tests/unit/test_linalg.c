@@ -78,12 +78,11 @@ static void test_matmul_infer(void **state) {
     CHECK_INFER(tg_op_matmul, NULL, "f32[2,5,3,6]", TY(F32, 2, 1, 3, 4), TY(F32, 5, 4, 6));
     CHECK_INFER(tg_op_matmul, NULL, "f32[?,3,6]", TY(F32, -1, 3, 4), TY(F32, 1, 4, 6));
     CHECK_INFER(tg_op_matmul, NULL, "f32[7,?,6]", TY(F32, -1, -1, -1), TY(F32, 7, 4, 6));
-    CHECK_INFER_FAIL(tg_op_matmul, NULL, TG_ESHAPE,
-                     "f32[2,3,4] and f32[5,4] do not align (4 != 5)", TY(F32, 2, 3, 4),
-                     TY(F32, 5, 4));
+    CHECK_INFER_FAIL(tg_op_matmul, NULL, TG_ESHAPE, "f32[2,3,4] and f32[5,4] do not align (4 != 5)",
+                     TY(F32, 2, 3, 4), TY(F32, 5, 4));
     CHECK_INFER_FAIL(tg_op_matmul, NULL, TG_ESHAPE, "(4 != 5)", TY(F32, 3, 4), TY(F32, 5));
-    CHECK_INFER_FAIL(tg_op_matmul, NULL, TG_ESHAPE, "batch axes do not broadcast",
-                     TY(F32, 2, 3, 4), TY(F32, 3, 4, 5));
+    CHECK_INFER_FAIL(tg_op_matmul, NULL, TG_ESHAPE, "batch axes do not broadcast", TY(F32, 2, 3, 4),
+                     TY(F32, 3, 4, 5));
     CHECK_INFER_FAIL(tg_op_matmul, NULL, TG_ESHAPE, "input operand 0 (f32[])", TY0(F32),
                      TY(F32, 3));
     CHECK_INFER_FAIL(tg_op_matmul, NULL, TG_ESHAPE, "input operand 1", TY(F32, 3), TY0(F32));
@@ -130,8 +129,8 @@ static void test_dot_values(void **state) {
     tg_tensor *A = mk_arange(F64, SHAPE(2, 3, 2)), *B = mk_arange(F64, SHAPE(2, 2, 2));
     y = run2(&tg_op_dot, A, B);
     CHECK_T(y, F64, SHAPE(2, 3, 2, 2),
-            VALS(2, 3, 6, 7, 6, 11, 26, 31, 10, 19, 46, 55, 14, 27, 66, 79, 18, 35, 86, 103, 22,
-                 43, 106, 127));
+            VALS(2, 3, 6, 7, 6, 11, 26, 31, 10, 19, 46, 55, 14, 27, 66, 79, 18, 35, 86, 103, 22, 43,
+                 106, 127));
     tg_tensor_free(y);
     tg_tensor_free(A);
     tg_tensor_free(B);
@@ -222,8 +221,8 @@ static void test_matmul_values(void **state) {
     tg_tensor *a = mk_arange(F64, SHAPE(2, 1, 2, 3)), *b = mk_arange(F64, SHAPE(3, 3, 2));
     tg_tensor *y = run2(&tg_op_matmul, a, b);
     CHECK_T(y, F64, SHAPE(2, 3, 2, 2),
-            VALS(10, 13, 28, 40, 28, 31, 100, 112, 46, 49, 172, 184, 46, 67, 64, 94, 172, 193,
-                 244, 274, 298, 319, 424, 454));
+            VALS(10, 13, 28, 40, 28, 31, 100, 112, 46, 49, 172, 184, 46, 67, 64, 94, 172, 193, 244,
+                 274, 298, 319, 424, 454));
     tg_tensor_free(y);
     tg_tensor_free(a);
     tg_tensor_free(b);
@@ -321,9 +320,9 @@ static void test_api(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_promote),      cmocka_unit_test(test_dot_infer),
-        cmocka_unit_test(test_matmul_infer), cmocka_unit_test(test_outer_infer),
-        cmocka_unit_test(test_dot_values),   cmocka_unit_test(test_int_bool),
+        cmocka_unit_test(test_promote),       cmocka_unit_test(test_dot_infer),
+        cmocka_unit_test(test_matmul_infer),  cmocka_unit_test(test_outer_infer),
+        cmocka_unit_test(test_dot_values),    cmocka_unit_test(test_int_bool),
         cmocka_unit_test(test_matmul_values), cmocka_unit_test(test_outer_values),
         cmocka_unit_test(test_api),
     };

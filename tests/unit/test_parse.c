@@ -57,7 +57,8 @@ static void parse_err_prefix(const char *src, const char *prefix) {
 
 static void parse_err_has(const char *src, const char *prefix, const char *part) {
     parse_err_prefix(src, prefix);
-    if (!strstr(tg_last_error(), part)) print_error("got: %s\nwant: ...%s...\n", tg_last_error(), part);
+    if (!strstr(tg_last_error(), part))
+        print_error("got: %s\nwant: ...%s...\n", tg_last_error(), part);
     assert_non_null(strstr(tg_last_error(), part));
 }
 
@@ -179,9 +180,8 @@ static void lex_expect(const char *src, const tokspec *want, int n) {
         tg_tok t;
         tg_lex_next(&lx, &t);
         if (t.kind != want[i].kind || t.line != want[i].line || t.col != want[i].col)
-            print_error("token %d: got kind %d at %d:%d '%.*s', want kind %d at %d:%d\n", i,
-                        t.kind, t.line, t.col, (int)t.len, t.p, want[i].kind, want[i].line,
-                        want[i].col);
+            print_error("token %d: got kind %d at %d:%d '%.*s', want kind %d at %d:%d\n", i, t.kind,
+                        t.line, t.col, (int)t.len, t.p, want[i].kind, want[i].line, want[i].col);
         assert_int_equal(t.kind, want[i].kind);
         assert_int_equal(t.line, want[i].line);
         assert_int_equal(t.col, want[i].col);
@@ -199,24 +199,24 @@ static void test_lex_tokens(void **state) {
                       "  y = g(x, -1, .5, 2., 1e-3, \"a\\\"b\")  \n"
                       "  @ -> }";
     const tokspec want[] = {
-        {TG_TK_NAME, 1, 1, "func"},     {TG_TK_NAME, 1, 6, "f"},
-        {TG_TK_LPAREN, 1, 7, "("},      {TG_TK_NAME, 1, 8, "x"},
-        {TG_TK_COLON, 1, 9, ":"},       {TG_TK_NAME, 1, 11, "f32"},
-        {TG_TK_LBRACKET, 1, 14, "["},   {TG_TK_QUESTION, 1, 15, "?"},
-        {TG_TK_COMMA, 1, 16, ","},      {TG_TK_INT, 1, 17, "3"},
-        {TG_TK_RBRACKET, 1, 18, "]"},   {TG_TK_RPAREN, 1, 19, ")"},
-        {TG_TK_LBRACE, 1, 21, "{"},     {TG_TK_NEWLINE, 1, 32, NULL},
-        {TG_TK_NAME, 2, 3, "y"},        {TG_TK_EQUAL, 2, 5, "="},
-        {TG_TK_NAME, 2, 7, "g"},        {TG_TK_LPAREN, 2, 8, "("},
-        {TG_TK_NAME, 2, 9, "x"},        {TG_TK_COMMA, 2, 10, ","},
-        {TG_TK_MINUS, 2, 12, "-"},      {TG_TK_INT, 2, 13, "1"},
-        {TG_TK_COMMA, 2, 14, ","},      {TG_TK_FLOAT, 2, 16, ".5"},
-        {TG_TK_COMMA, 2, 18, ","},      {TG_TK_FLOAT, 2, 20, "2."},
-        {TG_TK_COMMA, 2, 22, ","},      {TG_TK_FLOAT, 2, 24, "1e-3"},
-        {TG_TK_COMMA, 2, 28, ","},      {TG_TK_STRING, 2, 30, "\"a\\\"b\""},
-        {TG_TK_RPAREN, 2, 36, ")"},     {TG_TK_NEWLINE, 2, 39, NULL},
-        {TG_TK_AT, 3, 3, "@"},          {TG_TK_ARROW, 3, 5, "->"},
-        {TG_TK_RBRACE, 3, 8, "}"},      {TG_TK_EOF, 3, 9, NULL},
+        {TG_TK_NAME, 1, 1, "func"},   {TG_TK_NAME, 1, 6, "f"},
+        {TG_TK_LPAREN, 1, 7, "("},    {TG_TK_NAME, 1, 8, "x"},
+        {TG_TK_COLON, 1, 9, ":"},     {TG_TK_NAME, 1, 11, "f32"},
+        {TG_TK_LBRACKET, 1, 14, "["}, {TG_TK_QUESTION, 1, 15, "?"},
+        {TG_TK_COMMA, 1, 16, ","},    {TG_TK_INT, 1, 17, "3"},
+        {TG_TK_RBRACKET, 1, 18, "]"}, {TG_TK_RPAREN, 1, 19, ")"},
+        {TG_TK_LBRACE, 1, 21, "{"},   {TG_TK_NEWLINE, 1, 32, NULL},
+        {TG_TK_NAME, 2, 3, "y"},      {TG_TK_EQUAL, 2, 5, "="},
+        {TG_TK_NAME, 2, 7, "g"},      {TG_TK_LPAREN, 2, 8, "("},
+        {TG_TK_NAME, 2, 9, "x"},      {TG_TK_COMMA, 2, 10, ","},
+        {TG_TK_MINUS, 2, 12, "-"},    {TG_TK_INT, 2, 13, "1"},
+        {TG_TK_COMMA, 2, 14, ","},    {TG_TK_FLOAT, 2, 16, ".5"},
+        {TG_TK_COMMA, 2, 18, ","},    {TG_TK_FLOAT, 2, 20, "2."},
+        {TG_TK_COMMA, 2, 22, ","},    {TG_TK_FLOAT, 2, 24, "1e-3"},
+        {TG_TK_COMMA, 2, 28, ","},    {TG_TK_STRING, 2, 30, "\"a\\\"b\""},
+        {TG_TK_RPAREN, 2, 36, ")"},   {TG_TK_NEWLINE, 2, 39, NULL},
+        {TG_TK_AT, 3, 3, "@"},        {TG_TK_ARROW, 3, 5, "->"},
+        {TG_TK_RBRACE, 3, 8, "}"},    {TG_TK_EOF, 3, 9, NULL},
         {TG_TK_EOF, 3, 9, NULL},
     };
     lex_expect(src, want, (int)TG_COUNTOF(want));
@@ -224,7 +224,8 @@ static void test_lex_tokens(void **state) {
 
 static void test_lex_values(void **state) {
     (void)state;
-    const char *src = "18446744073709551615 18446744073709551616 1e-3 .5 2.5E+2 \"q\\n\\t\\\\\\x41\"";
+    const char *src =
+        "18446744073709551615 18446744073709551616 1e-3 .5 2.5E+2 \"q\\n\\t\\\\\\x41\"";
     tg_lexer lx;
     tg_tok t;
     tg_lex_init(&lx, src, strlen(src));
@@ -251,17 +252,21 @@ static void test_lex_newlines_in_brackets(void **state) {
     (void)state;
     /* newlines inside ( ) and [ ] are not tokens; inside { } they are */
     const tokspec want[] = {
-        {TG_TK_NAME, 1, 1, "a"},   {TG_TK_LPAREN, 1, 2, NULL}, {TG_TK_NAME, 2, 1, "b"},
-        {TG_TK_LBRACKET, 2, 2, NULL}, {TG_TK_INT, 3, 1, "1"}, {TG_TK_RBRACKET, 3, 2, NULL},
-        {TG_TK_RPAREN, 4, 1, NULL}, {TG_TK_NEWLINE, 4, 2, NULL}, {TG_TK_LBRACE, 5, 1, NULL},
-        {TG_TK_NEWLINE, 5, 2, NULL}, {TG_TK_RBRACE, 6, 1, NULL},
+        {TG_TK_NAME, 1, 1, "a"},      {TG_TK_LPAREN, 1, 2, NULL},  {TG_TK_NAME, 2, 1, "b"},
+        {TG_TK_LBRACKET, 2, 2, NULL}, {TG_TK_INT, 3, 1, "1"},      {TG_TK_RBRACKET, 3, 2, NULL},
+        {TG_TK_RPAREN, 4, 1, NULL},   {TG_TK_NEWLINE, 4, 2, NULL}, {TG_TK_LBRACE, 5, 1, NULL},
+        {TG_TK_NEWLINE, 5, 2, NULL},  {TG_TK_RBRACE, 6, 1, NULL},
     };
     lex_expect("a(\nb[\n1]\n)\n{\n}", want, (int)TG_COUNTOF(want));
 }
 
 static void test_lex_errors(void **state) {
     (void)state;
-    struct { const char *src; int line, col; const char *msg; } cases[] = {
+    struct {
+        const char *src;
+        int line, col;
+        const char *msg;
+    } cases[] = {
         {"x = \"abc", 1, 5, "unterminated string"},
         {"x = \"abc\ny\"", 1, 5, "unterminated string"},
         {"\n  \"a\\q\"", 2, 5, "unknown escape '\\' followed by 'q' in a string"},
@@ -292,11 +297,22 @@ static void test_lex_errors(void **state) {
 
 static void test_float_format(void **state) {
     (void)state;
-    struct { double x; bool single; const char *want; } cases[] = {
-        {1.0, false, "1.0"},       {0.1, false, "0.1"},       {-0.5, false, "-0.5"},
-        {1e300, false, "1e+300"},  {-0.0, false, "-0.0"},     {INFINITY, false, "inf"},
-        {-INFINITY, false, "-inf"}, {NAN, false, "nan"},      {(double)0.1f, true, "0.1"},
-        {1.0 / 3.0, false, "0.3333333333333333"}, {123456789.0, false, "123456789.0"},
+    struct {
+        double x;
+        bool single;
+        const char *want;
+    } cases[] = {
+        {1.0, false, "1.0"},
+        {0.1, false, "0.1"},
+        {-0.5, false, "-0.5"},
+        {1e300, false, "1e+300"},
+        {-0.0, false, "-0.0"},
+        {INFINITY, false, "inf"},
+        {-INFINITY, false, "-inf"},
+        {NAN, false, "nan"},
+        {(double)0.1f, true, "0.1"},
+        {1.0 / 3.0, false, "0.3333333333333333"},
+        {123456789.0, false, "123456789.0"},
     };
     for (size_t i = 0; i < TG_COUNTOF(cases); i++) {
         char buf[TG_TXT_FLOAT_MAX];
@@ -520,8 +536,12 @@ static void test_parse_const(void **state) {
     tg_module_free(m);
 
     const char *hdr = "func f() {\n  c = ";
-    struct { const char *body; const char *msg; } cases[] = {
-        {"const(value=1.5, dtype=\"i32\")", "t.tg:2:19: const: a float value for integer dtype i32"},
+    struct {
+        const char *body;
+        const char *msg;
+    } cases[] = {
+        {"const(value=1.5, dtype=\"i32\")",
+         "t.tg:2:19: const: a float value for integer dtype i32"},
         {"const(value=300, dtype=\"u8\")", "t.tg:2:19: const: 300 is out of range of u8"},
         {"const(value=[1, 2], dtype=\"f32\", shape=[3])",
          "t.tg:2:19: const: 2 values cannot fill shape with 3 elements"},
@@ -556,7 +576,24 @@ static void test_parse_tuple_and_funcs(void **state) {
     assert_ptr_equal(tg_graph_output(g, 0)->node, tg_graph_output(g, 1)->node);
     assert_int_equal(tg_graph_output(g, 0)->index, 2);
     assert_string_equal(tg_var_name(tg_graph_output(g, 0)), "c");
+    char *text = print_module(m);
+    assert_non_null(strstr(text, "    a, b, c = split(x, sections=3)\n    return c, a\n"));
+    free(text);
     tg_module_free(m);
+    roundtrip("func main(x: f32[6]) {\n  a, b, c = split(x, sections=3)\n"
+              "  d, e = split(neg(b), sections=2)\n  return e, c\n}\n");
+    parse_err("func f(x: f32[6]) {\n  return split(x, sections=3)\n}", TG_ESYNTAX,
+              "t.tg:2:10: 'split' gives 3 values here, where one is expected (bind them: a, b = "
+              "...)");
+    parse_err("func f(x: f32[6]) {\n  y = neg(split(x, sections=2))\n  return y\n}", TG_ESYNTAX,
+              "t.tg:2:11: 'split' gives 2 values here, where one is expected (bind them: a, b = "
+              "...)");
+    parse_err("func f(x: f32[6]) {\n  y = split(x, sections=2)[0]\n  return y\n}", TG_ESYNTAX,
+              "t.tg:2:27: cannot index 2 values at once");
+    parse_err("func f(x: f32[6]) {\n  a, b, c = split(x, sections=2)\n  return a\n}", TG_ESYNTAX,
+              "t.tg:2:13: 'split' gives 2 values but 3 names are bound");
+    parse_err("func f(x: f32[6]) {\n  a = split(x, sections=2)\n  return a\n}", TG_ESYNTAX,
+              "t.tg:2:7: 'split' gives 2 values but 1 name is bound");
 }
 
 static void test_parse_several_funcs(void **state) {
@@ -578,9 +615,11 @@ static void test_parse_several_funcs(void **state) {
 static void test_errors_syntax(void **state) {
     (void)state;
     parse_err("", TG_ESYNTAX, "t.tg:1:1: expected 'func' but found end of file");
-    parse_err("# only a comment\n\n", TG_ESYNTAX, "t.tg:3:1: expected 'func' but found end of file");
+    parse_err("# only a comment\n\n", TG_ESYNTAX,
+              "t.tg:3:1: expected 'func' but found end of file");
     parse_err("fun f() {\n}", TG_ESYNTAX, "t.tg:1:1: expected 'func' but found 'fun'");
-    parse_err("func (x: f32[]) {\n}", TG_ESYNTAX, "t.tg:1:6: expected a function name but found '('");
+    parse_err("func (x: f32[]) {\n}", TG_ESYNTAX,
+              "t.tg:1:6: expected a function name but found '('");
     parse_err("func f(x f32[]) {\n}", TG_ESYNTAX, "t.tg:1:10: expected ':' but found 'f32'");
     parse_err("func f(x: f16[]) {\n}", TG_ETYPE,
               "t.tg:1:11: unknown dtype 'f16' (expected bool i8 i16 i32 i64 u8 f32 f64)");
@@ -614,10 +653,10 @@ static void test_errors_syntax(void **state) {
               "t.tg:3:3: expected end of line but found 'x'");
     parse_err("func f(x: f32[]) {\n  y = neg(-x)\n  return y\n}", TG_ESYNTAX,
               "t.tg:2:12: expected a number after '-' but found 'x'");
-    parse_err("func f(x: f32[]) {\n  y = add(x, 99999999999999999999)\n  return y\n}",
-              TG_ESYNTAX, "t.tg:2:14: integer literal 99999999999999999999 is out of range of i64");
-    parse_err("func f(x: f32[]) {\n  y = add(x, -9223372036854775809)\n  return y\n}",
-              TG_ESYNTAX, "t.tg:2:14: integer literal -9223372036854775809 is out of range of i64");
+    parse_err("func f(x: f32[]) {\n  y = add(x, 99999999999999999999)\n  return y\n}", TG_ESYNTAX,
+              "t.tg:2:14: integer literal 99999999999999999999 is out of range of i64");
+    parse_err("func f(x: f32[]) {\n  y = add(x, -9223372036854775809)\n  return y\n}", TG_ESYNTAX,
+              "t.tg:2:14: integer literal -9223372036854775809 is out of range of i64");
     parse_err("func f(x: f32[]) {\n  y = add(x, 1.5.)\n  return y\n}", TG_ESYNTAX,
               "t.tg:2:14: malformed number '1.5.'");
     parse_err("func f(x: f32[]) {\n  y = cast(x, dtype=\"f32)\n  return y\n}", TG_ESYNTAX,
@@ -665,8 +704,8 @@ static void test_errors_names(void **state) {
               TG_ENAME, "t.tg:2:7: unknown op 'pmap'");
     parse_err("func f(x: f32[]) {\n  y = neg(x, @f)\n  return y\n}", TG_EINVAL,
               "t.tg:2:15: neg: takes 0 function arguments");
-    parse_err("func f(x: f32[]) {\n  return x\n}\nfunc f(y: f32[]) {\n  return y\n}",
-              TG_ESYNTAX, "t.tg:4:6: function 'f' is already defined at 1:6");
+    parse_err("func f(x: f32[]) {\n  return x\n}\nfunc f(y: f32[]) {\n  return y\n}", TG_ESYNTAX,
+              "t.tg:4:6: function 'f' is already defined at 1:6");
     parse_err("func f(x: f32[]) {\n  y = neg(x)\n}", TG_ESYNTAX,
               "t.tg:3:1: function 'f' has no 'return'");
     parse_err("func f(x: f32[]) {\n}", TG_ESYNTAX, "t.tg:2:1: function 'f' has no 'return'");
@@ -870,6 +909,12 @@ static void test_roundtrip_programs(void **state) {
         "  b = const(value=[true, false], dtype=\"bool\")\n"
         "  e = const(value=[], dtype=\"f64\", shape=[0, 2])\n"
         "  return add(add(x, c), s), m, b, e, c\n"
+        "}\n",
+        "func weak(x: f32[3], n: i64[]) {\n"
+        "  y = add(2, 3)\n"
+        "  z = mul(x, y)\n"
+        "  w = add(n, 2.5)\n"
+        "  return z, w, y\n"
         "}\n",
         "func shared(x: f32[3]) {\n"
         "  c = const(value=[1, 2, 3], dtype=\"f32\")\n"

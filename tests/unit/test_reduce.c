@@ -103,6 +103,10 @@ static void test_infer_errors(void **state) {
     CHECK_INFER_FAIL(tg_op_mean, dup, TG_EINVAL, "duplicate value in 'axis'", TY(F32, 2, 3));
     const tg_aval arg2[2] = {AV_INT(2), AV_BOOL(0)};
     CHECK_INFER_FAIL(tg_op_argmax, arg2, TG_EINVAL, "out of bounds", TY(F32, 2, 3));
+    const tg_aval arg01[2] = {AV_INTS(0, 1), AV_BOOL(0)};
+    CHECK_INFER_FAIL(tg_op_argmin, arg01, TG_EINVAL, "takes one axis or none", TY(F32, 2, 3));
+    const tg_aval arg_list1[2] = {AV_INTS(-1), AV_BOOL(1)};
+    CHECK_INFER(tg_op_argmin, arg_list1, "i64[2,1]", TY(F32, 2, 3));
     /* max/min/argmax over a static empty axis: statically an error (NumPy: ValueError) */
     CHECK_INFER_FAIL(tg_op_max, ax0, TG_ESHAPE,
                      "zero-size array to reduction operation max which has no identity",
@@ -334,8 +338,13 @@ static void test_kernel_guards(void **state) {
     tg_tensor *out = tg_tensor_new(tg_ctx_default(), F32, SHAPE(3));
     const tg_aval attrs[2] = {AV_INTS(1), AV_BOOL(0)};
     tg_type ot = TY(F32, 3);
-    tg_kern k = {.ctx = tg_ctx_default(), .attrs = attrs, .in = &e, .nin = 1, .out = &out,
-                 .nout = 1, .out_type = &ot};
+    tg_kern k = {.ctx = tg_ctx_default(),
+                 .attrs = attrs,
+                 .in = &e,
+                 .nin = 1,
+                 .out = &out,
+                 .nout = 1,
+                 .out_type = &ot};
     assert_int_equal(tg_op_max.ref(&k), TG_ESHAPE);
     assert_non_null(strstr(k.msg, "max"));
     tg_tensor_free(out);
@@ -350,11 +359,14 @@ static void test_api(void **state) {
     assert_non_null(g);
     tg_var *x = tg_input(g, "x", F32, 2, (const int64_t[]){TG_DIM_UNKNOWN, 3});
     tg_var *s = tg_reduce(g, "sum", x, (const int64_t[]){0}, 1, true);
-    tg_attr am[1] = {TG_A_INT("axis", -1)};
-    tg_var *a = tg_apply(g, "argmax", &x, 1, am, 1);
+    tg_attr am[2] = {TG_A_INT("axis", -1), TG_A_INT("axis", 0)};
+    tg_var *a = tg_apply(g, "argmax", &x, 1, &am[0], 1);
+    tg_var *a0 = tg_apply(g, "argmin", &x, 1, &am[1], 1);
+    assert_non_null(a0);
+    assert_int_equal(tg_var_dim(a0, 0), 3);
     tg_var *m = tg_reduce(g, "max", x, NULL, -1, false);
-    tg_var *sm = tg_reduce(g, "mean", tg_reduce(g, "sum", x, (const int64_t[]){1}, 1, false),
-                           NULL, -1, false);
+    tg_var *sm = tg_reduce(g, "mean", tg_reduce(g, "sum", x, (const int64_t[]){1}, 1, false), NULL,
+                           -1, false);
     assert_non_null(s);
     assert_non_null(a);
     assert_non_null(sm);
@@ -392,10 +404,10 @@ static void test_api(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_infer_shapes),  cmocka_unit_test(test_infer_dtypes),
-        cmocka_unit_test(test_infer_errors),  cmocka_unit_test(test_sum_prod_mean),
-        cmocka_unit_test(test_max_min_arg),   cmocka_unit_test(test_any_all),
-        cmocka_unit_test(test_empty),         cmocka_unit_test(test_kernel_guards),
+        cmocka_unit_test(test_infer_shapes), cmocka_unit_test(test_infer_dtypes),
+        cmocka_unit_test(test_infer_errors), cmocka_unit_test(test_sum_prod_mean),
+        cmocka_unit_test(test_max_min_arg),  cmocka_unit_test(test_any_all),
+        cmocka_unit_test(test_empty),        cmocka_unit_test(test_kernel_guards),
         cmocka_unit_test(test_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,8 +46,8 @@ static void test_reshape_infer(void **state) {
                      "cannot reshape f32[2,3] (size 6) into shape [4,-1]", TY(F32, 2, 3));
     CHECK_INFER_FAIL(tg_op_reshape, &AV_INTS(7), TG_ESHAPE, "into shape [7]", TY(F32, 2, 3));
     CHECK_INFER_FAIL(tg_op_reshape, &AV_INTS(0, -1), TG_ESHAPE, "f32[0,3]", TY(F32, 0, 3));
-    CHECK_INFER_FAIL(tg_op_reshape, &AV_INTS(-1, -1), TG_EINVAL, "can only specify one unknown dimension",
-                     TY(F32, 2, 3));
+    CHECK_INFER_FAIL(tg_op_reshape, &AV_INTS(-1, -1), TG_EINVAL,
+                     "can only specify one unknown dimension", TY(F32, 2, 3));
     CHECK_INFER_FAIL(tg_op_reshape, &AV_INTS(-2, 3), TG_EINVAL, "negative dimension -2",
                      TY(F32, 2, 3));
     /* a '?' input is checked when the extents are known */
@@ -103,8 +103,7 @@ static void test_transpose(void **state) {
                      TY(F32, 2, 3, 4));
     CHECK_INFER_FAIL(tg_op_transpose, &AV_INTS(0, 3, 1), TG_EINVAL, "not a permutation",
                      TY(F32, 2, 3, 4));
-    CHECK_INFER_FAIL(tg_op_transpose, &AV_INTS(1, 0), TG_EINVAL, "don't match",
-                     TY(F32, 2, 3, 4));
+    CHECK_INFER_FAIL(tg_op_transpose, &AV_INTS(1, 0), TG_EINVAL, "don't match", TY(F32, 2, 3, 4));
 
     tg_tensor *x = mk_arange(F32, SHAPE(2, 3));
     tg_tensor *y = run_ok(&tg_op_transpose, x, &AV_NONE);
@@ -138,8 +137,7 @@ static void test_expand_dims(void **state) {
     CHECK_INFER(tg_op_expand_dims, &AV_INTS(0), "f32[1]", TY0(F32));
     CHECK_INFER_FAIL(tg_op_expand_dims, &AV_INTS(3), TG_EINVAL, "axis 3 is out of bounds",
                      TY(F32, 2, 3));
-    CHECK_INFER_FAIL(tg_op_expand_dims, &AV_INTS(1, 1), TG_EINVAL, "repeated axis",
-                     TY(F32, 2, 3));
+    CHECK_INFER_FAIL(tg_op_expand_dims, &AV_INTS(1, 1), TG_EINVAL, "repeated axis", TY(F32, 2, 3));
     CHECK_INFER_FAIL(tg_op_expand_dims, &AV_INTS(0, 1), TG_EINVAL, "at most",
                      TY(F32, 1, 1, 1, 1, 1, 1, 1));
 
@@ -161,7 +159,7 @@ static void test_squeeze(void **state) {
     CHECK_INFER(tg_op_squeeze, &AV_INTS(0), "f32[3,1]", TY(F32, 1, 3, 1));
     CHECK_INFER(tg_op_squeeze, &AV_INTS(-1), "f32[1,3]", TY(F32, 1, 3, 1));
     CHECK_INFER(tg_op_squeeze, &AV_INTS(0, 2), "f32[3]", TY(F32, 1, 3, 1));
-    CHECK_INFER(tg_op_squeeze, &AV_NONE, "f32[?]", TY(F32, -1, 1)); /* '?' is kept */
+    CHECK_INFER(tg_op_squeeze, &AV_NONE, "f32[?]", TY(F32, -1, 1));    /* '?' is kept */
     CHECK_INFER(tg_op_squeeze, &AV_INTS(0), "f32[3]", TY(F32, -1, 3)); /* checked later */
     CHECK_INFER(tg_op_squeeze, &AV_NONE, "f32[]", TY0(F32));
     CHECK_INFER_FAIL(tg_op_squeeze, &AV_INTS(1), TG_ESHAPE,
@@ -214,8 +212,7 @@ static void test_broadcast_to(void **state) {
                      "cannot broadcast f32[2] to shape [3] (axis 0: 2 vs 3)", TY(F32, 2));
     CHECK_INFER_FAIL(tg_op_broadcast_to, &AV_INTS(1), TG_ESHAPE, "cannot broadcast f32[0]",
                      TY(F32, 0));
-    CHECK_INFER_FAIL(tg_op_broadcast_to, &AV_INTS(3), TG_ESHAPE, "more dimensions",
-                     TY(F32, 2, 3));
+    CHECK_INFER_FAIL(tg_op_broadcast_to, &AV_INTS(3), TG_ESHAPE, "more dimensions", TY(F32, 2, 3));
     CHECK_INFER_FAIL(tg_op_broadcast_to, &AV_INTS(-1, 3), TG_EINVAL, "negative dimension",
                      TY(F32, 3));
     /* run time: '?' was 2, not 3; a '?' that is 1 does not broadcast (DESIGN.md) */
@@ -251,6 +248,7 @@ static void test_broadcast_to(void **state) {
 /* ---- slice ---- */
 
 /* np.arange(5)[start:stop:step] (NumPy 1.24); NONE_ is an omitted bound or step */
+/* clang-format off */
 static const struct {
     int64_t start, stop, step, n, v[5];
 } slice_table[] = {
@@ -378,9 +376,10 @@ static const struct {
     {9, 7, 2, 0, {0}}, {9, 7, -1, 0, {0}},
     {9, 7, -3, 0, {0}},
 };
+/* clang-format on */
 
-static tg_aval slice_attrs4(tg_aval *a, const int64_t *st, const int64_t *sp,
-                            const int64_t *step, const int64_t *ix, int n) {
+static tg_aval slice_attrs4(tg_aval *a, const int64_t *st, const int64_t *sp, const int64_t *step,
+                            const int64_t *ix, int n) {
     a[TG_SLICE_A_STARTS] = (tg_aval){.kind = TG_ATTR_INTS, .ints = st, .n = n};
     a[TG_SLICE_A_STOPS] = (tg_aval){.kind = TG_ATTR_INTS, .ints = sp, .n = n};
     a[TG_SLICE_A_STEPS] = (tg_aval){.kind = TG_ATTR_INTS, .ints = step, .n = n};
@@ -395,8 +394,7 @@ static void test_slice_table(void **state) {
     for (size_t c = 0; c < sizeof slice_table / sizeof slice_table[0]; c++) {
         tg_aval a[4];
         const int64_t ix = 0;
-        slice_attrs4(a, &slice_table[c].start, &slice_table[c].stop, &slice_table[c].step, &ix,
-                     1);
+        slice_attrs4(a, &slice_table[c].start, &slice_table[c].stop, &slice_table[c].step, &ix, 1);
         int64_t n = slice_table[c].n;
         /* static inference */
         tg_type t = TY(I64, 5);
@@ -406,8 +404,7 @@ static void test_slice_table(void **state) {
         if (r.out.shape[0] != n)
             print_error("case %zu: [%lld:%lld:%lld] has %lld elements, want %lld\n", c,
                         (long long)slice_table[c].start, (long long)slice_table[c].stop,
-                        (long long)slice_table[c].step, (long long)r.out.shape[0],
-                        (long long)n);
+                        (long long)slice_table[c].step, (long long)r.out.shape[0], (long long)n);
         assert_int_equal(r.out.shape[0], n);
         /* '?' input: unknown extent */
         t = TY(I64, -1);
@@ -448,14 +445,13 @@ static void test_slice_nd(void **state) {
     check_shared(y, w);
     tg_tensor_free(y);
     /* w[-1] -> shape (3,4), 12..23 */
-    y = slice_run(w, 1, (const int64_t[]){-1}, (const int64_t[]){NONE_},
-                  (const int64_t[]){NONE_}, (const int64_t[]){1});
+    y = slice_run(w, 1, (const int64_t[]){-1}, (const int64_t[]){NONE_}, (const int64_t[]){NONE_},
+                  (const int64_t[]){1});
     CHECK_T(y, I64, SHAPE(3, 4), VALS(12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23));
     tg_tensor_free(y);
     /* w[:, 1, -2] -> [6, 18] */
-    y = slice_run(w, 3, (const int64_t[]){NONE_, 1, -2},
-                  (const int64_t[]){NONE_, NONE_, NONE_}, (const int64_t[]){NONE_, NONE_, NONE_},
-                  (const int64_t[]){0, 1, 1});
+    y = slice_run(w, 3, (const int64_t[]){NONE_, 1, -2}, (const int64_t[]){NONE_, NONE_, NONE_},
+                  (const int64_t[]){NONE_, NONE_, NONE_}, (const int64_t[]){0, 1, 1});
     CHECK_T(y, I64, SHAPE(2), VALS(6, 18));
     tg_tensor_free(y);
     /* w[0, :, 1:3] -> [[1,2],[5,6],[9,10]] */
@@ -465,9 +461,8 @@ static void test_slice_nd(void **state) {
     tg_tensor_free(y);
     /* w[::-1, -1:-4:-2, ::3] -> [[[20,23],[12,15]],[[8,11],[0,3]]], then sliced again:
      * [...][1, ::-1] -> [[0,3],[8,11]] (a view of a view with negative strides) */
-    y = slice_run(w, 3, (const int64_t[]){NONE_, -1, NONE_},
-                  (const int64_t[]){NONE_, -4, NONE_}, (const int64_t[]){-1, -2, 3},
-                  (const int64_t[]){0, 0, 0});
+    y = slice_run(w, 3, (const int64_t[]){NONE_, -1, NONE_}, (const int64_t[]){NONE_, -4, NONE_},
+                  (const int64_t[]){-1, -2, 3}, (const int64_t[]){0, 0, 0});
     CHECK_T(y, I64, SHAPE(2, 2, 2), VALS(20, 23, 12, 15, 8, 11, 0, 3));
     tg_tensor *z = slice_run(y, 2, (const int64_t[]){1, NONE_}, (const int64_t[]){NONE_, NONE_},
                              (const int64_t[]){NONE_, -1}, (const int64_t[]){1, 0});
@@ -477,15 +472,15 @@ static void test_slice_nd(void **state) {
     tg_tensor_free(y);
     /* no index at all: the whole array */
     y = slice_run(w, 0, NULL, NULL, NULL, NULL);
-    CHECK_T(y, I64, SHAPE(2, 3, 4), VALS(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
-                                         16, 17, 18, 19, 20, 21, 22, 23));
+    CHECK_T(
+        y, I64, SHAPE(2, 3, 4),
+        VALS(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23));
     tg_tensor_free(y);
     tg_tensor_free(w);
     /* huge bounds and steps clamp like Python: x[M::-1], x[:-M:-1], x[-M:M:M], x[::-M] */
     const int64_t M = INT64_MAX;
     tg_tensor *x = mk_arange(I64, SHAPE(5));
-    y = slice_run(x, 1, &M, (const int64_t[]){NONE_}, (const int64_t[]){-1},
-                  (const int64_t[]){0});
+    y = slice_run(x, 1, &M, (const int64_t[]){NONE_}, (const int64_t[]){-1}, (const int64_t[]){0});
     CHECK_T(y, I64, SHAPE(5), VALS(4, 3, 2, 1, 0));
     tg_tensor_free(y);
     y = slice_run(x, 1, (const int64_t[]){NONE_}, (const int64_t[]){-M}, (const int64_t[]){-1},
@@ -495,15 +490,15 @@ static void test_slice_nd(void **state) {
     y = slice_run(x, 1, (const int64_t[]){-M}, &M, &M, (const int64_t[]){0});
     CHECK_T(y, I64, SHAPE(1), VALS(0));
     tg_tensor_free(y);
-    y = slice_run(x, 1, (const int64_t[]){NONE_}, (const int64_t[]){NONE_},
-                  (const int64_t[]){-M}, (const int64_t[]){0});
+    y = slice_run(x, 1, (const int64_t[]){NONE_}, (const int64_t[]){NONE_}, (const int64_t[]){-M},
+                  (const int64_t[]){0});
     CHECK_T(y, I64, SHAPE(1), VALS(4));
     tg_tensor_free(y);
     tg_tensor_free(x);
     /* 0-size input: np.arange(0)[::-1] */
     tg_tensor *e = tg_tensor_new(tg_ctx_default(), I64, SHAPE(0));
-    y = slice_run(e, 1, (const int64_t[]){NONE_}, (const int64_t[]){NONE_},
-                  (const int64_t[]){-1}, (const int64_t[]){0});
+    y = slice_run(e, 1, (const int64_t[]){NONE_}, (const int64_t[]){NONE_}, (const int64_t[]){-1},
+                  (const int64_t[]){0});
     CHECK_T(y, I64, SHAPE(0), NULL);
     tg_tensor_free(y);
     tg_tensor_free(e);
@@ -522,8 +517,8 @@ static void test_slice_errors(void **state) {
     const int64_t none1[1] = {NONE_}, zero1[1] = {0}, one1[1] = {1};
     /* index out of range, statically */
     slice_attrs4(a, (const int64_t[]){3}, none1, none1, one1, 1);
-    CHECK_INFER_FAIL(tg_op_slice, a, TG_EINDEX,
-                     "index 3 is out of bounds for axis 0 with extent 3", TY(F32, 3, 4));
+    CHECK_INFER_FAIL(tg_op_slice, a, TG_EINDEX, "index 3 is out of bounds for axis 0 with extent 3",
+                     TY(F32, 3, 4));
     slice_attrs4(a, (const int64_t[]){-4}, none1, none1, one1, 1);
     CHECK_INFER_FAIL(tg_op_slice, a, TG_EINDEX, "index -4 is out of bounds", TY(F32, 3, 4));
     /* ... and only at run time for '?' */
@@ -583,8 +578,8 @@ static void test_api(void **state) {
     tg_attr ba[1] = {TG_A_INTS("shape", ((const int64_t[]){2, 3}), 2)};
     tg_var *b = tg_apply(g, "broadcast_to", &w, 1, ba, 1);
     tg_attr ea[1] = {TG_A_INT("axis", 0)};
-    tg_var *e = tg_apply(g, "squeeze", (tg_var *[]){tg_apply(g, "expand_dims", &y, 1, ea, 1)}, 1,
-                         ea, 1);
+    tg_var *e =
+        tg_apply(g, "squeeze", (tg_var *[]){tg_apply(g, "expand_dims", &y, 1, ea, 1)}, 1, ea, 1);
     assert_non_null(z);
     assert_non_null(b);
     assert_non_null(e);
@@ -616,8 +611,8 @@ static void test_api(void **state) {
     x = tg_input(g, "x", F32, 2, (const int64_t[]){2, 3});
     assert_null(tg_reshape(g, x, 2, (const int64_t[]){4, -1}));
     assert_int_equal(tg_graph_status(g), TG_ESHAPE);
-    assert_non_null(strstr(tg_graph_error(g),
-                           "reshape: cannot reshape f32[2,3] (size 6) into shape [4,-1]"));
+    assert_non_null(
+        strstr(tg_graph_error(g), "reshape: cannot reshape f32[2,3] (size 6) into shape [4,-1]"));
     tg_graph_free(g);
 }
 
