@@ -36,6 +36,7 @@ extern "C" {
     X(EINDEX, "index out of range")                                                        \
     X(EUNSUPPORTED, "not supported")                                                       \
     X(ELIMIT, "limit exceeded")                                                            \
+    X(ECHECK, "check failed")                                                              \
     X(EINTERNAL, "internal error")
 #define TG_X_STATUS(name, msg) TG_##name,
 typedef enum { TG_STATUS_LIST(TG_X_STATUS) TG_STATUS_COUNT } tg_status;
@@ -211,6 +212,47 @@ typedef struct tg_slice {
 } tg_slice;
 #define TG_SLICE_NONE INT64_MIN
 TG_API tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx);
+
+/* ---- gradients (reverse mode) --------------------------------------------------- */
+/* What to do when the result does not depend on an input asked for. */
+typedef enum {
+    TG_DISCONNECTED_ERROR, /* an error naming the input (default) */
+    TG_DISCONNECTED_ZERO,  /* zeros of the input's type */
+} tg_disconnected;
+
+/* Builds, in g, the gradient of the scalar float `cost` with respect to each wrt[i]
+ * (float variables: inputs or intermediate values); out[i] has wrt[i]'s dtype and shape.
+ * The result is ordinary graph, so gradients of gradients work. */
+TG_API tg_status tg_grad(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
+                         tg_disconnected disconnected, tg_var **out);
+/* Vector-Jacobian product: the cotangent of each wrt[i] given cotangents cot[j] (each of
+ * outs[j]'s type) for the values outs[0..nouts). */
+TG_API tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts,
+                        tg_var *const *wrt, int nwrt, tg_disconnected disconnected,
+                        tg_var **out);
+
+/* Gradient checker (like PyTensor's verify_grad). g must have one float output y; the
+ * check projects it on a random r (cost = sum(y * r)), builds the gradient of that cost
+ * with respect to every float input, and compares it at the point `in` (one tensor per
+ * input of g) with central finite differences computed in float64. Returns TG_OK when
+ * every element agrees within tolerance, TG_ECHECK with a message naming the worst input
+ * and element otherwise (and other codes for errors). opts and rep may be NULL. */
+typedef struct tg_grad_check_opts {
+    double eps;    /* finite-difference step; 0: 1e-6 for f64 inputs, 1e-3 for f32 */
+    double rtol;   /* 0: 1e-5 for f64 graphs, 1e-2 for f32 */
+    double atol;   /* 0: 1e-8 for f64 graphs, 1e-3 for f32 */
+    uint64_t seed; /* of the projection r */
+} tg_grad_check_opts;
+typedef struct tg_grad_check_report {
+    int input;          /* input index of the worst element */
+    int64_t index;      /* its flat C-order index */
+    double analytic;    /* gradient from the graph */
+    double numeric;     /* finite-difference estimate */
+    double abs_err;     /* |analytic - numeric| */
+    double rel_err;     /* abs_err / max(|analytic|, |numeric|) */
+} tg_grad_check_report;
+TG_API tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
+                               const tg_grad_check_opts *opts, tg_grad_check_report *rep);
 
 /* ---- modules: several functions parsed from one .tg text ------------------------ */
 typedef struct tg_module tg_module;

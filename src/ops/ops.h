@@ -91,6 +91,22 @@ typedef struct tg_ew_def {
     unsigned flags; /* TG_EW_* */
 } tg_ew_def;
 
+/* ---- gradients ----
+ * A vector-Jacobian product builds graph in g: given the node and the cotangents of its
+ * outputs (gout[i] NULL means zero: only multi-output ops see NULL entries), it sets
+ * gin[i] to the cotangent of input i, of exactly input i's type, or leaves it NULL when no
+ * gradient flows into that input (indices, conditions, integer inputs). Errors go to the
+ * graph (sticky) and the status is returned. Builders of the public API may be used. */
+typedef tg_status (*tg_vjp_fn)(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                               tg_var **gin);
+
+typedef enum {
+    TG_GRAD_MISSING,   /* not decided: the op-table test fails */
+    TG_GRAD_VJP,       /* .vjp computes the cotangents (zeros for piecewise-constant floats) */
+    TG_GRAD_NONE,      /* outputs are not differentiable (integer/bool results): nothing flows */
+    TG_GRAD_UNDEFINED, /* asking for a gradient through this op is an error */
+} tg_grad_kind;
+
 typedef enum {
     TG_KIND_ELEMWISE, TG_KIND_REDUCE, TG_KIND_SHAPE, TG_KIND_INDEX, TG_KIND_LINALG,
     TG_KIND_CONSTRUCT, TG_KIND_OTHER,
@@ -114,6 +130,8 @@ typedef struct tg_op_def {
     /* The kernel creates its outputs itself: their extents depend on input values
      * (arange from tensors, boolean masks), so run-time inference may leave -1. */
     uint8_t self_alloc;
+    uint8_t grad;                     /* tg_grad_kind */
+    tg_vjp_fn vjp;                    /* with TG_GRAD_VJP */
 } tg_op_def;
 
 #define TG_X_DECL(U, l) extern const tg_op_def tg_op_##l;
@@ -137,6 +155,13 @@ bool tg_axis_norm(int64_t axis, int ndim, int *out);
 tg_status tg_ew_promote(tg_infer *ic, tg_dtype *want);
 tg_status tg_ew_infer(tg_infer *ic);
 tg_status tg_ew_ref(tg_kern *k);
+
+/* ---- helpers for vector-Jacobian products (src/grad/grad.c) ----
+ * Sums g over the axes along which a value of type `to` was broadcast to g's shape
+ * (leading axes, and static-1 axes of `to`), giving exactly type `to`'s shape. */
+tg_var *tg_grad_unbroadcast(tg_graph *g, tg_var *grad, const tg_type *to);
+/* Zeros of v's type (extents from shape(v) where they are '?'). */
+tg_var *tg_grad_zeros_like(tg_graph *g, tg_var *v);
 
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
  * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim.

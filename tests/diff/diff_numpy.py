@@ -946,6 +946,167 @@ def gen_index(S):
             p.case("cmp", "mask_select(x, gt(x, 0))", x[x > 0])
 
 
+def gen_join(S):
+    for dt in ("f32", "i32", "bool"):
+        a, b, c = S.data(dt, (2, 3, 4)), S.data(dt, (2, 5, 4)), S.data(dt, (2, 1, 4))
+        p = S.program("concatenate_" + dt, ("a", a, tgtype(a, (0,))), ("b", b), ("c", c))
+        p.case("axis1", "concatenate(a, b, c, axis=1)", np.concatenate([a, b, c], axis=1))
+        p.case("axis_m2", "concatenate(b, a, axis=-2)", np.concatenate([b, a], axis=-2))
+        p.case("axis0", "concatenate(a, a[::-1], axis=0)", np.concatenate([a, a[::-1]], 0))
+        p.case("one", "concatenate(a, axis=2)", np.concatenate([a], axis=2))
+        p.case("axis2", "concatenate(a, a, a, axis=2)", np.concatenate([a, a, a], axis=2))
+        p.case("stack0", "stack(a, a, axis=0)", np.stack([a, a], axis=0))
+        p.case("stack_last", "stack(a, a[:, ::-1], a, axis=-1)",
+               np.stack([a, a[:, ::-1], a], axis=-1))
+        p.case("stack2", "stack(a, a, axis=2)", np.stack([a, a], axis=2))
+    a, b = S.data("i8", (3,)), S.data("f32", (2,))
+    e = np.zeros((0,), np.float64)
+    p = S.program("concatenate_mixed", ("a", a), ("b", b), ("e", e, "f64[?]"))
+    p.case("promote", "concatenate(a, b)", np.concatenate([a, b]))
+    p.case("empty", "concatenate(e, b, e)", np.concatenate([e, b, e]))
+    p.case("stack_promote", "stack(b, cast(a[1:], dtype=\"i64\"))",
+           np.stack([b, a[1:].astype(np.int64)]))
+    s0 = S.data("f32", ())
+    p = S.program("stack_scalars", ("s", s0))
+    p.case("stack", "stack(s, s, s)", np.stack([s0, s0, s0]))
+    x = S.data("f64", (6, 8))
+    for k, (attrs, pieces) in enumerate([("sections=3", np.split(x, 3)),
+                                         ("sections=4, axis=1", np.split(x, 4, axis=1)),
+                                         ("indices=[1,5], axis=-1", np.split(x, [1, 5], axis=-1)),
+                                         ("indices=[2,2,10]", np.split(x, [2, 2, 10])),
+                                         ("indices=[]", np.split(x, []))]):
+        p = S.program("split_%d" % k, ("x", x))
+        names = ", ".join("q%d$" % i for i in range(len(pieces)))
+        for i, piece in enumerate(pieces):
+            p.case("piece%d" % i, "q%d$" % i, piece,
+                   lines=["%s = split(x, %s)" % (names, attrs)])
+    for dt in ALL:
+        p = S.program("fill_" + dt, ("x", S.data(dt, (2,))))
+        p.case("zeros", 'zeros(shape=[2,3], dtype="%s")' % dt, np.zeros((2, 3), npdt(dt)))
+        p.case("ones", 'ones(shape=[4], dtype="%s")' % dt, np.ones((4,), npdt(dt)))
+        p.case("full_lit", 'full(1, shape=[3,2], dtype="%s")' % dt, np.full((3, 2), 1, npdt(dt)))
+        p.case("full_x", "full(x, shape=[3,2])", np.full((3, 2), p.params[0].value))
+        p.case("zeros_0d", 'zeros(shape=[], dtype="%s")' % dt, np.zeros((), npdt(dt)))
+        p.case("eye", 'eye(n=3, m=4, k=1, dtype="%s")' % dt, np.eye(3, 4, 1, dtype=npdt(dt)))
+    p = S.program("fill_defaults", ("x", S.data("f32", (3,))))
+    p.case("zeros", "zeros(shape=[2,0])", np.zeros((2, 0)))
+    p.case("ones", "ones(shape=[2])", np.ones(2))
+    p.case("full_float", "full(2.5, shape=[2,2])", np.full((2, 2), 2.5))
+    p.case("full_int", "full(7, shape=[3])", np.full((3,), 7))
+    p.case("full_bool", "full(true, shape=[2])", np.full((2,), True))
+    p.case("full_trunc", 'full(2.7, shape=[2], dtype="i32")', np.full((2,), 2.7, np.int32))
+    p.case("eye", "eye(n=4)", np.eye(4))
+    p.case("eye_neg_k", "eye(n=3, k=-1)", np.eye(3, k=-1))
+    p.case("eye_far_k", "eye(n=3, m=2, k=5)", np.eye(3, 2, k=5))
+    p.case("alloc_lit", "alloc(1.5, 2, 3)", np.full((2, 3), 1.5))
+    p.case("alloc_x", "alloc(x, 2, 3)", np.broadcast_to(p.params[0].value, (2, 3)).copy())
+    p.case("alloc_size", "alloc(0, size(x))", np.zeros((3,), np.int64))
+    p.case("shape", "shape(x)", np.array([3], np.int64))
+    p.case("size", "size(x)", np.asarray(3, np.int64))
+    x = S.data("f32", (2, 0, 5))
+    p = S.program("shape_size", ("x", x, "f32[?,?,5]"))
+    p.case("shape", "shape(x)", np.array(x.shape, np.int64))
+    p.case("size", "size(x)", np.asarray(x.size, np.int64))
+    p.case("shape_view", "shape(x[::-1, :, 1:3])", np.array(x[::-1, :, 1:3].shape, np.int64))
+    s0 = S.data("f64", ())
+    p = S.program("shape_scalar", ("s", s0))
+    p.case("shape", "shape(s)", np.zeros((0,), np.int64))
+    p.case("size", "size(s)", np.asarray(1, np.int64))
+    ar = [("stop=5", dict(stop=5)), ("start=2, stop=11, step=3", dict(start=2, stop=11, step=3)),
+          ("start=10, stop=0, step=-3", dict(start=10, stop=0, step=-3)),
+          ("start=0, stop=1, step=0.1", dict(start=0, stop=1, step=0.1)),
+          ("start=-1.5, stop=2.5, step=0.5", dict(start=-1.5, stop=2.5, step=0.5)),
+          ('stop=5, dtype="f32"', dict(stop=5, dtype=np.float32)),
+          ('start=0, stop=1, step=0.1, dtype="f32"', dict(start=0, stop=1, step=0.1,
+                                                          dtype=np.float32)),
+          ('start=250, stop=260, dtype="u8"', None),
+          ('start=5, stop=2', dict(start=5, stop=2)),
+          ('start=0, stop=10, step=2.5, dtype="i32"', dict(start=0, stop=10, step=2.5,
+                                                           dtype=np.int32)),
+          ('stop=4, dtype="bool"', None)]
+    p = S.program("arange", ("x", S.data("f32", (1,))))
+    for k, (attrs, kw) in enumerate(ar):
+        if kw is None:
+            continue  # NumPy's answers for these are not well defined
+        kw = dict(kw)
+        a = np.arange(kw.pop("start", 0), kw.pop("stop"), kw.pop("step", 1), **kw)
+        p.case("arange%d" % k, "arange(%s)" % attrs, a)
+    for dt in ("f32", "i64", "bool"):
+        for shape in [(4, 5), (5, 3), (2, 3, 4), (0, 3)]:
+            x = S.data(dt, shape)
+            p = S.program("tri_%s_%s" % (dt, "x".join(map(str, shape))),
+                          ("x", x, tgtype(x, (0,))))
+            for k in (0, 1, -1, 3, -5):
+                p.case("tril%d" % k, "tril(x, k=%d)" % k, np.tril(x, k))
+                p.case("triu%d" % k, "triu(x, k=%d)" % k, np.triu(x, k))
+            p.case("tril_view", "tril(x[::-1])", np.tril(x[::-1]))
+
+
+def _softmax(x, axis):
+    x = f64(x)
+    m = np.max(x, axis=axis, keepdims=True) if x.size else x
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _lse_shift(x, axis):
+    if x.size == 0:
+        return np.zeros(np.sum(x, axis=axis, keepdims=True).shape)
+    m = np.max(x, axis=axis, keepdims=True)
+    return np.where(np.isfinite(m), m, 0.0)
+
+
+def _log_softmax(x, axis):
+    x = f64(x)
+    m = _lse_shift(x, axis)
+    return (x - m) - np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+
+
+def _logsumexp(x, axis, keepdims):
+    x = f64(x)
+    m = _lse_shift(x, axis)
+    r = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    if not keepdims:
+        r = np.squeeze(r, axis=axis) if axis is not None else r.reshape(())
+    return r
+
+
+def gen_nn(S):
+    for dt in ("f32", "f64", "i32", "u8"):
+        for shape in [(5,), (3, 4), (2, 3, 4), (0, 4), ()]:
+            x = S.data(dt, shape, "wide" if dt in FLOATS else "real")
+            rt = npdt(float_for(dt))
+            unknown = (0,) if len(shape) >= 2 else ()
+            p = S.program("nn_%s_%s" % (dt, "x".join(map(str, shape)) or "0d"),
+                          ("x", x, tgtype(x, unknown)))
+            axes = [None] + list(range(-len(shape), len(shape)))
+            for ax in axes:
+                if ax is not None or x.ndim:
+                    p.case("softmax_%s" % attr_axis(ax), "softmax(x, axis=%s)" % attr_axis(ax),
+                           _softmax(x, ax).astype(rt))
+                    p.case("log_softmax_%s" % attr_axis(ax),
+                           "log_softmax(x, axis=%s)" % attr_axis(ax),
+                           _log_softmax(x, ax).astype(rt))
+                for keep in (False, True):
+                    p.case("logsumexp_%s%s" % (attr_axis(ax), "_keep" if keep else ""),
+                           "logsumexp(x, axis=%s, keepdims=%s)"
+                           % (attr_axis(ax), "true" if keep else "false"),
+                           _logsumexp(x, ax, keep).astype(rt))
+            if x.ndim:
+                p.case("softmax_default", "softmax(x)", _softmax(x, -1).astype(rt))
+            if x.ndim == 3:
+                p.case("logsumexp_list", "logsumexp(x, axis=[0,2])",
+                       _logsumexp(x, (0, 2), False).astype(rt))
+    x = np.array([[1.0, np.inf, 0.0], [-np.inf, -np.inf, -np.inf], [np.nan, 1.0, 2.0],
+                  [1000.0, -1000.0, 999.0], [-np.inf, 0.0, 1.0]], np.float64)
+    p = S.program("nn_specials", ("x", x))
+    p.case("softmax", "softmax(x, axis=1)", _softmax(x, 1))
+    p.case("log_softmax", "log_softmax(x, axis=1)", _log_softmax(x, 1))
+    p.case("logsumexp", "logsumexp(x, axis=1)", _logsumexp(x, 1, False))
+    p.case("logsumexp_rev", "logsumexp(x[::-1, ::-1], axis=0)", _logsumexp(x[::-1, ::-1], 0,
+                                                                           False))
+
+
 def gen_composed(S):
     for dt in FLOATS:
         rtol = 1e-4 if dt == "f32" else 1e-11
@@ -971,7 +1132,10 @@ def gen_composed(S):
                      "z$ = sub(logits$, m$)",
                      "lse$ = log(sum(exp(z$), axis=1, keepdims=true))",
                      "logp$ = sub(z$, lse$)"]
-        p.case("log_softmax", "logp$", logp, rtol=rtol, lines=mlp_lines)
+        # logp is a difference of values as large as the logits: its rounding error is
+        # relative to them, not to logp (which is near 0 for the likeliest class)
+        p.case("log_softmax", "logp$", logp, rtol=rtol, lines=mlp_lines,
+               scale=np.max(np.abs(f64(logits)), axis=1, keepdims=True) + np.abs(f64(lse)))
         p.case("loss", "neg(mean(sum(mul(logp$, y), axis=1)))", loss, rtol=rtol,
                lines=mlp_lines)
         p.case("softmax", "div(exp(sub(logits$, m$)), sum(exp(sub(logits$, m$)), axis=1, "
@@ -1027,7 +1191,7 @@ def gen_npy_layouts(S):
 
 
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
-              gen_index, gen_linalg, gen_composed, gen_npy_layouts]
+              gen_index, gen_join, gen_nn, gen_linalg, gen_composed, gen_npy_layouts]
 
 
 # ---- running and comparing ------------------------------------------------------------

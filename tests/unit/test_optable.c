@@ -34,6 +34,10 @@ static void test_every_record_complete(void **state) {
             /* an optional attribute needs a default of a kind that fits, or none */
             if (!s->required && s->def.kind == TG_ATTR_NONE) assert_true(s->nullable);
         }
+        /* every op decides its gradient: a VJP, none (integer/bool results), or undefined */
+        assert_int_not_equal(op->grad, TG_GRAD_MISSING);
+        assert_true(op->grad <= TG_GRAD_UNDEFINED);
+        if (op->grad == TG_GRAD_VJP) assert_non_null(op->vjp);
         if (op->kind == TG_KIND_ELEMWISE && op->ref == tg_ew_ref) {
             assert_true(op->ew.f != NULL || op->ew.i != NULL);
             assert_true(op->ew.flags != 0);

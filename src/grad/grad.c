@@ -1,0 +1,267 @@
+/* grad.c - reverse-mode automatic differentiation. tg_vjp walks the nodes between the
+ * requested inputs and the outputs in reverse topological order and asks each op record
+ * for its vector-Jacobian product, which builds ordinary graph; cotangents reaching one
+ * value from several uses are added. tg_grad seeds a scalar cost with 1.
+ *
+ * Invariants: only float values carry cotangents (integer and bool values cut the path);
+ * every cotangent has its value's dtype and rank and an extent compatible with each of
+ * its value's; the walk is iterative; the graph's first error is kept (sticky).
+ */
+#include "../ops/ops.h"
+
+#include <stdio.h>
+
+/* ---- helpers for the op records ---- */
+
+tg_var *tg_grad_unbroadcast(tg_graph *g, tg_var *grad, const tg_type *to) {
+    if (!grad) return NULL;
+    int lead = grad->type.ndim - to->ndim;
+    if (lead < 0)
+        return tg_ir_fail(g, TG_EINTERNAL, "unbroadcast: gradient of rank %d for rank %d",
+                          grad->type.ndim, to->ndim);
+    int64_t axes[TG_MAX_DIMS], lead_axes[TG_MAX_DIMS];
+    int na = 0;
+    for (int i = 0; i < lead; i++) lead_axes[i] = axes[na++] = i;
+    for (int i = 0; i < to->ndim; i++)
+        if (to->shape[i] == 1 && grad->type.shape[lead + i] != 1) axes[na++] = lead + i;
+    if (na == 0) return grad;
+    tg_var *s = tg_reduce(g, "sum", grad, axes, na, true);
+    if (lead == 0 || !s) return s;
+    tg_attr a = TG_A_INTS("axis", lead_axes, lead);
+    return tg_apply(g, "squeeze", &s, 1, &a, 1);
+}
+
+tg_var *tg_grad_zeros_like(tg_graph *g, tg_var *v) {
+    if (!v || g->status != TG_OK) return NULL;
+    tg_tensor *z = tg_tensor_new(g->ctx, (tg_dtype)v->type.dtype, 0, NULL);
+    tg_var *ins[TG_MAX_DIMS + 1];
+    ins[0] = tg_ir_const(g, z, 0);
+    tg_var *shape = NULL;
+    for (int i = 0; i < v->type.ndim && ins[0]; i++) {
+        if (v->type.shape[i] >= 0) {
+            ins[i + 1] = tg_literal_int(g, v->type.shape[i]);
+            continue;
+        }
+        if (!shape) shape = tg_apply(g, "shape", &v, 1, NULL, 0);
+        tg_slice at = {.start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE, .is_index = 1};
+        ins[i + 1] = tg_slice_apply(g, shape, &at, 1);
+    }
+    return ins[0] ? tg_apply(g, "alloc", ins, v->type.ndim + 1, NULL, 0) : NULL;
+}
+
+/* ---- the driver ---- */
+
+/* Records the graph's first error and returns its status. */
+static tg_status fail(tg_graph *g, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
+static tg_status fail(tg_graph *g, tg_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tg_ir_failv(g, st, fmt, ap);
+    va_end(ap);
+    return g->status;
+}
+
+static bool owns(const tg_graph *g, const tg_var *v) {
+    return v && v->id >= 0 && v->id < g->vars.n && g->vars.items[v->id] == v;
+}
+
+/* Two types a cotangent may have for a value: same dtype and rank, extents compatible. */
+static bool compatible(const tg_type *a, const tg_type *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] >= 0 && b->shape[i] >= 0 && a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+static const char *var_label(const tg_var *v, char *buf, size_t n) {
+    if (v->name) snprintf(buf, n, "'%s'", v->name);
+    else if (v->kind == TG_VAR_NODE)
+        snprintf(buf, n, "the output of %s (node %d)", tg_op_table[v->node->op]->name,
+                 v->node->id);
+    else snprintf(buf, n, "a constant");
+    return buf;
+}
+
+typedef struct grad_walk {
+    tg_graph *g;
+    int nvars;       /* vars that existed when the walk began */
+    tg_node **order; /* nodes the outputs depend on, inputs first */
+    int norder;
+    uint8_t *needed; /* per var: depends on some wrt and is a float */
+    tg_var **cot;    /* per var: accumulated cotangent */
+} grad_walk;
+
+/* Nodes reachable backward from outs, in topological order (iterative DFS). */
+static tg_status collect(grad_walk *w, tg_var *const *outs, int nouts) {
+    tg_graph *g = w->g;
+    int nn = g->nodes.n;
+    uint8_t *state = tg_mem_calloc(g->ctx, (size_t)nn + 1);
+    struct frame { tg_node *n; int next; } *stack =
+        tg_mem_alloc(g->ctx, sizeof *stack * (size_t)(nn + 1));
+    w->order = tg_mem_alloc(g->ctx, sizeof *w->order * (size_t)(nn + 1));
+    tg_status st = TG_OK;
+    if (!state || !stack || !w->order) {
+        st = TG_ENOMEM;
+        goto done;
+    }
+    for (int o = 0; o < nouts; o++) {
+        if (outs[o]->kind != TG_VAR_NODE || state[outs[o]->node->id]) continue;
+        int sp = 0;
+        stack[sp++] = (struct frame){outs[o]->node, 0};
+        state[outs[o]->node->id] = 1;
+        while (sp > 0) {
+            struct frame *f = &stack[sp - 1];
+            if (f->next < f->n->nin) {
+                tg_var *v = f->n->in[f->next++];
+                if (v->kind == TG_VAR_NODE && !state[v->node->id]) {
+                    state[v->node->id] = 1;
+                    stack[sp++] = (struct frame){v->node, 0};
+                }
+            } else {
+                w->order[w->norder++] = f->n;
+                sp--;
+            }
+        }
+    }
+done:
+    tg_mem_free(g->ctx, state, (size_t)nn + 1);
+    tg_mem_free(g->ctx, stack, sizeof *stack * (size_t)(nn + 1));
+    if (st != TG_OK) tg_ir_fail(g, st, "grad: out of memory");
+    return st;
+}
+
+static tg_status accumulate(grad_walk *w, tg_var *v, tg_var *c) {
+    tg_var **slot = &w->cot[v->id];
+    *slot = *slot ? tg_add(w->g, *slot, c) : c;
+    return *slot ? TG_OK : w->g->status;
+}
+
+/* Runs one node's VJP and adds what it gives to its inputs' cotangents. */
+static tg_status backprop_node(grad_walk *w, tg_node *n) {
+    tg_graph *g = w->g;
+    const tg_op_def *op = tg_op_table[n->op];
+    bool any_out = false, any_in = false;
+    for (int k = 0; k < n->nout; k++) any_out = any_out || w->cot[n->out[k]->id];
+    for (int k = 0; k < n->nin; k++) any_in = any_in || w->needed[n->in[k]->id];
+    if (!any_out || !any_in || op->grad == TG_GRAD_NONE) return TG_OK;
+    char where[96] = "";
+    if (n->line > 0) snprintf(where, sizeof where, " at %d:%d", n->line, n->col);
+    if (op->grad != TG_GRAD_VJP || !op->vjp)
+        return fail(g, TG_EUNSUPPORTED, "grad: %s (node %d%s) has no gradient", op->name,
+                          n->id, where);
+    size_t isz = sizeof(tg_var *) * (size_t)(n->nin + 1);
+    size_t osz = sizeof(tg_var *) * (size_t)(n->nout + 1);
+    tg_var **gin = tg_mem_calloc(g->ctx, isz), **gout = tg_mem_calloc(g->ctx, osz);
+    tg_status st = TG_OK;
+    if (!gin || !gout) {
+        st = fail(g, TG_ENOMEM, "grad: out of memory");
+        goto done;
+    }
+    for (int k = 0; k < n->nout; k++) gout[k] = w->cot[n->out[k]->id];
+    int line = g->line, col = g->col;
+    g->line = n->line; /* nodes of the gradient carry the position of what they differentiate */
+    g->col = n->col;
+    st = op->vjp(g, n, gout, gin);
+    g->line = line;
+    g->col = col;
+    if (st == TG_OK && g->status != TG_OK) st = g->status;
+    for (int k = 0; k < n->nin && st == TG_OK; k++) {
+        tg_var *x = n->in[k];
+        if (!gin[k] || !w->needed[x->id]) continue;
+        if (!compatible(&gin[k]->type, &x->type)) {
+            char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+            st = fail(g, TG_EINTERNAL, "grad: %s gives input %d a cotangent of type %s, "
+                            "the input is %s", op->name, k,
+                            tg_type_str(&gin[k]->type, a, sizeof a), tg_type_str(&x->type, b, sizeof b));
+            break;
+        }
+        st = accumulate(w, x, gin[k]);
+    }
+done:
+    if (gin) tg_mem_free(g->ctx, gin, isz);
+    if (gout) tg_mem_free(g->ctx, gout, osz);
+    return st;
+}
+
+tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts,
+                 tg_var *const *wrt, int nwrt, tg_disconnected disconnected, tg_var **out) {
+    if (!g) return tg_set_error(TG_EINVAL, "vjp: graph is NULL");
+    if (g->status != TG_OK) return g->status;
+    if (nouts < 1 || nwrt < 0 || !outs || !cot || (nwrt > 0 && (!wrt || !out)))
+        return fail(g, TG_EINVAL, "vjp: invalid arguments");
+    char lab[128];
+    for (int i = 0; i < nouts; i++) {
+        if (!owns(g, outs[i]) || !owns(g, cot[i]))
+            return fail(g, TG_EINVAL, "vjp: output %d or its cotangent is missing or "
+                              "belongs to another graph", i);
+        if (!compatible(&outs[i]->type, &cot[i]->type)) {
+            char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+            return fail(g, TG_ETYPE, "vjp: cotangent %d is %s, its value is %s", i,
+                              tg_type_str(&cot[i]->type, a, sizeof a),
+                              tg_type_str(&outs[i]->type, b, sizeof b));
+        }
+    }
+    for (int i = 0; i < nwrt; i++) {
+        if (!owns(g, wrt[i]))
+            return fail(g, TG_EINVAL, "grad: argument %d is missing or belongs to "
+                              "another graph", i + 1);
+        if (!tg_dtype_is_float((tg_dtype)wrt[i]->type.dtype))
+            return fail(g, TG_ETYPE, "grad: cannot differentiate with respect to %s of "
+                              "dtype %s (gradients are defined for float values)",
+                              var_label(wrt[i], lab, sizeof lab),
+                              tg_dtype_name((tg_dtype)wrt[i]->type.dtype));
+    }
+    grad_walk w = {.g = g, .nvars = g->vars.n};
+    w.needed = tg_mem_calloc(g->ctx, (size_t)w.nvars + 1);
+    w.cot = tg_mem_calloc(g->ctx, sizeof *w.cot * (size_t)(w.nvars + 1));
+    tg_status st = (w.needed && w.cot) ? collect(&w, outs, nouts)
+                                       : fail(g, TG_ENOMEM, "grad: out of memory");
+    if (st == TG_OK) {
+        for (int i = 0; i < nwrt; i++) w.needed[wrt[i]->id] = 1;
+        for (int i = 0; i < w.norder; i++) {
+            tg_node *n = w.order[i];
+            bool dep = false;
+            for (int k = 0; k < n->nin; k++) dep = dep || w.needed[n->in[k]->id];
+            for (int k = 0; k < n->nout && dep; k++)
+                if (tg_dtype_is_float((tg_dtype)n->out[k]->type.dtype)) w.needed[n->out[k]->id] = 1;
+        }
+        for (int i = 0; i < nouts && st == TG_OK; i++)
+            if (w.needed[outs[i]->id]) st = accumulate(&w, outs[i], cot[i]);
+        for (int i = w.norder - 1; i >= 0 && st == TG_OK; i--) st = backprop_node(&w, w.order[i]);
+    }
+    for (int i = 0; i < nwrt && st == TG_OK; i++) {
+        tg_var *c = w.cot[wrt[i]->id];
+        if (!c && disconnected == TG_DISCONNECTED_ZERO) c = tg_grad_zeros_like(g, wrt[i]);
+        else if (!c)
+            st = fail(g, TG_EINVAL, "grad: the result does not depend on %s (pass "
+                            "disconnected=\"zero\" to get zeros)", var_label(wrt[i], lab, sizeof lab));
+        if (st == TG_OK && !c) st = g->status;
+        out[i] = c;
+    }
+    if (w.order) tg_mem_free(g->ctx, w.order, sizeof *w.order * (size_t)(g->nodes.n + 1));
+    if (w.needed) tg_mem_free(g->ctx, w.needed, (size_t)w.nvars + 1);
+    if (w.cot) tg_mem_free(g->ctx, w.cot, sizeof *w.cot * (size_t)(w.nvars + 1));
+    if (st != TG_OK)
+        for (int i = 0; i < nwrt; i++) out[i] = NULL;
+    return st;
+}
+
+tg_status tg_grad(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
+                  tg_disconnected disconnected, tg_var **out) {
+    if (!g) return tg_set_error(TG_EINVAL, "grad: graph is NULL");
+    if (g->status != TG_OK) return g->status;
+    if (!owns(g, cost)) return fail(g, TG_EINVAL, "grad: cost is missing");
+    char t[TG_TYPE_STR_MAX];
+    if (cost->type.ndim != 0)
+        return fail(g, TG_ESHAPE, "grad: the cost must be a scalar, got %s (use sum or "
+                          "mean, or vjp for non-scalar values)",
+                          tg_type_str(&cost->type, t, sizeof t));
+    if (!tg_dtype_is_float((tg_dtype)cost->type.dtype))
+        return fail(g, TG_ETYPE, "grad: the cost must be a float, got %s",
+                          tg_type_str(&cost->type, t, sizeof t));
+    tg_tensor *one = tg_tensor_new(g->ctx, (tg_dtype)cost->type.dtype, 0, NULL);
+    if (one) tg_store_f64(tg_tensor_data(one), one->dtype, 1.0);
+    tg_var *seed = tg_ir_const(g, one, 0);
+    if (!seed) return g->status;
+    return tg_vjp(g, &cost, &seed, 1, wrt, nwrt, disconnected, out);
+}
