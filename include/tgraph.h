@@ -238,7 +238,8 @@ TG_API tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, in
  * every element agrees within tolerance, TG_ECHECK with a message naming the worst input
  * and element otherwise (and other codes for errors). opts and rep may be NULL. */
 typedef struct tg_grad_check_opts {
-    double eps;    /* finite-difference step; 0: 1e-6 for f64 inputs, 1e-3 for f32 */
+    double eps;    /* finite-difference step, relative to max(1, |x|); 0: 1e-6 for f64
+                      graphs, 1e-3 for f32 (a graph is f32 when any float value in it is) */
     double rtol;   /* 0: 1e-5 for f64 graphs, 1e-2 for f32 */
     double atol;   /* 0: 1e-8 for f64 graphs, 1e-3 for f32 */
     uint64_t seed; /* of the projection r */

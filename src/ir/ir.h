@@ -102,7 +102,8 @@ tg_node *tg_ir_node_make_norm(tg_graph *g, int op, tg_var *const *in, int nin,
 tg_var *tg_ir_const(tg_graph *g, tg_tensor *value /* ownership taken */, char lit);
 
 /* Nodes reachable from the outputs, inputs before users. Iterative; caller frees
- * with tg_mem_free(g->ctx, p, n * sizeof *p). Returns NULL on failure (error set). */
+ * with tg_mem_free(g->ctx, p, (g->nodes.n + 1) * sizeof *p) (the array has room for every
+ * node). Returns NULL on failure (error set). */
 tg_node **tg_ir_toposort(const tg_graph *g, int *n);
 /* Points every use of `old` (node inputs and graph outputs) at `new`, which must have
  * the same type and must not depend on old. */

@@ -23,22 +23,31 @@
 #include <stdio.h>
 
 typedef struct parser {
-    tg_ctx *ctx;      /* allocator */
-    tg_lexer lx;      /* the token stream */
-    tg_tok tok;       /* current token */
-    tg_tok ahead;     /* one token of lookahead when have_ahead */
-    bool have_ahead;  /* ahead is valid */
-    const char *file; /* name used in messages (never NULL) */
-    tg_status st;     /* first error */
-    char msg[TG_ERRMSG_MAX];
-    int depth;            /* current nesting of calls, indexing and lists */
-    tg_module *m;         /* receives the functions */
-    tg_graph *g;          /* function being parsed */
-    tg_txt_map all_funcs; /* every `func NAME` of the text (found by a first scan) */
-    tg_txt_map funcs;     /* functions defined so far */
-    tg_txt_map names;     /* bindings of the current function: var and position */
-    tg_arena scratch;     /* temporaries of the current statement(s) */
+    tg_ctx *ctx;               /* allocator */
+    tg_lexer lx;               /* the token stream */
+    tg_tok tok;                /* current token */
+    tg_tok ahead;              /* one token of lookahead when have_ahead */
+    bool have_ahead;           /* ahead is valid */
+    const char *file;          /* name used in messages (never NULL) */
+    tg_status st;              /* first error */
+    char msg[TG_ERRMSG_MAX];   /* its message, "file:line:col: ..." */
+    int depth;                 /* current nesting of calls, indexing and lists */
+    tg_module *m;              /* receives the functions */
+    tg_graph *g;               /* function being parsed */
+    tg_txt_map all_funcs;      /* every `func NAME` of the text (found by a first scan) */
+    tg_txt_map funcs;          /* functions defined so far */
+    tg_txt_map names;          /* bindings of the current function: var and position */
+    tg_arena scratch;          /* temporaries of the current statement(s) */
+    tg_var *outs[TG_MAX_OUTS]; /* outputs of the latest call (read before the next one) */
 } parser;
+
+/* Keeps the frames of non-recursive helpers out of the recursive ones (parse_expr,
+ * parse_call), so that 256 levels of nesting need little C stack. */
+#if defined(__GNUC__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
 
 /* A scalar literal as written: 'i' int, 'f' float, 'b' bool, 'n' none. */
 typedef struct lit {
@@ -303,20 +312,18 @@ static bool bind(parser *p, const tg_tok *t, tg_var *v) {
 
 /* ---- expressions ---- */
 
-static bool parse_expr(parser *p, tg_var **out, int *nout);
+static bool parse_expr(parser *p, tg_var **first, int *nout);
 
-/* An expression that must give exactly one value (arguments, returns, indexing). */
+/* An expression that must give exactly one value (arguments, returns). */
 static bool parse_expr1(parser *p, tg_var **out) {
     tg_tok start = p->tok;
-    tg_var *vals[TG_MAX_OUTS];
     int n = 0;
-    if (!parse_expr(p, vals, &n)) return false;
+    if (!parse_expr(p, out, &n)) return false;
     if (n != 1)
         return FAIL_TOK(p, &start, TG_ESYNTAX,
                         "'%.*s' gives %d values here, where one is expected (bind them: "
                         "a, b = ...)",
                         (int)start.len, start.p, n);
-    *out = vals[0];
     return true;
 }
 
@@ -338,7 +345,7 @@ static bool literal_var(parser *p, const lit *l, tg_var **out) {
 }
 
 /* Value of an attribute: scalar, list, string or @function. */
-static bool parse_attr_value(parser *p, tg_attr *a) {
+static NOINLINE bool parse_attr_value(parser *p, tg_attr *a) {
     tg_tok t = p->tok;
     if (at(p, TG_TK_STRING)) {
         char *s = scratch_alloc(p, t.len, &t);
@@ -434,8 +441,9 @@ static bool int_fits(tg_dtype dt, int64_t v) {
     }
 }
 
-/* const(value=SCALAR | [SCALAR, ...], dtype="f32", shape=[...]) after its "(". */
-static bool parse_const(parser *p, const tg_tok *optok, tg_var **out, int *nout) {
+/* const(value=SCALAR | [SCALAR, ...], dtype="f32", shape=[...]) after its "(";
+ * the constant goes to p->outs[0]. */
+static NOINLINE bool parse_const(parser *p, const tg_tok *optok) {
     lit one, *items = NULL;
     int n = 0, ndim = -1;
     bool have_value = false, is_list = false, have_dtype = false;
@@ -562,19 +570,94 @@ static bool parse_const(parser *p, const tg_tok *optok, tg_var **out, int *nout)
     tg_var *v = tg_constant(p->g, t);
     tg_tensor_free(t);
     if (!v) return builder_failed(p, optok->line, optok->col);
-    out[0] = v;
-    *nout = 1;
+    p->outs[0] = v;
+    return true;
+}
+
+/* grad(cost, x1, x2, ..., disconnected="error"|"zero"): one gradient per x, built at once
+ * by tg_grad (the result is ordinary graph). */
+static NOINLINE bool build_grad(parser *p, const tg_tok *optok, tg_var **ins, int nin,
+                                const tg_attr *attrs, int na, int *nout) {
+    tg_disconnected mode = TG_DISCONNECTED_ERROR;
+    for (int k = 0; k < na; k++) {
+        bool zero = attrs[k].kind == TG_ATTR_STR && attrs[k].s && !strcmp(attrs[k].s, "zero");
+        bool err = attrs[k].kind == TG_ATTR_STR && attrs[k].s && !strcmp(attrs[k].s, "error");
+        if (strcmp(attrs[k].name, "disconnected") != 0)
+            return FAIL_TOK(p, optok, TG_EINVAL,
+                            "grad: unknown attribute '%s' (expected disconnected)", attrs[k].name);
+        if (!zero && !err)
+            return FAIL_TOK(p, optok, TG_EINVAL,
+                            "grad: disconnected must be \"error\" or \"zero\"");
+        mode = zero ? TG_DISCONNECTED_ZERO : TG_DISCONNECTED_ERROR;
+    }
+    if (nin < 2)
+        return FAIL_TOK(p, optok, TG_EINVAL, "grad: expects a cost and at least one variable");
+    if (nin - 1 > TG_MAX_OUTS)
+        return FAIL_TOK(p, optok, TG_ELIMIT, "grad: at most %d variables", TG_MAX_OUTS);
+    set_pos(p, optok);
+    if (tg_grad(p->g, ins[0], ins + 1, nin - 1, mode, p->outs) != TG_OK)
+        return builder_failed(p, optok->line, optok->col);
+    *nout = nin - 1;
+    return true;
+}
+
+/* set_subtensor(x[...], y) and inc_subtensor(x[...], y), as in PyTensor: when the first
+ * argument was made by indexing, the update applies to the indexed value. Basic indexing
+ * gives set_subtensor/inc_subtensor with the slice's attributes; an index array gives
+ * set_take/inc_take. The op name and arguments are rewritten in place. */
+static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***insp, int *nin,
+                                           tg_attr **attrs, int *na, int *ca,
+                                           const tg_tok *optok) {
+    tg_var **ins = *insp;
+    bool set = strcmp(opname, "set_subtensor") == 0, inc = strcmp(opname, "inc_subtensor") == 0;
+    tg_var *sub = ins[0];
+    if ((!set && !inc) || *nin != 2 || sub->kind != TG_VAR_NODE) return true;
+    const tg_node *n = sub->node;
+    if (n->op == TG_OP_SLICE) {
+        if (*na > 0)
+            return FAIL_TOK(p, optok, TG_EINVAL, "%s: give either an indexed value or index "
+                            "attributes, not both", opname);
+        static const char *const keys[4] = {"starts", "stops", "steps", "index"};
+        for (int k = 0; k < 4; k++) {
+            if (!GROW(p, *attrs, *ca, *na, optok)) return false;
+            (*attrs)[(*na)++] = TG_A_INTS(keys[k], n->attrs[k].ints, n->attrs[k].n);
+        }
+        ins[0] = n->in[0];
+        return true;
+    }
+    if (n->op == TG_OP_TAKE) {
+        if (*na > 0)
+            return FAIL_TOK(p, optok, TG_EINVAL, "%s: give either an indexed value or index "
+                            "attributes, not both", opname);
+        if (!GROW(p, *attrs, *ca, *na, optok)) return false;
+        (*attrs)[(*na)++] = n->attrs[0].kind == TG_ATTR_NONE ? TG_A_NONE("axis")
+                                                              : TG_A_INT("axis", n->attrs[0].i);
+        tg_var **three = scratch_alloc(p, 3 * sizeof *three, optok);
+        if (!three) return false;
+        three[0] = n->in[0];
+        three[1] = n->in[1];
+        three[2] = ins[1];
+        *insp = three;
+        *nin = 3;
+        strcpy(opname, set ? "set_take" : "inc_take"); /* both shorter than the original */
+        return true;
+    }
+    if (n->op == TG_OP_MASK_SELECT)
+        return FAIL_TOK(p, optok, TG_EUNSUPPORTED, "%s: assignment through a boolean mask is not "
+                        "supported; use where(mask, y, x)", opname);
     return true;
 }
 
 /* call := NAME "(" [arg ("," arg)* [","]] ")"   arg := expr | NAME "=" attr | "@" NAME
- * At entry the current token is the op name and the next one is "(". */
-static bool parse_call(parser *p, tg_var **out, int *nout) {
+ * At entry the current token is the op name and the next one is "(". The outputs go to
+ * p->outs[0..*nout). */
+static bool parse_call(parser *p, int *nout) {
     tg_tok optok = p->tok;
     advance(p);
     if (!enter(p, &p->tok)) return false;
     advance(p);
-    if (tg_tok_is(&optok, "const")) return parse_const(p, &optok, out, nout);
+    *nout = 1;
+    if (tg_tok_is(&optok, "const")) return parse_const(p, &optok);
 
     tg_var **ins = NULL;
     tg_attr *attrs = NULL;
@@ -622,6 +705,9 @@ static bool parse_call(parser *p, tg_var **out, int *nout) {
 
     char *opname = scratch_str(p, optok.p, optok.len, &optok);
     if (!opname) return false;
+    if (strcmp(opname, "grad") == 0) return build_grad(p, &optok, ins, nin, attrs, na, nout);
+    if (nin >= 2 && !build_subtensor_sugar(p, opname, &ins, &nin, &attrs, &na, &ca, &optok))
+        return false;
     int opi = tg_op_lookup(opname);
     if (nf > 0 && opi >= 0) { /* positional @f: the op's function attributes, in order */
         const tg_op_def *def = tg_op_table[opi];
@@ -642,23 +728,64 @@ static bool parse_call(parser *p, tg_var **out, int *nout) {
     }
     set_pos(p, &optok);
     int cap = TG_MAX_OUTS;
-    if (tg_apply_multi(p->g, opname, ins, nin, attrs, na, out, &cap) != TG_OK)
+    if (tg_apply_multi(p->g, opname, ins, nin, attrs, na, p->outs, &cap) != TG_OK)
         return builder_failed(p, optok.line, optok.col);
     *nout = cap;
     return true;
 }
 
+/* x[..., idx, ...] with one index array at position k and full slices elsewhere:
+ * take(x, idx, axis=k); a bool array at position 0 selects with mask_select. */
+static NOINLINE bool index_array(parser *p, tg_var *x, tg_var *arr, int k, const tg_tok *at_tok,
+                                 const int64_t *st, const int64_t *sp, const int64_t *step,
+                                 const int64_t *ix, int n) {
+    for (int i = 0; i < n; i++)
+        if (i != k && (ix[i] || st[i] != TG_SLICE_NONE || sp[i] != TG_SLICE_NONE ||
+                       step[i] != TG_SLICE_NONE))
+            return FAIL_TOK(p, at_tok, TG_EUNSUPPORTED,
+                            "an index array can only be combined with full slices ':' (index "
+                            "first, then take the result)");
+    set_pos(p, at_tok);
+    int cap = 1;
+    tg_status st_;
+    if (arr->type.dtype == TG_DT_BOOL) {
+        if (k != 0)
+            return FAIL_TOK(p, at_tok, TG_EUNSUPPORTED, "a boolean mask must index the leading "
+                            "axes");
+        st_ = tg_apply_multi(p->g, "mask_select", (tg_var *[]){x, arr}, 2, NULL, 0, p->outs, &cap);
+    } else {
+        tg_attr a = TG_A_INT("axis", k);
+        st_ = tg_apply_multi(p->g, "take", (tg_var *[]){x, arr}, 2, &a, 1, p->outs, &cap);
+    }
+    return st_ == TG_OK ? true : builder_failed(p, at_tok->line, at_tok->col);
+}
+
 /* Indexing "[" item ("," item)* [","] "]" applied to x; item := INT | [INT] ":" [INT]
- * [":" [INT]]. Becomes the op slice. */
-static bool parse_index(parser *p, tg_var *x, tg_var **out) {
+ * [":" [INT]]. Becomes the op slice, whose output goes to p->outs[0]. */
+static NOINLINE bool parse_index(parser *p, tg_var *x) {
     tg_tok lb = p->tok;
     if (!enter(p, &lb)) return false;
     advance(p);
     int64_t st[TG_MAX_DIMS], sp[TG_MAX_DIMS], step[TG_MAX_DIMS], ix[TG_MAX_DIMS];
-    int n = 0;
+    int n = 0, arr_at = -1;
+    tg_var *arr = NULL;
+    tg_tok arr_tok = lb;
     while (!at(p, TG_TK_RBRACKET)) {
         if (n == TG_MAX_DIMS)
             return FAIL_TOK(p, &p->tok, TG_ELIMIT, "more than %d indices", TG_MAX_DIMS);
+        if (at(p, TG_TK_NAME) && !tg_tok_is(&p->tok, "inf") && !tg_tok_is(&p->tok, "nan")) {
+            /* an index array (take) or a boolean mask (mask_select) */
+            if (arr)
+                return FAIL_TOK(p, &p->tok, TG_EUNSUPPORTED,
+                                "only one index array per indexing is supported");
+            arr_tok = p->tok;
+            if (!parse_expr1(p, &arr)) return false;
+            arr_at = n;
+            st[n] = sp[n] = step[n] = TG_SLICE_NONE;
+            ix[n++] = 0;
+            if (!accept(p, TG_TK_COMMA)) break;
+            continue;
+        }
         int64_t v[3] = {TG_SLICE_NONE, TG_SLICE_NONE, TG_SLICE_NONE};
         int part = 0;
         bool any = false;
@@ -689,30 +816,33 @@ static bool parse_index(parser *p, tg_var *x, tg_var **out) {
     if (n == 0) return expected(p, "an index");
     if (!expect(p, TG_TK_RBRACKET, "',' or ']'")) return false;
     leave(p);
+    if (arr) return index_array(p, x, arr, arr_at, &arr_tok, st, sp, step, ix, n);
     tg_attr a[4] = {TG_A_INTS("starts", st, n), TG_A_INTS("stops", sp, n),
                     TG_A_INTS("steps", step, n), TG_A_INTS("index", ix, n)};
     set_pos(p, &lb);
     int cap = 1;
-    if (tg_apply_multi(p->g, "slice", &x, 1, a, 4, out, &cap) != TG_OK)
+    if (tg_apply_multi(p->g, "slice", &x, 1, a, 4, p->outs, &cap) != TG_OK)
         return builder_failed(p, lb.line, lb.col);
     return true;
 }
 
-/* expr := (NAME | literal | call) ("[" index ... "]")* ; values into out[0..*nout). */
-static bool parse_expr(parser *p, tg_var **out, int *nout) {
+/* expr := (NAME | literal | call) ("[" index ... "]")* ; the first value goes to *first
+ * and the count to *nout; a call's values are all in p->outs (until the next call). */
+static bool parse_expr(parser *p, tg_var **first, int *nout) {
     tg_tok t = p->tok;
     *nout = 1;
     if (t.kind == TG_TK_NAME && peek(p)->kind == TG_TK_LPAREN) {
-        if (!parse_call(p, out, nout)) return false;
+        if (!parse_call(p, nout)) return false;
+        *first = p->outs[0];
     } else if (tg_tok_is(&t, "true") || tg_tok_is(&t, "false") || starts_number(p)) {
         lit l;
-        if (!parse_scalar(p, &l, "an expression") || !literal_var(p, &l, &out[0])) return false;
+        if (!parse_scalar(p, &l, "an expression") || !literal_var(p, &l, first)) return false;
     } else if (t.kind == TG_TK_NAME) {
         if (tg_txt_reserved(t.p, t.len))
             return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' cannot be used as a value", (int)t.len, t.p);
         const tg_txt_entry *e = tg_txt_map_find(&p->names, t.p, t.len);
         if (!e) return FAIL_TOK(p, &t, TG_ENAME, "unknown name '%.*s'", (int)t.len, t.p);
-        out[0] = e->val;
+        *first = e->val;
         advance(p);
     } else {
         return expected(p, "an expression");
@@ -720,7 +850,8 @@ static bool parse_expr(parser *p, tg_var **out, int *nout) {
     while (at(p, TG_TK_LBRACKET)) {
         if (*nout != 1)
             return FAIL_TOK(p, &p->tok, TG_ESYNTAX, "cannot index %d values at once", *nout);
-        if (!parse_index(p, out[0], &out[0])) return false;
+        if (!parse_index(p, *first)) return false;
+        *first = p->outs[0];
     }
     return true;
 }
@@ -748,9 +879,9 @@ static bool parse_binding(parser *p) {
     if (!expect(p, TG_TK_EQUAL, n > 1 ? "',' or '='" : "'=' or ','")) return false;
     tg_tok start = p->tok;
     bool is_call = start.kind == TG_TK_NAME && peek(p)->kind == TG_TK_LPAREN;
-    tg_var *vals[TG_MAX_OUTS];
+    tg_var *first = NULL;
     int nv = 0;
-    if (!parse_expr(p, vals, &nv)) return false;
+    if (!parse_expr(p, &first, &nv)) return false;
     if (nv != n) {
         if (is_call && !at(p, TG_TK_LBRACKET))
             return FAIL_TOK(p, &start, TG_ESYNTAX, "'%.*s' gives %d value%s but %d name%s bound",
@@ -762,7 +893,7 @@ static bool parse_binding(parser *p) {
     }
     if (!expect_eol(p)) return false;
     for (int k = 0; k < n; k++)
-        if (!bind(p, &names[k], vals[k])) return false;
+        if (!bind(p, &names[k], n == 1 ? first : p->outs[k])) return false;
     return true;
 }
 

@@ -285,7 +285,7 @@ static void put_node(const printer *pr, const tg_node *n) {
     for (int j = 0; j < def->nattrs; j++) {
         if (def->attrs[j].type != TG_AS_FUNC) continue;
         if (positional && n->attrs[j].kind == TG_ATTR_FUNC) {
-            fprintf(f, "%s@%s", first ? "" : ", ", n->attrs[j].s);
+            fprintf(f, "%s@%s", first ? "" : ", ", n->attrs[j].s ? n->attrs[j].s : "?");
             first = false;
             npos++;
         } else {

@@ -372,6 +372,239 @@ static tg_status cast_ref(tg_kern *k) {
     return TG_OK;
 }
 
+/* ---- gradients (vector-Jacobian products) ----
+ * Each builds graph with the public builders from the cotangent ct of the output y and
+ * gives every float input its cotangent, summed back to the input's type over the axes
+ * the input was broadcast along (tg_grad_unbroadcast). Integer and bool inputs get none.
+ * Ops with integer/bool results are TG_GRAD_NONE; an integer-valued op on floats only
+ * runs its VJP for float values (the driver never asks for integer ones).
+ * Choices at points where the derivative does not exist (also in docs/gradients.md):
+ *  - abs'(0) = 0 (like sign(0)); sign, floor, ceil, round and float int_div are
+ *    piecewise constant: zero gradient everywhere (zeros of the input's type, never
+ *    ct * 0, which would turn an infinite cotangent into NaN).
+ *  - maximum/minimum: on a tie (a == b) each input gets half of the cotangent, as JAX
+ *    does, so maximum(x, x) has gradient 1 with respect to x. Where the result is NaN
+ *    neither input gets anything.
+ *  - clip(x, lo, hi): x gets the cotangent where lo <= x <= hi (both ends included), lo
+ *    where x < lo <= hi, hi everywhere else (x > hi, or lo > hi where the result is hi;
+ *    also where x is NaN).
+ *  - sqrt'(0) = +inf (ct * 0.5 / sqrt(x); NaN when ct is 0 there, as in JAX).
+ *  - pow(a, b): d/da = b * a^(b-1), taken as 0 where b == 0 (so x**0 has gradient 0 even
+ *    at x = 0); d/db = log(a) * a^b, taken as 0 where a == 0 (JAX's choice); NaN for a < 0.
+ *  - mod(a, b) = a - int_div(a, b) * b: d/da = 1, d/db = -int_div(a, b) (one-sided at the
+ *    jumps of the quotient).
+ *  - where: the condition gets nothing; a gets ct where cond holds, b elsewhere.
+ *  - cast between float dtypes casts the cotangent back; casts to or from integers and
+ *    bool carry no gradient.
+ */
+
+static bool in_float(const tg_node *n, int i) {
+    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
+}
+
+/* gin[i] = v summed to input i's type, for a float input i. */
+static void put(tg_graph *g, const tg_node *n, tg_var **gin, int i, tg_var *v) {
+    if (in_float(n, i)) gin[i] = tg_grad_unbroadcast(g, v, &n->in[i]->type);
+}
+
+/* The unary case: gin[0] = ct * d, where d is dy/dx. */
+static tg_status chain1(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
+                        tg_var *d) {
+    put(g, n, gin, 0, tg_mul(g, gout[0], d));
+    return tg_graph_status(g);
+}
+
+static tg_var *lit(tg_graph *g, double v) { return tg_literal_float(g, v); }
+
+/* gin[i] = zeros of input i's type for every float input (piecewise-constant ops). */
+static tg_status vjp_zero(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    (void)gout;
+    for (int i = 0; i < n->nin; i++)
+        if (in_float(n, i)) gin[i] = tg_grad_zeros_like(g, n->in[i]);
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_add(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    put(g, n, gin, 0, gout[0]);
+    put(g, n, gin, 1, gout[0]);
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_sub(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    put(g, n, gin, 0, gout[0]);
+    put(g, n, gin, 1, tg_neg(g, gout[0]));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_mul(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    put(g, n, gin, 0, tg_mul(g, gout[0], n->in[1]));
+    put(g, n, gin, 1, tg_mul(g, gout[0], n->in[0]));
+    return tg_graph_status(g);
+}
+
+/* y = a / b: da = ct / b, db = -ct * y / b. */
+static tg_status vjp_div(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *b = n->in[1];
+    put(g, n, gin, 0, tg_div(g, gout[0], b));
+    put(g, n, gin, 1, tg_neg(g, tg_div(g, tg_mul(g, gout[0], n->out[0]), b)));
+    return tg_graph_status(g);
+}
+
+/* y = a - int_div(a, b) * b */
+static tg_status vjp_mod(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *a = n->in[0], *b = n->in[1];
+    put(g, n, gin, 0, gout[0]);
+    put(g, n, gin, 1, tg_neg(g, tg_mul(g, gout[0], tg_int_div(g, a, b))));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_pow(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *a = n->in[0], *b = n->in[1], *y = n->out[0], *ct = gout[0];
+    tg_var *zero = lit(g, 0.0);
+    /* da = ct * where(b == 0, 0, b * a^(b-1)) */
+    tg_var *da = tg_mul(g, b, tg_pow(g, a, tg_sub(g, b, lit(g, 1.0))));
+    put(g, n, gin, 0, tg_mul(g, ct, tg_where(g, tg_eq(g, b, zero), zero, da)));
+    /* db = ct * where(a == 0, 0, log(a') * y) with a' = 1 where a == 0, so that no NaN
+     * from log(0) reaches higher derivatives through the unselected branch */
+    tg_var *a0 = tg_eq(g, a, zero);
+    tg_var *loga = tg_log(g, tg_where(g, a0, lit(g, 1.0), a));
+    put(g, n, gin, 1, tg_mul(g, ct, tg_where(g, a0, zero, tg_mul(g, loga, y))));
+    return tg_graph_status(g);
+}
+
+/* maximum and minimum: the input equal to the result gets ct, half of it on a tie. */
+static tg_status vjp_extreme(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                             tg_var **gin) {
+    tg_var *ct = gout[0], *y = n->out[0], *zero = lit(g, 0.0);
+    tg_var *ma = tg_eq(g, n->in[0], y), *mb = tg_eq(g, n->in[1], y);
+    tg_var *half = tg_mul(g, ct, lit(g, 0.5));
+    put(g, n, gin, 0, tg_where(g, ma, tg_where(g, mb, half, ct), zero));
+    put(g, n, gin, 1, tg_where(g, mb, tg_where(g, ma, half, ct), zero));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_neg(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    put(g, n, gin, 0, tg_neg(g, gout[0]));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_abs(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, tg_sign(g, n->in[0]));
+}
+
+static tg_status vjp_exp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, n->out[0]);
+}
+
+static tg_status vjp_exp2(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, tg_mul(g, n->out[0], lit(g, 0.69314718055994530942)));
+}
+
+static tg_status vjp_log(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    put(g, n, gin, 0, tg_div(g, gout[0], n->in[0]));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_log2(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *d = tg_mul(g, n->in[0], lit(g, 0.69314718055994530942));
+    put(g, n, gin, 0, tg_div(g, gout[0], d));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_log1p(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    put(g, n, gin, 0, tg_div(g, gout[0], tg_add(g, n->in[0], lit(g, 1.0))));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_expm1(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, tg_add(g, n->out[0], lit(g, 1.0)));
+}
+
+/* d sqrt(x) = 0.5 / sqrt(x): +inf at 0 */
+static tg_status vjp_sqrt(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    put(g, n, gin, 0, tg_div(g, tg_mul(g, gout[0], lit(g, 0.5)), n->out[0]));
+    return tg_graph_status(g);
+}
+
+/* d x^(-1/2) = -0.5 * y / x */
+static tg_status vjp_rsqrt(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *t = tg_div(g, tg_mul(g, gout[0], n->out[0]), n->in[0]);
+    put(g, n, gin, 0, tg_mul(g, t, lit(g, -0.5)));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_sin(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, tg_cos(g, n->in[0]));
+}
+
+static tg_status vjp_cos(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, tg_neg(g, tg_sin(g, n->in[0])));
+}
+
+/* d tan(x) = 1 + tan(x)^2 */
+static tg_status vjp_tan(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *y = n->out[0];
+    return chain1(g, n, gout, gin, tg_add(g, lit(g, 1.0), tg_mul(g, y, y)));
+}
+
+/* d tanh(x) = 1 - tanh(x)^2 */
+static tg_status vjp_tanh(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *y = n->out[0];
+    return chain1(g, n, gout, gin, tg_sub(g, lit(g, 1.0), tg_mul(g, y, y)));
+}
+
+/* d sigmoid(x) = y * (1 - y) */
+static tg_status vjp_sigmoid(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                             tg_var **gin) {
+    tg_var *y = n->out[0];
+    return chain1(g, n, gout, gin, tg_mul(g, y, tg_sub(g, lit(g, 1.0), y)));
+}
+
+/* d softplus(x) = sigmoid(x) */
+static tg_status vjp_softplus(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                              tg_var **gin) {
+    return chain1(g, n, gout, gin, tg_sigmoid(g, n->in[0]));
+}
+
+/* d erf(x) = 2 / sqrt(pi) * exp(-x^2); erfc is its negation */
+static tg_var *derf(tg_graph *g, tg_var *x, double sign) {
+    tg_var *e = tg_exp(g, tg_neg(g, tg_mul(g, x, x)));
+    return tg_mul(g, e, lit(g, sign * 1.12837916709551257390));
+}
+
+static tg_status vjp_erf(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, derf(g, n->in[0], 1.0));
+}
+
+static tg_status vjp_erfc(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, derf(g, n->in[0], -1.0));
+}
+
+static tg_status vjp_clip(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *x = n->in[0], *lo = n->in[1], *hi = n->in[2], *ct = gout[0], *zero = lit(g, 0.0);
+    tg_var *mx = tg_and(g, tg_ge(g, x, lo), tg_le(g, x, hi));
+    tg_var *mlo = tg_and(g, tg_lt(g, x, lo), tg_le(g, lo, hi));
+    tg_var *mhi = tg_not(g, tg_or(g, mx, mlo));
+    put(g, n, gin, 0, tg_where(g, mx, ct, zero));
+    put(g, n, gin, 1, tg_where(g, mlo, ct, zero));
+    put(g, n, gin, 2, tg_where(g, mhi, ct, zero));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_where(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *c = n->in[0], *ct = gout[0], *zero = lit(g, 0.0);
+    put(g, n, gin, 1, tg_where(g, c, ct, zero));
+    put(g, n, gin, 2, tg_where(g, c, zero, ct));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_cast(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *x = n->in[0], *ct = gout[0];
+    if (!in_float(n, 0) || !tg_dtype_is_float((tg_dtype)ct->type.dtype)) return TG_OK;
+    gin[0] = ct->type.dtype == x->type.dtype ? ct : tg_cast(g, ct, (tg_dtype)x->type.dtype);
+    return tg_graph_status(g);
+}
+
 /* ---- the records ---- */
 /* One record per op; kept in this compact layout on purpose. */
 /* clang-format off */
@@ -379,286 +612,334 @@ const tg_op_def tg_op_add = {
     .name = "add", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_add, i_add, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_add,
 };
 
 const tg_op_def tg_op_sub = {
     .name = "sub", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sub, i_sub, TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_sub,
 };
 
 const tg_op_def tg_op_mul = {
     .name = "mul", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_mul, i_mul, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_mul,
 };
 
 const tg_op_def tg_op_div = {
     .name = "div", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_div, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT | TG_EW_TOF64},
+    .grad = TG_GRAD_VJP, .vjp = vjp_div,
 };
 
 const tg_op_def tg_op_int_div = {
     .name = "int_div", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_int_div, i_int_div, TG_EW_INT | TG_EW_FLOAT | TG_EW_BOOLI8},
+    .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
 const tg_op_def tg_op_mod = {
     .name = "mod", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_mod, i_mod, TG_EW_INT | TG_EW_FLOAT | TG_EW_BOOLI8},
+    .grad = TG_GRAD_VJP, .vjp = vjp_mod,
 };
 
 const tg_op_def tg_op_pow = {
     .name = "pow", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = ref_pow,
     .ew = {f_pow, i_pow, TG_EW_INT | TG_EW_FLOAT | TG_EW_BOOLI8},
+    .grad = TG_GRAD_VJP, .vjp = vjp_pow,
 };
 
 const tg_op_def tg_op_maximum = {
     .name = "maximum", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_maximum, i_maximum, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_extreme,
 };
 
 const tg_op_def tg_op_minimum = {
     .name = "minimum", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_minimum, i_minimum, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_extreme,
 };
 
 const tg_op_def tg_op_neg = {
     .name = "neg", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_neg, i_neg, TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_neg,
 };
 
 const tg_op_def tg_op_abs = {
     .name = "abs", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_abs, i_abs, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_abs,
 };
 
 const tg_op_def tg_op_sign = {
     .name = "sign", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sign, i_sign, TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
 const tg_op_def tg_op_exp = {
     .name = "exp", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_exp, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_exp,
 };
 
 const tg_op_def tg_op_exp2 = {
     .name = "exp2", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_exp2, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_exp2,
 };
 
 const tg_op_def tg_op_log = {
     .name = "log", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_log, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_log,
 };
 
 const tg_op_def tg_op_log2 = {
     .name = "log2", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_log2, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_log2,
 };
 
 const tg_op_def tg_op_log1p = {
     .name = "log1p", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_log1p, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_log1p,
 };
 
 const tg_op_def tg_op_expm1 = {
     .name = "expm1", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_expm1, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_expm1,
 };
 
 const tg_op_def tg_op_sqrt = {
     .name = "sqrt", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sqrt, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_sqrt,
 };
 
 const tg_op_def tg_op_rsqrt = {
     .name = "rsqrt", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_rsqrt, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_rsqrt,
 };
 
 const tg_op_def tg_op_sin = {
     .name = "sin", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sin, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_sin,
 };
 
 const tg_op_def tg_op_cos = {
     .name = "cos", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_cos, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_cos,
 };
 
 const tg_op_def tg_op_tan = {
     .name = "tan", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_tan, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_tan,
 };
 
 const tg_op_def tg_op_tanh = {
     .name = "tanh", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_tanh, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_tanh,
 };
 
 const tg_op_def tg_op_sigmoid = {
     .name = "sigmoid", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sigmoid, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_sigmoid,
 };
 
 const tg_op_def tg_op_softplus = {
     .name = "softplus", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_softplus, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_softplus,
 };
 
 const tg_op_def tg_op_erf = {
     .name = "erf", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_erf, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_erf,
 };
 
 const tg_op_def tg_op_erfc = {
     .name = "erfc", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_erfc, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_erfc,
 };
 
 const tg_op_def tg_op_floor = {
     .name = "floor", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_floor, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
 const tg_op_def tg_op_ceil = {
     .name = "ceil", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_ceil, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
 const tg_op_def tg_op_round = {
     .name = "round", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_round, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
 const tg_op_def tg_op_lt = {
     .name = "lt", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_lt, i_lt, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_le = {
     .name = "le", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_le, i_le, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_gt = {
     .name = "gt", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_gt, i_gt, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_ge = {
     .name = "ge", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_ge, i_ge, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_eq = {
     .name = "eq", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_eq, i_eq, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_ne = {
     .name = "ne", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_ne, i_ne, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_isnan = {
     .name = "isnan", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_isnan, i_false, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_isinf = {
     .name = "isinf", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_isinf, i_false, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_and = {
     .name = "and", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_and, TG_EW_BOOL | TG_EW_INT},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_or = {
     .name = "or", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_or, TG_EW_BOOL | TG_EW_INT},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_xor = {
     .name = "xor", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_xor, TG_EW_BOOL | TG_EW_INT},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_not = {
     .name = "not", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_not, TG_EW_BOOL | TG_EW_INT},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_left_shift = {
     .name = "left_shift", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_left_shift, TG_EW_INT | TG_EW_BOOLI8},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_right_shift = {
     .name = "right_shift", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_right_shift, TG_EW_INT | TG_EW_BOOLI8},
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_clip = {
     .name = "clip", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_clip, i_clip, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_clip,
 };
 
 const tg_op_def tg_op_where = {
     .name = "where", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = where_promote, .infer = where_infer, .ref = tg_ew_ref,
     .ew = {f_where, i_where, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .grad = TG_GRAD_VJP, .vjp = vjp_where,
 };
 
 const tg_op_def tg_op_cast = {
     .name = "cast", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .attrs = cast_attrs, .nattrs = 1, .promote = NULL, .infer = cast_infer, .ref = cast_ref,
+    .grad = TG_GRAD_VJP, .vjp = vjp_cast,
 };
 /* clang-format on */

@@ -267,6 +267,68 @@ static bool gather_pos(const tg_tensor *x, const tg_tensor *ind, int axis, const
     return true;
 }
 
+/* ---- gradient helpers ----
+ * Gathers scatter the cotangent back with inc_take (repeated indices accumulate);
+ * assignments send the cotangent of the assigned places to y, summed over the axes along
+ * which y was broadcast, and the rest to x. Indices and masks get no gradient. */
+
+static bool float_in(const tg_node *n, int i) {
+    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
+}
+
+static tg_attr axis_attr(const tg_aval *a) {
+    return a->kind == TG_ATTR_NONE ? TG_A_NONE("axis") : TG_A_INT("axis", a->i);
+}
+
+/* The value of a constant 0-d integer variable. */
+static bool const_i64(const tg_var *v, int64_t *out) {
+    if (!v || v->kind != TG_VAR_CONST || !v->value || v->value->ndim != 0) return false;
+    *out = tg_load_i64(tg_tensor_data(v->value), v->value->dtype);
+    return true;
+}
+
+/* a * b for 0-d i64 extents, folded when both are static. */
+static tg_var *mul_ext(tg_graph *g, tg_var *a, tg_var *b) {
+    int64_t x, y;
+    if (const_i64(a, &x) && const_i64(b, &y) && (x == 0 || y <= INT64_MAX / x))
+        return tg_literal_int(g, x * y);
+    if (const_i64(a, &x) && x == 1) return b;
+    if (const_i64(b, &y) && y == 1) return a;
+    return tg_mul(g, a, b);
+}
+
+/* A strong 0-d constant of dtype dt holding v. */
+static tg_var *scalar_const(tg_graph *g, tg_dtype dt, double v) {
+    tg_tensor *t = tg_tensor_new(g->ctx, dt, 0, NULL);
+    if (t) tg_store_f64(tg_tensor_data(t), dt, v);
+    return tg_ir_const(g, t, 0);
+}
+
+/* v (of the selected shape) summed onto y's type: extra leading axes of y (extents of 1)
+ * are added first, axes y was broadcast along are summed, and the dtype is y's. */
+static tg_var *onto(tg_graph *g, tg_var *v, const tg_var *y) {
+    if (!v) return NULL;
+    int extra = y->type.ndim - v->type.ndim;
+    if (extra > 0) {
+        int64_t axes[TG_MAX_DIMS];
+        for (int i = 0; i < extra; i++) axes[i] = i;
+        tg_attr a = TG_A_INTS("axis", axes, extra);
+        v = tg_apply(g, "expand_dims", &v, 1, &a, 1);
+    }
+    v = tg_grad_unbroadcast(g, v, &y->type);
+    if (v && v->type.dtype != y->type.dtype) v = tg_cast(g, v, (tg_dtype)y->type.dtype);
+    return v;
+}
+
+/* 0, 1, ... size(ind) - 1 in ind's shape (i64). */
+static tg_var *positions_like(tg_graph *g, tg_var *ind) {
+    int64_t size = 1;
+    bool known = tg_type_known(&ind->type);
+    for (int i = 0; known && i < ind->type.ndim; i++) size *= ind->type.shape[i];
+    tg_var *n = known ? tg_literal_int(g, size) : tg_apply(g, "size", &ind, 1, NULL, 0);
+    return tg_grad_reshape_like(g, tg_apply(g, "arange", &n, 1, NULL, 0), ind);
+}
+
 /* ---- take ---- */
 
 static const tg_attr_spec take_attrs[] = {
@@ -298,6 +360,15 @@ static tg_status ref_take(tg_kern *k) {
     return TG_OK;
 }
 
+/* x gets the cotangent added at the gathered places: inc_take into zeros (np.add.at). */
+static tg_status vjp_take(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    if (!float_in(n, 0)) return g->status;
+    tg_attr a = axis_attr(&n->attrs[0]);
+    tg_var *ins[3] = {tg_grad_zeros_like(g, n->in[0]), n->in[1], gout[0]};
+    gin[0] = tg_apply(g, "inc_take", ins, 3, &a, 1);
+    return g->status;
+}
+
 const tg_op_def tg_op_take = {
     .name = "take",
     .min_in = 2,
@@ -308,6 +379,8 @@ const tg_op_def tg_op_take = {
     .nattrs = (int)TG_COUNTOF(take_attrs),
     .infer = infer_take,
     .ref = ref_take,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_take,
 };
 
 /* ---- take_along ---- */
@@ -393,6 +466,46 @@ static tg_status ref_take_along(tg_kern *k) {
     return TG_OK;
 }
 
+/* The scatter-add of take_along: the flat C-order position in x of every gathered
+ * element, sum over d of idx_d * stride_d with idx_axis the (normalized) index and
+ * idx_d = arange(extent) along the other axes (0 where x was broadcast), then one
+ * inc_take into zeros of x with axis none. Extents and strides come from shape(x) where
+ * they are '?'. */
+static tg_status vjp_take_along(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                tg_var **gin) {
+    tg_var *x = n->in[0], *ind = n->in[1], *flat;
+    tg_attr none = TG_A_NONE("axis");
+    int ax, nd = x->type.ndim;
+    if (!float_in(n, 0)) return g->status;
+    if (!axis_read(&n->attrs[0], nd, &ax))
+        return tg_ir_fail(g, TG_EINTERNAL, "take_along gradient: bad axis"), g->status;
+    if (ax < 0) {
+        flat = ind;
+    } else {
+        tg_var *xd[TG_MAX_DIMS], *stride[TG_MAX_DIMS];
+        if (!tg_grad_dims(g, x, xd)) return g->status;
+        stride[nd - 1] = tg_literal_int(g, 1);
+        for (int d = nd - 2; d >= 0; d--) stride[d] = mul_ext(g, stride[d + 1], xd[d + 1]);
+        tg_var *i64 = ind->type.dtype == TG_DT_I64 ? ind : tg_cast(g, ind, TG_DT_I64);
+        tg_var *norm = tg_where(g, tg_lt(g, i64, tg_literal_int(g, 0)), tg_add(g, i64, xd[ax]), i64);
+        flat = mul_ext(g, norm, stride[ax]);
+        for (int d = 0; d < nd; d++) {
+            if (d == ax || x->type.shape[d] == 1) continue;
+            int64_t others[TG_MAX_DIMS];
+            int no = 0;
+            for (int e = 0; e < nd; e++)
+                if (e != d) others[no++] = e;
+            tg_var *iota = tg_apply(g, "arange", &xd[d], 1, NULL, 0);
+            tg_attr a = TG_A_INTS("axis", others, no);
+            if (no > 0) iota = tg_apply(g, "expand_dims", &iota, 1, &a, 1);
+            flat = tg_add(g, flat, mul_ext(g, iota, stride[d]));
+        }
+    }
+    tg_var *ins[3] = {tg_grad_zeros_like(g, x), flat, gout[0]};
+    gin[0] = tg_apply(g, "inc_take", ins, 3, &none, 1);
+    return g->status;
+}
+
 const tg_op_def tg_op_take_along = {
     .name = "take_along",
     .min_in = 2,
@@ -403,6 +516,8 @@ const tg_op_def tg_op_take_along = {
     .nattrs = (int)TG_COUNTOF(take_along_attrs),
     .infer = infer_take_along,
     .ref = ref_take_along,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_take_along,
 };
 
 /* ---- set_subtensor, inc_subtensor ---- */
@@ -501,6 +616,36 @@ static tg_status ref_subtensor(tg_kern *k, bool inc) {
 static tg_status ref_set_subtensor(tg_kern *k) { return ref_subtensor(k, false); }
 static tg_status ref_inc_subtensor(tg_kern *k) { return ref_subtensor(k, true); }
 
+/* x gets g with the slice zeroed (set) or all of g (inc); y gets g[slice] summed onto
+ * its type. */
+static tg_status vjp_subtensor(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                               tg_var **gin, bool inc) {
+    static const char *const names[4] = {"starts", "stops", "steps", "index"};
+    tg_attr at[4];
+    for (int i = 0; i < 4; i++) {
+        const tg_aval *a = &n->attrs[i];
+        at[i] = TG_A_INTS(names[i], a->kind == TG_ATTR_INTS ? a->ints : NULL,
+                          a->kind == TG_ATTR_INTS ? a->n : 0);
+    }
+    tg_var *gy = gout[0];
+    if (float_in(n, 0))
+        gin[0] = inc ? gy
+                     : tg_apply(g, "set_subtensor", (tg_var *[]){gy, tg_literal_float(g, 0.0)},
+                                2, at, 4);
+    if (float_in(n, 1)) gin[1] = onto(g, tg_apply(g, "slice", &gy, 1, at, 4), n->in[1]);
+    return g->status;
+}
+
+static tg_status vjp_set_subtensor(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                   tg_var **gin) {
+    return vjp_subtensor(g, n, gout, gin, false);
+}
+
+static tg_status vjp_inc_subtensor(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                   tg_var **gin) {
+    return vjp_subtensor(g, n, gout, gin, true);
+}
+
 const tg_op_def tg_op_set_subtensor = {
     .name = "set_subtensor",
     .min_in = 2,
@@ -512,6 +657,8 @@ const tg_op_def tg_op_set_subtensor = {
     .promote = promote_set_yi1,
     .infer = infer_set_subtensor,
     .ref = ref_set_subtensor,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_set_subtensor,
 };
 
 const tg_op_def tg_op_inc_subtensor = {
@@ -525,6 +672,8 @@ const tg_op_def tg_op_inc_subtensor = {
     .promote = promote_inc_yi1,
     .infer = infer_inc_subtensor,
     .ref = ref_inc_subtensor,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_inc_subtensor,
 };
 
 /* ---- set_take, inc_take ---- */
@@ -583,6 +732,56 @@ static tg_status ref_take_assign(tg_kern *k, bool inc) {
 static tg_status ref_set_take(tg_kern *k) { return ref_take_assign(k, false); }
 static tg_status ref_inc_take(tg_kern *k) { return ref_take_assign(k, true); }
 
+/* x gets g with the assigned places zeroed (set) or all of g (inc); y gets take(g),
+ * summed onto its type. For set with repeated indices only the occurrence that is
+ * written last (in C order of the selection) reaches the result, so only it gets a
+ * gradient: every selected element writes its position among the indices into an i64
+ * copy of x (set_take of arange), and an element is a winner when reading that copy back
+ * at its place gives its own position. */
+static tg_status vjp_take_assign(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                 tg_var **gin, bool inc) {
+    tg_var *x = n->in[0], *ind = n->in[1], *y = n->in[2], *gy = gout[0];
+    tg_attr a = axis_attr(&n->attrs[0]);
+    tg_var *zero = tg_literal_float(g, 0.0);
+    if (float_in(n, 0))
+        gin[0] = inc ? gy : tg_apply(g, "set_take", (tg_var *[]){gy, ind, zero}, 3, &a, 1);
+    if (!float_in(n, 2)) return g->status;
+    tg_var *sel = tg_apply(g, "take", (tg_var *[]){gy, ind}, 2, &a, 1);
+    if (!inc) {
+        int ax;
+        if (!axis_read(&n->attrs[0], x->type.ndim, &ax))
+            return tg_ir_fail(g, TG_EINTERNAL, "set_take gradient: bad axis"), g->status;
+        tg_var *ids = positions_like(g, ind);
+        if (ax >= 0) { /* ids placed on the selection's index axes */
+            int64_t axes[TG_MAX_DIMS];
+            int na = 0, snd = x->type.ndim - 1 + ind->type.ndim;
+            for (int d = 0; d < snd; d++)
+                if (d < ax || d >= ax + ind->type.ndim) axes[na++] = d;
+            tg_attr ea = TG_A_INTS("axis", axes, na);
+            if (na > 0) ids = tg_apply(g, "expand_dims", &ids, 1, &ea, 1);
+        }
+        tg_var *xd[TG_MAX_DIMS + 1];
+        xd[0] = scalar_const(g, TG_DT_I64, -1.0);
+        if (!tg_grad_dims(g, x, xd + 1)) return g->status;
+        tg_var *owner = tg_apply(g, "alloc", xd, x->type.ndim + 1, NULL, 0);
+        owner = tg_apply(g, "set_take", (tg_var *[]){owner, ind, ids}, 3, &a, 1);
+        tg_var *won = tg_eq(g, tg_apply(g, "take", (tg_var *[]){owner, ind}, 2, &a, 1), ids);
+        sel = tg_where(g, won, sel, zero);
+    }
+    gin[2] = onto(g, sel, y);
+    return g->status;
+}
+
+static tg_status vjp_set_take(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                              tg_var **gin) {
+    return vjp_take_assign(g, n, gout, gin, false);
+}
+
+static tg_status vjp_inc_take(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                              tg_var **gin) {
+    return vjp_take_assign(g, n, gout, gin, true);
+}
+
 const tg_op_def tg_op_set_take = {
     .name = "set_take",
     .min_in = 3,
@@ -594,6 +793,8 @@ const tg_op_def tg_op_set_take = {
     .promote = promote_set_yi2,
     .infer = infer_set_take,
     .ref = ref_set_take,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_set_take,
 };
 
 const tg_op_def tg_op_inc_take = {
@@ -607,6 +808,8 @@ const tg_op_def tg_op_inc_take = {
     .promote = promote_inc_yi2,
     .infer = infer_inc_take,
     .ref = ref_inc_take,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_inc_take,
 };
 
 /* ---- mask_select ---- */
@@ -687,6 +890,34 @@ static tg_status ref_mask_select(tg_kern *k) {
     return TG_OK;
 }
 
+/* The positions of the true mask elements (mask_select of arange(size(mask)) in the
+ * mask's shape), then the cotangent's rows added there into zeros of x seen as
+ * [size(mask)] + x.shape[mask.ndim:], reshaped back to x's shape. */
+static tg_status vjp_mask_select(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                 tg_var **gin) {
+    tg_var *x = n->in[0], *m = n->in[1];
+    int md = m->type.ndim, nd = x->type.ndim;
+    tg_attr a0 = TG_A_INT("axis", 0);
+    if (!float_in(n, 0)) return g->status;
+    tg_var *pos = tg_apply(g, "mask_select", (tg_var *[]){positions_like(g, m), m}, 2, NULL, 0);
+    if (md == 1) {
+        tg_var *ins[3] = {tg_grad_zeros_like(g, x), pos, gout[0]};
+        gin[0] = tg_apply(g, "inc_take", ins, 3, &a0, 1);
+        return g->status;
+    }
+    tg_var *xd[TG_MAX_DIMS], *ins[TG_MAX_DIMS + 2];
+    if (!tg_grad_dims(g, x, xd)) return g->status;
+    tg_var *rows = tg_literal_int(g, 1);
+    for (int d = 0; d < md; d++) rows = mul_ext(g, rows, xd[d]);
+    ins[0] = scalar_const(g, (tg_dtype)x->type.dtype, 0.0);
+    ins[1] = rows;
+    for (int d = md; d < nd; d++) ins[d - md + 2] = xd[d];
+    tg_var *z = tg_apply(g, "alloc", ins, nd - md + 2, NULL, 0);
+    tg_var *s2 = tg_apply(g, "inc_take", (tg_var *[]){z, pos, gout[0]}, 3, &a0, 1);
+    gin[0] = tg_grad_reshape_like(g, s2, x);
+    return g->status;
+}
+
 const tg_op_def tg_op_mask_select = {
     .name = "mask_select",
     .min_in = 2,
@@ -697,5 +928,7 @@ const tg_op_def tg_op_mask_select = {
     .nattrs = 0,
     .infer = infer_mask_select,
     .ref = ref_mask_select,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_mask_select,
     .self_alloc = 1,
 };

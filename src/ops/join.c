@@ -179,6 +179,29 @@ static int64_t wrap_i64(uint64_t u) {
     return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
 }
 
+/* ---- gradient helpers ---- */
+
+static bool float_in(const tg_node *n, int i) {
+    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
+}
+
+/* v's extent along axis as a 0-d i64 value (a literal when static). */
+static tg_var *extent_var(tg_graph *g, tg_var *v, int axis) {
+    if (v->type.shape[axis] >= 0) return tg_literal_int(g, v->type.shape[axis]);
+    tg_var *shape = tg_apply(g, "shape", &v, 1, NULL, 0);
+    tg_slice at = {.start = axis, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE, .is_index = true};
+    return tg_slice_apply(g, shape, &at, 1);
+}
+
+/* v[:, ..., start:stop] along `axis` (TG_SLICE_NONE for an open bound). */
+static tg_var *slice_axis(tg_graph *g, tg_var *v, int axis, int64_t start, int64_t stop) {
+    tg_slice s[TG_MAX_DIMS];
+    for (int i = 0; i < axis; i++)
+        s[i] = (tg_slice){.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE};
+    s[axis] = (tg_slice){.start = start, .stop = stop, .step = TG_SLICE_NONE};
+    return tg_slice_apply(g, v, s, axis + 1);
+}
+
 /* ---- concatenate ---- */
 
 static const tg_attr_spec axis0_attrs[] = {
@@ -272,6 +295,57 @@ static tg_status ref_concatenate(tg_kern *k) {
     return TG_OK;
 }
 
+/* Each input gets its block of the cotangent: a static slice where the block's bounds can
+ * be written with static numbers (from the front, or from the back), otherwise a take of
+ * arange(start, stop) whose bounds come from shape() at run time. */
+static tg_status vjp_concatenate(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                 tg_var **gin) {
+    tg_var *gy = gout[0];
+    int ax;
+    if (!tg_axis_norm(n->attrs[0].i, n->out[0]->type.ndim, &ax))
+        return tg_ir_fail(g, TG_EINTERNAL, "concatenate gradient: bad axis"), g->status;
+    int64_t pre = 0;         /* static extent before input i, when pre_known */
+    bool pre_known = true;
+    tg_var *pre_v = NULL;    /* that offset as a value, once it is not static */
+    for (int i = 0; i < n->nin && g->status == TG_OK; i++) {
+        tg_var *x = n->in[i];
+        int64_t len = x->type.shape[ax], post = 0;
+        bool post_known = true;
+        for (int j = i + 1; j < n->nin; j++) {
+            int64_t e = n->in[j]->type.shape[ax];
+            if (e < 0) post_known = false;
+            else post += e;
+        }
+        if (float_in(n, i)) {
+            int64_t stop_back = post ? -post : TG_SLICE_NONE;
+            if (len == 0)
+                gin[i] = slice_axis(g, gy, ax, 0, 0);
+            else if (pre_known && post_known)
+                gin[i] = slice_axis(g, gy, ax, pre, stop_back);
+            else if (len > 0 && post_known)
+                gin[i] = slice_axis(g, gy, ax, -(len + post), stop_back);
+            else if (pre_known && len > 0)
+                gin[i] = slice_axis(g, gy, ax, pre, pre + len);
+            else {
+                tg_var *start = pre_known ? tg_literal_int(g, pre) : pre_v;
+                tg_var *b[2] = {start, tg_add(g, start, extent_var(g, x, ax))};
+                tg_var *idx = tg_apply(g, "arange", b, 2, NULL, 0);
+                tg_attr a = TG_A_INT("axis", ax);
+                gin[i] = tg_apply(g, "take", (tg_var *[]){gy, idx}, 2, &a, 1);
+            }
+        }
+        /* the offset of the next input */
+        if (pre_known && len >= 0) {
+            pre += len;
+        } else {
+            tg_var *base = pre_known ? tg_literal_int(g, pre) : pre_v;
+            pre_v = tg_add(g, base, extent_var(g, x, ax));
+            pre_known = false;
+        }
+    }
+    return g->status;
+}
+
 const tg_op_def tg_op_concatenate = {
     .name = "concatenate",
     .min_in = 1,
@@ -283,6 +357,8 @@ const tg_op_def tg_op_concatenate = {
     .promote = promote_join,
     .infer = infer_concatenate,
     .ref = ref_concatenate,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_concatenate,
 };
 
 /* ---- stack ---- */
@@ -338,6 +414,23 @@ static tg_status ref_stack(tg_kern *k) {
     return TG_OK;
 }
 
+/* Input i gets g[:, ..., i] (the index along the stacking axis). */
+static tg_status vjp_stack(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    int ax;
+    if (!tg_axis_norm(n->attrs[0].i, n->out[0]->type.ndim, &ax))
+        return tg_ir_fail(g, TG_EINTERNAL, "stack gradient: bad axis"), g->status;
+    tg_slice s[TG_MAX_DIMS];
+    for (int d = 0; d < ax; d++)
+        s[d] = (tg_slice){.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE};
+    for (int i = 0; i < n->nin; i++) {
+        if (!float_in(n, i)) continue;
+        s[ax] = (tg_slice){.start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE,
+                           .is_index = true};
+        gin[i] = tg_slice_apply(g, gout[0], s, ax + 1);
+    }
+    return g->status;
+}
+
 const tg_op_def tg_op_stack = {
     .name = "stack",
     .min_in = 1,
@@ -349,6 +442,8 @@ const tg_op_def tg_op_stack = {
     .promote = promote_join,
     .infer = infer_stack,
     .ref = ref_stack,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_stack,
 };
 
 /* ---- split ---- */
@@ -466,6 +561,17 @@ static tg_status ref_split(tg_kern *k) {
     return TG_OK;
 }
 
+/* The pieces' cotangents joined again; a piece nobody used (NULL) contributes zeros. */
+static tg_status vjp_split(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *parts[TG_MAX_OUTS];
+    if (!float_in(n, 0)) return g->status;
+    for (int k = 0; k < n->nout; k++)
+        parts[k] = gout[k] ? gout[k] : tg_grad_zeros_like(g, n->out[k]);
+    tg_attr a = TG_A_INT("axis", n->attrs[SPLIT_AXIS].i);
+    gin[0] = tg_apply(g, "concatenate", parts, n->nout, &a, 1);
+    return g->status;
+}
+
 const tg_op_def tg_op_split = {
     .name = "split",
     .min_in = 1,
@@ -476,6 +582,8 @@ const tg_op_def tg_op_split = {
     .nattrs = (int)TG_COUNTOF(split_attrs),
     .infer = infer_split,
     .ref = ref_split,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_split,
 };
 
 /* ---- zeros, ones ---- */
@@ -513,6 +621,7 @@ const tg_op_def tg_op_zeros = {
     .nattrs = (int)TG_COUNTOF(fill_attrs),
     .infer = infer_fill,
     .ref = ref_zeros,
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_ones = {
@@ -525,6 +634,7 @@ const tg_op_def tg_op_ones = {
     .nattrs = (int)TG_COUNTOF(fill_attrs),
     .infer = infer_fill,
     .ref = ref_ones,
+    .grad = TG_GRAD_NONE,
 };
 
 /* ---- full ---- */
@@ -558,6 +668,18 @@ static tg_status infer_full(tg_infer *ic) {
 
 static tg_status ref_full(tg_kern *k) { return copy_bcast(k, k->out[0], k->in[0]); }
 
+/* full and alloc: the value gets the cotangent summed over the axes it was broadcast
+ * along, in its own dtype; the dimension inputs of alloc get nothing (integers). */
+static tg_status vjp_fill_value(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                tg_var **gin) {
+    tg_var *v = n->in[0];
+    if (!float_in(n, 0) || !tg_dtype_is_float((tg_dtype)gout[0]->type.dtype)) return g->status;
+    tg_var *gv = tg_grad_unbroadcast(g, gout[0], &v->type);
+    if (gv && gv->type.dtype != v->type.dtype) gv = tg_cast(g, gv, (tg_dtype)v->type.dtype);
+    gin[0] = gv;
+    return g->status;
+}
+
 const tg_op_def tg_op_full = {
     .name = "full",
     .min_in = 1,
@@ -569,6 +691,8 @@ const tg_op_def tg_op_full = {
     .promote = promote_full,
     .infer = infer_full,
     .ref = ref_full,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_fill_value,
 };
 
 /* ---- alloc ---- */
@@ -652,6 +776,8 @@ const tg_op_def tg_op_alloc = {
     .kind = TG_KIND_CONSTRUCT,
     .infer = infer_alloc,
     .ref = ref_alloc,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_fill_value,
     .self_alloc = 1,
 };
 
@@ -660,7 +786,7 @@ const tg_op_def tg_op_alloc = {
 enum { AR_START, AR_STOP, AR_STEP, AR_DTYPE };
 static const tg_attr_spec arange_attrs[] = {
     [AR_START] = {"start", TG_AS_SCALAR, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
-    [AR_STOP] = {"stop", TG_AS_SCALAR, 1, 0, {.kind = TG_ATTR_NONE}},
+    [AR_STOP] = {"stop", TG_AS_SCALAR, 0, 1, {.kind = TG_ATTR_NONE}},
     [AR_STEP] = {"step", TG_AS_SCALAR, 0, 0, {.kind = TG_ATTR_INT, .i = 1}},
     [AR_DTYPE] = {"dtype", TG_AS_DTYPE, 0, 1, {.kind = TG_ATTR_NONE}},
 };
@@ -714,12 +840,51 @@ static tg_status arange_plan(tg_infer *ic, const tg_aval *at, tg_dtype *dt, int6
     return TG_OK;
 }
 
+/* The attributes with the bounds given as inputs substituted: one input is `stop`, two
+ * are `start` and `stop` (np.arange(stop), np.arange(start, stop)); they must be 0-d
+ * integers, and the attributes they replace must be left out. vals[i] are the inputs'
+ * values; known[i] false marks a value not known (a dummy 0 is used). */
+static tg_status arange_bind(tg_infer *ic, const tg_aval *attrs, int nin, const tg_type *tin,
+                             const int64_t *vals, tg_aval *at) {
+    char a[TG_TYPE_STR_MAX];
+    for (int i = 0; i < 4; i++) at[i] = attrs[i];
+    if (nin == 0) {
+        if (attrs[AR_STOP].kind == TG_ATTR_NONE)
+            return tg_infer_fail(ic, TG_EINVAL,
+                                 "missing attribute 'stop' (or the bounds as 0-d inputs)");
+        return TG_OK;
+    }
+    if (nin > 2) return tg_infer_fail(ic, TG_EINVAL, "takes at most 2 inputs, got %d", nin);
+    for (int i = 0; i < nin; i++)
+        if (tin[i].ndim != 0 || !tg_dtype_is_int((tg_dtype)tin[i].dtype))
+            return tg_infer_fail(ic, TG_ETYPE, "bound %d must be a 0-d integer, got %s", i,
+                                 tg_type_str(&tin[i], a, sizeof a));
+    bool start_set = !(attrs[AR_START].kind == TG_ATTR_INT && attrs[AR_START].i == 0);
+    if (attrs[AR_STOP].kind != TG_ATTR_NONE || (nin == 2 && start_set))
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "a bound given as an input cannot also be an attribute");
+    at[AR_STOP] = (tg_aval){.kind = TG_ATTR_INT, .i = vals[nin - 1]};
+    if (nin == 2) at[AR_START] = (tg_aval){.kind = TG_ATTR_INT, .i = vals[0]};
+    return TG_OK;
+}
+
 static tg_status infer_arange(tg_infer *ic) {
     tg_dtype dt = TG_DT_F64;
-    int64_t len = 0;
-    if (arange_plan(ic, ic->attrs, &dt, &len) != TG_OK) return ic->status;
+    int64_t len = 0, vals[2] = {0, 0};
+    tg_aval at[4];
+    bool known = true;
+    for (int i = 0; i < ic->nin && i < 2; i++) {
+        const tg_var *v = ic->vars ? ic->vars[i] : NULL;
+        if (v && v->kind == TG_VAR_CONST && v->value && v->value->ndim == 0 &&
+            tg_dtype_is_int(v->value->dtype))
+            vals[i] = tg_load_i64(tg_tensor_data(v->value), v->value->dtype);
+        else
+            known = false;
+    }
+    if (arange_bind(ic, ic->attrs, ic->nin, ic->in, vals, at) != TG_OK) return ic->status;
+    if (arange_plan(ic, at, &dt, &len) != TG_OK) return ic->status;
     type_init(&ic->out[0], dt, 1);
-    ic->out[0].shape[0] = len;
+    ic->out[0].shape[0] = known ? len : -1;
     ic->nout = 1;
     return TG_OK;
 }
@@ -732,11 +897,26 @@ static void store_scalar(void *p, tg_dtype dt, const tg_aval *a) {
         tg_store_f64(p, dt, a->f);
 }
 
+/* Allocates its output (self_alloc): its length may depend on the inputs' values. */
 static tg_status ref_arange(tg_kern *k) {
-    tg_tensor *y = k->out[0];
-    const tg_aval *at = k->attrs, *a0 = &at[AR_START], *as = &at[AR_STEP];
-    tg_dtype dt = y->dtype;
-    int64_t n = y->shape[0], i = 0;
+    tg_aval at[4];
+    tg_type tin[2];
+    int64_t vals[2] = {0, 0}, n = 0, i = 0;
+    tg_dtype dt = TG_DT_F64;
+    tg_infer ic = {.op = &tg_op_arange};
+    for (int j = 0; j < k->nin && j < 2; j++) {
+        tin[j] = (tg_type){.dtype = (uint8_t)k->in[j]->dtype, .ndim = (uint8_t)k->in[j]->ndim};
+        if (k->in[j]->ndim == 0) vals[j] = tg_load_i64(tg_tensor_data(k->in[j]), k->in[j]->dtype);
+    }
+    if (arange_bind(&ic, k->attrs, k->nin, tin, vals, at) != TG_OK ||
+        arange_plan(&ic, at, &dt, &n) != TG_OK)
+        return tg_kern_fail(k, ic.status ? ic.status : TG_EINVAL, "%s", ic.msg);
+    tg_tensor_free(k->out[0]); /* NULL from the interpreter (self_alloc) */
+    k->out[0] = NULL;
+    tg_tensor *y = tg_tensor_new(k->ctx, dt, 1, &n);
+    if (!y) return tg_kern_fail(k, TG_ENOMEM, "cannot allocate the result: %s", tg_last_error());
+    k->out[0] = y;
+    const tg_aval *a0 = &at[AR_START], *as = &at[AR_STEP];
     if (n == 0) return TG_OK;
     store_scalar(tg_tensor_at(y, &i), dt, a0);
     if (n == 1) return TG_OK;
@@ -771,13 +951,15 @@ static tg_status ref_arange(tg_kern *k) {
 const tg_op_def tg_op_arange = {
     .name = "arange",
     .min_in = 0,
-    .max_in = 0,
+    .max_in = 2,
     .nout = 1,
     .kind = TG_KIND_CONSTRUCT,
     .attrs = arange_attrs,
     .nattrs = (int)TG_COUNTOF(arange_attrs),
     .infer = infer_arange,
     .ref = ref_arange,
+    .self_alloc = 1,
+    .grad = TG_GRAD_NONE,
 };
 
 /* ---- eye ---- */
@@ -830,6 +1012,7 @@ const tg_op_def tg_op_eye = {
     .nattrs = (int)TG_COUNTOF(eye_attrs),
     .infer = infer_eye,
     .ref = ref_eye,
+    .grad = TG_GRAD_NONE,
 };
 
 /* ---- tril, triu ---- */
@@ -874,6 +1057,13 @@ static tg_status tri_ref(tg_kern *k, bool lower) {
 static tg_status ref_tril(tg_kern *k) { return tri_ref(k, true); }
 static tg_status ref_triu(tg_kern *k) { return tri_ref(k, false); }
 
+/* tril/triu are linear masks: the cotangent gets the same mask. */
+static tg_status vjp_tri(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_attr a = TG_A_INT("k", n->attrs[0].i);
+    if (float_in(n, 0)) gin[0] = tg_apply(g, tg_op_table[n->op]->name, &gout[0], 1, &a, 1);
+    return g->status;
+}
+
 const tg_op_def tg_op_tril = {
     .name = "tril",
     .min_in = 1,
@@ -884,6 +1074,8 @@ const tg_op_def tg_op_tril = {
     .nattrs = (int)TG_COUNTOF(tri_attrs),
     .infer = infer_tri,
     .ref = ref_tril,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_tri,
 };
 
 const tg_op_def tg_op_triu = {
@@ -896,6 +1088,8 @@ const tg_op_def tg_op_triu = {
     .nattrs = (int)TG_COUNTOF(tri_attrs),
     .infer = infer_tri,
     .ref = ref_triu,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_tri,
 };
 
 /* ---- shape, size ---- */
@@ -933,6 +1127,7 @@ const tg_op_def tg_op_shape = {
     .kind = TG_KIND_SHAPE,
     .infer = infer_shape,
     .ref = ref_shape,
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_size = {
@@ -943,4 +1138,5 @@ const tg_op_def tg_op_size = {
     .kind = TG_KIND_SHAPE,
     .infer = infer_size,
     .ref = ref_size,
+    .grad = TG_GRAD_NONE,
 };

@@ -81,6 +81,141 @@ static bool out_matches(const tg_tensor *y, int nd, const int64_t *shape) {
     return true;
 }
 
+/* ---- gradients ----
+ * NumPy's rules for every rank combination, as graph of dot/matmul/transpose/reshape:
+ *  - dot with a 0-d operand is a product: the 0-d side gets sum(g * other), the other
+ *    side g * the 0-d value;
+ *  - 1-D.1-D: g * b and g * a;
+ *  - N-D.1-D: ga = g[..., None] * b, gb = dot(g, a) for N = 2, else the sum of
+ *    a * g[..., None] over the leading axes;
+ *  - 1-D.M-D: ga = dot(b, g) for M = 2, else the sum of b * g[..., None, :] over every
+ *    axis but the contracted one; gb = a[:, None] * g[..., None, :];
+ *  - N-D.M-D: for N = M = 2, ga = g . b^T and gb = a^T . g; otherwise a, b and g are
+ *    brought to 2-D (a as [prod(A), K], b as [K, prod(B) * P] after moving K first, g as
+ *    [prod(A), prod(B) * P]), the 2-D rule applied, and the results reshaped back (the
+ *    extents come from shape() where they are '?').
+ *  - matmul: a 1-D a gains a leading and a 1-D b a trailing 1 (g gains it too), then
+ *    ga = g @ swap(b) and gb = swap(a) @ g, summed over the batch axes along which the
+ *    operand was broadcast (tg_grad_unbroadcast), and the added axis removed.
+ *  - outer: ga = dot(g, ravel(b)) and gb = dot(ravel(a), g), reshaped to the operands.
+ * Integer and bool operands get no gradient (their results are not floats).
+ */
+
+static bool float_in(const tg_node *n, int i) {
+    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
+}
+
+/* v with its last two axes swapped. */
+static tg_var *swap_last(tg_graph *g, tg_var *v) {
+    if (!v) return NULL;
+    int nd = v->type.ndim;
+    int64_t perm[TG_MAX_DIMS];
+    for (int i = 0; i < nd; i++) perm[i] = i;
+    perm[nd - 1] = nd - 2;
+    perm[nd - 2] = nd - 1;
+    return tg_transpose(g, v, perm);
+}
+
+static tg_var *expand_at(tg_graph *g, tg_var *v, int64_t axis) {
+    tg_attr a = TG_A_INTS("axis", &axis, 1);
+    return v ? tg_apply(g, "expand_dims", &v, 1, &a, 1) : NULL;
+}
+
+static tg_var *squeeze_at(tg_graph *g, tg_var *v, int64_t axis) {
+    tg_attr a = TG_A_INTS("axis", &axis, 1);
+    return v ? tg_apply(g, "squeeze", &v, 1, &a, 1) : NULL;
+}
+
+/* Sum of v over every axis except `keep` (-1: over all). */
+static tg_var *sum_except(tg_graph *g, tg_var *v, int keep) {
+    int64_t axes[TG_MAX_DIMS];
+    int na = 0;
+    if (!v) return NULL;
+    for (int i = 0; i < v->type.ndim; i++)
+        if (i != keep) axes[na++] = i;
+    return na ? tg_reduce(g, "sum", v, axes, na, false) : v;
+}
+
+/* Product of the extents dims[0..n) as a 0-d i64 value (a literal when all are static). */
+static tg_var *dims_product(tg_graph *g, tg_var *const *dims, int n) {
+    tg_var *p = NULL;
+    int64_t known = 1;
+    for (int i = 0; i < n; i++) {
+        const tg_var *d = dims[i];
+        if (!d) return NULL;
+        if (d->kind == TG_VAR_CONST && d->value)
+            known *= tg_load_i64(tg_tensor_data(d->value), d->value->dtype);
+        else
+            p = p ? tg_mul(g, p, dims[i]) : dims[i];
+    }
+    if (!p) return tg_literal_int(g, known);
+    return known == 1 ? p : tg_mul(g, p, tg_literal_int(g, known));
+}
+
+/* The N-D.M-D case (N >= 2, M >= 2). */
+static tg_status dot_nd_grad(tg_graph *g, const tg_node *n, tg_var *gy, tg_var **gin) {
+    tg_var *a = n->in[0], *b = n->in[1];
+    int na = a->type.ndim, nb = b->type.ndim;
+    bool fa = float_in(n, 0), fb = float_in(n, 1);
+    if (nb == 2) { /* ga = g . b^T: [A..., P] . [P, K] */
+        if (fa) gin[0] = tg_dot(g, gy, tg_transpose(g, b, NULL));
+        if (na == 2 && fb) gin[1] = tg_dot(g, tg_transpose(g, a, NULL), gy);
+        if (na == 2 || !fb) return g->status;
+    }
+    /* a as [prod(A), K], b moved to [K, B..., P] and seen as [K, prod(B) * P], g as
+     * [prod(A), prod(B) * P] */
+    tg_var *ad[TG_MAX_DIMS], *bd[TG_MAX_DIMS];
+    if (!tg_grad_dims(g, a, ad) || !tg_grad_dims(g, b, bd)) return g->status;
+    int64_t perm[TG_MAX_DIMS], inv[TG_MAX_DIMS];
+    perm[0] = nb - 2;
+    for (int i = 0; i < nb - 2; i++) perm[i + 1] = i;
+    perm[nb - 1] = nb - 1;
+    for (int i = 0; i < nb; i++) inv[perm[i]] = i;
+    tg_var *nA = dims_product(g, ad, na - 1);
+    tg_var *nBP = dims_product(g, (tg_var *[]){dims_product(g, bd, nb - 2), bd[nb - 1]}, 2);
+    tg_var *bt = nb == 2 ? b : tg_transpose(g, b, perm);
+    tg_var *a2 = tg_grad_reshape(g, a, 2, (tg_var *[]){nA, ad[na - 1]});
+    tg_var *b2 = tg_grad_reshape(g, bt, 2, (tg_var *[]){bd[nb - 2], nBP});
+    tg_var *g2 = tg_grad_reshape(g, gy, 2, (tg_var *[]){nA, nBP});
+    if (fa && nb > 2)
+        gin[0] = tg_grad_reshape_like(g, tg_dot(g, g2, tg_transpose(g, b2, NULL)), a);
+    if (fb) {
+        tg_var *gbt = tg_grad_reshape_like(g, tg_dot(g, tg_transpose(g, a2, NULL), g2), bt);
+        gin[1] = nb == 2 || !gbt ? gbt : tg_transpose(g, gbt, inv);
+    }
+    return g->status;
+}
+
+static tg_status vjp_dot(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *a = n->in[0], *b = n->in[1], *gy = gout[0];
+    int na = a->type.ndim, nb = b->type.ndim;
+    bool fa = float_in(n, 0), fb = float_in(n, 1);
+    if (na == 0 || nb == 0) { /* a product with a scalar: the 0-d side sums */
+        if (fa) gin[0] = na == 0 ? sum_except(g, tg_mul(g, gy, b), -1) : tg_mul(g, gy, b);
+        if (fb) gin[1] = nb == 0 ? sum_except(g, tg_mul(g, gy, a), -1) : tg_mul(g, gy, a);
+        return g->status;
+    }
+    if (na == 1 && nb == 1) {
+        if (fa) gin[0] = tg_mul(g, gy, b);
+        if (fb) gin[1] = tg_mul(g, gy, a);
+        return g->status;
+    }
+    if (nb == 1) { /* [A..., K] . [K] -> [A...] */
+        if (fa) gin[0] = tg_mul(g, expand_at(g, gy, -1), b);
+        if (fb)
+            gin[1] = na == 2 ? tg_dot(g, gy, a)
+                             : sum_except(g, tg_mul(g, a, expand_at(g, gy, -1)), na - 1);
+        return g->status;
+    }
+    if (na == 1) { /* [K] . [B..., K, P] -> [B..., P] */
+        tg_var *ge = expand_at(g, gy, -2); /* [B..., 1, P] */
+        if (fa) gin[0] = nb == 2 ? tg_dot(g, b, gy) : sum_except(g, tg_mul(g, b, ge), nb - 2);
+        if (fb) gin[1] = tg_mul(g, expand_at(g, a, -1), ge);
+        return g->status;
+    }
+    return dot_nd_grad(g, n, gy, gin);
+}
+
 /* ---- dot ---- */
 
 static tg_status infer_dot(tg_infer *ic) {
@@ -180,6 +315,8 @@ const tg_op_def tg_op_dot = {
     .promote = promote_common,
     .infer = infer_dot,
     .ref = ref_dot,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_dot,
 };
 
 /* ---- matmul ---- */
@@ -295,6 +432,23 @@ static tg_status ref_matmul(tg_kern *k) {
     return TG_OK;
 }
 
+static tg_status vjp_matmul(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *a = n->in[0], *b = n->in[1], *gy = gout[0];
+    bool a1 = a->type.ndim == 1, b1 = b->type.ndim == 1;
+    tg_var *ae = a1 ? expand_at(g, a, 0) : a, *be = b1 ? expand_at(g, b, -1) : b;
+    if (a1) gy = expand_at(g, gy, b1 ? -1 : -2);
+    if (b1) gy = expand_at(g, gy, -1);
+    if (float_in(n, 0) && ae) {
+        tg_var *ga = tg_grad_unbroadcast(g, tg_matmul(g, gy, swap_last(g, be)), &ae->type);
+        gin[0] = a1 ? squeeze_at(g, ga, 0) : ga;
+    }
+    if (float_in(n, 1) && be) {
+        tg_var *gb = tg_grad_unbroadcast(g, tg_matmul(g, swap_last(g, ae), gy), &be->type);
+        gin[1] = b1 ? squeeze_at(g, gb, -1) : gb;
+    }
+    return g->status;
+}
+
 const tg_op_def tg_op_matmul = {
     .name = "matmul",
     .min_in = 2,
@@ -304,6 +458,8 @@ const tg_op_def tg_op_matmul = {
     .promote = promote_common,
     .infer = infer_matmul,
     .ref = ref_matmul,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_matmul,
 };
 
 /* ---- outer ---- */
@@ -369,6 +525,16 @@ static tg_status ref_outer(tg_kern *k) {
     return TG_OK;
 }
 
+static tg_status vjp_outer(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *a = n->in[0], *b = n->in[1], *gy = gout[0];
+    int64_t flat = -1;
+    if (float_in(n, 0))
+        gin[0] = tg_grad_reshape_like(g, tg_dot(g, gy, tg_reshape(g, b, 1, &flat)), a);
+    if (float_in(n, 1))
+        gin[1] = tg_grad_reshape_like(g, tg_dot(g, tg_reshape(g, a, 1, &flat), gy), b);
+    return g->status;
+}
+
 const tg_op_def tg_op_outer = {
     .name = "outer",
     .min_in = 2,
@@ -378,4 +544,6 @@ const tg_op_def tg_op_outer = {
     .promote = promote_common,
     .infer = infer_outer,
     .ref = ref_outer,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_outer,
 };

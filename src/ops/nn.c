@@ -201,6 +201,60 @@ static tg_status ref_softmax(tg_kern *k) { return nn_ref(k, NN_SOFTMAX); }
 static tg_status ref_log_softmax(tg_kern *k) { return nn_ref(k, NN_LOG_SOFTMAX); }
 static tg_status ref_logsumexp(tg_kern *k) { return nn_ref(k, NN_LOGSUMEXP); }
 
+/* ---- gradients ----
+ * With y the output and ct its cotangent (reductions keep their axes so that they
+ * broadcast back):
+ *  - softmax:     dx = y * (ct - sum(ct * y, axis, keepdims))
+ *  - log_softmax: dx = ct - exp(y) * sum(ct, axis, keepdims)
+ *  - logsumexp:   dx = ct' * exp(x - y'), where ' re-inserts the reduced axes when
+ *                 keepdims is false; exp(x - y) is the softmax over the reduced axes.
+ * Rows whose maximum is not finite (all -inf, or a +inf) get NaN gradients. */
+
+/* sum(v) over a softmax's axis (an int, or none: every axis), keeping dims. */
+static tg_var *sum_axis(tg_graph *g, const tg_aval *axis, tg_var *v) {
+    if (axis->kind == TG_ATTR_NONE) return tg_reduce(g, "sum", v, NULL, -1, true);
+    return tg_reduce(g, "sum", v, &axis->i, 1, true);
+}
+
+static tg_status vjp_softmax(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                             tg_var **gin) {
+    tg_var *y = n->out[0], *ct = gout[0];
+    tg_var *s = sum_axis(g, &n->attrs[0], tg_mul(g, ct, y));
+    gin[0] = tg_mul(g, y, tg_sub(g, ct, s));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_log_softmax(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                 tg_var **gin) {
+    tg_var *y = n->out[0], *ct = gout[0];
+    gin[0] = tg_sub(g, ct, tg_mul(g, tg_exp(g, y), sum_axis(g, &n->attrs[0], ct)));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_logsumexp(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                               tg_var **gin) {
+    tg_var *x = n->in[0], *y = n->out[0], *ct = gout[0];
+    bool red[TG_MAX_DIMS];
+    char err[160];
+    if (!axes_mask(&n->attrs[0], x->type.ndim, red, err, sizeof err)) {
+        tg_ir_fail(g, TG_EINTERNAL, "logsumexp: %s", err);
+        return tg_graph_status(g);
+    }
+    if (n->attrs[1].i == 0) {
+        int64_t ax[TG_MAX_DIMS];
+        int nax = 0;
+        for (int i = 0; i < x->type.ndim; i++)
+            if (red[i]) ax[nax++] = i;
+        if (nax > 0) {
+            tg_attr a = TG_A_INTS("axis", ax, nax);
+            ct = tg_apply(g, "expand_dims", &ct, 1, &a, 1);
+            y = tg_apply(g, "expand_dims", &y, 1, &a, 1);
+        }
+    }
+    gin[0] = tg_mul(g, ct, tg_exp(g, tg_sub(g, x, y)));
+    return tg_graph_status(g);
+}
+
 /* ---- the records ---- */
 
 const tg_op_def tg_op_softmax = {
@@ -214,6 +268,8 @@ const tg_op_def tg_op_softmax = {
     .promote = promote_float,
     .infer = infer_softmax,
     .ref = ref_softmax,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_softmax,
 };
 
 const tg_op_def tg_op_log_softmax = {
@@ -227,6 +283,8 @@ const tg_op_def tg_op_log_softmax = {
     .promote = promote_float,
     .infer = infer_softmax,
     .ref = ref_log_softmax,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_log_softmax,
 };
 
 const tg_op_def tg_op_logsumexp = {
@@ -240,4 +298,6 @@ const tg_op_def tg_op_logsumexp = {
     .promote = promote_float,
     .infer = infer_logsumexp,
     .ref = ref_logsumexp,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_logsumexp,
 };

@@ -162,6 +162,12 @@ tg_status tg_ew_ref(tg_kern *k);
 tg_var *tg_grad_unbroadcast(tg_graph *g, tg_var *grad, const tg_type *to);
 /* Zeros of v's type (extents from shape(v) where they are '?'). */
 tg_var *tg_grad_zeros_like(tg_graph *g, tg_var *v);
+/* Shape helpers for the VJPs of every family (shape.c). Extents are 0-d i64 values: a
+ * literal where the extent is static, shape(v)[i] where it is '?'. */
+bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims);          /* v->type.ndim of them */
+tg_var *tg_grad_reshape(tg_graph *g, tg_var *x, int ndim, tg_var *const *dims);
+tg_var *tg_grad_reshape_like(tg_graph *g, tg_var *x, tg_var *like); /* x with like's shape */
+tg_var *tg_grad_broadcast_like(tg_graph *g, tg_var *v, tg_var *like); /* v broadcast to it */
 
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
  * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim.

@@ -316,6 +316,115 @@ static tg_status ref_argmin(tg_kern *k) { return reduce_ref(k, &r_argmin, true);
 static tg_status ref_any(tg_kern *k) { return reduce_ref(k, &r_any, false); }
 static tg_status ref_all(tg_kern *k) { return reduce_ref(k, &r_all, false); }
 
+/* ---- gradients ----
+ * Every VJP first brings the cotangent to the keepdims form (expand_dims at the reduced
+ * axes when keepdims was false), then spreads it over the reduced axes:
+ *  - sum: broadcast back (broadcast_to, or alloc with shape(x) where x has '?' extents);
+ *  - mean: the same divided by the number of reduced elements (static, or the product of
+ *    shape(x)'s reduced extents at run time);
+ *  - prod: exact where x has zeros. With nz the number of zeros in the reduced slice and
+ *    p the product of its non-zero elements: nz == 0 gives g * p / x; nz == 1 gives g * p
+ *    to the zero element and 0 to the others; nz >= 2 gives 0 everywhere. (Dividing
+ *    p / x can lose the last bits, and overflow or underflow where the product of all
+ *    but one element would not; NaN and inf in x give NaN.) The graph is differentiable
+ *    again, with exact second derivatives at zeros.
+ *  - max/min: the cotangent is split evenly among the elements equal to the result (a
+ *    tie of k elements gives each g / k, as JAX does), 0 to the others; a slice holding
+ *    a NaN has a NaN result, which no element equals: its gradient is NaN everywhere.
+ * argmax, argmin, any and all have integer or bool results: no gradient (TG_GRAD_NONE).
+ */
+
+static bool float_in(const tg_node *n, int i) {
+    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
+}
+
+/* The node's axis attribute as a builder attribute. */
+static tg_attr axis_attr(const tg_aval *a) {
+    if (a->kind == TG_ATTR_NONE) return TG_A_NONE("axis");
+    if (a->kind == TG_ATTR_INTS) return TG_A_INTS("axis", a->ints, a->n);
+    return TG_A_INT("axis", a->i);
+}
+
+/* The same reduction with keepdims=true (reductions of the gradient graphs). */
+static tg_var *reduce_keep(tg_graph *g, const char *op, tg_var *v, const tg_node *n) {
+    tg_attr a[2] = {axis_attr(&n->attrs[0]), TG_A_BOOL("keepdims", true)};
+    return tg_apply(g, op, &v, 1, a, 2);
+}
+
+/* v (of the reduction's output type) in the keepdims form; red[] gets the reduced axes. */
+static tg_var *keepdims_form(tg_graph *g, const tg_node *n, tg_var *v, bool *red) {
+    const tg_type *x = &n->in[0]->type;
+    char err[160];
+    if (!reduced_axes(&n->attrs[0], x->ndim, red, err, sizeof err))
+        return tg_ir_fail(g, TG_EINTERNAL, "%s gradient: %s", tg_op_table[n->op]->name, err);
+    if (n->attrs[1].i != 0 || !v) return v;
+    int64_t axes[TG_MAX_DIMS];
+    int na = 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (red[i]) axes[na++] = i;
+    if (na == 0) return v;
+    tg_attr a = TG_A_INTS("axis", axes, na);
+    return tg_apply(g, "expand_dims", &v, 1, &a, 1);
+}
+
+static tg_status vjp_sum(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    bool red[TG_MAX_DIMS];
+    if (!float_in(n, 0)) return g->status;
+    gin[0] = tg_grad_broadcast_like(g, keepdims_form(g, n, gout[0], red), n->in[0]);
+    return g->status;
+}
+
+static tg_status vjp_mean(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *x = n->in[0], *cnt = NULL, *dims[TG_MAX_DIMS];
+    bool red[TG_MAX_DIMS];
+    if (!float_in(n, 0)) return g->status;
+    tg_var *gk = keepdims_form(g, n, gout[0], red);
+    int64_t known = 1;
+    for (int i = 0; i < x->type.ndim; i++)
+        if (red[i] && x->type.shape[i] >= 0) known *= x->type.shape[i];
+    for (int i = 0; i < x->type.ndim && gk; i++) {
+        if (!red[i] || x->type.shape[i] >= 0) continue;
+        if (!cnt && !tg_grad_dims(g, x, dims)) return g->status;
+        cnt = cnt ? tg_mul(g, cnt, dims[i]) : dims[i];
+    }
+    tg_var *div;
+    if (!cnt) {
+        div = tg_literal_float(g, (double)known);
+    } else {
+        if (known != 1) cnt = tg_mul(g, cnt, tg_literal_int(g, known));
+        div = tg_cast(g, cnt, (tg_dtype)x->type.dtype);
+    }
+    gin[0] = tg_grad_broadcast_like(g, tg_div(g, gk, div), x);
+    return g->status;
+}
+
+static tg_status vjp_prod(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *x = n->in[0], *zero = tg_literal_float(g, 0.0);
+    bool red[TG_MAX_DIMS];
+    if (!float_in(n, 0)) return g->status;
+    tg_var *gk = keepdims_form(g, n, gout[0], red);
+    tg_var *isz = tg_eq(g, x, zero);
+    tg_var *nz = reduce_keep(g, "sum", isz, n);
+    tg_var *xnz = tg_where(g, isz, tg_literal_float(g, 1.0), x);
+    tg_var *gp = tg_mul(g, gk, reduce_keep(g, "prod", xnz, n)); /* g * (product of non-zeros) */
+    tg_var *at_zero = tg_where(g, tg_eq(g, nz, tg_literal_int(g, 1)), gp, zero);
+    tg_var *elsewhere = tg_where(g, tg_eq(g, nz, tg_literal_int(g, 0)), tg_div(g, gp, xnz), zero);
+    gin[0] = tg_where(g, isz, at_zero, elsewhere);
+    return g->status;
+}
+
+static tg_status vjp_extreme(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *x = n->in[0];
+    bool red[TG_MAX_DIMS];
+    if (!float_in(n, 0)) return g->status;
+    tg_var *gk = keepdims_form(g, n, gout[0], red);
+    tg_var *hit = tg_eq(g, x, keepdims_form(g, n, n->out[0], red));
+    tg_var *cnt = tg_cast(g, reduce_keep(g, "sum", hit, n), (tg_dtype)x->type.dtype);
+    tg_var *share = tg_div(g, gk, cnt);
+    gin[0] = tg_grad_broadcast_like(g, tg_where(g, hit, share, tg_literal_float(g, 0.0)), x);
+    return g->status;
+}
+
 /* ---- the records ---- */
 
 const tg_op_def tg_op_sum = {
@@ -328,6 +437,8 @@ const tg_op_def tg_op_sum = {
     .nattrs = (int)TG_COUNTOF(reduce_attrs),
     .infer = infer_sum,
     .ref = ref_sum,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_sum,
 };
 
 const tg_op_def tg_op_prod = {
@@ -340,6 +451,8 @@ const tg_op_def tg_op_prod = {
     .nattrs = (int)TG_COUNTOF(reduce_attrs),
     .infer = infer_sum,
     .ref = ref_prod,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_prod,
 };
 
 const tg_op_def tg_op_mean = {
@@ -352,6 +465,8 @@ const tg_op_def tg_op_mean = {
     .nattrs = (int)TG_COUNTOF(reduce_attrs),
     .infer = infer_mean,
     .ref = ref_mean,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_mean,
 };
 
 const tg_op_def tg_op_max = {
@@ -364,6 +479,8 @@ const tg_op_def tg_op_max = {
     .nattrs = (int)TG_COUNTOF(reduce_attrs),
     .infer = infer_same,
     .ref = ref_max,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_extreme,
 };
 
 const tg_op_def tg_op_min = {
@@ -376,6 +493,8 @@ const tg_op_def tg_op_min = {
     .nattrs = (int)TG_COUNTOF(reduce_attrs),
     .infer = infer_same,
     .ref = ref_min,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_extreme,
 };
 
 const tg_op_def tg_op_argmax = {
@@ -388,6 +507,7 @@ const tg_op_def tg_op_argmax = {
     .nattrs = (int)TG_COUNTOF(arg_attrs),
     .infer = infer_arg,
     .ref = ref_argmax,
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_argmin = {
@@ -400,6 +520,7 @@ const tg_op_def tg_op_argmin = {
     .nattrs = (int)TG_COUNTOF(arg_attrs),
     .infer = infer_arg,
     .ref = ref_argmin,
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_any = {
@@ -412,6 +533,7 @@ const tg_op_def tg_op_any = {
     .nattrs = (int)TG_COUNTOF(reduce_attrs),
     .infer = infer_bool,
     .ref = ref_any,
+    .grad = TG_GRAD_NONE,
 };
 
 const tg_op_def tg_op_all = {
@@ -424,4 +546,5 @@ const tg_op_def tg_op_all = {
     .nattrs = (int)TG_COUNTOF(reduce_attrs),
     .infer = infer_bool,
     .ref = ref_all,
+    .grad = TG_GRAD_NONE,
 };

@@ -76,15 +76,144 @@ static tg_status view_out(tg_kern *k, const tg_tensor *base, int ndim, const int
     return TG_OK;
 }
 
+/* The value of a constant 0-d integer variable. */
+static bool const_int(const tg_var *v, int64_t *out) {
+    if (!v || v->kind != TG_VAR_CONST || !v->value || v->value->ndim != 0 ||
+        !tg_dtype_is_int(v->value->dtype))
+        return false;
+    *out = tg_load_i64(tg_tensor_data(v->value), v->value->dtype);
+    return true;
+}
+
+static bool float_in(const tg_node *n, int i) {
+    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
+}
+
+/* ---- shape helpers for the VJPs of every family (declared in ops.h) ---- */
+
+bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims) {
+    tg_var *shape = NULL;
+    if (!v || g->status != TG_OK) return false;
+    for (int i = 0; i < v->type.ndim; i++) {
+        if (v->type.shape[i] >= 0) {
+            dims[i] = tg_literal_int(g, v->type.shape[i]);
+        } else {
+            if (!shape) shape = tg_apply(g, "shape", &v, 1, NULL, 0);
+            tg_slice at = {.start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE,
+                           .is_index = true};
+            dims[i] = tg_slice_apply(g, shape, &at, 1);
+        }
+        if (!dims[i]) return false;
+    }
+    return g->status == TG_OK;
+}
+
+/* The attribute form when at most one extent is dynamic (and it can be solved for), else
+ * the form with dimension inputs. */
+tg_var *tg_grad_reshape(tg_graph *g, tg_var *x, int ndim, tg_var *const *dims) {
+    int64_t sh[TG_MAX_DIMS], known = 1;
+    int unknown = 0;
+    if (!x || g->status != TG_OK || ndim < 0 || ndim > TG_MAX_DIMS) return NULL;
+    for (int i = 0; i < ndim; i++) {
+        if (!dims[i]) return NULL;
+        if (!const_int(dims[i], &sh[i])) {
+            sh[i] = -1;
+            unknown++;
+        } else {
+            known = sh[i] == 0 ? 0 : known;
+        }
+    }
+    if (unknown == 0 || (unknown == 1 && known != 0)) {
+        bool same = unknown == 0 && x->type.ndim == ndim;
+        for (int i = 0; same && i < ndim; i++) same = x->type.shape[i] == sh[i];
+        return same ? x : tg_reshape(g, x, ndim, sh);
+    }
+    tg_var *ins[TG_MAX_DIMS + 1];
+    ins[0] = x;
+    for (int i = 0; i < ndim; i++) ins[i + 1] = dims[i];
+    return tg_apply(g, "reshape", ins, ndim + 1, NULL, 0);
+}
+
+tg_var *tg_grad_reshape_like(tg_graph *g, tg_var *x, tg_var *like) {
+    tg_var *dims[TG_MAX_DIMS];
+    if (!like || !tg_grad_dims(g, like, dims)) return NULL;
+    return tg_grad_reshape(g, x, like->type.ndim, dims);
+}
+
+/* broadcast_to where like's shape is static, alloc with like's extents otherwise; v itself
+ * when it has like's shape already (a '?' of v is taken to be the same '?' of like). */
+tg_var *tg_grad_broadcast_like(tg_graph *g, tg_var *v, tg_var *like) {
+    if (!v || !like || g->status != TG_OK) return NULL;
+    const tg_type *t = &like->type;
+    bool same = v->type.ndim == t->ndim;
+    for (int i = 0; same && i < t->ndim; i++) same = v->type.shape[i] == t->shape[i];
+    if (same) return v;
+    if (tg_type_known(t)) {
+        tg_attr a = TG_A_INTS("shape", t->shape, t->ndim);
+        return tg_apply(g, "broadcast_to", &v, 1, &a, 1);
+    }
+    tg_var *ins[TG_MAX_DIMS + 1];
+    ins[0] = v;
+    if (!tg_grad_dims(g, like, ins + 1)) return NULL;
+    return tg_apply(g, "alloc", ins, t->ndim + 1, NULL, 0);
+}
+
 /* ---- reshape ---- */
 
+/* `shape` is required unless the extents come as inputs: reshape(x, d0, d1, ...) with
+ * 0-d integer inputs (a constant one gives a static extent, any other a '?'), as alloc
+ * takes them. That form reshapes to extents only known at run time (the gradient of a
+ * reshape of an input with several '?' extents needs it); its extents must be >= 0. */
 static const tg_attr_spec reshape_attrs[] = {
-    {"shape", TG_AS_INTS, 1, 0, {.kind = TG_ATTR_NONE}},
+    {"shape", TG_AS_INTS, 0, 1, {.kind = TG_ATTR_NONE}},
 };
+
+static tg_status infer_reshape_dims(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    int n = ic->nin - 1;
+    char ts[TG_TYPE_STR_MAX], ss[200];
+    if (ic->attrs[0].kind != TG_ATTR_NONE)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "give the shape either as the attribute or as dimension inputs, "
+                             "not both");
+    if (n > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "%d dimensions are more than %d", n, TG_MAX_DIMS);
+    tg_type *o = &ic->out[0];
+    type_init(o, (tg_dtype)x->dtype, n);
+    for (int d = 0; d < n; d++) {
+        const tg_type *t = &ic->in[d + 1];
+        if (t->ndim != 0 || !tg_dtype_is_int((tg_dtype)t->dtype))
+            return tg_infer_fail(ic, TG_ETYPE, "dimension %d must be a 0-d integer, got %s", d,
+                                 tg_type_str(t, ts, sizeof ts));
+        int64_t e;
+        o->shape[d] = -1;
+        if (ic->vars && const_int(ic->vars[d + 1], &e)) {
+            if (e < 0)
+                return tg_infer_fail(ic, TG_EINVAL, "negative dimension %lld (dimension %d)",
+                                     (long long)e, d);
+            o->shape[d] = e;
+        }
+    }
+    int64_t size, want;
+    if (tg_type_known(x) && tg_type_known(o)) {
+        if (!extents_product(x->shape, x->ndim, &size) ||
+            !extents_product(o->shape, o->ndim, &want))
+            return tg_infer_fail(ic, TG_ELIMIT, "the shapes are too large");
+        if (size != want)
+            return tg_infer_fail(ic, TG_ESHAPE, "cannot reshape %s (size %lld) into shape %s",
+                                 tg_type_str(x, ts, sizeof ts), (long long)size,
+                                 ints_str(o->shape, n, ss, sizeof ss));
+    }
+    return TG_OK;
+}
 
 static tg_status infer_reshape(tg_infer *ic) {
     const tg_type *x = &ic->in[0];
     const int64_t *sh;
+    if (ic->nin > 1) return infer_reshape_dims(ic);
+    if (ic->attrs[0].kind == TG_ATTR_NONE)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "missing attribute 'shape' (or the extents as dimension inputs)");
     int n = aval_ints(&ic->attrs[0], &sh);
     char ts[TG_TYPE_STR_MAX], ss[200];
     if (n > TG_MAX_DIMS)
@@ -134,24 +263,43 @@ static tg_status infer_reshape(tg_infer *ic) {
 /* A view when the input is C-contiguous, else a contiguous copy viewed with the shape. */
 static tg_status ref_reshape(tg_kern *k) {
     const tg_tensor *x = k->in[0];
-    const tg_type *ot = &k->out_type[0];
-    int64_t strides[TG_MAX_DIMS], size;
-    if (!extents_product(ot->shape, ot->ndim, &size) || size != tg_tensor_size(x))
-        return tg_kern_fail(k, TG_ESHAPE, "cannot reshape %lld elements into the output type",
-                            (long long)tg_tensor_size(x));
-    tg_contiguous_strides(ot->ndim, ot->shape, strides);
-    if (tg_tensor_is_contiguous(x)) return view_out(k, x, ot->ndim, ot->shape, strides, x->offset);
+    int nd = k->out_type[0].ndim;
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS], size;
+    char ss[200];
+    if (k->nin > 1) { /* extents from the dimension inputs */
+        nd = k->nin - 1;
+        if (nd > TG_MAX_DIMS) return tg_kern_fail(k, TG_ELIMIT, "too many dimensions");
+        for (int d = 0; d < nd; d++) {
+            shape[d] = tg_load_i64(tg_tensor_data(k->in[d + 1]), k->in[d + 1]->dtype);
+            if (shape[d] < 0)
+                return tg_kern_fail(k, TG_EINVAL, "negative dimension %lld (dimension %d)",
+                                    (long long)shape[d], d);
+        }
+    } else {
+        memcpy(shape, k->out_type[0].shape, sizeof shape[0] * (size_t)nd);
+    }
+    if (!extents_product(shape, nd, &size) || size != tg_tensor_size(x))
+        return tg_kern_fail(k, TG_ESHAPE, "cannot reshape %lld elements into shape %s",
+                            (long long)tg_tensor_size(x), ints_str(shape, nd, ss, sizeof ss));
+    tg_contiguous_strides(nd, shape, strides);
+    if (tg_tensor_is_contiguous(x)) return view_out(k, x, nd, shape, strides, x->offset);
     tg_tensor *c = tg_tensor_dup(x);
     if (!c) return tg_kern_fail(k, TG_ENOMEM, "cannot copy the input");
-    tg_status st = view_out(k, c, ot->ndim, ot->shape, strides, c->offset);
+    tg_status st = view_out(k, c, nd, shape, strides, c->offset);
     tg_tensor_free(c); /* the view holds its own reference */
     return st;
+}
+
+/* The cotangent reshaped back to the input's shape (shape(x) where it has '?'s). */
+static tg_status vjp_reshape(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    if (float_in(n, 0)) gin[0] = tg_grad_reshape_like(g, gout[0], n->in[0]);
+    return g->status;
 }
 
 const tg_op_def tg_op_reshape = {
     .name = "reshape",
     .min_in = 1,
-    .max_in = 1,
+    .max_in = -1,
     .nout = 1,
     .kind = TG_KIND_SHAPE,
     .attrs = reshape_attrs,
@@ -159,6 +307,8 @@ const tg_op_def tg_op_reshape = {
     .infer = infer_reshape,
     .ref = ref_reshape,
     .views = 1u << 0,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_reshape,
 };
 
 /* ---- transpose ---- */
@@ -224,6 +374,20 @@ static tg_status ref_transpose(tg_kern *k) {
     return view_out(k, x, x->ndim, shape, strides, x->offset);
 }
 
+/* The inverse permutation applied to the cotangent. */
+static tg_status vjp_transpose(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                               tg_var **gin) {
+    int perm[TG_MAX_DIMS], nd = n->in[0]->type.ndim;
+    int64_t inv[TG_MAX_DIMS];
+    char err[300];
+    if (!float_in(n, 0)) return g->status;
+    if (!transpose_perm(&n->attrs[0], nd, perm, err, sizeof err))
+        return tg_ir_fail(g, TG_EINTERNAL, "transpose gradient: %s", err), g->status;
+    for (int i = 0; i < nd; i++) inv[perm[i]] = i;
+    gin[0] = tg_transpose(g, gout[0], inv);
+    return g->status;
+}
+
 const tg_op_def tg_op_transpose = {
     .name = "transpose",
     .min_in = 1,
@@ -235,6 +399,8 @@ const tg_op_def tg_op_transpose = {
     .infer = infer_transpose,
     .ref = ref_transpose,
     .views = 1u << 0,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_transpose,
 };
 
 /* ---- expand_dims ---- */
@@ -311,6 +477,27 @@ static tg_status ref_expand_dims(tg_kern *k) {
     return view_out(k, x, od, shape, strides, x->offset);
 }
 
+/* The new axes squeezed out of the cotangent. */
+static tg_status vjp_expand_dims(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                 tg_var **gin) {
+    bool isnew[TG_MAX_DIMS];
+    int od, na = 0;
+    int64_t axes[TG_MAX_DIMS];
+    char err[200];
+    if (!float_in(n, 0)) return g->status;
+    if (!expand_axes(&n->attrs[0], n->in[0]->type.ndim, isnew, &od, err, sizeof err))
+        return tg_ir_fail(g, TG_EINTERNAL, "expand_dims gradient: %s", err), g->status;
+    for (int i = 0; i < od; i++)
+        if (isnew[i]) axes[na++] = i;
+    if (na == 0) {
+        gin[0] = gout[0];
+        return g->status;
+    }
+    tg_attr a = TG_A_INTS("axis", axes, na);
+    gin[0] = tg_apply(g, "squeeze", &gout[0], 1, &a, 1);
+    return g->status;
+}
+
 const tg_op_def tg_op_expand_dims = {
     .name = "expand_dims",
     .min_in = 1,
@@ -322,6 +509,8 @@ const tg_op_def tg_op_expand_dims = {
     .infer = infer_expand_dims,
     .ref = ref_expand_dims,
     .views = 1u << 0,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_expand_dims,
 };
 
 /* ---- squeeze ---- */
@@ -394,6 +583,37 @@ static tg_status ref_squeeze(tg_kern *k) {
     return view_out(k, x, ot->ndim, shape, strides, x->offset);
 }
 
+/* The squeezed axes put back into the cotangent: those the static inference dropped
+ * (axis none: the static 1s; otherwise the listed axes). */
+static tg_status vjp_squeeze(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    const tg_type *x = &n->in[0]->type;
+    const tg_aval *a = &n->attrs[0];
+    int64_t axes[TG_MAX_DIMS];
+    int na = 0;
+    if (!float_in(n, 0)) return g->status;
+    if (a->kind == TG_ATTR_NONE) {
+        for (int i = 0; i < x->ndim; i++)
+            if (x->shape[i] == 1 && !(x->nobcast & (1u << i))) axes[na++] = i;
+    } else {
+        const int64_t *ax;
+        int cnt = aval_ints(a, &ax);
+        bool drop[TG_MAX_DIMS] = {false};
+        for (int j = 0; j < cnt; j++) {
+            int p;
+            if (tg_axis_norm(ax[j], x->ndim, &p)) drop[p] = true;
+        }
+        for (int i = 0; i < x->ndim; i++)
+            if (drop[i]) axes[na++] = i;
+    }
+    if (na == 0) {
+        gin[0] = gout[0];
+        return g->status;
+    }
+    tg_attr at = TG_A_INTS("axis", axes, na);
+    gin[0] = tg_apply(g, "expand_dims", &gout[0], 1, &at, 1);
+    return g->status;
+}
+
 const tg_op_def tg_op_squeeze = {
     .name = "squeeze",
     .min_in = 1,
@@ -405,6 +625,8 @@ const tg_op_def tg_op_squeeze = {
     .infer = infer_squeeze,
     .ref = ref_squeeze,
     .views = 1u << 0,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_squeeze,
 };
 
 /* ---- broadcast_to ---- */
@@ -475,6 +697,13 @@ static tg_status ref_broadcast_to(tg_kern *k) {
     return view_out(k, x, n, sh, strides, x->offset);
 }
 
+/* Summed over the axes the input was broadcast along. */
+static tg_status vjp_broadcast_to(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                  tg_var **gin) {
+    if (float_in(n, 0)) gin[0] = tg_grad_unbroadcast(g, gout[0], &n->in[0]->type);
+    return g->status;
+}
+
 const tg_op_def tg_op_broadcast_to = {
     .name = "broadcast_to",
     .min_in = 1,
@@ -486,6 +715,8 @@ const tg_op_def tg_op_broadcast_to = {
     .infer = infer_broadcast_to,
     .ref = ref_broadcast_to,
     .views = 1u << 0,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_broadcast_to,
 };
 
 /* ---- slice ---- */
@@ -648,6 +879,22 @@ static tg_status ref_slice(tg_kern *k) {
     return view_out(k, x, nd, shape, strides, offset);
 }
 
+/* The cotangent written into zeros of the input's shape at the same selection
+ * (set_subtensor takes the slice attributes unchanged: negative steps, integer indices). */
+static tg_status vjp_slice(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    static const char *const names[4] = {"starts", "stops", "steps", "index"};
+    tg_attr at[4];
+    if (!float_in(n, 0)) return g->status;
+    for (int i = 0; i < 4; i++) {
+        const int64_t *v;
+        int cnt = aval_ints(&n->attrs[i], &v);
+        at[i] = TG_A_INTS(names[i], v, cnt);
+    }
+    tg_var *ins[2] = {tg_grad_zeros_like(g, n->in[0]), gout[0]};
+    gin[0] = tg_apply(g, "set_subtensor", ins, 2, at, 4);
+    return g->status;
+}
+
 const tg_op_def tg_op_slice = {
     .name = "slice",
     .min_in = 1,
@@ -659,6 +906,8 @@ const tg_op_def tg_op_slice = {
     .infer = infer_slice,
     .ref = ref_slice,
     .views = 1u << 0,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_slice,
 };
 
 /* One bound or step: nothing for TG_SLICE_NONE. */

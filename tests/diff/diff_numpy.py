@@ -24,6 +24,7 @@ Ends with the line "N passed, N failed"; exits 1 when a case failed.
 import argparse
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,18 +121,44 @@ class Program:
         self.cases.append(Case(self, name, expr, expect, rtol, scale, lines))
 
     def text(self, cases):
-        sig = ", ".join("%s: %s" % (p.name, p.decl) for p in self.params)
-        out = ["func main(%s) {" % sig]
-        rets = []
-        for k, c in enumerate(cases):
+        return bundle_text([(self, cases)])
+
+
+def _renamer(names, prefix):
+    """A function that prefixes every use of the parameters `names` in a .tg expression
+    (not attribute keywords `k=`, op names `f(`, nor parts of longer names)."""
+    if not prefix or not names:
+        return lambda text: text
+    pat = re.compile(r'(?<![\w.$"])(%s)(?![\w$"(]|\s*=|\s*\()'
+                     % "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
+    return lambda text: pat.sub(lambda m: prefix + m.group(1), text)
+
+
+def bundle_params(items):
+    """[(name in the bundle, Param)] of the programs in items = [(program, cases)]."""
+    multi = len(items) > 1
+    return [("p%d_%s" % (i, p.name) if multi else p.name, p)
+            for i, (prog, _) in enumerate(items) for p in prog.params]
+
+
+def bundle_text(items):
+    """One function computing the cases of several programs, outputs in order. With more
+    than one program, parameters are renamed p<i>_<name>; locals get a suffix _c<k>."""
+    multi = len(items) > 1
+    sig, body, rets = [], [], []
+    k = 0
+    for i, (prog, cases) in enumerate(items):
+        pre = "p%d_" % i if multi else ""
+        ren = _renamer([p.name for p in prog.params], pre)
+        sig += ["%s%s: %s" % (pre, p.name, p.decl) for p in prog.params]
+        for c in cases:
             suffix = "_c%d" % k
-            for ln in c.lines:
-                out.append("  " + ln.replace("$", suffix))
-            out.append("  o%d = %s" % (k, c.expr.replace("$", suffix)))
+            body += ["  " + ren(ln.replace("$", suffix)) for ln in c.lines]
+            body.append("  o%d = %s" % (k, ren(c.expr.replace("$", suffix))))
             rets.append("o%d" % k)
-        out.append("  return " + ", ".join(rets))
-        out.append("}")
-        return "\n".join(out) + "\n"
+            k += 1
+    return "\n".join(["func main(%s) {" % ", ".join(sig)] + body +
+                     ["  return " + ", ".join(rets), "}"]) + "\n"
 
 
 class Suite:
@@ -1201,20 +1228,20 @@ class Failure(Exception):
     pass
 
 
-def run_tgraph(tgraph, prog, cases, workdir, text=None):
-    """Runs prog restricted to `cases` (or the program `text`, with the outputs of
-    `cases`); returns a list of outputs, or raises Failure."""
+def run_tgraph(tgraph, items, workdir, text=None):
+    """Runs the bundle items = [(program, cases)] (or the program `text` with the same
+    parameters and outputs); returns the list of outputs, or raises Failure."""
     os.makedirs(workdir, exist_ok=True)
     src = os.path.join(workdir, "prog.tg")
     with open(src, "w") as f:
-        f.write(text if text is not None else prog.text(cases))
+        f.write(text if text is not None else bundle_text(items))
     args = [tgraph, "run", src]
-    for p in prog.params:
-        path = os.path.join(workdir, "in_%s.npy" % p.name)
+    for name, p in bundle_params(items):
+        path = os.path.join(workdir, "in_%s.npy" % name)
         np.save(path, p.save(p.value) if p.save else p.value)
-        args += ["--in", "%s=%s" % (p.name, path)]
+        args += ["--in", "%s=%s" % (name, path)]
     outs = []
-    for k in range(len(cases)):
+    for k in range(sum(len(cases) for _, cases in items)):
         path = os.path.join(workdir, "out_%d.npy" % k)
         if os.path.exists(path):
             os.remove(path)
@@ -1301,7 +1328,7 @@ def opt_roundtrip(tgraph, prog, got, workdir):
                 % (res.returncode, res.stderr.decode("utf-8", "replace").strip()), text)
     printed = res.stdout.decode("utf-8", "replace")
     try:
-        again = run_tgraph(tgraph, prog, prog.cases, workdir, text=printed)
+        again = run_tgraph(tgraph, [(prog, prog.cases)], workdir, text=printed)
     except Failure as e:
         return ("opt_roundtrip", "the printed program does not run: %s" % e, printed)
     for k, (a, b) in enumerate(zip(got, again)):
@@ -1372,54 +1399,85 @@ def describe_inputs(prog):
     return "; ".join(out)
 
 
-def run_program(tgraph, prog, tmp, keep, seed):
-    """Returns (n_passed, [failure texts])."""
-    wd = os.path.join(tmp, prog.name)
-    results = {}
-    extra = []
+def run_bundle(tgraph, bundle, tmp, keep, seed):
+    """Runs a bundle of programs in one tgraph process; when that fails, each program
+    alone, and when a program fails, each of its cases alone. Returns (passed, failures)."""
+    wd = os.path.join(tmp, bundle[0].name)
+    results = {}  # case -> None or the failure
+    outputs = {}  # program -> its outputs, when it ran as a whole
     try:
-        got = run_tgraph(tgraph, prog, prog.cases, wd)
-        for c, g in zip(prog.cases, got):
-            results[c] = (compare(c, g), None)
-        if prog.roundtrip:
-            extra.append(opt_roundtrip(tgraph, prog, got, os.path.join(wd, "opt")))
-    except Failure as whole:
-        if len(prog.cases) == 1:
-            results[prog.cases[0]] = (str(whole), None)
-        else:
-            for k, c in enumerate(prog.cases):
-                try:
-                    (g,) = run_tgraph(tgraph, prog, [c], os.path.join(wd, "case%d" % k))
-                    results[c] = (compare(c, g), None)
-                except Failure as alone:
-                    results[c] = (str(alone), None)
+        got = run_tgraph(tgraph, [(p, p.cases) for p in bundle], wd)
+        k = 0
+        for prog in bundle:
+            outputs[prog] = got[k:k + len(prog.cases)]
+            k += len(prog.cases)
+    except Failure:
+        for prog in bundle:
+            pwd = os.path.join(wd, prog.name)
+            try:
+                outputs[prog] = run_tgraph(tgraph, [(prog, prog.cases)], pwd)
+            except Failure as whole:
+                if len(prog.cases) == 1:
+                    results[prog.cases[0]] = str(whole)
+                    continue
+                for k, c in enumerate(prog.cases):
+                    try:
+                        (g,) = run_tgraph(tgraph, [(prog, [c])], os.path.join(pwd, "c%d" % k))
+                        results[c] = compare(c, g)
+                    except Failure as alone:
+                        results[c] = str(alone)
     passed, failures = 0, []
-    for name, why, text in extra:
-        if why is None:
-            passed += 1
-        else:
-            failures.append("\n".join(["FAIL %s/%s: %s" % (prog.name, name, why)] +
-                                      ["    " + ln for ln in text.rstrip().split("\n")]))
-    for c in prog.cases:
-        why = results[c][0]
-        if why is None:
-            passed += 1
-            continue
-        text = prog.text([c])
-        msg = ["FAIL %s: %s" % (c.full_name(), why),
-               "  seed %d; inputs: %s" % (seed, describe_inputs(prog)),
-               "  program:"] + ["    " + ln for ln in text.rstrip().split("\n")]
-        if keep:
-            d = os.path.join(keep, c.full_name().replace("/", "__"))
-            os.makedirs(d, exist_ok=True)
-            with open(os.path.join(d, "prog.tg"), "w") as f:
-                f.write(text)
-            for p in prog.params:
-                np.save(os.path.join(d, "%s.npy" % p.name), p.value)
-            np.save(os.path.join(d, "expected.npy"), c.expect)
-            msg.append("  kept in %s" % d)
-        failures.append("\n".join(msg))
+    for prog, got in outputs.items():
+        for c, g in zip(prog.cases, got):
+            results[c] = compare(c, g)
+        if prog.roundtrip:
+            name, why, text = opt_roundtrip(tgraph, prog, got, os.path.join(wd, "opt"))
+            if why is None:
+                passed += 1
+            else:
+                failures.append("\n".join(["FAIL %s/%s: %s" % (prog.name, name, why)] +
+                                          ["    " + ln for ln in text.rstrip().split("\n")]))
+    for prog in bundle:
+        for c in prog.cases:
+            why = results[c]
+            if why is None:
+                passed += 1
+            else:
+                failures.append(describe_failure(prog, c, why, keep, seed))
     return passed, failures
+
+
+def describe_failure(prog, c, why, keep, seed):
+    text = prog.text([c])
+    msg = ["FAIL %s: %s" % (c.full_name(), why),
+           "  seed %d; inputs: %s" % (seed, describe_inputs(prog)),
+           "  program:"] + ["    " + ln for ln in text.rstrip().split("\n")]
+    if keep:
+        d = os.path.join(keep, c.full_name().replace("/", "__"))
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "prog.tg"), "w") as f:
+            f.write(text)
+        for p in prog.params:
+            np.save(os.path.join(d, "%s.npy" % p.name), p.value)
+        np.save(os.path.join(d, "expected.npy"), c.expect)
+        msg.append("  kept in %s" % d)
+    return "\n".join(msg)
+
+
+def make_bundles(progs, max_cases=150, max_params=48, max_elems=300000):
+    """Groups consecutive programs so that one tgraph process runs several of them."""
+    bundles, cur, nc, npar, nel = [], [], 0, 0, 0
+    for prog in progs:
+        c, pp = len(prog.cases), len(prog.params)
+        el = sum(p.value.size for p in prog.params) + sum(c.expect.size for c in prog.cases)
+        if cur and (nc + c > max_cases or npar + pp > max_params or nel + el > max_elems):
+            bundles.append(cur)
+            cur, nc, npar, nel = [], 0, 0, 0
+        cur.append(prog)
+        nc, npar, nel = nc + c, npar + pp, nel + el
+    if cur:
+        bundles.append(cur)
+    return bundles
 
 
 def main():
@@ -1431,6 +1489,8 @@ def main():
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--no-bundle", dest="bundle", action="store_false",
+                    help="one tgraph process per program (default: several per process)")
     args = ap.parse_args()
     tgraph = os.path.abspath(args.tgraph)
     if not os.access(tgraph, os.X_OK):
@@ -1462,14 +1522,17 @@ def main():
     passed, failures = 0, []
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futs = [pool.submit(run_program, tgraph, p, tmp, args.keep, args.seed) for p in progs]
+            bundles = make_bundles(progs) if args.bundle else [[p] for p in progs]
+            futs = [pool.submit(run_bundle, tgraph, b, tmp, args.keep, args.seed)
+                    for b in bundles]
             cli = pool.submit(cli_checks, tgraph, tmp) if not args.filter else None
-            for prog, fut in zip(progs, futs):
+            for b, fut in zip(bundles, futs):
                 n, fails = fut.result()
                 passed += n
                 failures += fails
                 if args.verbose:
-                    print("%s: %d passed, %d failed" % (prog.name, n, len(fails)))
+                    print("%s: %d passed, %d failed" % (" ".join(p.name for p in b), n,
+                                                        len(fails)))
             if cli:
                 n, fails = cli.result()
                 passed += n
