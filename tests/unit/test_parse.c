@@ -688,8 +688,14 @@ static void test_errors_names(void **state) {
     parse_err("func f(x: f32[]) {\n  return q\n}", TG_ENAME, "t.tg:2:10: unknown name 'q'");
     parse_err("func f(x: f32[]) {\n  y = frobnicate(x)\n  return y\n}", TG_ENAME,
               "t.tg:2:7: unknown op 'frobnicate'");
-    parse_err("func f(x: f32[]) {\n  y = neg(grad(x, x))\n  return y\n}", TG_ENAME,
-              "t.tg:2:11: unknown op 'grad'");
+    parse_err("func f(x: f32[]) {\n  y = neg(gard(x, x))\n  return y\n}", TG_ENAME,
+              "t.tg:2:11: unknown op 'gard'");
+    parse_err_prefix("func f(x: f32[3]) {\n  y = grad(x, x)\n  return y\n}",
+                     "t.tg:2:7: grad: the cost must be a scalar, got f32[3]");
+    parse_err_prefix("func f(x: f32[], y: f32[]) {\n  g = grad(neg(x), y)\n  return g\n}",
+                     "t.tg:2:7: grad: the result does not depend on 'y'");
+    parse_err_prefix("func f(x: f32[4,2], i: i64[2]) {\n  y = x[i, 1:]\n  return y\n}",
+                     "t.tg:2:9: an index array can only be combined with full slices");
     parse_err("func f(x: f32[]) {\n  a, b = neg(x)\n  return a\n}", TG_ESYNTAX,
               "t.tg:2:10: 'neg' gives 1 value but 2 names are bound");
     parse_err("func f(x: f32[]) {\n  a, b = x\n  return a\n}", TG_ESYNTAX,
@@ -866,6 +872,15 @@ static void test_print_graph_built_in_c(void **state) {
 static void test_roundtrip_programs(void **state) {
     (void)state;
     static const char *const programs[] = {
+        "func sugar(x: f64[4,3], i: i64[2], y: f64[2,3], m: bool[4]) {\n"
+        "  a = set_subtensor(x[1:3], y)\n"
+        "  b = inc_subtensor(x[i], y)\n"
+        "  c = x[:, i]\n"
+        "  d = x[m]\n"
+        "  s = sum(mul(a, b))\n"
+        "  ga, gy = grad(s, x, y)\n"
+        "  return a, b, c, d, ga, gy\n"
+        "}\n",
         "func mlp(x: f32[?,784], W: f32[784,256], b: f32[256], y: i64[?]) {\n"
         "  h = tanh(add(dot(x, W), b))\n"
         "  loss = mean(neg(h))\n"
