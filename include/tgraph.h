@@ -269,10 +269,32 @@ TG_API tg_graph *tg_module_find(const tg_module *m, const char *name);
 TG_API tg_status tg_module_print(const tg_module *m, FILE *f);
 #define TG_PARSE_MAX_DEPTH 256 /* deepest nesting of calls and brackets the parser takes */
 
+/* ---- optimising: the rewrite pipeline ------------------------------------------- */
+/* canonicalize -> stabilize -> specialize -> blas -> fuse -> inplace (docs/rewrites.md). */
+typedef struct tg_optimize_opts {
+    bool no_blas;            /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
+    bool verify;             /* verify the IR after every pass (always on in debug builds) */
+    const char *print_after; /* print the graph after the pass of this name; "all": each */
+    FILE *print_to;          /* where those go (NULL: stdout) */
+    FILE *stats_to;          /* when set, the compile-time report (per pass, per rule) */
+} tg_optimize_opts;
+/* Runs the pipeline on a copy of g; *out receives the rewritten graph, which the caller
+ * frees with tg_graph_free. g itself is never modified. opts may be NULL. */
+TG_API tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts,
+                                   tg_graph **out);
+/* Name of pass i of the pipeline, in order; NULL past the end. */
+TG_API const char *tg_pass_name(int i);
+
 /* ---- compiling and running ------------------------------------------------------ */
-typedef enum { TG_MODE_REFERENCE, TG_MODE_VM, TG_MODE_C, TG_MODE_DEBUG } tg_mode;
+/* TG_MODE_VM (0, the default) runs the graph rewritten by the optimisation pipeline;
+ * TG_MODE_REFERENCE runs the graph as written, node by node (the oracle). In this build
+ * both use the reference kernels: the fast VM executor is a later step. */
+typedef enum { TG_MODE_VM, TG_MODE_REFERENCE, TG_MODE_C, TG_MODE_DEBUG } tg_mode;
 typedef struct tg_compile_opts {
-    tg_mode mode; /* TG_MODE_REFERENCE: the graph as written, node by node */
+    tg_mode mode;    /* see above; a zeroed struct (or opts NULL) means TG_MODE_VM */
+    bool no_rewrite; /* TG_MODE_VM: skip the rewrite pipeline */
+    bool no_blas;    /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
+    bool verify;     /* verify the IR after every rewrite pass (always on in debug builds) */
 } tg_compile_opts;
 typedef struct tg_fn tg_fn;
 /* Compiles g (which must stay alive while the function is used). opts may be NULL. */

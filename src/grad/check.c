@@ -7,11 +7,12 @@
  * ignored). The gradient of cost = sum(y * r) with respect to every float input is built
  * in a clone of g as the VJP of y with cotangent r (tg_vjp: the same graph tg_grad would
  * build past the sum and the mul, in y's dtype, so an f32 graph stays f32; disconnected
- * inputs get zeros), and compiled with the reference interpreter. The numeric gradient of element j of
- * float input x is (c(x + h e_j) - c(x - h e_j)) / (x_+ - x_-), where c = sum(y * r) is
- * computed in double from the outputs of g itself, h = eps * max(1, |x_j|) (a step
- * relative to the element's magnitude), and x_+ / x_- are the perturbed values as stored
- * in the input's dtype (rounding to f32 changes the step; the actual one divides).
+ * inputs get zeros), and compiled with the reference interpreter. The numeric gradient
+ * of element j of float input x is (c(x + h e_j) - c(x - h e_j)) / (x_+ - x_-), where
+ * c = sum(y * r) is computed in double from the outputs of g itself, h =
+ * eps * max(1, |x_j|) (a step relative to the element's magnitude), and x_+ / x_- are
+ * the perturbed values as stored in the input's dtype (rounding to f32 changes the step;
+ * the actual one divides).
  * Integer and bool inputs are held fixed.
  *
  * Tolerances: an element passes when |analytic - numeric| <= atol + rtol * |numeric|.
@@ -51,16 +52,16 @@ static double proj_value(uint64_t *s) {
 
 typedef struct check_state {
     tg_ctx *ctx;
-    tg_graph *g;          /* the user's graph (read only) */
-    tg_fn *fwd;           /* g compiled */
-    tg_graph *c;          /* clone with the cost and gradients */
-    tg_fn *bwd;           /* c compiled */
-    tg_tensor **args;     /* per input: the caller's tensor, or a private copy (floats) */
-    tg_tensor *r;         /* the projection */
-    tg_tensor **grads;    /* analytic gradients, per float input */
-    int *fidx;            /* input index of each float input */
-    int nf;               /* float input count */
-    int nin;              /* input count */
+    tg_graph *g;       /* the user's graph (read only) */
+    tg_fn *fwd;        /* g compiled */
+    tg_graph *c;       /* clone with the cost and gradients */
+    tg_fn *bwd;        /* c compiled */
+    tg_tensor **args;  /* per input: the caller's tensor, or a private copy (floats) */
+    tg_tensor *r;      /* the projection */
+    tg_tensor **grads; /* analytic gradients, per float input */
+    int *fidx;         /* input index of each float input */
+    int nf;            /* float input count */
+    int nin;           /* input count */
 } check_state;
 
 static void state_fini(check_state *s) {
@@ -108,8 +109,8 @@ static tg_status build_grad(check_state *s, const tg_tensor *y0, uint64_t seed) 
     if (!s->c) {
         char why[TG_ERRMSG_MAX];
         snprintf(why, sizeof why, "%s", tg_last_error());
-        return tg_set_error(TG_EINTERNAL, "grad check: cannot clone '%s': %s",
-                            tg_graph_name(s->g), why);
+        return tg_set_error(TG_EINTERNAL, "grad check: cannot clone '%s': %s", tg_graph_name(s->g),
+                            why);
     }
     tg_graph *c = s->c;
     tg_var *y = tg_graph_output(c, 0), *r = tg_constant(c, s->r);
@@ -118,8 +119,8 @@ static tg_status build_grad(check_state *s, const tg_tensor *y0, uint64_t seed) 
     tg_var **gv = wrt + s->nf;
     for (int k = 0; k < s->nf; k++) wrt[k] = tg_graph_input(c, s->fidx[k]);
     /* the gradient of sum(y * r) is the VJP of y with cotangent r */
-    tg_status st = r ? tg_vjp(c, &y, &r, 1, wrt, s->nf, TG_DISCONNECTED_ZERO, gv)
-                     : tg_graph_status(c);
+    tg_status st =
+        r ? tg_vjp(c, &y, &r, 1, wrt, s->nf, TG_DISCONNECTED_ZERO, gv) : tg_graph_status(c);
     if (st == TG_OK) st = tg_graph_set_outputs(c, gv, s->nf);
     tg_mem_free(s->ctx, wrt, sizeof *wrt * (size_t)(2 * s->nf + 1));
     if (st != TG_OK) {
@@ -137,8 +138,8 @@ static double excess(double a, double num, double rtol, double atol) {
     return fabs(a - num) - atol - rtol * fabs(num);
 }
 
-tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
-                        const tg_grad_check_opts *opts, tg_grad_check_report *rep) {
+tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin, const tg_grad_check_opts *opts,
+                        tg_grad_check_report *rep) {
     if (rep) *rep = (tg_grad_check_report){.input = -1, .index = -1};
     if (!g) return tg_set_error(TG_EINVAL, "grad check: graph is NULL");
     if (tg_graph_status(g) != TG_OK)
@@ -152,8 +153,8 @@ tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
         return tg_set_error(TG_ETYPE, "grad check: the output must be a float, got %s",
                             tg_dtype_name(tg_var_dtype(yv)));
     if (nin != tg_graph_input_count(g) || (nin > 0 && !in))
-        return tg_set_error(TG_EINVAL, "grad check: '%s' takes %d inputs, got %d",
-                            tg_graph_name(g), tg_graph_input_count(g), nin);
+        return tg_set_error(TG_EINVAL, "grad check: '%s' takes %d inputs, got %d", tg_graph_name(g),
+                            tg_graph_input_count(g), nin);
     for (int i = 0; i < nin; i++)
         if (!in[i]) return tg_set_error(TG_EINVAL, "grad check: input %d is NULL", i);
 
@@ -217,8 +218,10 @@ tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
         size_t esz = tg_dtype_size(dt);
         int64_t n = tg_tensor_size(x);
         if (tg_tensor_size(s.grads[k]) != n) {
-            st = tg_set_error(TG_EINTERNAL, "grad check: the gradient of input '%s' has %lld "
-                              "elements, the input %lld", tg_var_name(tg_graph_input(g, i)),
+            st = tg_set_error(TG_EINTERNAL,
+                              "grad check: the gradient of input '%s' has %lld "
+                              "elements, the input %lld",
+                              tg_var_name(tg_graph_input(g, i)),
                               (long long)tg_tensor_size(s.grads[k]), (long long)n);
             break;
         }
@@ -235,9 +238,10 @@ tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
             tg_store_f64(p, dt, x0);
             if (st != TG_OK) break;
             if (!(xp > xm)) {
-                st = tg_set_error(TG_EINVAL, "grad check: step %g vanishes at input '%s' "
-                                  "element %lld (value %g); use a larger eps", h,
-                                  tg_var_name(tg_graph_input(g, i)), (long long)j, x0);
+                st = tg_set_error(TG_EINVAL,
+                                  "grad check: step %g vanishes at input '%s' "
+                                  "element %lld (value %g); use a larger eps",
+                                  h, tg_var_name(tg_graph_input(g, i)), (long long)j, x0);
                 break;
             }
             double num = (cp - cm) / (xp - xm);
@@ -246,8 +250,11 @@ tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
             if (ex > worst_ex || worst.input < 0) {
                 double err = fabs(a - num), mx = fmax(fabs(a), fabs(num));
                 worst_ex = ex;
-                worst = (tg_grad_check_report){.input = i, .index = j, .analytic = a,
-                                               .numeric = num, .abs_err = err,
+                worst = (tg_grad_check_report){.input = i,
+                                               .index = j,
+                                               .analytic = a,
+                                               .numeric = num,
+                                               .abs_err = err,
                                                .rel_err = mx > 0 ? err / mx : 0.0};
                 if (isnan(err)) worst.rel_err = NAN;
             }
@@ -256,7 +263,8 @@ tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
     if (st != TG_OK) goto done;
     if (rep) *rep = worst;
     if (worst.input >= 0 && worst_ex > 0)
-        st = tg_set_error(TG_ECHECK, "grad check failed for input '%s' element %lld: analytic "
+        st = tg_set_error(TG_ECHECK,
+                          "grad check failed for input '%s' element %lld: analytic "
                           "%.9g, numeric %.9g (abs err %.3g; tolerance %.3g + %.3g * |numeric|)",
                           tg_var_name(tg_graph_input(g, worst.input)), (long long)worst.index,
                           worst.analytic, worst.numeric, worst.abs_err, atol, rtol);

@@ -473,8 +473,7 @@ static tg_status vjp_pow(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_
 }
 
 /* maximum and minimum: the input equal to the result gets ct, half of it on a tie. */
-static tg_status vjp_extreme(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                             tg_var **gin) {
+static tg_status vjp_extreme(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *ct = gout[0], *y = n->out[0], *zero = lit(g, 0.0);
     tg_var *ma = tg_eq(g, n->in[0], y), *mb = tg_eq(g, n->in[1], y);
     tg_var *half = tg_mul(g, ct, lit(g, 0.5));
@@ -554,15 +553,13 @@ static tg_status vjp_tanh(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
 }
 
 /* d sigmoid(x) = y * (1 - y) */
-static tg_status vjp_sigmoid(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                             tg_var **gin) {
+static tg_status vjp_sigmoid(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *y = n->out[0];
     return chain1(g, n, gout, gin, tg_mul(g, y, tg_sub(g, lit(g, 1.0), y)));
 }
 
 /* d softplus(x) = sigmoid(x) */
-static tg_status vjp_softplus(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                              tg_var **gin) {
+static tg_status vjp_softplus(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     return chain1(g, n, gout, gin, tg_sigmoid(g, n->in[0]));
 }
 

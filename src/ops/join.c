@@ -13,6 +13,13 @@
  *   step) (exactly for integers), element 0 is start, element 1 is start+step, and the
  *   rest start + i*delta with delta = element 1 - element 0, in the output dtype's own
  *   arithmetic (float32 in float, integers wrapping).
+ * - arange also takes its bounds as 0-d integer inputs, arange(stop) or arange(start,
+ *   stop) (the gradients of take_along and concatenate need lengths known only at run
+ *   time); a constant input gives a static length, any other a '?', and the kernel
+ *   allocates its output (self_alloc).
+ * - Gradients: concatenate/stack give each input its block of the cotangent, split joins
+ *   its pieces' cotangents (zeros for unused pieces), full/alloc sum the cotangent onto
+ *   the value, tril/triu mask it; the other constructors and shape/size have none.
  * Invariants: reference kernels read inputs through their strides (any sign, 0-size) and
  * never make a view that reaches outside a buffer (0-size pieces are skipped).
  */

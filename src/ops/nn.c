@@ -216,23 +216,20 @@ static tg_var *sum_axis(tg_graph *g, const tg_aval *axis, tg_var *v) {
     return tg_reduce(g, "sum", v, &axis->i, 1, true);
 }
 
-static tg_status vjp_softmax(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                             tg_var **gin) {
+static tg_status vjp_softmax(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *y = n->out[0], *ct = gout[0];
     tg_var *s = sum_axis(g, &n->attrs[0], tg_mul(g, ct, y));
     gin[0] = tg_mul(g, y, tg_sub(g, ct, s));
     return tg_graph_status(g);
 }
 
-static tg_status vjp_log_softmax(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                                 tg_var **gin) {
+static tg_status vjp_log_softmax(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *y = n->out[0], *ct = gout[0];
     gin[0] = tg_sub(g, ct, tg_mul(g, tg_exp(g, y), sum_axis(g, &n->attrs[0], ct)));
     return tg_graph_status(g);
 }
 
-static tg_status vjp_logsumexp(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                               tg_var **gin) {
+static tg_status vjp_logsumexp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *x = n->in[0], *y = n->out[0], *ct = gout[0];
     bool red[TG_MAX_DIMS];
     char err[160];

@@ -322,15 +322,17 @@ static tg_status ref_all(tg_kern *k) { return reduce_ref(k, &r_all, false); }
  *  - sum: broadcast back (broadcast_to, or alloc with shape(x) where x has '?' extents);
  *  - mean: the same divided by the number of reduced elements (static, or the product of
  *    shape(x)'s reduced extents at run time);
- *  - prod: exact where x has zeros. With nz the number of zeros in the reduced slice and
- *    p the product of its non-zero elements: nz == 0 gives g * p / x; nz == 1 gives g * p
- *    to the zero element and 0 to the others; nz >= 2 gives 0 everywhere. (Dividing
- *    p / x can lose the last bits, and overflow or underflow where the product of all
- *    but one element would not; NaN and inf in x give NaN.) The graph is differentiable
- *    again, with exact second derivatives at zeros.
+ *  - prod: exact where x has zeros (never g * prod / x). With nz the number of zeros in
+ *    the reduced slice and p the product of its non-zero elements: nz == 0 gives
+ *    g * p / x; nz == 1 gives g * p to the zero element and 0 to the others; nz >= 2
+ *    gives 0 everywhere. The graph is written so that second derivatives are exact at
+ *    zeros too (see vjp_prod); third and higher ones are not where a slice has three or
+ *    more zeros. Dividing p / x can lose the last bits, and overflow or underflow where
+ *    the product of all but one element would not; inf or NaN in x give NaN.
  *  - max/min: the cotangent is split evenly among the elements equal to the result (a
  *    tie of k elements gives each g / k, as JAX does), 0 to the others; a slice holding
- *    a NaN has a NaN result, which no element equals: its gradient is NaN everywhere.
+ *    a NaN has a NaN result, which no element equals: its elements get 0 (like
+ *    maximum/minimum, where neither input gets anything when the result is NaN).
  * argmax, argmin, any and all have integer or bool results: no gradient (TG_GRAD_NONE).
  */
 
@@ -398,6 +400,9 @@ static tg_status vjp_mean(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
     return g->status;
 }
 
+/* d prod / dx_i = product of the other elements of its slice, written so that its value
+ * and its own derivatives are exact where x has zeros: p = product of the non-zero
+ * elements and z = sum of the zero elements (0, but its derivative is 1 at each zero). */
 static tg_status vjp_prod(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *x = n->in[0], *zero = tg_literal_float(g, 0.0);
     bool red[TG_MAX_DIMS];
@@ -405,11 +410,19 @@ static tg_status vjp_prod(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
     tg_var *gk = keepdims_form(g, n, gout[0], red);
     tg_var *isz = tg_eq(g, x, zero);
     tg_var *nz = reduce_keep(g, "sum", isz, n);
+    tg_var *nz0 = tg_eq(g, nz, tg_literal_int(g, 0)), *nz1 = tg_eq(g, nz, tg_literal_int(g, 1));
+    tg_var *nz2 = tg_eq(g, nz, tg_literal_int(g, 2));
     tg_var *xnz = tg_where(g, isz, tg_literal_float(g, 1.0), x);
-    tg_var *gp = tg_mul(g, gk, reduce_keep(g, "prod", xnz, n)); /* g * (product of non-zeros) */
-    tg_var *at_zero = tg_where(g, tg_eq(g, nz, tg_literal_int(g, 1)), gp, zero);
-    tg_var *elsewhere = tg_where(g, tg_eq(g, nz, tg_literal_int(g, 0)), tg_div(g, gp, xnz), zero);
-    gin[0] = tg_where(g, isz, at_zero, elsewhere);
+    tg_var *gp = tg_mul(g, gk, reduce_keep(g, "prod", xnz, n)); /* g * p */
+    tg_var *zs = reduce_keep(g, "sum", tg_where(g, isz, x, zero), n);
+    /* non-zero x_i: p / x_i without zeros, z * p / x_i with one (0, but the right slope
+     * towards the zero), 0 with more */
+    tg_var *nonzero = tg_where(g, nz0, tg_div(g, gp, xnz),
+                               tg_where(g, nz1, tg_div(g, tg_mul(g, gp, zs), xnz), zero));
+    /* a zero x_i: p when it is the only zero, (z - x_i) * p (0, the slope towards the
+     * other zero) with two, 0 with more */
+    tg_var *atzero = tg_where(g, nz1, gp, tg_where(g, nz2, tg_mul(g, gp, tg_sub(g, zs, x)), zero));
+    gin[0] = tg_where(g, isz, atzero, nonzero);
     return g->status;
 }
 
@@ -419,7 +432,9 @@ static tg_status vjp_extreme(tg_graph *g, const tg_node *n, tg_var *const *gout,
     if (!float_in(n, 0)) return g->status;
     tg_var *gk = keepdims_form(g, n, gout[0], red);
     tg_var *hit = tg_eq(g, x, keepdims_form(g, n, n->out[0], red));
-    tg_var *cnt = tg_cast(g, reduce_keep(g, "sum", hit, n), (tg_dtype)x->type.dtype);
+    /* at least 1: a NaN slice (no hit) must not put 0/0 into higher derivatives */
+    tg_var *hits = tg_maximum(g, reduce_keep(g, "sum", hit, n), tg_literal_int(g, 1));
+    tg_var *cnt = tg_cast(g, hits, (tg_dtype)x->type.dtype);
     tg_var *share = tg_div(g, gk, cnt);
     gin[0] = tg_grad_broadcast_like(g, tg_where(g, hit, share, tg_literal_float(g, 0.0)), x);
     return g->status;

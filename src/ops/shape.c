@@ -6,7 +6,13 @@
  * which copies first. slice follows Python's slice.indices() clamping exactly and keeps
  * negative steps as negative strides; its attributes are four int lists of one length n
  * (starts, stops, steps, index flags; TG_SLICE_NONE for an omitted bound or step), and
- * tg_slice_format prints them back in the `x[1:, ::-1, 0]` syntax.
+ * tg_slice_format prints them back in the `x[1:, ::-1, 0]` syntax. reshape also takes its
+ * extents as 0-d integer inputs, reshape(x, d0, d1, ...), for extents known only at run
+ * time. Gradients: each op's VJP applies the inverse shape op to the cotangent (reshape
+ * back, inverse permutation, squeeze the new axes / expand the squeezed ones, sum over
+ * the broadcast axes, set_subtensor of the slice into zeros). The shape helpers the VJPs
+ * of every family share (tg_grad_dims, tg_grad_reshape*, tg_grad_broadcast_like) live
+ * here, next to the ops they build.
  * Invariants: static extents stay static where NumPy's rule decides them from static
  * inputs; an extent that depends on a '?' is -1; `nobcast` bits follow the axes they
  * belong to. Checks that need a '?' extent run again when inference sees concrete types.

@@ -1,12 +1,21 @@
 /* rewrite.h - private header of src/rewrite: the rewrite engine (rules indexed by root op,
- * a worklist run to a fixed point), passes, and the pipeline.
+ * a worklist run to a fixed point), the passes, and the pipeline. docs/rewrites.md is the
+ * guide (every rule with an example, how to write a rule and its golden test).
  *
  * Invariants:
  *  - A rule never changes a type: its replacement has exactly the type of the value it
- *    replaces (dtype and static shape); the engine checks and refuses otherwise.
- *  - Rules build new nodes with the ordinary builders; they never edit nodes in place.
+ *    replaces (dtype, static shape and weakness); the engine checks and refuses otherwise
+ *    (an error naming the rule: a rule that wants a different type must return NULL).
+ *  - Rules build new nodes with the ordinary builders (tg_apply, tg_ir_node_make_norm, ...);
+ *    they never edit nodes in place. A builder error inside a rule is a bug in that rule:
+ *    the engine stops with an error naming it, so rules check types before building.
+ *  - A rule returns a value built from the inputs of its node (or any value that does not
+ *    depend on the node): the engine checks the nodes the rule just built for a cycle.
+ *  - A use is only redirected when the user infers exactly the same types afterwards
+ *    (replacing a value by a constant can make an op's inference more precise: reshape,
+ *    alloc and arange read constant inputs); such uses keep the old value.
  *  - Every pass leaves a graph that tg_graph_verify accepts (checked after each pass in
- *    checked builds and whenever opts->verify is set).
+ *    checked builds, i.e. without NDEBUG, and whenever opts->verify is set).
  *  - The pipeline is one list in pipeline.c, in the order of DESIGN.md.
  */
 #ifndef TG_REWRITE_H
@@ -20,21 +29,22 @@ typedef struct tg_rw tg_rw; /* a running application of rules to one graph */
 
 /* A rule looks at node n (whose op is the rule's root op) and returns a value to replace
  * n->out[0] with (same type), or NULL to leave it. Rules for multi-output nodes may
- * instead call tg_rw_replace themselves for each output and return NULL. */
+ * instead call tg_rw_replace themselves for each output and return NULL. Nodes the rule
+ * built and then did not use are removed by the engine. */
 typedef tg_var *(*tg_rule_fn)(tg_rw *rw, tg_node *n);
 
 typedef struct tg_rule {
-    const char *name; /* shown in --stats and golden tests */
+    const char *name; /* shown in --stats and golden tests; rows may share a name */
     int op;           /* root op (tg_op), or -1 for every op */
     tg_rule_fn fn;    /* the rewrite */
 } tg_rule;
 
-/* Per-rule statistics. */
+/* Per-rule statistics (rows of one pass with the same name are added up). */
 typedef struct tg_rule_stats {
     const char *name;   /* rule */
     const char *pass;   /* pass it belongs to */
     long tried;         /* calls of fn */
-    long applied;       /* replacements made */
+    long applied;       /* calls that replaced at least one use */
     double seconds;     /* time inside fn */
 } tg_rule_stats;
 
@@ -46,34 +56,69 @@ typedef struct tg_rw_opts {
     bool stats;               /* collect per-rule and per-pass statistics */
 } tg_rw_opts;
 
+#define TG_RW_MAX_PASSES 16
+
+/* Per-pass statistics. */
+typedef struct tg_pass_stats {
+    const char *name;              /* pass */
+    double seconds;                /* its time: engine, rules and verification */
+    int nodes_before, nodes_after; /* live nodes */
+    long visits;                   /* nodes taken from the worklist */
+    long applied;                  /* rewrites made */
+} tg_pass_stats;
+
 /* Statistics of one pipeline run (owned by the caller; tg_rw_report_free). */
 typedef struct tg_rw_report {
     tg_rule_stats *rules;  /* one per rule that was tried */
     int nrules, caprules;
-    struct { const char *name; double seconds; int nodes_before, nodes_after; } passes[16];
+    tg_pass_stats passes[TG_RW_MAX_PASSES];
     int npasses;
+    double compact_seconds;  /* dead-code removal (tg_graph_clone) between passes */
+    double total_seconds;    /* the whole pipeline */
+    int nodes_in, nodes_out; /* live nodes before and after the pipeline */
 } tg_rw_report;
 void tg_rw_report_free(tg_ctx *ctx, tg_rw_report *r);
-void tg_rw_report_print(const tg_rw_report *r, FILE *f);
+void tg_rw_report_print(const tg_rw_report *r, const char *func, FILE *f);
 
 /* ---- the engine (engine.c) ---- */
 /* Applies rules to g until none applies (fixed point). Each node reachable from the
- * outputs is visited; after a replacement the users of the new value and the new nodes are
- * visited again. A rule applying more than a bounded number of times (cycle guard) is an
- * error naming it. */
+ * outputs is visited, inputs before users; after a replacement the users of the new value
+ * and the new nodes are visited again. A pass making more than a bounded number of
+ * rewrites (16 per live node, plus 1000) is an error naming the rule applied most: rules
+ * that undo each other. report may be NULL (then nothing is timed). */
 tg_status tg_rw_apply(tg_graph *g, const char *pass, const tg_rule *rules, int nrules,
                       tg_rw_report *report);
 tg_graph *tg_rw_graph(tg_rw *rw);
-/* Replaces every use of old by new inside a rule (types must be equal). */
+/* Replaces every use of old (node inputs and graph outputs) by new inside a rule. Types
+ * must be equal (tg_rw_same_type). Returns TG_OK also when some uses had to keep old (see
+ * the invariants above). */
 tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *new);
-/* Number of uses of v (node inputs and graph outputs) in the current graph. */
+/* Number of uses of v (inputs of live nodes and graph outputs) in the current graph. */
 int tg_rw_use_count(tg_rw *rw, const tg_var *v);
+/* True when v is an output of the graph. */
+bool tg_rw_is_output(tg_rw *rw, const tg_var *v);
+/* A live node equal to n (same op, same inputs, same attributes, same output count), or
+ * NULL after remembering n (common-subexpression elimination). */
+tg_node *tg_rw_find_equal(tg_rw *rw, tg_node *n);
+/* The first constant seen with c's dtype, shape, weakness, literal kind and bytes (c itself
+ * when it is the first). */
+tg_var *tg_rw_find_equal_const(tg_rw *rw, tg_var *c);
 
-/* ---- helpers for rules ---- */
-/* True when v is a constant whose every element equals x (any dtype). */
+/* ---- helpers for rules (engine.c) ---- */
+/* True when v is a constant whose every element equals x (any dtype; -0.0 == 0.0). */
 bool tg_rw_is_const(const tg_var *v, double x);
 /* True when v is a constant (scalar or tensor). */
 bool tg_rw_is_constant(const tg_var *v);
+/* True when v is a constant whose elements all equal one value, stored in *x. */
+bool tg_rw_const_value(const tg_var *v, double *x);
+/* True when every element of the constant v is a zero with the given sign bit (floats), or
+ * zero (integers and bool, whatever `negative` says). */
+bool tg_rw_is_signed_zero(const tg_var *v, bool negative);
+/* Equal types including weakness: what a replacement needs. */
+bool tg_rw_same_type(const tg_var *a, const tg_var *b);
+/* A new constant of the static type t (every extent known) with every element = x. Weak
+ * types must be 0-d and become literals. NULL (graph error set) on failure. */
+tg_var *tg_rw_const_fill(tg_rw *rw, const tg_type *t, double x);
 
 /* ---- passes (one file each) and the pipeline (pipeline.c) ---- */
 typedef struct tg_pass {
@@ -84,8 +129,13 @@ typedef struct tg_pass {
 tg_status tg_canonicalize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 tg_status tg_stabilize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 tg_status tg_specialize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
+tg_status tg_blas(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
+tg_status tg_fuse(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
+tg_status tg_inplace(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 
-/* Runs the whole pipeline on g in place (then compacts it). */
+/* Runs the whole pipeline on *g, which it owns: after a pass that changed the graph, *g is
+ * replaced by a compacted clone (dead nodes dropped) and the old graph freed. On error *g
+ * is still a valid graph to free. report may be NULL. */
 tg_status tg_rw_pipeline(tg_graph **g, const tg_rw_opts *opts, tg_rw_report *report);
 /* Names of the passes in order, for --print-after validation. */
 const char *const *tg_rw_pass_names(int *n);

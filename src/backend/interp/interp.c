@@ -1,6 +1,11 @@
-/* interp.c - the reference interpreter: runs a graph as written, node by node, with each
- * op record's reference kernel. It defines tgraph's semantics; every other backend is
- * compared against it.
+/* interp.c - the reference interpreter: runs a graph node by node with each op record's
+ * reference kernel. It defines tgraph's semantics; every other backend is compared
+ * against it.
+ *
+ * Modes: TG_MODE_REFERENCE runs the graph as written. TG_MODE_VM (the default) runs a
+ * clone of the graph rewritten by the pipeline of src/rewrite, still with the reference
+ * kernels: the fast VM executor (memory plan, thunks, thread pool) is a later issue and
+ * will take over this mode. Compiling never modifies the user's graph.
  *
  * Per call: every value gets a run-time type (concrete extents, `nobcast` on extents of 1
  * that were '?'), each node's outputs are inferred again from those types (so the same
@@ -8,13 +13,15 @@
  * is released after its last use. Outputs handed to the caller are fresh tensors that
  * share memory with nothing the caller gave.
  */
-#include "../../ops/ops.h"
+#include "interp.h"
+#include "../../rewrite/rewrite.h"
 
 #include <stdio.h>
 
 struct tg_fn {
-    tg_graph *g;        /* borrowed: must outlive the function */
-    tg_mode mode;       /* TG_MODE_REFERENCE */
+    tg_graph *g;        /* the graph run: the user's (borrowed), or `owned` */
+    tg_graph *owned;    /* TG_MODE_VM: the rewritten clone, freed with the function */
+    tg_mode mode;       /* TG_MODE_REFERENCE or TG_MODE_VM */
     tg_node **order;    /* topological order of the nodes the outputs need */
     int norder;         /* its length */
     int *uses;          /* per var id: number of node inputs + outputs reading it */
@@ -25,30 +32,48 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     if (!g || !out) return tg_set_error(TG_EINVAL, "compile: graph or result pointer is NULL");
     *out = NULL;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
-    tg_mode mode = opts ? opts->mode : TG_MODE_REFERENCE;
-    if (mode != TG_MODE_REFERENCE) {
-        static const char *const names[] = {"reference", "vm", "c", "debug"};
+    tg_mode mode = opts ? opts->mode : TG_MODE_VM;
+    if (mode != TG_MODE_REFERENCE && mode != TG_MODE_VM) {
+        static const char *const names[] = {[TG_MODE_REFERENCE] = "reference", [TG_MODE_VM] = "vm",
+                                            [TG_MODE_C] = "c", [TG_MODE_DEBUG] = "debug"};
         return tg_set_error(TG_EUNSUPPORTED, "mode '%s' is not available in this build",
-                            (unsigned)mode < 4 ? names[mode] : "?");
+                            (unsigned)mode < TG_COUNTOF(names) ? names[mode] : "?");
     }
     if (g->outputs.n == 0)
         return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     tg_status st = tg_graph_verify(g);
     if (st != TG_OK) return st;
+    tg_graph *run = g, *owned = NULL;
+    if (mode == TG_MODE_VM && !(opts && opts->no_rewrite)) {
+        /* the pipeline works on a clone: the user's graph is never modified */
+        owned = tg_graph_clone(g);
+        if (!owned) return tg_last_error()[0] ? TG_EINTERNAL : TG_ENOMEM;
+        tg_rw_opts ro = {.verify = opts && opts->verify, .no_blas = opts && opts->no_blas};
+        st = tg_rw_pipeline(&owned, &ro, NULL);
+        if (st != TG_OK) {
+            tg_graph_free(owned);
+            return st;
+        }
+        run = owned;
+    }
     tg_fn *f = tg_mem_calloc(g->ctx, sizeof *f);
-    if (!f) return TG_ENOMEM;
-    f->g = g;
+    if (!f) {
+        tg_graph_free(owned);
+        return TG_ENOMEM;
+    }
+    f->g = run;
+    f->owned = owned;
     f->mode = mode;
-    f->nvars = g->vars.n;
-    f->order = tg_ir_toposort(g, &f->norder);
-    f->uses = tg_mem_calloc(g->ctx, sizeof *f->uses * (size_t)(f->nvars + 1));
+    f->nvars = run->vars.n;
+    f->order = tg_ir_toposort(run, &f->norder);
+    f->uses = tg_mem_calloc(run->ctx, sizeof *f->uses * (size_t)(f->nvars + 1));
     if (!f->order || !f->uses) {
         tg_fn_free(f);
         return TG_ENOMEM;
     }
     for (int i = 0; i < f->norder; i++)
         for (int k = 0; k < f->order[i]->nin; k++) f->uses[f->order[i]->in[k]->id]++;
-    for (int i = 0; i < g->outputs.n; i++) f->uses[((tg_var *)g->outputs.items[i])->id]++;
+    for (int i = 0; i < run->outputs.n; i++) f->uses[((tg_var *)run->outputs.items[i])->id]++;
     *out = f;
     return TG_OK;
 }
@@ -58,6 +83,7 @@ void tg_fn_free(tg_fn *f) {
     tg_ctx *ctx = f->g->ctx;
     if (f->order) tg_mem_free(ctx, f->order, sizeof *f->order * (size_t)(f->g->nodes.n + 1));
     if (f->uses) tg_mem_free(ctx, f->uses, sizeof *f->uses * (size_t)(f->nvars + 1));
+    tg_graph_free(f->owned);
     tg_mem_free(ctx, f, sizeof *f);
 }
 
@@ -108,10 +134,63 @@ static void release(run_state *rs, tg_var *v) {
     }
 }
 
-static tg_status run_node(run_state *rs, tg_node *n) {
-    tg_graph *g = rs->f->g;
+/* Evaluates node n on values vin (run-time types tin) with its reference kernel: infers
+ * the run-time output types into tout and leaves new tensors in vout (the caller frees
+ * them; views may share memory with vin). Shared by the interpreter and constant folding. */
+static tg_status eval_node(tg_ctx *ctx, const tg_graph *g, const tg_node *n, const tg_type *tin,
+                           tg_tensor *const *vin, tg_type *tout, tg_tensor **vout) {
     const tg_op_def *op = tg_op_table[n->op];
     char where[256];
+    tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
+                   .nout = op->nout, .runtime = true};
+    for (int o = 0; o < n->nout; o++) vout[o] = NULL;
+    if (op->infer(&ic) != TG_OK) {
+        node_where(g, n, where, sizeof where);
+        return tg_set_error(ic.status ? ic.status : TG_ESHAPE, "%s: %s", where, ic.msg);
+    }
+    TG_ASSERT(ic.nout == n->nout);
+    bool self = op->views || op->self_alloc;
+    for (int k = 0; k < n->nout && !self; k++) {
+        vout[k] = tg_tensor_new(ctx, (tg_dtype)tout[k].dtype, tout[k].ndim, tout[k].shape);
+        if (!vout[k]) return TG_ENOMEM;
+    }
+    tg_kern k = {.ctx = ctx, .node = n, .attrs = n->attrs, .in = vin, .nin = n->nin,
+                 .out = vout, .nout = n->nout, .out_type = tout};
+    if (op->ref(&k) != TG_OK) {
+        node_where(g, n, where, sizeof where);
+        return tg_set_error(k.status ? k.status : TG_EINVAL, "%s: %s", where, k.msg);
+    }
+    for (int o = 0; o < n->nout; o++) {
+        const tg_type *s = &n->out[o]->type;
+        TG_ASSERT(vout[o] != NULL);
+        runtime_type(s, vout[o], &tout[o]);
+        TG_ASSERT(tout[o].dtype == s->dtype && tout[o].ndim == s->ndim);
+        for (int d = 0; d < s->ndim; d++)
+            TG_ASSERT(s->shape[d] < 0 || s->shape[d] == tout[o].shape[d]);
+    }
+    return TG_OK;
+}
+
+tg_status tg_interp_eval(tg_ctx *ctx, const tg_graph *g, const tg_node *n, tg_tensor *const *in,
+                         tg_tensor **out) {
+    size_t insz = sizeof(tg_type) * (size_t)(n->nin + 1);
+    tg_type *tin = tg_mem_alloc(ctx, insz);
+    tg_type *tout = tg_mem_alloc(ctx, sizeof *tout * TG_MAX_OUTS);
+    tg_status st = tin && tout ? TG_OK : TG_ENOMEM;
+    for (int k = 0; k < n->nin && st == TG_OK; k++) runtime_type(&n->in[k]->type, in[k], &tin[k]);
+    if (st == TG_OK) st = eval_node(ctx, g, n, tin, in, tout, out);
+    if (st != TG_OK)
+        for (int o = 0; o < n->nout; o++) {
+            tg_tensor_free(out[o]);
+            out[o] = NULL;
+        }
+    if (tin) tg_mem_free(ctx, tin, insz);
+    if (tout) tg_mem_free(ctx, tout, sizeof *tout * TG_MAX_OUTS);
+    return st;
+}
+
+static tg_status run_node(run_state *rs, tg_node *n) {
+    tg_graph *g = rs->f->g;
     tg_status st = TG_OK;
     size_t insz = sizeof(tg_type) * (size_t)(n->nin + 1);
     size_t tvsz = sizeof(tg_tensor *) * (size_t)(n->nin + 1);
@@ -128,37 +207,10 @@ static tg_status run_node(run_state *rs, tg_node *n) {
         vin[k] = rs->val[n->in[k]->id];
         TG_ASSERT(vin[k] != NULL);
     }
-    tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
-                   .nout = op->nout, .runtime = true};
-    if (op->infer(&ic) != TG_OK) {
-        node_where(g, n, where, sizeof where);
-        st = tg_set_error(ic.status ? ic.status : TG_ESHAPE, "%s: %s", where, ic.msg);
-        goto done;
-    }
-    TG_ASSERT(ic.nout == n->nout);
-    bool self = op->views || op->self_alloc;
-    for (int k = 0; k < n->nout && !self; k++) {
-        vout[k] = tg_tensor_new(g->ctx, (tg_dtype)tout[k].dtype, tout[k].ndim, tout[k].shape);
-        if (!vout[k]) {
-            st = TG_ENOMEM;
-            goto done;
-        }
-    }
-    tg_kern k = {.ctx = g->ctx, .node = n, .attrs = n->attrs, .in = vin, .nin = n->nin,
-                 .out = vout, .nout = n->nout, .out_type = tout};
-    if (op->ref(&k) != TG_OK) {
-        node_where(g, n, where, sizeof where);
-        st = tg_set_error(k.status ? k.status : TG_EINVAL, "%s: %s", where, k.msg);
-        goto done;
-    }
+    st = eval_node(g->ctx, g, n, tin, vin, tout, vout);
+    if (st != TG_OK) goto done;
     for (int o = 0; o < n->nout; o++) {
         tg_var *v = n->out[o];
-        const tg_type *s = &v->type;
-        TG_ASSERT(vout[o] != NULL);
-        runtime_type(s, vout[o], &tout[o]);
-        TG_ASSERT(tout[o].dtype == s->dtype && tout[o].ndim == s->ndim);
-        for (int d = 0; d < s->ndim; d++)
-            TG_ASSERT(s->shape[d] < 0 || s->shape[d] == tout[o].shape[d]);
         rs->val[v->id] = vout[o];
         rs->rt[v->id] = tout[o];
         vout[o] = NULL;

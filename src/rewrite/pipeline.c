@@ -1,0 +1,155 @@
+/* pipeline.c - the optimiser: one list of passes, read top to bottom, in the order of
+ * DESIGN.md, and the public entry points tg_graph_optimize / tg_pass_name.
+ *
+ * Invariants:
+ *  - Each pass runs once, in list order; after it the IR is verified (checked builds, i.e.
+ *    without NDEBUG, or opts->verify), printed when --print-after asks, and compacted
+ *    (cloned without its dead nodes) when it created nodes or constants.
+ *  - The graph handed back is always compact: dead code is gone.
+ *  - The user's graph is never touched: tg_graph_optimize works on a clone.
+ */
+#include "rewrite.h"
+
+#include <stdio.h>
+#include <time.h>
+
+static const tg_pass pipeline[] = {
+    {"canonicalize", tg_canonicalize}, /* merge, fold, identities, shapes, canonical forms */
+    {"stabilize", tg_stabilize},       /* numerically stable forms */
+    {"specialize", tg_specialize},     /* cheaper special cases */
+    {"blas", tg_blas},                 /* dot + elementwise -> gemm / gemv / ger */
+    {"fuse", tg_fuse},                 /* elementwise fusion */
+    {"inplace", tg_inplace},           /* destroy dead buffers */
+};
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *const *tg_rw_pass_names(int *n) {
+    static const char *const names[TG_COUNTOF(pipeline)] = {
+        "canonicalize", "stabilize", "specialize", "blas", "fuse", "inplace",
+    };
+    *n = (int)TG_COUNTOF(pipeline);
+    return names;
+}
+
+const char *tg_pass_name(int i) {
+    return i >= 0 && i < (int)TG_COUNTOF(pipeline) ? pipeline[i].name : NULL;
+}
+
+/* Nodes reachable from the outputs. */
+static int live_nodes(const tg_graph *g) {
+    int n = 0;
+    tg_node **order = tg_ir_toposort(g, &n);
+    if (!order) return -1;
+    tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
+    return n;
+}
+
+/* Replaces *g by a clone without dead nodes. */
+static tg_status compact(tg_graph **g, tg_rw_report *report) {
+    double t0 = now();
+    tg_graph *c = tg_graph_clone(*g);
+    if (!c) {
+        const char *m = tg_last_error();
+        return tg_set_error(TG_EINTERNAL, "rewrite: cannot compact the graph: %s",
+                            m && *m ? m : "out of memory");
+    }
+    tg_graph_free(*g);
+    *g = c;
+    if (report) report->compact_seconds += now() - t0;
+    return TG_OK;
+}
+
+static bool checked(const tg_rw_opts *opts) {
+#ifndef NDEBUG
+    (void)opts;
+    return true;
+#else
+    return opts && opts->verify;
+#endif
+}
+
+tg_status tg_rw_pipeline(tg_graph **gp, const tg_rw_opts *opts, tg_rw_report *report) {
+    static const tg_rw_opts none = {0};
+    if (!opts) opts = &none;
+    if (!gp || !*gp) return tg_set_error(TG_EINVAL, "rewrite: graph is NULL");
+    if ((*gp)->status != TG_OK) return tg_set_error((*gp)->status, "%s", (*gp)->error);
+    double t_all = now();
+    tg_status st = TG_OK;
+    if (report) report->nodes_in = live_nodes(*gp);
+    FILE *pf = opts->print_to ? opts->print_to : stdout;
+    for (size_t i = 0; i < TG_COUNTOF(pipeline) && st == TG_OK; i++) {
+        const tg_pass *p = &pipeline[i];
+        tg_graph *g = *gp;
+        int nodes0 = g->nodes.n, vars0 = g->vars.n, slot = -1;
+        if (report && report->npasses < TG_RW_MAX_PASSES) {
+            slot = report->npasses++;
+            report->passes[slot] = (tg_pass_stats){.name = p->name};
+            report->passes[slot].nodes_before = live_nodes(g);
+        }
+        double t0 = now();
+        st = p->run(g, opts, report);
+        if (st == TG_OK && checked(opts)) {
+            st = tg_graph_verify(g);
+            if (st != TG_OK)
+                st = tg_set_error(st, "after pass '%s': %s", p->name, tg_last_error());
+        }
+        if (slot >= 0) report->passes[slot].seconds = now() - t0;
+        if (st != TG_OK) break;
+        if (opts->print_after &&
+            (strcmp(opts->print_after, "all") == 0 || strcmp(opts->print_after, p->name) == 0)) {
+            fprintf(pf, "# after %s\n", p->name);
+            st = tg_graph_print(g, pf);
+            if (st != TG_OK) break;
+        }
+        if (g->nodes.n != nodes0 || g->vars.n != vars0) st = compact(gp, report);
+        if (slot >= 0) report->passes[slot].nodes_after = live_nodes(*gp);
+    }
+    if (st == TG_OK && live_nodes(*gp) != (*gp)->nodes.n) st = compact(gp, report);
+    if (report) {
+        report->nodes_out = (*gp)->nodes.n;
+        report->total_seconds += now() - t_all;
+    }
+    return st;
+}
+
+tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_graph **out) {
+    if (!g || !out) return tg_set_error(TG_EINVAL, "optimize: graph or result pointer is NULL");
+    *out = NULL;
+    if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
+    tg_rw_opts ro = {0};
+    if (opts) {
+        ro.verify = opts->verify;
+        ro.no_blas = opts->no_blas;
+        ro.print_after = opts->print_after;
+        ro.print_to = opts->print_to;
+        ro.stats = opts->stats_to != NULL;
+    }
+    if (ro.print_after && strcmp(ro.print_after, "all") != 0) {
+        size_t i = 0;
+        while (i < TG_COUNTOF(pipeline) && strcmp(pipeline[i].name, ro.print_after) != 0) i++;
+        if (i == TG_COUNTOF(pipeline))
+            return tg_set_error(TG_EINVAL,
+                                "unknown pass '%s' (passes: canonicalize, stabilize, specialize, "
+                                "blas, fuse, inplace)",
+                                ro.print_after);
+    }
+    tg_graph *c = tg_graph_clone(g);
+    if (!c) return tg_last_error()[0] ? TG_EINTERNAL : TG_ENOMEM;
+    tg_rw_report rep = {0};
+    tg_status st = tg_rw_pipeline(&c, &ro, ro.stats ? &rep : NULL);
+    if (ro.stats) {
+        tg_rw_report_print(&rep, g->name, opts->stats_to);
+        tg_rw_report_free(g->ctx, &rep);
+    }
+    if (st != TG_OK) {
+        tg_graph_free(c);
+        return st;
+    }
+    *out = c;
+    return TG_OK;
+}

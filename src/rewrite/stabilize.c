@@ -1,0 +1,174 @@
+/* stabilize.c - the stabilize phase: rules that replace numerically fragile forms by
+ * ops whose reference kernels are stable.
+ *
+ *   log(add(1, exp(x)))          -> softplus(x)             softplus
+ *   log1p(exp(x))                -> softplus(x)             log1p_exp
+ *   log(add(1, x)), log(add(x, 1)) -> log1p(x)              log1p
+ *   sub(exp(x), 1)               -> expm1(x)                expm1
+ *   log(sigmoid(x))              -> neg(softplus(neg(x)))   log_sigmoid
+ *   log(sub(1, sigmoid(x)))      -> neg(softplus(x))        log1m_sigmoid
+ *   log(softmax(x, axis))        -> log_softmax(x, axis)    log_softmax
+ *   log(sum(exp(x), axis, keepdims)) -> logsumexp(x, axis, keepdims)     logsumexp
+ *   log(div(exp(x), sum(exp(x), axis=a, keepdims=true))) -> log_softmax(x, axis=a)
+ *                                                           log_softmax_div
+ *
+ * Invariants:
+ *  - A "1" is a constant every element of which is 1 (tg_rw_is_const) and whose
+ *    broadcast changes nothing: the other operand already has the type of the add/sub, so
+ *    `add(ones[3], x: f64[])` is left alone (the replacement would lose the broadcast).
+ *  - Every replacement is checked to have exactly the type of the value it replaces
+ *    (dtype and static shape) before it is returned; otherwise the rule returns NULL and
+ *    the nodes it built stay dead until the graph is compacted.
+ *  - Rules whose rewrite changes integer semantics (wrapping add, neg of INT_MIN) only
+ *    match float values.
+ *  - softplus comes before log1p among the rules rooted at log, so log(1 + exp(x)) becomes
+ *    softplus(x); log1p(exp(x)) (written by hand, or left by log1p) becomes softplus too.
+ *  - No rule builds a pattern another rule of this pass matches back: the pass ends.
+ */
+#include "rewrite.h"
+
+/* The node producing v when it is output 0 of an `op` node, else NULL. */
+static tg_node *producer(const tg_var *v, int op) {
+    return v->kind == TG_VAR_NODE && v->index == 0 && v->node->op == op ? v->node : NULL;
+}
+
+/* The other operand of binary node b when operand `one` (0 or 1) is a 1 that broadcasts
+ * into nothing: a constant equal to 1 everywhere, with the other operand of b's type. */
+static tg_var *other_of_one(const tg_node *b, int one) {
+    tg_var *o = b->in[1 - one];
+    if (!tg_rw_is_const(b->in[one], 1.0)) return NULL;
+    return tg_type_equal(&o->type, &b->out[0]->type) ? o : NULL;
+}
+
+/* x when v is add(1, x) or add(x, 1) with a clean 1 (see other_of_one), else NULL. */
+static tg_var *one_plus(const tg_var *v) {
+    tg_node *a = producer(v, TG_OP_ADD);
+    if (!a || a->nin != 2) return NULL;
+    tg_var *x = other_of_one(a, 0);
+    return x ? x : other_of_one(a, 1);
+}
+
+static bool is_float(const tg_var *v) { return tg_dtype_is_float((tg_dtype)v->type.dtype); }
+
+/* r when it has exactly the type of n's output (the value it replaces), else NULL. */
+static tg_var *same_type(const tg_node *n, tg_var *r) {
+    return r && tg_type_equal(&r->type, &n->out[0]->type) ? r : NULL;
+}
+
+/* log(add(1, exp(x))) -> softplus(x) */
+static tg_var *rw_softplus(tg_rw *rw, tg_node *n) {
+    tg_var *e = one_plus(n->in[0]);
+    tg_node *ex = e ? producer(e, TG_OP_EXP) : NULL;
+    if (!ex || !is_float(e)) return NULL;
+    return same_type(n, tg_softplus(tg_rw_graph(rw), ex->in[0]));
+}
+
+/* log1p(exp(x)) -> softplus(x) */
+static tg_var *rw_log1p_exp(tg_rw *rw, tg_node *n) {
+    tg_node *ex = producer(n->in[0], TG_OP_EXP);
+    if (!ex || !is_float(n->in[0])) return NULL;
+    return same_type(n, tg_softplus(tg_rw_graph(rw), ex->in[0]));
+}
+
+/* log(add(1, x)) -> log1p(x), for float x (an integer add wraps; log1p would not) */
+static tg_var *rw_log1p(tg_rw *rw, tg_node *n) {
+    tg_var *x = one_plus(n->in[0]);
+    if (!x || !is_float(x)) return NULL;
+    return same_type(n, tg_log1p(tg_rw_graph(rw), x));
+}
+
+/* sub(exp(x), 1) -> expm1(x) */
+static tg_var *rw_expm1(tg_rw *rw, tg_node *n) {
+    if (n->nin != 2 || !other_of_one(n, 1)) return NULL;
+    tg_node *ex = producer(n->in[0], TG_OP_EXP);
+    if (!ex || !is_float(n->in[0])) return NULL;
+    return same_type(n, tg_expm1(tg_rw_graph(rw), ex->in[0]));
+}
+
+/* log(sigmoid(x)) -> neg(softplus(neg(x))), for float x (neg of an integer wraps) */
+static tg_var *rw_log_sigmoid(tg_rw *rw, tg_node *n) {
+    tg_node *s = producer(n->in[0], TG_OP_SIGMOID);
+    if (!s || !is_float(s->in[0])) return NULL;
+    tg_graph *g = tg_rw_graph(rw);
+    return same_type(n, tg_neg(g, tg_softplus(g, tg_neg(g, s->in[0]))));
+}
+
+/* log(sub(1, sigmoid(x))) -> neg(softplus(x)), since 1 - sigmoid(x) = 1 / (1 + exp(x)) */
+static tg_var *rw_log1m_sigmoid(tg_rw *rw, tg_node *n) {
+    tg_node *d = producer(n->in[0], TG_OP_SUB);
+    if (!d || d->nin != 2 || !other_of_one(d, 0)) return NULL;
+    tg_node *s = producer(d->in[1], TG_OP_SIGMOID);
+    if (!s || !is_float(s->in[0])) return NULL;
+    tg_graph *g = tg_rw_graph(rw);
+    return same_type(n, tg_neg(g, tg_softplus(g, s->in[0])));
+}
+
+/* log(softmax(x, axis)) -> log_softmax(x, axis): the two ops share one attribute schema */
+static tg_var *rw_log_softmax(tg_rw *rw, tg_node *n) {
+    tg_node *s = producer(n->in[0], TG_OP_SOFTMAX);
+    if (!s) return NULL;
+    tg_node *m = tg_ir_node_make_norm(tg_rw_graph(rw), TG_OP_LOG_SOFTMAX, s->in, 1, s->attrs);
+    return m ? same_type(n, m->out[0]) : NULL;
+}
+
+/* log(sum(exp(x), axis, keepdims)) -> logsumexp(x, axis, keepdims): same schema as sum */
+static tg_var *rw_logsumexp(tg_rw *rw, tg_node *n) {
+    tg_node *s = producer(n->in[0], TG_OP_SUM);
+    tg_node *ex = s ? producer(s->in[0], TG_OP_EXP) : NULL;
+    if (!ex || !is_float(s->in[0])) return NULL;
+    tg_node *m = tg_ir_node_make_norm(tg_rw_graph(rw), TG_OP_LOGSUMEXP, ex->in, 1, s->attrs);
+    return m ? same_type(n, m->out[0]) : NULL;
+}
+
+/* The log_softmax `axis` equivalent to the axes a keepdims sum over a rank-nd value
+ * reduces: one axis, or none for every axis. false for anything else (no axis at all). */
+static bool softmax_axis(const tg_aval *axis, int nd, tg_aval *out) {
+    if (axis->kind == TG_ATTR_NONE || axis->kind == TG_ATTR_INT) {
+        *out = *axis;
+        return true;
+    }
+    if (axis->kind != TG_ATTR_INTS || axis->n < 1) return false;
+    if (axis->n == 1) {
+        *out = (tg_aval){.kind = TG_ATTR_INT, .i = axis->ints[0]};
+        return true;
+    }
+    /* the sum's inference rejected repeated and out-of-range axes: n distinct axes of
+     * an n-rank value are all of them */
+    *out = (tg_aval){.kind = TG_ATTR_NONE};
+    return axis->n == nd;
+}
+
+/* log(div(exp(x), sum(exp(x), axis=a, keepdims=true))) -> log_softmax(x, axis=a), when
+ * both exps read the same x and the sum keeps its axes (so the div broadcasts it back) */
+static tg_var *rw_log_softmax_div(tg_rw *rw, tg_node *n) {
+    tg_node *d = producer(n->in[0], TG_OP_DIV);
+    if (!d || d->nin != 2) return NULL;
+    tg_node *num = producer(d->in[0], TG_OP_EXP);
+    tg_node *s = producer(d->in[1], TG_OP_SUM);
+    tg_node *den = s ? producer(s->in[0], TG_OP_EXP) : NULL;
+    if (!num || !den || num->in[0] != den->in[0] || !is_float(d->in[0])) return NULL;
+    if (s->attrs[1].i == 0 || !tg_type_equal(&d->in[0]->type, &d->out[0]->type)) return NULL;
+    tg_aval axis;
+    if (!softmax_axis(&s->attrs[0], d->in[0]->type.ndim, &axis)) return NULL;
+    tg_node *m = tg_ir_node_make_norm(tg_rw_graph(rw), TG_OP_LOG_SOFTMAX, num->in, 1, &axis);
+    return m ? same_type(n, m->out[0]) : NULL;
+}
+
+/* Order matters among the rules rooted at log: softplus before log1p. */
+static const tg_rule stabilize_rules[] = {
+    {"softplus", TG_OP_LOG, rw_softplus},
+    {"log1p", TG_OP_LOG, rw_log1p},
+    {"log_sigmoid", TG_OP_LOG, rw_log_sigmoid},
+    {"log1m_sigmoid", TG_OP_LOG, rw_log1m_sigmoid},
+    {"log_softmax", TG_OP_LOG, rw_log_softmax},
+    {"logsumexp", TG_OP_LOG, rw_logsumexp},
+    {"log_softmax_div", TG_OP_LOG, rw_log_softmax_div},
+    {"log1p_exp", TG_OP_LOG1P, rw_log1p_exp},
+    {"expm1", TG_OP_SUB, rw_expm1},
+};
+
+tg_status tg_stabilize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
+    (void)opts;
+    return tg_rw_apply(g, "stabilize", stabilize_rules, (int)TG_COUNTOF(stabilize_rules),
+                       report);
+}
