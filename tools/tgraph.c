@@ -34,7 +34,7 @@ static const struct {
     bool available;   /* built and usable */
 } modes[] = {
     {"reference", TG_MODE_REFERENCE, true},
-    {"vm", TG_MODE_VM, false},
+    {"vm", TG_MODE_VM, true},
     {"c", TG_MODE_C, false},
     {"debug", TG_MODE_DEBUG, false},
 };
@@ -42,8 +42,7 @@ static const struct {
 /* Options the design names but this build does not implement yet: they are refused
  * (exit 2) rather than silently ignored. */
 static const char *const later_opts[] = {
-    "--debug-backend", "--devices",        "--microbatches", "--no-blas", "--threads",
-    "--placed",        "--print-after-all", "--print-after", "--profile",
+    "--debug-backend", "--devices", "--microbatches", "--threads", "--placed", "--profile",
 };
 
 /* ---- messages ---------------------------------------------------------------------- */
@@ -100,7 +99,7 @@ static const char usage_main[] =
 
 static const char usage_run[] =
     "usage: tgraph run FILE.tg [--func F] --in NAME=PATH.npy ... [--out NAME=PATH.npy ...]\n"
-    "                  [--mode reference|vm|c|debug]\n"
+    "                  [--mode reference|vm|c|debug] [--no-blas]\n"
     "\n"
     "Runs one function of FILE.tg. Each parameter gets its value from an --in option,\n"
     "matched by name; the .npy file must have the declared dtype, rank and static extents.\n"
@@ -110,22 +109,31 @@ static const char usage_run[] =
     "  --in NAME=PATH       value of parameter NAME, a .npy file (one per parameter)\n"
     "  --out NAME=PATH      write output NAME to PATH as .npy; NAME is the variable name\n"
     "                       in `return`, or the output's position (0, 1, ...)\n"
-    "  --mode M             backend: reference (default); vm, c and debug are not\n"
-    "                       available in this build\n"
+    "  --mode M             backend: vm (default: the graph after the rewrite\n"
+    "                       pipeline), or reference (the graph as written, node by\n"
+    "                       node); c and debug are not available in this build\n"
+    "  --no-blas            keep dot and the ops around it (no gemm/gemv/ger)\n"
     "  -h, --help           show this text\n"
     "\n"
     "Outputs not written with --out are printed NumPy-style on stdout, in order; when\n"
     "the function returns several values each is preceded by 'NAME = '.\n";
 
 static const char usage_opt[] =
-    "usage: tgraph opt FILE.tg [--func F]\n"
+    "usage: tgraph opt FILE.tg [--func F] [--no-blas] [--print-after=PASS | --print-after-all]\n"
+    "                  [--stats] [--verify]\n"
     "\n"
     "Prints the graph after the optimisation pipeline as .tg text that parses back.\n"
-    "This build has no rewrite passes yet: it prints the graph as parsed.\n"
+    "Passes, in order: canonicalize, stabilize, specialize, blas, fuse, inplace.\n"
     "\n"
     "options:\n"
-    "  --func F     print only function F (default: every function of the file)\n"
-    "  -h, --help   show this text\n";
+    "  --func F             print only function F (default: every function of the file)\n"
+    "  --no-blas            keep dot and the ops around it (no gemm/gemv/ger)\n"
+    "  --print-after=PASS   also print the graph after pass PASS, under '# after PASS'\n"
+    "  --print-after-all    also print the graph after every pass\n"
+    "  --stats              print the compile-time report (time per pass and per rule,\n"
+    "                       rules tried and applied) on stderr\n"
+    "  --verify             verify the IR after every pass (always on in debug builds)\n"
+    "  -h, --help           show this text\n";
 
 static const char usage_dot[] =
     "usage: tgraph dot FILE.tg [--func F] [--opt] [-o PATH]\n"
@@ -134,7 +142,7 @@ static const char usage_dot[] =
     "\n"
     "options:\n"
     "  --func F     the function (default: 'main', or the only function)\n"
-    "  --opt        draw the optimised graph (this build has no rewrite passes yet)\n"
+    "  --opt        draw the graph after the optimisation pipeline\n"
     "  -o PATH      write to PATH instead of stdout; a PATH ending in .svg, .png or .pdf\n"
     "               is rendered with Graphviz's `dot` program, which must be installed\n"
     "  -h, --help   show this text\n";
@@ -153,6 +161,10 @@ typedef struct options {
     const char *out;  /* dot: -o PATH or NULL */
     const char *mode; /* run: --mode or NULL */
     bool opt;         /* dot --opt */
+    bool no_blas;     /* --no-blas */
+    const char *print_after; /* opt: --print-after=PASS, or "all" */
+    bool stats;       /* opt: --stats */
+    bool verify;      /* opt: --verify */
     binding *ins;     /* run: --in, argv order */
     int nin;
     binding *outs;    /* run: --out */
@@ -234,6 +246,23 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
             o->mode = val;
         } else if (strcmp(cmd, "dot") == 0 && strcmp(arg, "--opt") == 0) {
             o->opt = true;
+        } else if (strcmp(arg, "--no-blas") == 0) {
+            o->no_blas = true;
+        } else if (strcmp(cmd, "opt") == 0 && strcmp(arg, "--print-after-all") == 0) {
+            if (o->print_after) return usage_fail(cmd, "--print-after given twice");
+            o->print_after = "all";
+        } else if (strcmp(cmd, "opt") == 0 && opt_value(argc, argv, &i, "--print-after", &val)) {
+            if (o->print_after) return usage_fail(cmd, "--print-after given twice");
+            int k = 0;
+            while (val && tg_pass_name(k) && strcmp(tg_pass_name(k), val) != 0) k++;
+            if (!val || !tg_pass_name(k))
+                return usage_fail(cmd, "--print-after expects a pass: canonicalize, stabilize, "
+                                  "specialize, blas, fuse or inplace");
+            o->print_after = val;
+        } else if (strcmp(cmd, "opt") == 0 && strcmp(arg, "--stats") == 0) {
+            o->stats = true;
+        } else if (strcmp(cmd, "opt") == 0 && strcmp(arg, "--verify") == 0) {
+            o->verify = true;
         } else if (strcmp(cmd, "dot") == 0 && (opt_value(argc, argv, &i, "-o", &val) ||
                                                opt_value(argc, argv, &i, "--output", &val))) {
             if (!val || !*val) return usage_fail(cmd, "-o expects a file name");
@@ -533,7 +562,7 @@ static int cmd_run(const options *o) {
     if ((rc = load_inputs(o, g, in)) != 0) goto done;
     rc = EXIT_FAIL;
 
-    tg_compile_opts copts = {.mode = TG_MODE_REFERENCE};
+    tg_compile_opts copts = {.mode = TG_MODE_VM, .no_blas = o->no_blas};
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
     tg_status st = tg_graph_compile(g, &copts, &fn);
@@ -587,24 +616,40 @@ done:
 
 /* ---- opt ---------------------------------------------------------------------------- */
 
+/* The graph after the pipeline (a new graph), or NULL after a message. */
+static tg_graph *optimized(const options *o, const tg_graph *g) {
+    tg_optimize_opts oo = {.no_blas = o->no_blas, .verify = o->verify,
+                           .print_after = o->print_after, .print_to = stdout,
+                           .stats_to = o->stats ? stderr : NULL};
+    tg_graph *r = NULL;
+    tg_status st = tg_graph_optimize(g, &oo, &r);
+    if (st != TG_OK || !r) {
+        fail("%s", lib_error(st));
+        return NULL;
+    }
+    return r;
+}
+
 static int cmd_opt(const options *o) {
     tg_module *m = load_module(o->file);
     if (!m) return EXIT_FAIL;
-    tg_status st;
-    if (o->func) {
-        tg_graph *g = select_func(m, o->file, o->func);
-        if (!g) {
-            tg_module_free(m);
-            return EXIT_FAIL;
-        }
-        st = tg_graph_print(g, stdout);
-    } else {
-        st = tg_module_print(m, stdout);
-    }
     int rc = EXIT_OK;
-    if (st != TG_OK)
-        rc = fail("%s", lib_error(st));
-    else if (fflush(stdout) != 0)
+    tg_graph *only = o->func ? select_func(m, o->file, o->func) : NULL;
+    if (o->func && !only) rc = EXIT_FAIL;
+    for (int i = 0; rc == EXIT_OK && i < tg_module_func_count(m); i++) {
+        tg_graph *g = tg_module_func(m, i);
+        if (only && g != only) continue;
+        tg_graph *r = optimized(o, g);
+        if (!r) {
+            rc = EXIT_FAIL;
+            break;
+        }
+        if (i > 0 && !only) fputc('\n', stdout);
+        tg_status st = tg_graph_print(r, stdout);
+        tg_graph_free(r);
+        if (st != TG_OK) rc = fail("%s", lib_error(st));
+    }
+    if (rc == EXIT_OK && fflush(stdout) != 0)
         rc = fail("cannot write the graph: %s", strerror(errno));
     tg_module_free(m);
     return rc;
@@ -667,12 +712,13 @@ static int render(const char *text, size_t len, const char *fmt, const char *pat
 static int cmd_dot(const options *o) {
     tg_module *m = load_module(o->file);
     tg_graph *g = m ? select_func(m, o->file, o->func) : NULL;
+    tg_graph *opt = NULL;
     int rc = EXIT_FAIL;
     char *text = NULL;
     size_t len = 0;
     FILE *mem = NULL;
     if (!g) goto done;
-    /* no rewrite passes exist yet: --opt draws the graph as parsed */
+    if (o->opt && !(g = opt = optimized(o, g))) goto done;
     mem = open_memstream(&text, &len);
     if (!mem) {
         fail("cannot draw the graph: %s", strerror(errno));
@@ -703,6 +749,7 @@ static int cmd_dot(const options *o) {
     rc = EXIT_OK;
 done:
     free(text);
+    tg_graph_free(opt);
     tg_module_free(m);
     return rc;
 }

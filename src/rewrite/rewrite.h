@@ -17,6 +17,14 @@
  *  - Every pass leaves a graph that tg_graph_verify accepts (checked after each pass in
  *    checked builds, i.e. without NDEBUG, and whenever opts->verify is set).
  *  - The pipeline is one list in pipeline.c, in the order of DESIGN.md.
+ *
+ * What later passes may rely on after canonicalize (canonicalize.c has the details):
+ *  - a constant operand of add, mul, eq, ne, and, or, xor is the right one: add(x, 1),
+ *    never add(1, x) (so `tgraph opt` prints add(x, 2) for add(2, x));
+ *  - neg(x), never mul(x, -1); neg(mul(x, c)) is mul(x, -c); add(x, neg(y)) is sub(x, y);
+ *  - equal constants are one variable, equal nodes one node; nodes whose inputs are all
+ *    constants are folded (except generators such as zeros and arange, and big results);
+ *  - shape(x), size(x) and shape(x)[i] of static extents are constants.
  */
 #ifndef TG_REWRITE_H
 #define TG_REWRITE_H

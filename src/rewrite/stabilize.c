@@ -17,7 +17,7 @@
  *    broadcast changes nothing: the other operand already has the type of the add/sub, so
  *    `add(ones[3], x: f64[])` is left alone (the replacement would lose the broadcast).
  *  - Every replacement is checked to have exactly the type of the value it replaces
- *    (dtype and static shape) before it is returned; otherwise the rule returns NULL and
+ *    (dtype, static shape and weakness) before it is returned; otherwise the rule returns NULL and
  *    the nodes it built stay dead until the graph is compacted.
  *  - Rules whose rewrite changes integer semantics (wrapping add, neg of INT_MIN) only
  *    match float values.
@@ -37,7 +37,7 @@ static tg_node *producer(const tg_var *v, int op) {
 static tg_var *other_of_one(const tg_node *b, int one) {
     tg_var *o = b->in[1 - one];
     if (!tg_rw_is_const(b->in[one], 1.0)) return NULL;
-    return tg_type_equal(&o->type, &b->out[0]->type) ? o : NULL;
+    return tg_rw_same_type(o, b->out[0]) ? o : NULL;
 }
 
 /* x when v is add(1, x) or add(x, 1) with a clean 1 (see other_of_one), else NULL. */
@@ -50,9 +50,10 @@ static tg_var *one_plus(const tg_var *v) {
 
 static bool is_float(const tg_var *v) { return tg_dtype_is_float((tg_dtype)v->type.dtype); }
 
-/* r when it has exactly the type of n's output (the value it replaces), else NULL. */
+/* r when it has exactly the type of n's output (the value it replaces, weakness included),
+ * else NULL. */
 static tg_var *same_type(const tg_node *n, tg_var *r) {
-    return r && tg_type_equal(&r->type, &n->out[0]->type) ? r : NULL;
+    return r && tg_rw_same_type(r, n->out[0]) ? r : NULL;
 }
 
 /* log(add(1, exp(x))) -> softplus(x) */
@@ -147,7 +148,7 @@ static tg_var *rw_log_softmax_div(tg_rw *rw, tg_node *n) {
     tg_node *s = producer(d->in[1], TG_OP_SUM);
     tg_node *den = s ? producer(s->in[0], TG_OP_EXP) : NULL;
     if (!num || !den || num->in[0] != den->in[0] || !is_float(d->in[0])) return NULL;
-    if (s->attrs[1].i == 0 || !tg_type_equal(&d->in[0]->type, &d->out[0]->type)) return NULL;
+    if (s->attrs[1].i == 0 || !tg_rw_same_type(d->in[0], d->out[0])) return NULL;
     tg_aval axis;
     if (!softmax_axis(&s->attrs[0], d->in[0]->type.ndim, &axis)) return NULL;
     tg_node *m = tg_ir_node_make_norm(tg_rw_graph(rw), TG_OP_LOG_SOFTMAX, num->in, 1, &axis);

@@ -9,6 +9,8 @@
 
 #include "ops/ops.h"
 
+#include <stdio.h>
+
 static void test_every_record_complete(void **state) {
     (void)state;
     for (int i = 0; i < TG_OP_COUNT; i++) {
@@ -57,10 +59,28 @@ static void test_names_unique(void **state) {
     assert_int_equal(tg_op_lookup("no_such_op"), -1);
 }
 
+/* docs/ops.md must list every op (tests run from tests/). */
+static void test_every_op_documented(void **state) {
+    (void)state;
+    FILE *f = fopen("../docs/ops.md", "rb");
+    assert_non_null(f);
+    static char doc[1 << 18];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    for (int i = 0; i < TG_OP_COUNT; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "| `%s` |", tg_op_table[i]->name);
+        if (!strstr(doc, key)) print_error("docs/ops.md does not document '%s'\n", tg_op_table[i]->name);
+        assert_non_null(strstr(doc, key));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_record_complete),
         cmocka_unit_test(test_names_unique),
+        cmocka_unit_test(test_every_op_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
