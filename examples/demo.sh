@@ -16,7 +16,7 @@ data=$dir/data
 echo "== the program: $dir/mlp_forward.tg"
 grep -v '^#' "$dir/mlp_forward.tg"
 echo
-echo "== tgraph run (reference interpreter); outputs printed NumPy-style"
+echo "== tgraph run (default backend); outputs printed NumPy-style"
 "$tgraph" run "$dir/mlp_forward.tg" \
     --in x="$data/x.npy" --in W1="$data/W1.npy" --in b1="$data/b1.npy" \
     --in W2="$data/W2.npy" --in b2="$data/b2.npy" --in y="$data/y.npy"
@@ -29,5 +29,8 @@ trap 'rm -rf "$tmp"' EXIT
     --in W2="$data/W2.npy" --in b2="$data/b2.npy" --in y="$data/y.npy" \
     --out loss="$tmp/loss.npy" --out probs="$tmp/probs.npy"
 ls -l "$tmp"
+echo
+echo "== tgraph opt: the graph after the rewrite pipeline (valid .tg text)"
+"$tgraph" opt "$dir/mlp_forward.tg"
 echo
 echo "demo: ok"

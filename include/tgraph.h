@@ -285,23 +285,55 @@ TG_API tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *op
 /* Name of pass i of the pipeline, in order; NULL past the end. */
 TG_API const char *tg_pass_name(int i);
 
+/* ---- thread pool ---------------------------------------------------------------- */
+/* A persistent pool of threads that large kernels split their work over. A compiled
+ * function makes its own, or shares one given in its compile options (then the pool
+ * must outlive every function using it). A pool runs one kernel at a time: functions
+ * sharing a pool and called from several threads at once still compute correctly, the
+ * later call running its kernels on its own thread. Workers spin briefly, then sleep. */
+typedef struct tg_pool tg_pool;
+/* nthreads counts the calling thread; <= 0 means TGRAPH_NUM_THREADS when set to a
+ * positive integer, else the number of cores. NULL on failure. */
+TG_API tg_pool *tg_pool_new(tg_ctx *ctx, int nthreads);
+TG_API void tg_pool_free(tg_pool *p); /* joins the workers; NULL is a no-op */
+TG_API int tg_pool_size(const tg_pool *p); /* threads, the caller included */
+
 /* ---- compiling and running ------------------------------------------------------ */
-/* TG_MODE_VM (0, the default) runs the graph rewritten by the optimisation pipeline;
- * TG_MODE_REFERENCE runs the graph as written, node by node (the oracle). In this build
- * both use the reference kernels: the fast VM executor is a later step. */
+/* TG_MODE_VM (0, the default) runs the graph rewritten by the optimisation pipeline with
+ * the fast executor (vector kernels, BLAS, fused kernels run block by block, a memory
+ * plan per input-shape signature, the thread pool); TG_MODE_REFERENCE runs the graph as
+ * written, node by node, with the reference kernels (the oracle). */
 typedef enum { TG_MODE_VM, TG_MODE_REFERENCE, TG_MODE_C, TG_MODE_DEBUG } tg_mode;
 typedef struct tg_compile_opts {
     tg_mode mode;    /* see above; a zeroed struct (or opts NULL) means TG_MODE_VM */
     bool no_rewrite; /* TG_MODE_VM: skip the rewrite pipeline */
     bool no_blas;    /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
     bool verify;     /* verify the IR after every rewrite pass (always on in debug builds) */
+    int nthreads;    /* TG_MODE_VM: threads of the function's pool, the caller included;
+                        0: TGRAPH_NUM_THREADS when set, else the number of cores */
+    tg_pool *pool;   /* TG_MODE_VM: a pool to share (borrowed; nthreads is then ignored) */
+    bool profile;    /* TG_MODE_VM: time every node (tg_fn_profile_print) */
 } tg_compile_opts;
 typedef struct tg_fn tg_fn;
 /* Compiles g (which must stay alive while the function is used). opts may be NULL. */
 TG_API tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out);
 /* Runs f: inputs in the graph's input order; outputs receive new tensors the caller
- * frees with tg_tensor_free. Inputs must match the declared dtypes and static shapes. */
+ * frees with tg_tensor_free (whatever out[i] held on entry is ignored). Inputs must match
+ * the declared dtypes and static shapes. Calls of one function from several threads are
+ * serialized. */
 TG_API tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout);
+/* Like tg_fn_call, writing into tensors the caller owns (for training loops and
+ * benchmarks: no allocation per call): where out[i] is non-NULL on entry it must be a
+ * tensor of output i's dtype and run-time shape, and receives the result (any strides; it
+ * may share memory with an input, then the result is computed aside and copied in);
+ * where out[i] is NULL it receives a new tensor, as with tg_fn_call. On error the given
+ * tensors' contents are unspecified and the new ones are not made (out[i] NULL). */
+TG_API tg_status tg_fn_call_into(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out,
+                                 int nout);
+/* Prints the per-node profile of a function compiled with opts.profile (TG_MODE_VM):
+ * per node its time, calls, share of the total and bytes read and written per call, the
+ * most expensive first. TG_EINVAL when the function keeps no profile. */
+TG_API tg_status tg_fn_profile_print(tg_fn *f, FILE *out);
 TG_API void tg_fn_free(tg_fn *f);
 
 #ifdef __cplusplus

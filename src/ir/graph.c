@@ -601,6 +601,13 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
     tg_var **map = c ? tg_mem_calloc(g->ctx, sizeof *map * (size_t)(g->vars.n + 1)) : NULL;
     tg_var **tmp = c ? tg_mem_alloc(g->ctx, sizeof *tmp * (size_t)(g->vars.n + 1)) : NULL;
     bool ok = c && order && map && tmp;
+    if (c && !ok) { /* toposort reports a cycle; everything else here is memory */
+        const char *m = tg_last_error();
+        if (!order && m && strstr(m, "cycle"))
+            tg_ir_fail(c, TG_EINTERNAL, "%s", m);
+        else
+            fail_oom(c);
+    }
     if (c) c->file = g->file;
     for (int i = 0; ok && i < g->inputs.n; i++) {
         tg_var *v = g->inputs.items[i];
@@ -629,20 +636,20 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
             ok = tg_type_equal(&m->out[k]->type, &n->out[k]->type);
             map[n->out[k]->id] = m->out[k];
             if (n->out[k]->name && !(m->out[k]->name = tg_arena_strdup(&c->arena, n->out[k]->name)))
-                ok = false;
+                ok = fail_oom(c) != NULL;
         }
     }
     for (int i = 0; ok && i < g->outputs.n; i++) {
         tg_var *v = g->outputs.items[i];
         if (v->kind == TG_VAR_CONST && !map[v->id]) {
             tg_tensor *val = tg_tensor_dup(v->value);
-            map[v->id] = val ? tg_ir_const(c, val, v->lit) : NULL;
+            map[v->id] = val ? tg_ir_const(c, val, v->lit) : fail_oom(c);
             if (map[v->id]) map[v->id]->type = v->type;
         }
         ok = (tmp[i] = map[v->id]) != NULL;
     }
     if (ok) ok = tg_graph_set_outputs(c, tmp, g->outputs.n) == TG_OK;
-    c->line = c->col = 0;
+    if (c) c->line = c->col = 0;
     if (order) tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     if (map) tg_mem_free(g->ctx, map, sizeof *map * (size_t)(g->vars.n + 1));
     if (tmp) tg_mem_free(g->ctx, tmp, sizeof *tmp * (size_t)(g->vars.n + 1));

@@ -164,7 +164,42 @@ static void lex_string(tg_lexer *lx, tg_tok *t, const char *s) {
     lx->cur = p;
 }
 
+/* The expression of `fused{...}`: the text up to the next `}` on the same line (strings
+ * skipped), as one TG_TK_RAW token; the `}` is the next token. */
+static void lex_raw(tg_lexer *lx, tg_tok *t) {
+    const char *p = lx->cur;
+    bool in_str = false;
+    for (; p < lx->end && *p != '\n' && (in_str || *p != '}'); p++) {
+        if (*p == '"') in_str = !in_str;
+        else if (in_str && *p == '\\' && p + 1 < lx->end && p[1] != '\n') p++;
+    }
+    if (p >= lx->end || *p != '}') {
+        lex_error(lx, t, lx->cur - 1,
+                  "'fused{' is not closed: its expression must end with '}' on the same line");
+        return;
+    }
+    *t = (tg_tok){.kind = TG_TK_RAW,
+                  .p = lx->cur,
+                  .len = (size_t)(p - lx->cur),
+                  .line = lx->line,
+                  .col = col_of(lx, lx->cur)};
+    lx->cur = p;
+}
+
+static void lex_token(tg_lexer *lx, tg_tok *t);
+
 void tg_lex_next(tg_lexer *lx, tg_tok *t) {
+    if (lx->raw_next && !lx->failed) {
+        lx->raw_next = lx->after_fused = false;
+        lex_raw(lx, t);
+        return;
+    }
+    lex_token(lx, t);
+    if (t->kind == TG_TK_LBRACE && lx->after_fused) lx->raw_next = true;
+    lx->after_fused = tg_tok_is(t, "fused");
+}
+
+static void lex_token(tg_lexer *lx, tg_tok *t) {
     if (lx->failed) {
         *t = lx->err;
         return;

@@ -654,6 +654,14 @@ static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***in
 static bool parse_call(parser *p, int *nout) {
     tg_tok optok = p->tok;
     advance(p);
+    tg_tok raw = {.kind = TG_TK_EOF}; /* fused{EXPR}(...): the expression */
+    if (at(p, TG_TK_LBRACE)) {
+        advance(p);
+        raw = p->tok;
+        if (!expect(p, TG_TK_RAW, "an expression") || !expect(p, TG_TK_RBRACE, "'}'"))
+            return false;
+        if (!at(p, TG_TK_LPAREN)) return expected(p, "'(' after fused{...}");
+    }
     if (!enter(p, &p->tok)) return false;
     advance(p);
     *nout = 1;
@@ -705,6 +713,14 @@ static bool parse_call(parser *p, int *nout) {
 
     char *opname = scratch_str(p, optok.p, optok.len, &optok);
     if (!opname) return false;
+    if (raw.kind == TG_TK_RAW) {
+        for (int k = 0; k < na; k++)
+            if (strcmp(attrs[k].name, "expr") == 0)
+                return FAIL_TOK(p, &optok, TG_EINVAL, "fused: attribute 'expr' given twice");
+        if (!GROW(p, attrs, ca, na, &raw)) return false;
+        attrs[na] = TG_A_STR("expr", scratch_str(p, raw.p, raw.len, &raw));
+        if (!attrs[na++].s) return false;
+    }
     if (strcmp(opname, "grad") == 0) return build_grad(p, &optok, ins, nin, attrs, na, nout);
     if (nin >= 2 && !build_subtensor_sugar(p, opname, &ins, &nin, &attrs, &na, &ca, &optok))
         return false;
@@ -831,7 +847,8 @@ static NOINLINE bool parse_index(parser *p, tg_var *x) {
 static bool parse_expr(parser *p, tg_var **first, int *nout) {
     tg_tok t = p->tok;
     *nout = 1;
-    if (t.kind == TG_TK_NAME && peek(p)->kind == TG_TK_LPAREN) {
+    if (t.kind == TG_TK_NAME && (peek(p)->kind == TG_TK_LPAREN ||
+                                 (tg_tok_is(&t, "fused") && peek(p)->kind == TG_TK_LBRACE))) {
         if (!parse_call(p, nout)) return false;
         *first = p->outs[0];
     } else if (tg_tok_is(&t, "true") || tg_tok_is(&t, "false") || starts_number(p)) {
@@ -878,7 +895,8 @@ static bool parse_binding(parser *p) {
     }
     if (!expect(p, TG_TK_EQUAL, n > 1 ? "',' or '='" : "'=' or ','")) return false;
     tg_tok start = p->tok;
-    bool is_call = start.kind == TG_TK_NAME && peek(p)->kind == TG_TK_LPAREN;
+    bool is_call = start.kind == TG_TK_NAME && (peek(p)->kind == TG_TK_LPAREN ||
+                                                peek(p)->kind == TG_TK_LBRACE);
     tg_var *first = NULL;
     int nv = 0;
     if (!parse_expr(p, &first, &nv)) return false;

@@ -277,6 +277,16 @@ static void put_node(const printer *pr, const tg_node *n) {
     fputs("    ", f);
     for (int k = 0; k < n->nout; k++) fprintf(f, "%s%s", k ? ", " : "", name_of(pr, n->out[k]));
     if (n->nout == 0) fputs("_", f);
+    if (n->op == TG_OP_FUSED && n->attrs[0].kind == TG_ATTR_STR && n->attrs[0].s) {
+        /* fused{EXPR}(inputs): its inference accepted EXPR, so it has no newline or '}' */
+        fprintf(f, " = fused{%s}(", n->attrs[0].s);
+        for (int k = 0; k < n->nin; k++) {
+            if (k) fputs(", ", f);
+            put_use(pr, n->in[k]);
+        }
+        fputs(")\n", f);
+        return;
+    }
     fprintf(f, " = %s(", def->name);
     bool first = true;
     /* leading function attributes print positionally (`pmap(@body, ...)`) */

@@ -39,6 +39,7 @@ typedef enum {
     TG_TK_ARROW,    /* -> (reserved for return types) */
     TG_TK_MINUS,    /* - (only meaningful before a number) */
     TG_TK_QUESTION, /* ? */
+    TG_TK_RAW,      /* the text between `fused{` and its `}` (one line, taken as is) */
     TG_TK_ERROR,    /* lexical error: message in the lexer's msg */
 } tg_tok_kind;
 
@@ -57,6 +58,8 @@ typedef struct tg_lexer {
     int line;               /* current line, 1-based */
     long depth;             /* open ( and [ : newlines inside them are not tokens */
     bool failed;            /* an error token was returned */
+    bool after_fused;       /* the last token was the name `fused` */
+    bool raw_next;          /* the last token was the `{` of `fused{`: a RAW token follows */
     tg_tok err;             /* that token (returned again) */
     char msg[256];          /* its message, without the position */
     locale_t cloc;          /* "C" numeric locale for strtod_l, or (locale_t)0 */

@@ -324,7 +324,9 @@ static tg_var *onto(tg_graph *g, tg_var *v, const tg_var *y) {
 static tg_var *positions_like(tg_graph *g, tg_var *ind) {
     int64_t size = 1;
     bool known = tg_type_known(&ind->type);
-    for (int i = 0; known && i < ind->type.ndim; i++) size *= ind->type.shape[i];
+    for (int i = 0; known && i < ind->type.ndim; i++)
+        if (__builtin_mul_overflow(size, ind->type.shape[i], &size))
+            return tg_ir_fail(g, TG_ELIMIT, "gradient: the indices are too large");
     tg_var *n = known ? tg_literal_int(g, size) : tg_apply(g, "size", &ind, 1, NULL, 0);
     return tg_grad_reshape_like(g, tg_apply(g, "arange", &n, 1, NULL, 0), ind);
 }

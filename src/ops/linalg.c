@@ -143,9 +143,11 @@ static tg_var *dims_product(tg_graph *g, tg_var *const *dims, int n) {
     for (int i = 0; i < n; i++) {
         const tg_var *d = dims[i];
         if (!d) return NULL;
-        if (d->kind == TG_VAR_CONST && d->value)
-            known *= tg_load_i64(tg_tensor_data(d->value), d->value->dtype);
-        else
+        if (d->kind == TG_VAR_CONST && d->value) {
+            int64_t e = tg_load_i64(tg_tensor_data(d->value), d->value->dtype);
+            if (__builtin_mul_overflow(known, e, &known))
+                return tg_ir_fail(g, TG_ELIMIT, "dot gradient: the operands are too large");
+        } else
             p = p ? tg_mul(g, p, dims[i]) : dims[i];
     }
     if (!p) return tg_literal_int(g, known);

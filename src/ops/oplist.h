@@ -36,10 +36,12 @@
     X(ONES, ones) X(FULL, full) X(ALLOC, alloc) X(ARANGE, arange) X(EYE, eye) X(TRIL, tril) \
     X(TRIU, triu) X(SHAPE, shape) X(SIZE, size)
 #define TG_OPS_NN(X) X(SOFTMAX, softmax) X(LOG_SOFTMAX, log_softmax) X(LOGSUMEXP, logsumexp)
+/* fused.c: elementwise expressions (and a reduction at their root) in one node */
+#define TG_OPS_FUSED(X) X(FUSED, fused)
 
 #define TG_OPS(X)                                                                          \
     TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_INDEX(X)     \
-    TG_OPS_JOIN(X) TG_OPS_NN(X)
+    TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X)
 
 #define TG_X_ENUM(U, l) TG_OP_##U,
 typedef enum { TG_OPS(TG_X_ENUM) TG_OP_COUNT } tg_op;

@@ -381,20 +381,18 @@ static tg_status vjp_mean(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
     bool red[TG_MAX_DIMS];
     if (!float_in(n, 0)) return g->status;
     tg_var *gk = keepdims_form(g, n, gout[0], red);
-    int64_t known = 1;
+    double known = 1.0; /* the static part of the count (a double: no overflow) */
     for (int i = 0; i < x->type.ndim; i++)
-        if (red[i] && x->type.shape[i] >= 0) known *= x->type.shape[i];
+        if (red[i] && x->type.shape[i] >= 0) known *= (double)x->type.shape[i];
     for (int i = 0; i < x->type.ndim && gk; i++) {
         if (!red[i] || x->type.shape[i] >= 0) continue;
         if (!cnt && !tg_grad_dims(g, x, dims)) return g->status;
         cnt = cnt ? tg_mul(g, cnt, dims[i]) : dims[i];
     }
-    tg_var *div;
-    if (!cnt) {
-        div = tg_literal_float(g, (double)known);
-    } else {
-        if (known != 1) cnt = tg_mul(g, cnt, tg_literal_int(g, known));
+    tg_var *div = tg_literal_float(g, known);
+    if (cnt) {
         div = tg_cast(g, cnt, (tg_dtype)x->type.dtype);
+        if (known != 1.0) div = tg_mul(g, div, tg_literal_float(g, known));
     }
     gin[0] = tg_grad_broadcast_like(g, tg_div(g, gk, div), x);
     return g->status;

@@ -3,8 +3,9 @@
  * form of sums and products with constants that later passes rely on.
  *
  * Invariants (each rule says which it relies on):
- *  - Exact: a rule changes no value, not even a NaN, an infinity or the sign of a zero,
- *    except sum_sum, which regroups a float sum (rounding only). Hence add(x, 0) -> x only
+ *  - Exact: a rule changes no value, not an infinity, not the sign of a zero, not where a
+ *    NaN appears (only the sign and payload of a NaN, which IEEE leaves open), except
+ *    sum_sum, which regroups a float sum (rounding only). Hence add(x, 0) -> x only
  *    for -0.0 or integers, mul(x, 0) -> 0 only for integers and bool, and no
  *    reassociation of float constants (x*c1*c2 may overflow where x*(c1*c2) does not).
  *  - No hidden broadcast, dtype or weakness change: an identity applies only when the
@@ -126,7 +127,10 @@ static tg_var *rw_constant_fold(tg_rw *rw, tg_node *n) {
         if (t->weak)
             lit = tg_dtype_is_float((tg_dtype)t->dtype) ? 'f' : t->dtype == TG_DT_BOOL ? 'b' : 'i';
         res[i] = c ? tg_ir_const(g, c, lit) : tg_ir_fail(g, TG_ENOMEM, "out of memory");
-        if (res[i]) res[i]->type.weak = t->weak;
+        if (res[i]) {
+            res[i]->type.weak = t->weak;
+            res[i] = tg_rw_find_equal_const(rw, res[i]); /* one variable per value */
+        }
         ok = res[i] != NULL;
     }
     if (!ok) return NULL;
@@ -143,7 +147,8 @@ static tg_var *const_i64(tg_rw *rw, int n, const int64_t *vals) {
     int64_t len = n;
     tg_tensor *t = n < 0 ? tg_tensor_from_data(g->ctx, TG_DT_I64, 0, NULL, vals)
                          : tg_tensor_from_data(g->ctx, TG_DT_I64, 1, &len, vals);
-    return t ? tg_ir_const(g, t, 0) : tg_ir_fail(g, TG_ENOMEM, "out of memory");
+    tg_var *c = t ? tg_ir_const(g, t, 0) : tg_ir_fail(g, TG_ENOMEM, "out of memory");
+    return c ? tg_rw_find_equal_const(rw, c) : NULL;
 }
 
 /* shape(x) -> constant when every extent of x is static. */

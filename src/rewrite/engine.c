@@ -98,6 +98,11 @@ static tg_status fail(tg_rw *rw, tg_status st, const char *fmt, ...) {
 
 static tg_status oom(tg_rw *rw) { return fail(rw, TG_ENOMEM, "rewrite: out of memory"); }
 
+tg_status tg_rw_error_status(void) {
+    const char *m = tg_last_error();
+    return m && strstr(m, "out of memory") ? TG_ENOMEM : TG_EINTERNAL;
+}
+
 static const char *rule_name(const tg_rw *rw) {
     return rw->cur >= 0 ? rw->rules[rw->cur].name : "(engine)";
 }
@@ -698,8 +703,7 @@ static tg_status seed(tg_rw *rw) {
     tg_graph *g = rw->g;
     int norder = 0;
     tg_node **order = tg_ir_toposort(g, &norder);
-    if (!order) return fail(rw, tg_last_error()[0] ? TG_EINTERNAL : TG_ENOMEM, "%s",
-                            tg_last_error());
+    if (!order) return fail(rw, tg_rw_error_status(), "%s", tg_last_error());
     bool ok = grow_nodes(rw, g->nodes.n + 1) && grow_vars(rw, g->vars.n + 1);
     for (int i = 0; ok && i < norder; i++) rw->flags[order[i]->id] = LIVE;
     for (int i = 0; ok && i < norder; i++)
@@ -743,7 +747,8 @@ static void visit(tg_rw *rw, tg_node *n) {
         g->line = line;
         g->col = col;
         if (g->status != TG_OK) {
-            fail(rw, TG_EINTERNAL, "rewrite rule '%s' (pass %s) failed on node %d (%s): %s",
+            fail(rw, g->status == TG_ENOMEM ? TG_ENOMEM : TG_EINTERNAL,
+                 "rewrite rule '%s' (pass %s) failed on node %d (%s): %s",
                  rule->name, rw->pass, n->id, tg_op_table[n->op]->name, g->error);
             break;
         }

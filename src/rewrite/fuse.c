@@ -1,16 +1,697 @@
-/* fuse.c - the fuse phase: elementwise fusion into fused{...} kernels.
+/* fuse.c - the fuse phase: groups of elementwise ops (and a reduction they feed) become one
+ * `fused{...}` node (src/ops/fused.h), so that a backend computes them in one pass.
  *
- * Empty until its issue lands: the rule list is empty and the pass changes nothing. Rules
- * go in fuse_rules (one row per rule, see docs/rewrites.md), each with a golden test in
- * tests/golden/fuse/.
+ * This pass is a global partition of the graph rather than a set of local rules, so it does
+ * not run through the rule engine. It works in three steps over the live nodes:
+ *  1. Producers into consumers, last node first (reverse topological order). An elementwise
+ *     node joins the group of its users when every user is a member of one group whose
+ *     values have the same static shape as the node's output; a graph output may also read
+ *     it (it becomes an extra output of the fused node). Otherwise it starts a group.
+ *  2. Reductions (sum prod mean max min) join the group that feeds them when each of that
+ *     group's values leaving it is read only by one such reduction, all reducing the same
+ *     axes with the same keepdims: the elementwise values are then never materialised.
+ *  3. Siblings: groups of the same kind and shape that read a common input merge into one
+ *     multi-output node, when no path leads from one to the other (searched through the
+ *     groups, with a bounded budget: an unfinished search refuses the merge).
+ * Groups of one node stay as they are. Each remaining group becomes one fused node; the
+ * values it provides are replaced by the node's outputs.
+ *
+ * Choices and invariants:
+ *  - A value that a node outside the group needs is a boundary: its producer ends a group
+ *    (it is not recomputed, and it is not an extra output feeding other nodes). Only graph
+ *    outputs become extra outputs; they feed nothing, so no cycle can arise.
+ *  - Convexity: step 1 only adds a node whose users are all in the group, so no path leaves
+ *    the group and comes back; the quotient graph of groups stays acyclic (a node added in
+ *    step 1 has no edge leaving the group; step 2 adds a consumer whose only input is in the
+ *    group; step 3 checks both directions).
+ *  - Every member's value has the group's static shape S; inputs of smaller shape broadcast
+ *    inside. Run-time extents agree too: members linked by a value of shape S have equal
+ *    extents (a '?' extent that is 1 at run time does not broadcast), and siblings merge
+ *    only over an input of shape S, or when S is fully static.
+ *  - Literals (0-d weak-origin constants) are written into the expression; every other
+ *    value becomes an input of the fused node.
+ *  - A group's expression text is bounded (FUSE_MAX_EXPANDED calls, counted with
+ *    repetitions of shared values): a longer chain is cut into several fused nodes.
+ *  - Before a group is replaced, its expression is parsed and typed again and each output
+ *    type compared with the value it replaces (dtype, shape, weakness): a mismatch is a bug
+ *    of this pass; checked builds stop with an error, others keep the group unfused.
+ *  - Every walk is a loop over arrays or an explicit stack.
  */
+#include "../ops/fused.h"
 #include "rewrite.h"
 
-static const tg_rule fuse_rules[] = {
-    {NULL, -1, NULL}, /* placeholder: C has no empty arrays */
-};
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define FUSE_MAX_EXPANDED 1000 /* calls in one expression, shared values counted per use */
+#define FUSE_REACH_BUDGET 4096 /* nodes one sibling path search may visit */
+
+enum { K_EW, K_RED };
+
+typedef struct fgroup {
+    int rep;               /* union-find parent (itself when a representative) */
+    int head, tail;        /* member node ids, linked by fuser.next */
+    int nmem;              /* members: elementwise nodes and reductions */
+    int esize;             /* calls in its expression, counted per use */
+    int kind;              /* K_EW or K_RED */
+    tg_type shape;         /* S: the shape of the elementwise values (or reduced values) */
+    bool red[TG_MAX_DIMS]; /* K_RED: axes of S the reductions reduce */
+    int64_t keep;          /* K_RED: keepdims */
+    int nout;              /* outputs the fused node will have */
+} fgroup;
+
+typedef struct fuser {
+    tg_graph *g;
+    tg_ctx *ctx;
+    tg_node **order;       /* live nodes, inputs before users */
+    int norder;
+    int nn, nv;            /* g->nodes.n and g->vars.n when the pass started */
+    int *pos;              /* per node id: position in order, -1 when dead */
+    int *ustart;           /* per var id: users are unode[ustart[v] .. ustart[v + 1]) */
+    tg_node **unode;       /* users (one entry per input slot) */
+    int *outuse;           /* per var id: graph output slots holding it */
+    int *grp;              /* per node id: group, -1 none */
+    int *next;             /* per node id: next member of its group, -1 */
+    int *mult;             /* per node id: uses of its value inside its group's text */
+    fgroup *gs;            /* groups */
+    int ngs;
+    int *vis;              /* per node id: search stamp */
+    int *gvis;             /* per group: search stamp */
+    int stamp;
+    int *stack;            /* node ids, for searches */
+    int made;              /* fused nodes made */
+} fuser;
+
+static void *fz_calloc(fuser *f, size_t n, size_t elem) {
+    size_t bytes;
+    if (!tg_size_mul(n + 1, elem, &bytes)) return NULL;
+    return tg_mem_calloc(f->ctx, bytes);
+}
+
+static void fz_free(fuser *f, void *p, size_t n, size_t elem) {
+    if (p) tg_mem_free(f->ctx, p, (n + 1) * elem);
+}
+
+/* ---- predicates ---- */
+
+static bool is_literal(const tg_var *v) {
+    return v->kind == TG_VAR_CONST && v->lit && v->value && v->value->ndim == 0;
+}
+
+/* An elementwise node that may be a member. */
+static bool ew_ok(const tg_node *n) {
+    return tg_fused_can_inline(n->op) && n->nout == 1 && n->nin <= TG_FUSED_MAX_ARGS &&
+           !n->out[0]->type.weak;
+}
+
+static bool red_ok(const tg_node *n) {
+    return tg_fused_can_reduce(n->op) && n->nout == 1 && n->nin == 1 && !n->out[0]->type.weak;
+}
+
+static bool same_shape(const tg_type *a, const tg_type *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* ---- groups ---- */
+
+static int gfind(fuser *f, int a) {
+    int r = a;
+    while (f->gs[r].rep != r) r = f->gs[r].rep;
+    while (f->gs[a].rep != r) {
+        int up = f->gs[a].rep;
+        f->gs[a].rep = r;
+        a = up;
+    }
+    return r;
+}
+
+static int node_group(fuser *f, const tg_node *n) {
+    if (n->id >= f->nn || f->grp[n->id] < 0) return -1;
+    return gfind(f, f->grp[n->id]);
+}
+
+static void add_member(fuser *f, int gi, tg_node *n) {
+    fgroup *g = &f->gs[gi];
+    f->grp[n->id] = gi;
+    f->next[n->id] = -1;
+    if (g->tail >= 0)
+        f->next[g->tail] = n->id;
+    else
+        g->head = n->id;
+    g->tail = n->id;
+    g->nmem++;
+}
+
+static int new_group(fuser *f, tg_node *n, int kind, const tg_type *shape) {
+    int gi = f->ngs++;
+    f->gs[gi] = (fgroup){.rep = gi, .head = -1, .tail = -1, .kind = kind, .shape = *shape};
+    add_member(f, gi, n);
+    return gi;
+}
+
+
+static void merge_into(fuser *f, int b, int a) {
+    fgroup *gb = &f->gs[b], *ga = &f->gs[a];
+    ga->rep = b;
+    if (ga->head >= 0) {
+        if (gb->tail >= 0)
+            f->next[gb->tail] = ga->head;
+        else
+            gb->head = ga->head;
+        gb->tail = ga->tail;
+    }
+    gb->nmem += ga->nmem;
+    gb->esize += ga->esize;
+    gb->nout += ga->nout;
+}
+
+/* True when some user of v is not a member of group gi (or v is a graph output). */
+static bool leaves(fuser *f, const tg_var *v, int gi) {
+    if (f->outuse[v->id] > 0) return true;
+    for (int k = f->ustart[v->id]; k < f->ustart[v->id + 1]; k++)
+        if (node_group(f, f->unode[k]) != gi) return true;
+    return false;
+}
+
+/* Axes a reduction node reduces of its input (rank nd); false when malformed. */
+static bool red_mask(const tg_node *r, bool *red, int64_t *keep) {
+    const tg_aval *axis = &r->attrs[0];
+    int nd = r->in[0]->type.ndim;
+    for (int d = 0; d < TG_MAX_DIMS; d++) red[d] = axis->kind == TG_ATTR_NONE && d < nd;
+    *keep = r->attrs[1].i;
+    if (axis->kind == TG_ATTR_NONE) return true;
+    if (axis->kind != TG_ATTR_INTS) return false;
+    for (int k = 0; k < axis->n; k++) {
+        int a;
+        if (!tg_axis_norm(axis->ints[k], nd, &a)) return false;
+        red[a] = true;
+    }
+    return true;
+}
+
+/* ---- setup ---- */
+
+static tg_status setup(fuser *f) {
+    tg_graph *g = f->g;
+    f->nn = g->nodes.n;
+    f->nv = g->vars.n;
+    size_t nn = (size_t)f->nn, nv = (size_t)f->nv;
+    f->order = tg_ir_toposort(g, &f->norder);
+    if (!f->order) return strstr(tg_last_error(), "cycle") ? TG_EINTERNAL : TG_ENOMEM;
+    f->pos = fz_calloc(f, nn, sizeof *f->pos);
+    f->ustart = fz_calloc(f, nv + 1, sizeof *f->ustart);
+    f->outuse = fz_calloc(f, nv, sizeof *f->outuse);
+    f->grp = fz_calloc(f, nn, sizeof *f->grp);
+    f->next = fz_calloc(f, nn, sizeof *f->next);
+    f->mult = fz_calloc(f, nn, sizeof *f->mult);
+    f->gs = fz_calloc(f, nn, sizeof *f->gs);
+    f->vis = fz_calloc(f, nn, sizeof *f->vis);
+    f->gvis = fz_calloc(f, nn, sizeof *f->gvis);
+    f->stack = fz_calloc(f, nn, sizeof *f->stack);
+    if (!f->pos || !f->ustart || !f->outuse || !f->grp || !f->next || !f->mult || !f->gs ||
+        !f->vis || !f->gvis || !f->stack)
+        return TG_ENOMEM;
+    for (size_t i = 0; i < nn; i++) f->pos[i] = f->grp[i] = f->next[i] = -1;
+    size_t nuse = 0;
+    for (int i = 0; i < f->norder; i++) {
+        tg_node *n = f->order[i];
+        f->pos[n->id] = i;
+        for (int k = 0; k < n->nin; k++) f->ustart[n->in[k]->id + 1]++;
+        nuse += (size_t)n->nin;
+    }
+    for (size_t v = 0; v < nv; v++) f->ustart[v + 1] += f->ustart[v];
+    f->unode = fz_calloc(f, nuse, sizeof *f->unode);
+    int *fill = fz_calloc(f, nv, sizeof *fill);
+    if (!f->unode || !fill) {
+        fz_free(f, fill, nv, sizeof *fill);
+        return TG_ENOMEM;
+    }
+    for (int i = 0; i < f->norder; i++) {
+        tg_node *n = f->order[i];
+        for (int k = 0; k < n->nin; k++) {
+            int v = n->in[k]->id;
+            f->unode[f->ustart[v] + fill[v]++] = n;
+        }
+    }
+    fz_free(f, fill, nv, sizeof *fill);
+    for (int i = 0; i < g->outputs.n; i++) f->outuse[((tg_var *)g->outputs.items[i])->id]++;
+    return TG_OK;
+}
+
+static void teardown(fuser *f) {
+    size_t nn = (size_t)f->nn, nv = (size_t)f->nv;
+    if (f->order) tg_mem_free(f->ctx, f->order, sizeof *f->order * (nn + 1));
+    size_t nuse = f->ustart ? (size_t)f->ustart[nv] : 0;
+    fz_free(f, f->unode, nuse, sizeof *f->unode);
+    fz_free(f, f->pos, nn, sizeof *f->pos);
+    fz_free(f, f->ustart, nv + 1, sizeof *f->ustart);
+    fz_free(f, f->outuse, nv, sizeof *f->outuse);
+    fz_free(f, f->grp, nn, sizeof *f->grp);
+    fz_free(f, f->next, nn, sizeof *f->next);
+    fz_free(f, f->mult, nn, sizeof *f->mult);
+    fz_free(f, f->gs, nn, sizeof *f->gs);
+    fz_free(f, f->vis, nn, sizeof *f->vis);
+    fz_free(f, f->gvis, nn, sizeof *f->gvis);
+    fz_free(f, f->stack, nn, sizeof *f->stack);
+}
+
+/* ---- step 1: producers into consumers ---- */
+
+static void absorb_producers(fuser *f) {
+    for (int i = f->norder - 1; i >= 0; i--) {
+        tg_node *n = f->order[i];
+        if (!ew_ok(n)) continue;
+        const tg_var *v = n->out[0];
+        int gi = -1;
+        bool join = true;
+        long m = f->outuse[v->id] > 0 ? 1 : 0;
+        for (int k = f->ustart[v->id]; k < f->ustart[v->id + 1] && join; k++) {
+            const tg_node *u = f->unode[k];
+            int gu = node_group(f, u);
+            if (gu < 0 || f->gs[gu].kind != K_EW || !same_shape(&v->type, &f->gs[gu].shape) ||
+                (gi >= 0 && gu != gi))
+                join = false;
+            gi = gu;
+            m += f->mult[u->id];
+            if (m > FUSE_MAX_EXPANDED) join = false;
+        }
+        if (join && gi >= 0 && f->gs[gi].esize + m <= FUSE_MAX_EXPANDED) {
+            add_member(f, gi, n);
+            f->mult[n->id] = (int)m;
+            f->gs[gi].esize += (int)m;
+        } else {
+            gi = new_group(f, n, K_EW, &v->type);
+            f->mult[n->id] = 1;
+            f->gs[gi].esize = 1;
+        }
+    }
+    /* outputs of each group: its values that leave it */
+    for (int gi = 0; gi < f->ngs; gi++)
+        for (int m = f->gs[gi].head; m >= 0; m = f->next[m])
+            if (leaves(f, ((tg_node *)f->g->nodes.items[m])->out[0], gi)) f->gs[gi].nout++;
+}
+
+/* ---- step 2: reductions into the group that feeds them ---- */
+
+static void absorb_reductions(fuser *f) {
+    int ng = f->ngs;
+    for (int gi = 0; gi < ng; gi++) {
+        fgroup *gr = &f->gs[gi];
+        if (gr->kind != K_EW || gr->nout < 1 || gr->nout > TG_MAX_OUTS ||
+            gr->esize + gr->nout > FUSE_MAX_EXPANDED)
+            continue;
+        bool ok = true, first = true;
+        bool red[TG_MAX_DIMS];
+        int64_t keep = 0;
+        for (int m = gr->head; m >= 0 && ok; m = f->next[m]) {
+            const tg_var *v = ((tg_node *)f->g->nodes.items[m])->out[0];
+            if (!leaves(f, v, gi)) continue;
+            if (f->outuse[v->id] > 0 || f->ustart[v->id + 1] - f->ustart[v->id] != 1) {
+                ok = false;
+                break;
+            }
+            const tg_node *r = f->unode[f->ustart[v->id]];
+            bool rm[TG_MAX_DIMS];
+            int64_t rk;
+            if (!red_ok(r) || node_group(f, r) >= 0 || !red_mask(r, rm, &rk)) {
+                ok = false;
+                break;
+            }
+            if (first) {
+                memcpy(red, rm, sizeof red);
+                keep = rk;
+                first = false;
+            } else if (memcmp(red, rm, sizeof red) != 0 || rk != keep) {
+                ok = false;
+            }
+        }
+        if (!ok || first) continue;
+        /* every value leaving the group feeds one reduction: take them in */
+        int tail = gr->tail;
+        for (int m = gr->head; m >= 0; m = m == tail ? -1 : f->next[m]) {
+            const tg_var *v = ((tg_node *)f->g->nodes.items[m])->out[0];
+            if (!leaves(f, v, gi)) continue;
+            tg_node *r = f->unode[f->ustart[v->id]];
+            add_member(f, gi, r);
+            f->mult[r->id] = 1;
+            gr->esize++;
+        }
+        gr->kind = K_RED;
+        memcpy(gr->red, red, sizeof red);
+        gr->keep = keep;
+    }
+    /* a reduction of an input alone: a group of its own, fused only with siblings */
+    for (int i = 0; i < f->norder; i++) {
+        tg_node *r = f->order[i];
+        bool rm[TG_MAX_DIMS];
+        int64_t rk;
+        if (!red_ok(r) || node_group(f, r) >= 0 || !red_mask(r, rm, &rk)) continue;
+        int gi = new_group(f, r, K_RED, &r->in[0]->type);
+        memcpy(f->gs[gi].red, rm, sizeof rm);
+        f->gs[gi].keep = rk;
+        f->gs[gi].esize = 1;
+        f->gs[gi].nout = 1;
+        f->mult[r->id] = 1;
+    }
+}
+
+/* ---- step 3: siblings ---- */
+
+static void push_users(fuser *f, const tg_node *n, int *sp) {
+    for (int o = 0; o < n->nout; o++) {
+        int v = n->out[o]->id;
+        for (int k = f->ustart[v]; k < f->ustart[v + 1]; k++) {
+            const tg_node *u = f->unode[k];
+            if (f->vis[u->id] == f->stamp) continue;
+            f->vis[u->id] = f->stamp;
+            f->stack[(*sp)++] = u->id;
+        }
+    }
+}
+
+/* True when a path leads from group a to group b through any nodes and groups (a group
+ * counts as one vertex), or when the search ran out of budget. */
+static bool reaches(fuser *f, int a, int b) {
+    f->stamp++;
+    int sp = 0;
+    long budget = FUSE_REACH_BUDGET;
+    f->gvis[a] = f->stamp;
+    for (int m = f->gs[a].head; m >= 0; m = f->next[m]) f->vis[m] = f->stamp;
+    for (int m = f->gs[a].head; m >= 0; m = f->next[m])
+        push_users(f, f->g->nodes.items[m], &sp);
+    while (sp > 0) {
+        if (--budget < 0) return true;
+        const tg_node *u = f->g->nodes.items[f->stack[--sp]];
+        int gu = node_group(f, u);
+        if (gu == b) return true;
+        if (gu >= 0 && f->gvis[gu] != f->stamp) {
+            f->gvis[gu] = f->stamp;
+            for (int m = f->gs[gu].head; m >= 0; m = f->next[m]) {
+                if (f->vis[m] == f->stamp) continue;
+                f->vis[m] = f->stamp;
+                f->stack[sp++] = m;
+            }
+        }
+        push_users(f, u, &sp);
+    }
+    return false;
+}
+
+static bool static_shape(const tg_type *t) {
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] < 0) return false;
+    return true;
+}
+
+static bool siblings_fit(const fuser *f, int a, int b, const tg_var *x) {
+    const fgroup *ga = &f->gs[a], *gb = &f->gs[b];
+    if (ga->kind != gb->kind || !same_shape(&ga->shape, &gb->shape)) return false;
+    if (!static_shape(&ga->shape) && !same_shape(&x->type, &ga->shape)) return false;
+    if (ga->kind == K_RED && (memcmp(ga->red, gb->red, sizeof ga->red) != 0 || ga->keep != gb->keep))
+        return false;
+    return ga->esize + gb->esize <= FUSE_MAX_EXPANDED && ga->nout + gb->nout <= TG_MAX_OUTS;
+}
+
+static void merge_siblings(fuser *f) {
+    enum { MAXC = 32 };
+    int cand[MAXC];
+    for (int v = 0; v < f->nv; v++) {
+        const tg_var *x = f->g->vars.items[v];
+        if (f->ustart[v + 1] - f->ustart[v] < 2 || is_literal(x)) continue;
+        int xg = x->kind == TG_VAR_NODE ? node_group(f, x->node) : -1;
+        int nc = 0;
+        f->stamp++;
+        for (int k = f->ustart[v]; k < f->ustart[v + 1] && nc < MAXC; k++) {
+            int gu = node_group(f, f->unode[k]);
+            if (gu < 0 || gu == xg || f->gvis[gu] == f->stamp) continue;
+            f->gvis[gu] = f->stamp;
+            cand[nc++] = gu;
+        }
+        for (int i = 1; i < nc; i++) {
+            for (int j = 0; j < i; j++) {
+                int a = gfind(f, cand[i]), b = gfind(f, cand[j]);
+                if (a == b || !siblings_fit(f, b, a, x)) continue;
+                if (reaches(f, a, b) || reaches(f, b, a)) continue;
+                merge_into(f, b, a);
+                break;
+            }
+        }
+    }
+}
+
+/* ---- building the fused nodes ---- */
+
+/* How a literal constant is written: false when it cannot be (it becomes an input). */
+static bool literal_of(const tg_var *v, char *lit, int64_t *i, double *x) {
+    if (!is_literal(v)) return false;
+    tg_dtype dt = (tg_dtype)v->type.dtype;
+    const void *p = tg_tensor_data(v->value);
+    if (dt == TG_DT_BOOL) {
+        *lit = 'b';
+        *i = tg_load_i64(p, dt) != 0;
+    } else if (!tg_dtype_is_float(dt)) {
+        *lit = 'i';
+        *i = tg_load_i64(p, dt);
+    } else {
+        double d = tg_load_f64(p, dt);
+        /* an integer literal that met a float prints as an integer: the same weak value */
+        bool integral = v->lit != 'f' && d == d && fabs(d) < 9007199254740992.0 && d == floor(d);
+        *lit = integral ? 'i' : 'f';
+        *i = integral ? (int64_t)d : 0;
+        *x = d;
+    }
+    return true;
+}
+
+typedef struct builder {
+    int *slot;        /* per node id: its slot in the program being built */
+    int *islot;       /* per var id: input slot (valid when istamp matches) */
+    int *istamp;
+    int stamp;
+    tg_var **ins;     /* inputs of the fused node */
+    tg_var **exits;   /* values it replaces, in output order */
+    tg_var **map;     /* per var id (original vars): the replacement, or NULL */
+    bool *built;      /* per group: replaced by a fused node */
+} builder;
+
+/* Builds the fused node of group gi from its members (topological order); false when the
+ * group is left unfused, with *st set on errors that must stop the pass. */
+static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int nm,
+                        tg_status *st) {
+    tg_graph *g = f->g;
+    int nin = 0, ne = 0;
+    b->stamp++;
+    for (int j = 0; j < nm; j++) {
+        const tg_node *m = mem[j];
+        for (int k = 0; k < m->nin; k++) {
+            tg_var *x = m->in[k];
+            char lit;
+            int64_t li;
+            double lf;
+            if (x->kind == TG_VAR_NODE && node_group(f, x->node) == gi) continue;
+            if (!tg_fused_can_reduce(m->op) && literal_of(x, &lit, &li, &lf)) continue;
+            if (b->istamp[x->id] == b->stamp) continue;
+            b->istamp[x->id] = b->stamp;
+            b->islot[x->id] = nin;
+            b->ins[nin++] = x;
+        }
+    }
+    if (nin == 0) return false; /* only literals: nothing to read (folding's business) */
+    tg_fused_prog *p = tg_fused_new(g->ctx, nin), *q = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    tg_status err = p ? TG_OK : TG_ENOMEM; /* allocation failures and limits */
+    bool ok = true;                        /* the group can be fused */
+    for (int j = 0; err == TG_OK && ok && j < nm; j++) {
+        const tg_node *m = mem[j];
+        int in[TG_FUSED_MAX_ARGS];
+        for (int k = 0; err == TG_OK && k < m->nin && k < TG_FUSED_MAX_ARGS; k++) {
+            tg_var *x = m->in[k];
+            char lit;
+            int64_t li = 0;
+            double lf = 0.0;
+            if (x->kind == TG_VAR_NODE && node_group(f, x->node) == gi)
+                in[k] = b->slot[x->node->id];
+            else if (!tg_fused_can_reduce(m->op) && literal_of(x, &lit, &li, &lf))
+                in[k] = tg_fused_add_const(p, lit, li, lf, (tg_dtype)x->type.dtype);
+            else
+                in[k] = b->islot[x->id];
+            if (in[k] < 0) err = TG_ENOMEM;
+        }
+        if (err != TG_OK) break;
+        if (tg_fused_can_reduce(m->op)) {
+            if (!tg_fused_add_out(p, in[0], m->op, m->attrs)) err = TG_ENOMEM;
+            b->exits[ne++] = m->out[0];
+            continue;
+        }
+        b->slot[m->id] = tg_fused_add_op(p, m->op, in, m->nin, m->attrs);
+        if (b->slot[m->id] < 0) err = TG_ENOMEM;
+        else if (leaves(f, m->out[0], gi) && f->gs[gi].kind != K_EW)
+            ok = false; /* a reduction group never lets an elementwise value out */
+        else if (leaves(f, m->out[0], gi) && !tg_fused_add_out(p, b->slot[m->id], -1, NULL))
+            err = TG_ENOMEM;
+        else if (leaves(f, m->out[0], gi))
+            b->exits[ne++] = m->out[0];
+    }
+    if (err == TG_OK && ok && ne > 0 && !(text = tg_fused_format(p, (size_t)1 << 20, &len)))
+        err = TG_ENOMEM;
+    /* the expression must give back exactly the types of the values it replaces */
+    tg_type *tin = NULL;
+    char msg[256] = "";
+    if (err == TG_OK && ok && text) {
+        tin = tg_mem_alloc(g->ctx, sizeof *tin * (size_t)(nin + 1));
+        if (!tin) err = TG_ENOMEM;
+        for (int k = 0; tin && k < nin; k++) tin[k] = b->ins[k]->type;
+    }
+    if (err == TG_OK && ok && text) {
+        tg_status ps = tg_fused_parse(g->ctx, text, len, nin, &q, msg, sizeof msg);
+        if (ps == TG_OK) ps = tg_fused_type(q, tin, false, msg, sizeof msg);
+        if (ps == TG_ENOMEM) err = ps;
+        ok = ps == TG_OK && q->nout == ne;
+        for (int k = 0; ok && k < ne; k++)
+            ok = tg_type_equal(&q->out_type[k], &b->exits[k]->type) &&
+                 q->out_type[k].weak == b->exits[k]->type.weak;
+#ifndef NDEBUG
+        if (!ok && err == TG_OK)
+            err = tg_set_error(TG_EINTERNAL, "fuse: the fused expression '%.200s' does not "
+                               "give the types it replaces%s%s", text, msg[0] ? ": " : "", msg);
+#endif
+    }
+    if (tin) tg_mem_free(g->ctx, tin, sizeof *tin * (size_t)(nin + 1));
+    tg_fused_free(q);
+    tg_fused_free(p);
+    if (err == TG_ENOMEM) err = tg_set_error(TG_ENOMEM, "fuse: out of memory");
+    if (err != TG_OK || !ok || !text) {
+        if (err == TG_ELIMIT) err = TG_OK; /* too large: leave the group unfused */
+        *st = err;
+        if (text) tg_mem_free(g->ctx, text, len + 1);
+        return false;
+    }
+    const tg_node *last = mem[nm - 1];
+    int line = g->line, col = g->col;
+    g->line = last->line;
+    g->col = last->col;
+    tg_attr a = TG_A_STR("expr", text);
+    tg_node *n = tg_ir_node_make(g, TG_OP_FUSED, b->ins, nin, &a, 1);
+    g->line = line;
+    g->col = col;
+    tg_mem_free(g->ctx, text, len + 1);
+    if (!n || n->nout != ne) {
+        *st = n ? tg_set_error(TG_EINTERNAL, "fuse: a fused node has %d outputs, not %d", n->nout,
+                               ne)
+                : g->status;
+        return false;
+    }
+    for (int k = 0; k < ne; k++) {
+        b->map[b->exits[k]->id] = n->out[k];
+        n->out[k]->name = b->exits[k]->name; /* same graph, same arena: the name is kept */
+    }
+    return true;
+}
+
+/* Replaces the groups of two nodes or more by fused nodes, then points every use of a
+ * value they replace at the fused node's output. */
+static tg_status build_all(fuser *f) {
+    tg_graph *g = f->g;
+    size_t nn = (size_t)f->nn, nv = (size_t)f->nv;
+    builder b = {0};
+    int *start = fz_calloc(f, nn + 1, sizeof *start);
+    tg_node **mem = fz_calloc(f, nn, sizeof *mem);
+    b.slot = fz_calloc(f, nn, sizeof *b.slot);
+    b.islot = fz_calloc(f, nv, sizeof *b.islot);
+    b.istamp = fz_calloc(f, nv, sizeof *b.istamp);
+    b.ins = fz_calloc(f, nv, sizeof *b.ins);
+    b.exits = fz_calloc(f, nv, sizeof *b.exits);
+    b.map = fz_calloc(f, nv, sizeof *b.map);
+    b.built = fz_calloc(f, nn, sizeof *b.built);
+    tg_status st = TG_OK;
+    if (!start || !mem || !b.slot || !b.islot || !b.istamp || !b.ins || !b.exits || !b.map ||
+        !b.built) {
+        st = TG_ENOMEM;
+        goto done;
+    }
+    /* members of each representative, in topological order (a counting sort) */
+    for (int i = 0; i < f->norder; i++) {
+        int gi = node_group(f, f->order[i]);
+        if (gi >= 0) start[gi + 1]++;
+    }
+    for (size_t gi = 0; gi < nn; gi++) start[gi + 1] += start[gi];
+    {
+        int *fill = fz_calloc(f, nn, sizeof *fill);
+        if (!fill) {
+            st = TG_ENOMEM;
+            goto done;
+        }
+        for (int i = 0; i < f->norder; i++) {
+            int gi = node_group(f, f->order[i]);
+            if (gi >= 0) mem[start[gi] + fill[gi]++] = f->order[i];
+        }
+        fz_free(f, fill, nn, sizeof *fill);
+    }
+    for (int gi = 0; gi < f->ngs && st == TG_OK; gi++) {
+        int nm = start[gi + 1] - start[gi];
+        if (gfind(f, gi) != gi || nm < 2) continue;
+        b.built[gi] = build_group(f, &b, gi, mem + start[gi], nm, &st);
+        if (b.built[gi]) f->made++;
+    }
+    if (st != TG_OK || f->made == 0) goto done;
+    /* redirect: live nodes outside the replaced groups, the new nodes, the outputs */
+    for (int i = 0; i < g->nodes.n; i++) {
+        tg_node *n = g->nodes.items[i];
+        if (i < f->nn) {
+            int gi = node_group(f, n);
+            if (f->pos[i] < 0 || (gi >= 0 && b.built[gi])) continue;
+        }
+        for (int k = 0; k < n->nin; k++) {
+            int v = n->in[k]->id;
+            if (v < f->nv && b.map[v]) n->in[k] = b.map[v];
+        }
+    }
+    for (int i = 0; i < g->outputs.n; i++) {
+        int v = ((tg_var *)g->outputs.items[i])->id;
+        if (v < f->nv && b.map[v]) g->outputs.items[i] = b.map[v];
+    }
+done:
+    fz_free(f, start, nn + 1, sizeof *start);
+    fz_free(f, mem, nn, sizeof *mem);
+    fz_free(f, b.slot, nn, sizeof *b.slot);
+    fz_free(f, b.islot, nv, sizeof *b.islot);
+    fz_free(f, b.istamp, nv, sizeof *b.istamp);
+    fz_free(f, b.ins, nv, sizeof *b.ins);
+    fz_free(f, b.exits, nv, sizeof *b.exits);
+    fz_free(f, b.map, nv, sizeof *b.map);
+    fz_free(f, b.built, nn, sizeof *b.built);
+    return st;
+}
+
+/* ---- the pass ---- */
 
 tg_status tg_fuse(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
     (void)opts;
-    return tg_rw_apply(g, "fuse", fuse_rules, 0, report);
+    if (!g) return tg_set_error(TG_EINVAL, "fuse: graph is NULL");
+    if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
+    if (g->outputs.n == 0) return TG_OK;
+    fuser f = {.g = g, .ctx = g->ctx};
+    tg_status st = setup(&f);
+    if (st == TG_OK) {
+        absorb_producers(&f);
+        absorb_reductions(&f);
+        merge_siblings(&f);
+        st = build_all(&f);
+    }
+    if (st == TG_ENOMEM && !strstr(tg_last_error(), "memory"))
+        tg_set_error(TG_ENOMEM, "fuse: out of memory");
+    if (report && st == TG_OK)
+        for (int i = report->npasses - 1; i >= 0; i--) {
+            if (strcmp(report->passes[i].name, "fuse") != 0) continue;
+            report->passes[i].visits += f.norder;
+            report->passes[i].applied += f.made;
+            break;
+        }
+    teardown(&f);
+    return st;
 }

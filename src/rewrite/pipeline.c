@@ -55,7 +55,7 @@ static tg_status compact(tg_graph **g, tg_rw_report *report) {
     tg_graph *c = tg_graph_clone(*g);
     if (!c) {
         const char *m = tg_last_error();
-        return tg_set_error(TG_EINTERNAL, "rewrite: cannot compact the graph: %s",
+        return tg_set_error(tg_rw_error_status(), "rewrite: cannot compact the graph: %s",
                             m && *m ? m : "out of memory");
     }
     tg_graph_free(*g);
@@ -139,10 +139,11 @@ tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_
                                 ro.print_after);
     }
     tg_graph *c = tg_graph_clone(g);
-    if (!c) return tg_last_error()[0] ? TG_EINTERNAL : TG_ENOMEM;
+    if (!c) return tg_rw_error_status();
     tg_rw_report rep = {0};
     tg_status st = tg_rw_pipeline(&c, &ro, ro.stats ? &rep : NULL);
     if (ro.stats) {
+        rep.nodes_in = g->nodes.n; /* as written, dead code included */
         tg_rw_report_print(&rep, g->name, opts->stats_to);
         tg_rw_report_free(g->ctx, &rep);
     }

@@ -97,6 +97,9 @@ void tg_rw_report_print(const tg_rw_report *r, const char *func, FILE *f);
 tg_status tg_rw_apply(tg_graph *g, const char *pass, const tg_rule *rules, int nrules,
                       tg_rw_report *report);
 tg_graph *tg_rw_graph(tg_rw *rw);
+/* TG_ENOMEM when tg_last_error() reports an allocation failure, else TG_EINTERNAL: the
+ * status to return after a helper that only sets the message (clone, toposort) failed. */
+tg_status tg_rw_error_status(void);
 /* Replaces every use of old (node inputs and graph outputs) by new inside a rule. Types
  * must be equal (tg_rw_same_type). Returns TG_OK also when some uses had to keep old (see
  * the invariants above). */

@@ -17,8 +17,9 @@
  *    broadcast changes nothing: the other operand already has the type of the add/sub, so
  *    `add(ones[3], x: f64[])` is left alone (the replacement would lose the broadcast).
  *  - Every replacement is checked to have exactly the type of the value it replaces
- *    (dtype, static shape and weakness) before it is returned; otherwise the rule returns NULL and
- *    the nodes it built stay dead until the graph is compacted.
+ *    (dtype, static shape and weakness) before it is returned; otherwise the rule returns
+ *    NULL (the engine drops the nodes it built). Rules check what the builders need
+ *    before building, so no builder fails inside a rule.
  *  - Rules whose rewrite changes integer semantics (wrapping add, neg of INT_MIN) only
  *    match float values.
  *  - softplus comes before log1p among the rules rooted at log, so log(1 + exp(x)) becomes
@@ -170,6 +171,5 @@ static const tg_rule stabilize_rules[] = {
 
 tg_status tg_stabilize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
     (void)opts;
-    return tg_rw_apply(g, "stabilize", stabilize_rules, (int)TG_COUNTOF(stabilize_rules),
-                       report);
+    return tg_rw_apply(g, "stabilize", stabilize_rules, (int)TG_COUNTOF(stabilize_rules), report);
 }

@@ -2,8 +2,9 @@
  * holding the fragile form is run twice with the reference interpreter: as written (it
  * must be wrong by far: 0 for log(1 + 1e-20), -inf for log(sigmoid(-800)), inf for
  * log(sum(exp(1000)))) and after tg_stabilize on a clone (it must be within 1e-12 relative
- * error for f64). The rewritten graph must verify, keep every output's dtype and shape,
- * and hold the stable op. Further tests check the patterns that must be left alone.
+ * error for f64), and so must the default compile mode, which runs the whole rewrite
+ * pipeline. The rewritten graph must verify, keep every output's dtype and shape, and
+ * hold the stable op. Further tests check the patterns that must be left alone.
  * Expected values were computed with mpmath at 50 digits and pasted as literals.
  */
 #include <setjmp.h>
@@ -49,12 +50,13 @@ static tg_graph *stabilized(const tg_graph *g) {
     return c;
 }
 
-/* Runs g's single output on one input with the reference interpreter. */
-static tg_tensor *run1(tg_graph *g, tg_tensor *in) {
-    tg_compile_opts opts = {.mode = TG_MODE_REFERENCE};
+/* Runs g's single output on one input: with the reference interpreter (the graph as
+ * written) when `reference`, else in the default mode (the rewrite pipeline first). */
+static tg_tensor *run_mode(tg_graph *g, tg_tensor *in, bool reference) {
+    tg_compile_opts opts = {.mode = reference ? TG_MODE_REFERENCE : TG_MODE_VM};
     tg_fn *f = NULL;
     tg_tensor *out = NULL;
-    tg_status st = tg_graph_compile(g, &opts, &f);
+    tg_status st = tg_graph_compile(g, reference ? &opts : NULL, &f);
     if (st != TG_OK) print_message("compile: %s\n", tg_last_error());
     assert_int_equal(st, TG_OK);
     st = tg_fn_call(f, &in, 1, &out, 1);
@@ -64,6 +66,8 @@ static tg_tensor *run1(tg_graph *g, tg_tensor *in) {
     return out;
 }
 
+static tg_tensor *run1(tg_graph *g, tg_tensor *in) { return run_mode(g, in, true); }
+
 /* Largest relative error of t against want (n values): 0 where equal (infinities
  * included), inf where one side is not finite and the other differs. */
 static double max_rel_err(const tg_tensor *t, const double *want, int n) {
@@ -71,9 +75,12 @@ static double max_rel_err(const tg_tensor *t, const double *want, int n) {
     double worst = 0.0;
     for (int i = 0; i < n; i++) {
         double a = tg_tensor_get_f64(t, i), b = want[i], e;
-        if (a == b) e = 0.0;
-        else if (!isfinite(a) || !isfinite(b)) e = INFINITY;
-        else e = fabs(a - b) / fmax(fabs(b), DBL_MIN);
+        if (a == b)
+            e = 0.0;
+        else if (!isfinite(a) || !isfinite(b))
+            e = INFINITY;
+        else
+            e = fabs(a - b) / fmax(fabs(b), DBL_MIN);
         if (!(e <= worst)) worst = e; /* NaN counts as worst */
     }
     return worst;
@@ -82,20 +89,21 @@ static double max_rel_err(const tg_tensor *t, const double *want, int n) {
 typedef tg_var *(*build_fn)(tg_graph *g, tg_var *x);
 
 typedef struct rule_case {
-    const char *name;    /* for messages */
-    tg_dtype dt;         /* of x */
-    int ndim;            /* of x */
+    const char *name; /* for messages */
+    tg_dtype dt;      /* of x */
+    int ndim;         /* of x */
     const int64_t *shape;
-    const double *x;     /* input values, C order */
-    const double *want;  /* exact results (mpmath), C order */
+    const double *x;    /* input values, C order */
+    const double *want; /* exact results (mpmath), C order */
     int nwant;
-    build_fn build;      /* the fragile form of x */
-    int stable_op;       /* op that must appear after stabilize */
-    int gone_op;         /* op that must be gone after stabilize (-1: none) */
-    double tol;          /* relative tolerance of the stable form */
+    build_fn build; /* the fragile form of x */
+    int stable_op;  /* op that must appear after stabilize */
+    int gone_op;    /* op that must be gone after stabilize (-1: none) */
+    double tol;     /* relative tolerance of the stable form */
 } rule_case;
 
-/* The fragile form must miss by more than `bad`; the stable one must be within tol. */
+/* The fragile form (reference mode, as written) must miss by far; the stable ones, after
+ * tg_stabilize alone and in the default mode (whole pipeline), must be within tol. */
 static void check_case(const rule_case *c) {
     tg_graph *g = tg_graph_new(NULL, c->name);
     tg_var *x = tg_input(g, "x", c->dt, c->ndim, c->shape);
@@ -123,17 +131,23 @@ static void check_case(const rule_case *c) {
     assert_int_equal(tg_var_ndim(ys), tg_var_ndim(y));
     for (int i = 0; i < tg_var_ndim(y); i++) assert_int_equal(tg_var_dim(ys, i), tg_var_dim(y, i));
 
-    tg_tensor *fragile = run1(g, in), *stable = run1(s, in);
+    tg_tensor *fragile = run1(g, in), *stable = run1(s, in), *dflt = run_mode(g, in, false);
     assert_int_equal(tg_tensor_dtype(stable), tg_tensor_dtype(fragile));
     assert_int_equal(tg_tensor_ndim(stable), tg_tensor_ndim(fragile));
+    assert_int_equal(tg_tensor_dtype(dflt), tg_tensor_dtype(fragile));
+    assert_int_equal(tg_tensor_ndim(dflt), tg_tensor_ndim(fragile));
     double ef = max_rel_err(fragile, c->want, c->nwant);
     double es = max_rel_err(stable, c->want, c->nwant);
-    print_message("%-16s as written: rel err %.3g; stabilized: %.3g\n", c->name, ef, es);
+    double ed = max_rel_err(dflt, c->want, c->nwant);
+    print_message("%-26s rel err as written %.3g, stabilized %.3g, default mode %.3g\n", c->name,
+                  ef, es, ed);
     assert_true(es < c->tol);
+    assert_true(ed < c->tol);
     assert_true(ef > 1e-3); /* the test is meaningful only if the fragile form fails */
 
     tg_tensor_free(fragile);
     tg_tensor_free(stable);
+    tg_tensor_free(dflt);
     tg_tensor_free(in);
     tg_graph_free(s);
     tg_graph_free(g);
@@ -156,8 +170,8 @@ static void test_log1p(void **state) {
     (void)state;
     const double xs[] = {1e-20, 1e-10, -1e-17, 0.5};
     const double want[] = {1e-20, 9.9999999995e-11, -1e-17, 0.4054651081081644};
-    rule_case c = {"log1p", TG_DT_F64, 1, SHAPE(4), xs, want, 4, b_log1p, TG_OP_LOG1P,
-                   TG_OP_LOG, 1e-12};
+    rule_case c = {"log1p", TG_DT_F64, 1,           SHAPE(4),  xs,   want,
+                   4,       b_log1p,   TG_OP_LOG1P, TG_OP_LOG, 1e-12};
     check_case(&c);
     c.name = "log1p (x + 1)";
     c.build = b_log1p_right;
@@ -169,8 +183,8 @@ static void test_log1p_f32(void **state) {
     (void)state;
     const double xs[] = {1e-10, -3e-9, 0.25};
     const double want[] = {9.9999999995e-11, -3.0000000045e-09, 0.22314355131420976};
-    rule_case c = {"log1p f32", TG_DT_F32, 1, SHAPE(3), xs, want, 3, b_log1p, TG_OP_LOG1P,
-                   TG_OP_LOG, 1e-6};
+    rule_case c = {"log1p f32", TG_DT_F32, 1,           SHAPE(3),  xs,  want,
+                   3,           b_log1p,   TG_OP_LOG1P, TG_OP_LOG, 1e-6};
     check_case(&c);
 }
 
@@ -185,10 +199,14 @@ static tg_var *b_softplus_right(tg_graph *g, tg_var *x) {
 static void test_softplus(void **state) {
     (void)state;
     const double xs[] = {800, -800, 0, 30, -30, 1e-20};
-    const double want[] = {800.0, 0.0, 0.6931471805599453, 30.000000000000092,
-                           9.357622968839737e-14, 0.6931471805599453};
-    rule_case c = {"softplus", TG_DT_F64, 2, SHAPE(2, 3), xs, want, 6, b_softplus,
-                   TG_OP_SOFTPLUS, TG_OP_LOG1P, 1e-12};
+    const double want[] = {800.0,
+                           0.0,
+                           0.6931471805599453,
+                           30.000000000000092,
+                           9.357622968839737e-14,
+                           0.6931471805599453};
+    rule_case c = {"softplus", TG_DT_F64,      2,           SHAPE(2, 3), xs, want, 6,
+                   b_softplus, TG_OP_SOFTPLUS, TG_OP_LOG1P, 1e-12};
     check_case(&c);
     c.name = "softplus (e + 1)";
     c.build = b_softplus_right;
@@ -203,8 +221,8 @@ static void test_log1p_exp(void **state) {
     (void)state;
     const double xs[] = {800, -30, 0};
     const double want[] = {800.0, 9.357622968839737e-14, 0.6931471805599453};
-    rule_case c = {"log1p_exp", TG_DT_F64, 1, SHAPE(3), xs, want, 3, b_log1p_exp,
-                   TG_OP_SOFTPLUS, TG_OP_EXP, 1e-12};
+    rule_case c = {"log1p_exp", TG_DT_F64,      1,         SHAPE(3), xs, want, 3,
+                   b_log1p_exp, TG_OP_SOFTPLUS, TG_OP_EXP, 1e-12};
     check_case(&c);
 }
 
@@ -216,8 +234,8 @@ static void test_expm1(void **state) {
     (void)state;
     const double xs[] = {1e-20, 1e-10, -3e-9, 2};
     const double want[] = {1e-20, 1.00000000005e-10, -2.9999999955e-09, 6.38905609893065};
-    rule_case c = {"expm1", TG_DT_F64, 1, SHAPE(4), xs, want, 4, b_expm1, TG_OP_EXPM1,
-                   TG_OP_SUB, 1e-12};
+    rule_case c = {"expm1", TG_DT_F64, 1,           SHAPE(4),  xs,   want,
+                   4,       b_expm1,   TG_OP_EXPM1, TG_OP_SUB, 1e-12};
     check_case(&c);
 }
 
@@ -228,7 +246,7 @@ static void test_log_sigmoid(void **state) {
     const double xs[] = {-800, 40, 0, -2};
     const double want[] = {-800.0, -4.248354255291589e-18, -0.6931471805599453,
                            -2.1269280110429727};
-    rule_case c = {"log_sigmoid", TG_DT_F64, 1, SHAPE(4), xs, want, 4, b_log_sigmoid,
+    rule_case c = {"log_sigmoid",  TG_DT_F64,     1,    SHAPE(4), xs, want, 4, b_log_sigmoid,
                    TG_OP_SOFTPLUS, TG_OP_SIGMOID, 1e-12};
     check_case(&c);
 }
@@ -242,8 +260,8 @@ static void test_log1m_sigmoid(void **state) {
     const double xs[] = {800, -40, 0, 2};
     const double want[] = {-800.0, -4.248354255291589e-18, -0.6931471805599453,
                            -2.1269280110429727};
-    rule_case c = {"log1m_sigmoid", TG_DT_F64, 1, SHAPE(4), xs, want, 4, b_log1m_sigmoid,
-                   TG_OP_SOFTPLUS, TG_OP_SIGMOID, 1e-12};
+    rule_case c = {"log1m_sigmoid", TG_DT_F64,     1,    SHAPE(4), xs, want, 4, b_log1m_sigmoid,
+                   TG_OP_SOFTPLUS,  TG_OP_SIGMOID, 1e-12};
     check_case(&c);
 }
 
@@ -253,13 +271,14 @@ static tg_var *b_log_softmax(tg_graph *g, tg_var *x) {
 }
 
 static const double sm_x[] = {1000, 0, -1000, 0.5, -1, 2};
-static const double sm_want[] = {0.0, -1000.0, -2000.0, -1.7413112966571571,
-                                 -3.241311296657157, -0.24131129665715706};
+static const double sm_want[] = {
+    0.0, -1000.0, -2000.0, -1.7413112966571571, -3.241311296657157, -0.24131129665715706};
 
 static void test_log_softmax(void **state) {
     (void)state;
-    rule_case c = {"log_softmax", TG_DT_F64, 2, SHAPE(2, 3), sm_x, sm_want, 6, b_log_softmax,
-                   TG_OP_LOG_SOFTMAX, TG_OP_SOFTMAX, 1e-12};
+    rule_case c = {
+        "log_softmax",     TG_DT_F64,     2,    SHAPE(2, 3), sm_x, sm_want, 6, b_log_softmax,
+        TG_OP_LOG_SOFTMAX, TG_OP_SOFTMAX, 1e-12};
     check_case(&c);
 }
 
@@ -274,7 +293,7 @@ static tg_var *b_log_softmax_div_shared(tg_graph *g, tg_var *x) {
 
 static void test_log_softmax_div(void **state) {
     (void)state;
-    rule_case c = {"log_softmax_div", TG_DT_F64, 2, SHAPE(2, 3), sm_x, sm_want, 6,
+    rule_case c = {"log_softmax_div", TG_DT_F64,         2,         SHAPE(2, 3), sm_x, sm_want, 6,
                    b_log_softmax_div, TG_OP_LOG_SOFTMAX, TG_OP_DIV, 1e-12};
     check_case(&c);
     c.name = "log_softmax_div (one exp)";
@@ -296,16 +315,16 @@ static void test_logsumexp(void **state) {
     (void)state;
     const double xs[] = {1000, 1000, -1000, -1000, 1000, 999};
     const double want[] = {1000.6931471805599, -999.3068528194401, 1000.3132616875182};
-    rule_case c = {"logsumexp", TG_DT_F64, 2, SHAPE(3, 2), xs, want, 3, b_logsumexp,
-                   TG_OP_LOGSUMEXP, TG_OP_SUM, 1e-12};
+    rule_case c = {"logsumexp", TG_DT_F64,       2,         SHAPE(3, 2), xs, want, 3,
+                   b_logsumexp, TG_OP_LOGSUMEXP, TG_OP_SUM, 1e-12};
     check_case(&c);
     c.name = "logsumexp keepdims";
     c.build = b_logsumexp_keep;
     check_case(&c);
     const double xa[] = {1000, 999, -1000, -1001};
     const double wa[] = {1000.3132616875182};
-    rule_case all = {"logsumexp all", TG_DT_F64, 2, SHAPE(2, 2), xa, wa, 1, b_logsumexp_all,
-                     TG_OP_LOGSUMEXP, TG_OP_SUM, 1e-12};
+    rule_case all = {"logsumexp all", TG_DT_F64,       2,         SHAPE(2, 2), xa, wa, 1,
+                     b_logsumexp_all, TG_OP_LOGSUMEXP, TG_OP_SUM, 1e-12};
     check_case(&all);
 }
 
@@ -329,8 +348,9 @@ static void check_same(const char *name, const double *xs, build_fn build) {
         double u = tg_tensor_get_f64(a, i), v = tg_tensor_get_f64(b, i);
         bool ok = (isnan(u) && isnan(v)) || u == v ||
                   (isfinite(u) && isfinite(v) && fabs(u - v) <= 1e-12 * fmax(1.0, fabs(v)));
-        if (!ok) print_message("%s: element %lld: as written %g, stabilized %g\n", name,
-                               (long long)i, u, v);
+        if (!ok)
+            print_message("%s: element %lld: as written %g, stabilized %g\n", name, (long long)i, u,
+                          v);
         assert_true(ok);
     }
     tg_tensor_free(a);
@@ -465,12 +485,11 @@ static void test_softmax_div_all_axes(void **state) {
     tg_graph *s = stabilized(g);
     assert_true(has_op(s, TG_OP_LOG_SOFTMAX));
     assert_false(has_op(s, TG_OP_DIV));
-    tg_tensor *in = tg_tensor_from_data(NULL, TG_DT_F64, 2, SHAPE(2, 2),
-                                        (double[]){1000, 999, -1000, -1001});
+    tg_tensor *in =
+        tg_tensor_from_data(NULL, TG_DT_F64, 2, SHAPE(2, 2), (double[]){1000, 999, -1000, -1001});
     tg_tensor *out = run1(s, in);
     /* x - logsumexp(x) with logsumexp = 1000.3132616875182 */
-    double want[] = {-0.3132616875182, -1.3132616875182, -2000.3132616875182,
-                     -2001.3132616875182};
+    double want[] = {-0.3132616875182, -1.3132616875182, -2000.3132616875182, -2001.3132616875182};
     assert_true(max_rel_err(out, want, 4) < 1e-12);
     tg_tensor_free(out);
     tg_tensor_free(in);

@@ -2,10 +2,10 @@
  * reference kernel. It defines tgraph's semantics; every other backend is compared
  * against it.
  *
- * Modes: TG_MODE_REFERENCE runs the graph as written. TG_MODE_VM (the default) runs a
- * clone of the graph rewritten by the pipeline of src/rewrite, still with the reference
- * kernels: the fast VM executor (memory plan, thunks, thread pool) is a later issue and
- * will take over this mode. Compiling never modifies the user's graph.
+ * Modes: TG_MODE_REFERENCE runs the graph as written, here. TG_MODE_VM (the default)
+ * rewrites a clone of the graph with the pipeline of src/rewrite and hands it to the VM
+ * (src/backend/vm): tg_fn_call then forwards to tg_vm_call. Compiling never modifies the
+ * user's graph.
  *
  * Per call: every value gets a run-time type (concrete extents, `nobcast` on extents of 1
  * that were '?'), each node's outputs are inferred again from those types (so the same
@@ -15,6 +15,7 @@
  */
 #include "interp.h"
 #include "../../rewrite/rewrite.h"
+#include "../vm/vm.h"
 
 #include <stdio.h>
 
@@ -26,6 +27,7 @@ struct tg_fn {
     int norder;         /* its length */
     int *uses;          /* per var id: number of node inputs + outputs reading it */
     int nvars;          /* g->vars.n at compile time */
+    tg_vm *vm;          /* TG_MODE_VM: the executor of `g` (calls go there) */
 };
 
 tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
@@ -47,7 +49,7 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     if (mode == TG_MODE_VM && !(opts && opts->no_rewrite)) {
         /* the pipeline works on a clone: the user's graph is never modified */
         owned = tg_graph_clone(g);
-        if (!owned) return tg_last_error()[0] ? TG_EINTERNAL : TG_ENOMEM;
+        if (!owned) return tg_rw_error_status();
         tg_rw_opts ro = {.verify = opts && opts->verify, .no_blas = opts && opts->no_blas};
         st = tg_rw_pipeline(&owned, &ro, NULL);
         if (st != TG_OK) {
@@ -74,6 +76,10 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     for (int i = 0; i < f->norder; i++)
         for (int k = 0; k < f->order[i]->nin; k++) f->uses[f->order[i]->in[k]->id]++;
     for (int i = 0; i < run->outputs.n; i++) f->uses[((tg_var *)run->outputs.items[i])->id]++;
+    if (mode == TG_MODE_VM && (st = tg_vm_new(run, opts, &f->vm)) != TG_OK) {
+        tg_fn_free(f);
+        return st;
+    }
     *out = f;
     return TG_OK;
 }
@@ -81,6 +87,7 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
 void tg_fn_free(tg_fn *f) {
     if (!f) return;
     tg_ctx *ctx = f->g->ctx;
+    tg_vm_free(f->vm);
     if (f->order) tg_mem_free(ctx, f->order, sizeof *f->order * (size_t)(f->g->nodes.n + 1));
     if (f->uses) tg_mem_free(ctx, f->uses, sizeof *f->uses * (size_t)(f->nvars + 1));
     tg_graph_free(f->owned);
@@ -227,7 +234,52 @@ done:
     return st;
 }
 
-tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+/* Output i given by the caller (tg_fn_call_into): checks it against the result t and
+ * copies t into it. */
+static tg_status copy_out(const tg_graph *g, int i, const tg_tensor *t, tg_tensor *dst) {
+    tg_var *v = g->outputs.items[i];
+    bool ok = dst->dtype == t->dtype && dst->ndim == t->ndim;
+    for (int d = 0; ok && d < t->ndim; d++) ok = dst->shape[d] == t->shape[d];
+    if (!ok) {
+        char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+        tg_type ta = {.dtype = (uint8_t)dst->dtype, .ndim = (uint8_t)dst->ndim};
+        tg_type tb = {.dtype = (uint8_t)t->dtype, .ndim = (uint8_t)t->ndim};
+        for (int d = 0; d < dst->ndim; d++) ta.shape[d] = dst->shape[d];
+        for (int d = 0; d < t->ndim; d++) tb.shape[d] = t->shape[d];
+        return tg_set_error(dst->dtype != t->dtype ? TG_ETYPE : TG_ESHAPE,
+                            "output %d%s%s%s: the tensor given is %s, the result is %s", i,
+                            v->name ? " ('" : "", v->name ? v->name : "", v->name ? "')" : "",
+                            tg_type_str(&ta, a, sizeof a), tg_type_str(&tb, b, sizeof b));
+    }
+    tg_tensor_copy_into(dst, t);
+    return TG_OK;
+}
+
+static bool shares_input(tg_tensor *const *in, int nin, const tg_tensor *t) {
+    for (int k = 0; k < nin; k++)
+        if (in[k]->buf == t->buf) return true;
+    return false;
+}
+
+/* When a given output tensor shares memory with an input, every result that reads an
+ * input's memory and goes to a given output is first copied aside (into out[i], which
+ * copy_out then reads). */
+static tg_status stage_aliased(const tg_graph *g, tg_tensor *const *in, int nin,
+                               tg_tensor **out, tg_tensor *const *given, int nout,
+                               const run_state *rs) {
+    bool alias = false;
+    for (int i = 0; i < nout; i++) alias = alias || (given[i] && shares_input(in, nin, given[i]));
+    for (int i = 0; alias && i < nout; i++) {
+        tg_tensor *t = rs->val[((tg_var *)g->outputs.items[i])->id];
+        if (!given[i] || !shares_input(in, nin, t)) continue;
+        out[i] = tg_tensor_dup(t);
+        if (!out[i]) return TG_ENOMEM;
+    }
+    return TG_OK;
+}
+
+static tg_status fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                         bool into) {
     if (!f) return tg_set_error(TG_EINVAL, "call: function is NULL");
     tg_graph *g = f->g;
     if (nin != g->inputs.n)
@@ -241,7 +293,17 @@ tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, i
         tg_status st = check_input(g->inputs.items[i], in ? in[i] : NULL, i);
         if (st != TG_OK) return st;
     }
-    for (int i = 0; i < nout; i++) out[i] = NULL;
+    if (f->vm) return tg_vm_call(f->vm, in, nin, out, nout, into);
+    /* outputs the caller gave (tg_fn_call_into) are remembered and left in place */
+    tg_tensor *given_stack[16], **given = given_stack;
+    if (into && nout > (int)TG_COUNTOF(given_stack)) {
+        given = tg_mem_alloc(g->ctx, sizeof *given * (size_t)nout);
+        if (!given) return TG_ENOMEM;
+    }
+    for (int i = 0; i < nout; i++) {
+        if (into) given[i] = out[i];
+        out[i] = NULL;
+    }
     int nv = f->nvars;
     run_state rs = {.f = f};
     rs.val = tg_mem_calloc(g->ctx, sizeof *rs.val * (size_t)(nv + 1));
@@ -266,11 +328,21 @@ tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, i
         runtime_type(&v->type, v->value, &rs.rt[v->id]);
     }
     for (int i = 0; i < f->norder && st == TG_OK; i++) st = run_node(&rs, f->order[i]);
+    /* a given output that shares memory with an input is written last, after every
+     * result still reading that input was copied or made safe */
+    if (st == TG_OK && into) st = stage_aliased(g, in, nin, out, given, nout, &rs);
     /* outputs: fresh contiguous tensors the caller owns */
     for (int i = 0; i < nout && st == TG_OK; i++) {
         tg_var *v = g->outputs.items[i];
         tg_tensor *t = rs.val[v->id];
         TG_ASSERT(t != NULL);
+        if (into && given[i]) {
+            st = copy_out(g, i, out[i] ? out[i] : t, given[i]);
+            tg_tensor_free(out[i]);
+            out[i] = NULL;
+            rs.left[v->id]--;
+            continue;
+        }
         bool take = v->kind == TG_VAR_NODE && rs.left[v->id] == 1 &&
                     atomic_load(&t->buf->refs) == 1 && tg_tensor_is_contiguous(t);
         if (take) {
@@ -293,8 +365,25 @@ done:
             tg_tensor_free(out[i]);
             out[i] = NULL;
         }
+    for (int i = 0; into && i < nout; i++)
+        if (given[i]) out[i] = given[i];
+    if (given != given_stack) tg_mem_free(g->ctx, given, sizeof *given * (size_t)nout);
     if (rs.val) tg_mem_free(g->ctx, rs.val, sizeof *rs.val * (size_t)(nv + 1));
     if (rs.rt) tg_mem_free(g->ctx, rs.rt, sizeof *rs.rt * (size_t)(nv + 1));
     if (rs.left) tg_mem_free(g->ctx, rs.left, sizeof *rs.left * (size_t)(nv + 1));
     return st;
+}
+
+tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+    return fn_call(f, in, nin, out, nout, false);
+}
+
+tg_status tg_fn_call_into(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
+    return fn_call(f, in, nin, out, nout, true);
+}
+
+tg_status tg_fn_profile_print(tg_fn *f, FILE *out) {
+    if (!f || !out) return tg_set_error(TG_EINVAL, "profile: function or file is NULL");
+    if (!f->vm) return tg_set_error(TG_EINVAL, "profile: only TG_MODE_VM functions keep one");
+    return tg_vm_profile_print(f->vm, out);
 }

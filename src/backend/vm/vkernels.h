@@ -1,0 +1,81 @@
+/* vkernels.h - the VM's elementwise kernels over contiguous and broadcast operands.
+ *
+ * A kernel computes y[i] = op(x[0][i * s[0]], x[1][i * s[1]], ...) for i in [0, n), where
+ * every s[k] is 1 (a contiguous operand) or 0 (one value broadcast), and y is contiguous.
+ * The strided and multi-dimensional cases are the driver's business (vm_ew.c): it
+ * gathers strided rows into small contiguous blocks first.
+ *
+ * Kernels come from one table per instruction set, indexed by op and float dtype
+ * (vk_template.h, compiled once per ISA by vk_generic.c, vk_avx2.c and vk_avx512.c),
+ * plus ISA-neutral kernels in vkernels.c: comparisons and predicates with a bool result,
+ * where, cast, and the scalar fallbacks that run any elementwise record's own scalar
+ * functions (ew.f in double, ew.i in int64) for every dtype.
+ *
+ * Accuracy (the vector kernels against the reference kernels, which call libm in double):
+ *  - add sub mul div sqrt neg abs sign maximum minimum clip floor ceil round, and where,
+ *    comparisons, isnan, isinf, cast: bit-identical (also in f32: IEEE operations on f32
+ *    give the rounding of the same operation in double).
+ *  - exp exp2 log log2 log1p expm1 sin cos tan tanh erf pow: SLEEF's 1.0-ULP functions
+ *    (Sleef_*_u10), error at most 1.0 ULP, so within 2 ULP of glibc's result in f64 and of
+ *    the correctly rounded result in f32; erfc: SLEEF's Sleef_erfc*_u15 (1.5 ULP).
+ *  - composed ones (sigmoid, softplus, rsqrt in f32) add one or two roundings on top.
+ *  tests/unit/test_vm.c measures these bounds over many values, special values included.
+ *  Without SLEEF every transcendental is a scalar libm call per lane: in f64 the
+ *  reference's exact result, in f32 the double result rounded once, as the reference.
+ *
+ * Invariants: kernels never allocate, never fail, read only x[k][0] for s[k] == 0, and
+ * give each element the same result whatever n and the position in the array (the tail
+ * of an array goes through the same vector code, padded), so splitting work over threads
+ * or blocks never changes a result.
+ */
+#ifndef TG_VKERNELS_H
+#define TG_VKERNELS_H
+
+#include "../../ops/ops.h"
+
+#define TG_VK_MAXIN 4 /* most inputs an elementwise kernel takes (clip, where: 3) */
+
+/* What a kernel needs to know besides the data: the op and the dtypes (the ISA-neutral
+ * kernels read them; the typed vector kernels ignore them). */
+typedef struct tg_vk_args {
+    const tg_op_def *op;         /* the record (scalar fallbacks call op->ew) */
+    tg_dtype cdt;                /* compute dtype: the output's, or the inputs' for CMP */
+    tg_dtype odt;                /* output dtype */
+    tg_dtype idt[TG_VK_MAXIN];   /* input dtypes */
+    int nin;                     /* inputs */
+} tg_vk_args;
+
+typedef void (*tg_vk_fn)(const tg_vk_args *a, int64_t n, void *y, const void *const *x,
+                         const int64_t *s);
+
+/* Instruction sets with a kernel table, best last. */
+typedef enum { TG_VK_GENERIC, TG_VK_AVX2, TG_VK_AVX512, TG_VK_ISA_COUNT } tg_vk_isa;
+
+/* One table per ISA: f[op][0] for f32, f[op][1] for f64; NULL where the ISA has none. */
+typedef struct tg_vk_table {
+    const char *name;                   /* "generic", "avx2", "avx512" */
+    tg_vk_fn f[TG_OP_COUNT][2];
+} tg_vk_table;
+
+/* The table of isa, or NULL when this build or this CPU lacks it. */
+const tg_vk_table *tg_vk_table_get(tg_vk_isa isa);
+/* The best ISA this build and CPU support; TGRAPH_ISA=generic|avx2|avx512 lowers it. */
+tg_vk_isa tg_vk_isa_best(void);
+/* True when the transcendentals come from SLEEF. */
+bool tg_vk_have_sleef(void);
+
+/* The kernel for an elementwise node with these dtypes, on isa: a vector kernel when the
+ * op has one for the float dtype, else an ISA-neutral kernel (bool results, where, cast,
+ * the record's scalar functions). Fills *a. NULL when the dtypes do not fit the op's
+ * pattern (the caller then runs the reference kernel). */
+tg_vk_fn tg_vk_select(const tg_op_def *op, int nin, const tg_dtype *idt, tg_dtype odt,
+                      tg_vk_isa isa, tg_vk_args *a);
+/* Rough cost of one element of op relative to an add (for the thread-split decision). */
+int tg_vk_cost(const tg_op_def *op);
+
+/* The per-ISA tables (vk_generic.c, vk_avx2.c, vk_avx512.c). */
+extern const tg_vk_table tg_vk_table_generic;
+extern const tg_vk_table tg_vk_table_avx2;
+extern const tg_vk_table tg_vk_table_avx512;
+
+#endif

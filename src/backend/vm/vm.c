@@ -1,0 +1,940 @@
+/* vm.c - the VM: compiling a graph into a flat program, the memory plan per input-shape
+ * signature, running calls, and the per-node profile (see vm.h for the contract).
+ *
+ * Storage of each value in a plan (cls):
+ *  - LEAF: an input (the caller's tensor) or a constant (the graph's tensor), borrowed.
+ *  - PLANNED: a block of the plan's memory, reused by later values once every reader and
+ *    every view of it has run; the block's tensor lives in the plan (never freed per call).
+ *  - EXTERNAL: an output of the graph computed by a planned node: it is written straight
+ *    into the caller's tensor (tg_fn_call_into) or into a new tensor handed to the caller.
+ *  - KMADE: made by its kernel (views, self-allocating ops): freed after its last use.
+ *  - DYNAMIC: its type is only known at run time (it depends on the values of a
+ *    self-allocating op): its node runs as the interpreter runs it (inference at run time,
+ *    reference kernel, a new tensor), freed after its last use.
+ * Invariants: a planned block is never handed out twice at overlapping times (a value's
+ * lifetime ends at the last use of it or of any view of it, and a graph output's at the
+ * end of the call); owned[v] marks exactly the tensors this call must free.
+ */
+#include "vm.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define VM_MAX_PLANS 8           /* plans kept per function (least recently used goes) */
+#define VM_HUGE ((size_t)2 << 20) /* blocks this large are 2 MiB aligned, huge pages */
+
+enum { CLS_NONE, CLS_LEAF, CLS_PLANNED, CLS_EXTERNAL, CLS_KMADE, CLS_DYNAMIC };
+
+typedef struct vm_ins {
+    tg_node *node;        /* the node */
+    const tg_op_def *op;  /* its record */
+    vm_ins_info info;     /* kernel class and its data */
+    double seconds;       /* profile: time spent */
+    long calls;           /* profile: runs */
+    uint64_t bytes;       /* profile: bytes read and written, summed over runs */
+} vm_ins;
+
+typedef struct vm_block {
+    void *raw;            /* from the ctx allocator */
+    size_t raw_size;      /* its size */
+    size_t size;          /* usable bytes (planned: the largest value assigned) */
+    tg_buffer *buf;       /* header for tensors over it (the plan holds one reference) */
+} vm_block;
+
+typedef struct vm_plan {
+    int64_t *key;         /* the input shapes, concatenated */
+    int nkey;
+    tg_type *rt;          /* per var: run-time type (when known) */
+    uint8_t *known;       /* per var: rt is known at plan time */
+    uint8_t *cls;         /* per var: storage class */
+    int *blk;             /* per var: block of a PLANNED value */
+    tg_tensor *tens;      /* per var: the tensor of a PLANNED value */
+    uint8_t *dyn;         /* per instruction: run with run-time inference */
+    vm_block *blocks;     /* the memory */
+    int nblocks;
+    vm_block ws;          /* scratch shared by all instructions (they run one at a time) */
+    size_t ws_bytes;      /* its usable size */
+    unsigned long stamp;  /* last use (LRU) */
+} vm_plan;
+
+struct tg_vm {
+    tg_ctx *ctx;
+    tg_graph *g;          /* borrowed */
+    tg_node **order;      /* topological order of the needed nodes */
+    int norder;
+    vm_ins *ins;          /* one per node of order */
+    int nvars;
+    int *last;            /* per var: last instruction reading it; norder for outputs */
+    int *ext;             /* per var: last use of it or of a view of it */
+    int *nouts;           /* per var: times it appears among the outputs */
+    int *rel, *rel_at;    /* vars whose last use is instruction i: rel[rel_at[i]..rel_at[i+1]) */
+    tg_type *const_rt;    /* per var: run-time type of constants */
+    tg_pool *pool;        /* used by kernels; NULL for one thread */
+    bool own_pool;
+    int nthreads;
+    tg_vk_isa isa;
+    bool profile;
+    pthread_mutex_t mu;   /* one call at a time */
+    vm_plan *plans[VM_MAX_PLANS];
+    int nplans;
+    unsigned long stamp;
+    /* per-call state (under mu) */
+    tg_tensor **val;      /* per var */
+    uint8_t *owned;       /* per var: this call frees val[v] */
+    tg_type *drt;         /* per var: run-time type of DYNAMIC values */
+    tg_tensor **args;     /* maxargs: inputs then outputs of one instruction */
+    tg_type *argt;        /* their run-time types */
+    int maxargs;
+};
+
+/* ---- helpers ---- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Run-time type of a tensor filling a variable of static type st (as the interpreter). */
+static void runtime_type(const tg_type *st, int ndim, const int64_t *shape, uint8_t dtype,
+                         tg_type *rt) {
+    *rt = (tg_type){.dtype = dtype, .ndim = (uint8_t)ndim};
+    for (int i = 0; i < ndim; i++) {
+        rt->shape[i] = shape[i];
+        if (shape[i] == 1 && st->shape[i] != 1) rt->nobcast |= 1u << i;
+    }
+}
+
+static void tensor_rt(const tg_type *st, const tg_tensor *t, tg_type *rt) {
+    runtime_type(st, t->ndim, t->shape, (uint8_t)t->dtype, rt);
+}
+
+static size_t type_bytes(const tg_type *t) {
+    int64_t n = 0;
+    if (!tg_shape_size(t->ndim, t->shape, &n)) return SIZE_MAX;
+    return (size_t)n * tg_dtype_size((tg_dtype)t->dtype);
+}
+
+/* "3:14: add" or "node 5 (add)". */
+static void node_where(const tg_graph *g, const tg_node *n, char *buf, size_t len) {
+    const char *name = tg_op_table[n->op]->name;
+    if (n->line > 0)
+        snprintf(buf, len, "%s:%d:%d: %s", g->file ? g->file : "<input>", n->line, n->col, name);
+    else
+        snprintf(buf, len, "node %d (%s)", n->id, name);
+}
+
+static tg_status node_fail(const tg_vm *vm, const tg_node *n, tg_status st, const char *msg) {
+    char where[256];
+    node_where(vm->g, n, where, sizeof where);
+    return tg_set_error(st, "%s: %s", where, msg);
+}
+
+/* ---- compiling ---- */
+
+static void choose_kernel(tg_vm *vm, vm_ins *ins) {
+    tg_node *n = ins->node;
+    const tg_op_def *op = ins->op;
+    vm_ins_info *in = &ins->info;
+    in->kind = VM_REF;
+    in->isa = vm->isa;
+    if (op->views || op->self_alloc) return;
+    if (op->kind == TG_KIND_ELEMWISE && n->nout == 1 && n->nin <= TG_VK_MAXIN) {
+        tg_dtype idt[TG_VK_MAXIN];
+        for (int k = 0; k < n->nin; k++) idt[k] = (tg_dtype)n->in[k]->type.dtype;
+        in->vk = tg_vk_select(op, n->nin, idt, (tg_dtype)n->out[0]->type.dtype, vm->isa,
+                              &in->vargs);
+        if (in->vk) {
+            in->kind = VM_EW;
+            in->cost = tg_vk_cost(op);
+        }
+        return;
+    }
+    if (tg_vm_reduce_ok(n)) {
+        in->kind = VM_REDUCE;
+        return;
+    }
+    if (tg_vm_blas_ok(n)) {
+        in->kind = VM_BLAS;
+        return;
+    }
+    if (n->op == TG_OP_FUSED) {
+        in->fused = tg_vm_fused_prep(vm->ctx, n, vm->isa);
+        if (in->fused) in->kind = VM_FUSED;
+    }
+}
+
+static void plan_free(tg_vm *vm, vm_plan *p);
+
+void tg_vm_free(tg_vm *vm) {
+    if (!vm) return;
+    tg_ctx *ctx = vm->ctx;
+    size_t nv = (size_t)vm->nvars + 1, no = (size_t)vm->norder + 1;
+    for (int i = 0; i < vm->nplans; i++) plan_free(vm, vm->plans[i]);
+    for (int i = 0; vm->ins && i < vm->norder; i++)
+        if (vm->ins[i].info.fused) tg_vm_fused_free(vm->ins[i].info.fused);
+    if (vm->own_pool) tg_pool_free(vm->pool);
+    if (vm->order) tg_mem_free(ctx, vm->order, sizeof *vm->order * (size_t)(vm->g->nodes.n + 1));
+    tg_mem_free(ctx, vm->ins, vm->ins ? sizeof *vm->ins * no : 0);
+    tg_mem_free(ctx, vm->last, vm->last ? sizeof *vm->last * nv : 0);
+    tg_mem_free(ctx, vm->ext, vm->ext ? sizeof *vm->ext * nv : 0);
+    tg_mem_free(ctx, vm->nouts, vm->nouts ? sizeof *vm->nouts * nv : 0);
+    tg_mem_free(ctx, vm->rel, vm->rel ? sizeof *vm->rel * nv : 0);
+    tg_mem_free(ctx, vm->rel_at, vm->rel_at ? sizeof *vm->rel_at * (no + 1) : 0);
+    tg_mem_free(ctx, vm->const_rt, vm->const_rt ? sizeof *vm->const_rt * nv : 0);
+    tg_mem_free(ctx, vm->val, vm->val ? sizeof *vm->val * nv : 0);
+    tg_mem_free(ctx, vm->owned, vm->owned ? sizeof *vm->owned * nv : 0);
+    tg_mem_free(ctx, vm->drt, vm->drt ? sizeof *vm->drt * nv : 0);
+    tg_mem_free(ctx, vm->args, vm->args ? sizeof *vm->args * (size_t)vm->maxargs : 0);
+    tg_mem_free(ctx, vm->argt, vm->argt ? sizeof *vm->argt * (size_t)vm->maxargs : 0);
+    pthread_mutex_destroy(&vm->mu);
+    tg_mem_free(ctx, vm, sizeof *vm);
+}
+
+tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
+    static const tg_compile_opts none = {0};
+    if (!opts) opts = &none;
+    *out = NULL;
+    tg_ctx *ctx = g->ctx;
+    tg_vm *vm = tg_mem_calloc(ctx, sizeof *vm);
+    if (!vm) return TG_ENOMEM;
+    pthread_mutex_init(&vm->mu, NULL);
+    vm->ctx = ctx;
+    vm->g = g;
+    vm->nvars = g->vars.n;
+    vm->isa = tg_vk_isa_best();
+    vm->profile = opts->profile;
+    size_t nv = (size_t)vm->nvars + 1;
+    vm->order = tg_ir_toposort(g, &vm->norder);
+    size_t no = (size_t)vm->norder + 1;
+    vm->ins = tg_mem_calloc(ctx, sizeof *vm->ins * no);
+    vm->last = tg_mem_alloc(ctx, sizeof *vm->last * nv);
+    vm->ext = tg_mem_alloc(ctx, sizeof *vm->ext * nv);
+    vm->nouts = tg_mem_calloc(ctx, sizeof *vm->nouts * nv);
+    vm->rel = tg_mem_alloc(ctx, sizeof *vm->rel * nv);
+    vm->rel_at = tg_mem_calloc(ctx, sizeof *vm->rel_at * (no + 1));
+    vm->const_rt = tg_mem_calloc(ctx, sizeof *vm->const_rt * nv);
+    vm->val = tg_mem_calloc(ctx, sizeof *vm->val * nv);
+    vm->owned = tg_mem_calloc(ctx, sizeof *vm->owned * nv);
+    vm->drt = tg_mem_calloc(ctx, sizeof *vm->drt * nv);
+    if (!vm->order || !vm->ins || !vm->last || !vm->ext || !vm->nouts || !vm->rel ||
+        !vm->rel_at || !vm->const_rt || !vm->val || !vm->owned || !vm->drt) {
+        tg_vm_free(vm);
+        return TG_ENOMEM;
+    }
+    /* last uses */
+    for (int v = 0; v < vm->nvars; v++) vm->last[v] = -1;
+    int maxargs = 1;
+    for (int i = 0; i < vm->norder; i++) {
+        tg_node *n = vm->order[i];
+        for (int k = 0; k < n->nin; k++) vm->last[n->in[k]->id] = i;
+        if (n->nin + n->nout > maxargs) maxargs = n->nin + n->nout;
+    }
+    for (int i = 0; i < g->outputs.n; i++) {
+        tg_var *v = g->outputs.items[i];
+        vm->last[v->id] = vm->norder;
+        vm->nouts[v->id]++;
+    }
+    /* release lists: vars whose own last use is instruction i; node outputs nobody reads
+     * go right after their producer */
+    for (int i = 0; i < vm->norder; i++) {
+        tg_node *n = vm->order[i];
+        for (int o = 0; o < n->nout; o++)
+            if (vm->last[n->out[o]->id] < 0) vm->last[n->out[o]->id] = i;
+    }
+    for (int v = 0; v < vm->nvars; v++)
+        if (vm->last[v] >= 0 && vm->last[v] < vm->norder) vm->rel_at[vm->last[v] + 1]++;
+    for (int i = 0; i < vm->norder; i++) vm->rel_at[i + 1] += vm->rel_at[i];
+    {
+        int *fill = tg_mem_calloc(ctx, sizeof *fill * no);
+        if (!fill) {
+            tg_vm_free(vm);
+            return TG_ENOMEM;
+        }
+        for (int v = 0; v < vm->nvars; v++) {
+            int at = vm->last[v];
+            if (at >= 0 && at < vm->norder) vm->rel[vm->rel_at[at] + fill[at]++] = v;
+        }
+        tg_mem_free(ctx, fill, sizeof *fill * no);
+    }
+    /* a view keeps what it views alive: extend last uses backwards through view ops */
+    memcpy(vm->ext, vm->last, sizeof *vm->ext * (size_t)vm->nvars);
+    for (int i = vm->norder - 1; i >= 0; i--) {
+        tg_node *n = vm->order[i];
+        uint32_t views = tg_op_table[n->op]->views;
+        for (int o = 0; o < n->nout && views; o++)
+            for (int k = 0; k < n->nin; k++)
+                if ((views >> k & 1u) && vm->ext[n->out[o]->id] > vm->ext[n->in[k]->id])
+                    vm->ext[n->in[k]->id] = vm->ext[n->out[o]->id];
+    }
+    /* constants */
+    for (int v = 0; v < vm->nvars; v++) {
+        tg_var *var = g->vars.items[v];
+        if (var->kind == TG_VAR_CONST) tensor_rt(&var->type, var->value, &vm->const_rt[v]);
+    }
+    /* instructions */
+    bool blas = false;
+    for (int i = 0; i < vm->norder; i++) {
+        vm_ins *ins = &vm->ins[i];
+        ins->node = vm->order[i];
+        ins->op = tg_op_table[ins->node->op];
+        choose_kernel(vm, ins);
+        blas = blas || ins->info.kind == VM_BLAS;
+    }
+    if (blas) tg_vm_blas_single_thread();
+    vm->maxargs = maxargs;
+    vm->args = tg_mem_calloc(ctx, sizeof *vm->args * (size_t)maxargs);
+    vm->argt = tg_mem_calloc(ctx, sizeof *vm->argt * (size_t)maxargs);
+    if (!vm->args || !vm->argt) {
+        tg_vm_free(vm);
+        return TG_ENOMEM;
+    }
+    /* the pool */
+    if (opts->pool) {
+        vm->pool = opts->pool;
+    } else {
+        int nt = opts->nthreads > 0 ? opts->nthreads : tg_pool_default_threads();
+        if (nt > 1) {
+            vm->pool = tg_pool_new(ctx, nt);
+            if (!vm->pool) {
+                tg_vm_free(vm);
+                return TG_ENOMEM;
+            }
+            vm->own_pool = true;
+        }
+    }
+    vm->nthreads = tg_pool_size(vm->pool);
+    *out = vm;
+    return TG_OK;
+}
+
+/* ---- plans ---- */
+
+static void block_release(tg_ctx *ctx, vm_block *b) {
+    if (b->buf) {
+        TG_ASSERT(atomic_load(&b->buf->refs) == 1);
+        tg_buffer_unref(b->buf); /* frees the header */
+    }
+    if (b->raw) tg_mem_free(ctx, b->raw, b->raw_size);
+    memset(b, 0, sizeof *b);
+}
+
+/* Allocates b->size usable bytes: 64-byte aligned, or 2 MiB aligned with huge pages
+ * asked for when large. */
+static tg_status block_alloc(tg_ctx *ctx, vm_block *b) {
+    size_t align = b->size >= VM_HUGE ? VM_HUGE : 64, size = b->size ? b->size : 64;
+    size = (size + align - 1) / align * align;
+    if (size < b->size || size > SIZE_MAX - align)
+        return tg_set_error(TG_ENOMEM, "out of memory: a buffer of %zu bytes", b->size);
+    b->raw_size = size + align - 1;
+    b->raw = tg_mem_alloc(ctx, b->raw_size);
+    b->buf = tg_mem_alloc(ctx, sizeof *b->buf);
+    if (!b->raw || !b->buf) {
+        if (b->buf) tg_mem_free(ctx, b->buf, sizeof *b->buf);
+        b->buf = NULL;
+        return TG_ENOMEM;
+    }
+    uintptr_t p = ((uintptr_t)b->raw + align - 1) / align * align;
+    atomic_init(&b->buf->refs, 1);
+    b->buf->ctx = ctx;
+    b->buf->data = (void *)p;
+    b->buf->nbytes = size;
+    b->buf->alloc_size = sizeof *b->buf;
+    b->size = size;
+#ifdef MADV_HUGEPAGE
+    if (align == VM_HUGE) (void)madvise((void *)p, size, MADV_HUGEPAGE);
+#endif
+    return TG_OK;
+}
+
+static void plan_free(tg_vm *vm, vm_plan *p) {
+    if (!p) return;
+    tg_ctx *ctx = vm->ctx;
+    size_t nv = (size_t)vm->nvars + 1, no = (size_t)vm->norder + 1;
+    for (int b = 0; p->blocks && b < p->nblocks; b++) block_release(ctx, &p->blocks[b]);
+    block_release(ctx, &p->ws);
+    tg_mem_free(ctx, p->blocks, p->blocks ? sizeof *p->blocks * nv : 0);
+    tg_mem_free(ctx, p->key, p->key ? sizeof *p->key * (size_t)(p->nkey + 1) : 0);
+    tg_mem_free(ctx, p->rt, p->rt ? sizeof *p->rt * nv : 0);
+    tg_mem_free(ctx, p->known, p->known ? nv : 0);
+    tg_mem_free(ctx, p->cls, p->cls ? nv : 0);
+    tg_mem_free(ctx, p->blk, p->blk ? sizeof *p->blk * nv : 0);
+    tg_mem_free(ctx, p->tens, p->tens ? sizeof *p->tens * nv : 0);
+    tg_mem_free(ctx, p->dyn, p->dyn ? no : 0);
+    tg_mem_free(ctx, p, sizeof *p);
+}
+
+static int key_len(const tg_vm *vm) {
+    int n = 0;
+    for (int i = 0; i < vm->g->inputs.n; i++) n += ((tg_var *)vm->g->inputs.items[i])->type.ndim;
+    return n;
+}
+
+static void key_fill(const tg_vm *vm, tg_tensor *const *in, int64_t *key) {
+    int k = 0;
+    for (int i = 0; i < vm->g->inputs.n; i++)
+        for (int d = 0; d < in[i]->ndim; d++) key[k++] = in[i]->shape[d];
+}
+
+/* Workspace an instruction needs for these run-time types. */
+static size_t ins_ws(tg_vm *vm, const vm_ins *ins, const tg_type *in, const tg_type *out) {
+    switch (ins->info.kind) {
+    case VM_REDUCE:
+        return tg_vm_reduce_ws(ins->node, in, out, vm->nthreads);
+    case VM_BLAS:
+        return tg_vm_blas_ws(ins->node, in, out, vm->nthreads);
+    case VM_FUSED:
+        return tg_vm_fused_ws(ins->info.fused, in, out, vm->nthreads);
+    default:
+        return 0;
+    }
+}
+
+/* Picks a free block for a value of `need` bytes: the closest in size within a factor
+ * of two (growing it if smaller), else a new one. */
+static int block_pick(vm_plan *p, bool *busy, size_t need) {
+    int best = -1;
+    size_t bestd = SIZE_MAX;
+    for (int b = 0; b < p->nblocks; b++) {
+        if (busy[b]) continue;
+        size_t s = p->blocks[b].size;
+        if (s / 2 > need || need / 2 > s) continue;
+        size_t d = s > need ? s - need : need - s;
+        if (d < bestd) {
+            best = b;
+            bestd = d;
+        }
+    }
+    if (best < 0) {
+        best = p->nblocks++;
+        p->blocks[best].size = 0;
+    }
+    if (p->blocks[best].size < need) p->blocks[best].size = need;
+    busy[best] = true;
+    return best;
+}
+
+/* Makes the plan for the shapes of `in` (already checked against the inputs' types). */
+static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
+    tg_ctx *ctx = vm->ctx;
+    tg_graph *g = vm->g;
+    size_t nv = (size_t)vm->nvars + 1, no = (size_t)vm->norder + 1;
+    tg_status st = TG_OK;
+    bool *busy = NULL;
+    int *die = NULL, *next = NULL; /* per instruction: planned vars dying there (lists) */
+    vm_plan *p = tg_mem_calloc(ctx, sizeof *p);
+    if (!p) return TG_ENOMEM;
+    p->nkey = key_len(vm);
+    p->key = tg_mem_alloc(ctx, sizeof *p->key * (size_t)(p->nkey + 1));
+    p->rt = tg_mem_calloc(ctx, sizeof *p->rt * nv);
+    p->known = tg_mem_calloc(ctx, nv);
+    p->cls = tg_mem_calloc(ctx, nv);
+    p->blk = tg_mem_alloc(ctx, sizeof *p->blk * nv);
+    p->tens = tg_mem_calloc(ctx, sizeof *p->tens * nv);
+    p->dyn = tg_mem_calloc(ctx, no);
+    p->blocks = tg_mem_calloc(ctx, sizeof *p->blocks * nv);
+    busy = tg_mem_calloc(ctx, nv);
+    die = tg_mem_alloc(ctx, sizeof *die * no);
+    next = tg_mem_alloc(ctx, sizeof *next * nv);
+    if (!p->key || !p->rt || !p->known || !p->cls || !p->blk || !p->tens || !p->dyn ||
+        !p->blocks || !busy || !die || !next) {
+        st = TG_ENOMEM;
+        goto done;
+    }
+    key_fill(vm, in, p->key);
+    for (int v = 0; v < vm->nvars; v++) p->blk[v] = -1;
+    for (int i = 0; i < g->inputs.n; i++) {
+        tg_var *v = g->inputs.items[i];
+        tensor_rt(&v->type, in[i], &p->rt[v->id]);
+        p->known[v->id] = 1;
+        p->cls[v->id] = CLS_LEAF;
+    }
+    for (int v = 0; v < vm->nvars; v++) {
+        tg_var *var = g->vars.items[v];
+        if (var->kind != TG_VAR_CONST) continue;
+        p->rt[v] = vm->const_rt[v];
+        p->known[v] = 1;
+        p->cls[v] = CLS_LEAF;
+    }
+    /* types, classes and workspace */
+    tg_type *tin = vm->argt;
+    for (int i = 0; i < vm->norder; i++) {
+        vm_ins *ins = &vm->ins[i];
+        tg_node *n = ins->node;
+        bool ok = true;
+        for (int k = 0; k < n->nin; k++) {
+            ok = ok && p->known[n->in[k]->id];
+            tin[k] = p->rt[n->in[k]->id];
+        }
+        if (!ok) {
+            p->dyn[i] = 1;
+            for (int o = 0; o < n->nout; o++) p->cls[n->out[o]->id] = CLS_DYNAMIC;
+            continue;
+        }
+        tg_type tout[TG_MAX_OUTS];
+        tg_infer ic = {.op = ins->op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
+                       .nout = ins->op->nout, .runtime = true};
+        if (ins->op->infer(&ic) != TG_OK) {
+            st = node_fail(vm, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
+            goto done;
+        }
+        TG_ASSERT(ic.nout == n->nout);
+        bool self = ins->op->views || ins->op->self_alloc;
+        for (int o = 0; o < n->nout; o++) {
+            tg_var *v = n->out[o];
+            bool all = true;
+            for (int d = 0; d < tout[o].ndim; d++) all = all && tout[o].shape[d] >= 0;
+            if (!all && !self) {
+                st = node_fail(vm, n, TG_EINTERNAL, "run-time inference left an extent unknown");
+                goto done;
+            }
+            if (all) {
+                runtime_type(&v->type, tout[o].ndim, tout[o].shape, tout[o].dtype, &p->rt[v->id]);
+                p->known[v->id] = 1;
+            }
+            if (self || !all)
+                p->cls[v->id] = CLS_KMADE;
+            else if (vm->nouts[v->id] == 1)
+                p->cls[v->id] = CLS_EXTERNAL;
+            else
+                p->cls[v->id] = CLS_PLANNED;
+        }
+        size_t ws = ins_ws(vm, ins, tin, tout);
+        if (ws > p->ws_bytes) p->ws_bytes = ws;
+    }
+    /* blocks: assign in program order, release after the last use (views included) */
+    for (int i = 0; i < vm->norder; i++) die[i] = -1;
+    for (int i = 0; i < vm->norder; i++) {
+        tg_node *n = vm->order[i];
+        for (int o = 0; o < n->nout; o++) {
+            int v = n->out[o]->id;
+            if (p->cls[v] != CLS_PLANNED) continue;
+            size_t need = type_bytes(&p->rt[v]);
+            if (need == SIZE_MAX) {
+                st = node_fail(vm, n, TG_ELIMIT, "output too large");
+                goto done;
+            }
+            p->blk[v] = block_pick(p, busy, need < 64 ? 64 : need);
+            int at = vm->ext[v] > i ? vm->ext[v] : i;
+            if (at < vm->norder) { /* graph outputs live to the end */
+                next[v] = die[at];
+                die[at] = v;
+            }
+        }
+        for (int v = die[i]; v >= 0; v = next[v]) busy[p->blk[v]] = false;
+    }
+    for (int b = 0; b < p->nblocks; b++)
+        if ((st = block_alloc(ctx, &p->blocks[b])) != TG_OK) goto done;
+    if (p->ws_bytes) {
+        p->ws.size = p->ws_bytes;
+        if ((st = block_alloc(ctx, &p->ws)) != TG_OK) goto done;
+    }
+    for (int v = 0; v < vm->nvars; v++) {
+        if (p->cls[v] != CLS_PLANNED) continue;
+        tg_tensor *t = &p->tens[v];
+        const tg_type *rt = &p->rt[v];
+        t->dtype = (tg_dtype)rt->dtype;
+        t->ndim = rt->ndim;
+        for (int d = 0; d < rt->ndim; d++) t->shape[d] = rt->shape[d];
+        tg_contiguous_strides(t->ndim, t->shape, t->strides);
+        t->offset = 0;
+        t->buf = p->blocks[p->blk[v]].buf;
+    }
+done:
+    if (busy) tg_mem_free(ctx, busy, nv);
+    if (die) tg_mem_free(ctx, die, sizeof *die * no);
+    if (next) tg_mem_free(ctx, next, sizeof *next * nv);
+    if (st != TG_OK) {
+        plan_free(vm, p);
+        return st;
+    }
+    *out = p;
+    return TG_OK;
+}
+
+/* The plan for these inputs: cached, or made (evicting the least recently used). */
+static tg_status plan_get(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
+    int nk = key_len(vm);
+    int64_t kbuf[64];
+    int64_t *key = nk <= 64 ? kbuf : NULL;
+    if (!key) {
+        key = tg_mem_alloc(vm->ctx, sizeof *key * (size_t)nk);
+        if (!key) return TG_ENOMEM;
+    }
+    key_fill(vm, in, key);
+    vm_plan *hit = NULL;
+    for (int i = 0; i < vm->nplans && !hit; i++)
+        if (memcmp(vm->plans[i]->key, key, sizeof *key * (size_t)nk) == 0) hit = vm->plans[i];
+    if (key != kbuf) tg_mem_free(vm->ctx, key, sizeof *key * (size_t)nk);
+    if (!hit) {
+        tg_status st = plan_make(vm, in, &hit);
+        if (st != TG_OK) return st;
+        if (vm->nplans == VM_MAX_PLANS) {
+            int lru = 0;
+            for (int i = 1; i < vm->nplans; i++)
+                if (vm->plans[i]->stamp < vm->plans[lru]->stamp) lru = i;
+            plan_free(vm, vm->plans[lru]);
+            vm->plans[lru] = vm->plans[--vm->nplans];
+        }
+        vm->plans[vm->nplans++] = hit;
+    }
+    hit->stamp = ++vm->stamp;
+    *out = hit;
+    return TG_OK;
+}
+
+/* ---- running ---- */
+
+/* Runs instruction i of a static plan. */
+static tg_status run_static(tg_vm *vm, vm_plan *p, int i) {
+    vm_ins *ins = &vm->ins[i];
+    tg_node *n = ins->node;
+    const tg_op_def *op = ins->op;
+    tg_tensor **vin = vm->args, **vout = vm->args + n->nin;
+    tg_type *tin = vm->argt, *tout = vm->argt + n->nin;
+    for (int k = 0; k < n->nin; k++) {
+        vin[k] = vm->val[n->in[k]->id];
+        tin[k] = p->rt[n->in[k]->id];
+        TG_ASSERT(vin[k] != NULL);
+    }
+    for (int o = 0; o < n->nout; o++) {
+        int v = n->out[o]->id;
+        vout[o] = p->cls[v] == CLS_KMADE ? NULL : vm->val[v];
+        tout[o] = p->rt[v];
+    }
+    vm_exec e = {.pool = vm->pool, .nthreads = vm->nthreads, .node = n, .in = vin, .out = vout,
+                 .in_type = tin, .out_type = tout, .ws = p->ws.buf ? p->ws.buf->data : NULL,
+                 .ws_bytes = p->ws_bytes, .info = &ins->info};
+    tg_status st = TG_EUNSUPPORTED;
+    switch (ins->info.kind) {
+    case VM_EW:
+        st = tg_vm_exec_ew(&e);
+        break;
+    case VM_REDUCE:
+        st = tg_vm_exec_reduce(&e);
+        break;
+    case VM_BLAS:
+        st = tg_vm_exec_blas(&e);
+        break;
+    case VM_FUSED:
+        st = tg_vm_exec_fused(&e);
+        break;
+    case VM_REF:
+        break;
+    }
+    if (st == TG_OK) return TG_OK;
+    if (st != TG_EUNSUPPORTED) return node_fail(vm, n, st, e.msg[0] ? e.msg : tg_status_str(st));
+    /* the reference kernel: zeroed outputs, as the interpreter gives them */
+    bool self = op->views || op->self_alloc;
+    for (int o = 0; o < n->nout && !self; o++) {
+        tg_tensor *t = vout[o];
+        memset(tg_tensor_data(t), 0, (size_t)tg_tensor_size(t) * tg_dtype_size(t->dtype));
+    }
+    tg_kern k = {.ctx = vm->ctx, .node = n, .attrs = n->attrs, .in = vin, .nin = n->nin,
+                 .out = vout, .nout = n->nout, .out_type = tout};
+    if (op->ref(&k) != TG_OK) {
+        for (int o = 0; o < n->nout && self; o++) tg_tensor_free(vout[o]);
+        return node_fail(vm, n, k.status ? k.status : TG_EINVAL, k.msg);
+    }
+    for (int o = 0; o < n->nout && self; o++) {
+        int v = n->out[o]->id;
+        tg_tensor *t = vout[o];
+        TG_ASSERT(t != NULL && t->dtype == tout[o].dtype && t->ndim == tout[o].ndim);
+        for (int d = 0; d < t->ndim; d++) TG_ASSERT(!p->known[v] || t->shape[d] == tout[o].shape[d]);
+        if (!p->known[v]) tensor_rt(&n->out[o]->type, t, &vm->drt[v]);
+        vm->val[v] = t;
+        vm->owned[v] = 1;
+    }
+    return TG_OK;
+}
+
+/* Runs instruction i as the interpreter would: inference on the run-time types, new
+ * outputs, the reference kernel. */
+static tg_status run_dynamic(tg_vm *vm, vm_plan *p, int i) {
+    vm_ins *ins = &vm->ins[i];
+    tg_node *n = ins->node;
+    const tg_op_def *op = ins->op;
+    tg_tensor **vin = vm->args, **vout = vm->args + n->nin;
+    tg_type *tin = vm->argt, tout[TG_MAX_OUTS];
+    for (int k = 0; k < n->nin; k++) {
+        int v = n->in[k]->id;
+        vin[k] = vm->val[v];
+        tin[k] = p->known[v] ? p->rt[v] : vm->drt[v];
+        TG_ASSERT(vin[k] != NULL);
+    }
+    tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
+                   .nout = op->nout, .runtime = true};
+    if (op->infer(&ic) != TG_OK) return node_fail(vm, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
+    bool self = op->views || op->self_alloc;
+    for (int o = 0; o < n->nout; o++) {
+        vout[o] = NULL;
+        if (self) continue;
+        vout[o] = tg_tensor_empty(vm->ctx, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape);
+        if (!vout[o]) {
+            for (int q = 0; q < o; q++) tg_tensor_free(vout[q]);
+            return TG_ENOMEM;
+        }
+    }
+    tg_kern k = {.ctx = vm->ctx, .node = n, .attrs = n->attrs, .in = vin, .nin = n->nin,
+                 .out = vout, .nout = n->nout, .out_type = tout};
+    if (op->ref(&k) != TG_OK) {
+        for (int o = 0; o < n->nout; o++) tg_tensor_free(vout[o]);
+        return node_fail(vm, n, k.status ? k.status : TG_EINVAL, k.msg);
+    }
+    for (int o = 0; o < n->nout; o++) {
+        int v = n->out[o]->id;
+        TG_ASSERT(vout[o] != NULL);
+        tensor_rt(&n->out[o]->type, vout[o], &vm->drt[v]);
+        vm->val[v] = vout[o];
+        vm->owned[v] = 1;
+    }
+    return TG_OK;
+}
+
+static bool same_shape(const tg_tensor *t, const tg_type *rt) {
+    if (t->dtype != rt->dtype || t->ndim != rt->ndim) return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] != rt->shape[d]) return false;
+    return true;
+}
+
+static tg_status out_mismatch(const tg_vm *vm, int i, const tg_tensor *t, const tg_type *want) {
+    char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+    tg_type got;
+    tg_var *v = vm->g->outputs.items[i];
+    tensor_rt(&v->type, t, &got);
+    got.nobcast = 0;
+    return tg_set_error(t->dtype != want->dtype ? TG_ETYPE : TG_ESHAPE,
+                        "output %d%s%s%s: the tensor given is %s, the result is %s", i,
+                        v->name ? " ('" : "", v->name ? v->name : "", v->name ? "')" : "",
+                        tg_type_str(&got, a, sizeof a), tg_type_str(want, b, sizeof b));
+}
+
+static bool shares_input_memory(const tg_vm *vm, tg_tensor *const *in, const tg_tensor *t) {
+    for (int i = 0; i < vm->g->inputs.n; i++)
+        if (in[i]->buf == t->buf) return true;
+    return false;
+}
+
+static uint64_t ins_bytes(const tg_vm *vm, const vm_plan *p, const tg_node *n) {
+    uint64_t b = 0;
+    for (int k = 0; k < n->nin; k++) {
+        int v = n->in[k]->id;
+        b += type_bytes(p->known[v] ? &p->rt[v] : &vm->drt[v]);
+    }
+    for (int o = 0; o < n->nout; o++) {
+        int v = n->out[o]->id;
+        b += type_bytes(p->known[v] ? &p->rt[v] : &vm->drt[v]);
+    }
+    return b;
+}
+
+static tg_status call_locked(tg_vm *vm, tg_tensor *const *in, tg_tensor **out, int nout,
+                             bool into) {
+    tg_graph *g = vm->g;
+    vm_plan *p = NULL;
+    tg_status st = plan_get(vm, in, &p);
+    if (st != TG_OK) return st;
+    /* values */
+    for (int v = 0; v < vm->nvars; v++) {
+        vm->owned[v] = 0;
+        tg_var *var = g->vars.items[v];
+        vm->val[v] = var->kind == TG_VAR_CONST ? var->value
+                     : p->cls[v] == CLS_PLANNED ? &p->tens[v]
+                                                : NULL;
+    }
+    for (int i = 0; i < g->inputs.n; i++) vm->val[((tg_var *)g->inputs.items[i])->id] = in[i];
+    for (int i = 0; i < nout; i++) {
+        int v = ((tg_var *)g->outputs.items[i])->id;
+        if (p->cls[v] != CLS_EXTERNAL) continue;
+        const tg_type *rt = &p->rt[v];
+        tg_tensor *t = into ? out[i] : NULL;
+        if (t && !same_shape(t, rt)) {
+            st = out_mismatch(vm, i, t, rt);
+            goto done;
+        }
+        if (t && tg_tensor_is_contiguous(t) && !shares_input_memory(vm, in, t)) {
+            vm->val[v] = t; /* borrowed: written in place */
+            continue;
+        }
+        vm->val[v] = tg_tensor_empty(vm->ctx, (tg_dtype)rt->dtype, rt->ndim, rt->shape);
+        if (!vm->val[v]) {
+            st = TG_ENOMEM;
+            goto done;
+        }
+        vm->owned[v] = 1;
+    }
+    /* the program */
+    for (int i = 0; i < vm->norder && st == TG_OK; i++) {
+        double t0 = vm->profile ? now_s() : 0.0;
+        st = p->dyn[i] ? run_dynamic(vm, p, i) : run_static(vm, p, i);
+        if (vm->profile) {
+            vm_ins *ins = &vm->ins[i];
+            ins->seconds += now_s() - t0;
+            ins->calls++;
+            if (st == TG_OK) ins->bytes += ins_bytes(vm, p, ins->node);
+        }
+        for (int r = vm->rel_at[i]; r < vm->rel_at[i + 1] && st == TG_OK; r++) {
+            int v = vm->rel[r];
+            if (vm->owned[v]) {
+                tg_tensor_free(vm->val[v]);
+                vm->owned[v] = 0;
+            }
+            vm->val[v] = NULL;
+        }
+    }
+    if (st != TG_OK) goto done;
+    /* results; when a given output shares memory with an input, the results still reading
+     * an input's memory are copied aside before any given output is written */
+    bool alias = false;
+    for (int i = 0; into && i < nout; i++)
+        alias = alias || (out[i] && vm->val[((tg_var *)g->outputs.items[i])->id] != out[i] &&
+                          shares_input_memory(vm, in, out[i]));
+    for (int i = 0; alias && i < nout; i++) {
+        int v = ((tg_var *)g->outputs.items[i])->id;
+        tg_tensor *t = vm->val[v];
+        if (!out[i] || t == out[i] || !shares_input_memory(vm, in, t)) continue;
+        tg_tensor *c = tg_tensor_dup(t);
+        if (!c) {
+            st = TG_ENOMEM;
+            goto done;
+        }
+        if (vm->owned[v]) tg_tensor_free(t);
+        vm->val[v] = c;
+        vm->owned[v] = 1;
+    }
+    for (int i = 0; i < nout; i++) {
+        tg_var *var = g->outputs.items[i];
+        int v = var->id;
+        tg_tensor *t = vm->val[v];
+        TG_ASSERT(t != NULL);
+        if (into && out[i]) {
+            if (t == out[i]) continue;
+            tg_type rt;
+            tensor_rt(&var->type, t, &rt);
+            if (!same_shape(out[i], &rt)) {
+                st = out_mismatch(vm, i, out[i], &rt);
+                goto done;
+            }
+            tg_tensor_copy_into(out[i], t);
+            continue;
+        }
+        bool last = true; /* the last time this value is returned */
+        for (int j = i + 1; j < nout; j++) last = last && g->outputs.items[j] != (void *)var;
+        if (last && vm->owned[v] && atomic_load(&t->buf->refs) == 1 && tg_tensor_is_contiguous(t)) {
+            out[i] = t;
+            vm->owned[v] = 0;
+            vm->val[v] = NULL;
+        } else {
+            out[i] = tg_tensor_dup(t);
+            if (!out[i]) {
+                st = TG_ENOMEM;
+                goto done;
+            }
+        }
+    }
+done:
+    for (int v = 0; v < vm->nvars; v++) {
+        if (vm->owned[v]) tg_tensor_free(vm->val[v]);
+        vm->owned[v] = 0;
+        vm->val[v] = NULL;
+    }
+    return st;
+}
+
+tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                     bool into) {
+    (void)nin;
+    bool stack[64], *given = stack; /* out[i] was given by the caller */
+    if (nout > (int)TG_COUNTOF(stack)) {
+        given = tg_mem_alloc(vm->ctx, sizeof *given * (size_t)nout);
+        if (!given) return TG_ENOMEM;
+    }
+    for (int i = 0; i < nout; i++) {
+        given[i] = into && out[i];
+        if (!given[i]) out[i] = NULL;
+    }
+    pthread_mutex_lock(&vm->mu);
+    tg_status st = call_locked(vm, in, out, nout, into);
+    pthread_mutex_unlock(&vm->mu);
+    if (st != TG_OK)
+        for (int i = 0; i < nout; i++)
+            if (!given[i]) {
+                tg_tensor_free(out[i]);
+                out[i] = NULL;
+            }
+    if (given != stack) tg_mem_free(vm->ctx, given, sizeof *given * (size_t)nout);
+    return st;
+}
+
+/* ---- profile ---- */
+
+void tg_vm_profile_reset(tg_vm *vm) {
+    pthread_mutex_lock(&vm->mu);
+    for (int i = 0; i < vm->norder; i++) {
+        vm->ins[i].seconds = 0;
+        vm->ins[i].calls = 0;
+        vm->ins[i].bytes = 0;
+    }
+    pthread_mutex_unlock(&vm->mu);
+}
+
+static const char *kind_name(const vm_ins *ins) {
+    switch (ins->info.kind) {
+    case VM_EW:
+        return "vector";
+    case VM_REDUCE:
+        return "reduce";
+    case VM_BLAS:
+        return "blas";
+    case VM_FUSED:
+        return "fused";
+    default:
+        return "ref";
+    }
+}
+
+tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
+    if (!vm->profile) return tg_set_error(TG_EINVAL, "the function was compiled without profiling");
+    pthread_mutex_lock(&vm->mu);
+    int n = vm->norder;
+    int *idx = tg_mem_alloc(vm->ctx, sizeof *idx * (size_t)(n + 1));
+    if (!idx) {
+        pthread_mutex_unlock(&vm->mu);
+        return TG_ENOMEM;
+    }
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        idx[i] = i;
+        total += vm->ins[i].seconds;
+    }
+    for (int i = 1; i < n; i++) { /* insertion sort, most expensive first */
+        int x = idx[i], j = i;
+        while (j > 0 && vm->ins[idx[j - 1]].seconds < vm->ins[x].seconds) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = x;
+    }
+    fprintf(f, "%-6s %-14s %-7s %-22s %8s %12s %12s %7s %12s\n", "node", "op", "kernel", "type",
+            "calls", "total ms", "per call us", "share", "bytes/call");
+    for (int r = 0; r < n; r++) {
+        const vm_ins *ins = &vm->ins[idx[r]];
+        char ty[TG_TYPE_STR_MAX], name[64];
+        tg_type_str(&ins->node->out[0]->type, ty, sizeof ty);
+        snprintf(name, sizeof name, "%s", ins->op->name);
+        double per = ins->calls ? ins->seconds / (double)ins->calls : 0.0;
+        fprintf(f, "%-6d %-14s %-7s %-22s %8ld %12.3f %12.3f %6.1f%% %12.0f\n", ins->node->id,
+                name, kind_name(ins), ty, ins->calls, ins->seconds * 1e3, per * 1e6,
+                total > 0 ? 100.0 * ins->seconds / total : 0.0,
+                ins->calls ? (double)ins->bytes / (double)ins->calls : 0.0);
+    }
+    fprintf(f, "total: %.3f ms in %d nodes, %d thread%s, %s kernels%s\n", total * 1e3, n,
+            vm->nthreads, vm->nthreads == 1 ? "" : "s", tg_vk_table_get(vm->isa)->name,
+            tg_vk_have_sleef() ? " with SLEEF" : "");
+    tg_mem_free(vm->ctx, idx, sizeof *idx * (size_t)(n + 1));
+    pthread_mutex_unlock(&vm->mu);
+    return TG_OK;
+}

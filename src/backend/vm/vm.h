@@ -1,0 +1,109 @@
+/* vm.h - private header of src/backend/vm: the fast executor. tg_graph_compile (interp.c)
+ * hands TG_MODE_VM graphs, already rewritten, to tg_vm_new; tg_fn_call forwards to
+ * tg_vm_call.
+ *
+ * The VM compiles a graph into a flat program: one instruction per node in topological
+ * order, each with a kernel class chosen once from the static types (fast elementwise,
+ * reduction, BLAS, fused, or the op's reference kernel). For every new signature of input
+ * shapes it makes a memory plan (vm.c): run-time types from each op's inference, exactly
+ * as the interpreter computes them; each value's buffer is released after its last use
+ * (views extend the life of what they view) and reused by later values of compatible
+ * size; buffers stay allocated between calls; large ones are 2 MiB aligned and asked to
+ * be backed by huge pages. Kernels split large work over a persistent thread pool.
+ *
+ * Invariants:
+ *  - Results equal the interpreter's on the same graph: bit for bit except where
+ *    vkernels.h documents SLEEF's error bounds, and for float sums and dot products,
+ *    whose summation order differs (each element's order is fixed: results do not depend
+ *    on the thread count).
+ *  - Calls of one VM are serialized (a mutex): its buffers are shared between calls.
+ *  - No kernel allocates; the plan does, before the run. Reference kernels get zeroed
+ *    outputs, as the interpreter gives them.
+ */
+#ifndef TG_VM_H
+#define TG_VM_H
+
+#include "../../ops/ops.h"
+#include "../../parallel/parallel.h"
+
+#include <stdio.h>
+
+typedef struct tg_vm tg_vm;
+
+/* Compiles g (borrowed: it must outlive the VM). opts may be NULL. */
+tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out);
+void tg_vm_free(tg_vm *vm); /* NULL is a no-op */
+/* A call (see tg_fn_call and tg_fn_call_into in tgraph.h). With `into`, a non-NULL out[i]
+ * on entry receives output i (dtype and shape must match); otherwise out[i] receives a
+ * new tensor. Inputs are checked by the caller (interp.c). */
+tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                     bool into);
+/* The per-node profile (when compiled with profiling): time, calls, share, bytes. */
+tg_status tg_vm_profile_print(tg_vm *vm, FILE *f);
+void tg_vm_profile_reset(tg_vm *vm);
+
+/* ---- what the kernel files share (vm_ew.c, vm_reduce.c, vm_blas.c, vm_fused.c) ---- */
+
+#include "vkernels.h"
+
+/* Kernel classes, chosen per node at compile time. */
+typedef enum {
+    VM_REF,    /* the op's reference kernel (also views and self-allocating ops) */
+    VM_EW,     /* elementwise: vkernels over contiguous/broadcast rows */
+    VM_REDUCE, /* sum, mean, max, min, prod of floats */
+    VM_BLAS,   /* dot, matmul of f32/f64 through CBLAS */
+    VM_FUSED,  /* a fused{...} node, evaluated block by block */
+} vm_kind;
+
+/* What a kernel gets at run time. Workspace is the plan's scratch memory, ws_bytes long
+ * (what the kernel asked for through its *_ws function), 64-byte aligned. */
+typedef struct vm_exec {
+    tg_pool *pool;            /* may be NULL: one thread */
+    int nthreads;             /* tg_pool_size(pool) */
+    const tg_node *node;      /* the node */
+    tg_tensor *const *in;     /* input values (any strides) */
+    tg_tensor *const *out;    /* output values: contiguous, of the run-time output types */
+    const tg_type *in_type;   /* run-time input types */
+    const tg_type *out_type;  /* run-time output types */
+    void *ws;                 /* workspace */
+    size_t ws_bytes;          /* its size */
+    const void *info;         /* the kernel's compile-time data (vm_ins_info) */
+    char msg[256];            /* error message (without the node's name) */
+} vm_exec;
+
+/* Compile-time data of one instruction, for its kernel class. */
+typedef struct vm_ins_info {
+    vm_kind kind;
+    tg_vk_fn vk;              /* VM_EW: the kernel */
+    tg_vk_args vargs;         /* VM_EW: its dtypes */
+    int cost;                 /* VM_EW: per-element cost (thread split) */
+    tg_vk_isa isa;            /* the instruction set used */
+    void *fused;              /* VM_FUSED: compiled program (vm_fused.c), owned */
+} vm_ins_info;
+
+/* Elementwise (vm_ew.c): runs fn over the broadcast of in[0..nin) into out (contiguous
+ * or not), gathering strided rows into blocks, split over the pool when large. */
+tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost,
+                       tg_tensor *out, tg_tensor *const *in, int nin);
+tg_status tg_vm_exec_ew(vm_exec *e);
+
+/* Reductions (vm_reduce.c). tg_vm_reduce_ok: the class applies to this node (static
+ * types); exec returns TG_EUNSUPPORTED when the run-time layout needs the reference. */
+bool tg_vm_reduce_ok(const tg_node *n);
+size_t tg_vm_reduce_ws(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads);
+tg_status tg_vm_exec_reduce(vm_exec *e);
+
+/* dot / matmul through CBLAS (vm_blas.c). */
+bool tg_vm_blas_ok(const tg_node *n);
+size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads);
+tg_status tg_vm_exec_blas(vm_exec *e);
+void tg_vm_blas_single_thread(void); /* asks the BLAS library for one thread */
+
+/* Fused nodes (vm_fused.c). prep compiles the node's program (NULL when the node must
+ * run its reference kernel); ws gives the scratch size for run-time types. */
+void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa);
+void tg_vm_fused_free(void *prep);
+size_t tg_vm_fused_ws(void *prep, const tg_type *in, const tg_type *out, int nthreads);
+tg_status tg_vm_exec_fused(vm_exec *e);
+
+#endif

@@ -1,0 +1,608 @@
+/* vm_fused.c - fused{...} nodes evaluated block by block (src/ops/fused.h).
+ *
+ * At compile time the node's program is parsed and typed with the static input types;
+ * every instruction gets the vector kernel for its op and slot dtypes (vkernels.h), and
+ * every value a scratch buffer of BLK elements, reused once its last reader ran (a
+ * register allocation over the program). A program that is not `uniform` (fused.h), or
+ * has an instruction or a reduction without a kernel here, runs its reference kernel.
+ *
+ * At run time the iteration space S is the broadcast of the inputs' shapes. The flat
+ * C-order index of S is cut into blocks of BLK elements: for each block every instruction
+ * runs once over the block (inputs that are contiguous over S or scalars are read in
+ * place, other broadcast or strided inputs are gathered into a block buffer first), so
+ * temporaries stay in L1/L2. Elementwise outputs are written straight into the output.
+ * Reductions (every output reduces a value of shape S over the same axes) need S to
+ * simplify to [K1, R, K2] (kept, reduced, kept axes):
+ *  - K2 = 1 (rows): each row's values are reduced as they are made; a row is summed block
+ *    by block (eight accumulators per block) and chunk by chunk (CH blocks), whatever the
+ *    number of threads; max and min follow the reference's rule exactly (first NaN, first
+ *    of equal values) and prod multiplies in order;
+ *  - K2 > 1 (columns): every output element accumulates in the reference's order, in
+ *    double: bit-identical to the reference.
+ * Work is split over the pool by blocks (elementwise), rows, chunks of a few long rows,
+ * or output ranges (columns).
+ *
+ * Invariants: a block never crosses a row of a row reduction; each element's value is
+ * computed by the same kernels whatever the blocking or the thread count.
+ */
+#include "vm.h"
+#include "../../ops/fused.h"
+
+#include <math.h>
+
+#define BLK 1024         /* elements per block */
+#define CH 16            /* blocks per chunk of a row reduction */
+#define SPLIT_WORK 32768 /* elements x cost above which the pool is used */
+
+typedef struct fz_ins {
+    tg_vk_fn fn;        /* NULL for a literal */
+    tg_vk_args args;
+    int nin;
+    int in[TG_FUSED_MAX_ARGS];
+} fz_ins;
+
+typedef struct fz_prog {
+    tg_ctx *ctx;
+    tg_fused_prog *p;   /* parsed and typed with the static types */
+    fz_ins *ins;        /* per instruction */
+    int *buf;           /* per slot: scratch buffer, -1 for inputs and literals */
+    int *direct;        /* per slot: the elementwise output written in place, or -1 */
+    double *cell;       /* per slot: a literal's value (8 bytes, in its dtype) */
+    uint8_t *sdt;       /* per slot: dtype */
+    int nbuf;           /* scratch buffers per thread */
+    int cost;           /* per-element cost of the whole program */
+    int nslot;
+} fz_prog;
+
+void tg_vm_fused_free(void *prep) {
+    fz_prog *f = prep;
+    if (!f) return;
+    tg_ctx *ctx = f->ctx;
+    size_t ns = (size_t)f->nslot + 1;
+    tg_fused_free(f->p);
+    tg_mem_free(ctx, f->ins, f->ins ? sizeof *f->ins * ns : 0);
+    tg_mem_free(ctx, f->buf, f->buf ? sizeof *f->buf * ns : 0);
+    tg_mem_free(ctx, f->direct, f->direct ? sizeof *f->direct * ns : 0);
+    tg_mem_free(ctx, f->cell, f->cell ? sizeof *f->cell * ns : 0);
+    tg_mem_free(ctx, f->sdt, f->sdt ? ns : 0);
+    tg_mem_free(ctx, f, sizeof *f);
+}
+
+static bool float_dt(int dt) { return dt == TG_DT_F32 || dt == TG_DT_F64; }
+
+void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
+    char msg[256];
+    tg_fused_prog *p = NULL;
+    if (tg_fused_node_prog(ctx, n, &p, msg, sizeof msg) != TG_OK) return NULL;
+    tg_type tin[TG_MAX_OUTS];
+    bool ok = p->nin == n->nin && n->nin <= TG_MAX_OUTS && p->nout == n->nout;
+    for (int k = 0; ok && k < n->nin; k++) tin[k] = n->in[k]->type;
+    if (!ok || tg_fused_type(p, tin, false, msg, sizeof msg) != TG_OK || !p->uniform) {
+        tg_fused_free(p);
+        return NULL;
+    }
+    fz_prog *f = tg_mem_calloc(ctx, sizeof *f);
+    size_t ns = (size_t)p->nslot + 1;
+    if (!f) {
+        tg_fused_free(p);
+        return NULL;
+    }
+    f->ctx = ctx;
+    f->p = p;
+    f->nslot = p->nslot;
+    f->ins = tg_mem_calloc(ctx, sizeof *f->ins * ns);
+    f->buf = tg_mem_alloc(ctx, sizeof *f->buf * ns);
+    f->direct = tg_mem_alloc(ctx, sizeof *f->direct * ns);
+    f->cell = tg_mem_calloc(ctx, sizeof *f->cell * ns);
+    f->sdt = tg_mem_calloc(ctx, ns);
+    int *last = tg_mem_alloc(ctx, sizeof *last * ns);
+    int *freeb = tg_mem_alloc(ctx, sizeof *freeb * ns);
+    ok = f->ins && f->buf && f->direct && f->cell && f->sdt && last && freeb;
+    for (int s = 0; ok && s < p->nslot; s++) {
+        f->sdt[s] = p->type[s].dtype;
+        f->buf[s] = -1;
+        f->direct[s] = -1;
+        last[s] = -1;
+    }
+    /* outputs: elementwise ones are written in place (the first output of a slot) */
+    for (int o = 0; ok && o < p->nout; o++) {
+        const tg_fused_out *x = &p->out[o];
+        int s = x->slot;
+        last[s] = p->ninstr; /* read at the end of a block */
+        if (x->reduce >= 0) {
+            ok = float_dt(f->sdt[s]) && p->out_type[o].dtype == f->sdt[s] &&
+                 n->out[o]->type.dtype == f->sdt[s];
+        } else if (s >= p->nin && p->instr[s - p->nin].op != TG_FUSED_CONST &&
+                   f->direct[s] < 0) {
+            f->direct[s] = o;
+        }
+    }
+    /* kernels and last readers */
+    f->cost = 0;
+    for (int j = 0; ok && j < p->ninstr; j++) {
+        const tg_fused_instr *ins = &p->instr[j];
+        int s = p->nin + j;
+        fz_ins *z = &f->ins[j];
+        if (ins->op == TG_FUSED_CONST) {
+            tg_dtype dt = (tg_dtype)ins->dtype;
+            if (tg_dtype_is_float(dt))
+                tg_store_f64(&f->cell[s], dt, ins->cf);
+            else
+                tg_store_i64(&f->cell[s], dt, ins->ci);
+            continue;
+        }
+        tg_dtype idt[TG_FUSED_MAX_ARGS];
+        z->nin = ins->nin;
+        for (int k = 0; k < ins->nin; k++) {
+            z->in[k] = ins->in[k];
+            idt[k] = (tg_dtype)f->sdt[ins->in[k]];
+            if (last[ins->in[k]] < j) last[ins->in[k]] = j;
+        }
+        if (ins->nin > TG_VK_MAXIN) {
+            ok = false;
+            break;
+        }
+        z->fn = tg_vk_select(tg_op_table[ins->op], ins->nin, idt, (tg_dtype)f->sdt[s], isa,
+                             &z->args);
+        ok = z->fn != NULL;
+        f->cost += tg_vk_cost(tg_op_table[ins->op]);
+    }
+    /* scratch buffers: a value takes a free buffer, and gives it back after its last
+     * reader (outputs' values live to the end of the block) */
+    int nfree = 0;
+    f->nbuf = 0;
+    for (int j = 0; ok && j < p->ninstr; j++) {
+        int s = p->nin + j;
+        if (p->instr[j].op == TG_FUSED_CONST || f->direct[s] >= 0) continue;
+        f->buf[s] = nfree > 0 ? freeb[--nfree] : f->nbuf++;
+        for (int k = 0; k < f->ins[j].nin; k++) {
+            int u = f->ins[j].in[k];
+            bool dup = false; /* an operand given twice is freed once */
+            for (int q = 0; q < k; q++) dup = dup || f->ins[j].in[q] == u;
+            if (!dup && last[u] == j && f->buf[u] >= 0) freeb[nfree++] = f->buf[u];
+        }
+    }
+    if (last) tg_mem_free(ctx, last, sizeof *last * ns);
+    if (freeb) tg_mem_free(ctx, freeb, sizeof *freeb * ns);
+    if (!ok) {
+        tg_vm_fused_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* ---- run time ---- */
+
+typedef enum { IN_CONTIG, IN_SCALAR, IN_GATHER } in_kind;
+
+typedef struct fz_run {
+    const fz_prog *f;
+    const tg_fused_prog *p;
+    tg_tensor *const *in;
+    tg_tensor *const *out;
+    int nd;                                /* rank of S */
+    int64_t S[TG_MAX_DIMS];                /* the iteration space */
+    int64_t n;                             /* its elements */
+    in_kind ik[TG_MAX_OUTS];               /* per input */
+    int64_t bstr[TG_MAX_OUTS][TG_MAX_DIMS];/* per input: strides over S (0: broadcast) */
+    char *ws;                              /* per-thread scratch, then accumulators */
+    size_t per_thread;                     /* bytes of scratch per thread */
+    /* reductions */
+    int64_t K1, R, K2;
+    double *acc;                           /* columns: per output, K1 * K2 */
+    double *part;                          /* rows: per output, chunk partials */
+    int64_t row, nchunks;                  /* rows: the row being chunked */
+} fz_run;
+
+/* Gathers elements [f0, f0 + m) of input k broadcast over S into dst. */
+static void gather_in(const fz_run *F, int k, int64_t f0, int64_t m, char *dst) {
+    const tg_tensor *t = F->in[k];
+    size_t es = tg_dtype_size(t->dtype);
+    const char *base = tg_tensor_data(t);
+    int nd = F->nd;
+    int64_t idx[TG_MAX_DIMS], r = f0;
+    for (int d = nd - 1; d >= 0; d--) {
+        idx[d] = r % F->S[d];
+        r /= F->S[d];
+    }
+    int64_t done = 0;
+    while (done < m) {
+        int64_t off = 0;
+        for (int d = 0; d < nd - 1; d++) off += idx[d] * F->bstr[k][d];
+        int64_t in_s = F->bstr[k][nd - 1], len = F->S[nd - 1] - idx[nd - 1];
+        if (len > m - done) len = m - done;
+        const char *src = base + (off + idx[nd - 1] * in_s) * (int64_t)es;
+        char *d0 = dst + done * (int64_t)es;
+        if (in_s == 1) {
+            memcpy(d0, src, (size_t)len * es);
+        } else {
+            for (int64_t i = 0; i < len; i++) memcpy(d0 + i * (int64_t)es, src + i * in_s * (int64_t)es, es);
+        }
+        done += len;
+        idx[nd - 1] = 0;
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < F->S[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Evaluates the program on elements [f0, f0 + m) of S with thread scratch `scr`: on
+ * return ptr[s] / str[s] give each slot's values (str 0: one value for all). */
+static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const char **ptr,
+                       int64_t *str) {
+    const fz_prog *f = F->f;
+    const tg_fused_prog *p = F->p;
+    char *bufs = scr, *gat = scr + (size_t)f->nbuf * BLK * 8;
+    for (int k = 0; k < p->nin; k++) {
+        const tg_tensor *t = F->in[k];
+        size_t es = tg_dtype_size(t->dtype);
+        switch (F->ik[k]) {
+        case IN_CONTIG:
+            ptr[k] = (const char *)tg_tensor_data(t) + f0 * (int64_t)es;
+            str[k] = 1;
+            break;
+        case IN_SCALAR:
+            ptr[k] = tg_tensor_data(t);
+            str[k] = 0;
+            break;
+        default:
+            gather_in(F, k, f0, m, gat + (size_t)k * BLK * 8);
+            ptr[k] = gat + (size_t)k * BLK * 8;
+            str[k] = 1;
+            break;
+        }
+    }
+    for (int j = 0; j < p->ninstr; j++) {
+        int s = p->nin + j;
+        const fz_ins *z = &f->ins[j];
+        if (!z->fn) { /* a literal */
+            ptr[s] = (const char *)&f->cell[s];
+            str[s] = 0;
+            continue;
+        }
+        char *y;
+        if (f->direct[s] >= 0) {
+            const tg_tensor *o = F->out[f->direct[s]];
+            y = (char *)tg_tensor_data(o) + f0 * (int64_t)tg_dtype_size(o->dtype);
+        } else {
+            y = bufs + (size_t)f->buf[s] * BLK * 8;
+        }
+        const void *xs[TG_VK_MAXIN];
+        int64_t ss[TG_VK_MAXIN];
+        for (int k = 0; k < z->nin; k++) {
+            xs[k] = ptr[z->in[k]];
+            ss[k] = str[z->in[k]];
+        }
+        z->fn(&z->args, m, y, xs, ss);
+        ptr[s] = y;
+        str[s] = 1;
+    }
+}
+
+/* Elementwise outputs of elements [f0, f0 + m) that were not written in place. */
+static void store_outputs(const fz_run *F, int64_t f0, int64_t m, const char *const *ptr,
+                          const int64_t *str) {
+    const tg_fused_prog *p = F->p;
+    for (int o = 0; o < p->nout; o++) {
+        int s = p->out[o].slot;
+        if (F->f->direct[s] == o) continue;
+        const tg_tensor *t = F->out[o];
+        size_t es = tg_dtype_size(t->dtype);
+        char *y = (char *)tg_tensor_data(t) + f0 * (int64_t)es;
+        if (str[s] == 1) {
+            memmove(y, ptr[s], (size_t)m * es);
+        } else {
+            for (int64_t i = 0; i < m; i++) memcpy(y + i * (int64_t)es, ptr[s], es);
+        }
+    }
+}
+
+static void ew_task(void *arg, int ith, int nth) {
+    const fz_run *F = arg;
+    const char *ptr[TG_FUSED_MAX_INSTRS + TG_MAX_OUTS];
+    int64_t str[TG_FUSED_MAX_INSTRS + TG_MAX_OUTS];
+    char *scr = F->ws + (size_t)ith * F->per_thread;
+    int64_t lo, hi;
+    tg_pool_share(F->n, ith, nth, BLK, &lo, &hi);
+    for (int64_t f0 = lo; f0 < hi; f0 += BLK) {
+        int64_t m = hi - f0 < BLK ? hi - f0 : BLK;
+        eval_block(F, scr, f0, m, ptr, str);
+        store_outputs(F, f0, m, ptr, str);
+    }
+}
+
+/* ---- reductions ---- */
+
+static inline double ldv(const char *p, int dt, int64_t i, int64_t s) {
+    return dt == TG_DT_F64 ? ((const double *)p)[i * s] : (double)((const float *)p)[i * s];
+}
+
+/* The reference's max/min step: a NaN seen first stays, a strictly larger (smaller) value
+ * replaces, ties keep the first. */
+static inline double ext_step(double a, double v, bool mx) {
+    if (a != a) return a;
+    if (v != v) return v;
+    return (mx ? v > a : v < a) ? v : a;
+}
+
+/* Folds m values of one output into the row accumulator *a (rows layout). */
+static void row_fold(int op, double *a, const char *p, int dt, int64_t s, int64_t m) {
+    switch (op) {
+    case TG_OP_SUM:
+    case TG_OP_MEAN: {
+        double b[8] = {0};
+        int64_t i = 0;
+        for (; i + 8 <= m; i += 8)
+            for (int k = 0; k < 8; k++) b[k] += ldv(p, dt, i + k, s);
+        for (; i < m; i++) b[i & 7] += ldv(p, dt, i, s);
+        *a += ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+        break;
+    }
+    case TG_OP_PROD:
+        for (int64_t i = 0; i < m; i++) *a *= ldv(p, dt, i, s);
+        break;
+    default: {
+        bool mx = op == TG_OP_MAX;
+        for (int64_t i = 0; i < m; i++) *a = ext_step(*a, ldv(p, dt, i, s), mx);
+        break;
+    }
+    }
+}
+
+static void red_store(const fz_run *F, int o, int64_t at, double a) {
+    const tg_tensor *t = F->out[o];
+    if (F->p->out[o].reduce == TG_OP_MEAN) a /= (double)F->R;
+    if (t->dtype == TG_DT_F64)
+        ((double *)tg_tensor_data(t))[at] = a;
+    else
+        ((float *)tg_tensor_data(t))[at] = (float)a;
+}
+
+/* Results of blocks [b0, b1) of row k (rows layout), one per output in acc: sums start
+ * from 0, max/min from the range's first value, products from carry[o] (the product of
+ * the row so far: products run in order) or 1. */
+static void row_range(const fz_run *F, char *scr, int64_t k, int64_t b0, int64_t b1,
+                      double *acc, const double *carry, const char **ptr, int64_t *str) {
+    const tg_fused_prog *p = F->p;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t off = b * BLK, m = F->R - off < BLK ? F->R - off : BLK;
+        eval_block(F, scr, k * F->R + off, m, ptr, str);
+        for (int o = 0; o < p->nout; o++) {
+            int s = p->out[o].slot, dt = F->f->sdt[s], op = p->out[o].reduce;
+            if (b == b0)
+                acc[o] = op == TG_OP_PROD ? (carry ? carry[o] : 1.0)
+                         : op == TG_OP_MAX || op == TG_OP_MIN ? ldv(ptr[s], dt, 0, str[s])
+                                                              : 0.0;
+            row_fold(op, &acc[o], ptr[s], dt, str[s], m);
+        }
+    }
+}
+
+/* Combines the partial v of the next chunk into the row's running result *a. */
+static void chunk_combine(int op, double *a, double v, bool first) {
+    if (first || op == TG_OP_PROD) /* products already carry the row so far */
+        *a = v;
+    else if (op == TG_OP_SUM || op == TG_OP_MEAN)
+        *a += v;
+    else
+        *a = ext_step(*a, v, op == TG_OP_MAX);
+}
+
+/* A whole row, chunk by chunk, on one thread. */
+static void row_whole(const fz_run *F, char *scr, int64_t k, const char **ptr, int64_t *str) {
+    const tg_fused_prog *p = F->p;
+    double acc[TG_MAX_OUTS], part[TG_MAX_OUTS];
+    int64_t nb = (F->R + BLK - 1) / BLK;
+    for (int64_t c = 0; c * CH < nb; c++) {
+        int64_t b0 = c * CH, b1 = b0 + CH < nb ? b0 + CH : nb;
+        row_range(F, scr, k, b0, b1, part, c > 0 ? acc : NULL, ptr, str);
+        for (int o = 0; o < p->nout; o++) chunk_combine(p->out[o].reduce, &acc[o], part[o], c == 0);
+    }
+    for (int o = 0; o < p->nout; o++) red_store(F, o, k, acc[o]);
+}
+
+static void rows_task(void *arg, int ith, int nth) {
+    const fz_run *F = arg;
+    const char *ptr[TG_FUSED_MAX_INSTRS + TG_MAX_OUTS];
+    int64_t str[TG_FUSED_MAX_INSTRS + TG_MAX_OUTS];
+    char *scr = F->ws + (size_t)ith * F->per_thread;
+    int64_t lo, hi;
+    tg_pool_share(F->K1, ith, nth, 1, &lo, &hi);
+    for (int64_t k = lo; k < hi; k++) row_whole(F, scr, k, ptr, str);
+}
+
+static void chunks_task(void *arg, int ith, int nth) {
+    const fz_run *F = arg;
+    const char *ptr[TG_FUSED_MAX_INSTRS + TG_MAX_OUTS];
+    int64_t str[TG_FUSED_MAX_INSTRS + TG_MAX_OUTS];
+    char *scr = F->ws + (size_t)ith * F->per_thread;
+    int64_t lo, hi, nb = (F->R + BLK - 1) / BLK;
+    tg_pool_share(F->nchunks, ith, nth, 1, &lo, &hi);
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t b0 = c * CH, b1 = b0 + CH < nb ? b0 + CH : nb;
+        row_range(F, scr, F->row, b0, b1, F->part + c * F->p->nout, NULL, ptr, str);
+    }
+}
+
+/* Columns: output elements [lo, hi) of K1 x K2. */
+static void cols_range(const fz_run *F, char *scr, int64_t lo, int64_t hi, const char **ptr,
+                       int64_t *str) {
+    const tg_fused_prog *p = F->p;
+    int64_t nout = F->K1 * F->K2;
+    while (lo < hi) {
+        int64_t k1 = lo / F->K2, k2 = lo % F->K2;
+        int64_t len = F->K2 - k2 < hi - lo ? F->K2 - k2 : hi - lo;
+        for (int64_t c = 0; c < len; c += BLK) {
+            int64_t m = len - c < BLK ? len - c : BLK;
+            for (int64_t r = 0; r < F->R; r++) {
+                eval_block(F, scr, (k1 * F->R + r) * F->K2 + k2 + c, m, ptr, str);
+                for (int o = 0; o < p->nout; o++) {
+                    int s = p->out[o].slot, dt = F->f->sdt[s], op = p->out[o].reduce;
+                    double *a = F->acc + (size_t)o * (size_t)nout + (size_t)(lo + c);
+                    for (int64_t i = 0; i < m; i++) {
+                        double v = ldv(ptr[s], dt, i, str[s]);
+                        if (r == 0)
+                            a[i] = op == TG_OP_SUM || op == TG_OP_MEAN ? 0.0 + v : v;
+                        else if (op == TG_OP_SUM || op == TG_OP_MEAN)
+                            a[i] += v;
+                        else if (op == TG_OP_PROD)
+                            a[i] *= v;
+                        else
+                            a[i] = ext_step(a[i], v, op == TG_OP_MAX);
+                    }
+                }
+            }
+            for (int o = 0; o < p->nout; o++)
+                for (int64_t i = 0; i < m; i++)
+                    red_store(F, o, lo + c + i, F->acc[(size_t)o * (size_t)nout + (size_t)(lo + c + i)]);
+        }
+        lo += len;
+    }
+}
+
+static void cols_task(void *arg, int ith, int nth) {
+    const fz_run *F = arg;
+    const char *ptr[TG_FUSED_MAX_INSTRS + TG_MAX_OUTS];
+    int64_t str[TG_FUSED_MAX_INSTRS + TG_MAX_OUTS];
+    char *scr = F->ws + (size_t)ith * F->per_thread;
+    int64_t lo, hi;
+    tg_pool_share(F->K1 * F->K2, ith, nth, 16, &lo, &hi);
+    cols_range(F, scr, lo, hi, ptr, str);
+}
+
+/* ---- entry points ---- */
+
+/* The iteration space: the broadcast of the input shapes (false when they do not). */
+static bool space_of(int nin, const tg_type *in, int *nd, int64_t *S) {
+    *nd = 0;
+    for (int k = 0; k < nin; k++)
+        if (in[k].ndim > *nd) *nd = in[k].ndim;
+    for (int d = 0; d < *nd; d++) S[d] = 1;
+    for (int k = 0; k < nin; k++)
+        for (int d = 0; d < in[k].ndim; d++) {
+            int64_t e = in[k].shape[d], *x = &S[d + *nd - in[k].ndim];
+            if (e == *x || e == 1) continue;
+            if (*x != 1) return false;
+            *x = e;
+        }
+    return true;
+}
+
+size_t tg_vm_fused_ws(void *prep, const tg_type *in, const tg_type *out, int nthreads) {
+    const fz_prog *f = prep;
+    const tg_fused_prog *p = f->p;
+    int nd;
+    int64_t S[TG_MAX_DIMS], n = 0, nred = 0;
+    if (!space_of(p->nin, in, &nd, S) || !tg_shape_size(nd, S, &n)) return 0;
+    if (p->reduces && !tg_shape_size(out[0].ndim, out[0].shape, &nred)) return 0;
+    size_t per = ((size_t)f->nbuf + (size_t)p->nin) * BLK * 8 + 64;
+    size_t acc = p->reduces ? ((size_t)nred + (size_t)(n / ((int64_t)BLK * CH)) + 2) *
+                                  (size_t)p->nout * sizeof(double)
+                            : 0;
+    return per * (size_t)(nthreads > 0 ? nthreads : 1) + acc + 64;
+}
+
+tg_status tg_vm_exec_fused(vm_exec *e) {
+    const fz_prog *f = e->info ? ((const vm_ins_info *)e->info)->fused : NULL;
+    if (!f) return TG_EUNSUPPORTED;
+    const tg_fused_prog *p = f->p;
+    fz_run F;
+    memset(&F, 0, sizeof F);
+    F.f = f;
+    F.p = p;
+    F.in = e->in;
+    F.out = e->out;
+    if (!space_of(p->nin, e->in_type, &F.nd, F.S) || !tg_shape_size(F.nd, F.S, &F.n))
+        return TG_EUNSUPPORTED;
+    for (int o = 0; o < p->nout; o++)
+        if (!tg_tensor_is_contiguous(e->out[o])) return TG_EUNSUPPORTED;
+    /* inputs: contiguous over S, one value, or gathered */
+    for (int k = 0; k < p->nin; k++) {
+        const tg_tensor *t = e->in[k];
+        int lead = F.nd - t->ndim;
+        bool contig = t->ndim == F.nd, scalar = true;
+        int64_t expect = 1;
+        for (int d = F.nd - 1; d >= 0; d--) {
+            int a = d - lead;
+            int64_t ext = a >= 0 ? t->shape[a] : 1;
+            F.bstr[k][d] = a >= 0 && ext != 1 ? t->strides[a] : 0;
+            scalar = scalar && F.bstr[k][d] == 0;
+            contig = contig && ext == F.S[d] && (F.S[d] == 1 || t->strides[a] == expect);
+            expect *= F.S[d];
+        }
+        F.ik[k] = scalar ? IN_SCALAR : contig ? IN_CONTIG : IN_GATHER;
+    }
+    int nth = e->pool ? e->nthreads : 1;
+    F.per_thread = ((size_t)f->nbuf + (size_t)p->nin) * BLK * 8 + 64;
+    size_t need = F.per_thread * (size_t)nth;
+    char *ws = (char *)(((uintptr_t)e->ws + 63) / 64 * 64);
+    F.ws = ws;
+    if (!p->reduces) {
+        for (int o = 0; o < p->nout; o++) {
+            const tg_tensor *t = e->out[o];
+            bool same = t->ndim == F.nd;
+            for (int d = 0; same && d < F.nd; d++) same = t->shape[d] == F.S[d];
+            if (!same) return TG_EUNSUPPORTED;
+        }
+        if (F.n == 0) return TG_OK;
+        if (!e->ws || need + 64 > e->ws_bytes) return TG_EUNSUPPORTED;
+        if (nth > 1 && F.n * f->cost >= SPLIT_WORK && F.n > BLK)
+            tg_pool_run(e->pool, ew_task, &F);
+        else
+            ew_task(&F, 0, 1);
+        return TG_OK;
+    }
+    /* reductions: S as [K1, R, K2] */
+    const bool *red = p->out[0].red;
+    int64_t part[3] = {1, 1, 1};
+    int stage = 0; /* 0: leading kept axes, 1: reduced axes, 2: trailing kept axes */
+    for (int d = 0; d < F.nd; d++) {
+        if (F.S[d] == 1) continue;
+        int want = red[d] ? 1 : stage == 0 ? 0 : 2;
+        if (want < stage) return TG_EUNSUPPORTED;
+        stage = want;
+        part[want] *= F.S[d];
+    }
+    F.K1 = part[0];
+    F.R = part[1];
+    F.K2 = part[2];
+    if (F.R == 0 || F.K1 * F.K2 == 0) return TG_EUNSUPPORTED;
+    for (int o = 0; o < p->nout; o++)
+        if (tg_tensor_size(e->out[o]) != F.K1 * F.K2) return TG_EUNSUPPORTED;
+    size_t nred = (size_t)(F.K1 * F.K2);
+    int64_t nb = (F.R + BLK - 1) / BLK;
+    size_t accn = (nred + (size_t)(F.n / ((int64_t)BLK * CH)) + 2) * (size_t)p->nout;
+    if (!e->ws || need + accn * sizeof(double) + 64 > e->ws_bytes) return TG_EUNSUPPORTED;
+    F.acc = (double *)(ws + need);
+    F.part = F.acc;
+    bool has_prod = false;
+    for (int o = 0; o < p->nout; o++) has_prod = has_prod || p->out[o].reduce == TG_OP_PROD;
+    bool big = nth > 1 && F.n * f->cost >= SPLIT_WORK;
+    if (F.K2 > 1) {
+        if (big && nred >= 64)
+            tg_pool_run(e->pool, cols_task, &F);
+        else
+            cols_task(&F, 0, 1);
+        return TG_OK;
+    }
+    if (!big || F.K1 >= 2 * nth || has_prod || nb <= CH) {
+        if (big)
+            tg_pool_run(e->pool, rows_task, &F);
+        else
+            rows_task(&F, 0, 1);
+        return TG_OK;
+    }
+    /* few long rows: chunks of each row over the pool, combined in order */
+    F.nchunks = (nb + CH - 1) / CH;
+    for (int64_t k = 0; k < F.K1; k++) {
+        F.row = k;
+        tg_pool_run(e->pool, chunks_task, &F);
+        double acc[TG_MAX_OUTS];
+        for (int64_t c = 0; c < F.nchunks; c++)
+            for (int o = 0; o < p->nout; o++)
+                chunk_combine(p->out[o].reduce, &acc[o], F.part[c * p->nout + o], c == 0);
+        for (int o = 0; o < p->nout; o++) red_store(&F, o, k, acc[o]);
+    }
+    return TG_OK;
+}

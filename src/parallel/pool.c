@@ -1,0 +1,256 @@
+/* pool.c - the persistent thread pool (see parallel.h for the contract).
+ *
+ * One task at a time: the caller publishes {fn, arg, nth}, sets `pending` to the number
+ * of workers and bumps the generation counter `gen`; every worker runs its share when it
+ * sees a new generation (workers whose ith >= nth only acknowledge), then decrements
+ * `pending`; the caller runs share 0 and waits for `pending` to reach 0.
+ *
+ * Waiting on both sides spins for about SPIN_NS, then sleeps on a condition variable.
+ * Lost wake-ups are impossible by a Dekker-style handshake on sequentially consistent
+ * atomics: a sleeper first announces itself (sleepers / caller_sleeping) and then checks
+ * the condition under the mutex; a waker first makes the condition true and then reads
+ * the announcement, signalling under the mutex when it is set. At least one side sees
+ * the other's write.
+ *
+ * Invariants: `busy` is true exactly while a task is dispatched; a run that finds it set
+ * (nested or concurrent use) executes inline as fn(arg, 0, 1). The generation advances by
+ * one per task and a worker never misses one, because the caller cannot publish a new
+ * task before every worker acknowledged the previous one.
+ */
+#include "parallel.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SPIN_NS 50000 /* how long a waiting thread spins before it sleeps */
+#define MAX_THREADS 1024
+
+typedef struct worker {
+    struct tg_pool *pool;
+    int ith;
+} worker;
+
+struct tg_pool {
+    tg_ctx *ctx;                  /* allocator of this object */
+    int n;                        /* threads, the caller included */
+    pthread_t *threads;           /* n - 1 workers */
+    worker *workers;              /* their arguments */
+    int started;                  /* workers created so far */
+    pthread_mutex_t mu;           /* guards sleeping on wake / done */
+    pthread_cond_t wake;          /* workers sleep here */
+    pthread_cond_t done;          /* the caller sleeps here */
+    /* the task, written by the caller before `gen` is bumped */
+    tg_pool_fn fn;
+    void *arg;
+    int nth;
+    _Alignas(64) atomic_uint gen; /* task generation */
+    atomic_int sleepers;          /* workers waiting on `wake` */
+    atomic_bool stop;             /* set once, by tg_pool_free */
+    _Alignas(64) atomic_int pending; /* workers that have not finished the task */
+    atomic_bool caller_sleeping;  /* the caller waits on `done` */
+    _Alignas(64) atomic_bool busy; /* a task is in flight */
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Spins while *a == v: true as soon as it differs, false once SPIN_NS passed. */
+static bool spin_while_uint(atomic_uint *a, unsigned v) {
+    int64_t t0 = 0;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(a, memory_order_acquire) != v) return true;
+        cpu_relax();
+        if ((i & 63) == 0) {
+            int64_t t = now_ns();
+            if (t0 == 0)
+                t0 = t;
+            else if (t - t0 > SPIN_NS)
+                return false;
+        }
+    }
+}
+
+/* Spins while *a != 0: true once it is 0, false once SPIN_NS passed. */
+static bool spin_until_zero(atomic_int *a) {
+    int64_t t0 = 0;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(a, memory_order_acquire) == 0) return true;
+        cpu_relax();
+        if ((i & 63) == 0) {
+            int64_t t = now_ns();
+            if (t0 == 0)
+                t0 = t;
+            else if (t - t0 > SPIN_NS)
+                return false;
+        }
+    }
+}
+
+static void *worker_main(void *argp) {
+    worker *w = argp;
+    tg_pool *p = w->pool;
+    unsigned seen = 0;
+    for (;;) {
+        if (!spin_while_uint(&p->gen, seen)) {
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while (atomic_load(&p->gen) == seen) pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+        }
+        unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
+        seen = g;
+        if (w->ith < p->nth) p->fn(p->arg, w->ith, p->nth);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+            /* the last one: wake the caller if it went to sleep */
+            if (atomic_load(&p->caller_sleeping)) {
+                pthread_mutex_lock(&p->mu);
+                pthread_cond_signal(&p->done);
+                pthread_mutex_unlock(&p->mu);
+            }
+        }
+    }
+    return NULL;
+}
+
+int tg_pool_default_threads(void) {
+    const char *env = getenv("TGRAPH_NUM_THREADS");
+    if (env && *env) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(env, &end, 10);
+        if (errno == 0 && end && *end == '\0' && v >= 1)
+            return v > MAX_THREADS ? MAX_THREADS : (int)v;
+    }
+    int n = 0;
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
+    if (n < 1) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c >= 1 ? (int)(c > MAX_THREADS ? MAX_THREADS : c) : 1;
+    }
+    return n;
+}
+
+/* Stops and joins the started workers and frees p. */
+static void pool_destroy(tg_pool *p) {
+    if (p->started > 0) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->stop, true);
+        atomic_fetch_add(&p->gen, 1);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < p->started; i++) pthread_join(p->threads[i], NULL);
+    }
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->mu);
+    tg_ctx *ctx = p->ctx;
+    if (p->threads) tg_mem_free(ctx, p->threads, sizeof *p->threads * (size_t)p->n);
+    if (p->workers) tg_mem_free(ctx, p->workers, sizeof *p->workers * (size_t)p->n);
+    tg_mem_free(ctx, p, sizeof *p);
+}
+
+tg_pool *tg_pool_new(tg_ctx *ctx, int nthreads) {
+    if (!ctx) ctx = tg_ctx_default();
+    if (nthreads <= 0) nthreads = tg_pool_default_threads();
+    if (nthreads > MAX_THREADS) {
+        tg_set_error(TG_ELIMIT, "thread pool: %d threads asked for, at most %d", nthreads,
+                     MAX_THREADS);
+        return NULL;
+    }
+    tg_pool *p = tg_mem_calloc(ctx, sizeof *p);
+    if (!p) return NULL;
+    p->ctx = ctx;
+    p->n = nthreads;
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->stop, false);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->caller_sleeping, false);
+    atomic_init(&p->busy, false);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    if (nthreads > 1) {
+        p->threads = tg_mem_calloc(ctx, sizeof *p->threads * (size_t)nthreads);
+        p->workers = tg_mem_calloc(ctx, sizeof *p->workers * (size_t)nthreads);
+        if (!p->threads || !p->workers) {
+            pool_destroy(p);
+            return NULL;
+        }
+        for (int i = 0; i < nthreads - 1; i++) {
+            p->workers[i] = (worker){.pool = p, .ith = i + 1};
+            int rc = pthread_create(&p->threads[i], NULL, worker_main, &p->workers[i]);
+            if (rc != 0) {
+                pool_destroy(p);
+                tg_set_error(TG_ENOMEM, "thread pool: cannot start thread %d of %d: %s", i + 2,
+                             nthreads, strerror(rc));
+                return NULL;
+            }
+            p->started++;
+        }
+    }
+    return p;
+}
+
+void tg_pool_free(tg_pool *p) {
+    if (p) pool_destroy(p);
+}
+
+int tg_pool_size(const tg_pool *p) { return p ? p->n : 1; }
+
+int tg_pool_sleeping(tg_pool *p) { return p ? atomic_load(&p->sleepers) : 0; }
+
+int tg_pool_run_n(tg_pool *p, int nmax, tg_pool_fn fn, void *arg) {
+    int nth = p ? p->n : 1;
+    if (nmax < nth) nth = nmax;
+    bool expected = false;
+    if (nth <= 1 || !atomic_compare_exchange_strong(&p->busy, &expected, true)) {
+        fn(arg, 0, 1); /* small, nested or concurrent: this thread alone */
+        return 1;
+    }
+    p->fn = fn;
+    p->arg = arg;
+    p->nth = nth;
+    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
+    atomic_fetch_add(&p->gen, 1); /* publishes the task (seq_cst, hence release) */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
+    fn(arg, 0, nth);
+    if (!spin_until_zero(&p->pending)) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->caller_sleeping, true);
+        while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->done, &p->mu);
+        atomic_store(&p->caller_sleeping, false);
+        pthread_mutex_unlock(&p->mu);
+    }
+    atomic_store_explicit(&p->busy, false, memory_order_release);
+    return nth;
+}
+
+int tg_pool_run(tg_pool *p, tg_pool_fn fn, void *arg) {
+    return tg_pool_run_n(p, p ? p->n : 1, fn, arg);
+}
