@@ -3,11 +3,13 @@
 #   make check      install missing packages, build, run every test
 #   make demo       build and run the shipped example end to end
 #   make asan       build and test under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make tsan       build and run the thread pool and VM tests under ThreadSanitizer
+#   make bench      build the benchmarks and run them beside NumPy (bench/run.sh)
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps check demo asan install clean
+.PHONY: all deps check demo asan tsan bench install clean
 
 all: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -32,8 +34,17 @@ asan: deps
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
 
+tsan: deps
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=thread $(CMAKE_FLAGS)
+	cmake --build build-tsan -j $(JOBS) --target test_pool test_vm
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'test_pool|test_vm'
+
+bench: all
+	cmake --build $(BUILD) -j $(JOBS) --target bench_w1 bench_w5
+	sh bench/run.sh $(BUILD)
+
 install: all
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan

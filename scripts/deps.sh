@@ -2,7 +2,7 @@
 # Installs the Debian packages tgraph needs for building and testing, when missing.
 # As root it uses apt-get; otherwise it prints the command to run.
 set -e
-pkgs="cmake make gcc pkg-config libopenblas-dev libcmocka-dev python3-numpy"
+pkgs="cmake make gcc pkg-config libopenblas-dev libcmocka-dev libsleef-dev python3-numpy"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

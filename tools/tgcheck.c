@@ -76,7 +76,7 @@ typedef struct test {
     char **lines; /* the file split into lines (without '\n') */
     char **work;  /* per line: the copy directive texts point into, or NULL */
     int nlines;
-    char **runs;  /* RUN commands */
+    char **runs; /* RUN commands */
     int nruns;
     directive *dirs;
     int ndirs;
@@ -164,8 +164,8 @@ static bool test_parse(const char *text, test *t) {
 /* ---- running ---- */
 
 static bool is_word_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == '/' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '/' || c == '-';
 }
 
 /* Appends s single-quoted for the shell. */

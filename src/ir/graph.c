@@ -348,9 +348,12 @@ static tg_var *literal_convert(tg_graph *g, const tg_op_def *op, tg_var *v, tg_d
     const tg_tensor *val = v->value;
     if (tg_dtype_is_int(dt) && v->lit == 'i') {
         int64_t x = tg_load_i64(tg_tensor_data(val), val->dtype);
-        int bits = (int)tg_dtype_size(dt) * 8;
-        int64_t lo = dt == TG_DT_U8 ? 0 : -(int64_t)((uint64_t)1 << (bits - 1));
-        int64_t hi = dt == TG_DT_U8 ? 255 : (int64_t)(((uint64_t)1 << (bits - 1)) - 1);
+        static const int64_t lo_of[TG_DT_COUNT] = {[TG_DT_I8] = INT8_MIN, [TG_DT_I16] = INT16_MIN,
+                                                   [TG_DT_I32] = INT32_MIN, [TG_DT_I64] = INT64_MIN};
+        static const int64_t hi_of[TG_DT_COUNT] = {[TG_DT_I8] = INT8_MAX, [TG_DT_I16] = INT16_MAX,
+                                                   [TG_DT_I32] = INT32_MAX, [TG_DT_I64] = INT64_MAX,
+                                                   [TG_DT_U8] = UINT8_MAX};
+        int64_t lo = lo_of[dt], hi = hi_of[dt];
         if (x < lo || x > hi)
             return tg_ir_fail(g, TG_ETYPE, "%s: integer literal %lld is out of range for %s",
                               op->name, (long long)x, tg_dtype_name(dt));

@@ -905,8 +905,9 @@ static tg_status tfail(const tg_fused_prog *p, int pos, char *msg, size_t n, tg_
 static bool literal_convert(tg_fused_instr *c, tg_dtype dt, char *why, size_t n) {
     if (tg_dtype_is_int(dt) && c->lit == 'i') {
         int bits = (int)tg_dtype_size(dt) * 8;
-        int64_t lo = dt == TG_DT_U8 ? 0 : -(int64_t)((uint64_t)1 << (bits - 1));
-        int64_t hi = dt == TG_DT_U8 ? 255 : (int64_t)(((uint64_t)1 << (bits - 1)) - 1);
+        int64_t hi = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+        int64_t lo = dt == TG_DT_U8 ? 0 : -hi - 1;
+        if (dt == TG_DT_U8) hi = 255;
         if (c->i < lo || c->i > hi) {
             snprintf(why, n, "integer literal %lld is out of range for %s", (long long)c->i,
                      tg_dtype_name(dt));

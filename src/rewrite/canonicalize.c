@@ -26,8 +26,8 @@
 
 #include "../backend/interp/interp.h"
 
-#define FOLD_MAX 1000000 /* elements: bigger results (or inputs) are not folded */
-#define FOLD_GROW_MAX 256 /* elements: a fold that grows its inputs stays below this */
+#define FOLD_MAX      1000000 /* elements: bigger results (or inputs) are not folded */
+#define FOLD_GROW_MAX 256     /* elements: a fold that grows its inputs stays below this */
 
 /* ---- helpers ---- */
 
@@ -211,8 +211,7 @@ static tg_var *rw_sub_zero(tg_rw *rw, tg_node *n) {
 /* mul(x, 1) -> x (NaN * 1 is NaN, inf * 1 is inf): when no broadcast or dtype change. */
 static tg_var *rw_mul_one(tg_rw *rw, tg_node *n) {
     (void)rw;
-    return tg_rw_is_const(n->in[1], 1.0) && tg_rw_same_type(n->out[0], n->in[0]) ? n->in[0]
-                                                                                  : NULL;
+    return tg_rw_is_const(n->in[1], 1.0) && tg_rw_same_type(n->out[0], n->in[0]) ? n->in[0] : NULL;
 }
 
 /* mul(x, 0) -> zeros like x, for integers and bool only (inf * 0 and NaN * 0 are NaN). */
@@ -390,8 +389,7 @@ static bool reduced(const tg_aval *axis, int ndim, bool *red) {
  * last bits, as between NumPy's pairwise and a plain loop). */
 static tg_var *rw_sum_sum(tg_rw *rw, tg_node *n) {
     tg_node *m = producer(n->in[0], TG_OP_SUM);
-    if (!m || tg_rw_use_count(rw, m->out[0]) != 1 || n->attrs[1].i != m->attrs[1].i)
-        return NULL;
+    if (!m || tg_rw_use_count(rw, m->out[0]) != 1 || n->attrs[1].i != m->attrs[1].i) return NULL;
     bool keep = n->attrs[1].i != 0;
     int nd = m->in[0]->type.ndim, mid = m->out[0]->type.ndim;
     bool r1[TG_MAX_DIMS], r2[TG_MAX_DIMS];
@@ -446,6 +444,6 @@ static const tg_rule canonicalize_rules[] = {
 
 tg_status tg_canonicalize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
     (void)opts;
-    return tg_rw_apply(g, "canonicalize", canonicalize_rules,
-                       (int)TG_COUNTOF(canonicalize_rules), report);
+    return tg_rw_apply(g, "canonicalize", canonicalize_rules, (int)TG_COUNTOF(canonicalize_rules),
+                       report);
 }

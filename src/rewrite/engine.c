@@ -28,9 +28,9 @@ typedef struct use {
 } use;
 
 typedef struct varinfo {
-    int uses;     /* live uses: inputs of live nodes and graph output slots */
-    int outuses;  /* graph output slots */
-    int head;     /* first use entry, -1 */
+    int uses;      /* live uses: inputs of live nodes and graph output slots */
+    int outuses;   /* graph output slots */
+    int head;      /* first use entry, -1 */
     uint64_t hash; /* of a constant's value, 0 = not computed */
 } varinfo;
 
@@ -50,31 +50,31 @@ struct tg_rw {
     const char *pass;
     const tg_rule *rules;
     int nrules;
-    int *ridx;         /* CSR: rules tried on op o are rlist[ridx[o] .. ridx[o + 1]) */
-    int *rlist;        /* rule rows, table order */
-    long *applied;     /* per rule row, this run */
-    int *stat;         /* per rule row: index in report->rules, or -1 */
+    int *ridx;     /* CSR: rules tried on op o are rlist[ridx[o] .. ridx[o + 1]) */
+    int *rlist;    /* rule rows, table order */
+    long *applied; /* per rule row, this run */
+    int *stat;     /* per rule row: index in report->rules, or -1 */
     tg_rw_report *report;
-    uint8_t *flags;    /* per node id */
+    uint8_t *flags; /* per node id */
     int capn;
-    varinfo *vi;       /* per var id */
+    varinfo *vi; /* per var id */
     int capv;
     use *pool;
     int npool, cappool;
-    tg_node **work;    /* the worklist (a stack) */
+    tg_node **work; /* the worklist (a stack) */
     int nwork, capwork;
-    tg_node **stack;   /* scratch for the kill / revive / cycle walks */
+    tg_node **stack; /* scratch for the kill / revive / cycle walks */
     int nstack, capstack;
-    int nseen;         /* nodes of g->nodes already registered */
+    int nseen; /* nodes of g->nodes already registered */
     table nodes, consts;
-    tg_type *tin;      /* scratch for re-inference */
+    tg_type *tin; /* scratch for re-inference */
     int captin;
-    tg_type *tout;     /* TG_MAX_OUTS */
-    int cur;           /* rule row running, -1 outside rules */
-    int mark;          /* g->nodes.n when the current rule started */
-    bool redirected;   /* the current rule moved at least one use */
+    tg_type *tout;   /* TG_MAX_OUTS */
+    int cur;         /* rule row running, -1 outside rules */
+    int mark;        /* g->nodes.n when the current rule started */
+    bool redirected; /* the current rule moved at least one use */
     long total, limit, visits;
-    tg_status st;      /* first error */
+    tg_status st; /* first error */
 };
 
 /* ---- small helpers ---- */
@@ -256,8 +256,13 @@ static bool infer_same(tg_rw *rw, tg_node *u) {
         rw->captin = cap;
     }
     for (int k = 0; k < u->nin; k++) rw->tin[k] = u->in[k]->type;
-    tg_infer ic = {.op = op, .in = rw->tin, .nin = u->nin, .vars = u->in, .attrs = u->attrs,
-                   .out = rw->tout, .nout = op->nout};
+    tg_infer ic = {.op = op,
+                   .in = rw->tin,
+                   .nin = u->nin,
+                   .vars = u->in,
+                   .attrs = u->attrs,
+                   .out = rw->tout,
+                   .nout = op->nout};
     if (op->infer(&ic) != TG_OK || ic.nout != u->nout) return false;
     for (int i = 0; i < u->nout; i++)
         if (!tg_type_equal(&rw->tout[i], &u->out[i]->type) ||
@@ -302,28 +307,33 @@ static bool owns(const tg_graph *g, const tg_var *v) {
     return v && v->id >= 0 && v->id < g->vars.n && g->vars.items[v->id] == v;
 }
 
-tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *new) {
+tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *by) {
     tg_graph *g = rw->g;
     char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
     if (rw->st != TG_OK) return rw->st;
-    if (old == new) return TG_OK;
-    if (!owns(g, old) || !owns(g, new))
-        return fail(rw, TG_EINTERNAL, "rewrite rule '%s' (pass %s): replacement with a "
-                    "variable of another graph", rule_name(rw), rw->pass);
-    if (!tg_rw_same_type(old, new))
+    if (old == by) return TG_OK;
+    if (!owns(g, old) || !owns(g, by))
+        return fail(rw, TG_EINTERNAL,
+                    "rewrite rule '%s' (pass %s): replacement with a "
+                    "variable of another graph",
+                    rule_name(rw), rw->pass);
+    if (!tg_rw_same_type(old, by))
         return fail(rw, TG_EINTERNAL,
                     "rewrite rule '%s' (pass %s): refused to replace a %s%s by a %s%s (a "
                     "rewrite must keep the type)",
                     rule_name(rw), rw->pass, old->type.weak ? "weak " : "",
-                    tg_type_str(&old->type, a, sizeof a), new->type.weak ? "weak " : "",
-                    tg_type_str(&new->type, b, sizeof b));
+                    tg_type_str(&old->type, a, sizeof a), by->type.weak ? "weak " : "",
+                    tg_type_str(&by->type, b, sizeof b));
     register_new(rw);
     if (rw->st != TG_OK) return rw->st;
-    if (new->kind == TG_VAR_NODE && !is_live(rw, new->node)) revive(rw, new->node);
-    if (depends_new(rw, new, old))
-        return fail(rw, TG_EINTERNAL, "rewrite rule '%s' (pass %s): the replacement depends "
-                    "on the value it replaces", rule_name(rw), rw->pass);
-    bool check = new->kind == TG_VAR_CONST;
+    if (by->kind == TG_VAR_NODE && !is_live(rw, by->node)) revive(rw, by->node);
+    if (depends_new(rw, by, old))
+        return fail(rw, TG_EINTERNAL,
+                    "rewrite rule '%s' (pass %s): the replacement depends "
+                    "on the value it replaces",
+                    rule_name(rw), rw->pass);
+    /* only a constant (appearing or disappearing) can change what a user infers */
+    bool check = by->kind == TG_VAR_CONST || old->kind == TG_VAR_CONST;
     int e = rw->vi[old->id].head, kept = -1;
     rw->vi[old->id].head = -1;
     while (e >= 0) {
@@ -331,16 +341,16 @@ tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *new) {
         int next = en->next;
         tg_node *u = en->node;
         if (is_live(rw, u) && u->in[en->k] == old) {
-            u->in[en->k] = new;
+            u->in[en->k] = by;
             if (check && !infer_same(rw, u)) {
                 u->in[en->k] = old;
                 en->next = kept;
                 kept = e;
             } else {
-                en->next = rw->vi[new->id].head;
-                rw->vi[new->id].head = e;
+                en->next = rw->vi[by->id].head;
+                rw->vi[by->id].head = e;
                 rw->vi[old->id].uses--;
-                rw->vi[new->id].uses++;
+                rw->vi[by->id].uses++;
                 rw->redirected = true;
                 wpush(rw, u);
             }
@@ -351,17 +361,17 @@ tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *new) {
     if (rw->vi[old->id].outuses > 0) {
         for (int i = 0; i < g->outputs.n; i++) {
             if (g->outputs.items[i] != old) continue;
-            g->outputs.items[i] = new;
+            g->outputs.items[i] = by;
             rw->vi[old->id].outuses--;
-            rw->vi[new->id].outuses++;
+            rw->vi[by->id].outuses++;
             rw->vi[old->id].uses--;
-            rw->vi[new->id].uses++;
+            rw->vi[by->id].uses++;
             rw->redirected = true;
         }
     }
     /* a value the user named keeps its name where the replacement has none */
-    if (old->name && !new->name && new->kind == TG_VAR_NODE && rw->vi[old->id].uses == 0)
-        new->name = old->name;
+    if (old->name && !by->name && by->kind == TG_VAR_NODE && rw->vi[old->id].uses == 0)
+        by->name = old->name;
     if (old->kind == TG_VAR_NODE) maybe_kill(rw, old->node);
     return rw->st;
 }
@@ -397,8 +407,8 @@ static uint64_t dbl_bits(double x) {
 
 static uint64_t hash_node(const tg_node *n) {
     const tg_op_def *op = tg_op_table[n->op];
-    uint64_t h = mix(mix(mix(0x84222325cbf29ce4ull, (uint64_t)n->op), (uint64_t)n->nin),
-                     (uint64_t)n->nout);
+    uint64_t h =
+        mix(mix(mix(0x84222325cbf29ce4ull, (uint64_t)n->op), (uint64_t)n->nin), (uint64_t)n->nout);
     for (int k = 0; k < n->nin; k++) h = mix(h, (uint64_t)n->in[k]->id);
     for (int j = 0; j < op->nattrs; j++) {
         const tg_aval *a = &n->attrs[j];
@@ -442,8 +452,8 @@ static bool aval_same(const tg_aval *a, const tg_aval *b) {
     case TG_ATTR_FUNC:
         return a->s && b->s ? strcmp(a->s, b->s) == 0 : a->s == b->s;
     case TG_ATTR_INTS:
-        return a->n == b->n && (a->n == 0 || memcmp(a->ints, b->ints, sizeof *a->ints *
-                                                                         (size_t)a->n) == 0);
+        return a->n == b->n &&
+               (a->n == 0 || memcmp(a->ints, b->ints, sizeof *a->ints * (size_t)a->n) == 0);
     case TG_ATTR_FLOATS:
         if (a->n != b->n) return false;
         for (int k = 0; k < a->n; k++)
@@ -539,7 +549,8 @@ tg_node *tg_rw_find_equal(tg_rw *rw, tg_node *n) {
     uint64_t h = hash_node(n);
     table *t = &rw->nodes;
     bool present = false;
-    for (size_t j = t->cap ? h & (t->cap - 1) : 0; t->cap && t->s[j].p; j = (j + 1) & (t->cap - 1)) {
+    for (size_t j = t->cap ? h & (t->cap - 1) : 0; t->cap && t->s[j].p;
+         j = (j + 1) & (t->cap - 1)) {
         tg_node *m = t->s[j].p;
         if (t->s[j].h != h) continue;
         if (m == n) {
@@ -560,7 +571,8 @@ tg_var *tg_rw_find_equal_const(tg_rw *rw, tg_var *c) {
     }
     uint64_t h = hash_const(rw, c);
     table *t = &rw->consts;
-    for (size_t j = t->cap ? h & (t->cap - 1) : 0; t->cap && t->s[j].p; j = (j + 1) & (t->cap - 1)) {
+    for (size_t j = t->cap ? h & (t->cap - 1) : 0; t->cap && t->s[j].p;
+         j = (j + 1) & (t->cap - 1)) {
         tg_var *d = t->s[j].p;
         if (t->s[j].h != h) continue;
         if (d == c) return c;
@@ -673,8 +685,7 @@ static int stat_row(tg_rw *rw, int r) {
             strcmp(rep->rules[i].pass, rw->pass) == 0)
             return i;
     if (rep->nrules == rep->caprules &&
-        !grow(rw->ctx, (void **)&rep->rules, &rep->caprules, rep->nrules + 1,
-              sizeof *rep->rules))
+        !grow(rw->ctx, (void **)&rep->rules, &rep->caprules, rep->nrules + 1, sizeof *rep->rules))
         return -1;
     rep->rules[rep->nrules] = (tg_rule_stats){.name = rw->rules[r].name, .pass = rw->pass};
     return rep->nrules++;
@@ -748,8 +759,8 @@ static void visit(tg_rw *rw, tg_node *n) {
         g->col = col;
         if (g->status != TG_OK) {
             fail(rw, g->status == TG_ENOMEM ? TG_ENOMEM : TG_EINTERNAL,
-                 "rewrite rule '%s' (pass %s) failed on node %d (%s): %s",
-                 rule->name, rw->pass, n->id, tg_op_table[n->op]->name, g->error);
+                 "rewrite rule '%s' (pass %s) failed on node %d (%s): %s", rule->name, rw->pass,
+                 n->id, tg_op_table[n->op]->name, g->error);
             break;
         }
         register_new(rw);
@@ -782,8 +793,13 @@ tg_status tg_rw_apply(tg_graph *g, const char *pass, const tg_rule *rules, int n
     if (!g) return tg_set_error(TG_EINVAL, "rewrite: graph is NULL");
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     if (nrules <= 0) return TG_OK;
-    tg_rw rw = {.g = g, .ctx = g->ctx, .pass = pass ? pass : "?", .rules = rules,
-                .nrules = nrules, .report = report, .cur = -1};
+    tg_rw rw = {.g = g,
+                .ctx = g->ctx,
+                .pass = pass ? pass : "?",
+                .rules = rules,
+                .nrules = nrules,
+                .report = report,
+                .cur = -1};
     rw.tout = tg_mem_alloc(g->ctx, sizeof *rw.tout * TG_MAX_OUTS);
     if (!rw.tout || !build_index(&rw)) {
         oom(&rw);
@@ -822,20 +838,25 @@ void tg_rw_report_free(tg_ctx *ctx, tg_rw_report *r) {
 }
 
 void tg_rw_report_print(const tg_rw_report *r, const char *func, FILE *f) {
-    fprintf(f, "compile-time report for '%s': %d nodes in, %d out, %.3f ms\n",
-            func ? func : "?", r->nodes_in, r->nodes_out, 1e3 * r->total_seconds);
-    fprintf(f, "  %-14s %10s %8s %8s %8s %8s\n", "pass", "ms", "before", "after", "visits",
-            "rewrites");
-    for (int i = 0; i < r->npasses; i++)
-        fprintf(f, "  %-14s %10.3f %8d %8d %8ld %8ld\n", r->passes[i].name,
-                1e3 * r->passes[i].seconds, r->passes[i].nodes_before,
-                r->passes[i].nodes_after, r->passes[i].visits, r->passes[i].applied);
-    fprintf(f, "  %-14s %10.3f\n", "(compact)", 1e3 * r->compact_seconds);
+    fprintf(f, "compile-time report for '%s': %d nodes in, %d out, %.3f ms\n", func ? func : "?",
+            r->nodes_in, r->nodes_out, 1e3 * r->total_seconds);
+    fprintf(f, "  %-14s %9s %9s %7s %7s %7s %8s\n", "step", "ms", "rules ms", "before", "after",
+            "visits", "rewrites");
+    if (r->copy_seconds > 0) fprintf(f, "  %-14s %9.3f\n", "(copy)", 1e3 * r->copy_seconds);
+    for (int i = 0; i < r->npasses; i++) {
+        const tg_pass_stats *p = &r->passes[i];
+        double rules = 0;
+        for (int k = 0; k < r->nrules; k++)
+            if (strcmp(r->rules[k].pass, p->name) == 0) rules += r->rules[k].seconds;
+        fprintf(f, "  %-14s %9.3f %9.3f %7d %7d %7ld %8ld\n", p->name, 1e3 * p->seconds,
+                1e3 * rules, p->nodes_before, p->nodes_after, p->visits, p->applied);
+    }
+    fprintf(f, "  %-14s %9.3f\n", "(compact)", 1e3 * r->compact_seconds);
     if (r->nrules == 0) return;
-    fprintf(f, "  %-22s %-14s %8s %8s %10s\n", "rule", "pass", "tried", "applied", "ms");
+    fprintf(f, "  %-22s %-14s %8s %8s %9s\n", "rule", "pass", "tried", "applied", "ms");
     for (int i = 0; i < r->nrules; i++) {
         const tg_rule_stats *s = &r->rules[i];
-        fprintf(f, "  %-22s %-14s %8ld %8ld %10.3f\n", s->name, s->pass, s->tried, s->applied,
+        fprintf(f, "  %-22s %-14s %8ld %8ld %9.3f\n", s->name, s->pass, s->tried, s->applied,
                 1e3 * s->seconds);
     }
 }

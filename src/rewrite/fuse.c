@@ -46,6 +46,7 @@
 
 #define FUSE_MAX_EXPANDED 1000 /* calls in one expression, shared values counted per use */
 #define FUSE_REACH_BUDGET 4096 /* nodes one sibling path search may visit */
+#define FUSE_SEARCH_TOTAL 4000000L /* nodes all of them may visit, plus 64 per node */
 
 enum { K_EW, K_RED };
 
@@ -78,9 +79,11 @@ typedef struct fuser {
     int ngs;
     int *vis;              /* per node id: search stamp */
     int *gvis;             /* per group: search stamp */
+    int *cvis;             /* per group: 1 + id of the var whose readers it was listed for */
     int stamp;
     int *stack;            /* node ids, for searches */
     int made;              /* fused nodes made */
+    long search_left;      /* node visits left to sibling searches (the pass stays linear) */
 } fuser;
 
 static void *fz_calloc(fuser *f, size_t n, size_t elem) {
@@ -211,9 +214,10 @@ static tg_status setup(fuser *f) {
     f->gs = fz_calloc(f, nn, sizeof *f->gs);
     f->vis = fz_calloc(f, nn, sizeof *f->vis);
     f->gvis = fz_calloc(f, nn, sizeof *f->gvis);
+    f->cvis = fz_calloc(f, nn, sizeof *f->cvis);
     f->stack = fz_calloc(f, nn, sizeof *f->stack);
     if (!f->pos || !f->ustart || !f->outuse || !f->grp || !f->next || !f->mult || !f->gs ||
-        !f->vis || !f->gvis || !f->stack)
+        !f->vis || !f->gvis || !f->cvis || !f->stack)
         return TG_ENOMEM;
     for (size_t i = 0; i < nn; i++) f->pos[i] = f->grp[i] = f->next[i] = -1;
     size_t nuse = 0;
@@ -256,6 +260,7 @@ static void teardown(fuser *f) {
     fz_free(f, f->gs, nn, sizeof *f->gs);
     fz_free(f, f->vis, nn, sizeof *f->vis);
     fz_free(f, f->gvis, nn, sizeof *f->gvis);
+    fz_free(f, f->cvis, nn, sizeof *f->cvis);
     fz_free(f, f->stack, nn, sizeof *f->stack);
 }
 
@@ -384,7 +389,7 @@ static bool reaches(fuser *f, int a, int b) {
     for (int m = f->gs[a].head; m >= 0; m = f->next[m])
         push_users(f, f->g->nodes.items[m], &sp);
     while (sp > 0) {
-        if (--budget < 0) return true;
+        if (--budget < 0 || --f->search_left < 0) return true;
         const tg_node *u = f->g->nodes.items[f->stack[--sp]];
         int gu = node_group(f, u);
         if (gu == b) return true;
@@ -416,21 +421,27 @@ static bool siblings_fit(const fuser *f, int a, int b, const tg_var *x) {
     return ga->esize + gb->esize <= FUSE_MAX_EXPANDED && ga->nout + gb->nout <= TG_MAX_OUTS;
 }
 
+/* Groups reading x (not made by x's own group), MAXC at a time from reader k on, into cand;
+ * returns how many and moves *k past them. */
+static int readers(fuser *f, const tg_var *x, int *k, int *cand, int maxc) {
+    int xg = x->kind == TG_VAR_NODE ? node_group(f, x->node) : -1, nc = 0;
+    for (; *k < f->ustart[x->id + 1] && nc < maxc; (*k)++) {
+        int gu = node_group(f, f->unode[*k]);
+        if (gu < 0 || gu == xg || f->cvis[gu] == x->id + 1) continue;
+        f->cvis[gu] = x->id + 1;
+        cand[nc++] = gu;
+    }
+    return nc;
+}
+
 static void merge_siblings(fuser *f) {
     enum { MAXC = 32 };
     int cand[MAXC];
     for (int v = 0; v < f->nv; v++) {
         const tg_var *x = f->g->vars.items[v];
         if (f->ustart[v + 1] - f->ustart[v] < 2 || is_literal(x)) continue;
-        int xg = x->kind == TG_VAR_NODE ? node_group(f, x->node) : -1;
-        int nc = 0;
-        f->stamp++;
-        for (int k = f->ustart[v]; k < f->ustart[v + 1] && nc < MAXC; k++) {
-            int gu = node_group(f, f->unode[k]);
-            if (gu < 0 || gu == xg || f->gvis[gu] == f->stamp) continue;
-            f->gvis[gu] = f->stamp;
-            cand[nc++] = gu;
-        }
+        for (int k = f->ustart[v]; k < f->ustart[v + 1];) {
+            int nc = readers(f, x, &k, cand, MAXC);
         for (int i = 1; i < nc; i++) {
             for (int j = 0; j < i; j++) {
                 int a = gfind(f, cand[i]), b = gfind(f, cand[j]);
@@ -438,6 +449,7 @@ static void merge_siblings(fuser *f) {
                 if (reaches(f, a, b) || reaches(f, b, a)) continue;
                 merge_into(f, b, a);
                 break;
+                }
             }
         }
     }
@@ -675,7 +687,7 @@ tg_status tg_fuse(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
     if (!g) return tg_set_error(TG_EINVAL, "fuse: graph is NULL");
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     if (g->outputs.n == 0) return TG_OK;
-    fuser f = {.g = g, .ctx = g->ctx};
+    fuser f = {.g = g, .ctx = g->ctx, .search_left = FUSE_SEARCH_TOTAL + 64L * g->nodes.n};
     tg_status st = setup(&f);
     if (st == TG_OK) {
         absorb_producers(&f);

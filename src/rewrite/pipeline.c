@@ -3,9 +3,10 @@
  *
  * Invariants:
  *  - Each pass runs once, in list order; after it the IR is verified (checked builds, i.e.
- *    without NDEBUG, or opts->verify), printed when --print-after asks, and compacted
- *    (cloned without its dead nodes) when it created nodes or constants.
- *  - The graph handed back is always compact: dead code is gone.
+ *    without NDEBUG, or opts->verify) and printed when --print-after asks. Dead nodes
+ *    left by a pass are harmless to the next (passes start from the live nodes, and a dead
+ *    node still verifies), so the graph is compacted once, at the end.
+ *  - The graph handed back is always compact (tg_graph_clone drops dead nodes).
  *  - The user's graph is never touched: tg_graph_optimize works on a clone.
  */
 #include "rewrite.h"
@@ -85,7 +86,7 @@ tg_status tg_rw_pipeline(tg_graph **gp, const tg_rw_opts *opts, tg_rw_report *re
     for (size_t i = 0; i < TG_COUNTOF(pipeline) && st == TG_OK; i++) {
         const tg_pass *p = &pipeline[i];
         tg_graph *g = *gp;
-        int nodes0 = g->nodes.n, vars0 = g->vars.n, slot = -1;
+        int slot = -1;
         if (report && report->npasses < TG_RW_MAX_PASSES) {
             slot = report->npasses++;
             report->passes[slot] = (tg_pass_stats){.name = p->name};
@@ -95,8 +96,7 @@ tg_status tg_rw_pipeline(tg_graph **gp, const tg_rw_opts *opts, tg_rw_report *re
         st = p->run(g, opts, report);
         if (st == TG_OK && checked(opts)) {
             st = tg_graph_verify(g);
-            if (st != TG_OK)
-                st = tg_set_error(st, "after pass '%s': %s", p->name, tg_last_error());
+            if (st != TG_OK) st = tg_set_error(st, "after pass '%s': %s", p->name, tg_last_error());
         }
         if (slot >= 0) report->passes[slot].seconds = now() - t0;
         if (st != TG_OK) break;
@@ -106,7 +106,6 @@ tg_status tg_rw_pipeline(tg_graph **gp, const tg_rw_opts *opts, tg_rw_report *re
             st = tg_graph_print(g, pf);
             if (st != TG_OK) break;
         }
-        if (g->nodes.n != nodes0 || g->vars.n != vars0) st = compact(gp, report);
         if (slot >= 0) report->passes[slot].nodes_after = live_nodes(*gp);
     }
     if (st == TG_OK && live_nodes(*gp) != (*gp)->nodes.n) st = compact(gp, report);
@@ -138,9 +137,12 @@ tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_
                                 "blas, fuse, inplace)",
                                 ro.print_after);
     }
+    tg_rw_report rep = {0};
+    double t0 = now();
     tg_graph *c = tg_graph_clone(g);
     if (!c) return tg_rw_error_status();
-    tg_rw_report rep = {0};
+    rep.copy_seconds = now() - t0;
+    rep.total_seconds = rep.copy_seconds;
     tg_status st = tg_rw_pipeline(&c, &ro, ro.stats ? &rep : NULL);
     if (ro.stats) {
         rep.nodes_in = g->nodes.n; /* as written, dead code included */

@@ -49,19 +49,19 @@ typedef struct tg_rule {
 
 /* Per-rule statistics (rows of one pass with the same name are added up). */
 typedef struct tg_rule_stats {
-    const char *name;   /* rule */
-    const char *pass;   /* pass it belongs to */
-    long tried;         /* calls of fn */
-    long applied;       /* calls that replaced at least one use */
-    double seconds;     /* time inside fn */
+    const char *name; /* rule */
+    const char *pass; /* pass it belongs to */
+    long tried;       /* calls of fn */
+    long applied;     /* calls that replaced at least one use */
+    double seconds;   /* time inside fn */
 } tg_rule_stats;
 
 typedef struct tg_rw_opts {
-    bool verify;              /* verify the IR after every pass */
-    bool no_blas;             /* keep dot + elementwise (--no-blas) */
-    const char *print_after;  /* print the graph after this pass ("all": every pass) */
-    FILE *print_to;           /* where (default stdout) */
-    bool stats;               /* collect per-rule and per-pass statistics */
+    bool verify;             /* verify the IR after every pass */
+    bool no_blas;            /* keep dot + elementwise (--no-blas) */
+    const char *print_after; /* print the graph after this pass ("all": every pass) */
+    FILE *print_to;          /* where (default stdout) */
+    bool stats;              /* collect per-rule and per-pass statistics */
 } tg_rw_opts;
 
 #define TG_RW_MAX_PASSES 16
@@ -77,12 +77,13 @@ typedef struct tg_pass_stats {
 
 /* Statistics of one pipeline run (owned by the caller; tg_rw_report_free). */
 typedef struct tg_rw_report {
-    tg_rule_stats *rules;  /* one per rule that was tried */
+    tg_rule_stats *rules; /* one per rule that was tried */
     int nrules, caprules;
     tg_pass_stats passes[TG_RW_MAX_PASSES];
     int npasses;
-    double compact_seconds;  /* dead-code removal (tg_graph_clone) between passes */
-    double total_seconds;    /* the whole pipeline */
+    double copy_seconds;     /* tg_graph_optimize: the clone of the user's graph */
+    double compact_seconds;  /* dead-code removal (tg_graph_clone) at the end */
+    double total_seconds;    /* the whole pipeline, with the copy */
     int nodes_in, nodes_out; /* live nodes before and after the pipeline */
 } tg_rw_report;
 void tg_rw_report_free(tg_ctx *ctx, tg_rw_report *r);
@@ -100,10 +101,10 @@ tg_graph *tg_rw_graph(tg_rw *rw);
 /* TG_ENOMEM when tg_last_error() reports an allocation failure, else TG_EINTERNAL: the
  * status to return after a helper that only sets the message (clone, toposort) failed. */
 tg_status tg_rw_error_status(void);
-/* Replaces every use of old (node inputs and graph outputs) by new inside a rule. Types
+/* Replaces every use of old (node inputs and graph outputs) by `by`, inside a rule. Types
  * must be equal (tg_rw_same_type). Returns TG_OK also when some uses had to keep old (see
  * the invariants above). */
-tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *new);
+tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *by);
 /* Number of uses of v (inputs of live nodes and graph outputs) in the current graph. */
 int tg_rw_use_count(tg_rw *rw, const tg_var *v);
 /* True when v is an output of the graph. */

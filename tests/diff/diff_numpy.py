@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """diff_numpy.py - differential tests of tgraph against NumPy.
 
-Generates .tg programs and random inputs (fixed seed), runs `tgraph run` (reference mode)
+Generates .tg programs and random inputs (fixed seed), runs `tgraph run` in each --mode
+(default: reference, the graph as written, then vm, the graph after the rewrite pipeline)
 with --in/--out .npy files in a temporary folder, computes the same values with NumPy
 (NEP 50 "weak" promotion, the rules tgraph follows) and compares:
   - dtypes and shapes exactly;
@@ -18,7 +19,8 @@ follow tgraph (each is named where it is applied):
   - tgraph has no float16: float-only ops on bool/i8/u8 give float32 (NumPy: float16);
   - tgraph has no uint64: sum/prod of u8 give int64 (NumPy: uint64).
 
-usage: diff_numpy.py --tgraph PATH [--seed N] [--filter TEXT] [--keep DIR] [-j N] [-v]
+usage: diff_numpy.py --tgraph PATH [--mode reference,vm] [--seed N] [--filter TEXT] [--keep DIR]
+                     [-j N] [-v]
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
 """
 import argparse
@@ -1489,8 +1491,8 @@ def cli_checks(tgraph, tmp):
     src1 = os.path.join(wd, "one.tg")
     with open(src1, "w") as f:
         f.write("func f(x: f32[3]) {\n  return neg(x)\n}\n")
-    r = subprocess.run([tgraph, "run", src1, "--mode", MODE[0], "--in", xin], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=60)
+    r = subprocess.run([tgraph, "run", src1, "--mode", MODE[0], "--in", xin],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     got = r.stdout.decode("utf-8", "replace")
     checks.append(("print_single_output", None if r.returncode == 0 and got == "%r\n" % -x
                    else "stdout %r, expected %r" % (got, "%r\n" % -x)))
@@ -1499,10 +1501,11 @@ def cli_checks(tgraph, tmp):
     return passed, fails
 
 
-ROUNDTRIP = ("mlp_", "fused_", "index_sugar_f32", "const", "slice_f32", "slice_unknown", "subtensor_f32", "take_f32", "weak_literal_",
-             "literals_only", "cast_f64_to_i8", "reduce_f32_2x3x4", "unary_specials_",
-             "long_chain", "where_", "mask_select_f32", "shift_i8", "broadcast_to_f32",
-             "reshape_f32", "take_assign_f32_axis1", "npy_layouts", "int_graph")
+ROUNDTRIP = ("mlp_", "fused_", "index_sugar_f32", "const", "slice_f32", "slice_unknown",
+             "subtensor_f32", "take_f32", "weak_literal_", "literals_only", "cast_f64_to_i8",
+             "reduce_f32_2x3x4", "unary_specials_", "long_chain", "where_", "mask_select_f32",
+             "shift_i8", "broadcast_to_f32", "reshape_f32", "take_assign_f32_axis1",
+             "npy_layouts", "int_graph")
 
 
 def describe_inputs(prog):
@@ -1604,14 +1607,17 @@ def main():
     ap.add_argument("--filter", default="", help="only cases whose name contains this text")
     ap.add_argument("--keep", default="", help="folder to keep failing programs and inputs in")
     ap.add_argument("-j", "--jobs", type=int, default=2)
-    ap.add_argument("--mode", default="reference", help="the backend to run (tgraph run --mode)")
+    ap.add_argument("--mode", default="reference,vm",
+                    help="the backends to run, comma-separated (tgraph run --mode); each one "
+                         "is compared with NumPy (default: reference,vm: the graph as written "
+                         "and the rewritten graph)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--no-bundle", dest="bundle", action="store_false",
                     help="one tgraph process per program (default: several per process)")
     args = ap.parse_args()
     tgraph = os.path.abspath(args.tgraph)
-    MODE[0] = args.mode
+    modes = [m for m in args.mode.split(",") if m]
     if not os.access(tgraph, os.X_OK):
         print("diff_numpy.py: %s is not an executable" % tgraph, file=sys.stderr)
         return 2
@@ -1633,29 +1639,34 @@ def main():
                 print(c.full_name())
         return 0
     ncases = sum(len(p.cases) for p in progs)
-    print("diff_numpy: %d cases in %d programs, seed %d, NumPy %s"
-          % (ncases, len(progs), args.seed, np.__version__))
+    print("diff_numpy: %d cases in %d programs, seed %d, NumPy %s, modes %s"
+          % (ncases, len(progs), args.seed, np.__version__, ", ".join(modes)))
     sys.stdout.flush()
 
     tmp = tempfile.mkdtemp(prefix="tgdiff.")
     passed, failures = 0, []
     try:
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            bundles = make_bundles(progs) if args.bundle else [[p] for p in progs]
-            futs = [pool.submit(run_bundle, tgraph, b, tmp, args.keep, args.seed)
-                    for b in bundles]
-            cli = pool.submit(cli_checks, tgraph, tmp) if not args.filter else None
-            for b, fut in zip(bundles, futs):
-                n, fails = fut.result()
-                passed += n
-                failures += fails
-                if args.verbose:
-                    print("%s: %d passed, %d failed" % (" ".join(p.name for p in b), n,
-                                                        len(fails)))
-            if cli:
-                n, fails = cli.result()
-                passed += n
-                failures += fails
+        for mode in modes:  # one mode after the other: MODE is read by the workers
+            MODE[0] = mode
+            tag = "[%s] " % mode if len(modes) > 1 else ""
+            mtmp = os.path.join(tmp, mode)  # no file of one mode is read by another
+            os.makedirs(mtmp)
+            with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+                bundles = make_bundles(progs) if args.bundle else [[p] for p in progs]
+                futs = [pool.submit(run_bundle, tgraph, b, mtmp, args.keep, args.seed)
+                        for b in bundles]
+                cli = pool.submit(cli_checks, tgraph, mtmp) if not args.filter else None
+                for b, fut in zip(bundles, futs):
+                    n, fails = fut.result()
+                    passed += n
+                    failures += [tag + f for f in fails]
+                    if args.verbose:
+                        print("%s%s: %d passed, %d failed" % (tag, " ".join(p.name for p in b),
+                                                              n, len(fails)))
+                if cli:
+                    n, fails = cli.result()
+                    passed += n
+                    failures += [tag + f for f in fails]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

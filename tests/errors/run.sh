@@ -3,7 +3,8 @@
 #
 # usage: run.sh PATH/TO/tgraph [CASE.tg ...]
 #
-# Each case is a .tg file whose header comment lines say how to run it and what to expect:
+# Each case is a .tg file whose header (the comment lines at its top) says how to run it
+# and what to expect:
 #   # ARGS: run %s --in x=%d/f32_3.npy   arguments; %s = the case file, %d = data/,
 #                                        %t = a scratch folder (removed afterwards)
 #   # ERROR: text                        stderr must contain text (several lines allowed)
@@ -49,11 +50,21 @@ nl='
 '
 for case_file in "$@"; do
     name=${case_file%.tg}
-    args=$(sed -n 's/^# ARGS: //p' "$case_file" | head -n 1)
-    want_exit=$(sed -n 's/^# EXIT: //p' "$case_file" | head -n 1)
-    want_lines=$(sed -n 's/^# LINES: //p' "$case_file" | head -n 1)
-    errors=$(sed -n 's/^# ERROR: //p' "$case_file")
-    [ -n "$want_lines" ] || want_lines=1
+    # the header: comment lines at the top of the file (read without subprocesses)
+    args=""
+    want_exit=""
+    want_lines=1
+    errors=""
+    while IFS= read -r line; do
+        case $line in
+        "# ARGS: "*) [ -n "$args" ] || args=${line#"# ARGS: "} ;;
+        "# ERROR: "*) errors="$errors${errors:+$nl}${line#"# ERROR: "}" ;;
+        "# EXIT: "*) want_exit=${line#"# EXIT: "} ;;
+        "# LINES: "*) want_lines=${line#"# LINES: "} ;;
+        "#"*) ;;
+        *) break ;;
+        esac
+    done <"$case_file"
     why=""
     if [ -z "$args" ] || [ -z "$errors" ]; then
         why="the case has no '# ARGS:' or no '# ERROR:' line"
@@ -67,10 +78,7 @@ for case_file in "$@"; do
         $runner "$tgraph" $args >"$tmp/stdout" 2>"$tmp/stderr" </dev/null
         rc=$?
         set +f
-        nlines=$(wc -l <"$tmp/stderr" | tr -d ' ')
-        if [ -s "$tmp/stderr" ] && [ "$(tail -c 1 "$tmp/stderr" | od -An -c | tr -d ' ')" != '\n' ]; then
-            nlines=$((nlines + 1))
-        fi
+        nlines=$(grep -c '' "$tmp/stderr") # counts a last line without a newline too
         if [ "$rc" -eq 0 ]; then
             why="exited with status 0, expected a failure"
         elif [ "$rc" -eq 124 ] && [ -n "$runner" ]; then

@@ -379,6 +379,23 @@ static void test_nonfinite(void **state) {
     const double mixed[] = {inf, 1, -inf, 0, NAN, inf, 2, 3};
     check_same("log_softmax_div +inf", mixed, b_log_softmax_div);
     check_same("logsumexp +inf", mixed, b_logsumexp);
+
+    /* the documented difference: log(softmax([inf, 1])) is [nan, nan] as written, and
+     * log_softmax gives [nan, -inf] (as scipy's two functions do) */
+    tg_graph *g = tg_graph_new(NULL, "softmax_inf");
+    tg_var *x = tg_input(g, "x", TG_DT_F64, 2, SHAPE(1, 2));
+    tg_var *y = b_log_softmax(g, x);
+    assert_int_equal(tg_graph_set_outputs(g, &y, 1), TG_OK);
+    tg_tensor *in = tg_tensor_from_data(NULL, TG_DT_F64, 2, SHAPE(1, 2), (double[]){inf, 1});
+    tg_graph *s = stabilized(g);
+    tg_tensor *a = run1(g, in), *b = run1(s, in);
+    assert_true(isnan(tg_tensor_get_f64(a, 0)) && isnan(tg_tensor_get_f64(a, 1)));
+    assert_true(isnan(tg_tensor_get_f64(b, 0)) && tg_tensor_get_f64(b, 1) == -inf);
+    tg_tensor_free(a);
+    tg_tensor_free(b);
+    tg_tensor_free(in);
+    tg_graph_free(s);
+    tg_graph_free(g);
 }
 
 /* ---- patterns that must be left alone ---- */

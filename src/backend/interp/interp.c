@@ -262,8 +262,8 @@ static bool shares_input(tg_tensor *const *in, int nin, const tg_tensor *t) {
 }
 
 /* When a given output tensor shares memory with an input, every result that reads an
- * input's memory and goes to a given output is first copied aside (into out[i], which
- * copy_out then reads). */
+ * input's memory is first copied into out[i]: the final result for a new output, what
+ * copy_out then reads for a given one. */
 static tg_status stage_aliased(const tg_graph *g, tg_tensor *const *in, int nin,
                                tg_tensor **out, tg_tensor *const *given, int nout,
                                const run_state *rs) {
@@ -271,7 +271,7 @@ static tg_status stage_aliased(const tg_graph *g, tg_tensor *const *in, int nin,
     for (int i = 0; i < nout; i++) alias = alias || (given[i] && shares_input(in, nin, given[i]));
     for (int i = 0; alias && i < nout; i++) {
         tg_tensor *t = rs->val[((tg_var *)g->outputs.items[i])->id];
-        if (!given[i] || !shares_input(in, nin, t)) continue;
+        if (!shares_input(in, nin, t)) continue;
         out[i] = tg_tensor_dup(t);
         if (!out[i]) return TG_ENOMEM;
     }
@@ -340,6 +340,10 @@ static tg_status fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **ou
             st = copy_out(g, i, out[i] ? out[i] : t, given[i]);
             tg_tensor_free(out[i]);
             out[i] = NULL;
+            rs.left[v->id]--;
+            continue;
+        }
+        if (out[i]) { /* staged above */
             rs.left[v->id]--;
             continue;
         }

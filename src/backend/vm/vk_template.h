@@ -15,6 +15,7 @@
  */
 #include "vkernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -28,9 +29,10 @@ VK_INLINE vd vd_load(const double *p) {
     return v;
 }
 VK_INLINE void vd_store(double *p, vd v) { memcpy(p, &v, sizeof v); }
-VK_INLINE vd vd_set1(double x) {
-    vd v = {0};
-    return v + x;
+VK_INLINE vd vd_set1(double x) { /* not 0 + x: that would turn -0.0 into +0.0 */
+    vd v;
+    for (int i = 0; i < VD_W; i++) v[i] = x;
+    return v;
 }
 VK_INLINE vd vd_sel(vdi m, vd a, vd b) { return (vd)((m & (vdi)a) | (~m & (vdi)b)); }
 
@@ -41,8 +43,9 @@ VK_INLINE vf vf_load(const float *p) {
 }
 VK_INLINE void vf_store(float *p, vf v) { memcpy(p, &v, sizeof v); }
 VK_INLINE vf vf_set1(float x) {
-    vf v = {0};
-    return v + x;
+    vf v;
+    for (int i = 0; i < VF_W; i++) v[i] = x;
+    return v;
 }
 VK_INLINE vf vf_sel(vfi m, vf a, vf b) { return (vf)((m & (vfi)a) | (~m & (vfi)b)); }
 
@@ -80,7 +83,11 @@ VK_MATH1(exp, u10)
 VK_MATH1(exp2, u10)
 VK_MATH1(log, u10)
 VK_MATH1(log2, u10)
+#define vd_log1p vd_log1p_raw
+#define vf_log1p vf_log1p_raw
 VK_MATH1(log1p, u10)
+#undef vd_log1p
+#undef vf_log1p
 VK_MATH1(expm1, u10)
 VK_MATH1(sin, u10)
 VK_MATH1(cos, u10)
@@ -89,6 +96,23 @@ VK_MATH1(tanh, u10)
 VK_MATH1(erf, u10)
 VK_MATH1(erfc, u15)
 VK_MATH2(pow, u10)
+
+/* SLEEF's log1p overflows to inf above about 1e307 (f64) and 1e38 (f32); there
+ * log1p(x) rounds to log(x), which takes over in those lanes. */
+static inline vd vd_log1p(vd x) {
+    vd r = vd_log1p_raw(x);
+    vdi big = (vdi)(x > vd_set1(1e300));
+    for (int i = 0; i < VD_W; i++)
+        if (big[i]) return vd_sel(big, vd_log(x), r);
+    return r;
+}
+static inline vf vf_log1p(vf x) {
+    vf r = vf_log1p_raw(x);
+    vfi big = (vfi)(x > vf_set1(1e37f));
+    for (int i = 0; i < VF_W; i++)
+        if (big[i]) return vf_sel(big, vf_log(x), r);
+    return r;
+}
 
 /* ---- the ops, f64 ---- */
 
@@ -287,8 +311,8 @@ VK_INLINE void f_map3(int64_t n, float *y, const float *a, int64_t sa, const flo
     X(SOFTPLUS, softplus) X(ERF, erf) X(ERFC, erfc) X(FLOOR, floor) X(CEIL, ceil)          \
     X(ROUND, round)
 #define VK_BINARY_OPS(X)                                                                   \
-    X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(MAXIMUM, maximum)                    \
-    X(MINIMUM, minimum) X(POW, pow)
+    X(ADD, add) X(SUB, sub) X(MUL, mul) X(MAXIMUM, maximum) X(MINIMUM, minimum)            \
+    X(POW, pow)
 #define VK_TERNARY_OPS(X) X(CLIP, clip)
 
 #define VK_X_UNARY(U, l)                                                                   \
@@ -329,9 +353,38 @@ VK_UNARY_OPS(VK_X_UNARY)
 VK_BINARY_OPS(VK_X_BINARY)
 VK_TERNARY_OPS(VK_X_TERNARY)
 
+/* div: by a broadcast power of two whose reciprocal is a normal or subnormal number, a
+ * multiplication by that reciprocal (both round the same exact value x * 2^-k, so the
+ * results are identical, and a multiply is several times cheaper than a divide). */
+static void kd_div(const tg_vk_args *a, int64_t n, void *y, const void *const *x,
+                   const int64_t *s) {
+    (void)a;
+    const double *b = x[1];
+    int e;
+    if (s[1] == 0 && isfinite(b[0]) && fabs(b[0]) >= DBL_MIN && fabs(frexp(b[0], &e)) == 0.5) {
+        double r = 1.0 / b[0];
+        d_map2(n, y, x[0], s[0], &r, 0, vd_mul);
+        return;
+    }
+    d_map2(n, y, x[0], s[0], b, s[1], vd_div);
+}
+static void kf_div(const tg_vk_args *a, int64_t n, void *y, const void *const *x,
+                   const int64_t *s) {
+    (void)a;
+    const float *b = x[1];
+    int e;
+    if (s[1] == 0 && isfinite(b[0]) && fabsf(b[0]) >= FLT_MIN && fabsf(frexpf(b[0], &e)) == 0.5f) {
+        float r = 1.0f / b[0];
+        f_map2(n, y, x[0], s[0], &r, 0, vf_mul);
+        return;
+    }
+    f_map2(n, y, x[0], s[0], b, s[1], vf_div);
+}
+
 #define VK_X_SLOT(U, l) [TG_OP_##U] = {kf_##l, kd_##l},
 
 const tg_vk_table VK_TABLE = {
     .name = VK_ISA_NAME,
-    .f = {VK_UNARY_OPS(VK_X_SLOT) VK_BINARY_OPS(VK_X_SLOT) VK_TERNARY_OPS(VK_X_SLOT)},
+    .f = {VK_UNARY_OPS(VK_X_SLOT) VK_BINARY_OPS(VK_X_SLOT) VK_TERNARY_OPS(VK_X_SLOT)
+              [TG_OP_DIV] = {kf_div, kd_div}},
 };

@@ -604,9 +604,18 @@ static tg_status run_static(tg_vm *vm, vm_plan *p, int i) {
         vout[o] = p->cls[v] == CLS_KMADE ? NULL : vm->val[v];
         tout[o] = p->rt[v];
     }
-    vm_exec e = {.pool = vm->pool, .nthreads = vm->nthreads, .node = n, .in = vin, .out = vout,
-                 .in_type = tin, .out_type = tout, .ws = p->ws.buf ? p->ws.buf->data : NULL,
-                 .ws_bytes = p->ws_bytes, .info = &ins->info};
+    vm_exec e; /* set field by field: zeroing the message buffer costs more than a kernel */
+    e.pool = vm->pool;
+    e.nthreads = vm->nthreads;
+    e.node = n;
+    e.in = vin;
+    e.out = vout;
+    e.in_type = tin;
+    e.out_type = tout;
+    e.ws = p->ws.buf ? p->ws.buf->data : NULL;
+    e.ws_bytes = p->ws_bytes;
+    e.info = &ins->info;
+    e.msg[0] = '\0';
     tg_status st = TG_EUNSUPPORTED;
     switch (ins->info.kind) {
     case VM_EW:
@@ -641,8 +650,12 @@ static tg_status run_static(tg_vm *vm, vm_plan *p, int i) {
     for (int o = 0; o < n->nout && self; o++) {
         int v = n->out[o]->id;
         tg_tensor *t = vout[o];
-        TG_ASSERT(t != NULL && t->dtype == tout[o].dtype && t->ndim == tout[o].ndim);
-        for (int d = 0; d < t->ndim; d++) TG_ASSERT(!p->known[v] || t->shape[d] == tout[o].shape[d]);
+        const tg_type *s = &n->out[o]->type;
+        TG_ASSERT(t != NULL && t->dtype == s->dtype && t->ndim == s->ndim);
+        for (int d = 0; d < t->ndim; d++) {
+            TG_ASSERT(s->shape[d] < 0 || s->shape[d] == t->shape[d]);
+            TG_ASSERT(!p->known[v] || t->shape[d] == tout[o].shape[d]);
+        }
         if (!p->known[v]) tensor_rt(&n->out[o]->type, t, &vm->drt[v]);
         vm->val[v] = t;
         vm->owned[v] = 1;
@@ -795,7 +808,7 @@ static tg_status call_locked(tg_vm *vm, tg_tensor *const *in, tg_tensor **out, i
     for (int i = 0; alias && i < nout; i++) {
         int v = ((tg_var *)g->outputs.items[i])->id;
         tg_tensor *t = vm->val[v];
-        if (!out[i] || t == out[i] || !shares_input_memory(vm, in, t)) continue;
+        if (t == out[i] || !shares_input_memory(vm, in, t)) continue;
         tg_tensor *c = tg_tensor_dup(t);
         if (!c) {
             st = TG_ENOMEM;
@@ -867,6 +880,24 @@ tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, 
             }
     if (given != stack) tg_mem_free(vm->ctx, given, sizeof *given * (size_t)nout);
     return st;
+}
+
+void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s) {
+    pthread_mutex_lock(&vm->mu);
+    memset(s, 0, sizeof *s);
+    s->nplans = vm->nplans;
+    s->nthreads = vm->nthreads;
+    s->isa = tg_vk_table_get(vm->isa)->name;
+    for (int i = 0; i < vm->norder; i++) s->kinds[vm->ins[i].info.kind]++;
+    vm_plan *p = NULL;
+    for (int i = 0; i < vm->nplans; i++)
+        if (!p || vm->plans[i]->stamp > p->stamp) p = vm->plans[i];
+    if (p) {
+        s->nblocks = p->nblocks;
+        for (int b = 0; b < p->nblocks; b++) s->bytes += p->blocks[b].size;
+        for (int v = 0; v < vm->nvars; v++) s->nplanned += p->cls[v] == CLS_PLANNED;
+    }
+    pthread_mutex_unlock(&vm->mu);
 }
 
 /* ---- profile ---- */

@@ -42,6 +42,19 @@ tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, 
 tg_status tg_vm_profile_print(tg_vm *vm, FILE *f);
 void tg_vm_profile_reset(tg_vm *vm);
 
+/* What the cached plans hold (tests, diagnostics): plans, blocks in the most recently used
+ * plan and their bytes, and the number of values that plan keeps in blocks. */
+typedef struct tg_vm_stats {
+    int nplans;        /* plans cached */
+    int nblocks;       /* blocks of the most recent plan */
+    size_t bytes;      /* their usable bytes */
+    int nplanned;      /* values living in those blocks */
+    int nthreads;      /* threads of the pool */
+    const char *isa;   /* kernel table used */
+    int kinds[5];      /* instructions per kernel class (vm_kind) */
+} tg_vm_stats;
+void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s);
+
 /* ---- what the kernel files share (vm_ew.c, vm_reduce.c, vm_blas.c, vm_fused.c) ---- */
 
 #include "vkernels.h"

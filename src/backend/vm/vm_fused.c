@@ -29,8 +29,12 @@
 #include "../../ops/fused.h"
 
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define BLK 1024         /* elements per block */
+#define STREAM_BYTES ((size_t)8 << 20) /* outputs larger than this bypass the caches */
 #define CH 16            /* blocks per chunk of a row reduction */
 #define SPLIT_WORK 32768 /* elements x cost above which the pool is used */
 
@@ -153,7 +157,7 @@ void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
     f->nbuf = 0;
     for (int j = 0; ok && j < p->ninstr; j++) {
         int s = p->nin + j;
-        if (p->instr[j].op == TG_FUSED_CONST || f->direct[s] >= 0) continue;
+        if (p->instr[j].op == TG_FUSED_CONST) continue; /* outputs get one too: streaming */
         f->buf[s] = nfree > 0 ? freeb[--nfree] : f->nbuf++;
         for (int k = 0; k < f->ins[j].nin; k++) {
             int u = f->ins[j].in[k];
@@ -185,6 +189,8 @@ typedef struct fz_run {
     int64_t n;                             /* its elements */
     in_kind ik[TG_MAX_OUTS];               /* per input */
     int64_t bstr[TG_MAX_OUTS][TG_MAX_DIMS];/* per input: strides over S (0: broadcast) */
+    bool stream;                           /* elementwise outputs too large for the caches:
+                                              made in scratch, written with streaming stores */
     char *ws;                              /* per-thread scratch, then accumulators */
     size_t per_thread;                     /* bytes of scratch per thread */
     /* reductions */
@@ -238,10 +244,16 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
         const tg_tensor *t = F->in[k];
         size_t es = tg_dtype_size(t->dtype);
         switch (F->ik[k]) {
-        case IN_CONTIG:
+        case IN_CONTIG: {
             ptr[k] = (const char *)tg_tensor_data(t) + f0 * (int64_t)es;
             str[k] = 1;
+            /* the next block's lines are on their way while this one computes (the
+             * bursts of a blockwise kernel defeat the hardware prefetcher) */
+            int64_t next = F->n - (f0 + m) < BLK ? F->n - (f0 + m) : BLK;
+            for (int64_t b = 0; b < next * (int64_t)es; b += 64)
+                __builtin_prefetch(ptr[k] + m * (int64_t)es + b, 0, 0);
             break;
+        }
         case IN_SCALAR:
             ptr[k] = tg_tensor_data(t);
             str[k] = 0;
@@ -262,7 +274,7 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
             continue;
         }
         char *y;
-        if (f->direct[s] >= 0) {
+        if (f->direct[s] >= 0 && !F->stream) {
             const tg_tensor *o = F->out[f->direct[s]];
             y = (char *)tg_tensor_data(o) + f0 * (int64_t)tg_dtype_size(o->dtype);
         } else {
@@ -281,17 +293,30 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
 }
 
 /* Elementwise outputs of elements [f0, f0 + m) that were not written in place. */
+/* Copies n bytes to dst (16-byte aligned, n a multiple of 16) with streaming stores,
+ * which skip reading the destination's lines first. */
+static void stream_copy(char *dst, const char *src, size_t n) {
+#if defined(__SSE2__)
+    for (size_t i = 0; i < n; i += 16) _mm_stream_si128((__m128i *)(void *)(dst + i),
+                                                        _mm_loadu_si128((const __m128i *)(const void *)(src + i)));
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
 static void store_outputs(const fz_run *F, int64_t f0, int64_t m, const char *const *ptr,
                           const int64_t *str) {
     const tg_fused_prog *p = F->p;
     for (int o = 0; o < p->nout; o++) {
         int s = p->out[o].slot;
-        if (F->f->direct[s] == o) continue;
+        if (F->f->direct[s] == o && !F->stream) continue;
         const tg_tensor *t = F->out[o];
-        size_t es = tg_dtype_size(t->dtype);
+        size_t es = tg_dtype_size(t->dtype), bytes = (size_t)m * es;
         char *y = (char *)tg_tensor_data(t) + f0 * (int64_t)es;
-        if (str[s] == 1) {
-            memmove(y, ptr[s], (size_t)m * es);
+        if (str[s] == 1 && F->stream && (uintptr_t)y % 16 == 0 && bytes % 16 == 0) {
+            stream_copy(y, ptr[s], bytes);
+        } else if (str[s] == 1) {
+            memmove(y, ptr[s], bytes);
         } else {
             for (int64_t i = 0; i < m; i++) memcpy(y + i * (int64_t)es, ptr[s], es);
         }
@@ -310,6 +335,9 @@ static void ew_task(void *arg, int ith, int nth) {
         eval_block(F, scr, f0, m, ptr, str);
         store_outputs(F, f0, m, ptr, str);
     }
+#if defined(__SSE2__)
+    if (F->stream) _mm_sfence(); /* streaming stores are visible before the task ends */
+#endif
 }
 
 /* ---- reductions ---- */
@@ -507,8 +535,11 @@ tg_status tg_vm_exec_fused(vm_exec *e) {
     const fz_prog *f = e->info ? ((const vm_ins_info *)e->info)->fused : NULL;
     if (!f) return TG_EUNSUPPORTED;
     const tg_fused_prog *p = f->p;
-    fz_run F;
-    memset(&F, 0, sizeof F);
+    fz_run F; /* not zeroed as a whole: per-input arrays are set for p->nin inputs */
+    F.acc = F.part = NULL;
+    F.stream = false;
+    F.row = F.nchunks = 0;
+    F.K1 = F.R = F.K2 = 0;
     F.f = f;
     F.p = p;
     F.in = e->in;
@@ -547,6 +578,10 @@ tg_status tg_vm_exec_fused(vm_exec *e) {
         }
         if (F.n == 0) return TG_OK;
         if (!e->ws || need + 64 > e->ws_bytes) return TG_EUNSUPPORTED;
+        size_t obytes = 0;
+        for (int o = 0; o < p->nout; o++)
+            obytes += (size_t)F.n * tg_dtype_size(e->out[o]->dtype);
+        F.stream = obytes > STREAM_BYTES;
         if (nth > 1 && F.n * f->cost >= SPLIT_WORK && F.n > BLK)
             tg_pool_run(e->pool, ew_task, &F);
         else

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""w1_peers.py - W1 = exp(-x^2/2) * sin(x) + x/2 on 1e7 float64 values in NumPy (and
+PyTorch when it imports), timed the way bench_w1 times tgraph: two warm-up calls, then
+the median and minimum of N runs. Prints one line per configuration in the format of
+bench_w1 ("w1 numpy ...: median <t> ms, min <t> ms (<n> runs)"), which run.sh parses.
+
+usage: w1_peers.py [-n RUNS] [--size N]
+Run it with Debian's /usr/bin/python3 (python3-numpy).
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def timeit(fn, runs):
+    for _ in range(2):
+        fn()
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), min(ts)
+
+
+def report(name, med, mn, runs):
+    print(f"{name}: median {med * 1e3:.3f} ms, min {mn * 1e3:.3f} ms ({runs} runs)", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=20)
+    ap.add_argument("--size", type=int, default=10_000_000)
+    a = ap.parse_args()
+    x = np.linspace(-5.0, 5.0, a.size)
+    want = np.exp(-x * x / 2) * np.sin(x) + x / 2
+
+    def numpy_plain():
+        return np.exp(-x * x / 2) * np.sin(x) + x / 2
+
+    out = np.empty_like(x)
+    tmp = np.empty_like(x)
+
+    def numpy_out():
+        np.multiply(x, x, out=tmp)
+        np.multiply(tmp, -0.5, out=tmp)
+        np.exp(tmp, out=tmp)
+        np.sin(x, out=out)
+        np.multiply(tmp, out, out=out)
+        np.multiply(x, 0.5, out=tmp)
+        np.add(out, tmp, out=out)
+        return out
+
+    assert np.allclose(numpy_out(), want, rtol=0, atol=1e-12)
+    report("w1 numpy", *timeit(numpy_plain, a.n), a.n)
+    report("w1 numpy out=", *timeit(numpy_out, a.n), a.n)
+    try:
+        import torch
+    except ImportError:
+        print("w1 torch: not importable, skipped", flush=True)
+        return 0
+    xt = torch.from_numpy(x)
+    for th in (1, 2):
+        torch.set_num_threads(th)
+
+        def torch_plain():
+            return torch.exp(-xt * xt / 2) * torch.sin(xt) + xt / 2
+
+        report(f"w1 torch threads={th}", *timeit(torch_plain, a.n), a.n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
