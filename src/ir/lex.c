@@ -170,8 +170,10 @@ static void lex_raw(tg_lexer *lx, tg_tok *t) {
     const char *p = lx->cur;
     bool in_str = false;
     for (; p < lx->end && *p != '\n' && (in_str || *p != '}'); p++) {
-        if (*p == '"') in_str = !in_str;
-        else if (in_str && *p == '\\' && p + 1 < lx->end && p[1] != '\n') p++;
+        if (*p == '"')
+            in_str = !in_str;
+        else if (in_str && *p == '\\' && p + 1 < lx->end && p[1] != '\n')
+            p++;
     }
     if (p >= lx->end || *p != '}') {
         lex_error(lx, t, lx->cur - 1,

@@ -658,8 +658,7 @@ static bool parse_call(parser *p, int *nout) {
     if (at(p, TG_TK_LBRACE)) {
         advance(p);
         raw = p->tok;
-        if (!expect(p, TG_TK_RAW, "an expression") || !expect(p, TG_TK_RBRACE, "'}'"))
-            return false;
+        if (!expect(p, TG_TK_RAW, "an expression") || !expect(p, TG_TK_RBRACE, "'}'")) return false;
         if (!at(p, TG_TK_LPAREN)) return expected(p, "'(' after fused{...}");
     }
     if (!enter(p, &p->tok)) return false;
@@ -895,8 +894,8 @@ static bool parse_binding(parser *p) {
     }
     if (!expect(p, TG_TK_EQUAL, n > 1 ? "',' or '='" : "'=' or ','")) return false;
     tg_tok start = p->tok;
-    bool is_call = start.kind == TG_TK_NAME && (peek(p)->kind == TG_TK_LPAREN ||
-                                                peek(p)->kind == TG_TK_LBRACE);
+    bool is_call = start.kind == TG_TK_NAME &&
+                   (peek(p)->kind == TG_TK_LPAREN || peek(p)->kind == TG_TK_LBRACE);
     tg_var *first = NULL;
     int nv = 0;
     if (!parse_expr(p, &first, &nv)) return false;

@@ -378,7 +378,7 @@ static tg_status cast_ref(tg_kern *k) {
  * the input was broadcast along (tg_grad_unbroadcast). Integer and bool inputs get none.
  * Ops with integer/bool results are TG_GRAD_NONE; an integer-valued op on floats only
  * runs its VJP for float values (the driver never asks for integer ones).
- * Choices at points where the derivative does not exist (also in docs/gradients.md):
+ * Choices at points where the derivative does not exist (also in docs/grad.md):
  *  - abs'(0) = 0 (like sign(0)); sign, floor, ceil, round and float int_div are
  *    piecewise constant: zero gradient everywhere (zeros of the input's type, never
  *    ct * 0, which would turn an infinite cotangent into NaN).

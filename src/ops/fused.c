@@ -75,8 +75,8 @@ static tg_status instr_room(tg_fused_prog *p) {
         return tg_set_error(TG_ELIMIT, "more than %d instructions", TG_FUSED_MAX_INSTRS);
     if (p->ninstr < p->capinstr) return TG_OK;
     int ncap = p->capinstr ? p->capinstr * 2 : 16;
-    tg_fused_instr *q = tg_mem_realloc(p->ctx, p->instr, sizeof *q * (size_t)p->capinstr,
-                                       sizeof *q * (size_t)ncap);
+    tg_fused_instr *q =
+        tg_mem_realloc(p->ctx, p->instr, sizeof *q * (size_t)p->capinstr, sizeof *q * (size_t)ncap);
     if (!q) return TG_ENOMEM;
     p->instr = q;
     p->capinstr = ncap;
@@ -91,7 +91,8 @@ static tg_aval *attrs_dup(tg_fused_prog *p, const tg_op_def *def, const tg_aval 
         a[j] = src ? src[j] : def->attrs[j].def;
         if (a[j].s && !(a[j].s = tg_arena_strdup(&p->arena, a[j].s))) return NULL;
         if (a[j].n > 0 && a[j].ints &&
-            !(a[j].ints = tg_arena_memdup(&p->arena, a[j].ints, sizeof *a[j].ints * (size_t)a[j].n)))
+            !(a[j].ints =
+                  tg_arena_memdup(&p->arena, a[j].ints, sizeof *a[j].ints * (size_t)a[j].n)))
             return NULL;
         if (a[j].n > 0 && a[j].floats &&
             !(a[j].floats =
@@ -126,9 +127,13 @@ int tg_fused_add_const(tg_fused_prog *p, char lit, int64_t i, double f, tg_dtype
         return -1;
     }
     if (instr_room(p) != TG_OK) return -1;
-    p->instr[p->ninstr++] = (tg_fused_instr){
-        .op = TG_FUSED_CONST, .attrs = &no_attrs, .lit = lit, .dtype = (uint8_t)dtype,
-        .i = lit == 'b' ? i != 0 : i, .f = f, .pos = -1};
+    p->instr[p->ninstr++] = (tg_fused_instr){.op = TG_FUSED_CONST,
+                                             .attrs = &no_attrs,
+                                             .lit = lit,
+                                             .dtype = (uint8_t)dtype,
+                                             .i = lit == 'b' ? i != 0 : i,
+                                             .f = f,
+                                             .pos = -1};
     return p->nslot++;
 }
 
@@ -140,8 +145,8 @@ bool tg_fused_add_out(tg_fused_prog *p, int slot, int reduce, const tg_aval *red
     }
     if (p->nout == p->capout) {
         int ncap = p->capout ? p->capout * 2 : 4;
-        tg_fused_out *q = tg_mem_realloc(p->ctx, p->out, sizeof *q * (size_t)p->capout,
-                                         sizeof *q * (size_t)ncap);
+        tg_fused_out *q =
+            tg_mem_realloc(p->ctx, p->out, sizeof *q * (size_t)p->capout, sizeof *q * (size_t)ncap);
         if (!q) return false;
         p->out = q;
         p->capout = ncap;
@@ -161,8 +166,21 @@ bool tg_fused_add_out(tg_fused_prog *p, int slot, int reduce, const tg_aval *red
 /* ---- the expression lexer ---- */
 
 typedef enum {
-    T_END, T_NAME, T_INPUT, T_INT, T_FLOAT, T_STR, T_LPAREN, T_RPAREN, T_LBRACKET,
-    T_RBRACKET, T_COMMA, T_EQUAL, T_SEMI, T_MINUS, T_BAD,
+    T_END,
+    T_NAME,
+    T_INPUT,
+    T_INT,
+    T_FLOAT,
+    T_STR,
+    T_LPAREN,
+    T_RPAREN,
+    T_LBRACKET,
+    T_RBRACKET,
+    T_COMMA,
+    T_EQUAL,
+    T_SEMI,
+    T_MINUS,
+    T_BAD,
 } tkind;
 
 typedef struct tok {
@@ -174,13 +192,13 @@ typedef struct tok {
 
 typedef struct eparser {
     tg_fused_prog *p;
-    const char *s;          /* the text */
-    size_t len, at;         /* its length, next byte */
-    tok t;                  /* current token */
-    tg_status st;           /* first error */
-    char *msg;              /* where it goes */
+    const char *s;  /* the text */
+    size_t len, at; /* its length, next byte */
+    tok t;          /* current token */
+    tg_status st;   /* first error */
+    char *msg;      /* where it goes */
     size_t msgn;
-    locale_t cloc;          /* "C" numeric locale, made at the first float */
+    locale_t cloc; /* "C" numeric locale, made at the first float */
     /* sharing: open addressing over instruction indices (-1 empty) */
     int *tab;
     size_t tabcap;
@@ -342,8 +360,8 @@ static bool eexpected(eparser *e, const char *what) {
 /* ---- literals and attribute values ---- */
 
 typedef struct operand {
-    int slot;   /* >= 0: a value; -1: the literal below (not an instruction yet) */
-    char lit;   /* 'i', 'f', 'b' */
+    int slot; /* >= 0: a value; -1: the literal below (not an instruction yet) */
+    char lit; /* 'i', 'f', 'b' */
     int64_t i;
     double f;
     size_t pos;
@@ -393,8 +411,8 @@ static bool parse_literal(eparser *e, operand *o) {
 
 /* A user attribute as written (before normalization to the op's schema). */
 typedef struct uattr {
-    size_t pos, nlen;  /* the name */
-    tg_aval v;         /* kind NONE for `none` */
+    size_t pos, nlen; /* the name */
+    tg_aval v;        /* kind NONE for `none` */
 } uattr;
 
 #define MAX_UATTRS 4
@@ -619,8 +637,8 @@ static bool instr_matches(const tg_fused_prog *p, const tg_fused_instr *ins, int
         bool islit = c && c->op == TG_FUSED_CONST;
         if ((args[k].slot < 0) != islit) return false;
         if (!islit && s != args[k].slot) return false;
-        if (islit && (c->lit != args[k].lit || c->i != args[k].i ||
-                      f64_bits(c->f) != f64_bits(args[k].f)))
+        if (islit &&
+            (c->lit != args[k].lit || c->i != args[k].i || f64_bits(c->f) != f64_bits(args[k].f)))
             return false;
     }
     for (int j = 0; j < tg_op_table[op]->nattrs; j++)
@@ -669,9 +687,12 @@ static int emit_call(eparser *e, int op, const operand *args, int nargs, const t
         }
         tg_status st = instr_room(p);
         if (st != TG_OK) return efail(e, pos, st, "%s", tg_last_error()), -1;
-        p->instr[p->ninstr++] = (tg_fused_instr){.op = TG_FUSED_CONST, .attrs = &no_attrs,
-                                                 .lit = args[a].lit, .i = args[a].i,
-                                                 .f = args[a].f, .pos = (int)args[a].pos};
+        p->instr[p->ninstr++] = (tg_fused_instr){.op = TG_FUSED_CONST,
+                                                 .attrs = &no_attrs,
+                                                 .lit = args[a].lit,
+                                                 .i = args[a].i,
+                                                 .f = args[a].f,
+                                                 .pos = (int)args[a].pos};
         in[a] = p->nslot++;
     }
     tg_status st = instr_room(p);
@@ -686,11 +707,11 @@ static int emit_call(eparser *e, int op, const operand *args, int nargs, const t
 /* ---- the parser ---- */
 
 typedef struct frame {
-    int op;                            /* the call's op */
-    size_t pos;                        /* where its name starts */
-    bool root;                         /* a reduction at the root of an output */
-    int nargs;                         /* operands so far */
-    operand args[TG_FUSED_MAX_ARGS];   /* them */
+    int op;                          /* the call's op */
+    size_t pos;                      /* where its name starts */
+    bool root;                       /* a reduction at the root of an output */
+    int nargs;                       /* operands so far */
+    operand args[TG_FUSED_MAX_ARGS]; /* them */
 } frame;
 
 /* Reads "NAME '=' attr (',' NAME '=' attr)*" into ua; the current token is the NAME. */
@@ -720,8 +741,10 @@ static bool parse_output(eparser *e, frame *stack) {
         tok t = e->t;
         if (t.k == T_INPUT) {
             if (t.u >= (uint64_t)e->p->nin)
-                return efail(e, t.pos, TG_EINDEX, "input %%%.*s does not exist (the node has %d "
-                             "input%s)", (int)(t.len - 1), e->s + t.pos + 1, e->p->nin,
+                return efail(e, t.pos, TG_EINDEX,
+                             "input %%%.*s does not exist (the node has %d "
+                             "input%s)",
+                             (int)(t.len - 1), e->s + t.pos + 1, e->p->nin,
                              e->p->nin == 1 ? "" : "s");
             v = (operand){.slot = (int)t.u, .pos = t.pos};
             eadvance(e);
@@ -736,21 +759,27 @@ static bool parse_output(eparser *e, frame *stack) {
             if (epeek(e).k != T_LPAREN) {
                 if (tok_is(e, &t, "none"))
                     return efail(e, t.pos, TG_ESYNTAX, "'none' is not a value");
-                return efail(e, t.pos, TG_ENAME, "'%s' is not an operand (inputs are %%0..%%%d; "
-                             "calls need '(')", name, e->p->nin - 1);
+                return efail(e, t.pos, TG_ENAME,
+                             "'%s' is not an operand (inputs are %%0..%%%d; "
+                             "calls need '(')",
+                             name, e->p->nin - 1);
             }
             int op = tg_op_lookup(name);
             if (op < 0) return efail(e, t.pos, TG_ENAME, "unknown op '%s'", name);
             bool root = false;
             if (tg_fused_can_reduce(op)) {
                 if (depth > 0)
-                    return efail(e, t.pos, TG_EUNSUPPORTED, "the reduction '%s' can only be the "
-                                 "outermost call of an output", name);
+                    return efail(e, t.pos, TG_EUNSUPPORTED,
+                                 "the reduction '%s' can only be the "
+                                 "outermost call of an output",
+                                 name);
                 root = true;
             } else if (!tg_fused_can_inline(op)) {
-                return efail(e, t.pos, TG_EUNSUPPORTED, "'%s' cannot be part of a fused "
+                return efail(e, t.pos, TG_EUNSUPPORTED,
+                             "'%s' cannot be part of a fused "
                              "expression (only elementwise ops, and sum, prod, mean, max or min "
-                             "at the root of an output)", name);
+                             "at the root of an output)",
+                             name);
             }
             if (depth == TG_FUSED_MAX_DEPTH)
                 return efail(e, t.pos, TG_ELIMIT, "expression nested deeper than %d",
@@ -815,8 +844,8 @@ static bool parse_output(eparser *e, frame *stack) {
     }
 }
 
-tg_status tg_fused_parse(tg_ctx *ctx, const char *expr, size_t len, int nin,
-                         tg_fused_prog **out, char *msg, size_t n) {
+tg_status tg_fused_parse(tg_ctx *ctx, const char *expr, size_t len, int nin, tg_fused_prog **out,
+                         char *msg, size_t n) {
     char dummy[8];
     if (!msg || n == 0) {
         msg = dummy;
@@ -839,8 +868,10 @@ tg_status tg_fused_parse(tg_ctx *ctx, const char *expr, size_t len, int nin,
     for (size_t k = 0; k < len && e.st == TG_OK; k++)
         if (expr[k] == '\n' || expr[k] == '{' || expr[k] == '}' || expr[k] == '\0')
             efail(&e, k, TG_ESYNTAX, "%s is not allowed in an expression",
-                  expr[k] == '\n' ? "a newline" : expr[k] == '\0' ? "a NUL byte"
-                                                : expr[k] == '{' ? "'{'" : "'}'");
+                  expr[k] == '\n'   ? "a newline"
+                  : expr[k] == '\0' ? "a NUL byte"
+                  : expr[k] == '{'  ? "'{'"
+                                    : "'}'");
     if (e.st == TG_OK) eadvance(&e);
     while (e.st == TG_OK) {
         if (e.t.k == T_END || e.t.k == T_SEMI) {
@@ -972,8 +1003,7 @@ static void check_uniform(tg_fused_prog *p) {
     if (p->nout == 0 || !tg_broadcast_types(&ic, vals, p->nout, &p->space)) return;
     for (int o = 0; o < p->nout; o++) {
         const tg_fused_out *x = &p->out[o];
-        if ((x->reduce >= 0) != p->reduces || !same_shape(&p->type[x->slot], &p->space))
-            return;
+        if ((x->reduce >= 0) != p->reduces || !same_shape(&p->type[x->slot], &p->space)) return;
         if (p->reduces) {
             const tg_fused_out *f = &p->out[0];
             if (memcmp(x->red, f->red, sizeof x->red) != 0 || x->attrs[1].i != f->attrs[1].i)
@@ -988,8 +1018,7 @@ static void check_uniform(tg_fused_prog *p) {
     p->uniform = true;
 }
 
-tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char *msg,
-                        size_t n) {
+tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char *msg, size_t n) {
     char dummy[8];
     if (!msg || n == 0) {
         msg = dummy;
@@ -1017,8 +1046,13 @@ tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char 
         }
         const tg_op_def *def = tg_op_table[ins->op];
         for (int k = 0; k < ins->nin; k++) tin[k] = p->type[ins->in[k]];
-        tg_infer ic = {.op = def, .in = tin, .nin = ins->nin, .attrs = ins->attrs, .out = tout,
-                       .nout = def->nout, .runtime = runtime};
+        tg_infer ic = {.op = def,
+                       .in = tin,
+                       .nin = ins->nin,
+                       .attrs = ins->attrs,
+                       .out = tout,
+                       .nout = def->nout,
+                       .runtime = runtime};
         if (def->promote) {
             for (int k = 0; k < ins->nin; k++) want[k] = (tg_dtype)tin[k].dtype;
             if (def->promote(&ic, want) != TG_OK)
@@ -1033,8 +1067,8 @@ tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char 
                 if (lit) {
                     char why[128];
                     if (!literal_convert(c, want[k], why, sizeof why))
-                        return tfail(p, c->pos >= 0 ? c->pos : ins->pos, msg, n, TG_ETYPE,
-                                     "%s: %s", def->name, why);
+                        return tfail(p, c->pos >= 0 ? c->pos : ins->pos, msg, n, TG_ETYPE, "%s: %s",
+                                     def->name, why);
                     p->type[s].dtype = (uint8_t)want[k];
                     p->type[s].weak = all_weak;
                     tin[k] = p->type[s];
@@ -1070,15 +1104,19 @@ tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char 
             continue;
         }
         const tg_op_def *def = tg_op_table[x->reduce];
-        tg_infer ic = {.op = def, .in = v, .nin = 1, .attrs = x->attrs, .out = tout,
-                       .nout = def->nout, .runtime = runtime};
+        tg_infer ic = {.op = def,
+                       .in = v,
+                       .nin = 1,
+                       .attrs = x->attrs,
+                       .out = tout,
+                       .nout = def->nout,
+                       .runtime = runtime};
         if (def->infer(&ic) != TG_OK || ic.nout != 1)
             return tfail(p, -1, msg, n, ic.status ? ic.status : TG_ESHAPE, "output %d: %s: %s",
                          o + 1, def->name, ic.msg);
         p->out_type[o] = tout[0];
         if (!reduced_mask(&x->attrs[0], v->ndim, x->red))
-            return tfail(p, -1, msg, n, TG_EINVAL, "output %d: %s: invalid axis", o + 1,
-                         def->name);
+            return tfail(p, -1, msg, n, TG_EINVAL, "output %d: %s: invalid axis", o + 1, def->name);
     }
     check_uniform(p);
     return TG_OK;
@@ -1261,8 +1299,10 @@ char *tg_fused_format(const tg_fused_prog *p, size_t max_len, size_t *len) {
     if (!b.bad && !b.s) sb_put(&b, "", 0);
     if (b.bad) {
         tg_mem_free(p->ctx, b.s, b.cap);
-        if (!max_len || b.n <= max_len) tg_set_error(TG_ENOMEM, "fused: out of memory");
-        else tg_set_error(TG_ELIMIT, "fused: expression longer than %zu bytes", max_len);
+        if (!max_len || b.n <= max_len)
+            tg_set_error(TG_ENOMEM, "fused: out of memory");
+        else
+            tg_set_error(TG_ELIMIT, "fused: expression longer than %zu bytes", max_len);
         return NULL;
     }
     /* hand back exactly len + 1 bytes, as documented */
@@ -1287,8 +1327,8 @@ static tg_status fused_infer(tg_infer *ic) {
         return tg_infer_fail(ic, TG_EINVAL, "the attribute 'expr' must be a string");
     tg_fused_prog *p;
     char msg[sizeof ic->msg];
-    tg_status st = tg_fused_parse(tg_ctx_default(), a->s, strlen(a->s), ic->nin, &p, msg,
-                                  sizeof msg);
+    tg_status st =
+        tg_fused_parse(tg_ctx_default(), a->s, strlen(a->s), ic->nin, &p, msg, sizeof msg);
     if (st == TG_OK) st = tg_fused_type(p, ic->in, ic->runtime, msg, sizeof msg);
     if (st != TG_OK) {
         tg_fused_free(p);
@@ -1310,21 +1350,31 @@ static void runtime_type(const tg_type *st, const tg_tensor *t, tg_type *rt) {
 }
 
 /* Runs one op's reference kernel: out receives a new tensor of type *ot. */
-static tg_status run_ref(tg_kern *k, int op, const tg_aval *attrs, tg_tensor *const *in,
-                         int nin, const tg_type *ot, tg_tensor **out, int pos) {
+static tg_status run_ref(tg_kern *k, int op, const tg_aval *attrs, tg_tensor *const *in, int nin,
+                         const tg_type *ot, tg_tensor **out, int pos) {
     const tg_op_def *def = tg_op_table[op];
     tg_tensor *o = *out ? *out : tg_tensor_new(k->ctx, (tg_dtype)ot->dtype, ot->ndim, ot->shape);
     if (!o) return tg_kern_fail(k, TG_ENOMEM, "out of memory");
-    tg_node fake = {.op = op, .id = k->node->id, .nin = nin, .nout = 1, .attrs = (tg_aval *)attrs,
-                    .line = k->node->line, .col = k->node->col};
-    tg_kern sub = {.ctx = k->ctx, .node = &fake, .attrs = attrs, .in = in, .nin = nin,
-                   .out = &o, .nout = 1, .out_type = ot};
+    tg_node fake = {.op = op,
+                    .id = k->node->id,
+                    .nin = nin,
+                    .nout = 1,
+                    .attrs = (tg_aval *)attrs,
+                    .line = k->node->line,
+                    .col = k->node->col};
+    tg_kern sub = {.ctx = k->ctx,
+                   .node = &fake,
+                   .attrs = attrs,
+                   .in = in,
+                   .nin = nin,
+                   .out = &o,
+                   .nout = 1,
+                   .out_type = ot};
     tg_status st = def->ref(&sub);
     if (st != TG_OK) {
         if (!*out) tg_tensor_free(o);
         if (pos >= 0)
-            return tg_kern_fail(k, st, "expression column %d: %s: %s", pos + 1, def->name,
-                                sub.msg);
+            return tg_kern_fail(k, st, "expression column %d: %s: %s", pos + 1, def->name, sub.msg);
         return tg_kern_fail(k, st, "%s: %s", def->name, sub.msg);
     }
     *out = o;

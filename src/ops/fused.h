@@ -46,11 +46,11 @@
 
 #include "ops.h"
 
-#define TG_FUSED_MAX_ARGS 3       /* most operands of one instruction (clip, where) */
-#define TG_FUSED_MAX_INSTRS 4096  /* most instructions in one program (after sharing) */
-#define TG_FUSED_MAX_DEPTH 1024   /* deepest nesting of calls in one expression */
-#define TG_FUSED_CONST (-1)       /* tg_fused_instr.op of a literal */
-#define TG_FUSED_A_EXPR 0         /* index of `expr` in the op's attribute schema */
+#define TG_FUSED_MAX_ARGS   3    /* most operands of one instruction (clip, where) */
+#define TG_FUSED_MAX_INSTRS 4096 /* most instructions in one program (after sharing) */
+#define TG_FUSED_MAX_DEPTH  1024 /* deepest nesting of calls in one expression */
+#define TG_FUSED_CONST      (-1) /* tg_fused_instr.op of a literal */
+#define TG_FUSED_A_EXPR     0    /* index of `expr` in the op's attribute schema */
 
 typedef struct tg_fused_instr {
     int op;                    /* tg_op of an elementwise op, or TG_FUSED_CONST */
@@ -59,48 +59,48 @@ typedef struct tg_fused_instr {
     const tg_aval *attrs;      /* normalized to the op's schema (cast: `dtype` as an INT
                                   holding the tg_dtype); never NULL */
     /* literals: */
-    char lit;                  /* as written: 'i' int, 'f' float, 'b' bool */
-    uint8_t dtype;             /* tg_dtype it takes: set by tg_fused_type (builders may set
-                                  it beforehand: an f32 literal prints in its short form) */
-    int64_t i;                 /* value as written when `lit` is 'i' or 'b' (bool: 0, 1) */
-    double f;                  /* value as written when `lit` is 'f' */
-    int64_t ci;                /* after typing: the value when `dtype` is an int or bool */
-    double cf;                 /* after typing: the value when `dtype` is a float (rounded
-                                  to f32 for f32) */
-    int pos;                   /* byte offset in the expression (messages), -1 if built */
+    char lit;      /* as written: 'i' int, 'f' float, 'b' bool */
+    uint8_t dtype; /* tg_dtype it takes: set by tg_fused_type (builders may set
+                      it beforehand: an f32 literal prints in its short form) */
+    int64_t i;     /* value as written when `lit` is 'i' or 'b' (bool: 0, 1) */
+    double f;      /* value as written when `lit` is 'f' */
+    int64_t ci;    /* after typing: the value when `dtype` is an int or bool */
+    double cf;     /* after typing: the value when `dtype` is a float (rounded
+                      to f32 for f32) */
+    int pos;       /* byte offset in the expression (messages), -1 if built */
 } tg_fused_instr;
 
 typedef struct tg_fused_out {
-    int slot;                  /* the output's value, or the value a reduction reduces */
-    int reduce;                /* -1: elementwise output; else the reduction's tg_op */
-    tg_aval attrs[2];          /* reduction: the op's normalized `axis` (NONE: every axis,
-                                  or INTS as written, maybe negative) and `keepdims` (BOOL) */
-    bool red[TG_MAX_DIMS];     /* after typing: the axes of the reduced slot it reduces */
+    int slot;              /* the output's value, or the value a reduction reduces */
+    int reduce;            /* -1: elementwise output; else the reduction's tg_op */
+    tg_aval attrs[2];      /* reduction: the op's normalized `axis` (NONE: every axis,
+                              or INTS as written, maybe negative) and `keepdims` (BOOL) */
+    bool red[TG_MAX_DIMS]; /* after typing: the axes of the reduced slot it reduces */
 } tg_fused_out;
 
 typedef struct tg_fused_prog {
-    tg_ctx *ctx;               /* allocator of the arena */
-    tg_arena arena;            /* owns the program and every array below */
-    int nin;                   /* node inputs: slots 0..nin-1 */
-    int ninstr;                /* instructions: slot nin + j is instr[j]'s value */
-    int nout;                  /* outputs, in the node's output order */
-    int nslot;                 /* nin + ninstr */
-    tg_fused_instr *instr;     /* ninstr of them, in dependency order */
-    tg_fused_out *out;         /* nout of them */
-    int capinstr, capout;      /* room in instr / out (builders) */
+    tg_ctx *ctx;           /* allocator of the arena */
+    tg_arena arena;        /* owns the program and every array below */
+    int nin;               /* node inputs: slots 0..nin-1 */
+    int ninstr;            /* instructions: slot nin + j is instr[j]'s value */
+    int nout;              /* outputs, in the node's output order */
+    int nslot;             /* nin + ninstr */
+    tg_fused_instr *instr; /* ninstr of them, in dependency order */
+    tg_fused_out *out;     /* nout of them */
+    int capinstr, capout;  /* room in instr / out (builders) */
     /* filled by tg_fused_type: */
-    tg_type *type;             /* per slot: dtype, shape, weakness */
-    tg_type *out_type;         /* per output: the node's output types */
-    tg_type space;             /* iteration space: the broadcast shape of the values the
-                                  outputs read (elementwise outputs, reduced slots) */
-    bool uniform;              /* the guarantees listed above hold */
-    bool reduces;              /* the outputs are reductions */
+    tg_type *type;     /* per slot: dtype, shape, weakness */
+    tg_type *out_type; /* per output: the node's output types */
+    tg_type space;     /* iteration space: the broadcast shape of the values the
+                          outputs read (elementwise outputs, reduced slots) */
+    bool uniform;      /* the guarantees listed above hold */
+    bool reduces;      /* the outputs are reductions */
 } tg_fused_prog;
 
 /* Parses `expr` (len bytes, need not be NUL-terminated) for a node with nin inputs. On
  * error returns the status with a message naming the column in msg (n bytes), *out NULL. */
-tg_status tg_fused_parse(tg_ctx *ctx, const char *expr, size_t len, int nin,
-                         tg_fused_prog **out, char *msg, size_t n);
+tg_status tg_fused_parse(tg_ctx *ctx, const char *expr, size_t len, int nin, tg_fused_prog **out,
+                         char *msg, size_t n);
 /* The program of a fused node (parses its `expr`). */
 tg_status tg_fused_node_prog(tg_ctx *ctx, const tg_node *node, tg_fused_prog **out, char *msg,
                              size_t n);
@@ -111,8 +111,7 @@ void tg_fused_free(tg_fused_prog *p); /* NULL is a no-op */
  * the types are concrete (every extent known; `nobcast` marks '?' extents that are 1), as
  * in tg_infer. Errors name the instruction's column in msg. May be called again with other
  * types. */
-tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char *msg,
-                        size_t n);
+tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char *msg, size_t n);
 
 /* Ops allowed inside expressions (elementwise ops) and at an output's root (reductions). */
 bool tg_fused_can_inline(int op);

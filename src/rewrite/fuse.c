@@ -44,8 +44,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#define FUSE_MAX_EXPANDED 1000 /* calls in one expression, shared values counted per use */
-#define FUSE_REACH_BUDGET 4096 /* nodes one sibling path search may visit */
+#define FUSE_MAX_EXPANDED 1000     /* calls in one expression, shared values counted per use */
+#define FUSE_REACH_BUDGET 4096     /* nodes one sibling path search may visit */
 #define FUSE_SEARCH_TOTAL 4000000L /* nodes all of them may visit, plus 64 per node */
 
 enum { K_EW, K_RED };
@@ -65,25 +65,25 @@ typedef struct fgroup {
 typedef struct fuser {
     tg_graph *g;
     tg_ctx *ctx;
-    tg_node **order;       /* live nodes, inputs before users */
+    tg_node **order; /* live nodes, inputs before users */
     int norder;
-    int nn, nv;            /* g->nodes.n and g->vars.n when the pass started */
-    int *pos;              /* per node id: position in order, -1 when dead */
-    int *ustart;           /* per var id: users are unode[ustart[v] .. ustart[v + 1]) */
-    tg_node **unode;       /* users (one entry per input slot) */
-    int *outuse;           /* per var id: graph output slots holding it */
-    int *grp;              /* per node id: group, -1 none */
-    int *next;             /* per node id: next member of its group, -1 */
-    int *mult;             /* per node id: uses of its value inside its group's text */
-    fgroup *gs;            /* groups */
+    int nn, nv;      /* g->nodes.n and g->vars.n when the pass started */
+    int *pos;        /* per node id: position in order, -1 when dead */
+    int *ustart;     /* per var id: users are unode[ustart[v] .. ustart[v + 1]) */
+    tg_node **unode; /* users (one entry per input slot) */
+    int *outuse;     /* per var id: graph output slots holding it */
+    int *grp;        /* per node id: group, -1 none */
+    int *next;       /* per node id: next member of its group, -1 */
+    int *mult;       /* per node id: uses of its value inside its group's text */
+    fgroup *gs;      /* groups */
     int ngs;
-    int *vis;              /* per node id: search stamp */
-    int *gvis;             /* per group: search stamp */
-    int *cvis;             /* per group: 1 + id of the var whose readers it was listed for */
+    int *vis;  /* per node id: search stamp */
+    int *gvis; /* per group: search stamp */
+    int *cvis; /* per group: 1 + id of the var whose readers it was listed for */
     int stamp;
-    int *stack;            /* node ids, for searches */
-    int made;              /* fused nodes made */
-    long search_left;      /* node visits left to sibling searches (the pass stays linear) */
+    int *stack;       /* node ids, for searches */
+    int made;         /* fused nodes made */
+    long search_left; /* node visits left to sibling searches (the pass stays linear) */
 } fuser;
 
 static void *fz_calloc(fuser *f, size_t n, size_t elem) {
@@ -155,7 +155,6 @@ static int new_group(fuser *f, tg_node *n, int kind, const tg_type *shape) {
     add_member(f, gi, n);
     return gi;
 }
-
 
 static void merge_into(fuser *f, int b, int a) {
     fgroup *gb = &f->gs[b], *ga = &f->gs[a];
@@ -386,8 +385,7 @@ static bool reaches(fuser *f, int a, int b) {
     long budget = FUSE_REACH_BUDGET;
     f->gvis[a] = f->stamp;
     for (int m = f->gs[a].head; m >= 0; m = f->next[m]) f->vis[m] = f->stamp;
-    for (int m = f->gs[a].head; m >= 0; m = f->next[m])
-        push_users(f, f->g->nodes.items[m], &sp);
+    for (int m = f->gs[a].head; m >= 0; m = f->next[m]) push_users(f, f->g->nodes.items[m], &sp);
     while (sp > 0) {
         if (--budget < 0 || --f->search_left < 0) return true;
         const tg_node *u = f->g->nodes.items[f->stack[--sp]];
@@ -416,7 +414,8 @@ static bool siblings_fit(const fuser *f, int a, int b, const tg_var *x) {
     const fgroup *ga = &f->gs[a], *gb = &f->gs[b];
     if (ga->kind != gb->kind || !same_shape(&ga->shape, &gb->shape)) return false;
     if (!static_shape(&ga->shape) && !same_shape(&x->type, &ga->shape)) return false;
-    if (ga->kind == K_RED && (memcmp(ga->red, gb->red, sizeof ga->red) != 0 || ga->keep != gb->keep))
+    if (ga->kind == K_RED &&
+        (memcmp(ga->red, gb->red, sizeof ga->red) != 0 || ga->keep != gb->keep))
         return false;
     return ga->esize + gb->esize <= FUSE_MAX_EXPANDED && ga->nout + gb->nout <= TG_MAX_OUTS;
 }
@@ -442,13 +441,13 @@ static void merge_siblings(fuser *f) {
         if (f->ustart[v + 1] - f->ustart[v] < 2 || is_literal(x)) continue;
         for (int k = f->ustart[v]; k < f->ustart[v + 1];) {
             int nc = readers(f, x, &k, cand, MAXC);
-        for (int i = 1; i < nc; i++) {
-            for (int j = 0; j < i; j++) {
-                int a = gfind(f, cand[i]), b = gfind(f, cand[j]);
-                if (a == b || !siblings_fit(f, b, a, x)) continue;
-                if (reaches(f, a, b) || reaches(f, b, a)) continue;
-                merge_into(f, b, a);
-                break;
+            for (int i = 1; i < nc; i++) {
+                for (int j = 0; j < i; j++) {
+                    int a = gfind(f, cand[i]), b = gfind(f, cand[j]);
+                    if (a == b || !siblings_fit(f, b, a, x)) continue;
+                    if (reaches(f, a, b) || reaches(f, b, a)) continue;
+                    merge_into(f, b, a);
+                    break;
                 }
             }
         }
@@ -480,20 +479,19 @@ static bool literal_of(const tg_var *v, char *lit, int64_t *i, double *x) {
 }
 
 typedef struct builder {
-    int *slot;        /* per node id: its slot in the program being built */
-    int *islot;       /* per var id: input slot (valid when istamp matches) */
+    int *slot;  /* per node id: its slot in the program being built */
+    int *islot; /* per var id: input slot (valid when istamp matches) */
     int *istamp;
     int stamp;
-    tg_var **ins;     /* inputs of the fused node */
-    tg_var **exits;   /* values it replaces, in output order */
-    tg_var **map;     /* per var id (original vars): the replacement, or NULL */
-    bool *built;      /* per group: replaced by a fused node */
+    tg_var **ins;   /* inputs of the fused node */
+    tg_var **exits; /* values it replaces, in output order */
+    tg_var **map;   /* per var id (original vars): the replacement, or NULL */
+    bool *built;    /* per group: replaced by a fused node */
 } builder;
 
 /* Builds the fused node of group gi from its members (topological order); false when the
  * group is left unfused, with *st set on errors that must stop the pass. */
-static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int nm,
-                        tg_status *st) {
+static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int nm, tg_status *st) {
     tg_graph *g = f->g;
     int nin = 0, ne = 0;
     b->stamp++;
@@ -541,7 +539,8 @@ static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int n
             continue;
         }
         b->slot[m->id] = tg_fused_add_op(p, m->op, in, m->nin, m->attrs);
-        if (b->slot[m->id] < 0) err = TG_ENOMEM;
+        if (b->slot[m->id] < 0)
+            err = TG_ENOMEM;
         else if (leaves(f, m->out[0], gi) && f->gs[gi].kind != K_EW)
             ok = false; /* a reduction group never lets an elementwise value out */
         else if (leaves(f, m->out[0], gi) && !tg_fused_add_out(p, b->slot[m->id], -1, NULL))
@@ -569,8 +568,10 @@ static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int n
                  q->out_type[k].weak == b->exits[k]->type.weak;
 #ifndef NDEBUG
         if (!ok && err == TG_OK)
-            err = tg_set_error(TG_EINTERNAL, "fuse: the fused expression '%.200s' does not "
-                               "give the types it replaces%s%s", text, msg[0] ? ": " : "", msg);
+            err = tg_set_error(TG_EINTERNAL,
+                               "fuse: the fused expression '%.200s' does not "
+                               "give the types it replaces%s%s",
+                               text, msg[0] ? ": " : "", msg);
 #endif
     }
     if (tin) tg_mem_free(g->ctx, tin, sizeof *tin * (size_t)(nin + 1));
@@ -593,9 +594,9 @@ static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int n
     g->col = col;
     tg_mem_free(g->ctx, text, len + 1);
     if (!n || n->nout != ne) {
-        *st = n ? tg_set_error(TG_EINTERNAL, "fuse: a fused node has %d outputs, not %d", n->nout,
-                               ne)
-                : g->status;
+        *st =
+            n ? tg_set_error(TG_EINTERNAL, "fuse: a fused node has %d outputs, not %d", n->nout, ne)
+              : g->status;
         return false;
     }
     for (int k = 0; k < ne; k++) {

@@ -90,8 +90,8 @@ static void check_same(tg_graph *a, tg_graph *b, tg_tensor *const *in) {
     char msga[TG_ERRMSG_MAX];
     snprintf(msga, sizeof msga, "%s", tg_last_error());
     tg_status sb = run_ref(b, in, ob);
-    if (sa != sb) print_error("statuses differ: %d (%s) and %d (%s)\n", sa, msga, sb,
-                              tg_last_error());
+    if (sa != sb)
+        print_error("statuses differ: %d (%s) and %d (%s)\n", sa, msga, sb, tg_last_error());
     assert_int_equal(sa, sb);
     for (int i = 0; i < no && sa == TG_OK; i++) {
         if (!same_tensor(oa[i], ob[i])) {
@@ -146,7 +146,7 @@ static tg_var *rnd_op(tg_graph *g, tg_var **pool, int n) {
     tg_var *a = pool[rndn(n)], *b = pool[rndn(n)];
     int r = rndn(100);
     if (r < 30) { /* unary */
-        static const char *const fops[] = {"neg", "exp", "sin", "cos", "tanh", "abs",
+        static const char *const fops[] = {"neg",     "exp",   "sin",  "cos",   "tanh", "abs",
                                            "sigmoid", "floor", "sign", "log1p", "sqrt"};
         const char *op = fops[rndn((int)(sizeof fops / sizeof *fops))];
         if (is_bool(a)) return tg_apply(g, "not", &a, 1, NULL, 0);
@@ -154,12 +154,12 @@ static tg_var *rnd_op(tg_graph *g, tg_var **pool, int n) {
         return tg_apply(g, op, &a, 1, NULL, 0);
     }
     if (r < 70) { /* binary, maybe with a literal */
-        static const char *const bops[] = {"add", "sub", "mul", "div", "maximum", "minimum",
-                                           "int_div", "mod", "lt", "ge", "eq", "pow"};
+        static const char *const bops[] = {"add",     "sub", "mul", "div", "maximum", "minimum",
+                                           "int_div", "mod", "lt",  "ge",  "eq",      "pow"};
         const char *op = bops[rndn((int)(sizeof bops / sizeof *bops))];
         if (rndn(4) == 0) b = rnd_literal(g);
-        if (is_bool(a) && is_bool(b)) return tg_apply(g, rndn(2) ? "and" : "or",
-                                                      (tg_var *[]){a, b}, 2, NULL, 0);
+        if (is_bool(a) && is_bool(b))
+            return tg_apply(g, rndn(2) ? "and" : "or", (tg_var *[]){a, b}, 2, NULL, 0);
         if (is_bool(a) || is_bool(b) || !bcast_ok(a, b)) return NULL;
         bool fa = tg_dtype_is_float(tg_var_dtype(a)), fb = tg_dtype_is_float(tg_var_dtype(b));
         if (!strcmp(op, "pow") && !(fa && fb)) return NULL; /* negative int powers fail */
@@ -210,8 +210,9 @@ static void one_random_graph(stats *s) {
         tg_dtype dt;
         int nd;
         int64_t shape[2];
-    } ins[] = {{"x", TG_DT_F64, 2, {3, 4}}, {"y", TG_DT_F32, 1, {4}}, {"z", TG_DT_F64, 2, {3, 1}},
-               {"s", TG_DT_F64, 0, {0}},    {"i", TG_DT_I32, 2, {3, 4}}, {"b", TG_DT_BOOL, 1, {4}}};
+    } ins[] = {{"x", TG_DT_F64, 2, {3, 4}}, {"y", TG_DT_F32, 1, {4}},
+               {"z", TG_DT_F64, 2, {3, 1}}, {"s", TG_DT_F64, 0, {0}},
+               {"i", TG_DT_I32, 2, {3, 4}}, {"b", TG_DT_BOOL, 1, {4}}};
     enum { NIN = 6, MAXV = 64 };
     tg_var *pool[MAXV];
     tg_tensor *vals[NIN];
@@ -292,7 +293,8 @@ static void test_long_chain_is_cut(void **state) {
     tg_graph *g = tg_graph_new(NULL, "chain");
     tg_var *x = tg_input(g, "x", TG_DT_F64, 1, (int64_t[]){5});
     tg_var *v = x;
-    for (int k = 0; k < 3000; k++) v = k % 2 ? tg_sin(g, v) : tg_add(g, v, tg_literal_float(g, 0.25));
+    for (int k = 0; k < 3000; k++)
+        v = k % 2 ? tg_sin(g, v) : tg_add(g, v, tg_literal_float(g, 0.25));
     assert_int_equal(tg_graph_set_outputs(g, &v, 1), TG_OK);
     tg_graph *c = fused_clone(g);
     int nf = count_op(c, TG_OP_FUSED), all = count_op(c, -1);
@@ -356,8 +358,10 @@ static void test_roundtrip(void **state) {
     assert_int_equal(st, TG_OK);
     char *t1 = print_module(m);
     /* the expressions print as written; the names stay */
-    assert_non_null(strstr(t1, "a = fused{add(mul(exp(neg(mul(%0, %0))), sin(%0)), div(%0, 2))}(x)"));
-    assert_non_null(strstr(t1, "b, s = fused{exp(sub(%0, %1)); sum(exp(sub(%0, %1)), axis=[1])}(x, y)"));
+    assert_non_null(
+        strstr(t1, "a = fused{add(mul(exp(neg(mul(%0, %0))), sin(%0)), div(%0, 2))}(x)"));
+    assert_non_null(
+        strstr(t1, "b, s = fused{exp(sub(%0, %1)); sum(exp(sub(%0, %1)), axis=[1])}(x, y)"));
     assert_non_null(strstr(t1, "c = fused{where(gt(%0, 0), cast(%1, dtype=\"f32\"), inf)}(y, n)"));
     tg_graph *g = tg_module_func(m, 0);
     assert_int_equal(count_op(g, TG_OP_FUSED), 5);
@@ -375,13 +379,12 @@ static void test_roundtrip(void **state) {
     tg_module_free(m);
 
     /* the pass's own output parses back and prints the same */
-    static const char src2[] =
-        "func w(x: f32[7], i: i8[7]) {\n"
-        "  y = add(mul(exp(neg(div(mul(x, x), 2))), sin(x)), div(x, 2.5))\n"
-        "  k = maximum(mul(i, -3), 1)\n"
-        "  s = sum(exp(sub(x, 0.1)))\n"
-        "  return y, k, s\n"
-        "}\n";
+    static const char src2[] = "func w(x: f32[7], i: i8[7]) {\n"
+                               "  y = add(mul(exp(neg(div(mul(x, x), 2))), sin(x)), div(x, 2.5))\n"
+                               "  k = maximum(mul(i, -3), 1)\n"
+                               "  s = sum(exp(sub(x, 0.1)))\n"
+                               "  return y, k, s\n"
+                               "}\n";
     assert_int_equal(tg_module_parse(NULL, src2, strlen(src2), "w.tg", &m), TG_OK);
     tg_graph *c = fused_clone(tg_module_func(m, 0));
     assert_int_equal(count_op(c, TG_OP_FUSED), 3);
@@ -532,12 +535,13 @@ static void test_text_errors(void **state) {
                     "f.tg:2:7: fused: expression column 1: unknown op 'foo'");
     expect_tg_error("func f(x: f32[3]) {\n  t = fused{exp(%0)}\n  return t\n}\n", TG_ESYNTAX,
                     "f.tg:2:21: expected '(' after fused{...}");
-    expect_tg_error("func f(x: f32[3]) {\n  t = fused{exp(%0)}(x, expr=\"sin(%0)\")\n  return t\n}\n",
-                    TG_EINVAL, "attribute 'expr' given twice");
+    expect_tg_error(
+        "func f(x: f32[3]) {\n  t = fused{exp(%0)}(x, expr=\"sin(%0)\")\n  return t\n}\n",
+        TG_EINVAL, "attribute 'expr' given twice");
     expect_tg_error("func f(x: f32[3]) {\n  t = fused{exp(%1)}(x)\n  return t\n}\n", TG_EINDEX,
                     "input %1 does not exist");
-    expect_tg_error("func f(x: f32[3]) {\n  a, b = fused{exp(%0)}(x)\n  return a\n}\n",
-                    TG_ESYNTAX, "gives 1 value but 2 names are bound");
+    expect_tg_error("func f(x: f32[3]) {\n  a, b = fused{exp(%0)}(x)\n  return a\n}\n", TG_ESYNTAX,
+                    "gives 1 value but 2 names are bound");
     /* spaces inside the braces are fine, and a later function is still found by @name */
     static const char ok[] = "func f(x: f32[3]) {\n  a, b = fused{ exp(%0) ; sin(%0) }(x)\n"
                              "  return a, b\n}\nfunc g(x: f32[3]) {\n  return x\n}\n";
@@ -619,8 +623,8 @@ static void test_program(void **state) {
     int a = tg_fused_add_op(p, TG_OP_ADD, (int[]){0, c}, 2, NULL);
     assert_int_equal(tg_fused_add_op(p, TG_OP_DOT, (int[]){0, 0}, 2, NULL), -1);
     assert_int_equal(tg_fused_add_op(p, TG_OP_EXP, (int[]){7}, 1, NULL), -1);
-    assert_true(tg_fused_add_out(p, a, TG_OP_MAX, (tg_aval[]){{.kind = TG_ATTR_NONE},
-                                                               {.kind = TG_ATTR_BOOL}}));
+    assert_true(tg_fused_add_out(p, a, TG_OP_MAX,
+                                 (tg_aval[]){{.kind = TG_ATTR_NONE}, {.kind = TG_ATTR_BOOL}}));
     assert_false(tg_fused_add_out(p, 0, -1, NULL)); /* an input alone */
     t = tg_fused_format(p, 0, &len);
     assert_string_equal(t, "max(add(%0, 0.1))"); /* an f32 literal in its short form */
@@ -647,7 +651,8 @@ static void test_runtime_errors(void **state) {
                         tg_tensor_from_data(NULL, TG_DT_I32, 1, (int64_t[]){2}, yv)};
     tg_tensor *out = NULL;
     assert_int_not_equal(run_ref(g, in, &out), TG_OK);
-    assert_non_null(strstr(tg_last_error(), "(fused): expression column 5: pow: integers to negative"));
+    assert_non_null(
+        strstr(tg_last_error(), "(fused): expression column 5: pow: integers to negative"));
     tg_tensor_free(in[0]);
     tg_tensor_free(in[1]);
     tg_graph_free(g);
@@ -679,11 +684,10 @@ static void test_runtime_errors(void **state) {
  * default compile mode gives the reference's numbers. */
 static void test_pipeline(void **state) {
     (void)state;
-    static const char src[] =
-        "func w1(x: f32[1000]) {\n"
-        "  y = add(mul(exp(neg(div(mul(x, x), 2))), sin(x)), div(x, 2))\n"
-        "  return y\n"
-        "}\n";
+    static const char src[] = "func w1(x: f32[1000]) {\n"
+                              "  y = add(mul(exp(neg(div(mul(x, x), 2))), sin(x)), div(x, 2))\n"
+                              "  return y\n"
+                              "}\n";
     tg_module *m = NULL;
     assert_int_equal(tg_module_parse(NULL, src, strlen(src), "w1.tg", &m), TG_OK);
     tg_graph *o = NULL;

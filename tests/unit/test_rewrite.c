@@ -253,6 +253,25 @@ static void test_use_counts_ignore_dead_nodes(void **state) {
     tg_module_free(m);
 }
 
+/* tg_rw_const_fill: a constant of the node's exact type (weak 0-d ones are literals). */
+static tg_var *r_fill(tg_rw *rw, tg_node *n) { return tg_rw_const_fill(rw, &n->out[0]->type, 2); }
+
+static void test_const_fill(void **state) {
+    (void)state;
+    tg_module *m;
+    tg_graph *g = parse1("func f(x: f32[2,3]) {\n  return tanh(x), tanh(neg(2.5))\n}\n", &m);
+    static const tg_rule rules[] = {{"fill", TG_OP_TANH, r_fill}};
+    tg_graph *c = tg_graph_clone(g);
+    assert_int_equal(tg_rw_apply(c, "test", rules, 1, NULL), TG_OK);
+    assert_int_equal(tg_graph_verify(c), TG_OK);
+    tg_var *a = tg_graph_output(c, 0), *b = tg_graph_output(c, 1);
+    assert_true(tg_rw_same_type(a, tg_graph_output(g, 0)) && tg_rw_is_const(a, 2));
+    assert_true(tg_rw_same_type(b, tg_graph_output(g, 1)) && tg_rw_is_const(b, 2));
+    assert_true(b->type.weak && b->lit == 'f' && !a->type.weak && a->lit == 0);
+    tg_graph_free(c);
+    tg_module_free(m);
+}
+
 /* ---- canonicalize ---- */
 
 static void test_fold_types_exact(void **state) {
@@ -589,6 +608,7 @@ int main(void) {
         cmocka_unit_test(test_cycle_guard),
         cmocka_unit_test(test_type_change_refused),
         cmocka_unit_test(test_use_counts_ignore_dead_nodes),
+        cmocka_unit_test(test_const_fill),
         cmocka_unit_test(test_fold_types_exact),
         cmocka_unit_test(test_uses_kept_where_inference_changes),
         cmocka_unit_test(test_identities_keep_nan_inf_and_zero_signs),
