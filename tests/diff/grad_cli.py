@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""grad_cli.py - gradients through the command line, checked against NumPy.
+
+Each case is a .tg program whose function returns a scalar loss and its gradients
+(`grad(loss, ...)`), and the same loss written with NumPy. The script runs `tgraph run`
+(in each --mode) with random inputs, then compares every gradient with central finite
+differences of the NumPy loss in float64, and the loss itself with NumPy's value.
+The classic cases are included: d/dz sum(z^2) = 2z, the gradient of x(?,?) + b(1,?) with
+respect to b summed over axis 0 keeping shape (1,n), dot's (g.Y^T, X^T.g), and a small
+MLP with softmax cross-entropy.
+
+usage: grad_cli.py --tgraph PATH [--mode reference,vm]
+Ends with the line "N passed, N failed"; exits 1 when a case failed.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+RNG = np.random.default_rng(20261202)
+
+
+def log_softmax(h, axis):
+    m = h.max(axis=axis, keepdims=True)
+    return h - m - np.log(np.exp(h - m).sum(axis=axis, keepdims=True))
+
+
+CASES = [
+    ("sum_of_squares", """
+func main(z: f64[5]) {
+  loss = sum(mul(z, z))
+  gz = grad(loss, z)
+  return loss, gz
+}""", {"z": (5,)}, lambda v: np.sum(v["z"] ** 2), ["z"]),
+    ("row_bias", """
+func main(x: f64[?,?], b: f64[1,?]) {
+  loss = sum(tanh(add(x, b)))
+  gx, gb = grad(loss, x, b)
+  return loss, gx, gb
+}""", {"x": (4, 3), "b": (1, 3)}, lambda v: np.sum(np.tanh(v["x"] + v["b"])), ["x", "b"]),
+    ("dot", """
+func main(X: f64[3,4], Y: f64[4,2], G: f64[3,2]) {
+  loss = sum(mul(dot(X, Y), G))
+  gX, gY = grad(loss, X, Y)
+  return loss, gX, gY
+}""", {"X": (3, 4), "Y": (4, 2), "G": (3, 2)},
+     lambda v: np.sum((v["X"] @ v["Y"]) * v["G"]), ["X", "Y"]),
+    ("mlp_cross_entropy", """
+func main(x: f64[?,5], W1: f64[5,4], b1: f64[4], W2: f64[4,3], y: i64[?]) {
+  h = tanh(add(dot(x, W1), b1))
+  lp = log_softmax(dot(h, W2), axis=1)
+  loss = mean(neg(take_along(lp, expand_dims(y, axis=1), axis=1)))
+  gW1, gb1, gW2 = grad(loss, W1, b1, W2)
+  return loss, gW1, gb1, gW2
+}""", {"x": (6, 5), "W1": (5, 4), "b1": (4,), "W2": (4, 3), "y": ("int", 6, 3)},
+     lambda v: -np.mean(np.take_along_axis(
+         log_softmax(np.tanh(v["x"] @ v["W1"] + v["b1"]) @ v["W2"], 1),
+         v["y"][:, None], axis=1)), ["W1", "b1", "W2"]),
+    ("slices_and_reductions", """
+func main(x: f64[4,6]) {
+  a = x[::-1, 1::2]
+  loss = add(sum(mul(a, a)), max(exp(x[1:3])))
+  gx = grad(loss, x)
+  return loss, gx
+}""", {"x": (4, 6)}, lambda v: np.sum(v["x"][::-1, 1::2] ** 2) + np.max(np.exp(v["x"][1:3])),
+     ["x"]),
+]
+
+
+def numeric_grad(f, vals, name, eps=1e-6):
+    x = vals[name]
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        x[i] = old + eps
+        fp = f(vals)
+        x[i] = old - eps
+        fm = f(vals)
+        x[i] = old
+        g[i] = (fp - fm) / (2 * eps)
+    return g
+
+
+def run_case(tgraph, mode, case, work):
+    name, src, shapes, f, wrt = case
+    path = os.path.join(work, name + ".tg")
+    with open(path, "w") as fh:
+        fh.write(src.strip() + "\n")
+    vals, args = {}, [tgraph, "run", path, "--mode", mode]
+    for k, s in shapes.items():
+        vals[k] = (RNG.integers(0, s[2], size=s[1]).astype(np.int64) if s[0] == "int"
+                   else RNG.standard_normal(s))
+        np.save(os.path.join(work, k + ".npy"), vals[k])
+        args += ["--in", f"{k}={os.path.join(work, k + '.npy')}"]
+    outs = ["loss"] + ["g" + w for w in wrt]
+    for o in outs:
+        args += ["--out", f"{o}={os.path.join(work, o + '.npy')}"]
+    res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    if res.returncode != 0:
+        return f"tgraph failed: {res.stderr.decode().strip()}"
+    loss = np.load(os.path.join(work, "loss.npy"))
+    if not np.allclose(loss, f(vals), rtol=1e-12, atol=1e-12):
+        return f"loss {loss} != NumPy {f(vals)}"
+    for w in wrt:
+        got = np.load(os.path.join(work, "g" + w + ".npy"))
+        if got.shape != vals[w].shape or got.dtype != vals[w].dtype:
+            return f"grad {w}: shape/dtype {got.shape}/{got.dtype}, want {vals[w].shape}/{vals[w].dtype}"
+        want = numeric_grad(f, vals, w)
+        err = np.max(np.abs(got - want)) if got.size else 0.0
+        if not np.allclose(got, want, rtol=1e-6, atol=1e-7):
+            return f"grad {w}: max abs error {err:.3g}\n got {got}\n finite differences {want}"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tgraph", required=True)
+    ap.add_argument("--mode", default="reference,vm")
+    a = ap.parse_args()
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as work:
+        for mode in a.mode.split(","):
+            for case in CASES:
+                msg = run_case(a.tgraph, mode, case, work)
+                if msg:
+                    failed += 1
+                    print(f"FAIL {case[0]} [{mode}]: {msg}")
+                else:
+                    passed += 1
+                    print(f"PASS {case[0]} [{mode}]")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
