@@ -38,7 +38,7 @@ echo "== W5: 10 elementwise ops on 10-element vectors, calls from C =="
 
 echo "== W1 ratios: tgraph / best peer (median; below 1 is faster) =="
 awk '
-/^w1 / {
+/^w1 .*: median / {
     name = $0; sub(/: median.*/, "", name)
     med = $0; sub(/.*: median /, "", med); sub(/ ms.*/, "", med)
     if (name ~ /^w1 vm/) { tg[name] = med + 0; order[++n] = name }

@@ -59,7 +59,8 @@ int main(int argc, char **argv) {
     }
     if (runs < 1 || n < 1) return 2;
     tg_graph *g = build();
-    tg_tensor *x = tg_tensor_new(NULL, TG_DT_F64, 1, &n), *y = tg_tensor_new(NULL, TG_DT_F64, 1, &n);
+    tg_tensor *x = tg_tensor_new(NULL, TG_DT_F64, 1, &n),
+              *y = tg_tensor_new(NULL, TG_DT_F64, 1, &n);
     double *xd = tg_tensor_data(x);
     for (int64_t i = 0; i < n; i++) xd[i] = -5.0 + 10.0 * (double)i / (double)(n > 1 ? n - 1 : 1);
     double *t = malloc(sizeof *t * (size_t)runs);

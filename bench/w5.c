@@ -18,11 +18,11 @@ static tg_graph *build(void) {
     tg_var *x = tg_input(g, "x", TG_DT_F64, 1, &ten);
     tg_var *a = tg_input(g, "a", TG_DT_F64, 1, &ten);
     tg_var *b = tg_input(g, "b", TG_DT_F64, 1, &ten);
-    tg_var *t = tg_tanh(g, tg_add(g, tg_mul(g, x, a), b));              /* 3 */
-    tg_var *u = tg_mul(g, t, tg_exp(g, tg_neg(g, x)));                  /* 3 */
-    tg_var *v = tg_add(g, u, tg_sqrt(g, tg_abs(g, x)));                 /* 3 */
-    tg_var *w = tg_log1p(g, tg_mul(g, x, x));                           /* 2 */
-    tg_var *y = tg_sub(g, v, tg_div(g, w, tg_literal_float(g, 3.0)));   /* 2 */
+    tg_var *t = tg_tanh(g, tg_add(g, tg_mul(g, x, a), b));            /* 3 */
+    tg_var *u = tg_mul(g, t, tg_exp(g, tg_neg(g, x)));                /* 3 */
+    tg_var *v = tg_add(g, u, tg_sqrt(g, tg_abs(g, x)));               /* 3 */
+    tg_var *w = tg_log1p(g, tg_mul(g, x, x));                         /* 2 */
+    tg_var *y = tg_sub(g, v, tg_div(g, w, tg_literal_float(g, 3.0))); /* 2 */
     if (!y || tg_graph_set_outputs(g, &y, 1) != TG_OK) {
         fprintf(stderr, "w5: %s\n", tg_last_error());
         exit(1);
@@ -53,7 +53,8 @@ int main(int argc, char **argv) {
         const char *name;
         tg_mode mode;
         bool no_rewrite;
-    } cfg[] = {{"vm", TG_MODE_VM, false}, {"vm unfused", TG_MODE_VM, true},
+    } cfg[] = {{"vm", TG_MODE_VM, false},
+               {"vm unfused", TG_MODE_VM, true},
                {"reference", TG_MODE_REFERENCE, false}};
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
         tg_compile_opts o = {.mode = cfg[c].mode, .no_rewrite = cfg[c].no_rewrite, .nthreads = 1};

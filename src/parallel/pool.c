@@ -5,7 +5,9 @@
  * sees a new generation (workers whose ith >= nth only acknowledge), then decrements
  * `pending`; the caller runs share 0 and waits for `pending` to reach 0.
  *
- * Waiting on both sides spins for about SPIN_NS, then sleeps on a condition variable.
+ * Waiting on both sides spins for about SPIN_NS (yielding the core now and then after
+ * YIELD_NS, so that on a busy machine a worker that has not started yet can run on the
+ * waiter's core), then sleeps on a condition variable.
  * Lost wake-ups are impossible by a Dekker-style handshake on sequentially consistent
  * atomics: a sleeper first announces itself (sleepers / caller_sleeping) and then checks
  * the condition under the mutex; a waker first makes the condition true and then reads
@@ -27,7 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SPIN_NS 50000 /* how long a waiting thread spins before it sleeps */
+#define SPIN_NS     50000 /* how long a waiting thread spins before it sleeps */
+#define YIELD_NS    5000  /* then the spin also yields the core now and then */
 #define MAX_THREADS 1024
 
 typedef struct worker {
@@ -36,24 +39,24 @@ typedef struct worker {
 } worker;
 
 struct tg_pool {
-    tg_ctx *ctx;                  /* allocator of this object */
-    int n;                        /* threads, the caller included */
-    pthread_t *threads;           /* n - 1 workers */
-    worker *workers;              /* their arguments */
-    int started;                  /* workers created so far */
-    pthread_mutex_t mu;           /* guards sleeping on wake / done */
-    pthread_cond_t wake;          /* workers sleep here */
-    pthread_cond_t done;          /* the caller sleeps here */
+    tg_ctx *ctx;         /* allocator of this object */
+    int n;               /* threads, the caller included */
+    pthread_t *threads;  /* n - 1 workers */
+    worker *workers;     /* their arguments */
+    int started;         /* workers created so far */
+    pthread_mutex_t mu;  /* guards sleeping on wake / done */
+    pthread_cond_t wake; /* workers sleep here */
+    pthread_cond_t done; /* the caller sleeps here */
     /* the task, written by the caller before `gen` is bumped */
     tg_pool_fn fn;
     void *arg;
     int nth;
-    _Alignas(64) atomic_uint gen; /* task generation */
-    atomic_int sleepers;          /* workers waiting on `wake` */
-    atomic_bool stop;             /* set once, by tg_pool_free */
+    _Alignas(64) atomic_uint gen;    /* task generation */
+    atomic_int sleepers;             /* workers waiting on `wake` */
+    atomic_bool stop;                /* set once, by tg_pool_free */
     _Alignas(64) atomic_int pending; /* workers that have not finished the task */
-    atomic_bool caller_sleeping;  /* the caller waits on `done` */
-    _Alignas(64) atomic_bool busy; /* a task is in flight */
+    atomic_bool caller_sleeping;     /* the caller waits on `done` */
+    _Alignas(64) atomic_bool busy;   /* a task is in flight */
 };
 
 static inline void cpu_relax(void) {
@@ -82,6 +85,8 @@ static bool spin_while_uint(atomic_uint *a, unsigned v) {
                 t0 = t;
             else if (t - t0 > SPIN_NS)
                 return false;
+            else if (t - t0 > YIELD_NS)
+                sched_yield(); /* let a starved thread of ours (or anyone) run */
         }
     }
 }
@@ -98,6 +103,8 @@ static bool spin_until_zero(atomic_int *a) {
                 t0 = t;
             else if (t - t0 > SPIN_NS)
                 return false;
+            else if (t - t0 > YIELD_NS)
+                sched_yield(); /* let a starved thread of ours (or anyone) run */
         }
     }
 }

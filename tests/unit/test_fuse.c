@@ -616,6 +616,18 @@ static void test_program(void **state) {
     assert_false(p->uniform); /* exp(%0) has shape [3], the space is [2,3] */
     tg_fused_free(p);
 
+    /* the extreme integer literals of i64 */
+    static const char lo[] = "add(%0, -9223372036854775808); mul(%0, 9223372036854775807)";
+    assert_int_equal(tg_fused_parse(NULL, lo, strlen(lo), 1, &p, msg, sizeof msg), TG_OK);
+    tg_type i64 = ty(TG_DT_I64, 1, 2, 0);
+    assert_int_equal(tg_fused_type(p, &i64, false, msg, sizeof msg), TG_OK);
+    assert_true(p->instr[0].ci == INT64_MIN);
+    assert_true(p->instr[2].ci == INT64_MAX);
+    t = tg_fused_format(p, 0, &len);
+    assert_string_equal(t, lo);
+    tg_mem_free(p->ctx, t, len + 1);
+    tg_fused_free(p);
+
     /* programs built by hand (the pass's way) */
     p = tg_fused_new(NULL, 1);
     assert_non_null(p);

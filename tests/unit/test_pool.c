@@ -19,10 +19,10 @@
 enum { MAXT = 16 };
 
 typedef struct counts {
-    atomic_int calls[MAXT]; /* per ith */
-    atomic_int bad;         /* calls with an unexpected nth or ith */
-    int want_nth;           /* expected nth (0: any) */
-    int64_t data[MAXT * 64];/* each thread writes its own slice (plain stores) */
+    atomic_int calls[MAXT];  /* per ith */
+    atomic_int bad;          /* calls with an unexpected nth or ith */
+    int want_nth;            /* expected nth (0: any) */
+    int64_t data[MAXT * 64]; /* each thread writes its own slice (plain stores) */
 } counts;
 
 static void count_fn(void *arg, int ith, int nth) {
@@ -71,7 +71,8 @@ static void test_run_n_fewer_threads(void **state) {
         reset(&c, want);
         for (int r = 0; r < 100; r++) assert_int_equal(tg_pool_run_n(p, nmax, count_fn, &c), want);
         assert_int_equal(atomic_load(&c.bad), 0);
-        for (int i = 0; i < MAXT; i++) assert_int_equal(atomic_load(&c.calls[i]), i < want ? 100 : 0);
+        for (int i = 0; i < MAXT; i++)
+            assert_int_equal(atomic_load(&c.calls[i]), i < want ? 100 : 0);
     }
     /* a NULL pool runs on the caller */
     counts c;

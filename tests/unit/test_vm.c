@@ -71,8 +71,8 @@ static uint64_t ulps(double a, double b, tg_dtype dt) {
 
 /* Compares got with ref (same dtype and shape): integers and bool exactly, floats within
  * max_ulps or a relative error rtol (0: ULPs only). */
-static void expect_close(const tg_tensor *ref, const tg_tensor *got, uint64_t max_ulps,
-                         double rtol, const char *what) {
+static void expect_close(const tg_tensor *ref, const tg_tensor *got, uint64_t max_ulps, double rtol,
+                         const char *what) {
     assert_non_null(ref);
     assert_non_null(got);
     tg_dtype dt = tg_tensor_dtype(ref);
@@ -91,8 +91,7 @@ static void expect_close(const tg_tensor *ref, const tg_tensor *got, uint64_t ma
         } else {
             ok = a == b;
         }
-        if (!ok)
-            fail_msg("%s: element %lld: reference %.17g, vm %.17g", what, (long long)i, a, b);
+        if (!ok) fail_msg("%s: element %lld: reference %.17g, vm %.17g", what, (long long)i, a, b);
     }
 }
 
@@ -114,9 +113,9 @@ static void store(tg_tensor *t, int64_t i, double v) {
 /* Values for op input k: a few special values first, then random ones of a range that
  * suits the op and dtype. */
 static void fill_for(tg_tensor *t, const char *op, int k) {
-    static const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1.0, -1.0, 0.5,
-                                      2.5, -2.5, 1e-310, 1e300, -1e300, 3.0, 1e-3,
-                                      0x1p-1022, 0x1p1023, 0x1p-1060, 0x1p-140, 0x1p-126};
+    static const double specials[] = {0.0,  -0.0,      INFINITY, -INFINITY, NAN,      1.0,     -1.0,
+                                      0.5,  2.5,       -2.5,     1e-310,    1e300,    -1e300,  3.0,
+                                      1e-3, 0x1p-1022, 0x1p1023, 0x1p-1060, 0x1p-140, 0x1p-126};
     tg_dtype dt = tg_tensor_dtype(t);
     int64_t n = tg_tensor_size(t);
     bool fl = tg_dtype_is_float(dt);
@@ -193,11 +192,10 @@ static void run_both(tg_fn *vm, tg_fn *ref, tg_tensor *const *in, int nin, int n
 
 /* ULP bound of an elementwise op against the reference (vkernels.h). */
 static uint64_t op_ulps(const char *op, tg_dtype dt) {
-    static const char *const exact[] = {"add",   "sub",     "mul",     "div",   "int_div",
-                                        "mod",   "maximum", "minimum", "neg",   "abs",
-                                        "sign",  "sqrt",    "floor",   "ceil",  "round",
-                                        "clip",  "where",   "lt",      "le",    "gt",
-                                        "ge",    "eq",      "ne",      "isnan", "isinf"};
+    static const char *const exact[] = {
+        "add", "sub",  "mul",  "div",   "int_div", "mod",   "maximum", "minimum", "neg",
+        "abs", "sign", "sqrt", "floor", "ceil",    "round", "clip",    "where",   "lt",
+        "le",  "gt",   "ge",   "eq",    "ne",      "isnan", "isinf"};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
         if (strcmp(op, exact[i]) == 0) return 0;
     if (strcmp(op, "rsqrt") == 0) return dt == TG_DT_F32 ? 1 : 0;
@@ -220,7 +218,8 @@ static void check_elementwise_op(const tg_op_def *def, tg_dtype dt, int nthreads
         int64_t n = SIZES[s];
         /* keep the run short: the largest size with two threads, in floats */
         if (n > 2000 && (nthreads == 1 || !tg_dtype_is_float(dt))) continue;
-        if (n > 2000 && SLOW_BUILD && (dt != TG_DT_F64 || !strstr("add exp sin pow where", def->name)))
+        if (n > 2000 && SLOW_BUILD &&
+            (dt != TG_DT_F64 || !strstr("add exp sin pow where", def->name)))
             continue;
         tg_tensor *in[4];
         for (int k = 0; k < nin; k++) {
@@ -240,8 +239,8 @@ static void check_elementwise_op(const tg_op_def *def, tg_dtype dt, int nthreads
 
 static void test_elementwise_every_op(void **state) {
     (void)state;
-    static const tg_dtype dts[] = {TG_DT_F64, TG_DT_F32, TG_DT_I32, TG_DT_I8, TG_DT_U8,
-                                   TG_DT_I64, TG_DT_BOOL};
+    static const tg_dtype dts[] = {TG_DT_F64, TG_DT_F32, TG_DT_I32, TG_DT_I8,
+                                   TG_DT_U8,  TG_DT_I64, TG_DT_BOOL};
     int checked = 0;
     for (int op = 0; op < TG_OP_COUNT; op++) {
         const tg_op_def *def = tg_op_table[op];
@@ -257,10 +256,11 @@ static void test_elementwise_every_op(void **state) {
 
 static void test_cast_every_pair(void **state) {
     (void)state;
-    static const double vals[] = {0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, 127.9, 128.0,
-                                  -129.0, 255.0, 256.0, 300.7, -300.7, 65536.5, 3e9, -3e9,
-                                  1e19, -1e19, 9007199254740993.0, INFINITY, -INFINITY, NAN,
-                                  1e-310, 16777217.0};
+    static const double vals[] = {
+        0.0,      -0.0,      1.0,   -1.0,   0.5,       -0.5,  1.5,
+        2.5,      127.9,     128.0, -129.0, 255.0,     256.0, 300.7,
+        -300.7,   65536.5,   3e9,   -3e9,   1e19,      -1e19, 9007199254740993.0,
+        INFINITY, -INFINITY, NAN,   1e-310, 16777217.0};
     int64_t n = (int64_t)(sizeof vals / sizeof vals[0]);
     for (int a = 0; a < TG_DT_COUNT; a++)
         for (int b = 0; b < TG_DT_COUNT; b++) {
@@ -308,7 +308,8 @@ static void test_elementwise_layouts(void **state) {
             int64_t r = dims[s][0], k = dims[s][1];
             for (int layout = 0; layout < 3; layout++) {
                 /* 0: contiguous; 1: x and y reversed (negative strides); 2: x transposed */
-                tg_tensor *xb = tensor_of(TG_DT_F64, 2, layout == 2 ? (int64_t[]){k, r} : (int64_t[]){r, k});
+                tg_tensor *xb =
+                    tensor_of(TG_DT_F64, 2, layout == 2 ? (int64_t[]){k, r} : (int64_t[]){r, k});
                 tg_tensor *yb = tensor_of(TG_DT_F64, 1, &k);
                 tg_tensor *cb = tensor_of(TG_DT_F64, 2, (int64_t[]){r, 1});
                 fill_for(xb, "lay", 0);
@@ -345,8 +346,8 @@ static void test_elementwise_layouts(void **state) {
  * divisors at the edges of the exponent range and results that underflow. */
 static void test_div_by_power_of_two(void **state) {
     (void)state;
-    static const double ds[] = {2.0, 0.5, -4.0, 0x1p-1022, 0x1p1023, 0x1p-1060, 0x1p-126,
-                                0x1p127, 0x1p-149, 3.0, -0.0, INFINITY, 1.0};
+    static const double ds[] = {2.0,     0.5,      -4.0, 0x1p-1022, 0x1p1023, 0x1p-1060, 0x1p-126,
+                                0x1p127, 0x1p-149, 3.0,  -0.0,      INFINITY, 1.0};
     for (int dti = 0; dti < 2; dti++) {
         tg_dtype dt = dti ? TG_DT_F32 : TG_DT_F64;
         tg_graph *g = tg_graph_new(NULL, "div");
@@ -359,7 +360,8 @@ static void test_div_by_power_of_two(void **state) {
         int64_t n = 1000;
         tg_tensor *xt = tensor_of(dt, 1, &n);
         for (int64_t i = 0; i < n; i++) /* magnitudes from subnormal to huge */
-            store(xt, i, (rnd() % 2 ? -1.0 : 1.0) * ldexp(uniform(1.0, 2.0), (int)(rnd() % 2200) - 1100));
+            store(xt, i,
+                  (rnd() % 2 ? -1.0 : 1.0) * ldexp(uniform(1.0, 2.0), (int)(rnd() % 2200) - 1100));
         for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
             tg_tensor *dv = tensor_of(dt, 0, NULL);
             store(dv, 0, ds[k]);
@@ -381,11 +383,11 @@ static void test_div_by_power_of_two(void **state) {
 static void test_reductions(void **state) {
     (void)state;
     static const char *const ops[] = {"sum", "mean", "max", "min", "prod", "argmax", "any"};
-    static const int64_t shapes[][3] = {{1, 1, 1}, {3, 7, 9}, {2, 1025, 3}, {5, 3, 1023},
+    static const int64_t shapes[][3] = {{1, 1, 1},      {3, 7, 9},      {2, 1025, 3}, {5, 3, 1023},
                                         {1, 1, 100003}, {1, 100003, 1}, {200, 350, 1}};
     const size_t nshapes = SLOW_BUILD ? 4 : sizeof shapes / sizeof shapes[0];
-    static const int64_t axes[][3] = {{0, 1, 2}, {2, 0, 0}, {0, 0, 0}, {1, 0, 0}, {0, 1, 0},
-                                      {1, 2, 0}};
+    static const int64_t axes[][3] = {{0, 1, 2}, {2, 0, 0}, {0, 0, 0},
+                                      {1, 0, 0}, {0, 1, 0}, {1, 2, 0}};
     static const int naxes[] = {3, 1, 1, 1, 2, 2};
     for (int dti = 0; dti < 2; dti++) {
         tg_dtype dt = dti ? TG_DT_F32 : TG_DT_F64;
@@ -502,7 +504,8 @@ static void test_dot_matmul(void **state) {
             check_product("dot", dt, 1, (int64_t[]){19}, 2, (int64_t[]){19, 23}, layout);
             check_product("dot", dt, 2, (int64_t[]){65, 33}, 2, (int64_t[]){33, 70}, layout);
             if (!SLOW_BUILD || layout == 0)
-                check_product("dot", dt, 2, (int64_t[]){300, 200}, 2, (int64_t[]){200, 150}, layout);
+                check_product("dot", dt, 2, (int64_t[]){300, 200}, 2, (int64_t[]){200, 150},
+                              layout);
             check_product("dot", dt, 3, (int64_t[]){4, 5, 6}, 2, (int64_t[]){6, 7}, layout);
             check_product("dot", dt, 2, (int64_t[]){3, 0}, 2, (int64_t[]){0, 4}, layout);
             check_product("matmul", dt, 3, (int64_t[]){5, 8, 9}, 2, (int64_t[]){9, 4}, layout);
@@ -525,7 +528,9 @@ static void test_buffers_reused(void **state) {
     tg_var *x = tg_input(g, "x", TG_DT_F64, 1, (int64_t[]){TG_DIM_UNKNOWN});
     tg_var *v = x;
     for (int i = 0; i < 40; i++)
-        v = i % 3 == 0 ? tg_sin(g, v) : i % 3 == 1 ? tg_add(g, v, x) : tg_mul(g, v, tg_literal_float(g, 0.5));
+        v = i % 3 == 0   ? tg_sin(g, v)
+            : i % 3 == 1 ? tg_add(g, v, x)
+                         : tg_mul(g, v, tg_literal_float(g, 0.5));
     assert_int_equal(tg_graph_set_outputs(g, &v, 1), TG_OK);
     tg_compile_opts o = {.nthreads = 2, .no_rewrite = true};
     tg_vm *vm = NULL;
@@ -771,8 +776,8 @@ static void test_fused_nodes(void **state) {
     tg_vm_get_stats(probe, &st);
     assert_int_equal(st.kinds[VM_FUSED], 7);
     tg_vm_free(probe);
-    static const int64_t dims[][2] = {{1, 1}, {3, 7}, {2, 1023}, {17, 1025}, {1, 100003},
-                                      {100003, 2}, {64, 3000}};
+    static const int64_t dims[][2] = {{1, 1},      {3, 7},      {2, 1023}, {17, 1025},
+                                      {1, 100003}, {100003, 2}, {64, 3000}};
     const size_t ndims = SLOW_BUILD ? 5 : sizeof dims / sizeof dims[0];
     for (int nt = 1; nt <= 2; nt++) {
         tg_fn *vm = compile_mode(g, TG_MODE_VM, nt, false);
@@ -789,8 +794,8 @@ static void test_fused_nodes(void **state) {
             for (int64_t i = 0; i < c; i++) store(b, i, uniform(-1, 1));
             tg_tensor *in[3] = {x, y, b};
             char what[64];
-            snprintf(what, sizeof what, "fused [%lld,%lld] threads %d", (long long)r,
-                     (long long)c, nt);
+            snprintf(what, sizeof what, "fused [%lld,%lld] threads %d", (long long)r, (long long)c,
+                     nt);
             run_both(vm, ref, in, 3, 10, op_ulps("exp", TG_DT_F64), 1e-10, what);
             tg_tensor_free(x);
             tg_tensor_free(y);
@@ -896,7 +901,8 @@ static void test_allocation_failures(void **state) {
         fa.count = 0;
         fa.fail_at = k;
         tg_status st = build_run(ctx);
-        if (st != TG_OK && st != TG_ENOMEM) fail_msg("allocation %ld: status %d: %s", k, st, tg_last_error());
+        if (st != TG_OK && st != TG_ENOMEM)
+            fail_msg("allocation %ld: status %d: %s", k, st, tg_last_error());
     }
     fa.fail_at = 0;
     tg_ctx_free(ctx);
@@ -908,13 +914,15 @@ typedef struct acc_fn {
     const char *name;
     int op;
     double (*ref)(double);
-    double lo, hi;     /* f64 domain */
-    double flo, fhi;   /* f32 domain */
-    bool log_scale;    /* sample |x| log-uniformly */
-    uint64_t bound;    /* ULPs allowed against libm (see vkernels.h) */
+    double lo, hi;   /* f64 domain */
+    double flo, fhi; /* f32 domain */
+    bool log_scale;  /* sample |x| log-uniformly */
+    uint64_t bound;  /* ULPs allowed against libm (see vkernels.h) */
 } acc_fn;
 
-static double r_sigmoid(double v) { return v >= 0 ? 1.0 / (1.0 + exp(-v)) : exp(v) / (1.0 + exp(v)); }
+static double r_sigmoid(double v) {
+    return v >= 0 ? 1.0 / (1.0 + exp(-v)) : exp(v) / (1.0 + exp(v));
+}
 static double r_softplus(double v) { return v > 0 ? v + log1p(exp(-v)) : log1p(exp(v)); }
 
 static double sample(const acc_fn *a, bool f32) {
@@ -1027,7 +1035,8 @@ static void test_tables_agree_and_tails(void **state) {
                     float fa[40], fb[40];
                     const void *x[3];
                     int64_t s[3] = {1, n % 2, 1}; /* broadcast one operand sometimes */
-                    for (int k = 0; k < nin; k++) x[k] = d ? (const void *)in[k] : (const void *)inf[k];
+                    for (int k = 0; k < nin; k++)
+                        x[k] = d ? (const void *)in[k] : (const void *)inf[k];
                     void *pa = d ? (void *)ya : (void *)fa, *pb = d ? (void *)yb : (void *)fb;
                     g->f[op][d](NULL, n, pa, x, s);
                     t->f[op][d](NULL, n, pb, x, s);

@@ -14,14 +14,22 @@ typedef int32_t vfi __attribute__((vector_size(32)));
 #define VF_W 8
 
 static inline vd vd_sqrt(vd x) { return _mm256_sqrt_pd(x); }
-static inline vd vd_floor(vd x) { return _mm256_round_pd(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
-static inline vd vd_ceil(vd x) { return _mm256_round_pd(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+static inline vd vd_floor(vd x) {
+    return _mm256_round_pd(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+}
+static inline vd vd_ceil(vd x) {
+    return _mm256_round_pd(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+}
 static inline vd vd_round(vd x) {
     return _mm256_round_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 static inline vf vf_sqrt(vf x) { return _mm256_sqrt_ps(x); }
-static inline vf vf_floor(vf x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
-static inline vf vf_ceil(vf x) { return _mm256_round_ps(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+static inline vf vf_floor(vf x) {
+    return _mm256_round_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+}
+static inline vf vf_ceil(vf x) {
+    return _mm256_round_ps(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+}
 static inline vf vf_round(vf x) {
     return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
@@ -32,7 +40,7 @@ static inline vf vf_round(vf x) {
 #define VK_SLEEF_F(fn, u) Sleef_##fn##f8_##u##avx2
 #endif
 
-#define VK_TABLE tg_vk_table_avx2
+#define VK_TABLE    tg_vk_table_avx2
 #define VK_ISA_NAME "avx2"
 #include "vk_template.h"
 #else

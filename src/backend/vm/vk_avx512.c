@@ -40,7 +40,7 @@ static inline vf vf_round(vf x) {
 #define VK_SLEEF_F(fn, u) Sleef_##fn##f16_##u##avx512f
 #endif
 
-#define VK_TABLE tg_vk_table_avx512
+#define VK_TABLE    tg_vk_table_avx512
 #define VK_ISA_NAME "avx512"
 #include "vk_template.h"
 #else

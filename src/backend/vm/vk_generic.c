@@ -63,6 +63,6 @@ static inline vf vf_round(vf x) {
 #define VK_SLEEF_F(fn, u) Sleef_##fn##f4_##u
 #endif
 
-#define VK_TABLE tg_vk_table_generic
+#define VK_TABLE    tg_vk_table_generic
 #define VK_ISA_NAME "generic"
 #include "vk_template.h"

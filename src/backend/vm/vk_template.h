@@ -52,30 +52,30 @@ VK_INLINE vf vf_sel(vfi m, vf a, vf b) { return (vf)((m & (vfi)a) | (~m & (vfi)b
 /* ---- transcendentals: SLEEF's vector functions, or libm per lane ---- */
 
 #ifdef VK_SLEEF_D
-#define VK_MATH1(name, u)                                                                  \
-    static inline vd vd_##name(vd x) { return VK_SLEEF_D(name, u)(x); }                    \
+#define VK_MATH1(name, u)                                                                          \
+    static inline vd vd_##name(vd x) { return VK_SLEEF_D(name, u)(x); }                            \
     static inline vf vf_##name(vf x) { return VK_SLEEF_F(name, u)(x); }
-#define VK_MATH2(name, u)                                                                  \
-    static inline vd vd_##name(vd x, vd y) { return VK_SLEEF_D(name, u)(x, y); }           \
+#define VK_MATH2(name, u)                                                                          \
+    static inline vd vd_##name(vd x, vd y) { return VK_SLEEF_D(name, u)(x, y); }                   \
     static inline vf vf_##name(vf x, vf y) { return VK_SLEEF_F(name, u)(x, y); }
 #else
-#define VK_MATH1(name, u)                                                                  \
-    static inline vd vd_##name(vd x) {                                                     \
-        for (int i = 0; i < VD_W; i++) x[i] = name(x[i]);                                  \
-        return x;                                                                          \
-    }                                                                                      \
-    static inline vf vf_##name(vf x) {                                                     \
-        for (int i = 0; i < VF_W; i++) x[i] = (float)name((double)x[i]);                   \
-        return x;                                                                          \
+#define VK_MATH1(name, u)                                                                          \
+    static inline vd vd_##name(vd x) {                                                             \
+        for (int i = 0; i < VD_W; i++) x[i] = name(x[i]);                                          \
+        return x;                                                                                  \
+    }                                                                                              \
+    static inline vf vf_##name(vf x) {                                                             \
+        for (int i = 0; i < VF_W; i++) x[i] = (float)name((double)x[i]);                           \
+        return x;                                                                                  \
     }
-#define VK_MATH2(name, u)                                                                  \
-    static inline vd vd_##name(vd x, vd y) {                                               \
-        for (int i = 0; i < VD_W; i++) x[i] = name(x[i], y[i]);                            \
-        return x;                                                                          \
-    }                                                                                      \
-    static inline vf vf_##name(vf x, vf y) {                                               \
-        for (int i = 0; i < VF_W; i++) x[i] = (float)name((double)x[i], (double)y[i]);     \
-        return x;                                                                          \
+#define VK_MATH2(name, u)                                                                          \
+    static inline vd vd_##name(vd x, vd y) {                                                       \
+        for (int i = 0; i < VD_W; i++) x[i] = name(x[i], y[i]);                                    \
+        return x;                                                                                  \
+    }                                                                                              \
+    static inline vf vf_##name(vf x, vf y) {                                                       \
+        for (int i = 0; i < VF_W; i++) x[i] = (float)name((double)x[i], (double)y[i]);             \
+        return x;                                                                                  \
     }
 #endif
 
@@ -254,8 +254,8 @@ VK_INLINE void f_map1(int64_t n, float *y, const float *x, int64_t sx, vf (*f)(v
     }
 }
 
-VK_INLINE void f_map2(int64_t n, float *y, const float *a, int64_t sa, const float *b,
-                      int64_t sb, vf (*f)(vf, vf)) {
+VK_INLINE void f_map2(int64_t n, float *y, const float *a, int64_t sa, const float *b, int64_t sb,
+                      vf (*f)(vf, vf)) {
     int64_t i = 0;
     if (sa && sb) {
         for (; i + VF_W <= n; i += VF_W) vf_store(y + i, f(vf_load(a + i), vf_load(b + i)));
@@ -280,8 +280,8 @@ VK_INLINE void f_map2(int64_t n, float *y, const float *a, int64_t sa, const flo
     }
 }
 
-VK_INLINE void f_map3(int64_t n, float *y, const float *a, int64_t sa, const float *b,
-                      int64_t sb, const float *c, int64_t sc, vf (*f)(vf, vf, vf)) {
+VK_INLINE void f_map3(int64_t n, float *y, const float *a, int64_t sa, const float *b, int64_t sb,
+                      const float *c, int64_t sc, vf (*f)(vf, vf, vf)) {
     int64_t i = 0;
     vf va = vf_set1(a[0]), vb = vf_set1(b[0]), vc = vf_set1(c[0]);
     for (; i + VF_W <= n; i += VF_W) {
@@ -304,6 +304,7 @@ VK_INLINE void f_map3(int64_t n, float *y, const float *a, int64_t sa, const flo
 
 /* ---- the kernels and the table (X-lists: op enum suffix, name) ---- */
 
+/* clang-format off */
 #define VK_UNARY_OPS(X)                                                                    \
     X(NEG, neg) X(ABS, abs) X(SIGN, sign) X(EXP, exp) X(EXP2, exp2) X(LOG, log)            \
     X(LOG2, log2) X(LOG1P, log1p) X(EXPM1, expm1) X(SQRT, sqrt) X(RSQRT, rsqrt)            \
@@ -314,39 +315,40 @@ VK_INLINE void f_map3(int64_t n, float *y, const float *a, int64_t sa, const flo
     X(ADD, add) X(SUB, sub) X(MUL, mul) X(MAXIMUM, maximum) X(MINIMUM, minimum)            \
     X(POW, pow)
 #define VK_TERNARY_OPS(X) X(CLIP, clip)
+/* clang-format on */
 
-#define VK_X_UNARY(U, l)                                                                   \
-    static void kd_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,      \
-                       const int64_t *s) {                                                 \
-        (void)a;                                                                           \
-        d_map1(n, y, x[0], s[0], vd_##l);                                                  \
-    }                                                                                      \
-    static void kf_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,      \
-                       const int64_t *s) {                                                 \
-        (void)a;                                                                           \
-        f_map1(n, y, x[0], s[0], vf_##l);                                                  \
+#define VK_X_UNARY(U, l)                                                                           \
+    static void kd_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,              \
+                       const int64_t *s) {                                                         \
+        (void)a;                                                                                   \
+        d_map1(n, y, x[0], s[0], vd_##l);                                                          \
+    }                                                                                              \
+    static void kf_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,              \
+                       const int64_t *s) {                                                         \
+        (void)a;                                                                                   \
+        f_map1(n, y, x[0], s[0], vf_##l);                                                          \
     }
-#define VK_X_BINARY(U, l)                                                                  \
-    static void kd_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,      \
-                       const int64_t *s) {                                                 \
-        (void)a;                                                                           \
-        d_map2(n, y, x[0], s[0], x[1], s[1], vd_##l);                                      \
-    }                                                                                      \
-    static void kf_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,      \
-                       const int64_t *s) {                                                 \
-        (void)a;                                                                           \
-        f_map2(n, y, x[0], s[0], x[1], s[1], vf_##l);                                      \
+#define VK_X_BINARY(U, l)                                                                          \
+    static void kd_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,              \
+                       const int64_t *s) {                                                         \
+        (void)a;                                                                                   \
+        d_map2(n, y, x[0], s[0], x[1], s[1], vd_##l);                                              \
+    }                                                                                              \
+    static void kf_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,              \
+                       const int64_t *s) {                                                         \
+        (void)a;                                                                                   \
+        f_map2(n, y, x[0], s[0], x[1], s[1], vf_##l);                                              \
     }
-#define VK_X_TERNARY(U, l)                                                                 \
-    static void kd_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,      \
-                       const int64_t *s) {                                                 \
-        (void)a;                                                                           \
-        d_map3(n, y, x[0], s[0], x[1], s[1], x[2], s[2], vd_##l);                          \
-    }                                                                                      \
-    static void kf_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,      \
-                       const int64_t *s) {                                                 \
-        (void)a;                                                                           \
-        f_map3(n, y, x[0], s[0], x[1], s[1], x[2], s[2], vf_##l);                          \
+#define VK_X_TERNARY(U, l)                                                                         \
+    static void kd_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,              \
+                       const int64_t *s) {                                                         \
+        (void)a;                                                                                   \
+        d_map3(n, y, x[0], s[0], x[1], s[1], x[2], s[2], vd_##l);                                  \
+    }                                                                                              \
+    static void kf_##l(const tg_vk_args *a, int64_t n, void *y, const void *const *x,              \
+                       const int64_t *s) {                                                         \
+        (void)a;                                                                                   \
+        f_map3(n, y, x[0], s[0], x[1], s[1], x[2], s[2], vf_##l);                                  \
     }
 
 VK_UNARY_OPS(VK_X_UNARY)
@@ -383,8 +385,14 @@ static void kf_div(const tg_vk_args *a, int64_t n, void *y, const void *const *x
 
 #define VK_X_SLOT(U, l) [TG_OP_##U] = {kf_##l, kd_##l},
 
+/* clang-format off */
 const tg_vk_table VK_TABLE = {
     .name = VK_ISA_NAME,
-    .f = {VK_UNARY_OPS(VK_X_SLOT) VK_BINARY_OPS(VK_X_SLOT) VK_TERNARY_OPS(VK_X_SLOT)
-              [TG_OP_DIV] = {kf_div, kd_div}},
+    .f = {
+        VK_UNARY_OPS(VK_X_SLOT)
+        VK_BINARY_OPS(VK_X_SLOT)
+        VK_TERNARY_OPS(VK_X_SLOT)
+        [TG_OP_DIV] = {kf_div, kd_div},
+    },
 };
+/* clang-format on */

@@ -74,22 +74,23 @@ bool tg_vk_have_sleef(void) {
 
 /* ---- comparisons and predicates of floats (bool result) ---- */
 
-#define VK_CMP_OPS(X) X(LT, lt, <) X(LE, le, <=) X(GT, gt, >) X(GE, ge, >=) X(EQ, eq, ==) X(NE, ne, !=)
+#define VK_CMP_OPS(X)                                                                              \
+    X(LT, lt, <) X(LE, le, <=) X(GT, gt, >) X(GE, ge, >=) X(EQ, eq, ==) X(NE, ne, !=)
 
-#define VK_X_CMP(U, l, opr)                                                                \
-    static void kd_##l(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,     \
-                       const int64_t *s) {                                                 \
-        (void)a;                                                                           \
-        const double *p = x[0], *q = x[1];                                                 \
-        unsigned char *y = yp;                                                             \
-        for (int64_t i = 0; i < n; i++) y[i] = p[i * s[0]] opr q[i * s[1]];                \
-    }                                                                                      \
-    static void kf_##l(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,     \
-                       const int64_t *s) {                                                 \
-        (void)a;                                                                           \
-        const float *p = x[0], *q = x[1];                                                  \
-        unsigned char *y = yp;                                                             \
-        for (int64_t i = 0; i < n; i++) y[i] = p[i * s[0]] opr q[i * s[1]];                \
+#define VK_X_CMP(U, l, opr)                                                                        \
+    static void kd_##l(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,             \
+                       const int64_t *s) {                                                         \
+        (void)a;                                                                                   \
+        const double *p = x[0], *q = x[1];                                                         \
+        unsigned char *y = yp;                                                                     \
+        for (int64_t i = 0; i < n; i++) y[i] = p[i * s[0]] opr q[i * s[1]];                        \
+    }                                                                                              \
+    static void kf_##l(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,             \
+                       const int64_t *s) {                                                         \
+        (void)a;                                                                                   \
+        const float *p = x[0], *q = x[1];                                                          \
+        unsigned char *y = yp;                                                                     \
+        for (int64_t i = 0; i < n; i++) y[i] = p[i * s[0]] opr q[i * s[1]];                        \
     }
 VK_CMP_OPS(VK_X_CMP)
 
@@ -123,10 +124,13 @@ static void kf_isinf(const tg_vk_args *a, int64_t n, void *yp, const void *const
 }
 
 #define VK_X_CMP_SLOT(U, l, opr) [TG_OP_##U] = {kf_##l, kd_##l},
+/* clang-format off */
 static const tg_vk_fn cmp_table[TG_OP_COUNT][2] = {
-    VK_CMP_OPS(VK_X_CMP_SLOT)[TG_OP_ISNAN] = {kf_isnan, kd_isnan},
+    VK_CMP_OPS(VK_X_CMP_SLOT)
+    [TG_OP_ISNAN] = {kf_isnan, kd_isnan},
     [TG_OP_ISINF] = {kf_isinf, kd_isinf},
 };
+/* clang-format on */
 
 /* ---- where: a bitwise select of elements of any size (a bool byte is true when != 0) ---- */
 

@@ -38,11 +38,11 @@
 /* What a kernel needs to know besides the data: the op and the dtypes (the ISA-neutral
  * kernels read them; the typed vector kernels ignore them). */
 typedef struct tg_vk_args {
-    const tg_op_def *op;         /* the record (scalar fallbacks call op->ew) */
-    tg_dtype cdt;                /* compute dtype: the output's, or the inputs' for CMP */
-    tg_dtype odt;                /* output dtype */
-    tg_dtype idt[TG_VK_MAXIN];   /* input dtypes */
-    int nin;                     /* inputs */
+    const tg_op_def *op;       /* the record (scalar fallbacks call op->ew) */
+    tg_dtype cdt;              /* compute dtype: the output's, or the inputs' for CMP */
+    tg_dtype odt;              /* output dtype */
+    tg_dtype idt[TG_VK_MAXIN]; /* input dtypes */
+    int nin;                   /* inputs */
 } tg_vk_args;
 
 typedef void (*tg_vk_fn)(const tg_vk_args *a, int64_t n, void *y, const void *const *x,
@@ -53,7 +53,7 @@ typedef enum { TG_VK_GENERIC, TG_VK_AVX2, TG_VK_AVX512, TG_VK_ISA_COUNT } tg_vk_
 
 /* One table per ISA: f[op][0] for f32, f[op][1] for f64; NULL where the ISA has none. */
 typedef struct tg_vk_table {
-    const char *name;                   /* "generic", "avx2", "avx512" */
+    const char *name; /* "generic", "avx2", "avx512" */
     tg_vk_fn f[TG_OP_COUNT][2];
 } tg_vk_table;
 

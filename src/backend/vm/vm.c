@@ -22,70 +22,70 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define VM_MAX_PLANS 8           /* plans kept per function (least recently used goes) */
-#define VM_HUGE ((size_t)2 << 20) /* blocks this large are 2 MiB aligned, huge pages */
+#define VM_MAX_PLANS 8                 /* plans kept per function (least recently used goes) */
+#define VM_HUGE      ((size_t)2 << 20) /* blocks this large are 2 MiB aligned, huge pages */
 
 enum { CLS_NONE, CLS_LEAF, CLS_PLANNED, CLS_EXTERNAL, CLS_KMADE, CLS_DYNAMIC };
 
 typedef struct vm_ins {
-    tg_node *node;        /* the node */
-    const tg_op_def *op;  /* its record */
-    vm_ins_info info;     /* kernel class and its data */
-    double seconds;       /* profile: time spent */
-    long calls;           /* profile: runs */
-    uint64_t bytes;       /* profile: bytes read and written, summed over runs */
+    tg_node *node;       /* the node */
+    const tg_op_def *op; /* its record */
+    vm_ins_info info;    /* kernel class and its data */
+    double seconds;      /* profile: time spent */
+    long calls;          /* profile: runs */
+    uint64_t bytes;      /* profile: bytes read and written, summed over runs */
 } vm_ins;
 
 typedef struct vm_block {
-    void *raw;            /* from the ctx allocator */
-    size_t raw_size;      /* its size */
-    size_t size;          /* usable bytes (planned: the largest value assigned) */
-    tg_buffer *buf;       /* header for tensors over it (the plan holds one reference) */
+    void *raw;       /* from the ctx allocator */
+    size_t raw_size; /* its size */
+    size_t size;     /* usable bytes (planned: the largest value assigned) */
+    tg_buffer *buf;  /* header for tensors over it (the plan holds one reference) */
 } vm_block;
 
 typedef struct vm_plan {
-    int64_t *key;         /* the input shapes, concatenated */
+    int64_t *key; /* the input shapes, concatenated */
     int nkey;
-    tg_type *rt;          /* per var: run-time type (when known) */
-    uint8_t *known;       /* per var: rt is known at plan time */
-    uint8_t *cls;         /* per var: storage class */
-    int *blk;             /* per var: block of a PLANNED value */
-    tg_tensor *tens;      /* per var: the tensor of a PLANNED value */
-    uint8_t *dyn;         /* per instruction: run with run-time inference */
-    vm_block *blocks;     /* the memory */
+    tg_type *rt;      /* per var: run-time type (when known) */
+    uint8_t *known;   /* per var: rt is known at plan time */
+    uint8_t *cls;     /* per var: storage class */
+    int *blk;         /* per var: block of a PLANNED value */
+    tg_tensor *tens;  /* per var: the tensor of a PLANNED value */
+    uint8_t *dyn;     /* per instruction: run with run-time inference */
+    vm_block *blocks; /* the memory */
     int nblocks;
-    vm_block ws;          /* scratch shared by all instructions (they run one at a time) */
-    size_t ws_bytes;      /* its usable size */
-    unsigned long stamp;  /* last use (LRU) */
+    vm_block ws;         /* scratch shared by all instructions (they run one at a time) */
+    size_t ws_bytes;     /* its usable size */
+    unsigned long stamp; /* last use (LRU) */
 } vm_plan;
 
 struct tg_vm {
     tg_ctx *ctx;
-    tg_graph *g;          /* borrowed */
-    tg_node **order;      /* topological order of the needed nodes */
+    tg_graph *g;     /* borrowed */
+    tg_node **order; /* topological order of the needed nodes */
     int norder;
-    vm_ins *ins;          /* one per node of order */
+    vm_ins *ins; /* one per node of order */
     int nvars;
-    int *last;            /* per var: last instruction reading it; norder for outputs */
-    int *ext;             /* per var: last use of it or of a view of it */
-    int *nouts;           /* per var: times it appears among the outputs */
-    int *rel, *rel_at;    /* vars whose last use is instruction i: rel[rel_at[i]..rel_at[i+1]) */
-    tg_type *const_rt;    /* per var: run-time type of constants */
-    tg_pool *pool;        /* used by kernels; NULL for one thread */
+    int *last;         /* per var: last instruction reading it; norder for outputs */
+    int *ext;          /* per var: last use of it or of a view of it */
+    int *nouts;        /* per var: times it appears among the outputs */
+    int *rel, *rel_at; /* vars whose last use is instruction i: rel[rel_at[i]..rel_at[i+1]) */
+    tg_type *const_rt; /* per var: run-time type of constants */
+    tg_pool *pool;     /* used by kernels; NULL for one thread */
     bool own_pool;
     int nthreads;
     tg_vk_isa isa;
     bool profile;
-    pthread_mutex_t mu;   /* one call at a time */
+    pthread_mutex_t mu; /* one call at a time */
     vm_plan *plans[VM_MAX_PLANS];
     int nplans;
     unsigned long stamp;
     /* per-call state (under mu) */
-    tg_tensor **val;      /* per var */
-    uint8_t *owned;       /* per var: this call frees val[v] */
-    tg_type *drt;         /* per var: run-time type of DYNAMIC values */
-    tg_tensor **args;     /* maxargs: inputs then outputs of one instruction */
-    tg_type *argt;        /* their run-time types */
+    tg_tensor **val;  /* per var */
+    uint8_t *owned;   /* per var: this call frees val[v] */
+    tg_type *drt;     /* per var: run-time type of DYNAMIC values */
+    tg_tensor **args; /* maxargs: inputs then outputs of one instruction */
+    tg_type *argt;    /* their run-time types */
     int maxargs;
 };
 
@@ -144,8 +144,8 @@ static void choose_kernel(tg_vm *vm, vm_ins *ins) {
     if (op->kind == TG_KIND_ELEMWISE && n->nout == 1 && n->nin <= TG_VK_MAXIN) {
         tg_dtype idt[TG_VK_MAXIN];
         for (int k = 0; k < n->nin; k++) idt[k] = (tg_dtype)n->in[k]->type.dtype;
-        in->vk = tg_vk_select(op, n->nin, idt, (tg_dtype)n->out[0]->type.dtype, vm->isa,
-                              &in->vargs);
+        in->vk =
+            tg_vk_select(op, n->nin, idt, (tg_dtype)n->out[0]->type.dtype, vm->isa, &in->vargs);
         if (in->vk) {
             in->kind = VM_EW;
             in->cost = tg_vk_cost(op);
@@ -219,8 +219,8 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
     vm->val = tg_mem_calloc(ctx, sizeof *vm->val * nv);
     vm->owned = tg_mem_calloc(ctx, sizeof *vm->owned * nv);
     vm->drt = tg_mem_calloc(ctx, sizeof *vm->drt * nv);
-    if (!vm->order || !vm->ins || !vm->last || !vm->ext || !vm->nouts || !vm->rel ||
-        !vm->rel_at || !vm->const_rt || !vm->val || !vm->owned || !vm->drt) {
+    if (!vm->order || !vm->ins || !vm->last || !vm->ext || !vm->nouts || !vm->rel || !vm->rel_at ||
+        !vm->const_rt || !vm->val || !vm->owned || !vm->drt) {
         tg_vm_free(vm);
         return TG_ENOMEM;
     }
@@ -438,8 +438,8 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
     busy = tg_mem_calloc(ctx, nv);
     die = tg_mem_alloc(ctx, sizeof *die * no);
     next = tg_mem_alloc(ctx, sizeof *next * nv);
-    if (!p->key || !p->rt || !p->known || !p->cls || !p->blk || !p->tens || !p->dyn ||
-        !p->blocks || !busy || !die || !next) {
+    if (!p->key || !p->rt || !p->known || !p->cls || !p->blk || !p->tens || !p->dyn || !p->blocks ||
+        !busy || !die || !next) {
         st = TG_ENOMEM;
         goto done;
     }
@@ -474,8 +474,13 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
             continue;
         }
         tg_type tout[TG_MAX_OUTS];
-        tg_infer ic = {.op = ins->op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
-                       .nout = ins->op->nout, .runtime = true};
+        tg_infer ic = {.op = ins->op,
+                       .in = tin,
+                       .nin = n->nin,
+                       .attrs = n->attrs,
+                       .out = tout,
+                       .nout = ins->op->nout,
+                       .runtime = true};
         if (ins->op->infer(&ic) != TG_OK) {
             st = node_fail(vm, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
             goto done;
@@ -641,8 +646,14 @@ static tg_status run_static(tg_vm *vm, vm_plan *p, int i) {
         tg_tensor *t = vout[o];
         memset(tg_tensor_data(t), 0, (size_t)tg_tensor_size(t) * tg_dtype_size(t->dtype));
     }
-    tg_kern k = {.ctx = vm->ctx, .node = n, .attrs = n->attrs, .in = vin, .nin = n->nin,
-                 .out = vout, .nout = n->nout, .out_type = tout};
+    tg_kern k = {.ctx = vm->ctx,
+                 .node = n,
+                 .attrs = n->attrs,
+                 .in = vin,
+                 .nin = n->nin,
+                 .out = vout,
+                 .nout = n->nout,
+                 .out_type = tout};
     if (op->ref(&k) != TG_OK) {
         for (int o = 0; o < n->nout && self; o++) tg_tensor_free(vout[o]);
         return node_fail(vm, n, k.status ? k.status : TG_EINVAL, k.msg);
@@ -677,8 +688,13 @@ static tg_status run_dynamic(tg_vm *vm, vm_plan *p, int i) {
         tin[k] = p->known[v] ? p->rt[v] : vm->drt[v];
         TG_ASSERT(vin[k] != NULL);
     }
-    tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
-                   .nout = op->nout, .runtime = true};
+    tg_infer ic = {.op = op,
+                   .in = tin,
+                   .nin = n->nin,
+                   .attrs = n->attrs,
+                   .out = tout,
+                   .nout = op->nout,
+                   .runtime = true};
     if (op->infer(&ic) != TG_OK) return node_fail(vm, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
     bool self = op->views || op->self_alloc;
     for (int o = 0; o < n->nout; o++) {
@@ -690,8 +706,14 @@ static tg_status run_dynamic(tg_vm *vm, vm_plan *p, int i) {
             return TG_ENOMEM;
         }
     }
-    tg_kern k = {.ctx = vm->ctx, .node = n, .attrs = n->attrs, .in = vin, .nin = n->nin,
-                 .out = vout, .nout = n->nout, .out_type = tout};
+    tg_kern k = {.ctx = vm->ctx,
+                 .node = n,
+                 .attrs = n->attrs,
+                 .in = vin,
+                 .nin = n->nin,
+                 .out = vout,
+                 .nout = n->nout,
+                 .out_type = tout};
     if (op->ref(&k) != TG_OK) {
         for (int o = 0; o < n->nout; o++) tg_tensor_free(vout[o]);
         return node_fail(vm, n, k.status ? k.status : TG_EINVAL, k.msg);
@@ -754,7 +776,7 @@ static tg_status call_locked(tg_vm *vm, tg_tensor *const *in, tg_tensor **out, i
     for (int v = 0; v < vm->nvars; v++) {
         vm->owned[v] = 0;
         tg_var *var = g->vars.items[v];
-        vm->val[v] = var->kind == TG_VAR_CONST ? var->value
+        vm->val[v] = var->kind == TG_VAR_CONST  ? var->value
                      : p->cls[v] == CLS_PLANNED ? &p->tens[v]
                                                 : NULL;
     }
@@ -957,8 +979,8 @@ tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
         tg_type_str(&ins->node->out[0]->type, ty, sizeof ty);
         snprintf(name, sizeof name, "%s", ins->op->name);
         double per = ins->calls ? ins->seconds / (double)ins->calls : 0.0;
-        fprintf(f, "%-6d %-14s %-7s %-22s %8ld %12.3f %12.3f %6.1f%% %12.0f\n", ins->node->id,
-                name, kind_name(ins), ty, ins->calls, ins->seconds * 1e3, per * 1e6,
+        fprintf(f, "%-6d %-14s %-7s %-22s %8ld %12.3f %12.3f %6.1f%% %12.0f\n", ins->node->id, name,
+                kind_name(ins), ty, ins->calls, ins->seconds * 1e3, per * 1e6,
                 total > 0 ? 100.0 * ins->seconds / total : 0.0,
                 ins->calls ? (double)ins->bytes / (double)ins->calls : 0.0);
     }

@@ -45,13 +45,13 @@ void tg_vm_profile_reset(tg_vm *vm);
 /* What the cached plans hold (tests, diagnostics): plans, blocks in the most recently used
  * plan and their bytes, and the number of values that plan keeps in blocks. */
 typedef struct tg_vm_stats {
-    int nplans;        /* plans cached */
-    int nblocks;       /* blocks of the most recent plan */
-    size_t bytes;      /* their usable bytes */
-    int nplanned;      /* values living in those blocks */
-    int nthreads;      /* threads of the pool */
-    const char *isa;   /* kernel table used */
-    int kinds[5];      /* instructions per kernel class (vm_kind) */
+    int nplans;      /* plans cached */
+    int nblocks;     /* blocks of the most recent plan */
+    size_t bytes;    /* their usable bytes */
+    int nplanned;    /* values living in those blocks */
+    int nthreads;    /* threads of the pool */
+    const char *isa; /* kernel table used */
+    int kinds[5];    /* instructions per kernel class (vm_kind) */
 } tg_vm_stats;
 void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s);
 
@@ -71,33 +71,33 @@ typedef enum {
 /* What a kernel gets at run time. Workspace is the plan's scratch memory, ws_bytes long
  * (what the kernel asked for through its *_ws function), 64-byte aligned. */
 typedef struct vm_exec {
-    tg_pool *pool;            /* may be NULL: one thread */
-    int nthreads;             /* tg_pool_size(pool) */
-    const tg_node *node;      /* the node */
-    tg_tensor *const *in;     /* input values (any strides) */
-    tg_tensor *const *out;    /* output values: contiguous, of the run-time output types */
-    const tg_type *in_type;   /* run-time input types */
-    const tg_type *out_type;  /* run-time output types */
-    void *ws;                 /* workspace */
-    size_t ws_bytes;          /* its size */
-    const void *info;         /* the kernel's compile-time data (vm_ins_info) */
-    char msg[256];            /* error message (without the node's name) */
+    tg_pool *pool;           /* may be NULL: one thread */
+    int nthreads;            /* tg_pool_size(pool) */
+    const tg_node *node;     /* the node */
+    tg_tensor *const *in;    /* input values (any strides) */
+    tg_tensor *const *out;   /* output values: contiguous, of the run-time output types */
+    const tg_type *in_type;  /* run-time input types */
+    const tg_type *out_type; /* run-time output types */
+    void *ws;                /* workspace */
+    size_t ws_bytes;         /* its size */
+    const void *info;        /* the kernel's compile-time data (vm_ins_info) */
+    char msg[256];           /* error message (without the node's name) */
 } vm_exec;
 
 /* Compile-time data of one instruction, for its kernel class. */
 typedef struct vm_ins_info {
     vm_kind kind;
-    tg_vk_fn vk;              /* VM_EW: the kernel */
-    tg_vk_args vargs;         /* VM_EW: its dtypes */
-    int cost;                 /* VM_EW: per-element cost (thread split) */
-    tg_vk_isa isa;            /* the instruction set used */
-    void *fused;              /* VM_FUSED: compiled program (vm_fused.c), owned */
+    tg_vk_fn vk;      /* VM_EW: the kernel */
+    tg_vk_args vargs; /* VM_EW: its dtypes */
+    int cost;         /* VM_EW: per-element cost (thread split) */
+    tg_vk_isa isa;    /* the instruction set used */
+    void *fused;      /* VM_FUSED: compiled program (vm_fused.c), owned */
 } vm_ins_info;
 
 /* Elementwise (vm_ew.c): runs fn over the broadcast of in[0..nin) into out (contiguous
  * or not), gathering strided rows into blocks, split over the pool when large. */
-tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost,
-                       tg_tensor *out, tg_tensor *const *in, int nin);
+tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost, tg_tensor *out,
+                       tg_tensor *const *in, int nin);
 tg_status tg_vm_exec_ew(vm_exec *e);
 
 /* Reductions (vm_reduce.c). tg_vm_reduce_ok: the class applies to this node (static

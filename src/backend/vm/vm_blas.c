@@ -38,7 +38,8 @@ size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, in
     (void)out;
     (void)nthreads;
     int64_t na = 0, nb = 0;
-    if (!tg_shape_size(in[0].ndim, in[0].shape, &na) || !tg_shape_size(in[1].ndim, in[1].shape, &nb))
+    if (!tg_shape_size(in[0].ndim, in[0].shape, &na) ||
+        !tg_shape_size(in[1].ndim, in[1].shape, &nb))
         return 0;
     return ((size_t)na + (size_t)nb) * tg_dtype_size((tg_dtype)n->out[0]->type.dtype) + 128;
 }
@@ -118,8 +119,8 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
             cblas_dgemv(CblasRowMajor, t, rows, cols, 1.0, (const double *)b, ldb,
                         (const double *)a, sa, 0.0, (double *)c, 1);
         else
-            cblas_sgemv(CblasRowMajor, t, rows, cols, 1.0f, (const float *)b, ldb,
-                        (const float *)a, sa, 0.0f, (float *)c, 1);
+            cblas_sgemv(CblasRowMajor, t, rows, cols, 1.0f, (const float *)b, ldb, (const float *)a,
+                        sa, 0.0f, (float *)c, 1);
     } else if (J->f64) {
         cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)a, lda,
                     (const double *)b, ldb, 0.0, (double *)c, ldc);
@@ -159,11 +160,11 @@ static void gemm_run(gemm_job *J, tg_pool *pool, int nth) {
 /* ---- batches ---- */
 
 typedef struct batch_job {
-    gemm_job g;                 /* the shared part (pointers of batch 0) */
-    int nbat;                   /* batch axes */
+    gemm_job g; /* the shared part (pointers of batch 0) */
+    int nbat;   /* batch axes */
     int64_t bshape[TG_MAX_DIMS];
     int64_t sa[TG_MAX_DIMS], sb[TG_MAX_DIMS]; /* batch strides (0: broadcast), elements */
-    int64_t nbatch, cstride;    /* batches, and C's elements per batch */
+    int64_t nbatch, cstride;                  /* batches, and C's elements per batch */
 } batch_job;
 
 static void batch_range(const batch_job *B, int64_t lo, int64_t hi) {
@@ -247,7 +248,8 @@ tg_status tg_vm_exec_blas(vm_exec *e) {
             bool okb = mat_layout(K, N, srb, scb, &B.g.B.trans, &B.g.B.ld);
             if (pass == 0 && (!oka || !okb)) {
                 for (int k = 0; k < 2; k++)
-                    if (!(k == 0 ? oka : okb) && !copy_operand(e, &ws, ops[k], shp[k], str[k], &base[k]))
+                    if (!(k == 0 ? oka : okb) &&
+                        !copy_operand(e, &ws, ops[k], shp[k], str[k], &base[k]))
                         return TG_EUNSUPPORTED;
                 continue;
             }
@@ -280,7 +282,8 @@ tg_status tg_vm_exec_blas(vm_exec *e) {
         bool okb = mat_layout(K, N, srb, scb, &B.g.B.trans, &B.g.B.ld);
         if (pass == 0 && (!oka || !okb)) {
             for (int k = 0; k < 2; k++)
-                if (!(k == 0 ? oka : okb) && !copy_operand(e, &ws, ops[k], shp[k], str[k], &base[k]))
+                if (!(k == 0 ? oka : okb) &&
+                    !copy_operand(e, &ws, ops[k], shp[k], str[k], &base[k]))
                     return TG_EUNSUPPORTED;
             continue;
         }

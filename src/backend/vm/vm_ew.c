@@ -15,23 +15,23 @@
  */
 #include "vm.h"
 
-#define BLK 256           /* elements per gathered block */
-#define SPLIT_WORK 32768  /* elements x cost above which the pool is used */
+#define BLK         256   /* elements per gathered block */
+#define SPLIT_WORK  32768 /* elements x cost above which the pool is used */
 #define SPLIT_ALIGN 64    /* thread ranges start at multiples of this */
 
 typedef struct ew_job {
     tg_vk_fn fn;
     const tg_vk_args *a;
     int nin;
-    int nd;                                     /* axes after simplification (>= 1) */
+    int nd; /* axes after simplification (>= 1) */
     int64_t shape[TG_MAX_DIMS];
-    int64_t ostr[TG_MAX_DIMS];                  /* output strides, elements */
-    int64_t istr[TG_VK_MAXIN][TG_MAX_DIMS];     /* input strides (0: broadcast) */
-    char *y;                                    /* element [0,...,0] of the output */
-    const char *x[TG_VK_MAXIN];                 /* and of each input */
-    int64_t osz, isz[TG_VK_MAXIN];              /* element sizes, bytes */
-    int64_t n;                                  /* elements */
-    bool flat;                                  /* one axis, strides 1 / 0 */
+    int64_t ostr[TG_MAX_DIMS];              /* output strides, elements */
+    int64_t istr[TG_VK_MAXIN][TG_MAX_DIMS]; /* input strides (0: broadcast) */
+    char *y;                                /* element [0,...,0] of the output */
+    const char *x[TG_VK_MAXIN];             /* and of each input */
+    int64_t osz, isz[TG_VK_MAXIN];          /* element sizes, bytes */
+    int64_t n;                              /* elements */
+    bool flat;                              /* one axis, strides 1 / 0 */
 } ew_job;
 
 /* Gathers n elements of size es at stride s (elements) into dst. */
@@ -218,8 +218,8 @@ static bool ew_setup(ew_job *J, tg_tensor *out, tg_tensor *const *in, int nin) {
     return true;
 }
 
-tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost,
-                       tg_tensor *out, tg_tensor *const *in, int nin) {
+tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost, tg_tensor *out,
+                       tg_tensor *const *in, int nin) {
     ew_job J;
     if (nin > TG_VK_MAXIN) return TG_EUNSUPPORTED;
     J.fn = fn;

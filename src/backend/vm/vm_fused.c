@@ -33,13 +33,13 @@
 #include <emmintrin.h>
 #endif
 
-#define BLK 1024         /* elements per block */
+#define BLK          1024              /* elements per block */
 #define STREAM_BYTES ((size_t)8 << 20) /* outputs larger than this bypass the caches */
-#define CH 16            /* blocks per chunk of a row reduction */
-#define SPLIT_WORK 32768 /* elements x cost above which the pool is used */
+#define CH           16                /* blocks per chunk of a row reduction */
+#define SPLIT_WORK   32768             /* elements x cost above which the pool is used */
 
 typedef struct fz_ins {
-    tg_vk_fn fn;        /* NULL for a literal */
+    tg_vk_fn fn; /* NULL for a literal */
     tg_vk_args args;
     int nin;
     int in[TG_FUSED_MAX_ARGS];
@@ -47,14 +47,14 @@ typedef struct fz_ins {
 
 typedef struct fz_prog {
     tg_ctx *ctx;
-    tg_fused_prog *p;   /* parsed and typed with the static types */
-    fz_ins *ins;        /* per instruction */
-    int *buf;           /* per slot: scratch buffer, -1 for inputs and literals */
-    int *direct;        /* per slot: the elementwise output written in place, or -1 */
-    double *cell;       /* per slot: a literal's value (8 bytes, in its dtype) */
-    uint8_t *sdt;       /* per slot: dtype */
-    int nbuf;           /* scratch buffers per thread */
-    int cost;           /* per-element cost of the whole program */
+    tg_fused_prog *p; /* parsed and typed with the static types */
+    fz_ins *ins;      /* per instruction */
+    int *buf;         /* per slot: scratch buffer, -1 for inputs and literals */
+    int *direct;      /* per slot: the elementwise output written in place, or -1 */
+    double *cell;     /* per slot: a literal's value (8 bytes, in its dtype) */
+    uint8_t *sdt;     /* per slot: dtype */
+    int nbuf;         /* scratch buffers per thread */
+    int cost;         /* per-element cost of the whole program */
     int nslot;
 } fz_prog;
 
@@ -116,8 +116,7 @@ void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
         if (x->reduce >= 0) {
             ok = float_dt(f->sdt[s]) && p->out_type[o].dtype == f->sdt[s] &&
                  n->out[o]->type.dtype == f->sdt[s];
-        } else if (s >= p->nin && p->instr[s - p->nin].op != TG_FUSED_CONST &&
-                   f->direct[s] < 0) {
+        } else if (s >= p->nin && p->instr[s - p->nin].op != TG_FUSED_CONST && f->direct[s] < 0) {
             f->direct[s] = o;
         }
     }
@@ -146,8 +145,8 @@ void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
             ok = false;
             break;
         }
-        z->fn = tg_vk_select(tg_op_table[ins->op], ins->nin, idt, (tg_dtype)f->sdt[s], isa,
-                             &z->args);
+        z->fn =
+            tg_vk_select(tg_op_table[ins->op], ins->nin, idt, (tg_dtype)f->sdt[s], isa, &z->args);
         ok = z->fn != NULL;
         f->cost += tg_vk_cost(tg_op_table[ins->op]);
     }
@@ -184,20 +183,20 @@ typedef struct fz_run {
     const tg_fused_prog *p;
     tg_tensor *const *in;
     tg_tensor *const *out;
-    int nd;                                /* rank of S */
-    int64_t S[TG_MAX_DIMS];                /* the iteration space */
-    int64_t n;                             /* its elements */
-    in_kind ik[TG_MAX_OUTS];               /* per input */
-    int64_t bstr[TG_MAX_OUTS][TG_MAX_DIMS];/* per input: strides over S (0: broadcast) */
-    bool stream;                           /* elementwise outputs too large for the caches:
-                                              made in scratch, written with streaming stores */
-    char *ws;                              /* per-thread scratch, then accumulators */
-    size_t per_thread;                     /* bytes of scratch per thread */
+    int nd;                                 /* rank of S */
+    int64_t S[TG_MAX_DIMS];                 /* the iteration space */
+    int64_t n;                              /* its elements */
+    in_kind ik[TG_MAX_OUTS];                /* per input */
+    int64_t bstr[TG_MAX_OUTS][TG_MAX_DIMS]; /* per input: strides over S (0: broadcast) */
+    bool stream;                            /* elementwise outputs too large for the caches:
+                                               made in scratch, written with streaming stores */
+    char *ws;                               /* per-thread scratch, then accumulators */
+    size_t per_thread;                      /* bytes of scratch per thread */
     /* reductions */
     int64_t K1, R, K2;
-    double *acc;                           /* columns: per output, K1 * K2 */
-    double *part;                          /* rows: per output, chunk partials */
-    int64_t row, nchunks;                  /* rows: the row being chunked */
+    double *acc;          /* columns: per output, K1 * K2 */
+    double *part;         /* rows: per output, chunk partials */
+    int64_t row, nchunks; /* rows: the row being chunked */
 } fz_run;
 
 /* Gathers elements [f0, f0 + m) of input k broadcast over S into dst. */
@@ -222,7 +221,8 @@ static void gather_in(const fz_run *F, int k, int64_t f0, int64_t m, char *dst) 
         if (in_s == 1) {
             memcpy(d0, src, (size_t)len * es);
         } else {
-            for (int64_t i = 0; i < len; i++) memcpy(d0 + i * (int64_t)es, src + i * in_s * (int64_t)es, es);
+            for (int64_t i = 0; i < len; i++)
+                memcpy(d0 + i * (int64_t)es, src + i * in_s * (int64_t)es, es);
         }
         done += len;
         idx[nd - 1] = 0;
@@ -297,8 +297,9 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
  * which skip reading the destination's lines first. */
 static void stream_copy(char *dst, const char *src, size_t n) {
 #if defined(__SSE2__)
-    for (size_t i = 0; i < n; i += 16) _mm_stream_si128((__m128i *)(void *)(dst + i),
-                                                        _mm_loadu_si128((const __m128i *)(const void *)(src + i)));
+    for (size_t i = 0; i < n; i += 16)
+        _mm_stream_si128((__m128i *)(void *)(dst + i),
+                         _mm_loadu_si128((const __m128i *)(const void *)(src + i)));
 #else
     memcpy(dst, src, n);
 #endif
@@ -390,8 +391,8 @@ static void red_store(const fz_run *F, int o, int64_t at, double a) {
 /* Results of blocks [b0, b1) of row k (rows layout), one per output in acc: sums start
  * from 0, max/min from the range's first value, products from carry[o] (the product of
  * the row so far: products run in order) or 1. */
-static void row_range(const fz_run *F, char *scr, int64_t k, int64_t b0, int64_t b1,
-                      double *acc, const double *carry, const char **ptr, int64_t *str) {
+static void row_range(const fz_run *F, char *scr, int64_t k, int64_t b0, int64_t b1, double *acc,
+                      const double *carry, const char **ptr, int64_t *str) {
     const tg_fused_prog *p = F->p;
     for (int64_t b = b0; b < b1; b++) {
         int64_t off = b * BLK, m = F->R - off < BLK ? F->R - off : BLK;
@@ -399,7 +400,7 @@ static void row_range(const fz_run *F, char *scr, int64_t k, int64_t b0, int64_t
         for (int o = 0; o < p->nout; o++) {
             int s = p->out[o].slot, dt = F->f->sdt[s], op = p->out[o].reduce;
             if (b == b0)
-                acc[o] = op == TG_OP_PROD ? (carry ? carry[o] : 1.0)
+                acc[o] = op == TG_OP_PROD                     ? (carry ? carry[o] : 1.0)
                          : op == TG_OP_MAX || op == TG_OP_MIN ? ldv(ptr[s], dt, 0, str[s])
                                                               : 0.0;
             row_fold(op, &acc[o], ptr[s], dt, str[s], m);
@@ -483,7 +484,8 @@ static void cols_range(const fz_run *F, char *scr, int64_t lo, int64_t hi, const
             }
             for (int o = 0; o < p->nout; o++)
                 for (int64_t i = 0; i < m; i++)
-                    red_store(F, o, lo + c + i, F->acc[(size_t)o * (size_t)nout + (size_t)(lo + c + i)]);
+                    red_store(F, o, lo + c + i,
+                              F->acc[(size_t)o * (size_t)nout + (size_t)(lo + c + i)]);
         }
         lo += len;
     }
@@ -579,8 +581,7 @@ tg_status tg_vm_exec_fused(vm_exec *e) {
         if (F.n == 0) return TG_OK;
         if (!e->ws || need + 64 > e->ws_bytes) return TG_EUNSUPPORTED;
         size_t obytes = 0;
-        for (int o = 0; o < p->nout; o++)
-            obytes += (size_t)F.n * tg_dtype_size(e->out[o]->dtype);
+        for (int o = 0; o < p->nout; o++) obytes += (size_t)F.n * tg_dtype_size(e->out[o]->dtype);
         F.stream = obytes > STREAM_BYTES;
         if (nth > 1 && F.n * f->cost >= SPLIT_WORK && F.n > BLK)
             tg_pool_run(e->pool, ew_task, &F);

@@ -22,8 +22,8 @@
 
 #include <math.h>
 
-#define CHUNK 16384           /* elements per partial sum */
-#define SPLIT_WORK 65536      /* elements above which the pool is used */
+#define CHUNK      16384 /* elements per partial sum */
+#define SPLIT_WORK 65536 /* elements above which the pool is used */
 
 typedef enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN } rop;
 
@@ -76,7 +76,8 @@ size_t tg_vm_reduce_ws(const tg_node *n, const tg_type *in, const tg_type *out, 
     (void)n;
     (void)nthreads;
     int64_t ni = 0, no = 0;
-    if (!tg_shape_size(in[0].ndim, in[0].shape, &ni) || !tg_shape_size(out[0].ndim, out[0].shape, &no))
+    if (!tg_shape_size(in[0].ndim, in[0].shape, &ni) ||
+        !tg_shape_size(out[0].ndim, out[0].shape, &no))
         return 0;
     return (size_t)(no + ni / CHUNK + 2) * sizeof(double);
 }
@@ -91,8 +92,8 @@ typedef struct red_job {
     int64_t K1, K2, ks1, rs; /* columns: outer count and stride, inner count, row stride */
     const char *x;
     char *y;
-    double *ws;              /* partials (rows) or accumulators (columns) */
-    int64_t row;             /* the row being chunked */
+    double *ws;  /* partials (rows) or accumulators (columns) */
+    int64_t row; /* the row being chunked */
     int64_t nchunks;
 } red_job;
 
@@ -189,7 +190,8 @@ static void rows_task(void *arg, int ith, int nth) {
     const red_job *J = arg;
     int64_t lo, hi, es = J->f64 ? 8 : 4;
     tg_pool_share(J->K, ith, nth, 1, &lo, &hi);
-    for (int64_t k = lo; k < hi; k++) st(J->y, J->f64, k, row_reduce(J, J->x + k * J->ks * es, J->R));
+    for (int64_t k = lo; k < hi; k++)
+        st(J->y, J->f64, k, row_reduce(J, J->x + k * J->ks * es, J->R));
 }
 
 /* One long row split into chunks: partial results per chunk in ws. */
