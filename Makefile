@@ -40,7 +40,7 @@ tsan: deps
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'test_pool|test_vm'
 
 bench: all
-	cmake --build $(BUILD) -j $(JOBS) --target bench_w1 bench_w5
+	cmake --build $(BUILD) -j $(JOBS) --target bench_w1 bench_w5 bench_pool
 	sh bench/run.sh $(BUILD)
 
 install: all

@@ -2,10 +2,10 @@
 # run.sh - runs the benchmarks and prints tgraph's times beside its peers'.
 #
 # usage: bench/run.sh [BUILD_DIR] [-n RUNS]      (default build/, 20 runs)
-# Needs bench_w1 and bench_w5 built in BUILD_DIR (`make bench` builds them) and, for the
-# peers, a python3 with NumPy (Debian: /usr/bin/python3 with python3-numpy; PyTorch is
-# timed too when it imports). Everything runs in this one invocation, so the peers see
-# the same machine load. Prints the result lines, then the ratios of W1:
+# Needs bench_w1, bench_w5 and bench_pool built in BUILD_DIR (`make bench` builds them)
+# and, for the peers, a python3 with NumPy (Debian: /usr/bin/python3 with python3-numpy;
+# PyTorch is timed too when it imports). Everything runs in this one invocation, so the
+# peers see the same machine load. Prints the result lines, then the ratios of W1:
 #   tgraph median / best peer median   (below 1: tgraph is faster)
 set -eu
 build=${1:-build}
@@ -35,6 +35,10 @@ else
 fi
 echo "== W5: 10 elementwise ops on 10-element vectors, calls from C =="
 "$build/bench/bench_w5"
+if [ -x "$build/bench/bench_pool" ]; then
+    echo "== thread pool dispatch (empty task) =="
+    "$build/bench/bench_pool" --threads 2
+fi
 
 echo "== W1 ratios: tgraph / best peer (median; below 1 is faster) =="
 awk '

@@ -334,6 +334,7 @@ TG_API tg_status tg_fn_call_into(tg_fn *f, tg_tensor *const *in, int nin, tg_ten
  * per node its time, calls, share of the total and bytes read and written per call, the
  * most expensive first. TG_EINVAL when the function keeps no profile. */
 TG_API tg_status tg_fn_profile_print(tg_fn *f, FILE *out);
+TG_API void tg_fn_profile_reset(tg_fn *f); /* forgets the times so far (e.g. warm-up) */
 TG_API void tg_fn_free(tg_fn *f);
 
 #ifdef __cplusplus

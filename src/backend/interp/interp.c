@@ -386,6 +386,10 @@ tg_status tg_fn_call_into(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **o
     return fn_call(f, in, nin, out, nout, true);
 }
 
+void tg_fn_profile_reset(tg_fn *f) {
+    if (f && f->vm) tg_vm_profile_reset(f->vm);
+}
+
 tg_status tg_fn_profile_print(tg_fn *f, FILE *out) {
     if (!f || !out) return tg_set_error(TG_EINVAL, "profile: function or file is NULL");
     if (!f->vm) return tg_set_error(TG_EINVAL, "profile: only TG_MODE_VM functions keep one");

@@ -22,8 +22,9 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define VM_MAX_PLANS 8                 /* plans kept per function (least recently used goes) */
-#define VM_HUGE      ((size_t)2 << 20) /* blocks this large are 2 MiB aligned, huge pages */
+#define VM_MAX_PLANS  8                 /* plans kept per function (least recently used goes) */
+#define VM_HUGE       ((size_t)2 << 20) /* blocks this large are 2 MiB aligned, huge pages */
+#define VM_POOL_ELEMS 16384             /* a plan with a value this large starts the pool */
 
 enum { CLS_NONE, CLS_LEAF, CLS_PLANNED, CLS_EXTERNAL, CLS_KMADE, CLS_DYNAMIC };
 
@@ -291,21 +292,13 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
         tg_vm_free(vm);
         return TG_ENOMEM;
     }
-    /* the pool */
-    if (opts->pool) {
-        vm->pool = opts->pool;
-    } else {
-        int nt = opts->nthreads > 0 ? opts->nthreads : tg_pool_default_threads();
-        if (nt > 1) {
-            vm->pool = tg_pool_new(ctx, nt);
-            if (!vm->pool) {
-                tg_vm_free(vm);
-                return TG_ENOMEM;
-            }
-            vm->own_pool = true;
-        }
-    }
-    vm->nthreads = tg_pool_size(vm->pool);
+    /* the pool: a shared one, or our own, started by the first plan with work enough to
+     * split (functions on small data never start threads) */
+    vm->pool = opts->pool;
+    if (opts->pool)
+        vm->nthreads = tg_pool_size(opts->pool);
+    else
+        vm->nthreads = opts->nthreads > 0 ? opts->nthreads : tg_pool_default_threads();
     *out = vm;
     return TG_OK;
 }
@@ -535,6 +528,18 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
     if (p->ws_bytes) {
         p->ws.size = p->ws_bytes;
         if ((st = block_alloc(ctx, &p->ws)) != TG_OK) goto done;
+    }
+    if (!vm->pool && vm->nthreads > 1) {
+        bool big = false; /* a value large enough for a kernel to split it */
+        for (int v = 0; v < vm->nvars && !big; v++) {
+            size_t es = tg_dtype_size((tg_dtype)p->rt[v].dtype);
+            big = p->known[v] && type_bytes(&p->rt[v]) / es >= VM_POOL_ELEMS;
+        }
+        if (big) {
+            vm->pool = tg_pool_new(ctx, vm->nthreads);
+            vm->own_pool = vm->pool != NULL;
+            if (!vm->pool) vm->nthreads = 1; /* no threads to be had: run on this one */
+        }
     }
     for (int v = 0; v < vm->nvars; v++) {
         if (p->cls[v] != CLS_PLANNED) continue;

@@ -9,7 +9,9 @@
  * as the interpreter computes them; each value's buffer is released after its last use
  * (views extend the life of what they view) and reused by later values of compatible
  * size; buffers stay allocated between calls; large ones are 2 MiB aligned and asked to
- * be backed by huge pages. Kernels split large work over a persistent thread pool.
+ * be backed by huge pages. Kernels split large work over a persistent thread pool (the
+ * function's own, started by the first plan holding a value of 16K elements or more, or
+ * one shared through the compile options).
  *
  * Invariants:
  *  - Results equal the interpreter's on the same graph: bit for bit except where
