@@ -272,10 +272,6 @@ static bool gather_pos(const tg_tensor *x, const tg_tensor *ind, int axis, const
  * assignments send the cotangent of the assigned places to y, summed over the axes along
  * which y was broadcast, and the rest to x. Indices and masks get no gradient. */
 
-static bool float_in(const tg_node *n, int i) {
-    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
-}
-
 static tg_attr axis_attr(const tg_aval *a) {
     return a->kind == TG_ATTR_NONE ? TG_A_NONE("axis") : TG_A_INT("axis", a->i);
 }
@@ -364,7 +360,7 @@ static tg_status ref_take(tg_kern *k) {
 
 /* x gets the cotangent added at the gathered places: inc_take into zeros (np.add.at). */
 static tg_status vjp_take(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     tg_attr a = axis_attr(&n->attrs[0]);
     tg_var *ins[3] = {tg_grad_zeros_like(g, n->in[0]), n->in[1], gout[0]};
     gin[0] = tg_apply(g, "inc_take", ins, 3, &a, 1);
@@ -478,7 +474,7 @@ static tg_status vjp_take_along(tg_graph *g, const tg_node *n, tg_var *const *go
     tg_var *x = n->in[0], *ind = n->in[1], *flat;
     tg_attr none = TG_A_NONE("axis");
     int ax, nd = x->type.ndim;
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     if (!axis_read(&n->attrs[0], nd, &ax))
         return tg_ir_fail(g, TG_EINTERNAL, "take_along gradient: bad axis"), g->status;
     if (ax < 0) {
@@ -630,11 +626,11 @@ static tg_status vjp_subtensor(tg_graph *g, const tg_node *n, tg_var *const *gou
                           a->kind == TG_ATTR_INTS ? a->n : 0);
     }
     tg_var *gy = gout[0];
-    if (float_in(n, 0))
+    if (tg_ops_float_in(n, 0))
         gin[0] = inc ? gy
                      : tg_apply(g, "set_subtensor", (tg_var *[]){gy, tg_literal_float(g, 0.0)},
                                 2, at, 4);
-    if (float_in(n, 1)) gin[1] = onto(g, tg_apply(g, "slice", &gy, 1, at, 4), n->in[1]);
+    if (tg_ops_float_in(n, 1)) gin[1] = onto(g, tg_apply(g, "slice", &gy, 1, at, 4), n->in[1]);
     return g->status;
 }
 
@@ -745,9 +741,9 @@ static tg_status vjp_take_assign(tg_graph *g, const tg_node *n, tg_var *const *g
     tg_var *x = n->in[0], *ind = n->in[1], *y = n->in[2], *gy = gout[0];
     tg_attr a = axis_attr(&n->attrs[0]);
     tg_var *zero = tg_literal_float(g, 0.0);
-    if (float_in(n, 0))
+    if (tg_ops_float_in(n, 0))
         gin[0] = inc ? gy : tg_apply(g, "set_take", (tg_var *[]){gy, ind, zero}, 3, &a, 1);
-    if (!float_in(n, 2)) return g->status;
+    if (!tg_ops_float_in(n, 2)) return g->status;
     tg_var *sel = tg_apply(g, "take", (tg_var *[]){gy, ind}, 2, &a, 1);
     if (!inc) {
         int ax;
@@ -900,7 +896,7 @@ static tg_status vjp_mask_select(tg_graph *g, const tg_node *n, tg_var *const *g
     tg_var *x = n->in[0], *m = n->in[1];
     int md = m->type.ndim, nd = x->type.ndim;
     tg_attr a0 = TG_A_INT("axis", 0);
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     tg_var *pos = tg_apply(g, "mask_select", (tg_var *[]){positions_like(g, m), m}, 2, NULL, 0);
     if (md == 1) {
         tg_var *ins[3] = {tg_grad_zeros_like(g, x), pos, gout[0]};

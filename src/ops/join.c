@@ -181,16 +181,7 @@ static tg_status axis_fail(tg_infer *ic, int64_t axis, int ndim) {
                          (long long)axis, ndim);
 }
 
-/* uint64 -> int64 modulo 2^64 without implementation-defined conversions. */
-static int64_t wrap_i64(uint64_t u) {
-    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
-}
-
 /* ---- gradient helpers ---- */
-
-static bool float_in(const tg_node *n, int i) {
-    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
-}
 
 /* v's extent along axis as a 0-d i64 value (a literal when static). */
 static tg_var *extent_var(tg_graph *g, tg_var *v, int axis) {
@@ -323,7 +314,7 @@ static tg_status vjp_concatenate(tg_graph *g, const tg_node *n, tg_var *const *g
             if (e < 0) post_known = false;
             else post += e;
         }
-        if (float_in(n, i)) {
+        if (tg_ops_float_in(n, i)) {
             int64_t stop_back = post ? -post : TG_SLICE_NONE;
             if (len == 0)
                 gin[i] = slice_axis(g, gy, ax, 0, 0);
@@ -430,7 +421,7 @@ static tg_status vjp_stack(tg_graph *g, const tg_node *n, tg_var *const *gout, t
     for (int d = 0; d < ax; d++)
         s[d] = (tg_slice){.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE};
     for (int i = 0; i < n->nin; i++) {
-        if (!float_in(n, i)) continue;
+        if (!tg_ops_float_in(n, i)) continue;
         s[ax] = (tg_slice){.start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE,
                            .is_index = true};
         gin[i] = tg_slice_apply(g, gout[0], s, ax + 1);
@@ -571,7 +562,7 @@ static tg_status ref_split(tg_kern *k) {
 /* The pieces' cotangents joined again; a piece nobody used (NULL) contributes zeros. */
 static tg_status vjp_split(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *parts[TG_MAX_OUTS];
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     for (int k = 0; k < n->nout; k++)
         parts[k] = gout[k] ? gout[k] : tg_grad_zeros_like(g, n->out[k]);
     tg_attr a = TG_A_INT("axis", n->attrs[SPLIT_AXIS].i);
@@ -680,7 +671,7 @@ static tg_status ref_full(tg_kern *k) { return copy_bcast(k, k->out[0], k->in[0]
 static tg_status vjp_fill_value(tg_graph *g, const tg_node *n, tg_var *const *gout,
                                 tg_var **gin) {
     tg_var *v = n->in[0];
-    if (!float_in(n, 0) || !tg_dtype_is_float((tg_dtype)gout[0]->type.dtype)) return g->status;
+    if (!tg_ops_float_in(n, 0) || !tg_dtype_is_float((tg_dtype)gout[0]->type.dtype)) return g->status;
     tg_var *gv = tg_grad_unbroadcast(g, gout[0], &v->type);
     if (gv && gv->type.dtype != v->type.dtype) gv = tg_cast(g, gv, (tg_dtype)v->type.dtype);
     gin[0] = gv;
@@ -947,10 +938,10 @@ static tg_status ref_arange(tg_kern *k) {
          * 64 bits, wrapped to the dtype on the store */
         int64_t s = tg_load_i64(p0, dt);
         char tmp[8];
-        tg_store_i64(tmp, dt, wrap_i64((uint64_t)tg_load_i64(p1, dt) - (uint64_t)s));
+        tg_store_i64(tmp, dt, tg_ops_wrap_i64((uint64_t)tg_load_i64(p1, dt) - (uint64_t)s));
         uint64_t d = (uint64_t)tg_load_i64(tmp, dt);
         for (i = 2; i < n; i++)
-            tg_store_i64(tg_tensor_at(y, &i), dt, wrap_i64((uint64_t)s + (uint64_t)i * d));
+            tg_store_i64(tg_tensor_at(y, &i), dt, tg_ops_wrap_i64((uint64_t)s + (uint64_t)i * d));
     }
     return TG_OK;
 }
@@ -1067,7 +1058,7 @@ static tg_status ref_triu(tg_kern *k) { return tri_ref(k, false); }
 /* tril/triu are linear masks: the cotangent gets the same mask. */
 static tg_status vjp_tri(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_attr a = TG_A_INT("k", n->attrs[0].i);
-    if (float_in(n, 0)) gin[0] = tg_apply(g, tg_op_table[n->op]->name, &gout[0], 1, &a, 1);
+    if (tg_ops_float_in(n, 0)) gin[0] = tg_apply(g, tg_op_table[n->op]->name, &gout[0], 1, &a, 1);
     return g->status;
 }
 

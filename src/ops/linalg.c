@@ -60,17 +60,13 @@ static void macc_add(macc *m, const void *pa, tg_dtype da, const void *pb, tg_dt
         m->u += (uint64_t)tg_load_i64(pa, da) * (uint64_t)tg_load_i64(pb, db);
 }
 
-static int64_t wrap_i64(uint64_t u) {
-    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
-}
-
 static void macc_store(const macc *m, void *out, tg_dtype odt) {
     if (tg_dtype_is_float(odt))
         tg_store_f64(out, odt, m->f);
     else if (odt == TG_DT_BOOL)
         tg_store_i64(out, odt, m->b ? 1 : 0);
     else
-        tg_store_i64(out, odt, wrap_i64(m->u));
+        tg_store_i64(out, odt, tg_ops_wrap_i64(m->u));
 }
 
 /* The kernel's output must have the extents the inputs imply. */
@@ -100,10 +96,6 @@ static bool out_matches(const tg_tensor *y, int nd, const int64_t *shape) {
  *  - outer: ga = dot(g, ravel(b)) and gb = dot(ravel(a), g), reshaped to the operands.
  * Integer and bool operands get no gradient (their results are not floats).
  */
-
-static bool float_in(const tg_node *n, int i) {
-    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
-}
 
 /* v with its last two axes swapped. */
 static tg_var *swap_last(tg_graph *g, tg_var *v) {
@@ -158,7 +150,7 @@ static tg_var *dims_product(tg_graph *g, tg_var *const *dims, int n) {
 static tg_status dot_nd_grad(tg_graph *g, const tg_node *n, tg_var *gy, tg_var **gin) {
     tg_var *a = n->in[0], *b = n->in[1];
     int na = a->type.ndim, nb = b->type.ndim;
-    bool fa = float_in(n, 0), fb = float_in(n, 1);
+    bool fa = tg_ops_float_in(n, 0), fb = tg_ops_float_in(n, 1);
     if (nb == 2) { /* ga = g . b^T: [A..., P] . [P, K] */
         if (fa) gin[0] = tg_dot(g, gy, tg_transpose(g, b, NULL));
         if (na == 2 && fb) gin[1] = tg_dot(g, tg_transpose(g, a, NULL), gy);
@@ -191,7 +183,7 @@ static tg_status dot_nd_grad(tg_graph *g, const tg_node *n, tg_var *gy, tg_var *
 static tg_status vjp_dot(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *a = n->in[0], *b = n->in[1], *gy = gout[0];
     int na = a->type.ndim, nb = b->type.ndim;
-    bool fa = float_in(n, 0), fb = float_in(n, 1);
+    bool fa = tg_ops_float_in(n, 0), fb = tg_ops_float_in(n, 1);
     if (na == 0 || nb == 0) { /* a product with a scalar: the 0-d side sums */
         if (fa) gin[0] = na == 0 ? sum_except(g, tg_mul(g, gy, b), -1) : tg_mul(g, gy, b);
         if (fb) gin[1] = nb == 0 ? sum_except(g, tg_mul(g, gy, a), -1) : tg_mul(g, gy, a);
@@ -440,11 +432,11 @@ static tg_status vjp_matmul(tg_graph *g, const tg_node *n, tg_var *const *gout, 
     tg_var *ae = a1 ? expand_at(g, a, 0) : a, *be = b1 ? expand_at(g, b, -1) : b;
     if (a1) gy = expand_at(g, gy, b1 ? -1 : -2);
     if (b1) gy = expand_at(g, gy, -1);
-    if (float_in(n, 0) && ae) {
+    if (tg_ops_float_in(n, 0) && ae) {
         tg_var *ga = tg_grad_unbroadcast(g, tg_matmul(g, gy, swap_last(g, be)), &ae->type);
         gin[0] = a1 ? squeeze_at(g, ga, 0) : ga;
     }
-    if (float_in(n, 1) && be) {
+    if (tg_ops_float_in(n, 1) && be) {
         tg_var *gb = tg_grad_unbroadcast(g, tg_matmul(g, swap_last(g, ae), gy), &be->type);
         gin[1] = b1 ? squeeze_at(g, gb, -1) : gb;
     }
@@ -530,9 +522,9 @@ static tg_status ref_outer(tg_kern *k) {
 static tg_status vjp_outer(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *a = n->in[0], *b = n->in[1], *gy = gout[0];
     int64_t flat = -1;
-    if (float_in(n, 0))
+    if (tg_ops_float_in(n, 0))
         gin[0] = tg_grad_reshape_like(g, tg_dot(g, gy, tg_reshape(g, b, 1, &flat)), a);
-    if (float_in(n, 1))
+    if (tg_ops_float_in(n, 1))
         gin[1] = tg_grad_reshape_like(g, tg_dot(g, tg_reshape(g, a, 1, &flat), gy), b);
     return g->status;
 }

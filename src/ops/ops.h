@@ -156,6 +156,16 @@ tg_status tg_ew_promote(tg_infer *ic, tg_dtype *want);
 tg_status tg_ew_infer(tg_infer *ic);
 tg_status tg_ew_ref(tg_kern *k);
 
+/* ---- tiny helpers shared by the families ---- */
+/* The int64 whose bits are u (two's complement wrap-around without undefined behaviour). */
+static inline int64_t tg_ops_wrap_i64(uint64_t u) {
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
+}
+/* Whether input i of node n is a float value (only those carry gradients). */
+static inline bool tg_ops_float_in(const tg_node *n, int i) {
+    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
+}
+
 /* ---- helpers for vector-Jacobian products (src/grad/grad.c) ----
  * Sums g over the axes along which a value of type `to` was broadcast to g's shape
  * (leading axes, and static-1 axes of `to`), giving exactly type `to`'s shape. */

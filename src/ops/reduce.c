@@ -153,11 +153,6 @@ typedef struct reducer {
     void (*done)(const racc *a, void *out, tg_dtype odt);
 } reducer;
 
-/* uint64 -> int64 modulo 2^64 without implementation-defined conversions. */
-static int64_t wrap_i64(uint64_t u) {
-    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
-}
-
 static bool truthy(const void *p, tg_dtype dt) {
     return tg_dtype_is_float(dt) ? tg_load_f64(p, dt) != 0.0 : tg_load_i64(p, dt) != 0;
 }
@@ -189,7 +184,7 @@ static void done_num(const racc *a, void *out, tg_dtype odt) {
     if (tg_dtype_is_float(odt))
         tg_store_f64(out, odt, a->f);
     else
-        tg_store_i64(out, odt, wrap_i64(a->u));
+        tg_store_i64(out, odt, tg_ops_wrap_i64(a->u));
 }
 
 static void step_mean(racc *a, const void *p, tg_dtype dt) { a->f += tg_load_f64(p, dt); }
@@ -336,10 +331,6 @@ static tg_status ref_all(tg_kern *k) { return reduce_ref(k, &r_all, false); }
  * argmax, argmin, any and all have integer or bool results: no gradient (TG_GRAD_NONE).
  */
 
-static bool float_in(const tg_node *n, int i) {
-    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
-}
-
 /* The node's axis attribute as a builder attribute. */
 static tg_attr axis_attr(const tg_aval *a) {
     if (a->kind == TG_ATTR_NONE) return TG_A_NONE("axis");
@@ -371,7 +362,7 @@ static tg_var *keepdims_form(tg_graph *g, const tg_node *n, tg_var *v, bool *red
 
 static tg_status vjp_sum(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     bool red[TG_MAX_DIMS];
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     gin[0] = tg_grad_broadcast_like(g, keepdims_form(g, n, gout[0], red), n->in[0]);
     return g->status;
 }
@@ -379,7 +370,7 @@ static tg_status vjp_sum(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_
 static tg_status vjp_mean(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *x = n->in[0], *cnt = NULL, *dims[TG_MAX_DIMS];
     bool red[TG_MAX_DIMS];
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     tg_var *gk = keepdims_form(g, n, gout[0], red);
     double known = 1.0; /* the static part of the count (a double: no overflow) */
     for (int i = 0; i < x->type.ndim; i++)
@@ -404,7 +395,7 @@ static tg_status vjp_mean(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
 static tg_status vjp_prod(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *x = n->in[0], *zero = tg_literal_float(g, 0.0);
     bool red[TG_MAX_DIMS];
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     tg_var *gk = keepdims_form(g, n, gout[0], red);
     tg_var *isz = tg_eq(g, x, zero);
     tg_var *nz = reduce_keep(g, "sum", isz, n);
@@ -427,7 +418,7 @@ static tg_status vjp_prod(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
 static tg_status vjp_extreme(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *x = n->in[0];
     bool red[TG_MAX_DIMS];
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     tg_var *gk = keepdims_form(g, n, gout[0], red);
     tg_var *hit = tg_eq(g, x, keepdims_form(g, n, n->out[0], red));
     /* at least 1: a NaN slice (no hit) must not put 0/0 into higher derivatives */

@@ -91,10 +91,6 @@ static bool const_int(const tg_var *v, int64_t *out) {
     return true;
 }
 
-static bool float_in(const tg_node *n, int i) {
-    return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
-}
-
 /* ---- shape helpers for the VJPs of every family (declared in ops.h) ---- */
 
 bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims) {
@@ -298,7 +294,7 @@ static tg_status ref_reshape(tg_kern *k) {
 
 /* The cotangent reshaped back to the input's shape (shape(x) where it has '?'s). */
 static tg_status vjp_reshape(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    if (float_in(n, 0)) gin[0] = tg_grad_reshape_like(g, gout[0], n->in[0]);
+    if (tg_ops_float_in(n, 0)) gin[0] = tg_grad_reshape_like(g, gout[0], n->in[0]);
     return g->status;
 }
 
@@ -386,7 +382,7 @@ static tg_status vjp_transpose(tg_graph *g, const tg_node *n, tg_var *const *gou
     int perm[TG_MAX_DIMS], nd = n->in[0]->type.ndim;
     int64_t inv[TG_MAX_DIMS];
     char err[300];
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     if (!transpose_perm(&n->attrs[0], nd, perm, err, sizeof err))
         return tg_ir_fail(g, TG_EINTERNAL, "transpose gradient: %s", err), g->status;
     for (int i = 0; i < nd; i++) inv[perm[i]] = i;
@@ -490,7 +486,7 @@ static tg_status vjp_expand_dims(tg_graph *g, const tg_node *n, tg_var *const *g
     int od, na = 0;
     int64_t axes[TG_MAX_DIMS];
     char err[200];
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     if (!expand_axes(&n->attrs[0], n->in[0]->type.ndim, isnew, &od, err, sizeof err))
         return tg_ir_fail(g, TG_EINTERNAL, "expand_dims gradient: %s", err), g->status;
     for (int i = 0; i < od; i++)
@@ -596,7 +592,7 @@ static tg_status vjp_squeeze(tg_graph *g, const tg_node *n, tg_var *const *gout,
     const tg_aval *a = &n->attrs[0];
     int64_t axes[TG_MAX_DIMS];
     int na = 0;
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     if (a->kind == TG_ATTR_NONE) {
         for (int i = 0; i < x->ndim; i++)
             if (x->shape[i] == 1 && !(x->nobcast & (1u << i))) axes[na++] = i;
@@ -706,7 +702,7 @@ static tg_status ref_broadcast_to(tg_kern *k) {
 /* Summed over the axes the input was broadcast along. */
 static tg_status vjp_broadcast_to(tg_graph *g, const tg_node *n, tg_var *const *gout,
                                   tg_var **gin) {
-    if (float_in(n, 0)) gin[0] = tg_grad_unbroadcast(g, gout[0], &n->in[0]->type);
+    if (tg_ops_float_in(n, 0)) gin[0] = tg_grad_unbroadcast(g, gout[0], &n->in[0]->type);
     return g->status;
 }
 
@@ -890,7 +886,7 @@ static tg_status ref_slice(tg_kern *k) {
 static tg_status vjp_slice(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     static const char *const names[4] = {"starts", "stops", "steps", "index"};
     tg_attr at[4];
-    if (!float_in(n, 0)) return g->status;
+    if (!tg_ops_float_in(n, 0)) return g->status;
     for (int i = 0; i < 4; i++) {
         const int64_t *v;
         int cnt = aval_ints(&n->attrs[i], &v);
