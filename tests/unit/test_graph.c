@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "fault_alloc.h"
+
 #include <stdlib.h>
 
 #include "ir/ir.h"
@@ -256,19 +258,6 @@ static void test_clone_keeps_structure(void **state) {
 }
 
 /* ---- allocation failures: every failure is reported and nothing leaks ---- */
-typedef struct fail_alloc { long count, fail_at; } fail_alloc;
-
-static void *failing_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    fail_alloc *fa = ud;
-    (void)osize;
-    if (nsize == 0) {
-        free(ptr);
-        return NULL;
-    }
-    if (++fa->count == fa->fail_at) return NULL;
-    return realloc(ptr, nsize);
-}
-
 static tg_status build_and_run(tg_ctx *ctx) {
     tg_graph *g = tg_graph_new(ctx, "f");
     if (!g) return TG_ENOMEM;

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "fault_alloc.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -547,21 +549,6 @@ static void test_long_chains(void **state) {
 }
 
 /* ---- allocation failures ---- */
-
-typedef struct fail_alloc {
-    long count, fail_at;
-} fail_alloc;
-
-static void *failing_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    fail_alloc *fa = ud;
-    (void)osize;
-    if (nsize == 0) {
-        free(ptr);
-        return NULL;
-    }
-    if (++fa->count == fa->fail_at) return NULL;
-    return realloc(ptr, nsize);
-}
 
 static const char oom_src[] = "func f(x: f64[3], i: i32[3]) {\n"
                               "  a = add(mul(2, x), mul(x, 2))\n"

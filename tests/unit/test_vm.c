@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "fault_alloc.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -850,21 +852,6 @@ static void test_profile(void **state) {
 
 /* ---- allocation failures ---- */
 
-typedef struct failer {
-    long count, fail_at;
-} failer;
-
-static void *fail_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    failer *f = ud;
-    (void)osize;
-    if (nsize == 0) {
-        free(ptr);
-        return NULL;
-    }
-    if (++f->count == f->fail_at) return NULL;
-    return realloc(ptr, nsize);
-}
-
 static tg_status build_run(tg_ctx *ctx) {
     tg_graph *g = tg_graph_new(ctx, "f");
     if (!g) return TG_ENOMEM;
@@ -895,8 +882,8 @@ static tg_status build_run(tg_ctx *ctx) {
 
 static void test_allocation_failures(void **state) {
     (void)state;
-    failer fa = {0, 0};
-    tg_ctx *ctx = tg_ctx_new(fail_alloc, &fa);
+    fail_alloc fa = {0, 0};
+    tg_ctx *ctx = tg_ctx_new(failing_alloc, &fa);
     assert_int_equal(build_run(ctx), TG_OK);
     long total = fa.count;
     assert_true(total > 20);
