@@ -1,11 +1,6 @@
 /* interp.c - the reference interpreter: runs a graph node by node with each op record's
  * reference kernel. It defines tgraph's semantics; every other backend is compared
- * against it.
- *
- * Modes: TG_MODE_REFERENCE runs the graph as written, here. TG_MODE_VM (the default)
- * rewrites a clone of the graph with the pipeline of src/rewrite and hands it to the VM
- * (src/backend/vm): tg_fn_call then forwards to tg_vm_call. Compiling never modifies the
- * user's graph.
+ * against it. src/backend/fn.c compiles functions and hands TG_MODE_REFERENCE graphs here.
  *
  * Per call: every value gets a run-time type (concrete extents, `nobcast` on extents of 1
  * that were '?'), each node's outputs are inferred again from those types (so the same
@@ -14,108 +9,51 @@
  * share memory with nothing the caller gave.
  */
 #include "interp.h"
-#include "../../rewrite/rewrite.h"
-#include "../vm/vm.h"
 
 #include <stdio.h>
 
-struct tg_fn {
-    tg_graph *g;        /* the graph run: the user's (borrowed), or `owned` */
-    tg_graph *owned;    /* TG_MODE_VM: the rewritten clone, freed with the function */
-    tg_mode mode;       /* TG_MODE_REFERENCE or TG_MODE_VM */
+struct tg_interp {
+    tg_graph *g;        /* the graph run (borrowed) */
     tg_node **order;    /* topological order of the nodes the outputs need */
     int norder;         /* its length */
     int *uses;          /* per var id: number of node inputs + outputs reading it */
     int nvars;          /* g->vars.n at compile time */
-    tg_vm *vm;          /* TG_MODE_VM: the executor of `g` (calls go there) */
 };
 
-tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
-    if (!g || !out) return tg_set_error(TG_EINVAL, "compile: graph or result pointer is NULL");
+tg_status tg_interp_new(tg_graph *g, tg_interp **out) {
     *out = NULL;
-    if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
-    tg_mode mode = opts ? opts->mode : TG_MODE_VM;
-    if (mode != TG_MODE_REFERENCE && mode != TG_MODE_VM) {
-        static const char *const names[] = {[TG_MODE_REFERENCE] = "reference", [TG_MODE_VM] = "vm",
-                                            [TG_MODE_C] = "c", [TG_MODE_DEBUG] = "debug"};
-        return tg_set_error(TG_EUNSUPPORTED, "mode '%s' is not available in this build",
-                            (unsigned)mode < TG_COUNTOF(names) ? names[mode] : "?");
-    }
-    if (g->outputs.n == 0)
-        return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
-    tg_status st = tg_graph_verify(g);
-    if (st != TG_OK) return st;
-    tg_graph *run = g, *owned = NULL;
-    if (mode == TG_MODE_VM && !(opts && opts->no_rewrite)) {
-        /* the pipeline works on a clone: the user's graph is never modified */
-        owned = tg_graph_clone(g);
-        if (!owned) return tg_rw_error_status();
-        tg_rw_opts ro = {.verify = opts && opts->verify, .no_blas = opts && opts->no_blas};
-        st = tg_rw_pipeline(&owned, &ro, NULL);
-        if (st != TG_OK) {
-            tg_graph_free(owned);
-            return st;
-        }
-        run = owned;
-    }
-    tg_fn *f = tg_mem_calloc(g->ctx, sizeof *f);
-    if (!f) {
-        tg_graph_free(owned);
-        return TG_ENOMEM;
-    }
-    f->g = run;
-    f->owned = owned;
-    f->mode = mode;
-    f->nvars = run->vars.n;
-    f->order = tg_ir_toposort(run, &f->norder);
-    f->uses = tg_mem_calloc(run->ctx, sizeof *f->uses * (size_t)(f->nvars + 1));
+    tg_interp *f = tg_mem_calloc(g->ctx, sizeof *f);
+    if (!f) return TG_ENOMEM;
+    f->g = g;
+    f->nvars = g->vars.n;
+    f->order = tg_ir_toposort(g, &f->norder);
+    f->uses = tg_mem_calloc(g->ctx, sizeof *f->uses * (size_t)(f->nvars + 1));
     if (!f->order || !f->uses) {
-        tg_fn_free(f);
+        tg_interp_free(f);
         return TG_ENOMEM;
     }
     for (int i = 0; i < f->norder; i++)
         for (int k = 0; k < f->order[i]->nin; k++) f->uses[f->order[i]->in[k]->id]++;
-    for (int i = 0; i < run->outputs.n; i++) f->uses[((tg_var *)run->outputs.items[i])->id]++;
-    if (mode == TG_MODE_VM && (st = tg_vm_new(run, opts, &f->vm)) != TG_OK) {
-        tg_fn_free(f);
-        return st;
-    }
+    for (int i = 0; i < g->outputs.n; i++) f->uses[((tg_var *)g->outputs.items[i])->id]++;
     *out = f;
     return TG_OK;
 }
 
-void tg_fn_free(tg_fn *f) {
+void tg_interp_free(tg_interp *f) {
     if (!f) return;
     tg_ctx *ctx = f->g->ctx;
-    tg_vm_free(f->vm);
     if (f->order) tg_mem_free(ctx, f->order, sizeof *f->order * (size_t)(f->g->nodes.n + 1));
     if (f->uses) tg_mem_free(ctx, f->uses, sizeof *f->uses * (size_t)(f->nvars + 1));
-    tg_graph_free(f->owned);
     tg_mem_free(ctx, f, sizeof *f);
 }
 
 /* Run-time type of a tensor that fills a variable of static type st. */
-static void runtime_type(const tg_type *st, const tg_tensor *t, tg_type *rt) {
+void tg_interp_runtime_type(const tg_type *st, const tg_tensor *t, tg_type *rt) {
     *rt = (tg_type){.dtype = (uint8_t)t->dtype, .ndim = (uint8_t)t->ndim};
     for (int i = 0; i < t->ndim; i++) {
         rt->shape[i] = t->shape[i];
         if (t->shape[i] == 1 && st->shape[i] != 1) rt->nobcast |= 1u << i;
     }
-}
-
-/* Checks a caller's input against the declared type. */
-static tg_status check_input(const tg_var *v, const tg_tensor *t, int i) {
-    char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
-    if (!t) return tg_set_error(TG_EINVAL, "input %d ('%s') is NULL", i, v->name);
-    tg_type rt;
-    runtime_type(&v->type, t, &rt);
-    bool ok = t->dtype == v->type.dtype && t->ndim == v->type.ndim;
-    for (int k = 0; ok && k < t->ndim; k++)
-        ok = v->type.shape[k] < 0 || v->type.shape[k] == t->shape[k];
-    if (ok) return TG_OK;
-    return tg_set_error(t->dtype != v->type.dtype ? TG_ETYPE : TG_ESHAPE,
-                        "input '%s': expected %s, got %s", v->name,
-                        tg_type_str(&v->type, a, sizeof a), tg_type_str(&rt, b, sizeof b));
 }
 
 /* Message prefix naming a node: "3:14: add" or "node 5 (add)". */
@@ -128,7 +66,7 @@ static void node_where(const tg_graph *g, const tg_node *n, char *buf, size_t le
 }
 
 typedef struct run_state {
-    tg_fn *f;
+    tg_interp *f;
     tg_tensor **val; /* per var id */
     tg_type *rt;     /* per var id: run-time type */
     int *left;       /* per var id: remaining uses */
@@ -170,7 +108,7 @@ static tg_status eval_node(tg_ctx *ctx, const tg_graph *g, const tg_node *n, con
     for (int o = 0; o < n->nout; o++) {
         const tg_type *s = &n->out[o]->type;
         TG_ASSERT(vout[o] != NULL);
-        runtime_type(s, vout[o], &tout[o]);
+        tg_interp_runtime_type(s, vout[o], &tout[o]);
         TG_ASSERT(tout[o].dtype == s->dtype && tout[o].ndim == s->ndim);
         for (int d = 0; d < s->ndim; d++)
             TG_ASSERT(s->shape[d] < 0 || s->shape[d] == tout[o].shape[d]);
@@ -184,7 +122,7 @@ tg_status tg_interp_eval(tg_ctx *ctx, const tg_graph *g, const tg_node *n, tg_te
     tg_type *tin = tg_mem_alloc(ctx, insz);
     tg_type *tout = tg_mem_alloc(ctx, sizeof *tout * TG_MAX_OUTS);
     tg_status st = tin && tout ? TG_OK : TG_ENOMEM;
-    for (int k = 0; k < n->nin && st == TG_OK; k++) runtime_type(&n->in[k]->type, in[k], &tin[k]);
+    for (int k = 0; k < n->nin && st == TG_OK; k++) tg_interp_runtime_type(&n->in[k]->type, in[k], &tin[k]);
     if (st == TG_OK) st = eval_node(ctx, g, n, tin, in, tout, out);
     if (st != TG_OK)
         for (int o = 0; o < n->nout; o++) {
@@ -278,22 +216,9 @@ static tg_status stage_aliased(const tg_graph *g, tg_tensor *const *in, int nin,
     return TG_OK;
 }
 
-static tg_status fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
-                         bool into) {
-    if (!f) return tg_set_error(TG_EINVAL, "call: function is NULL");
+tg_status tg_interp_call(tg_interp *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                        bool into) {
     tg_graph *g = f->g;
-    if (nin != g->inputs.n)
-        return tg_set_error(TG_EINVAL, "function '%s' takes %d inputs, got %d", g->name,
-                            g->inputs.n, nin);
-    if (nout != g->outputs.n)
-        return tg_set_error(TG_EINVAL, "function '%s' returns %d outputs, room for %d", g->name,
-                            g->outputs.n, nout);
-    if (nout > 0 && !out) return tg_set_error(TG_EINVAL, "call: output array is NULL");
-    for (int i = 0; i < nin; i++) {
-        tg_status st = check_input(g->inputs.items[i], in ? in[i] : NULL, i);
-        if (st != TG_OK) return st;
-    }
-    if (f->vm) return tg_vm_call(f->vm, in, nin, out, nout, into);
     /* outputs the caller gave (tg_fn_call_into) are remembered and left in place */
     tg_tensor *given_stack[16], **given = given_stack;
     if (into && nout > (int)TG_COUNTOF(given_stack)) {
@@ -319,13 +244,13 @@ static tg_status fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **ou
     for (int i = 0; i < nin && st == TG_OK; i++) {
         tg_var *v = g->inputs.items[i];
         rs.val[v->id] = in[i];
-        runtime_type(&v->type, in[i], &rs.rt[v->id]);
+        tg_interp_runtime_type(&v->type, in[i], &rs.rt[v->id]);
     }
     for (int i = 0; i < nv; i++) {
         tg_var *v = g->vars.items[i];
         if (v->kind != TG_VAR_CONST) continue;
         rs.val[v->id] = v->value;
-        runtime_type(&v->type, v->value, &rs.rt[v->id]);
+        tg_interp_runtime_type(&v->type, v->value, &rs.rt[v->id]);
     }
     for (int i = 0; i < f->norder && st == TG_OK; i++) st = run_node(&rs, f->order[i]);
     /* a given output that shares memory with an input is written last, after every
@@ -376,22 +301,4 @@ done:
     if (rs.rt) tg_mem_free(g->ctx, rs.rt, sizeof *rs.rt * (size_t)(nv + 1));
     if (rs.left) tg_mem_free(g->ctx, rs.left, sizeof *rs.left * (size_t)(nv + 1));
     return st;
-}
-
-tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
-    return fn_call(f, in, nin, out, nout, false);
-}
-
-tg_status tg_fn_call_into(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
-    return fn_call(f, in, nin, out, nout, true);
-}
-
-void tg_fn_profile_reset(tg_fn *f) {
-    if (f && f->vm) tg_vm_profile_reset(f->vm);
-}
-
-tg_status tg_fn_profile_print(tg_fn *f, FILE *out) {
-    if (!f || !out) return tg_set_error(TG_EINVAL, "profile: function or file is NULL");
-    if (!f->vm) return tg_set_error(TG_EINVAL, "profile: only TG_MODE_VM functions keep one");
-    return tg_vm_profile_print(f->vm, out);
 }
