@@ -139,6 +139,16 @@ TG_API int64_t tg_var_dim(const tg_var *v, int axis); /* -1 when unknown */
 /* A function input; shape entries are extents or TG_DIM_UNKNOWN. */
 TG_API tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim,
                         const int64_t *shape);
+/* State (docs/state.md): a function input marked `mut` in .tg. A compiled function owns
+ * the state's tensor between calls, and the caller does not pass it: tg_fn_call takes the
+ * other inputs only, in declaration order. tg_update declares `state <- value` (value of
+ * the state's dtype and shape): every read of `state` in the function sees the value from
+ * before the call, and all updates take effect together at the end of a call that
+ * succeeded (a failed call leaves every state as it was). A state is updated at most once
+ * per function; a state without an update is read-only. */
+TG_API tg_var *tg_state(tg_graph *g, const char *name, tg_dtype dt, int ndim,
+                        const int64_t *shape);
+TG_API tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value);
 /* A strongly typed constant holding a copy of `value`. */
 TG_API tg_var *tg_constant(tg_graph *g, const tg_tensor *value);
 /* Weak literals (NEP 50): they take the dtype of the strong operand they meet. */
@@ -335,6 +345,17 @@ TG_API tg_status tg_fn_call_into(tg_fn *f, tg_tensor *const *in, int nin, tg_ten
  * most expensive first. TG_EINVAL when the function keeps no profile. */
 TG_API tg_status tg_fn_profile_print(tg_fn *f, FILE *out);
 TG_API void tg_fn_profile_reset(tg_fn *f); /* forgets the times so far (e.g. warm-up) */
+/* The state of a compiled function (see tg_state), numbered in declaration order. A state
+ * whose shape is fully static starts as zeros; one with '?' extents must be set before the
+ * first call (the call fails naming it otherwise). tg_fn_state returns the current value,
+ * borrowed: valid until the next call or set; it may be read, and written in place
+ * between calls. tg_fn_state_set copies t into the state (dtype and static extents must
+ * match; the '?' extents are fixed by t). */
+TG_API int tg_fn_state_count(const tg_fn *f);
+TG_API const char *tg_fn_state_name(const tg_fn *f, int i);
+TG_API int tg_fn_state_find(const tg_fn *f, const char *name); /* -1 when none */
+TG_API tg_tensor *tg_fn_state(tg_fn *f, int i);
+TG_API tg_status tg_fn_state_set(tg_fn *f, int i, const tg_tensor *t);
 TG_API void tg_fn_free(tg_fn *f);
 
 #ifdef __cplusplus
