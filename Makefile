@@ -1,7 +1,8 @@
 # Convenience wrapper around CMake for the common commands.
 #   make            build (build/)
 #   make check      install missing packages, build, run every test
-#   make demo       build and run the shipped example end to end
+#   make demo       train the Fashion-MNIST example (installs the data when missing, as root)
+#   make demo-cli   the command-line tour: examples/demo.sh with build/tgraph
 #   make asan       build and test under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       build and run the thread pool and VM tests under ThreadSanitizer
 #   make bench      build the benchmarks and run them beside NumPy (bench/run.sh)
@@ -9,7 +10,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps check demo asan tsan bench install clean
+.PHONY: all deps check demo demo-cli asan tsan bench install clean
 
 all: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -25,7 +26,12 @@ check: deps
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-demo: deps all
+demo:
+	@sh scripts/deps.sh demo
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/example_fashion_mnist --out $(BUILD)
+
+demo-cli: deps all
 	sh examples/demo.sh $(BUILD)/tgraph
 
 asan: deps

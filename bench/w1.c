@@ -6,7 +6,11 @@
  * writing into a preallocated output (tg_fn_call_into), after two warm-up calls. The
  * result is checked against a plain C loop before timing.
  *
- * usage: bench_w1 [-n RUNS] [--size N] [--threads T]   (T: only that thread count)
+ * usage: bench_w1 [-n RUNS] [--size N] [--threads T] [--fused-only] [--cpu]
+ *   (T: only that thread count; --fused-only skips the unfused configurations, for profiling;
+ *   --cpu times the process's CPU time instead of the wall clock: on a loaded machine it
+ *   leaves out the time other processes ran, and at T threads it is T times the wall time
+ *   of an ideal split)
  * Prints one line per configuration: "w1 vm fused threads=1: median ... (N runs)".
  */
 #include "tgraph.h"
@@ -43,7 +47,7 @@ static int count_fused(tg_graph *g, bool rewrite) {
 }
 
 int main(int argc, char **argv) {
-    int runs = 20, only_threads = 0;
+    int runs = 20, only_threads = 0, fused_only = 0, cpu = 0;
     int64_t n = 10000000;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-n") == 0 && i + 1 < argc)
@@ -52,8 +56,13 @@ int main(int argc, char **argv) {
             n = atoll(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             only_threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--fused-only") == 0)
+            fused_only = 1;
+        else if (strcmp(argv[i], "--cpu") == 0)
+            cpu = 1;
         else {
-            fprintf(stderr, "usage: bench_w1 [-n RUNS] [--size N] [--threads T]\n");
+            fprintf(stderr,
+                    "usage: bench_w1 [-n RUNS] [--size N] [--threads T] [--fused-only] [--cpu]\n");
             return 2;
         }
     }
@@ -64,7 +73,7 @@ int main(int argc, char **argv) {
     double *xd = tg_tensor_data(x);
     for (int64_t i = 0; i < n; i++) xd[i] = -5.0 + 10.0 * (double)i / (double)(n > 1 ? n - 1 : 1);
     double *t = malloc(sizeof *t * (size_t)runs);
-    for (int rewrite = 1; rewrite >= 0; rewrite--) {
+    for (int rewrite = 1; rewrite >= (fused_only ? 1 : 0); rewrite--) {
         int nf = count_fused(g, rewrite);
         for (int th = 1; th <= 2; th++) {
             if (only_threads && th != only_threads) continue;
@@ -91,13 +100,14 @@ int main(int argc, char **argv) {
                 return 1;
             }
             for (int r = 0; r < runs; r++) {
-                double t0 = bench_now();
+                double t0 = cpu ? bench_cpu_now() : bench_now();
                 tg_fn_call_into(f, &x, 1, out, 1);
-                t[r] = bench_now() - t0;
+                t[r] = (cpu ? bench_cpu_now() : bench_now()) - t0;
             }
             char name[96];
-            snprintf(name, sizeof name, "w1 vm %s threads=%d",
-                     rewrite ? (nf > 0 ? "fused" : "optimised (no fused node)") : "unfused", th);
+            snprintf(name, sizeof name, "w1 vm %s threads=%d%s",
+                     rewrite ? (nf > 0 ? "fused" : "optimised (no fused node)") : "unfused", th,
+                     cpu ? " cpu-time" : "");
             bench_report(name, t, runs);
             tg_fn_free(f);
         }

@@ -33,4 +33,12 @@ echo
 echo "== tgraph opt: the graph after the rewrite pipeline (valid .tg text)"
 "$tgraph" opt "$dir/mlp_forward.tg"
 echo
+echo "== examples/logreg.c: a training loop with state (mut W, W <- ...) and random minibatches"
+logreg=$(dirname "$tgraph")/example_logreg
+if [ -x "$logreg" ]; then
+    "$logreg" 300
+else
+    echo "(example_logreg is not built next to $tgraph: skipped)"
+fi
+echo
 echo "demo: ok"

@@ -73,6 +73,14 @@ typedef struct tg_ctx tg_ctx;
 TG_API tg_ctx *tg_ctx_new(tg_alloc_fn alloc, void *ud); /* alloc NULL: malloc/free */
 TG_API void tg_ctx_free(tg_ctx *ctx);
 TG_API tg_ctx *tg_ctx_default(void); /* process-wide context with the default allocator */
+/* Memory cap (docs/hardening.md): a context made by tg_ctx_new counts the bytes it has
+ * live; with a limit set, an allocation that would pass it fails with TG_ENOMEM and a
+ * message saying the cap was hit, as if the allocator had refused it. 0 removes the cap.
+ * TG_EINVAL for the default context, which is shared and counts nothing. The CLI reads
+ * TGRAPH_MEM_LIMIT (bytes, or with a K/M/G suffix). */
+TG_API tg_status tg_ctx_set_mem_limit(tg_ctx *ctx, size_t bytes);
+TG_API size_t tg_ctx_mem_used(const tg_ctx *ctx); /* bytes live now (0: default context) */
+TG_API size_t tg_ctx_mem_peak(const tg_ctx *ctx); /* most bytes live at once so far */
 
 /* ---- tensors -------------------------------------------------------------------- */
 /* A tensor is a strided view (strides in elements, signed; offset in elements) holding
@@ -149,6 +157,7 @@ TG_API tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim,
 TG_API tg_var *tg_state(tg_graph *g, const char *name, tg_dtype dt, int ndim,
                         const int64_t *shape);
 TG_API tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value);
+TG_API bool tg_var_is_state(const tg_var *v); /* an input made by tg_state */
 /* A strongly typed constant holding a copy of `value`. */
 TG_API tg_var *tg_constant(tg_graph *g, const tg_tensor *value);
 /* Weak literals (NEP 50): they take the dtype of the strong operand they meet. */
@@ -312,7 +321,12 @@ TG_API int tg_pool_size(const tg_pool *p); /* threads, the caller included */
 /* TG_MODE_VM (0, the default) runs the graph rewritten by the optimisation pipeline with
  * the fast executor (vector kernels, BLAS, fused kernels run block by block, a memory
  * plan per input-shape signature, the thread pool); TG_MODE_REFERENCE runs the graph as
- * written, node by node, with the reference kernels (the oracle). */
+ * written, node by node, with the reference kernels (the oracle); TG_MODE_C runs the
+ * rewritten graph as C generated for it, compiled with the system cc and cached on disk
+ * (docs/cjit.md; without a working compiler: the VM, after one warning on stderr);
+ * TG_MODE_DEBUG runs it with debug_backend and checks every node against its reference
+ * kernel, failing with TG_ECHECK at the first node that differs or writes to an input it
+ * does not declare it destroys. */
 typedef enum { TG_MODE_VM, TG_MODE_REFERENCE, TG_MODE_C, TG_MODE_DEBUG } tg_mode;
 typedef struct tg_compile_opts {
     tg_mode mode;    /* see above; a zeroed struct (or opts NULL) means TG_MODE_VM */
@@ -323,6 +337,9 @@ typedef struct tg_compile_opts {
                         0: TGRAPH_NUM_THREADS when set, else the number of cores */
     tg_pool *pool;   /* TG_MODE_VM: a pool to share (borrowed; nthreads is then ignored) */
     bool profile;    /* TG_MODE_VM: time every node (tg_fn_profile_print) */
+    tg_mode debug_backend; /* TG_MODE_DEBUG: the backend checked, TG_MODE_VM (0) or TG_MODE_C */
+    bool no_fallback; /* TG_MODE_C: fail (TG_ECHECK) when no compiler can build the code,
+                         instead of running the VM after a warning on stderr */
 } tg_compile_opts;
 typedef struct tg_fn tg_fn;
 /* Compiles g (which must stay alive while the function is used). opts may be NULL. */
@@ -357,6 +374,12 @@ TG_API int tg_fn_state_find(const tg_fn *f, const char *name); /* -1 when none *
 TG_API tg_tensor *tg_fn_state(tg_fn *f, int i);
 TG_API tg_status tg_fn_state_set(tg_fn *f, int i, const tg_tensor *t);
 TG_API void tg_fn_free(tg_fn *f);
+
+/* ---- the C JIT's cache (TG_MODE_C, docs/cjit.md) --------------------------------- */
+/* Prints the cache directory, then one line per compiled entry (bytes, date, .so path). */
+TG_API tg_status tg_cache_list(FILE *f);
+/* Removes every entry and left-over temporary file; *removed (may be NULL) counts files. */
+TG_API tg_status tg_cache_clear(int *removed);
 
 #ifdef __cplusplus
 }

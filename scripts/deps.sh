@@ -1,8 +1,11 @@
 #!/bin/sh
 # Installs the Debian packages tgraph needs for building and testing, when missing.
 # As root it uses apt-get; otherwise it prints the command to run.
+#   sh scripts/deps.sh          what the build and the tests need
+#   sh scripts/deps.sh demo     that, plus the Fashion-MNIST data `make demo` trains on
 set -e
-pkgs="cmake make gcc pkg-config libopenblas-dev libcmocka-dev libsleef-dev python3-numpy"
+pkgs="cmake make gcc pkg-config libopenblas-dev libcmocka-dev libsleef-dev zlib1g-dev python3-numpy"
+if [ "${1:-}" = demo ]; then pkgs="$pkgs dataset-fashion-mnist"; fi
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

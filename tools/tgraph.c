@@ -36,14 +36,14 @@ static const struct {
 } modes[] = {
     {"reference", TG_MODE_REFERENCE, true},
     {"vm", TG_MODE_VM, true},
-    {"c", TG_MODE_C, false},
-    {"debug", TG_MODE_DEBUG, false},
+    {"c", TG_MODE_C, true},
+    {"debug", TG_MODE_DEBUG, true},
 };
 
 /* Options the design names but this build does not implement yet: they are refused
  * (exit 2) rather than silently ignored. */
 static const char *const later_opts[] = {
-    "--debug-backend", "--devices", "--microbatches", "--placed",
+    "--devices", "--microbatches", "--placed",
 };
 
 /* ---- messages ---------------------------------------------------------------------- */
@@ -78,6 +78,30 @@ static const char *lib_error(tg_status st) {
     return m && *m ? m : tg_status_str(st);
 }
 
+/* The context of every library call: NULL (the default one), or one with the memory cap
+ * that TGRAPH_MEM_LIMIT asks for (bytes, or a number with K, M or G; docs/hardening.md). */
+static tg_ctx *cli_ctx;
+
+static int setup_ctx(void) {
+    const char *s = getenv("TGRAPH_MEM_LIMIT");
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10;
+    if (*end == 'M' || *end == 'm') shift = 20;
+    if (*end == 'G' || *end == 'g') shift = 30;
+    if (shift) end++;
+    if (errno || end == s || *end || s[0] == '-' || v == 0 || v > (SIZE_MAX >> shift))
+        return fail("TGRAPH_MEM_LIMIT='%s' is not a size (bytes, or a number with K, M or G)",
+                    s);
+    cli_ctx = tg_ctx_new(NULL, NULL);
+    if (!cli_ctx || tg_ctx_set_mem_limit(cli_ctx, (size_t)v << shift) != TG_OK)
+        return fail("%s", lib_error(TG_ENOMEM));
+    return 0;
+}
+
 /* ---- help texts --------------------------------------------------------------------- */
 
 static const char usage_main[] =
@@ -90,6 +114,7 @@ static const char usage_main[] =
     "  opt FILE.tg   print the optimised graph as .tg text\n"
     "  dot FILE.tg   write the graph in Graphviz DOT format\n"
     "  bench FILE.tg time calls of a function (--profile: per-node times)\n"
+    "  cache --list | --clear   the C JIT's cache of compiled code\n"
     "  help [CMD]    show this text, or the help of one command\n"
     "\n"
     "options:\n"
@@ -101,7 +126,8 @@ static const char usage_main[] =
 
 static const char usage_run[] =
     "usage: tgraph run FILE.tg [--func F] --in NAME=PATH.npy ... [--out NAME=PATH.npy ...]\n"
-    "                  [--mode reference|vm|c|debug] [--no-blas] [--threads N]\n"
+    "                  [--mode reference|vm|c|debug] [--debug-backend vm|c] [--no-blas]\n"
+    "                  [--threads N]\n"
     "\n"
     "Runs one function of FILE.tg. Each parameter gets its value from an --in option,\n"
     "matched by name; the .npy file must have the declared dtype, rank and static extents.\n"
@@ -110,10 +136,16 @@ static const char usage_run[] =
     "  --func F             the function to run (default: 'main', or the only function)\n"
     "  --in NAME=PATH       value of parameter NAME, a .npy file (one per parameter)\n"
     "  --out NAME=PATH      write output NAME to PATH as .npy; NAME is the variable name\n"
-    "                       in `return`, or the output's position (0, 1, ...)\n"
+    "                       in `return`, or the output's position (0, 1, ...), or a\n"
+    "                       state (`mut` parameter): its value after the last call\n"
+    "  -n K                 call the function K times (states carry over; the outputs\n"
+    "                       of the last call are written)\n"
     "  --mode M             backend: vm (default: the graph after the rewrite\n"
-    "                       pipeline), or reference (the graph as written, node by\n"
-    "                       node); c and debug are not available in this build\n"
+    "                       pipeline), reference (the graph as written, node by\n"
+    "                       node), c (generated C, compiled with the system cc and\n"
+    "                       cached: docs/cjit.md) or debug (a backend checked node by\n"
+    "                       node against the reference kernels)\n"
+    "  --debug-backend B    the backend debug mode checks: vm (default) or c\n"
     "  --no-blas            keep dot and the ops around it (no gemm/gemv/ger)\n"
     "  --threads N          threads the vm splits large kernels over (default:\n"
     "                       TGRAPH_NUM_THREADS, else every core)\n"
@@ -184,6 +216,7 @@ typedef struct options {
     const char *func;        /* --func or NULL */
     const char *out;         /* dot: -o PATH or NULL */
     const char *mode;        /* run: --mode or NULL */
+    const char *debug_backend; /* run: --debug-backend or NULL */
     bool opt;                /* dot --opt */
     bool no_blas;            /* --no-blas */
     const char *print_after; /* opt: --print-after=PASS, or "all" */
@@ -194,7 +227,7 @@ typedef struct options {
     binding *outs; /* run: --out */
     int nout;
     int threads;   /* run, bench: --threads, 0 when not given */
-    int runs;      /* bench: -n, 0 when not given */
+    int runs;      /* bench: timed runs; run: calls in a row (-n, 0 when not given) */
     bool profile;  /* bench: --profile */
 } options;
 
@@ -280,11 +313,16 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
             if (!val || !*val) return usage_fail(cmd, "--mode expects reference, vm, c or debug");
             if (o->mode) return usage_fail(cmd, "--mode given twice");
             o->mode = val;
+        } else if (is_run && opt_value(argc, argv, &i, "--debug-backend", &val)) {
+            if (!val || (strcmp(val, "vm") != 0 && strcmp(val, "c") != 0))
+                return usage_fail(cmd, "--debug-backend expects vm or c");
+            if (o->debug_backend) return usage_fail(cmd, "--debug-backend given twice");
+            o->debug_backend = val;
         } else if (is_run && opt_value(argc, argv, &i, "--threads", &val)) {
             long n = parse_count(val, 1024);
             if (n < 0) return usage_fail(cmd, "--threads expects a number of threads (1 to 1024)");
             o->threads = (int)n;
-        } else if (is_bench && opt_value(argc, argv, &i, "-n", &val)) {
+        } else if (is_run && opt_value(argc, argv, &i, "-n", &val)) {
             long n = parse_count(val, 100000000);
             if (n < 0) return usage_fail(cmd, "-n expects a number of runs");
             o->runs = (int)n;
@@ -322,6 +360,8 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
         }
     }
     if (!o->file) return usage_fail(cmd, "missing the .tg file to read");
+    if (o->debug_backend && (!o->mode || strcmp(o->mode, "debug") != 0))
+        return usage_fail(cmd, "--debug-backend needs --mode debug");
     if (o->mode) {
         size_t k = 0;
         while (k < sizeof modes / sizeof modes[0] && strcmp(modes[k].name, o->mode) != 0) k++;
@@ -379,7 +419,7 @@ static tg_module *load_module(const char *path) {
     char *src = read_file(path, &len);
     if (!src) return NULL;
     tg_module *m = NULL;
-    tg_status st = tg_module_parse(tg_ctx_default(), src, len, path, &m);
+    tg_status st = tg_module_parse(cli_ctx, src, len, path, &m);
     free(src);
     if (st != TG_OK || !m) {
         fail("%s", lib_error(st));
@@ -454,6 +494,33 @@ static bool tensor_fits(const tg_var *v, const tg_tensor *t) {
 
 /* ---- run ---------------------------------------------------------------------------- */
 
+/* Splits the loaded parameters in[0..nparam) of g: the states' values (those given) go
+ * into fn's state, the others into call[] in order (*ncall of them). */
+static int bind_states(tg_fn *fn, const tg_graph *g, tg_tensor **in, tg_tensor **call,
+                       int *ncall) {
+    *ncall = 0;
+    for (int p = 0; p < tg_graph_input_count(g); p++) {
+        const tg_var *v = tg_graph_input(g, p);
+        if (!tg_var_is_state(v)) {
+            call[(*ncall)++] = in[p];
+            continue;
+        }
+        if (!in[p]) continue;
+        tg_status st = tg_fn_state_set(fn, tg_fn_state_find(fn, tg_var_name(v)), in[p]);
+        if (st != TG_OK) return fail("%s", lib_error(st));
+    }
+    return 0;
+}
+
+/* Whether `name` is a state of g (the --out of its final value). */
+static bool is_state_name(const tg_graph *g, const char *name) {
+    for (int p = 0; p < tg_graph_input_count(g); p++) {
+        const tg_var *v = tg_graph_input(g, p);
+        if (tg_var_is_state(v) && strcmp(tg_var_name(v), name) == 0) return true;
+    }
+    return false;
+}
+
 /* Name of output i as --out and the printout know it: its variable name, unless an
  * earlier output has the same name (or it has none), then its position. */
 static const char *output_label(const tg_graph *g, int i, char *buf, size_t cap) {
@@ -499,7 +566,14 @@ static int print_tensor(const tg_tensor *t, const char *label) {
     return 0;
 }
 
-/* Loads and checks the --in files against g's parameters, in parameter order. */
+static bool static_shape(const tg_var *v) {
+    for (int i = 0; i < tg_var_ndim(v); i++)
+        if (tg_var_dim(v, i) < 0) return false;
+    return true;
+}
+
+/* Loads and checks the --in files against g's parameters, in parameter order. A state
+ * (`mut`) with a static shape may be left out: it starts as zeros. */
 static int load_inputs(const options *o, const tg_graph *g, tg_tensor **in) {
     int nparam = tg_graph_input_count(g);
     char names[512] = "";
@@ -532,7 +606,7 @@ static int load_inputs(const options *o, const tg_graph *g, tg_tensor **in) {
         const tg_var *v = tg_graph_input(g, p);
         int k = 0;
         while (k < o->nin && strcmp(o->ins[k].name, tg_var_name(v)) != 0) k++;
-        if (k < o->nin) continue;
+        if (k < o->nin || (tg_var_is_state(v) && static_shape(v))) continue; /* zeros */
         char ty[128];
         var_type_str(v, ty, sizeof ty);
         if (mn < sizeof missing) {
@@ -551,7 +625,8 @@ static int load_inputs(const options *o, const tg_graph *g, tg_tensor **in) {
         const binding *b = NULL;
         for (int k = 0; k < o->nin && !b; k++)
             if (strcmp(o->ins[k].name, tg_var_name(v)) == 0) b = &o->ins[k];
-        tg_status st = tg_npy_load(tg_ctx_default(), b->path, &in[p]);
+        if (!b) continue; /* a state left at its initial zeros */
+        tg_status st = tg_npy_load(cli_ctx, b->path, &in[p]);
         if (st != TG_OK || !in[p]) {
             const char *msg = lib_error(st);
             if (strstr(msg, b->path)) return fail("input '%s': %s", b->name, msg);
@@ -574,7 +649,8 @@ static int cmd_run(const options *o) {
     tg_fn *fn = NULL;
     tg_tensor **in = NULL, **out = NULL;
     int *out_dest = NULL; /* per output: index into o->outs, or -1 to print */
-    int nparam = 0, nres = 0;
+    tg_tensor **call = NULL; /* the inputs passed to each call (states excluded) */
+    int nparam = 0, nres = 0, ncall = 0;
     if (!g) goto done;
     nparam = tg_graph_input_count(g);
     nres = tg_graph_output_count(g);
@@ -588,6 +664,14 @@ static int cmd_run(const options *o) {
     for (int r = 0; r < nres; r++) out_dest[r] = -1;
     for (int k = 0; k < o->nout; k++) {
         int r = find_output(g, o->outs[k].name);
+        if (r < 0 && is_state_name(g, o->outs[k].name)) { /* the state's final value */
+            for (int j = 0; j < k; j++)
+                if (strcmp(o->outs[j].name, o->outs[k].name) == 0) {
+                    fail("output '%s' is given twice to --out", o->outs[k].name);
+                    goto done;
+                }
+            continue;
+        }
         if (r < 0) {
             char list[512] = "", buf[32];
             size_t n = 0;
@@ -610,6 +694,7 @@ static int cmd_run(const options *o) {
     rc = EXIT_FAIL;
 
     tg_compile_opts copts = {.mode = TG_MODE_VM, .no_blas = o->no_blas, .nthreads = o->threads};
+    if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
     tg_status st = tg_graph_compile(g, &copts, &fn);
@@ -617,10 +702,31 @@ static int cmd_run(const options *o) {
         fail("%s", lib_error(st));
         goto done;
     }
-    st = tg_fn_call(fn, in, nparam, out, nres);
+    call = calloc((size_t)nparam + 1, sizeof *call);
+    if (!call) {
+        fail("out of memory");
+        goto done;
+    }
+    if (bind_states(fn, g, in, call, &ncall) != 0) goto done;
+    st = tg_fn_call(fn, call, ncall, out, nres);
+    for (int k = 1; k < o->runs && st == TG_OK; k++) /* -n K: the outputs of the last call */
+        st = tg_fn_call_into(fn, call, ncall, out, nres);
     if (st != TG_OK) {
         fail("%s", lib_error(st));
         goto done;
+    }
+    for (int k = 0; k < o->nout; k++) { /* final values of states */
+        if (find_output(g, o->outs[k].name) >= 0) continue;
+        const char *path = o->outs[k].path;
+        st = tg_npy_save(path, tg_fn_state(fn, tg_fn_state_find(fn, o->outs[k].name)));
+        if (st != TG_OK) {
+            const char *msg = lib_error(st);
+            if (strstr(msg, path))
+                fail("state '%s': %s", o->outs[k].name, msg);
+            else
+                fail("state '%s': %s: %s", o->outs[k].name, path, msg);
+            goto done;
+        }
     }
     for (int r = 0; r < nres; r++) {
         char buf[32];
@@ -656,6 +762,7 @@ done:
     free(in);
     free(out);
     free(out_dest);
+    free(call);
     tg_fn_free(fn);
     tg_module_free(m);
     return rc;
@@ -692,7 +799,8 @@ static int cmd_bench(const options *o) {
     tg_graph *g = m ? select_func(m, o->file, o->func) : NULL;
     tg_fn *fn = NULL;
     tg_tensor **in = NULL, **out = NULL;
-    int nparam = 0, nres = 0, runs = o->runs > 0 ? o->runs : 10;
+    tg_tensor **call = NULL; /* the inputs passed to each call (states excluded) */
+    int nparam = 0, nres = 0, ncall = 0, runs = o->runs > 0 ? o->runs : 10;
     double *t = NULL;
     if (!g) goto done;
     nparam = tg_graph_input_count(g);
@@ -708,14 +816,17 @@ static int cmd_bench(const options *o) {
     rc = EXIT_FAIL;
     tg_compile_opts copts = {.mode = TG_MODE_VM, .no_blas = o->no_blas, .nthreads = o->threads,
                              .profile = o->profile};
+    if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
     tg_status st = tg_graph_compile(g, &copts, &fn);
-    if (st == TG_OK) st = tg_fn_call(fn, in, nparam, out, nres); /* warm-up: makes outputs */
+    if (st == TG_OK && !(call = calloc((size_t)nparam + 1, sizeof *call))) st = TG_ENOMEM;
+    if (st == TG_OK && bind_states(fn, g, in, call, &ncall) != 0) goto done;
+    if (st == TG_OK) st = tg_fn_call(fn, call, ncall, out, nres); /* warm-up: makes outputs */
     tg_fn_profile_reset(fn); /* the table shows the timed calls only */
     for (int r = 0; r < runs && st == TG_OK; r++) {
         double t0 = now_seconds();
-        st = tg_fn_call_into(fn, in, nparam, out, nres);
+        st = tg_fn_call_into(fn, call, ncall, out, nres);
         t[r] = now_seconds() - t0;
     }
     if (st == TG_OK && o->profile) st = tg_fn_profile_print(fn, stdout);
@@ -737,6 +848,7 @@ done:
     for (int p = 0; in && p < nparam; p++) tg_tensor_free(in[p]);
     for (int r = 0; out && r < nres; r++) tg_tensor_free(out[r]);
     free(in);
+    free(call);
     free(out);
     free(t);
     tg_fn_free(fn);
@@ -900,8 +1012,37 @@ static const struct {
     {"bench", cmd_bench, usage_bench},
 };
 
+static const char usage_cache[] =
+    "usage: tgraph cache --list | --clear\n"
+    "\n"
+    "The C JIT (--mode c) keeps compiled code in a per-user cache directory\n"
+    "($XDG_CACHE_HOME/tgraph, else ~/.cache/tgraph; TGRAPH_CACHE_DIR overrides both).\n"
+    "\n"
+    "options:\n"
+    "  --list       print the directory, then one line per entry: size, date, .so path\n"
+    "  --clear      remove every entry (and left-over temporary files)\n"
+    "  -h, --help   show this text\n";
+
+static int cmd_cache(int argc, char **argv) {
+    if (argc == 1 && (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0)) {
+        fputs(usage_cache, stdout);
+        return EXIT_OK;
+    }
+    if (argc != 1 || (strcmp(argv[0], "--list") != 0 && strcmp(argv[0], "--clear") != 0))
+        return usage_fail("cache", "expected --list or --clear");
+    if (strcmp(argv[0], "--list") == 0) {
+        tg_status st = tg_cache_list(stdout);
+        return st == TG_OK ? EXIT_OK : fail("%s", lib_error(st));
+    }
+    int removed = 0;
+    tg_status st = tg_cache_clear(&removed);
+    if (st != TG_OK) return fail("%s", lib_error(st));
+    printf("removed %d file%s\n", removed, removed == 1 ? "" : "s");
+    return EXIT_OK;
+}
+
 /* Commands of the design that later work adds. */
-static const char *const later_commands[] = {"cache"};
+static const char *const later_commands[] = {NULL}; /* none at present */
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -929,17 +1070,20 @@ int main(int argc, char **argv) {
             }
         return usage_fail(NULL, "unknown command '%s'", argv[2]);
     }
+    if (strcmp(cmd, "cache") == 0) return cmd_cache(argc - 2, argv + 2);
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
         if (strcmp(cmd, commands[k].name) != 0) continue;
         options o = {.cmd = commands[k].name};
         int rc = parse_args(argc - 2, argv + 2, &o, commands[k].help);
+        if (rc == 0) rc = setup_ctx();
         if (rc == 0) rc = commands[k].fn(&o);
         free(o.ins);
         free(o.outs);
+        tg_ctx_free(cli_ctx);
         return rc < 0 ? EXIT_OK : rc;
     }
     for (size_t k = 0; k < sizeof later_commands / sizeof later_commands[0]; k++)
-        if (strcmp(cmd, later_commands[k]) == 0) {
+        if (later_commands[k] && strcmp(cmd, later_commands[k]) == 0) {
             fprintf(stderr, "tgraph: command '%s' is not available in this build\n", cmd);
             return EXIT_USAGE;
         }

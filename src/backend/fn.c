@@ -8,18 +8,47 @@
  *
  * Invariants: compiling never modifies the user's graph; a function keeps the graph it
  * runs (the user's, borrowed, or its own rewritten clone) alive as long as it lives.
+ *
+ * State (docs/state.md): the graph's outputs end with the new value of each updated state
+ * (ir.h), so every backend computes them as ordinary outputs. The function owns two
+ * buffers per updated state: a call passes the current one as the state's input and has
+ * the backend write the new value into the other (`into`: the VM computes it there, no
+ * copy); only a call that succeeded swaps them, so a failed call changes no state.
  */
 #include "interp/interp.h"
 #include "../rewrite/rewrite.h"
+#include "cjit/cjit.h"
+#include "cjit/debug.h"
 #include "vm/vm.h"
+
+#include <pthread.h>
+
+/* One state of a compiled function. */
+typedef struct fn_state {
+    tg_var *var;      /* the state input of the graph run */
+    int input;        /* its position among the graph's inputs */
+    int update;       /* position among the graph's outputs of its new value, or -1 */
+    tg_tensor *cur;   /* current value (owned); NULL while a '?' extent is not set */
+    tg_tensor *spare; /* updated states: the buffer the next value is written into */
+} fn_state;
 
 struct tg_fn {
     tg_graph *g;        /* the graph run: the user's (borrowed), or `owned` */
     tg_graph *owned;    /* a rewritten clone, freed with the function */
     tg_mode mode;       /* the mode compiled for */
     tg_interp *interp;  /* TG_MODE_REFERENCE: the interpreter of `g` */
-    tg_vm *vm;          /* TG_MODE_VM: the executor of `g` */
+    tg_vm *vm;          /* TG_MODE_VM: the executor of `g` (also TG_MODE_C's fallback) */
+    tg_cj *cj;          /* TG_MODE_C: the compiled code of `g` */
+    tg_dbg *dbg;        /* TG_MODE_DEBUG: the checked backend */
+    fn_state *states;   /* state inputs, in declaration order (nstate of them) */
+    int nstate;
+    tg_tensor **args;   /* with state: the backend's inputs (states and the caller's) */
+    tg_tensor **res;    /* with state: the backend's outputs (returns, then new states) */
+    pthread_mutex_t mu; /* with state: one call, set or swap at a time */
 };
+
+static tg_status states_init(tg_fn *f);
+static void states_free(tg_fn *f);
 
 static const char *mode_name(tg_mode m) {
     static const char *const names[] = {[TG_MODE_REFERENCE] = "reference", [TG_MODE_VM] = "vm",
@@ -32,7 +61,8 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     *out = NULL;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     tg_mode mode = opts ? opts->mode : TG_MODE_VM;
-    if (mode != TG_MODE_REFERENCE && mode != TG_MODE_VM)
+    if (mode != TG_MODE_REFERENCE && mode != TG_MODE_VM && mode != TG_MODE_C &&
+        mode != TG_MODE_DEBUG)
         return tg_set_error(TG_EUNSUPPORTED, "mode '%s' is not available in this build",
                             mode_name(mode));
     if (g->outputs.n == 0)
@@ -60,10 +90,25 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     f->g = run;
     f->owned = owned;
     f->mode = mode;
-    if (mode == TG_MODE_REFERENCE)
+    st = states_init(f);
+    if (st != TG_OK) {
+        tg_fn_free(f);
+        return st;
+    }
+    if (mode == TG_MODE_REFERENCE) {
         st = tg_interp_new(run, &f->interp);
-    else
+    } else if (mode == TG_MODE_DEBUG) {
+        st = tg_dbg_new(run, opts, &f->dbg);
+    } else if (mode == TG_MODE_C) {
+        st = tg_cj_new(run, opts, &f->cj);
+        if (st == TG_ECHECK && !opts->no_fallback) { /* no compiler: the VM, with a warning */
+            fprintf(stderr, "tgraph: warning: %s; running '%s' with the vm backend\n",
+                    tg_last_error(), g->name);
+            st = tg_vm_new(run, opts, &f->vm);
+        }
+    } else {
         st = tg_vm_new(run, opts, &f->vm);
+    }
     if (st != TG_OK) {
         tg_fn_free(f);
         return st;
@@ -76,7 +121,10 @@ void tg_fn_free(tg_fn *f) {
     if (!f) return;
     tg_ctx *ctx = f->g->ctx;
     tg_vm_free(f->vm);
+    tg_cj_free(f->cj);
+    tg_dbg_free(f->dbg);
     tg_interp_free(f->interp);
+    states_free(f);
     tg_graph_free(f->owned);
     tg_mem_free(ctx, f, sizeof *f);
 }
@@ -96,23 +144,202 @@ static tg_status check_input(const tg_var *v, const tg_tensor *t, int i) {
                         tg_type_str(&v->type, a, sizeof a), tg_type_str(&rt, b, sizeof b));
 }
 
+/* Runs the backend on the graph's full inputs and outputs. */
+static tg_status backend_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out,
+                              int nout, bool into) {
+    if (f->vm) return tg_vm_call(f->vm, in, nin, out, nout, into);
+    if (f->cj) return tg_cj_call(f->cj, in, nin, out, nout, into);
+    if (f->dbg) return tg_dbg_call(f->dbg, in, nin, out, nout, into);
+    return tg_interp_call(f->interp, in, nin, out, nout, into);
+}
+
+/* ---- state ---- */
+
+static tg_status states_init(tg_fn *f) {
+    tg_graph *g = f->g;
+    int n = 0;
+    for (int i = 0; i < g->inputs.n; i++) n += tg_var_is_state(g->inputs.items[i]);
+    if (n == 0) return TG_OK;
+    pthread_mutex_init(&f->mu, NULL);
+    f->nstate = n;
+    f->states = tg_mem_calloc(g->ctx, sizeof *f->states * (size_t)n);
+    f->args = tg_mem_calloc(g->ctx, sizeof *f->args * (size_t)(g->inputs.n + 1));
+    f->res = tg_mem_calloc(g->ctx, sizeof *f->res * (size_t)(g->outputs.n + 1));
+    if (!f->states || !f->args || !f->res) return TG_ENOMEM;
+    for (int i = 0, k = 0; i < g->inputs.n; i++)
+        if (tg_var_is_state(g->inputs.items[i]))
+            f->states[k++] = (fn_state){.var = g->inputs.items[i], .input = i, .update = -1};
+    for (int j = 0; j < g->updates.n; j++)
+        for (int k = 0; k < n; k++)
+            if (f->states[k].var == g->updates.items[j]) f->states[k].update = g->nret + j;
+    for (int k = 0; k < n; k++) { /* static shapes start as zeros */
+        fn_state *s = &f->states[k];
+        const tg_type *t = &s->var->type;
+        if (!tg_type_known(t)) continue;
+        s->cur = tg_tensor_new(g->ctx, (tg_dtype)t->dtype, t->ndim, t->shape);
+        if (s->update >= 0) s->spare = tg_tensor_new(g->ctx, (tg_dtype)t->dtype, t->ndim, t->shape);
+        if (!s->cur || (s->update >= 0 && !s->spare)) return TG_ENOMEM;
+    }
+    return TG_OK;
+}
+
+static void states_free(tg_fn *f) {
+    tg_ctx *ctx = f->g->ctx;
+    if (f->nstate > 0) pthread_mutex_destroy(&f->mu);
+    for (int k = 0; f->states && k < f->nstate; k++) {
+        tg_tensor_free(f->states[k].cur);
+        tg_tensor_free(f->states[k].spare);
+    }
+    if (f->states) tg_mem_free(ctx, f->states, sizeof *f->states * (size_t)f->nstate);
+    if (f->args) tg_mem_free(ctx, f->args, sizeof *f->args * (size_t)(f->g->inputs.n + 1));
+    if (f->res) tg_mem_free(ctx, f->res, sizeof *f->res * (size_t)(f->g->outputs.n + 1));
+}
+
+/* The backends report a new value of the wrong run-time shape as a mismatch of "output K"
+ * (an output after the returned ones, given as the spare buffer): say which state. */
+static void update_error(const tg_fn *f, tg_status st) {
+    const char *m = tg_last_error(), *res = strstr(m, "the result is ");
+    int k = -1;
+    if (sscanf(m, "output %d", &k) != 1 || k < f->g->nret || !res) return;
+    for (int s = 0; s < f->nstate; s++) {
+        if (f->states[s].update != k) continue;
+        char ty[TG_TYPE_STR_MAX], got[TG_TYPE_STR_MAX];
+        snprintf(got, sizeof got, "%s", res + strlen("the result is "));
+        tg_tensor *c = f->states[s].cur;
+        tg_type t = f->states[s].var->type;
+        for (int d = 0; d < c->ndim; d++) t.shape[d] = c->shape[d];
+        tg_set_error(st, "state '%s': the new value is %s, the state is %s",
+                     f->states[s].var->name, got, tg_type_str(&t, ty, sizeof ty));
+    }
+}
+
+/* A call of a function with state: the states' current tensors join the caller's inputs,
+ * the spare buffers receive the new values, and success swaps them in. */
+static tg_status call_with_state(tg_fn *f, tg_tensor *const *in, tg_tensor **out, int nout,
+                                 bool into) {
+    tg_graph *g = f->g;
+    tg_status st = TG_OK;
+    pthread_mutex_lock(&f->mu);
+    for (int i = 0, k = 0, s = 0; i < g->inputs.n; i++) {
+        if (s < f->nstate && f->states[s].input == i) {
+            const fn_state *S = &f->states[s++];
+            if (!S->cur) {
+                char ty[TG_TYPE_STR_MAX];
+                st = tg_set_error(TG_EINVAL,
+                                  "state '%s' (%s) has no value: set it before the first call",
+                                  S->var->name, tg_type_str(&S->var->type, ty, sizeof ty));
+                break;
+            }
+            f->args[i] = S->cur;
+        } else {
+            f->args[i] = in[k++];
+        }
+    }
+    if (st == TG_OK) {
+        for (int i = 0; i < nout; i++) f->res[i] = into ? out[i] : NULL;
+        for (int s = 0; s < f->nstate; s++)
+            if (f->states[s].update >= 0) f->res[f->states[s].update] = f->states[s].spare;
+        st = backend_call(f, f->args, g->inputs.n, f->res, g->outputs.n, true);
+        for (int i = 0; i < nout; i++) out[i] = f->res[i];
+        if (st != TG_OK) update_error(f, st);
+    } else {
+        for (int i = 0; i < nout; i++)
+            if (!into) out[i] = NULL;
+    }
+    for (int s = 0; st == TG_OK && s < f->nstate; s++) {
+        fn_state *S = &f->states[s];
+        if (S->update < 0) continue;
+        tg_tensor *t = S->cur;
+        S->cur = S->spare;
+        S->spare = t;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return st;
+}
+
+int tg_fn_state_count(const tg_fn *f) { return f ? f->nstate : 0; }
+
+const char *tg_fn_state_name(const tg_fn *f, int i) {
+    return f && i >= 0 && i < f->nstate ? f->states[i].var->name : NULL;
+}
+
+int tg_fn_state_find(const tg_fn *f, const char *name) {
+    for (int i = 0; f && name && i < f->nstate; i++)
+        if (strcmp(f->states[i].var->name, name) == 0) return i;
+    return -1;
+}
+
+tg_tensor *tg_fn_state(tg_fn *f, int i) {
+    if (!f || i < 0 || i >= f->nstate) {
+        tg_set_error(TG_EINDEX, "state %d: the function has %d states", i, f ? f->nstate : 0);
+        return NULL;
+    }
+    return f->states[i].cur;
+}
+
+tg_status tg_fn_state_set(tg_fn *f, int i, const tg_tensor *t) {
+    if (!f || !t) return tg_set_error(TG_EINVAL, "state_set: function or tensor is NULL");
+    if (i < 0 || i >= f->nstate)
+        return tg_set_error(TG_EINDEX, "state %d: the function has %d states", i, f->nstate);
+    fn_state *s = &f->states[i];
+    bool ok = t->dtype == s->var->type.dtype && t->ndim == s->var->type.ndim;
+    for (int d = 0; ok && d < t->ndim; d++)
+        ok = s->var->type.shape[d] < 0 || s->var->type.shape[d] == t->shape[d];
+    if (!ok) {
+        char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+        tg_type rt;
+        tg_interp_runtime_type(&s->var->type, t, &rt);
+        return tg_set_error(t->dtype != s->var->type.dtype ? TG_ETYPE : TG_ESHAPE,
+                            "state '%s': expected %s, got %s", s->var->name,
+                            tg_type_str(&s->var->type, a, sizeof a),
+                            tg_type_str(&rt, b, sizeof b));
+    }
+    tg_ctx *ctx = f->g->ctx;
+    pthread_mutex_lock(&f->mu);
+    bool same = s->cur != NULL;
+    for (int d = 0; same && d < t->ndim; d++) same = s->cur->shape[d] == t->shape[d];
+    if (!same) { /* a new shape for the '?' extents: new buffers */
+        tg_tensor *c = tg_tensor_new(ctx, t->dtype, t->ndim, t->shape);
+        tg_tensor *sp = s->update >= 0 ? tg_tensor_new(ctx, t->dtype, t->ndim, t->shape) : NULL;
+        if (!c || (s->update >= 0 && !sp)) {
+            tg_tensor_free(c);
+            tg_tensor_free(sp);
+            pthread_mutex_unlock(&f->mu);
+            return tg_set_error(TG_ENOMEM, "state '%s': out of memory", s->var->name);
+        }
+        tg_tensor_free(s->cur);
+        tg_tensor_free(s->spare);
+        s->cur = c;
+        s->spare = sp;
+    }
+    tg_tensor_copy_into(s->cur, t);
+    pthread_mutex_unlock(&f->mu);
+    return TG_OK;
+}
+
+/* ---- calls ---- */
+
 static tg_status fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                          bool into) {
     if (!f) return tg_set_error(TG_EINVAL, "call: function is NULL");
     tg_graph *g = f->g;
-    if (nin != g->inputs.n)
-        return tg_set_error(TG_EINVAL, "function '%s' takes %d inputs, got %d", g->name,
-                            g->inputs.n, nin);
-    if (nout != g->outputs.n)
+    int nuser = g->inputs.n - f->nstate;
+    if (nin != nuser)
+        return tg_set_error(TG_EINVAL, "function '%s' takes %d inputs%s, got %d", g->name, nuser,
+                            f->nstate ? " (besides its state)" : "", nin);
+    if (nout != g->nret)
         return tg_set_error(TG_EINVAL, "function '%s' returns %d outputs, room for %d", g->name,
-                            g->outputs.n, nout);
+                            g->nret, nout);
     if (nout > 0 && !out) return tg_set_error(TG_EINVAL, "call: output array is NULL");
-    for (int i = 0; i < nin; i++) {
-        tg_status st = check_input(g->inputs.items[i], in ? in[i] : NULL, i);
+    for (int i = 0, k = 0; i < g->inputs.n; i++) {
+        tg_var *v = g->inputs.items[i];
+        if (v->state) continue;
+        tg_status st = check_input(v, in ? in[k] : NULL, k);
         if (st != TG_OK) return st;
+        k++;
     }
-    if (f->vm) return tg_vm_call(f->vm, in, nin, out, nout, into);
-    return tg_interp_call(f->interp, in, nin, out, nout, into);
+    if (f->nstate > 0) return call_with_state(f, in, out, nout, into);
+    return backend_call(f, in, nin, out, nout, into);
 }
 
 tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {

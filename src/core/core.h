@@ -35,8 +35,11 @@ tg_status tg_set_errorv(tg_status st, const char *fmt, va_list ap);
 
 /* ---- context and memory ---- */
 struct tg_ctx {
-    tg_alloc_fn alloc; /* never NULL */
-    void *ud;          /* allocator's user data */
+    tg_alloc_fn alloc;    /* never NULL */
+    void *ud;             /* allocator's user data */
+    size_t limit;         /* bytes live at most (0: no cap; tg_ctx_set_mem_limit) */
+    _Atomic size_t used;  /* bytes live now (not for the default context) */
+    _Atomic size_t peak;  /* most bytes ever live */
 };
 void *tg_mem_alloc(tg_ctx *ctx, size_t n);  /* NULL on failure (error already set) */
 void *tg_mem_calloc(tg_ctx *ctx, size_t n); /* zeroed */

@@ -17,8 +17,13 @@
 
 #include <math.h>
 #include <stdint.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define TG_BUFFER_ALIGN 64
+#define TG_BUFFER_HUGE  ((size_t)4 << 20) /* buffers from this size ask for huge pages */
+#define TG_HUGE_PAGE    ((uintptr_t)2 << 20)
 
 /* ---- buffers ---- */
 
@@ -38,6 +43,15 @@ tg_buffer *tg_buffer_new(tg_ctx *ctx, size_t nbytes) {
     b->data = (char *)(b + 1) + pad;
     b->nbytes = nbytes;
     b->alloc_size = n;
+#ifdef MADV_HUGEPAGE
+    /* large buffers ask for transparent huge pages (as NumPy does from 4 MiB): streaming
+     * over them then takes few TLB misses, which are dear under virtualisation */
+    if (nbytes >= TG_BUFFER_HUGE) {
+        uintptr_t lo = ((uintptr_t)b->data + TG_HUGE_PAGE - 1) & ~(TG_HUGE_PAGE - 1);
+        uintptr_t hi = ((uintptr_t)b->data + nbytes) & ~(TG_HUGE_PAGE - 1);
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
     if (nbytes) memset(b->data, 0, nbytes);
     return b;
 }

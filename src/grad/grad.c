@@ -212,6 +212,7 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
                               tg_dtype_name((tg_dtype)wrt[i]->type.dtype));
     }
     grad_walk w = {.g = g, .nvars = g->vars.n};
+    const int nn0 = g->nodes.n; /* collect sizes w.order by it; backprop adds nodes */
     w.needed = tg_mem_calloc(g->ctx, (size_t)w.nvars + 1);
     w.cot = tg_mem_calloc(g->ctx, sizeof *w.cot * (size_t)(w.nvars + 1));
     tg_status st = (w.needed && w.cot) ? collect(&w, outs, nouts)
@@ -238,7 +239,7 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
         if (st == TG_OK && !c) st = g->status;
         out[i] = c;
     }
-    if (w.order) tg_mem_free(g->ctx, w.order, sizeof *w.order * (size_t)(g->nodes.n + 1));
+    if (w.order) tg_mem_free(g->ctx, w.order, sizeof *w.order * (size_t)(nn0 + 1));
     if (w.needed) tg_mem_free(g->ctx, w.needed, (size_t)w.nvars + 1);
     if (w.cot) tg_mem_free(g->ctx, w.cot, sizeof *w.cot * (size_t)(w.nvars + 1));
     if (st != TG_OK)

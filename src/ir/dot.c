@@ -113,7 +113,14 @@ tg_status tg_graph_print_dot(const tg_graph *g, FILE *f) {
     for (int i = 0; i < g->outputs.n; i++) {
         const tg_var *v = g->outputs.items[i];
         put_leaf(f, v, done);
-        fprintf(f, "  out%d [shape=plaintext, label=\"return %d\"];\n  ", i, i);
+        if (i < g->nret) {
+            fprintf(f, "  out%d [shape=plaintext, label=\"return %d\"];\n  ", i, i);
+        } else { /* the new value of a state */
+            const tg_var *st = g->updates.items[i - g->nret];
+            fprintf(f, "  out%d [shape=plaintext, label=\"", i);
+            put_escaped(f, st->name ? st->name : "?");
+            fputs(" <-\"];\n  ", f);
+        }
         put_source(f, v);
         fprintf(f, " -> out%d", i);
         if (v->kind == TG_VAR_NODE && v->node->nout > 1) fprintf(f, " [label=\"%d\"]", v->index);

@@ -84,6 +84,7 @@ void tg_graph_free(tg_graph *g) {
     tg_vec_fini(g->ctx, &g->vars);
     tg_vec_fini(g->ctx, &g->inputs);
     tg_vec_fini(g->ctx, &g->outputs);
+    tg_vec_fini(g->ctx, &g->updates);
     tg_arena_fini(&g->arena);
     tg_mem_free(g->ctx, g, sizeof *g);
 }
@@ -92,7 +93,7 @@ const char *tg_graph_name(const tg_graph *g) { return g->name; }
 tg_status tg_graph_status(const tg_graph *g) { return g->status; }
 const char *tg_graph_error(const tg_graph *g) { return g->error; }
 int tg_graph_input_count(const tg_graph *g) { return g->inputs.n; }
-int tg_graph_output_count(const tg_graph *g) { return g->outputs.n; }
+int tg_graph_output_count(const tg_graph *g) { return g->nret; }
 int tg_graph_node_count(const tg_graph *g) { return g->nodes.n; }
 
 tg_var *tg_graph_input(const tg_graph *g, int i) {
@@ -100,7 +101,7 @@ tg_var *tg_graph_input(const tg_graph *g, int i) {
 }
 
 tg_var *tg_graph_output(const tg_graph *g, int i) {
-    return i >= 0 && i < g->outputs.n ? g->outputs.items[i] : NULL;
+    return i >= 0 && i < g->nret ? g->outputs.items[i] : NULL;
 }
 
 const char *tg_var_name(const tg_var *v) { return v->name; }
@@ -131,15 +132,26 @@ tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n) {
             return tg_ir_fail(g, TG_EINVAL, "output %d is not a variable of graph '%s'", i,
                               g->name),
                    g->status;
-    g->outputs.n = 0;
-    for (int i = 0; i < n; i++)
-        if (!tg_vec_push(g->ctx, &g->outputs, outs[i])) return fail_oom(g), g->status;
+    /* the returned values, then the update values kept from before */
+    tg_vec nv = {0};
+    bool ok = true;
+    for (int i = 0; ok && i < n; i++) ok = tg_vec_push(g->ctx, &nv, outs[i]);
+    for (int i = g->nret; ok && i < g->outputs.n; i++)
+        ok = tg_vec_push(g->ctx, &nv, g->outputs.items[i]);
+    if (!ok) {
+        tg_vec_fini(g->ctx, &nv);
+        return fail_oom(g), g->status;
+    }
+    tg_vec_fini(g->ctx, &g->outputs);
+    g->outputs = nv;
+    g->nret = n;
     return TG_OK;
 }
 
 /* ---- leaves: inputs, constants, literals ---- */
 
-tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim, const int64_t *shape) {
+static tg_var *input_new(tg_graph *g, const char *name, tg_dtype dt, int ndim,
+                         const int64_t *shape, bool state) {
     if (!g || g->status != TG_OK) return NULL;
     if (!name || !*name) return tg_ir_fail(g, TG_EINVAL, "input needs a name");
     if ((unsigned)dt >= TG_DT_COUNT)
@@ -161,7 +173,66 @@ tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim, const int
     if (!v) return NULL;
     v->name = tg_arena_strdup(&g->arena, name);
     if (!v->name || !tg_vec_push(g->ctx, &g->inputs, v)) return fail_oom(g);
+    v->state = state;
     return v;
+}
+
+tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim, const int64_t *shape) {
+    return input_new(g, name, dt, ndim, shape, false);
+}
+
+/* ---- state and updates (docs/state.md) ---- */
+
+tg_var *tg_state(tg_graph *g, const char *name, tg_dtype dt, int ndim, const int64_t *shape) {
+    return input_new(g, name, dt, ndim, shape, true);
+}
+
+bool tg_var_is_state(const tg_var *v) { return v && v->kind == TG_VAR_INPUT && v->state; }
+
+/* A value of type v may become the state of type s: same dtype and rank, and no two
+ * static extents differ (the run-time shape must equal the state's). */
+static bool update_fits(const tg_type *s, const tg_type *v) {
+    if (s->dtype != v->dtype || s->ndim != v->ndim) return false;
+    for (int d = 0; d < s->ndim; d++)
+        if (s->shape[d] >= 0 && v->shape[d] >= 0 && s->shape[d] != v->shape[d]) return false;
+    return true;
+}
+
+tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value) {
+    if (!g) return tg_set_error(TG_EINVAL, "update: graph is NULL");
+    if (g->status != TG_OK) return g->status;
+    if (!state || !value) return tg_ir_fail(g, TG_EINVAL, "update: state or value is NULL"), g->status;
+    if (!owns_var(g, state) || !owns_var(g, value))
+        return tg_ir_fail(g, TG_EINVAL, "update: variable of another graph"), g->status;
+    const char *nm = state->name ? state->name : "?";
+    if (!tg_var_is_state(state))
+        return tg_ir_fail(g, TG_EINVAL,
+                          "'%s' is not a state: only parameters declared `mut` can be updated",
+                          state->kind == TG_VAR_INPUT ? nm : "a computed value"),
+               g->status;
+    for (int j = 0; j < g->updates.n; j++)
+        if (g->updates.items[j] == state)
+            return tg_ir_fail(g, TG_EINVAL, "state '%s' is updated twice", nm), g->status;
+    /* a weak literal takes the state's dtype, as it would in an operation */
+    if (value->type.weak && value->type.dtype != state->type.dtype &&
+        value->type.ndim == state->type.ndim) {
+        value = tg_cast(g, value, (tg_dtype)state->type.dtype);
+        if (!value) return g->status;
+    }
+    if (!update_fits(&state->type, &value->type)) {
+        char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+        return tg_ir_fail(g, state->type.dtype != value->type.dtype ? TG_ETYPE : TG_ESHAPE,
+                          "update of '%s': the new value is %s, the state is %s", nm,
+                          tg_type_str(&value->type, b, sizeof b),
+                          tg_type_str(&state->type, a, sizeof a)),
+               g->status;
+    }
+    if (!tg_vec_push(g->ctx, &g->updates, state)) return fail_oom(g), g->status;
+    if (!tg_vec_push(g->ctx, &g->outputs, value)) {
+        g->updates.n--;
+        return fail_oom(g), g->status;
+    }
+    return TG_OK;
 }
 
 tg_var *tg_ir_const(tg_graph *g, tg_tensor *value, char lit) {
@@ -614,7 +685,8 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
     if (c) c->file = g->file;
     for (int i = 0; ok && i < g->inputs.n; i++) {
         tg_var *v = g->inputs.items[i];
-        map[v->id] = tg_input(c, v->name, (tg_dtype)v->type.dtype, v->type.ndim, v->type.shape);
+        map[v->id] = input_new(c, v->name, (tg_dtype)v->type.dtype, v->type.ndim, v->type.shape,
+                               v->state);
         ok = map[v->id] != NULL;
     }
     /* constants and node outputs, in dependency order */
@@ -651,7 +723,9 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
         }
         ok = (tmp[i] = map[v->id]) != NULL;
     }
-    if (ok) ok = tg_graph_set_outputs(c, tmp, g->outputs.n) == TG_OK;
+    if (ok) ok = tg_graph_set_outputs(c, tmp, g->nret) == TG_OK;
+    for (int j = 0; ok && j < g->updates.n; j++)
+        ok = tg_update(c, map[((tg_var *)g->updates.items[j])->id], tmp[g->nret + j]) == TG_OK;
     if (c) c->line = c->col = 0;
     if (order) tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     if (map) tg_mem_free(g->ctx, map, sizeof *map * (size_t)(g->vars.n + 1));
@@ -714,6 +788,14 @@ tg_status tg_graph_verify(const tg_graph *g) {
     for (int i = 0; i < g->outputs.n && st == TG_OK; i++)
         if (!owns_var(g, g->outputs.items[i]))
             st = tg_set_error(TG_EINTERNAL, "verify: output %d is foreign", i);
+    if (st == TG_OK && g->outputs.n != g->nret + g->updates.n)
+        st = tg_set_error(TG_EINTERNAL, "verify: %d outputs for %d returns and %d updates",
+                          g->outputs.n, g->nret, g->updates.n);
+    for (int j = 0; j < g->updates.n && st == TG_OK; j++) {
+        const tg_var *s = g->updates.items[j], *v = g->outputs.items[g->nret + j];
+        if (!owns_var(g, s) || !tg_var_is_state(s) || !update_fits(&s->type, &v->type))
+            st = tg_set_error(TG_EINTERNAL, "verify: update %d is not a state and its value", j);
+    }
     if (st == TG_OK) {
         int cnt;
         tg_node **order = toposort(g, &cnt, &st);

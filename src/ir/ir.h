@@ -56,6 +56,7 @@ struct tg_var {
     int index;          /* which output of node */
     tg_tensor *value;   /* TG_VAR_CONST: the value (owned by the graph) */
     char lit;           /* constant from a literal: 'i', 'f', 'b'; 0 otherwise */
+    bool state;         /* TG_VAR_INPUT declared `mut` (tg_state) */
 };
 
 struct tg_node {
@@ -80,7 +81,11 @@ struct tg_graph {
     tg_vec nodes;                  /* tg_node*, creation order */
     tg_vec vars;                   /* tg_var*, creation order */
     tg_vec inputs;                 /* tg_var*, parameter order */
-    tg_vec outputs;                /* tg_var* */
+    tg_vec outputs;                /* tg_var*: the nret returned values, then one new value
+                                      per update (outputs[nret + j] for updates[j]), so that
+                                      every pass keeps update values alive and rewritten */
+    int nret;                      /* values returned (tg_graph_output_count) */
+    tg_vec updates;                /* tg_var*: the state inputs updated, in update order */
     tg_status status;              /* first error */
     char *error;                   /* its message (arena), "" when none */
     int line, col;                 /* position stamped on new nodes (parser sets it) */

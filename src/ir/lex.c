@@ -250,6 +250,12 @@ static void lex_token(tg_lexer *lx, tg_tok *t) {
         if (is_digit(c) || (c == '.' && p + 1 < lx->end && is_digit(p[1])))
             return lex_number(lx, t, p);
         if (c == '"') return lex_string(lx, t, p);
+        if (c == '<' && p + 1 < lx->end && p[1] == '-') {
+            *t = (tg_tok){.kind = TG_TK_LARROW, .p = p, .len = 2, .line = lx->line,
+                          .col = col_of(lx, p)};
+            lx->cur = p + 2;
+            return;
+        }
         static const char punct[] = "()[]{},:=@?-";
         static const tg_tok_kind punct_kind[] = {TG_TK_LPAREN,   TG_TK_RPAREN,   TG_TK_LBRACKET,
                                                  TG_TK_RBRACKET, TG_TK_LBRACE,   TG_TK_RBRACE,

@@ -37,6 +37,7 @@ typedef struct parser {
     tg_txt_map all_funcs;      /* every `func NAME` of the text (found by a first scan) */
     tg_txt_map funcs;          /* functions defined so far */
     tg_txt_map names;          /* bindings of the current function: var and position */
+    tg_txt_map updated;        /* states of the current function updated so far */
     tg_arena scratch;          /* temporaries of the current statement(s) */
     tg_var *outs[TG_MAX_OUTS]; /* outputs of the latest call (read before the next one) */
 } parser;
@@ -931,8 +932,42 @@ static bool parse_return(parser *p) {
     return true;
 }
 
-/* type := DTYPE "[" [dim ("," dim)*] "]"  dim := INT | "?" ; then tg_input. */
+/* NAME "<-" expr NEWLINE: the new value of state NAME (docs/state.md). */
+static bool parse_update(parser *p) {
+    tg_tok nm = p->tok;
+    const tg_txt_entry *e = tg_txt_map_find(&p->names, nm.p, nm.len);
+    if (!e) return FAIL_TOK(p, &nm, TG_ENAME, "unknown name '%.*s'", (int)nm.len, nm.p);
+    tg_var *state = e->val;
+    if (!tg_var_is_state(state))
+        return FAIL_TOK(p, &nm, TG_EINVAL,
+                        "'%.*s' is not a state (only a parameter declared `mut %.*s: ...` "
+                        "can be updated)",
+                        (int)nm.len, nm.p, (int)nm.len, nm.p);
+    const tg_txt_entry *u = tg_txt_map_find(&p->updated, nm.p, nm.len);
+    if (u)
+        return FAIL_TOK(p, &nm, TG_EINVAL, "state '%.*s' is already updated at %d:%d",
+                        (int)nm.len, nm.p, u->line, u->col);
+    advance(p); /* NAME */
+    advance(p); /* <- */
+    tg_var *v = NULL;
+    if (!parse_expr1(p, &v) || !expect_eol(p)) return false;
+    set_pos(p, &nm);
+    if (tg_update(p->g, state, v) != TG_OK) return builder_failed(p, nm.line, nm.col);
+    tg_txt_entry *ne = tg_txt_map_add(&p->updated, nm.p, nm.len);
+    if (!ne) return oom(p, nm.line, nm.col);
+    ne->line = nm.line;
+    ne->col = nm.col;
+    return true;
+}
+
+/* param := ["mut"] NAME ":" type ; type := DTYPE "[" [dim ("," dim)*] "]" ; dim := INT | "?"
+ * then tg_input, or tg_state for `mut` (a parameter may itself be named mut). */
 static bool parse_param(parser *p) {
+    bool state = false;
+    if (tg_tok_is(&p->tok, "mut") && peek(p)->kind == TG_TK_NAME) {
+        state = true;
+        advance(p);
+    }
     tg_tok nm = p->tok;
     if (!check_bindable(p, &nm)) return false;
     advance(p);
@@ -971,7 +1006,7 @@ static bool parse_param(parser *p) {
     char *name = scratch_str(p, nm.p, nm.len, &nm);
     if (!name) return false;
     set_pos(p, &nm);
-    tg_var *v = tg_input(p->g, name, dt, nd, shape);
+    tg_var *v = state ? tg_state(p->g, name, dt, nd, shape) : tg_input(p->g, name, dt, nd, shape);
     if (!v) return builder_failed(p, nm.line, nm.col);
     tg_txt_entry *e = tg_txt_map_add(&p->names, nm.p, nm.len);
     if (!e) return oom(p, nm.line, nm.col);
@@ -1009,6 +1044,8 @@ static bool parse_func(parser *p) {
     if (!g->file) return oom(p, nm.line, nm.col);
     tg_txt_map_fini(&p->names);
     tg_txt_map_init(&p->names, p->ctx);
+    tg_txt_map_fini(&p->updated);
+    tg_txt_map_init(&p->updated, p->ctx);
     advance(p);
 
     if (!expect(p, TG_TK_LPAREN, "'('")) return false;
@@ -1027,6 +1064,10 @@ static bool parse_func(parser *p) {
             return FAIL_TOK(p, &p->tok, TG_ESYNTAX, "function '%s' has no 'return'", g->name);
         if (at(p, TG_TK_EOF)) return expected(p, "'}'");
         if (tg_tok_is(&p->tok, "return")) break;
+        if (at(p, TG_TK_NAME) && peek(p)->kind == TG_TK_LARROW) {
+            if (!parse_update(p)) return false;
+            continue;
+        }
         if (!parse_binding(p)) return false;
     }
     if (!parse_return(p)) return false;
@@ -1066,6 +1107,7 @@ tg_status tg_txt_parse(tg_module *m, const char *src, size_t len, const char *fi
     tg_txt_map_init(&p->all_funcs, p->ctx);
     tg_txt_map_init(&p->funcs, p->ctx);
     tg_txt_map_init(&p->names, p->ctx);
+    tg_txt_map_init(&p->updated, p->ctx);
     tg_arena_init(&p->scratch, p->ctx);
     tg_lex_init(&p->lx, src, len);
     if (len >= TG_TEXT_MAX_BYTES) {
@@ -1089,6 +1131,7 @@ tg_status tg_txt_parse(tg_module *m, const char *src, size_t len, const char *fi
     tg_lex_fini(&p->lx);
     tg_arena_fini(&p->scratch);
     tg_txt_map_fini(&p->names);
+    tg_txt_map_fini(&p->updated);
     tg_txt_map_fini(&p->funcs);
     tg_txt_map_fini(&p->all_funcs);
     tg_status st = p->st;

@@ -349,7 +349,7 @@ static void put_graph(printer *pr) {
     fputc('(', f);
     for (int i = 0; i < g->inputs.n; i++) {
         const tg_var *v = g->inputs.items[i];
-        fprintf(f, "%s%s: %s", i ? ", " : "", name_of(pr, v),
+        fprintf(f, "%s%s%s: %s", i ? ", " : "", v->state ? "mut " : "", name_of(pr, v),
                 tg_type_str(&v->type, tbuf, sizeof tbuf));
     }
     fputs(") {\n", f);
@@ -369,11 +369,16 @@ static void put_graph(printer *pr) {
         pr->done[v->id] = 1;
         put_const(pr, v);
     }
-    if (g->outputs.n == 0) {
+    for (int j = 0; j < g->updates.n; j++) { /* `state <- value`, after every node */
+        fprintf(f, "    %s <- ", name_of(pr, g->updates.items[j]));
+        put_use(pr, g->outputs.items[g->nret + j]);
+        fputc('\n', f);
+    }
+    if (g->nret == 0) {
         fputs("    # no outputs\n", f);
     } else {
         fputs("    return ", f);
-        for (int i = 0; i < g->outputs.n; i++) {
+        for (int i = 0; i < g->nret; i++) {
             if (i) fputs(", ", f);
             put_use(pr, g->outputs.items[i]);
         }
@@ -391,7 +396,7 @@ tg_status tg_graph_print(const tg_graph *g, FILE *f) {
     if (g->outputs.n > 0) {
         pr.order = tg_ir_toposort(g, &pr.norder);
         pr.own_order = true;
-        if (!pr.order) st = tg_last_error()[0] ? TG_EINTERNAL : TG_ENOMEM;
+        if (!pr.order) st = strstr(tg_last_error(), "out of memory") ? TG_ENOMEM : TG_EINTERNAL;
     } else {
         pr.order = (tg_node **)g->nodes.items;
         pr.norder = g->nodes.n;

@@ -37,6 +37,7 @@ typedef enum {
     TG_TK_EQUAL,    /* = */
     TG_TK_AT,       /* @ */
     TG_TK_ARROW,    /* -> (reserved for return types) */
+    TG_TK_LARROW,   /* <- (an update of a state: `W <- expr`) */
     TG_TK_MINUS,    /* - (only meaningful before a number) */
     TG_TK_QUESTION, /* ? */
     TG_TK_RAW,      /* the text between `fused{` and its `}` (one line, taken as is) */

@@ -602,6 +602,10 @@ static tg_status vjp_cast(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
     return tg_graph_status(g);
 }
 
+/* The same C expression for every integer dtype (records' c_expr, read by the C JIT). */
+#define CX_INTS(e) \
+    [TG_DT_I8] = e, [TG_DT_I16] = e, [TG_DT_I32] = e, [TG_DT_I64] = e, [TG_DT_U8] = e
+
 /* ---- the records ---- */
 /* One record per op; kept in this compact layout on purpose. */
 /* clang-format off */
@@ -609,6 +613,8 @@ const tg_op_def tg_op_add = {
     .name = "add", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_add, i_add, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {[TG_DT_BOOL] = "%0 | %1", CX_INTS("(%T)((uint64_t)%0 + (uint64_t)%1)"),
+                [TG_DT_F32] = "%0 + %1", [TG_DT_F64] = "%0 + %1"},
     .grad = TG_GRAD_VJP, .vjp = vjp_add,
 };
 
@@ -616,6 +622,8 @@ const tg_op_def tg_op_sub = {
     .name = "sub", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sub, i_sub, TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {CX_INTS("(%T)((uint64_t)%0 - (uint64_t)%1)"), [TG_DT_F32] = "%0 - %1",
+                [TG_DT_F64] = "%0 - %1"},
     .grad = TG_GRAD_VJP, .vjp = vjp_sub,
 };
 
@@ -623,6 +631,8 @@ const tg_op_def tg_op_mul = {
     .name = "mul", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_mul, i_mul, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {[TG_DT_BOOL] = "%0 & %1", CX_INTS("(%T)((uint64_t)%0 * (uint64_t)%1)"),
+                [TG_DT_F32] = "%0 * %1", [TG_DT_F64] = "%0 * %1"},
     .grad = TG_GRAD_VJP, .vjp = vjp_mul,
 };
 
@@ -630,6 +640,7 @@ const tg_op_def tg_op_div = {
     .name = "div", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_div, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT | TG_EW_TOF64},
+    .c_expr = {[TG_DT_F32] = "%0 / %1", [TG_DT_F64] = "%0 / %1"},
     .grad = TG_GRAD_VJP, .vjp = vjp_div,
 };
 
@@ -637,6 +648,8 @@ const tg_op_def tg_op_int_div = {
     .name = "int_div", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_int_div, i_int_div, TG_EW_INT | TG_EW_FLOAT | TG_EW_BOOLI8},
+    .c_expr = {CX_INTS("(%T)tg_rt_idiv(%0, %1)"), [TG_DT_F32] = "(float)tg_rt_fdiv(%0, %1)",
+                [TG_DT_F64] = "tg_rt_fdiv(%0, %1)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
@@ -644,6 +657,8 @@ const tg_op_def tg_op_mod = {
     .name = "mod", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_mod, i_mod, TG_EW_INT | TG_EW_FLOAT | TG_EW_BOOLI8},
+    .c_expr = {CX_INTS("(%T)tg_rt_imod(%0, %1)"), [TG_DT_F32] = "(float)tg_rt_fmod(%0, %1)",
+                [TG_DT_F64] = "tg_rt_fmod(%0, %1)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_mod,
 };
 
@@ -651,6 +666,7 @@ const tg_op_def tg_op_pow = {
     .name = "pow", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = ref_pow,
     .ew = {f_pow, i_pow, TG_EW_INT | TG_EW_FLOAT | TG_EW_BOOLI8},
+    .c_expr = {[TG_DT_F32] = "powf(%0, %1)", [TG_DT_F64] = "pow(%0, %1)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_pow,
 };
 
@@ -658,6 +674,8 @@ const tg_op_def tg_op_maximum = {
     .name = "maximum", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_maximum, i_maximum, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {[TG_DT_BOOL] = "%0 | %1", CX_INTS("(%0 > %1 ? %0 : %1)"),
+                [TG_DT_F32] = "tg_rt_fmaxf(%0, %1)", [TG_DT_F64] = "tg_rt_fmax(%0, %1)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_extreme,
 };
 
@@ -665,6 +683,8 @@ const tg_op_def tg_op_minimum = {
     .name = "minimum", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_minimum, i_minimum, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {[TG_DT_BOOL] = "%0 & %1", CX_INTS("(%0 < %1 ? %0 : %1)"),
+                [TG_DT_F32] = "tg_rt_fminf(%0, %1)", [TG_DT_F64] = "tg_rt_fmin(%0, %1)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_extreme,
 };
 
@@ -672,6 +692,7 @@ const tg_op_def tg_op_neg = {
     .name = "neg", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_neg, i_neg, TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {CX_INTS("(%T)(0 - (uint64_t)%0)"), [TG_DT_F32] = "-%0", [TG_DT_F64] = "-%0"},
     .grad = TG_GRAD_VJP, .vjp = vjp_neg,
 };
 
@@ -679,6 +700,8 @@ const tg_op_def tg_op_abs = {
     .name = "abs", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_abs, i_abs, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {CX_INTS("(%T)(%0 < 0 ? 0 - (uint64_t)%0 : (uint64_t)%0)"), [TG_DT_F32] = "fabsf(%0)",
+                [TG_DT_F64] = "fabs(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_abs,
 };
 
@@ -686,6 +709,8 @@ const tg_op_def tg_op_sign = {
     .name = "sign", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sign, i_sign, TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {CX_INTS("(%T)((%0 > 0) - (%0 < 0))"), [TG_DT_F32] = "tg_rt_signf(%0)",
+                [TG_DT_F64] = "tg_rt_sign(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
@@ -693,6 +718,7 @@ const tg_op_def tg_op_exp = {
     .name = "exp", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_exp, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "expf(%0)", [TG_DT_F64] = "exp(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_exp,
 };
 
@@ -700,6 +726,7 @@ const tg_op_def tg_op_exp2 = {
     .name = "exp2", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_exp2, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "exp2f(%0)", [TG_DT_F64] = "exp2(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_exp2,
 };
 
@@ -707,6 +734,7 @@ const tg_op_def tg_op_log = {
     .name = "log", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_log, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "logf(%0)", [TG_DT_F64] = "log(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_log,
 };
 
@@ -714,6 +742,7 @@ const tg_op_def tg_op_log2 = {
     .name = "log2", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_log2, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "log2f(%0)", [TG_DT_F64] = "log2(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_log2,
 };
 
@@ -721,6 +750,7 @@ const tg_op_def tg_op_log1p = {
     .name = "log1p", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_log1p, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "log1pf(%0)", [TG_DT_F64] = "log1p(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_log1p,
 };
 
@@ -728,6 +758,7 @@ const tg_op_def tg_op_expm1 = {
     .name = "expm1", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_expm1, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "expm1f(%0)", [TG_DT_F64] = "expm1(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_expm1,
 };
 
@@ -735,6 +766,7 @@ const tg_op_def tg_op_sqrt = {
     .name = "sqrt", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sqrt, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "sqrtf(%0)", [TG_DT_F64] = "sqrt(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_sqrt,
 };
 
@@ -742,6 +774,7 @@ const tg_op_def tg_op_rsqrt = {
     .name = "rsqrt", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_rsqrt, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "1.0f / sqrtf(%0)", [TG_DT_F64] = "1.0 / sqrt(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_rsqrt,
 };
 
@@ -749,6 +782,7 @@ const tg_op_def tg_op_sin = {
     .name = "sin", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sin, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "sinf(%0)", [TG_DT_F64] = "sin(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_sin,
 };
 
@@ -756,6 +790,7 @@ const tg_op_def tg_op_cos = {
     .name = "cos", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_cos, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "cosf(%0)", [TG_DT_F64] = "cos(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_cos,
 };
 
@@ -763,6 +798,7 @@ const tg_op_def tg_op_tan = {
     .name = "tan", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_tan, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "tanf(%0)", [TG_DT_F64] = "tan(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_tan,
 };
 
@@ -770,6 +806,7 @@ const tg_op_def tg_op_tanh = {
     .name = "tanh", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_tanh, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "tanhf(%0)", [TG_DT_F64] = "tanh(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_tanh,
 };
 
@@ -777,6 +814,7 @@ const tg_op_def tg_op_sigmoid = {
     .name = "sigmoid", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_sigmoid, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "tg_rt_sigmoidf(%0)", [TG_DT_F64] = "tg_rt_sigmoid(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_sigmoid,
 };
 
@@ -784,6 +822,7 @@ const tg_op_def tg_op_softplus = {
     .name = "softplus", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_softplus, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "tg_rt_softplusf(%0)", [TG_DT_F64] = "tg_rt_softplus(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_softplus,
 };
 
@@ -791,6 +830,7 @@ const tg_op_def tg_op_erf = {
     .name = "erf", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_erf, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "erff(%0)", [TG_DT_F64] = "erf(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_erf,
 };
 
@@ -798,6 +838,7 @@ const tg_op_def tg_op_erfc = {
     .name = "erfc", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_erfc, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "erfcf(%0)", [TG_DT_F64] = "erfc(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_erfc,
 };
 
@@ -805,6 +846,7 @@ const tg_op_def tg_op_floor = {
     .name = "floor", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_floor, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "floorf(%0)", [TG_DT_F64] = "floor(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
@@ -812,6 +854,7 @@ const tg_op_def tg_op_ceil = {
     .name = "ceil", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_ceil, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "ceilf(%0)", [TG_DT_F64] = "ceil(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
@@ -819,6 +862,7 @@ const tg_op_def tg_op_round = {
     .name = "round", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_round, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "rintf(%0)", [TG_DT_F64] = "rint(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_zero,
 };
 
@@ -826,6 +870,8 @@ const tg_op_def tg_op_lt = {
     .name = "lt", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_lt, i_lt, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .c_expr = {[TG_DT_BOOL] = "%0 < %1", CX_INTS("%0 < %1"), [TG_DT_F32] = "%0 < %1",
+                [TG_DT_F64] = "%0 < %1"},
     .grad = TG_GRAD_NONE,
 };
 
@@ -833,6 +879,8 @@ const tg_op_def tg_op_le = {
     .name = "le", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_le, i_le, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .c_expr = {[TG_DT_BOOL] = "%0 <= %1", CX_INTS("%0 <= %1"), [TG_DT_F32] = "%0 <= %1",
+                [TG_DT_F64] = "%0 <= %1"},
     .grad = TG_GRAD_NONE,
 };
 
@@ -840,6 +888,8 @@ const tg_op_def tg_op_gt = {
     .name = "gt", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_gt, i_gt, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .c_expr = {[TG_DT_BOOL] = "%0 > %1", CX_INTS("%0 > %1"), [TG_DT_F32] = "%0 > %1",
+                [TG_DT_F64] = "%0 > %1"},
     .grad = TG_GRAD_NONE,
 };
 
@@ -847,6 +897,8 @@ const tg_op_def tg_op_ge = {
     .name = "ge", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_ge, i_ge, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .c_expr = {[TG_DT_BOOL] = "%0 >= %1", CX_INTS("%0 >= %1"), [TG_DT_F32] = "%0 >= %1",
+                [TG_DT_F64] = "%0 >= %1"},
     .grad = TG_GRAD_NONE,
 };
 
@@ -854,6 +906,8 @@ const tg_op_def tg_op_eq = {
     .name = "eq", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_eq, i_eq, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .c_expr = {[TG_DT_BOOL] = "%0 == %1", CX_INTS("%0 == %1"), [TG_DT_F32] = "%0 == %1",
+                [TG_DT_F64] = "%0 == %1"},
     .grad = TG_GRAD_NONE,
 };
 
@@ -861,6 +915,8 @@ const tg_op_def tg_op_ne = {
     .name = "ne", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_ne, i_ne, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .c_expr = {[TG_DT_BOOL] = "%0 != %1", CX_INTS("%0 != %1"), [TG_DT_F32] = "%0 != %1",
+                [TG_DT_F64] = "%0 != %1"},
     .grad = TG_GRAD_NONE,
 };
 
@@ -868,6 +924,8 @@ const tg_op_def tg_op_isnan = {
     .name = "isnan", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_isnan, i_false, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .c_expr = {[TG_DT_BOOL] = "0", CX_INTS("0"), [TG_DT_F32] = "isnan(%0)",
+                [TG_DT_F64] = "isnan(%0)"},
     .grad = TG_GRAD_NONE,
 };
 
@@ -875,6 +933,8 @@ const tg_op_def tg_op_isinf = {
     .name = "isinf", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_isinf, i_false, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_CMP},
+    .c_expr = {[TG_DT_BOOL] = "0", CX_INTS("0"), [TG_DT_F32] = "isinf(%0)",
+                [TG_DT_F64] = "isinf(%0)"},
     .grad = TG_GRAD_NONE,
 };
 
@@ -882,6 +942,7 @@ const tg_op_def tg_op_and = {
     .name = "and", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_and, TG_EW_BOOL | TG_EW_INT},
+    .c_expr = {[TG_DT_BOOL] = "%0 & %1", CX_INTS("(%T)(%0 & %1)")},
     .grad = TG_GRAD_NONE,
 };
 
@@ -889,6 +950,7 @@ const tg_op_def tg_op_or = {
     .name = "or", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_or, TG_EW_BOOL | TG_EW_INT},
+    .c_expr = {[TG_DT_BOOL] = "%0 | %1", CX_INTS("(%T)(%0 | %1)")},
     .grad = TG_GRAD_NONE,
 };
 
@@ -896,6 +958,7 @@ const tg_op_def tg_op_xor = {
     .name = "xor", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_xor, TG_EW_BOOL | TG_EW_INT},
+    .c_expr = {[TG_DT_BOOL] = "%0 ^ %1", CX_INTS("(%T)(%0 ^ %1)")},
     .grad = TG_GRAD_NONE,
 };
 
@@ -903,6 +966,7 @@ const tg_op_def tg_op_not = {
     .name = "not", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_not, TG_EW_BOOL | TG_EW_INT},
+    .c_expr = {[TG_DT_BOOL] = "!%0", CX_INTS("(%T)~%0")},
     .grad = TG_GRAD_NONE,
 };
 
@@ -910,6 +974,7 @@ const tg_op_def tg_op_left_shift = {
     .name = "left_shift", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_left_shift, TG_EW_INT | TG_EW_BOOLI8},
+    .c_expr = {CX_INTS("(%T)tg_rt_shl(%0, %1)")},
     .grad = TG_GRAD_NONE,
 };
 
@@ -917,6 +982,7 @@ const tg_op_def tg_op_right_shift = {
     .name = "right_shift", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {NULL, i_right_shift, TG_EW_INT | TG_EW_BOOLI8},
+    .c_expr = {CX_INTS("(%T)tg_rt_shr(%0, %1)")},
     .grad = TG_GRAD_NONE,
 };
 
@@ -924,6 +990,9 @@ const tg_op_def tg_op_clip = {
     .name = "clip", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
     .ew = {f_clip, i_clip, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {CX_INTS("(%T)tg_rt_iclip(%0, %1, %2)"),
+                [TG_DT_F32] = "tg_rt_fminf(tg_rt_fmaxf(%0, %1), %2)",
+                [TG_DT_F64] = "tg_rt_fmin(tg_rt_fmax(%0, %1), %2)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_clip,
 };
 
@@ -931,12 +1000,18 @@ const tg_op_def tg_op_where = {
     .name = "where", .min_in = 3, .max_in = 3, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .promote = where_promote, .infer = where_infer, .ref = tg_ew_ref,
     .ew = {f_where, i_where, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT},
+    .c_expr = {[TG_DT_BOOL] = "(%0 ? %1 : %2)", CX_INTS("(%0 ? %1 : %2)"),
+                [TG_DT_F32] = "(%0 ? %1 : %2)", [TG_DT_F64] = "(%0 ? %1 : %2)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_where,
 };
 
 const tg_op_def tg_op_cast = {
     .name = "cast", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
     .attrs = cast_attrs, .nattrs = 1, .promote = NULL, .infer = cast_infer, .ref = cast_ref,
+    .c_expr = {[TG_DT_BOOL] = "tg_rt_cast_bool(%0)", [TG_DT_I8] = "tg_rt_cast_i8(%0)",
+                [TG_DT_I16] = "tg_rt_cast_i16(%0)", [TG_DT_I32] = "tg_rt_cast_i32(%0)",
+                [TG_DT_I64] = "tg_rt_cast_i64(%0)", [TG_DT_U8] = "tg_rt_cast_u8(%0)",
+                [TG_DT_F32] = "tg_rt_cast_f32(%0)", [TG_DT_F64] = "tg_rt_cast_f64(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_cast,
 };
 /* clang-format on */

@@ -161,7 +161,9 @@ static tg_status copy_bcast(tg_kern *k, tg_tensor *dst, const tg_tensor *src) {
         strides[i] = a < 0 || src->shape[a] == 1 ? 0 : src->strides[a];
     }
     tg_tensor *v = tg_tensor_view(src, dst->ndim, dst->shape, strides, src->offset);
-    if (!v) return tg_kern_fail(k, TG_EINTERNAL, "cannot make a view: %s", tg_last_error());
+    if (!v)
+        return tg_kern_fail(k, strstr(tg_last_error(), "out of memory") ? TG_ENOMEM : TG_EINTERNAL,
+                            "cannot make a view: %s", tg_last_error());
     tg_tensor_copy_into(dst, v);
     tg_tensor_free(v);
     return TG_OK;

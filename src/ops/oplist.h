@@ -24,6 +24,10 @@
     X(SQUEEZE, squeeze) X(BROADCAST_TO, broadcast_to) X(SLICE, slice)
 
 #define TG_OPS_LINALG(X) X(DOT, dot) X(MATMUL, matmul) X(OUTER, outer)
+/* blas.c: the lowered BLAS forms and their in-place variants */
+#define TG_OPS_BLAS(X)                                                                     \
+    X(GEMM, gemm) X(GEMV, gemv) X(GER, ger) X(GEMM_INPLACE, gemm_inplace)                  \
+    X(GEMV_INPLACE, gemv_inplace) X(GER_INPLACE, ger_inplace)
 
 /* index.c: gathers and scatters; join.c: joining, splitting and constructors;
  * nn.c: the softmax family */
@@ -38,10 +42,15 @@
 #define TG_OPS_NN(X) X(SOFTMAX, softmax) X(LOG_SOFTMAX, log_softmax) X(LOGSUMEXP, logsumexp)
 /* fused.c: elementwise expressions (and a reduction at their root) in one node */
 #define TG_OPS_FUSED(X) X(FUSED, fused)
+/* random.c: counter-based random numbers with explicit keys (docs/random.md) */
+#define TG_OPS_RANDOM(X)                                                                   \
+    X(KEY, key) X(KEY_SPLIT, key_split) X(FOLD_IN, fold_in) X(UNIFORM, uniform)            \
+    X(NORMAL, normal) X(BERNOULLI, bernoulli) X(CATEGORICAL, categorical)                  \
+    X(PERMUTATION, permutation)
 
 #define TG_OPS(X)                                                                          \
-    TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_INDEX(X)     \
-    TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X)
+    TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_BLAS(X)      \
+    TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X) TG_OPS_RANDOM(X)
 
 #define TG_X_ENUM(U, l) TG_OP_##U,
 typedef enum { TG_OPS(TG_X_ENUM) TG_OP_COUNT } tg_op;

@@ -126,7 +126,15 @@ typedef struct tg_op_def {
     tg_status (*infer)(tg_infer *ic); /* output types; errors via tg_infer_fail */
     tg_status (*ref)(tg_kern *k);     /* reference kernel */
     tg_ew_def ew;                     /* elementwise ops: scalar functions */
+    /* Elementwise ops: one scalar C expression per compute dtype (the output's dtype; the
+     * inputs' common dtype for comparisons), data for the C JIT (src/backend/cjit), which
+     * writes the loops. %0..%2 stand for the operands (C values of their own dtypes:
+     * bool as uint8_t 0/1), %T for the C type of the result; helpers are tg_rt_* of
+     * cjit's tg_rt.h. NULL where the op has none for that dtype: the JIT then calls the
+     * library's kernel. The expression must compute what the scalar functions compute. */
+    const char *c_expr[TG_DT_COUNT];
     uint32_t views;                   /* bit i: output 0 may alias input i (kernel makes it) */
+    uint32_t destroys;                /* bit i: output 0 may overwrite input i (in place) */
     /* The kernel creates its outputs itself: their extents depend on input values
      * (arange from tensors, boolean masks), so run-time inference may leave -1. */
     uint8_t self_alloc;
@@ -161,6 +169,9 @@ tg_status tg_ew_ref(tg_kern *k);
 static inline int64_t tg_ops_wrap_i64(uint64_t u) {
     return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
 }
+/* Threefry-2x32 with 20 rounds (random.c): the block of counter ctr under key (word 0 is
+ * the high word of the 64-bit key and counter of the random ops). */
+void tg_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]);
 /* Whether input i of node n is a float value (only those carry gradients). */
 static inline bool tg_ops_float_in(const tg_node *n, int i) {
     return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);

@@ -111,10 +111,12 @@ static tg_var *rw_constant_fold(tg_rw *rw, tg_node *n) {
     if (outsize > insize && outsize > FOLD_GROW_MAX) return NULL;
     tg_tensor *in[TG_MAX_DIMS + 8], **inp = in, *out[TG_MAX_OUTS] = {0};
     size_t insz = sizeof *inp * (size_t)n->nin;
-    if (n->nin > (int)TG_COUNTOF(in) && !(inp = tg_mem_alloc(g->ctx, insz))) return NULL;
+    if (n->nin > (int)TG_COUNTOF(in) && !(inp = tg_mem_alloc(g->ctx, insz)))
+        return tg_ir_fail(g, TG_ENOMEM, "out of memory");
     for (int k = 0; k < n->nin; k++) inp[k] = n->in[k]->value;
     tg_status st = tg_interp_eval(g->ctx, g, n, inp, out);
     if (inp != in) tg_mem_free(g->ctx, inp, insz);
+    if (st == TG_ENOMEM) return tg_ir_fail(g, TG_ENOMEM, "out of memory");
     if (st != TG_OK) return NULL; /* the run will report it, at its place */
     tg_var *res[TG_MAX_OUTS] = {0};
     bool ok = true;

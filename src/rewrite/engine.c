@@ -252,7 +252,10 @@ static bool infer_same(tg_rw *rw, tg_node *u) {
     const tg_op_def *op = tg_op_table[u->op];
     if (u->nin > rw->captin) {
         int cap = rw->captin;
-        if (!grow(rw->ctx, (void **)&rw->tin, &cap, u->nin, sizeof *rw->tin)) return false;
+        if (!grow(rw->ctx, (void **)&rw->tin, &cap, u->nin, sizeof *rw->tin)) {
+            oom(rw); /* the caller keeps the old use; tg_rw_replace returns the status */
+            return false;
+        }
         rw->captin = cap;
     }
     for (int k = 0; k < u->nin; k++) rw->tin[k] = u->in[k]->type;

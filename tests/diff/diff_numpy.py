@@ -55,6 +55,14 @@ RTOL = {"f32": 1e-5, "f64": 1e-12}
 MODE = ["reference"]  # the backend `tgraph run` uses (--mode)
 
 
+def mode_args(mode):
+    """`tgraph run` options of a mode name: a --mode value, or debug-c (debug mode checking
+    the c backend)."""
+    if mode == "debug-c":
+        return ["--mode", "debug", "--debug-backend", "c"]
+    return ["--mode", mode]
+
+
 def float_for(dt):
     """The float dtype tgraph computes float-only ops in for an input dtype (tgraph has no
     float16: bool/i8/u8 give f32 where NumPy gives f16)."""
@@ -1331,9 +1339,105 @@ def gen_npy_layouts(S):
     p.case("xy", "dot(x, y)", np.dot(x, y), scale=np.abs(x) @ np.abs(y))
 
 
+def _view(name, a, steps):
+    """A base array holding `a` under the view name[::s0, ::s1] and that index text."""
+    base_shape = tuple(max(n, 0) * abs(st) if n else 0 for n, st in zip(a.shape, steps))
+    base = np.zeros(base_shape, a.dtype)
+    sl = tuple(slice(None, None, st) for st in steps)
+    base[sl] = a
+    idx = "%s[%s]" % (name, ", ".join("::%d" % st for st in steps))
+    return base, idx
+
+
+def gen_blas(S):
+    """The lowered BLAS forms (the blas and inplace phases, run in vm mode) on views with
+    steps +-1 and +-2 of every operand, 0 and 1 extents, float32 and float64: each case
+    is its own program, so no product is shared with another case."""
+    mat_steps = [(1, 1), (-1, -1), (2, 2), (-2, -2), (1, -2), (-2, 1)]
+    vec_steps = [(1,), (-1,), (2,), (-2,)]
+    k = 0
+
+    def prog(dt, arrays, steps):
+        nonlocal k
+        k += 1
+        params, idx = [], []
+        for (nm, a), st in zip(arrays, steps):
+            base, ix = _view(nm, a, st)
+            params.append((nm, base))
+            idx.append(ix)
+        return S.program("blas_%s_%d" % (dt, k), *params), idx
+
+    for dt in FLOATS:
+        rtol = RTOL[dt] * 10
+        M, K, N = 3, 4, 5
+        for sx in mat_steps:
+            for sy in mat_steps:
+                for sz in mat_steps:
+                    X, Y, Z = S.data(dt, (M, K)), S.data(dt, (K, N)), S.data(dt, (M, N))
+                    p, (x, y, z) = prog(dt, [("X", X), ("Y", Y), ("Z", Z)], [sx, sy, sz])
+                    sc = np.abs(f64(X)) @ np.abs(f64(Y))
+                    p.case("gemm", "sub(mul(0.5, %s), mul(2, dot(%s, %s)))" % (z, x, y),
+                           0.5 * Z - 2 * (X @ Y), rtol=rtol, scale=2 * sc + np.abs(f64(Z)))
+        # transposed operands and product, a computed accumulator (in place)
+        for sx in mat_steps:
+            for sy in mat_steps:
+                X, Y, Z = S.data(dt, (K, M)), S.data(dt, (N, K)), S.data(dt, (N, M))
+                p, (x, y, z) = prog(dt, [("X", X), ("Y", Y), ("Z", Z)], [sx, sy, (1, 1)])
+                sc = np.abs(f64(Y)) @ np.abs(f64(X))
+                p.case("gemm_t", "add(exp(%s), transpose(dot(transpose(%s), transpose(%s))))"
+                       % (z, x, y), np.exp(Z) + (X.T @ Y.T).T, rtol=rtol,
+                       scale=sc + np.exp(np.abs(f64(Z))))
+        # shapes with 0 and 1 extents; symbolic scalars; a row accumulator
+        for (m, kk, n) in [(0, 4, 5), (3, 0, 5), (3, 4, 0), (1, 1, 1), (1, 4, 1), (3, 1, 5)]:
+            for st in [(1, 1), (-2, -1)]:
+                X, Y, Z = S.data(dt, (m, kk)), S.data(dt, (kk, n)), S.data(dt, (m, n))
+                r = S.data(dt, (n,))
+                a, b = S.data(dt, ()), S.data(dt, ())
+                p, (x, y, z) = prog(dt, [("X", X), ("Y", Y), ("Z", Z)], [st, st, st])
+                p.params += [Param("r", r, tgtype(r)), Param("a", a, tgtype(a)),
+                             Param("b", b, tgtype(b))]
+                sc = np.abs(f64(X)) @ np.abs(f64(Y))
+                p.case("gemm_ab", "add(mul(a, dot(%s, %s)), mul(b, %s))" % (x, y, z),
+                       a * (X @ Y) + b * Z, rtol=rtol,
+                       scale=np.abs(f64(a)) * sc + np.abs(f64(b) * f64(Z)))
+                p.case("gemm_row", "add(r, matmul(%s, %s))" % (x, y), r + X @ Y, rtol=rtol,
+                       scale=sc + np.abs(f64(r)))
+        for sa in mat_steps:
+            for sx in vec_steps:
+                for sy in vec_steps:
+                    A, x_, y_ = S.data(dt, (6, 4)), S.data(dt, (4,)), S.data(dt, (6,))
+                    u = S.data(dt, (6,))
+                    p, (A_, xv, yv) = prog(dt, [("A", A), ("x", x_), ("y", y_)], [sa, sx, sy])
+                    p.params.append(Param("u", u, tgtype(u)))
+                    p.case("gemv", "add(dot(%s, %s), mul(3, %s))" % (A_, xv, yv),
+                           A @ x_ + 3 * y_, rtol=rtol,
+                           scale=np.abs(f64(A)) @ np.abs(f64(x_)) + 3 * np.abs(f64(y_)))
+                    p.case("gemv_t", "sub(tanh(%s), dot(%s, %s))" % (xv, yv, A_),
+                           np.tanh(x_) - y_ @ A, rtol=rtol,
+                           scale=np.abs(f64(y_)) @ np.abs(f64(A)) + 1)
+                    P, Q = S.data(dt, (6, 3)), S.data(dt, (3, 4))
+                    p.params += [Param("P", P, tgtype(P)), Param("Q", Q, tgtype(Q))]
+                    p.case("ger", "add(dot(P, Q), mul(0.5, outer(%s, %s)))" % (yv, xv),
+                           P @ Q + 0.5 * np.outer(y_, x_), rtol=rtol,
+                           scale=np.abs(f64(P)) @ np.abs(f64(Q)) + np.abs(np.outer(y_, x_)))
+                    p.case("ger_fused", "add(%s, mul(0.5, outer(u, %s)))" % (A_, xv),
+                           A + 0.5 * np.outer(u, x_), rtol=rtol,
+                           scale=np.abs(f64(A)) + np.abs(np.outer(u, x_)))
+        for (m, n) in [(0, 3), (3, 0), (1, 1)]:
+            A, x_, y_ = S.data(dt, (m, n)), S.data(dt, (m,)), S.data(dt, (n,))
+            T = S.data(dt, (2, m, n))
+            p = S.program("blas_ger_%s_%d_%d" % (dt, m, n), ("T", T), ("x", x_), ("y", y_))
+            p.case("ger_empty", "add(sum(T, axis=0), outer(x, y))", T.sum(axis=0) +
+                   np.outer(x_, y_), rtol=rtol, scale=np.abs(f64(T)).sum(axis=0) + 1)
+            B, v = S.data(dt, (n, m)), S.data(dt, (m,))
+            p2 = S.program("blas_gemv_%s_%d_%d" % (dt, m, n), ("B", B), ("v", v), ("w", y_))
+            p2.case("gemv_empty", "add(w, dot(B, v))", y_ + B @ v, rtol=rtol,
+                    scale=np.abs(f64(B)) @ np.abs(f64(v)) + np.abs(f64(y_)))
+
+
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
               gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
-              gen_composed, gen_npy_layouts]
+              gen_composed, gen_npy_layouts, gen_blas]
 
 
 # ---- running and comparing ------------------------------------------------------------
@@ -1350,7 +1454,7 @@ def run_tgraph(tgraph, items, workdir, text=None):
     src = os.path.join(workdir, "prog.tg")
     with open(src, "w") as f:
         f.write(text if text is not None else bundle_text(items))
-    args = [tgraph, "run", src, "--mode", MODE[0]]
+    args = [tgraph, "run", src] + mode_args(MODE[0])
     for name, p in bundle_params(items):
         path = os.path.join(workdir, "in_%s.npy" % name)
         np.save(path, p.save(p.value) if p.save else p.value)
@@ -1471,8 +1575,9 @@ def cli_checks(tgraph, tmp):
     checks = []
 
     def run(*extra):
-        return subprocess.run([tgraph, "run", src, "--mode", MODE[0], "--in", xin] + list(extra),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        return subprocess.run([tgraph, "run", src] + mode_args(MODE[0]) + ["--in", xin]
+                              + list(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=60)
 
     r = run()
     want = "a = %r\nn = %r\n2 = %r\n" % (x * 2, x.astype(np.int64), np.sum(x)[()])
@@ -1491,7 +1596,7 @@ def cli_checks(tgraph, tmp):
     src1 = os.path.join(wd, "one.tg")
     with open(src1, "w") as f:
         f.write("func f(x: f32[3]) {\n  return neg(x)\n}\n")
-    r = subprocess.run([tgraph, "run", src1, "--mode", MODE[0], "--in", xin],
+    r = subprocess.run([tgraph, "run", src1] + mode_args(MODE[0]) + ["--in", xin],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     got = r.stdout.decode("utf-8", "replace")
     checks.append(("print_single_output", None if r.returncode == 0 and got == "%r\n" % -x

@@ -84,12 +84,20 @@ def numeric_grad(f, vals, name, eps=1e-6):
     return g
 
 
+def mode_args(mode):
+    """`tgraph run` options of a mode name: a --mode value, or debug-c (debug mode checking
+    the c backend)."""
+    if mode == "debug-c":
+        return ["--mode", "debug", "--debug-backend", "c"]
+    return ["--mode", mode]
+
+
 def run_case(tgraph, mode, case, work):
     name, src, shapes, f, wrt = case
     path = os.path.join(work, name + ".tg")
     with open(path, "w") as fh:
         fh.write(src.strip() + "\n")
-    vals, args = {}, [tgraph, "run", path, "--mode", mode]
+    vals, args = {}, [tgraph, "run", path] + mode_args(mode)
     for k, s in shapes.items():
         vals[k] = (RNG.integers(0, s[2], size=s[1]).astype(np.int64) if s[0] == "int"
                    else RNG.standard_normal(s))

@@ -10,6 +10,7 @@
 #   # ERROR: text                        stderr must contain text (several lines allowed)
 #   # EXIT: 1                            exact exit status (default: any in 1..127)
 #   # LINES: 1                           lines stderr must have (default 1)
+#   # ENV: NAME=value                    an environment variable for the run (repeatable)
 # A case passes when tgraph fails cleanly: non-zero exit below 128 (no crash, no signal,
 # no timeout), a one-line message on stderr holding every ERROR text. The input files
 # live in data/ (small committed .npy files), so the suite needs no Python.
@@ -52,6 +53,7 @@ for case_file in "$@"; do
     name=${case_file%.tg}
     # the header: comment lines at the top of the file (read without subprocesses)
     args=""
+    envs=""
     want_exit=""
     want_lines=1
     errors=""
@@ -61,6 +63,7 @@ for case_file in "$@"; do
         "# ERROR: "*) errors="$errors${errors:+$nl}${line#"# ERROR: "}" ;;
         "# EXIT: "*) want_exit=${line#"# EXIT: "} ;;
         "# LINES: "*) want_lines=${line#"# LINES: "} ;;
+        "# ENV: "*) envs="$envs ${line#"# ENV: "}" ;;
         "#"*) ;;
         *) break ;;
         esac
@@ -75,7 +78,7 @@ for case_file in "$@"; do
             -e "s|%t|$scratch|g")
         set -f
         # shellcheck disable=SC2086 # word splitting of the ARGS line is intended
-        $runner "$tgraph" $args >"$tmp/stdout" 2>"$tmp/stderr" </dev/null
+        $runner env $envs "$tgraph" $args >"$tmp/stdout" 2>"$tmp/stderr" </dev/null
         rc=$?
         set +f
         nlines=$(grep -c '' "$tmp/stderr") # counts a last line without a newline too

@@ -5,11 +5,8 @@
  * text again (print(parse(print(parse(x)))) == print(parse(x))), and the Graphviz
  * printer must succeed. A violated property aborts (that is how a fuzzer sees it).
  *
- * libFuzzer:  clang -g -O1 -fsanitize=fuzzer,address,undefined -DTG_LIBFUZZER \
- *               -Iinclude tests/fuzz/fuzz_parse.c build-fuzz/libtgraph.a -lopenblas -lm
- *             (the library itself built with -fsanitize=address,undefined)
- * Without libFuzzer, main() replays the files named on the command line (a corpus, a
- * crash reproducer) and exits non-zero if one of them cannot be read.
+ * Build with libFuzzer: cmake -DTG_FUZZ=ON with clang (docs/hardening.md); without it the
+ * same file is a replay driver (fuzz_replay.h) that ctest runs over the corpus.
  */
 #include "tgraph.h"
 
@@ -82,37 +79,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifndef TG_LIBFUZZER
-static int replay(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        return 1;
-    }
-    size_t cap = 4096, len = 0;
-    uint8_t *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            if (cap > FUZZ_MAX_INPUT) break;
-            uint8_t *nb = realloc(buf, cap * 2);
-            if (!nb) break;
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!buf) return 1;
-    LLVMFuzzerTestOneInput(buf, len);
-    free(buf);
-    return 0;
-}
-
-int main(int argc, char **argv) {
-    int bad = 0;
-    for (int i = 1; i < argc; i++) bad |= replay(argv[i]);
-    printf("fuzz_parse: replayed %d input%s\n", argc - 1, argc == 2 ? "" : "s");
-    return bad;
-}
-#endif
+#include "fuzz_replay.h"

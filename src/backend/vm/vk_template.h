@@ -89,8 +89,8 @@ VK_MATH1(log1p, u10)
 #undef vd_log1p
 #undef vf_log1p
 VK_MATH1(expm1, u10)
-VK_MATH1(sin, u10)
-VK_MATH1(cos, u10)
+VK_MATH1(sin, u35)
+VK_MATH1(cos, u35)
 VK_MATH1(tan, u10)
 VK_MATH1(tanh, u10)
 VK_MATH1(erf, u10)

@@ -15,9 +15,13 @@
  *  - add sub mul div sqrt neg abs sign maximum minimum clip floor ceil round, and where,
  *    comparisons, isnan, isinf, cast: bit-identical (also in f32: IEEE operations on f32
  *    give the rounding of the same operation in double).
- *  - exp exp2 log log2 log1p expm1 sin cos tan tanh erf pow: SLEEF's 1.0-ULP functions
+ *  - exp exp2 log log2 log1p expm1 tan tanh erf pow: SLEEF's 1.0-ULP functions
  *    (Sleef_*_u10), error at most 1.0 ULP, so within 2 ULP of glibc's result in f64 and of
  *    the correctly rounded result in f32; erfc: SLEEF's Sleef_erfc*_u15 (1.5 ULP).
+ *  - sin cos: SLEEF's 3.5-ULP functions (Sleef_sin*_u35, Sleef_cos*_u35: error at most
+ *    3.5 ULP, so within 4 ULP of glibc), which cost about 60% of the 1-ULP ones. This is
+ *    the accuracy class of NumPy's own AVX-512 sin/cos (SVML, up to 4 ULP), and the
+ *    1-ULP functions were the largest single cost of fused kernels such as W1.
  *    SLEEF's log1p overflows above ~1e307 (f64) / ~1e38 (f32); those lanes use its log,
  *    to which log1p rounds there.
  *  - composed ones (sigmoid, softplus, rsqrt in f32) add one or two roundings on top.
@@ -26,8 +30,10 @@
  *  tests/unit/test_vm.c measures these bounds over 1e5 values per function, dtype and
  *  instruction set, special values included. Measured on AMD EPYC (Zen 4) with SLEEF
  *  3.5.1, max error against glibc (f64) or the correctly rounded value (f32): 1 ULP for
- *  exp exp2 expm1 log log2 log1p sin cos tan (also |x| up to 1e15) erf softplus, 2 ULP for
- *  tanh (f64) and sigmoid, 2-3 ULP for erfc (f64); every f32 function 1 ULP except sigmoid.
+ *  exp exp2 expm1 log log2 log1p tan erf softplus, 2 ULP for tanh (f64) and sigmoid, 2-3
+ *  ULP for erfc (f64); every f32 function 1 ULP except sigmoid, sin and cos; sin and cos
+ *  (3.5-ULP functions) 2 ULP in f64 and f32, also for |x| up to 1e15 (Intel Xeon,
+ *  Sapphire Rapids, every table).
  *  Without SLEEF every transcendental is a scalar libm call per lane: in f64 the
  *  reference's exact result, in f32 the double result rounded once, as the reference.
  *

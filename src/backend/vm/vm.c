@@ -18,7 +18,9 @@
 #include "vm.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -42,6 +44,7 @@ typedef struct vm_block {
     size_t raw_size; /* its size */
     size_t size;     /* usable bytes (planned: the largest value assigned) */
     tg_buffer *buf;  /* header for tensors over it (the plan holds one reference) */
+    size_t guard;    /* checked builds: offset of the VM_GUARD sentinel bytes after it */
 } vm_block;
 
 typedef struct vm_plan {
@@ -55,8 +58,12 @@ typedef struct vm_plan {
     uint8_t *dyn;     /* per instruction: run with run-time inference */
     vm_block *blocks; /* the memory */
     int nblocks;
-    vm_block ws;         /* scratch shared by all instructions (they run one at a time) */
-    size_t ws_bytes;     /* its usable size */
+    vm_block ws;         /* scratch: ws_bytes for the instruction running alone, and one
+                            slice of ws_stride bytes per worker in concurrent runs */
+    size_t ws_bytes;     /* its usable size (per instruction) */
+    size_t ws_stride;    /* ws_bytes rounded up to 64 */
+    int *seg_hi;         /* per instruction: end of its concurrent run, or 0 (NULL: none) */
+    int *npred;          /* per instruction of a concurrent run: its predecessors there */
     unsigned long stamp; /* last use (LRU) */
 } vm_plan;
 
@@ -78,6 +85,8 @@ struct tg_vm {
     tg_vk_isa isa;
     bool profile;
     pthread_mutex_t mu; /* one call at a time */
+    tg_vm_hook_fn hook; /* debug mode: called after every instruction */
+    void *hook_ud;
     vm_plan *plans[VM_MAX_PLANS];
     int nplans;
     unsigned long stamp;
@@ -85,6 +94,7 @@ struct tg_vm {
     tg_tensor **val;  /* per var */
     uint8_t *owned;   /* per var: this call frees val[v] */
     tg_type *drt;     /* per var: run-time type of DYNAMIC values */
+    struct vm_sched *sched; /* concurrent runs of independent nodes (NULL until needed) */
     tg_tensor **args; /* maxargs: inputs then outputs of one instruction */
     tg_type *argt;    /* their run-time types */
     int maxargs;
@@ -168,6 +178,7 @@ static void choose_kernel(tg_vm *vm, vm_ins *ins) {
 }
 
 static void plan_free(tg_vm *vm, vm_plan *p);
+static void sched_free(tg_vm *vm);
 
 void tg_vm_free(tg_vm *vm) {
     if (!vm) return;
@@ -176,6 +187,7 @@ void tg_vm_free(tg_vm *vm) {
     for (int i = 0; i < vm->nplans; i++) plan_free(vm, vm->plans[i]);
     for (int i = 0; vm->ins && i < vm->norder; i++)
         if (vm->ins[i].info.fused) tg_vm_fused_free(vm->ins[i].info.fused);
+    sched_free(vm);
     if (vm->own_pool) tg_pool_free(vm->pool);
     if (vm->order) tg_mem_free(ctx, vm->order, sizeof *vm->order * (size_t)(vm->g->nodes.n + 1));
     tg_mem_free(ctx, vm->ins, vm->ins ? sizeof *vm->ins * no : 0);
@@ -314,14 +326,68 @@ static void block_release(tg_ctx *ctx, vm_block *b) {
     memset(b, 0, sizeof *b);
 }
 
+/* Sentinels (checked builds: NDEBUG unset, or -DTG_VM_GUARDS): VM_GUARD bytes of a known
+ * pattern follow the bytes of every block that its largest value uses, and guard_check,
+ * run after each instruction, names the node that changed one (docs/hardening.md). */
+#if !defined(NDEBUG) || defined(TG_VM_GUARDS)
+#define VM_GUARD 64
+#else
+#define VM_GUARD 0
+#endif
+
+#if VM_GUARD
+static unsigned char guard_byte(size_t k) { return (unsigned char)(0xA5u ^ (k * 29u)); }
+
+static void guard_set(vm_block *b) {
+    unsigned char *g = (unsigned char *)b->buf->data + b->guard;
+    for (size_t k = 0; k < VM_GUARD; k++) g[k] = guard_byte(k);
+}
+
+/* After instruction i: TG_EINTERNAL naming its node and output types when it wrote past
+ * the end of a block (its own or another's); the guard is then restored. */
+static tg_status guard_check(const tg_vm *vm, vm_plan *p, int i) {
+    for (int b = -1; b < p->nblocks; b++) {
+        vm_block *blk = b < 0 ? &p->ws : &p->blocks[b];
+        if (!blk->buf) continue;
+        const unsigned char *g = (const unsigned char *)blk->buf->data + blk->guard;
+        size_t k = 0;
+        while (k < VM_GUARD && g[k] == guard_byte(k)) k++;
+        if (k == VM_GUARD) continue;
+        const tg_node *n = vm->ins[i].node;
+        char where[256], types[256] = "", ty[64];
+        node_where(vm->g, n, where, sizeof where);
+        for (int o = 0; o < n->nout; o++) {
+            const tg_type *rt = p->known[n->out[o]->id] ? &p->rt[n->out[o]->id] : &n->out[o]->type;
+            size_t len = strlen(types);
+            snprintf(types + len, sizeof types - len, "%s%s", o ? ", " : "",
+                     tg_type_str(rt, ty, sizeof ty));
+        }
+        guard_set(blk);
+        return tg_set_error(TG_EINTERNAL,
+                            "%s: wrote past the end of a buffer: byte %zu after the %zu bytes "
+                            "of %s %d was changed (node %d, outputs %s)",
+                            where, k, blk->guard, b < 0 ? "the workspace" : "block", b, n->id,
+                            types);
+    }
+    return TG_OK;
+}
+#else
+static void guard_set(vm_block *b) { (void)b; }
+static tg_status guard_check(const tg_vm *vm, vm_plan *p, int i) {
+    (void)vm, (void)p, (void)i;
+    return TG_OK;
+}
+#endif
+
 /* Allocates b->size usable bytes: 64-byte aligned, or 2 MiB aligned with huge pages
  * asked for when large. */
 static tg_status block_alloc(tg_ctx *ctx, vm_block *b) {
     size_t align = b->size >= VM_HUGE ? VM_HUGE : 64, size = b->size ? b->size : 64;
+    b->guard = b->size;
     size = (size + align - 1) / align * align;
-    if (size < b->size || size > SIZE_MAX - align)
+    if (size < b->size || size > SIZE_MAX - align - VM_GUARD)
         return tg_set_error(TG_ENOMEM, "out of memory: a buffer of %zu bytes", b->size);
-    b->raw_size = size + align - 1;
+    b->raw_size = size + align - 1 + VM_GUARD;
     b->raw = tg_mem_alloc(ctx, b->raw_size);
     b->buf = tg_mem_alloc(ctx, sizeof *b->buf);
     if (!b->raw || !b->buf) {
@@ -336,6 +402,7 @@ static tg_status block_alloc(tg_ctx *ctx, vm_block *b) {
     b->buf->nbytes = size;
     b->buf->alloc_size = sizeof *b->buf;
     b->size = size;
+    if (VM_GUARD) guard_set(b);
 #ifdef MADV_HUGEPAGE
     if (align == VM_HUGE) (void)madvise((void *)p, size, MADV_HUGEPAGE);
 #endif
@@ -356,6 +423,8 @@ static void plan_free(tg_vm *vm, vm_plan *p) {
     tg_mem_free(ctx, p->blk, p->blk ? sizeof *p->blk * nv : 0);
     tg_mem_free(ctx, p->tens, p->tens ? sizeof *p->tens * nv : 0);
     tg_mem_free(ctx, p->dyn, p->dyn ? no : 0);
+    tg_mem_free(ctx, p->seg_hi, p->seg_hi ? sizeof *p->seg_hi * no : 0);
+    tg_mem_free(ctx, p->npred, p->npred ? sizeof *p->npred * no : 0);
     tg_mem_free(ctx, p, sizeof *p);
 }
 
@@ -407,6 +476,220 @@ static int block_pick(vm_plan *p, bool *busy, size_t need) {
     if (p->blocks[best].size < need) p->blocks[best].size = need;
     busy[best] = true;
     return best;
+}
+
+/* The planned input that node n (instruction i) may overwrite with its output 0: one it
+ * declares it destroys, of the output's run-time type, dying at i, that no other input of
+ * n is or views (through a chain of view ops). -1 when there is none. */
+static int inplace_source(const tg_vm *vm, const vm_plan *p, const tg_node *n, int i) {
+    uint32_t d = tg_op_table[n->op]->destroys;
+    for (int k = 0; k < n->nin && d; k++) {
+        if (!(d >> k & 1u)) continue;
+        int u = n->in[k]->id, v = n->out[0]->id;
+        const tg_type *ru = &p->rt[u], *rv = &p->rt[v];
+        if (p->cls[u] != CLS_PLANNED || vm->ext[u] != i || ru->dtype != rv->dtype ||
+            ru->ndim != rv->ndim ||
+            memcmp(ru->shape, rv->shape, sizeof ru->shape[0] * (size_t)ru->ndim) != 0)
+            continue;
+        bool alias = false;
+        for (int j = 0; j < n->nin && !alias; j++) {
+            const tg_var *w = j == k ? NULL : n->in[j];
+            int depth = 0;
+            for (; w && depth < 64 && !alias; depth++) { /* w, or what w views */
+                const tg_node *m = w->kind == TG_VAR_NODE ? w->node : NULL;
+                uint32_t vw = m ? tg_op_table[m->op]->views : 0;
+                alias = w->id == u;
+                w = vw ? m->in[__builtin_ctz(vw)] : NULL;
+            }
+            alias = alias || depth == 64; /* too long a chain to tell: assume it does */
+        }
+        if (!alias) return u;
+    }
+    return -1;
+}
+
+/* ---- concurrent runs of independent nodes (plan side) ----
+ *
+ * A plan cuts the program into maximal runs of consecutive instructions that may run
+ * concurrently: VM kernels (vector, reduction, BLAS, fused; they never allocate) of
+ * planned or external values that destroy nothing, each moving fewer than
+ * VM_BRANCH_NODE_MAX bytes (a larger node runs alone and splits its work over the pool).
+ * A run becomes concurrent when it holds two instructions that do not depend on each
+ * other and moves at least VM_BRANCH_MIN bytes in all; the other instructions run in
+ * program order, as before. Inside a concurrent run, each instruction waits for its
+ * predecessors in the run (dependency counts, vm_seg below), and no value dies before the
+ * run ends: blocks freed by its instructions are reused only after it, so concurrent
+ * instructions never share memory. Results do not change: every kernel gives the same
+ * numbers on one thread as on many. */
+
+#define VM_BRANCH_NODE_MAX ((size_t)8 << 20) /* bytes moved by a node that runs alone */
+#define VM_BRANCH_MIN      ((size_t)512 << 10) /* bytes moved by a run worth running concurrently */
+
+typedef struct vm_sched {
+    int nw;              /* workers: the threads of the pool */
+    int *prod;           /* per var: the instruction making it, or -1 */
+    int *succ, *succ_at; /* per instruction: distinct readers, succ[succ_at[i]..succ_at[i+1]) */
+    atomic_int *cnt;     /* per instruction: predecessors not yet finished */
+    atomic_int *q;       /* ready queue of a run: instructions, -1 until pushed */
+    tg_tensor **args;    /* per worker: maxargs argument slots */
+    tg_type *argt;       /* per worker: their types */
+    long runs;           /* concurrent runs executed (all calls) */
+    long nodes;          /* instructions executed in them */
+    long overlapped;     /* of those, started while another instruction of the run ran */
+} vm_sched;
+
+static void sched_free(tg_vm *vm) {
+    vm_sched *sc = vm->sched;
+    if (!sc) return;
+    tg_ctx *ctx = vm->ctx;
+    size_t nv = (size_t)vm->nvars + 1, no = (size_t)vm->norder + 1;
+    size_t na = (size_t)vm->maxargs * (size_t)sc->nw;
+    tg_mem_free(ctx, sc->prod, sc->prod ? sizeof *sc->prod * nv : 0);
+    tg_mem_free(ctx, sc->succ_at, sc->succ_at ? sizeof *sc->succ_at * (no + 1) : 0);
+    tg_mem_free(ctx, sc->succ, sc->succ ? sizeof *sc->succ * (size_t)(sc->succ_at[vm->norder] + 1) : 0);
+    tg_mem_free(ctx, sc->cnt, sc->cnt ? sizeof *sc->cnt * no : 0);
+    tg_mem_free(ctx, sc->q, sc->q ? sizeof *sc->q * no : 0);
+    tg_mem_free(ctx, sc->args, sc->args ? sizeof *sc->args * na : 0);
+    tg_mem_free(ctx, sc->argt, sc->argt ? sizeof *sc->argt * na : 0);
+    tg_mem_free(ctx, sc, sizeof *sc);
+    vm->sched = NULL;
+}
+
+/* The distinct instructions that make the inputs of instruction j, into pr (returns how
+ * many; at most the node's inputs). */
+static int preds_of(const tg_vm *vm, const vm_sched *sc, int j, int *pr) {
+    const tg_node *n = vm->order[j];
+    int np = 0;
+    for (int k = 0; k < n->nin; k++) {
+        int i = sc->prod[n->in[k]->id];
+        bool dup = i < 0;
+        for (int q = 0; q < np && !dup; q++) dup = pr[q] == i;
+        if (!dup) pr[np++] = i;
+    }
+    return np;
+}
+
+/* The scheduler's graph, made once per VM (for nw workers). */
+static tg_status sched_get(tg_vm *vm, int nw) {
+    if (vm->sched) return TG_OK;
+    tg_ctx *ctx = vm->ctx;
+    size_t nv = (size_t)vm->nvars + 1, no = (size_t)vm->norder + 1;
+    size_t na = (size_t)vm->maxargs * (size_t)nw;
+    vm_sched *sc = tg_mem_calloc(ctx, sizeof *sc);
+    int *pr = tg_mem_alloc(ctx, sizeof *pr * (size_t)(vm->maxargs + 1));
+    if (!sc || !pr) {
+        tg_mem_free(ctx, sc, sc ? sizeof *sc : 0);
+        tg_mem_free(ctx, pr, pr ? sizeof *pr * (size_t)(vm->maxargs + 1) : 0);
+        return TG_ENOMEM;
+    }
+    vm->sched = sc;
+    sc->nw = nw;
+    sc->prod = tg_mem_alloc(ctx, sizeof *sc->prod * nv);
+    sc->succ_at = tg_mem_calloc(ctx, sizeof *sc->succ_at * (no + 1));
+    sc->cnt = tg_mem_calloc(ctx, sizeof *sc->cnt * no);
+    sc->q = tg_mem_calloc(ctx, sizeof *sc->q * no);
+    sc->args = tg_mem_calloc(ctx, sizeof *sc->args * na);
+    sc->argt = tg_mem_calloc(ctx, sizeof *sc->argt * na);
+    bool ok = sc->prod && sc->succ_at && sc->cnt && sc->q && sc->args && sc->argt;
+    for (int v = 0; ok && v < vm->nvars; v++) sc->prod[v] = -1;
+    for (int i = 0; ok && i < vm->norder; i++)
+        for (int o = 0; o < vm->order[i]->nout; o++) sc->prod[vm->order[i]->out[o]->id] = i;
+    /* successor lists (counting, then filling) */
+    for (int j = 0; ok && j < vm->norder; j++) {
+        int np = preds_of(vm, sc, j, pr);
+        for (int q = 0; q < np; q++) sc->succ_at[pr[q] + 1]++;
+    }
+    for (int i = 0; ok && i < vm->norder; i++) sc->succ_at[i + 1] += sc->succ_at[i];
+    if (ok) sc->succ = tg_mem_alloc(ctx, sizeof *sc->succ * (size_t)(sc->succ_at[vm->norder] + 1));
+    ok = ok && sc->succ;
+    int *fill = ok ? tg_mem_calloc(ctx, sizeof *fill * no) : NULL;
+    ok = ok && fill;
+    for (int j = 0; ok && j < vm->norder; j++) {
+        int np = preds_of(vm, sc, j, pr);
+        for (int q = 0; q < np; q++) sc->succ[sc->succ_at[pr[q]] + fill[pr[q]]++] = j;
+    }
+    tg_mem_free(ctx, fill, fill ? sizeof *fill * no : 0);
+    tg_mem_free(ctx, pr, sizeof *pr * (size_t)(vm->maxargs + 1));
+    if (!ok) {
+        sched_free(vm);
+        return TG_ENOMEM;
+    }
+    return TG_OK;
+}
+
+/* Whether instruction i of plan p may run concurrently with others, and the bytes it
+ * moves (*bytes). */
+static bool branch_ok(const tg_vm *vm, const vm_plan *p, int i, size_t *bytes) {
+    const vm_ins *ins = &vm->ins[i];
+    const tg_node *n = ins->node;
+    *bytes = 0;
+    if (p->dyn[i] || ins->info.kind == VM_REF || ins->op->destroys) return false;
+    for (int o = 0; o < n->nout; o++) {
+        int c = p->cls[n->out[o]->id];
+        if (c != CLS_PLANNED && c != CLS_EXTERNAL) return false;
+    }
+    for (int k = 0; k < n->nin + n->nout; k++) {
+        const tg_var *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+        size_t b = type_bytes(&p->rt[v->id]);
+        if (b >= VM_BRANCH_NODE_MAX) return false;
+        *bytes += b;
+    }
+    return true;
+}
+
+/* Cuts plan p into concurrent runs (p->seg_hi, p->npred; both stay NULL when there is
+ * none). Needs the run-time types and classes. */
+static tg_status plan_branches(tg_vm *vm, vm_plan *p) {
+    const char *env = getenv("TGRAPH_BRANCHES");
+    int nw = vm->pool ? tg_pool_size(vm->pool) : vm->nthreads;
+    if (nw < 2 || vm->hook || (env && strcmp(env, "0") == 0)) return TG_OK;
+    tg_ctx *ctx = vm->ctx;
+    size_t no = (size_t)vm->norder + 1;
+    tg_status st = TG_OK;
+    int *pr = NULL;
+    for (int lo = 0; lo < vm->norder;) {
+        size_t b, total = 0;
+        if (!branch_ok(vm, p, lo, &b)) {
+            lo++;
+            continue;
+        }
+        int hi = lo;
+        bool wide = false; /* two instructions of the run are independent */
+        for (; hi < vm->norder && branch_ok(vm, p, hi, &b); hi++) {
+            total += b;
+            if (hi == lo || wide) continue;
+            const tg_node *n = vm->order[hi], *m = vm->order[hi - 1];
+            bool reads = false; /* hi reads an output of hi - 1 (else nothing between them
+                                   can link them: they are adjacent in a topological order) */
+            for (int k = 0; k < n->nin && !reads; k++)
+                for (int o = 0; o < m->nout; o++) reads = reads || n->in[k] == m->out[o];
+            wide = !reads;
+        }
+        if (!wide || total < VM_BRANCH_MIN) {
+            lo = hi;
+            continue;
+        }
+        if (!p->seg_hi) {
+            if ((st = sched_get(vm, nw)) != TG_OK) goto done;
+            p->seg_hi = tg_mem_calloc(ctx, sizeof *p->seg_hi * no);
+            p->npred = tg_mem_calloc(ctx, sizeof *p->npred * no);
+            pr = tg_mem_alloc(ctx, sizeof *pr * (size_t)(vm->maxargs + 1));
+            if (!p->seg_hi || !p->npred || !pr) {
+                st = TG_ENOMEM;
+                goto done;
+            }
+        }
+        for (int j = lo; j < hi; j++) {
+            int np = preds_of(vm, vm->sched, j, pr);
+            p->seg_hi[j] = hi;
+            p->npred[j] = 0;
+            for (int q = 0; q < np; q++) p->npred[j] += pr[q] >= lo;
+        }
+        lo = hi;
+    }
+done:
+    if (pr) tg_mem_free(ctx, pr, sizeof *pr * (size_t)(vm->maxargs + 1));
+    return st; /* on failure plan_free releases seg_hi and npred */
 }
 
 /* Makes the plan for the shapes of `in` (already checked against the inputs' types). */
@@ -483,7 +766,10 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
         for (int o = 0; o < n->nout; o++) {
             tg_var *v = n->out[o];
             bool all = true;
-            for (int d = 0; d < tout[o].ndim; d++) all = all && tout[o].shape[d] >= 0;
+            for (int d = 0; d < tout[o].ndim; d++) { /* an extent the static type knows */
+                if (tout[o].shape[d] < 0 && d < v->type.ndim) tout[o].shape[d] = v->type.shape[d];
+                all = all && tout[o].shape[d] >= 0;
+            }
             if (!all && !self) {
                 st = node_fail(vm, n, TG_EINTERNAL, "run-time inference left an extent unknown");
                 goto done;
@@ -502,7 +788,9 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
         size_t ws = ins_ws(vm, ins, tin, tout);
         if (ws > p->ws_bytes) p->ws_bytes = ws;
     }
-    /* blocks: assign in program order, release after the last use (views included) */
+    if ((st = plan_branches(vm, p)) != TG_OK) goto done;
+    /* blocks: assign in program order, release after the last use (views included), or
+     * after the concurrent run holding it */
     for (int i = 0; i < vm->norder; i++) die[i] = -1;
     for (int i = 0; i < vm->norder; i++) {
         tg_node *n = vm->order[i];
@@ -514,8 +802,19 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
                 st = node_fail(vm, n, TG_ELIMIT, "output too large");
                 goto done;
             }
-            p->blk[v] = block_pick(p, busy, need < 64 ? 64 : need);
+            int u = o == 0 ? inplace_source(vm, p, n, i) : -1;
+            if (u >= 0) { /* the output takes over the block of the input it destroys */
+                p->blk[v] = p->blk[u];
+                for (int *w = &die[i]; *w >= 0; w = &next[*w])
+                    if (*w == u) {
+                        *w = next[u];
+                        break;
+                    }
+            } else {
+                p->blk[v] = block_pick(p, busy, need < 64 ? 64 : need);
+            }
             int at = vm->ext[v] > i ? vm->ext[v] : i;
+            if (at < vm->norder && p->seg_hi && p->seg_hi[at] > 0) at = p->seg_hi[at] - 1;
             if (at < vm->norder) { /* graph outputs live to the end */
                 next[v] = die[at];
                 die[at] = v;
@@ -525,12 +824,14 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
     }
     for (int b = 0; b < p->nblocks; b++)
         if ((st = block_alloc(ctx, &p->blocks[b])) != TG_OK) goto done;
+    p->ws_stride = (p->ws_bytes + 63) / 64 * 64;
     if (p->ws_bytes) {
-        p->ws.size = p->ws_bytes;
+        p->ws.size = p->seg_hi ? p->ws_stride * (size_t)vm->sched->nw : p->ws_bytes;
         if ((st = block_alloc(ctx, &p->ws)) != TG_OK) goto done;
     }
     if (!vm->pool && vm->nthreads > 1) {
-        bool big = false; /* a value large enough for a kernel to split it */
+        bool big = p->seg_hi != NULL; /* a concurrent run, or a value large enough for a
+                                         kernel to split it */
         for (int v = 0; v < vm->nvars && !big; v++) {
             size_t es = tg_dtype_size((tg_dtype)p->rt[v].dtype);
             big = p->known[v] && type_bytes(&p->rt[v]) / es >= VM_POOL_ELEMS;
@@ -597,13 +898,24 @@ static tg_status plan_get(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
 
 /* ---- running ---- */
 
+/* Where an instruction runs: its argument slots, the pool it may split its work over and
+ * its workspace (alone: the whole pool and workspace; in a concurrent run: one thread and
+ * that worker's slice). */
+typedef struct vm_lane {
+    tg_tensor **args; /* maxargs slots */
+    tg_type *argt;
+    tg_pool *pool; /* NULL: one thread */
+    int nthreads;
+    void *ws;
+} vm_lane;
+
 /* Runs instruction i of a static plan. */
-static tg_status run_static(tg_vm *vm, vm_plan *p, int i) {
+static tg_status run_static(tg_vm *vm, vm_plan *p, int i, const vm_lane *ln) {
     vm_ins *ins = &vm->ins[i];
     tg_node *n = ins->node;
     const tg_op_def *op = ins->op;
-    tg_tensor **vin = vm->args, **vout = vm->args + n->nin;
-    tg_type *tin = vm->argt, *tout = vm->argt + n->nin;
+    tg_tensor **vin = ln->args, **vout = ln->args + n->nin;
+    tg_type *tin = ln->argt, *tout = ln->argt + n->nin;
     for (int k = 0; k < n->nin; k++) {
         vin[k] = vm->val[n->in[k]->id];
         tin[k] = p->rt[n->in[k]->id];
@@ -615,14 +927,14 @@ static tg_status run_static(tg_vm *vm, vm_plan *p, int i) {
         tout[o] = p->rt[v];
     }
     vm_exec e; /* set field by field: zeroing the message buffer costs more than a kernel */
-    e.pool = vm->pool;
-    e.nthreads = vm->nthreads;
+    e.pool = ln->pool;
+    e.nthreads = ln->nthreads;
     e.node = n;
     e.in = vin;
     e.out = vout;
     e.in_type = tin;
     e.out_type = tout;
-    e.ws = p->ws.buf ? p->ws.buf->data : NULL;
+    e.ws = ln->ws;
     e.ws_bytes = p->ws_bytes;
     e.info = &ins->info;
     e.msg[0] = '\0';
@@ -647,7 +959,7 @@ static tg_status run_static(tg_vm *vm, vm_plan *p, int i) {
     if (st != TG_EUNSUPPORTED) return node_fail(vm, n, st, e.msg[0] ? e.msg : tg_status_str(st));
     /* the reference kernel: zeroed outputs, as the interpreter gives them */
     bool self = op->views || op->self_alloc;
-    for (int o = 0; o < n->nout && !self; o++) {
+    for (int o = 0; o < n->nout && !self && !op->destroys; o++) { /* keep what is destroyed */
         tg_tensor *t = vout[o];
         memset(tg_tensor_data(t), 0, (size_t)tg_tensor_size(t) * tg_dtype_size(t->dtype));
     }
@@ -677,6 +989,123 @@ static tg_status run_static(tg_vm *vm, vm_plan *p, int i) {
         vm->owned[v] = 1;
     }
     return TG_OK;
+}
+
+/* ---- concurrent runs of independent nodes (run side) ----
+ *
+ * Every thread of the pool takes instructions from a ready queue until the run's last
+ * one was taken: the queue is an array of one slot per instruction of the run, filled in
+ * the order instructions become ready (slot `tail`), taken in the same order (slot
+ * `head`; a taker waits for its slot to be filled). An instruction is pushed when its
+ * last predecessor in the run finished (its count reaches 0), so every slot is filled
+ * once, and a thread waiting on an empty slot never holds work others wait for. Writes
+ * of an instruction reach its readers through that chain of acquire/release operations.
+ * Each instruction runs on one thread (its kernels do not split); after a failure the
+ * remaining ones are skipped. */
+
+static uint64_t ins_bytes(const tg_vm *vm, const vm_plan *p, const tg_node *n);
+
+typedef struct vm_seg {
+    tg_vm *vm;
+    vm_plan *p;
+    int lo, hi;             /* the run: instructions [lo, hi) */
+    atomic_int head;        /* next queue slot to take */
+    atomic_int tail;        /* next queue slot to fill */
+    atomic_int running;     /* instructions running now */
+    atomic_int overlapped;  /* instructions that started while another one ran */
+    atomic_int failed;      /* an instruction failed */
+    pthread_mutex_t mu;     /* guards the three below */
+    tg_status st;           /* the first failure (lowest instruction) */
+    int fail_at;
+    char msg[TG_ERRMSG_MAX];
+} vm_seg;
+
+static void seg_push(vm_seg *S, int j) {
+    int t = atomic_fetch_add_explicit(&S->tail, 1, memory_order_relaxed);
+    atomic_store_explicit(&S->vm->sched->q[S->lo + t], j, memory_order_release);
+}
+
+static void seg_task(void *arg, int ith, int nth) {
+    (void)nth;
+    vm_seg *S = arg;
+    tg_vm *vm = S->vm;
+    vm_plan *p = S->p;
+    vm_sched *sc = vm->sched;
+    TG_ASSERT(ith < sc->nw);
+    size_t a0 = (size_t)ith * (size_t)vm->maxargs;
+    vm_lane ln = {sc->args + a0, sc->argt + a0, NULL, 1,
+                  p->ws.buf ? (char *)p->ws.buf->data + (size_t)ith * p->ws_stride : NULL};
+    int n = S->hi - S->lo;
+    for (;;) {
+        int k = atomic_fetch_add_explicit(&S->head, 1, memory_order_relaxed);
+        if (k >= n) break;
+        int i;
+        for (unsigned spin = 1;
+             (i = atomic_load_explicit(&sc->q[S->lo + k], memory_order_acquire)) < 0; spin++) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            if ((spin & 255) == 0) sched_yield(); /* a predecessor may wait for this core */
+        }
+        if (!atomic_load_explicit(&S->failed, memory_order_relaxed)) {
+            if (atomic_fetch_add(&S->running, 1) > 0) atomic_fetch_add(&S->overlapped, 1);
+            double t0 = vm->profile ? now_s() : 0.0;
+            tg_status st = run_static(vm, p, i, &ln);
+            atomic_fetch_sub(&S->running, 1);
+            if (vm->profile) {
+                vm_ins *ins = &vm->ins[i];
+                ins->seconds += now_s() - t0;
+                ins->calls++;
+                if (st == TG_OK) ins->bytes += ins_bytes(vm, p, ins->node);
+            }
+            if (st != TG_OK) {
+                pthread_mutex_lock(&S->mu);
+                if (S->st == TG_OK || i < S->fail_at) {
+                    S->st = st;
+                    S->fail_at = i;
+                    snprintf(S->msg, sizeof S->msg, "%s", tg_last_error());
+                }
+                pthread_mutex_unlock(&S->mu);
+                atomic_store(&S->failed, 1);
+            }
+        }
+        for (int r = sc->succ_at[i]; r < sc->succ_at[i + 1]; r++) {
+            int j = sc->succ[r];
+            if (j < S->hi && atomic_fetch_sub_explicit(&sc->cnt[j], 1, memory_order_acq_rel) == 1)
+                seg_push(S, j);
+        }
+    }
+}
+
+/* Runs instructions [lo, hi), a concurrent run of plan p, over the pool. */
+static tg_status run_branches(tg_vm *vm, vm_plan *p, int lo, int hi) {
+    vm_sched *sc = vm->sched;
+    vm_seg S;
+    S.vm = vm;
+    S.p = p;
+    S.lo = lo;
+    S.hi = hi;
+    atomic_init(&S.head, 0);
+    atomic_init(&S.tail, 0);
+    atomic_init(&S.running, 0);
+    atomic_init(&S.overlapped, 0);
+    atomic_init(&S.failed, 0);
+    pthread_mutex_init(&S.mu, NULL);
+    S.st = TG_OK;
+    S.fail_at = hi;
+    S.msg[0] = '\0';
+    for (int i = lo; i < hi; i++) {
+        atomic_store_explicit(&sc->cnt[i], p->npred[i], memory_order_relaxed);
+        atomic_store_explicit(&sc->q[i], -1, memory_order_relaxed);
+    }
+    for (int i = lo; i < hi; i++)
+        if (p->npred[i] == 0) seg_push(&S, i);
+    tg_pool_run(vm->pool, seg_task, &S); /* publishes the above; returns after all ran */
+    pthread_mutex_destroy(&S.mu);
+    sc->runs++;
+    sc->nodes += hi - lo;
+    sc->overlapped += atomic_load(&S.overlapped);
+    return S.st == TG_OK ? TG_OK : tg_set_error(S.st, "%s", S.msg);
 }
 
 /* Runs instruction i as the interpreter would: inference on the run-time types, new
@@ -786,11 +1215,15 @@ static tg_status call_locked(tg_vm *vm, tg_tensor *const *in, tg_tensor **out, i
                                                 : NULL;
     }
     for (int i = 0; i < g->inputs.n; i++) vm->val[((tg_var *)g->inputs.items[i])->id] = in[i];
-    for (int i = 0; i < nout; i++) {
+    /* a value returned several times is computed once: into a given tensor when there is
+     * one (first round), else into a new one; the other outputs get copies at the end */
+    for (int k = 0; k < 2 * nout; k++) {
+        int i = k % nout;
         int v = ((tg_var *)g->outputs.items[i])->id;
-        if (p->cls[v] != CLS_EXTERNAL) continue;
+        if (p->cls[v] != CLS_EXTERNAL || vm->val[v]) continue;
         const tg_type *rt = &p->rt[v];
         tg_tensor *t = into ? out[i] : NULL;
+        if ((k < nout) != (t != NULL)) continue;
         if (t && !same_shape(t, rt)) {
             st = out_mismatch(vm, i, t, rt);
             goto done;
@@ -806,17 +1239,29 @@ static tg_status call_locked(tg_vm *vm, tg_tensor *const *in, tg_tensor **out, i
         }
         vm->owned[v] = 1;
     }
-    /* the program */
-    for (int i = 0; i < vm->norder && st == TG_OK; i++) {
-        double t0 = vm->profile ? now_s() : 0.0;
-        st = p->dyn[i] ? run_dynamic(vm, p, i) : run_static(vm, p, i);
-        if (vm->profile) {
-            vm_ins *ins = &vm->ins[i];
-            ins->seconds += now_s() - t0;
-            ins->calls++;
-            if (st == TG_OK) ins->bytes += ins_bytes(vm, p, ins->node);
+    /* the program: in order, but concurrent runs (plan_branches) over the pool; values
+     * are released after the last use, or after the concurrent run holding it */
+    vm_lane alone = {vm->args, vm->argt, vm->pool, vm->nthreads,
+                     p->ws.buf ? p->ws.buf->data : NULL};
+    for (int i = 0, hi; i < vm->norder && st == TG_OK; i = hi) {
+        hi = i + 1;
+        if (p->seg_hi && p->seg_hi[i] > i && !vm->hook) {
+            hi = p->seg_hi[i];
+            st = run_branches(vm, p, i, hi);
+            for (int j = i; j < hi && st == TG_OK && VM_GUARD; j++) st = guard_check(vm, p, j);
+        } else {
+            double t0 = vm->profile ? now_s() : 0.0;
+            st = p->dyn[i] ? run_dynamic(vm, p, i) : run_static(vm, p, i, &alone);
+            if (st == TG_OK && vm->hook) st = vm->hook(vm->hook_ud, vm->ins[i].node, vm->val);
+            if (st == TG_OK && VM_GUARD) st = guard_check(vm, p, i);
+            if (vm->profile) {
+                vm_ins *ins = &vm->ins[i];
+                ins->seconds += now_s() - t0;
+                ins->calls++;
+                if (st == TG_OK) ins->bytes += ins_bytes(vm, p, ins->node);
+            }
         }
-        for (int r = vm->rel_at[i]; r < vm->rel_at[i + 1] && st == TG_OK; r++) {
+        for (int r = vm->rel_at[i]; r < vm->rel_at[hi] && st == TG_OK; r++) {
             int v = vm->rel[r];
             if (vm->owned[v]) {
                 tg_tensor_free(vm->val[v]);
@@ -909,6 +1354,11 @@ tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, 
     return st;
 }
 
+void tg_vm_set_hook(tg_vm *vm, tg_vm_hook_fn fn, void *ud) {
+    vm->hook = fn;
+    vm->hook_ud = ud;
+}
+
 void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s) {
     pthread_mutex_lock(&vm->mu);
     memset(s, 0, sizeof *s);
@@ -919,6 +1369,11 @@ void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s) {
     vm_plan *p = NULL;
     for (int i = 0; i < vm->nplans; i++)
         if (!p || vm->plans[i]->stamp > p->stamp) p = vm->plans[i];
+    if (vm->sched) {
+        s->branch_runs = vm->sched->runs;
+        s->branch_nodes = vm->sched->nodes;
+        s->branch_overlapped = vm->sched->overlapped;
+    }
     if (p) {
         s->nblocks = p->nblocks;
         for (int b = 0; b < p->nblocks; b++) s->bytes += p->blocks[b].size;

@@ -40,6 +40,10 @@ void tg_vm_free(tg_vm *vm); /* NULL is a no-op */
  * new tensor. Inputs are checked by the caller (interp.c). */
 tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                      bool into);
+/* Debug mode (src/backend/cjit/debug.c): fn runs after every instruction with its node and
+ * the live values by variable id; a status other than TG_OK stops the call with it. */
+typedef tg_status (*tg_vm_hook_fn)(void *ud, const tg_node *n, tg_tensor *const *val);
+void tg_vm_set_hook(tg_vm *vm, tg_vm_hook_fn fn, void *ud);
 /* The per-node profile (when compiled with profiling): time, calls, share, bytes. */
 tg_status tg_vm_profile_print(tg_vm *vm, FILE *f);
 void tg_vm_profile_reset(tg_vm *vm);
@@ -54,6 +58,10 @@ typedef struct tg_vm_stats {
     int nthreads;    /* threads of the pool */
     const char *isa; /* kernel table used */
     int kinds[5];    /* instructions per kernel class (vm_kind) */
+    /* concurrent runs of independent nodes, summed over calls (vm.c, plan_branches) */
+    long branch_runs;       /* runs executed */
+    long branch_nodes;      /* instructions executed in them */
+    long branch_overlapped; /* of those, started while another one of their run ran */
 } tg_vm_stats;
 void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s);
 

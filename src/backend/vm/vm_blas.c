@@ -1,4 +1,5 @@
-/* vm_blas.c - dot and matmul of f32/f64 through CBLAS.
+/* vm_blas.c - dot and matmul of f32/f64 through CBLAS, and the lowered forms gemm, gemv,
+ * ger (and their in-place variants; see the section at the end of the file).
  *
  * Both become a loop over batches of C[M,N] = A[M,K] B[K,N] (dot: one batch, the leading
  * axes of a flattened into M when their strides allow; matmul: NumPy's broadcast batch
@@ -21,7 +22,15 @@
 
 #define SPLIT_FLOPS (1 << 21) /* multiply-adds above which the pool is used */
 
+static int lowered_kind(int op);
+
 bool tg_vm_blas_ok(const tg_node *n) {
+    if (lowered_kind(n->op) != 0) {
+        tg_dtype y = (tg_dtype)n->out[0]->type.dtype;
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k]->type.dtype != y) return false;
+        return y == TG_DT_F32 || y == TG_DT_F64;
+    }
     if ((n->op != TG_OP_DOT && n->op != TG_OP_MATMUL) || n->nin != 2 || n->nout != 1) return false;
     tg_dtype a = (tg_dtype)n->in[0]->type.dtype, b = (tg_dtype)n->in[1]->type.dtype;
     tg_dtype y = (tg_dtype)n->out[0]->type.dtype;
@@ -38,8 +47,9 @@ size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, in
     (void)out;
     (void)nthreads;
     int64_t na = 0, nb = 0;
-    if (!tg_shape_size(in[0].ndim, in[0].shape, &na) ||
-        !tg_shape_size(in[1].ndim, in[1].shape, &nb))
+    int k = lowered_kind(n->op) != 0 ? 1 : 0; /* the two operands (gemm: after C) */
+    if (!tg_shape_size(in[k].ndim, in[k].shape, &na) ||
+        !tg_shape_size(in[k + 1].ndim, in[k + 1].shape, &nb))
         return 0;
     return ((size_t)na + (size_t)nb) * tg_dtype_size((tg_dtype)n->out[0]->type.dtype) + 128;
 }
@@ -81,6 +91,7 @@ static void copy_contig(char *dst, const tg_tensor *t) {
 typedef struct gemm_job {
     bool f64;
     int64_t M, N, K;
+    double alpha, beta; /* C = alpha * A B + beta * C (dot and matmul: 1 and 0) */
     mdesc A, B;
     char *C;
     int64_t ldc;
@@ -99,7 +110,8 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
     enum CBLAS_TRANSPOSE tb = J->B.trans ? CblasTrans : CblasNoTrans;
     /* element strides of A's row 0 and B's column 0 (for dot and gemv) */
     int sa = J->A.trans ? lda : 1, sb = J->B.trans ? 1 : ldb;
-    if (M == 1 && N == 1) {
+    double al = J->alpha, be = J->beta;
+    if (M == 1 && N == 1 && be == 0.0 && al == 1.0) {
         if (J->f64)
             *(double *)c = cblas_ddot((int)K, (const double *)a, sa, (const double *)b, sb);
         else
@@ -107,26 +119,26 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
     } else if (N == 1) { /* c[m] = sum_k A(m, k) b[k] */
         int rows = J->A.trans ? (int)K : (int)M, cols = J->A.trans ? (int)M : (int)K;
         if (J->f64)
-            cblas_dgemv(CblasRowMajor, ta, rows, cols, 1.0, (const double *)a, lda,
-                        (const double *)b, sb, 0.0, (double *)c, ldc);
+            cblas_dgemv(CblasRowMajor, ta, rows, cols, al, (const double *)a, lda,
+                        (const double *)b, sb, be, (double *)c, ldc);
         else
-            cblas_sgemv(CblasRowMajor, ta, rows, cols, 1.0f, (const float *)a, lda,
-                        (const float *)b, sb, 0.0f, (float *)c, ldc);
+            cblas_sgemv(CblasRowMajor, ta, rows, cols, (float)al, (const float *)a, lda,
+                        (const float *)b, sb, (float)be, (float *)c, ldc);
     } else if (M == 1) { /* c[n] = sum_k a[k] B(k, n) */
         enum CBLAS_TRANSPOSE t = J->B.trans ? CblasNoTrans : CblasTrans;
         int rows = J->B.trans ? (int)N : (int)K, cols = J->B.trans ? (int)K : (int)N;
         if (J->f64)
-            cblas_dgemv(CblasRowMajor, t, rows, cols, 1.0, (const double *)b, ldb,
-                        (const double *)a, sa, 0.0, (double *)c, 1);
+            cblas_dgemv(CblasRowMajor, t, rows, cols, al, (const double *)b, ldb,
+                        (const double *)a, sa, be, (double *)c, 1);
         else
-            cblas_sgemv(CblasRowMajor, t, rows, cols, 1.0f, (const float *)b, ldb, (const float *)a,
-                        sa, 0.0f, (float *)c, 1);
+            cblas_sgemv(CblasRowMajor, t, rows, cols, (float)al, (const float *)b, ldb,
+                        (const float *)a, sa, (float)be, (float *)c, 1);
     } else if (J->f64) {
-        cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, (const double *)a, lda,
-                    (const double *)b, ldb, 0.0, (double *)c, ldc);
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, al, (const double *)a, lda,
+                    (const double *)b, ldb, be, (double *)c, ldc);
     } else {
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, (const float *)a, lda,
-                    (const float *)b, ldb, 0.0f, (float *)c, ldc);
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, (float)al, (const float *)a,
+                    lda, (const float *)b, ldb, (float)be, (float *)c, ldc);
     }
 }
 
@@ -144,9 +156,11 @@ static void gemm_task(void *arg, int ith, int nth) {
 
 static void gemm_run(gemm_job *J, tg_pool *pool, int nth) {
     if (J->M == 0 || J->N == 0) return;
-    if (J->K == 0) { /* an empty sum */
+    if (J->K == 0) { /* an empty sum: beta * C (beta is 0 or 1 here: C is already scaled) */
         int64_t es = J->f64 ? 8 : 4;
-        for (int64_t m = 0; m < J->M; m++) memset(J->C + m * J->ldc * es, 0, (size_t)(J->N * es));
+        if (J->beta == 0.0)
+            for (int64_t m = 0; m < J->M; m++)
+                memset(J->C + m * J->ldc * es, 0, (size_t)(J->N * es));
         return;
     }
     double flops = (double)J->M * (double)J->N * (double)J->K;
@@ -205,7 +219,10 @@ static bool copy_operand(vm_exec *e, char **ws, const tg_tensor *t, const int64_
     return true;
 }
 
+static tg_status exec_lowered(vm_exec *e);
+
 tg_status tg_vm_exec_blas(vm_exec *e) {
+    if (lowered_kind(e->node->op) != 0) return exec_lowered(e);
     const tg_tensor *a = e->in[0], *b = e->in[1];
     tg_tensor *y = e->out[0];
     if (!tg_tensor_is_contiguous(y) || a->ndim == 0 || b->ndim == 0) return TG_EUNSUPPORTED;
@@ -300,6 +317,8 @@ tg_status tg_vm_exec_blas(vm_exec *e) {
     B.g.B.p = base[1];
     B.g.C = tg_tensor_data(y);
     B.g.ldc = N;
+    B.g.alpha = 1.0;
+    B.g.beta = 0.0;
     B.cstride = M * N;
     if (B.nbatch == 1 || B.nbat == 0) {
         gemm_run(&B.g, e->pool, nth);
@@ -309,5 +328,251 @@ tg_status tg_vm_exec_blas(vm_exec *e) {
     } else if (B.nbatch > 0) {
         batch_range(&B, 0, B.nbatch);
     }
+    return TG_OK;
+}
+
+/* ---- the lowered forms: gemm, gemv, ger and their in-place variants ----
+ * out = alpha * product + beta * C. The accumulator first reaches the output: nothing when
+ * beta is 0 (BLAS's beta 0 never reads the output, so no NaN of old content leaks; ger,
+ * which only accumulates, starts from zeros), BLAS's own beta when the output is C's
+ * memory (in place), else a copy of C broadcast and scaled (then BLAS's beta is 1). A
+ * vector operand is passed with its increment whatever its sign; a matrix as stored, or
+ * its transpose, when one axis has unit stride and the other a positive one (BLAS has no
+ * negative leading dimension), else it is copied into the workspace. */
+
+enum { L_ALPHA, L_BETA, L_TRANS_A, L_TRANS_B };
+
+static int lowered_kind(int op) {
+    switch (op) {
+    case TG_OP_GEMM:
+    case TG_OP_GEMM_INPLACE:
+        return 1;
+    case TG_OP_GEMV:
+    case TG_OP_GEMV_INPLACE:
+        return 2;
+    case TG_OP_GER:
+    case TG_OP_GER_INPLACE:
+        return 3;
+    default:
+        return 0;
+    }
+}
+
+static double scale_of(const vm_exec *e, int which) {
+    double s = e->node->attrs[which == 0 ? L_ALPHA : L_BETA].f;
+    int k = 3 + which;
+    if (k < e->node->nin) s *= tg_load_f64(tg_tensor_data(e->in[k]), e->in[k]->dtype);
+    return s;
+}
+
+typedef struct acc_job {
+    const tg_tensor *c; /* accumulator (broadcasts to the output) */
+    char *out;          /* contiguous rows x cols */
+    int64_t rows, cols;
+    int64_t sr, sc;     /* C's strides along the output's rows and columns (0: broadcast) */
+    double beta;
+    bool f64;
+} acc_job;
+
+static void acc_rows(const acc_job *J, int64_t lo, int64_t hi) {
+    const char *cb = tg_tensor_data(J->c);
+    for (int64_t i = lo; i < hi; i++) {
+        if (J->f64) {
+            const double *c = (const double *)cb + i * J->sr;
+            double *o = (double *)J->out + i * J->cols;
+            if (J->beta == 1.0 && J->sc == 1)
+                memcpy(o, c, (size_t)J->cols * 8);
+            else
+                for (int64_t j = 0; j < J->cols; j++) o[j] = J->beta * c[j * J->sc];
+        } else {
+            const float *c = (const float *)cb + i * J->sr;
+            float *o = (float *)J->out + i * J->cols;
+            float b = (float)J->beta;
+            if (J->beta == 1.0 && J->sc == 1)
+                memcpy(o, c, (size_t)J->cols * 4);
+            else
+                for (int64_t j = 0; j < J->cols; j++) o[j] = b * c[j * J->sc];
+        }
+    }
+}
+
+static void acc_task(void *arg, int ith, int nth) {
+    const acc_job *J = arg;
+    int64_t lo, hi;
+    tg_pool_share(J->rows, ith, nth, 1, &lo, &hi);
+    acc_rows(J, lo, hi);
+}
+
+/* out = beta * broadcast(C) (out rows x cols, contiguous; a vector output is one row). */
+static void acc_fill(vm_exec *e, const tg_tensor *c, tg_tensor *y, double beta) {
+    acc_job J = {.c = c, .out = tg_tensor_data(y), .beta = beta, .f64 = y->dtype == TG_DT_F64};
+    bool vec = y->ndim == 1;
+    J.rows = vec ? 1 : y->shape[0];
+    J.cols = vec ? y->shape[0] : y->shape[1];
+    int64_t s[2] = {0, 0}; /* C's strides aligned to the output's axes */
+    for (int d = 0; d < c->ndim; d++) {
+        int od = y->ndim - c->ndim + d;
+        s[od] = c->shape[d] == 1 ? 0 : c->strides[d];
+    }
+    J.sr = vec ? 0 : s[0];
+    J.sc = vec ? s[0] : s[1];
+    if (J.rows * J.cols >= (1 << 16) && e->pool && e->nthreads > 1 && J.rows >= e->nthreads)
+        tg_pool_run(e->pool, acc_task, &J);
+    else
+        acc_rows(&J, 0, J.rows);
+}
+
+/* The output is C's own memory (the in-place variants, when the plan gave it). */
+static bool same_memory(const tg_tensor *c, const tg_tensor *y) {
+    if (c->ndim != y->ndim || tg_tensor_data(c) != tg_tensor_data(y)) return false;
+    for (int d = 0; d < c->ndim; d++)
+        if (c->shape[d] != y->shape[d] || c->strides[d] != y->strides[d]) return false;
+    return true;
+}
+
+/* A vector as BLAS takes it: the lowest address and the increment. */
+static const char *vec_base(const tg_tensor *t, int *inc) {
+    int64_t s = t->shape[0] > 1 ? t->strides[0] : 1;
+    *inc = (int)s;
+    const char *p = tg_tensor_data(t);
+    if (s < 0) p += (t->shape[0] - 1) * s * (int64_t)tg_dtype_size(t->dtype);
+    return p;
+}
+
+typedef struct ger_job {
+    bool f64;
+    int64_t M, N;
+    double alpha;
+    const char *x, *y;
+    int incx, incy;
+    char *A; /* contiguous M x N */
+} ger_job;
+
+static void ger_part(const ger_job *J, int64_t lo, int64_t hi) {
+    if (hi <= lo || J->N == 0) return;
+    int64_t es = J->f64 ? 8 : 4;
+    /* rows lo..hi: x's logical elements lo..hi, given by their lowest address */
+    int64_t step = J->incx > 0 ? J->incx : -(int64_t)J->incx;
+    const char *x = J->x + (J->incx > 0 ? lo : J->M - hi) * step * es;
+    char *a = J->A + lo * J->N * es;
+    if (J->f64)
+        cblas_dger(CblasRowMajor, (int)(hi - lo), (int)J->N, J->alpha, (const double *)x,
+                   J->incx, (const double *)J->y, J->incy, (double *)a, (int)J->N);
+    else
+        cblas_sger(CblasRowMajor, (int)(hi - lo), (int)J->N, (float)J->alpha, (const float *)x,
+                   J->incx, (const float *)J->y, J->incy, (float *)a, (int)J->N);
+}
+
+static void ger_task(void *arg, int ith, int nth) {
+    const ger_job *J = arg;
+    int64_t lo, hi;
+    tg_pool_share(J->M, ith, nth, 1, &lo, &hi);
+    ger_part(J, lo, hi);
+}
+
+/* The axis of A that is contracted (K). */
+static int ta_axis(const tg_node *n) { return n->attrs[L_TRANS_A].i != 0 ? 0 : 1; }
+
+static tg_status exec_lowered(vm_exec *e) {
+    const tg_node *n = e->node;
+    int kind = lowered_kind(n->op);
+    const tg_tensor *c = e->in[0], *a = e->in[1], *b = e->in[2];
+    tg_tensor *y = e->out[0];
+    if (!tg_tensor_is_contiguous(y)) return TG_EUNSUPPORTED;
+    double alpha = scale_of(e, 0), beta = scale_of(e, 1);
+    bool read_c = n->attrs[L_BETA].f != 0.0;
+    /* alpha 0 would let BLAS skip the product, and with it NaN and inf: the reference */
+    if (alpha == 0.0) return TG_EUNSUPPORTED;
+    int nth = e->pool ? e->nthreads : 1;
+    bool f64 = y->dtype == TG_DT_F64;
+    int64_t es = f64 ? 8 : 4;
+    int64_t total = tg_tensor_size(y);
+    bool inplace = read_c && same_memory(c, y);
+    double bblas = 0.0; /* BLAS's beta */
+    if (read_c && inplace) {
+        bblas = beta;
+        if (beta == 0.0 || kind == 3) { /* scale explicitly (0 * NaN is NaN; ger has no beta) */
+            if (beta != 1.0) acc_fill(e, c, y, beta);
+            bblas = 1.0;
+        }
+    } else if (read_c) {
+        acc_fill(e, c, y, beta);
+        bblas = 1.0;
+    } else if (kind == 3 && total > 0) {
+        memset(tg_tensor_data(y), 0, (size_t)(total * es));
+        bblas = 1.0;
+    }
+    if (total == 0) return TG_OK;
+    if (kind != 3 && a->shape[ta_axis(n)] == 0) { /* an empty contraction: beta * C */
+        if (bblas == 0.0)
+            memset(tg_tensor_data(y), 0, (size_t)(total * es));
+        else if (bblas != 1.0)
+            acc_fill(e, y, y, bblas);
+        return TG_OK;
+    }
+    if (kind == 3) { /* ger: A += alpha x yᵀ */
+        ger_job J = {.f64 = f64, .M = y->shape[0], .N = y->shape[1], .alpha = alpha,
+                     .A = tg_tensor_data(y)};
+        J.x = vec_base(a, &J.incx);
+        J.y = vec_base(b, &J.incy);
+        if (J.M > INT32_MAX || J.N > INT32_MAX) return TG_EUNSUPPORTED;
+        if (nth > 1 && total >= (1 << 16) && J.M >= 2 * nth)
+            tg_pool_run(e->pool, ger_task, &J);
+        else
+            ger_part(&J, 0, J.M);
+        return TG_OK;
+    }
+    bool ta = n->attrs[L_TRANS_A].i != 0, tb = kind == 1 && n->attrs[L_TRANS_B].i != 0;
+    gemm_job J;
+    memset(&J, 0, sizeof J);
+    J.f64 = f64;
+    J.alpha = alpha;
+    J.beta = bblas;
+    /* op(A): [M, K] with strides (sam, sak) */
+    int64_t M = a->shape[ta ? 1 : 0], K = a->shape[ta ? 0 : 1];
+    int64_t sam = a->strides[ta ? 1 : 0], sak = a->strides[ta ? 0 : 1];
+    char *ws = e->ws;
+    const char *pa = tg_tensor_data(a);
+    if (!mat_layout(M, K, sam, sak, &J.A.trans, &J.A.ld)) {
+        int64_t shp[2] = {a->shape[0], a->shape[1]}, str[2];
+        if (!copy_operand(e, &ws, a, shp, str, &pa)) return TG_EUNSUPPORTED;
+        sam = str[ta ? 1 : 0];
+        sak = str[ta ? 0 : 1];
+        if (!mat_layout(M, K, sam, sak, &J.A.trans, &J.A.ld)) return TG_EUNSUPPORTED;
+    }
+    J.A.p = pa;
+    J.M = M;
+    J.K = K;
+    J.C = tg_tensor_data(y);
+    if (kind == 2) { /* gemv: y = alpha op(A) x + beta y */
+        int incx;
+        const char *px = vec_base(b, &incx);
+        if (M > INT32_MAX || K > INT32_MAX || J.A.ld > INT32_MAX) return TG_EUNSUPPORTED;
+        /* a column problem: gemm_run splits the rows of op(A) over the pool */
+        J.N = 1;
+        J.B.p = px;
+        J.B.trans = false;
+        J.B.ld = incx;
+        J.ldc = 1;
+        gemm_run(&J, e->pool, nth);
+        return TG_OK;
+    }
+    int64_t N = b->shape[tb ? 0 : 1];
+    int64_t sbk = b->strides[tb ? 1 : 0], sbn = b->strides[tb ? 0 : 1];
+    const char *pb = tg_tensor_data(b);
+    if (!mat_layout(K, N, sbk, sbn, &J.B.trans, &J.B.ld)) {
+        int64_t shp[2] = {b->shape[0], b->shape[1]}, str[2];
+        if (!copy_operand(e, &ws, b, shp, str, &pb)) return TG_EUNSUPPORTED;
+        sbk = str[tb ? 1 : 0];
+        sbn = str[tb ? 0 : 1];
+        if (!mat_layout(K, N, sbk, sbn, &J.B.trans, &J.B.ld)) return TG_EUNSUPPORTED;
+    }
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || J.A.ld > INT32_MAX ||
+        J.B.ld > INT32_MAX)
+        return TG_EUNSUPPORTED;
+    J.B.p = pb;
+    J.N = N;
+    J.ldc = N;
+    gemm_run(&J, e->pool, nth);
     return TG_OK;
 }

@@ -33,14 +33,17 @@
 #include <emmintrin.h>
 #endif
 
-#define BLK          1024              /* elements per block */
+#define BLK          512               /* elements per block */
 #define STREAM_BYTES ((size_t)8 << 20) /* outputs larger than this bypass the caches */
 #define CH           16                /* blocks per chunk of a row reduction */
 #define SPLIT_WORK   32768             /* elements x cost above which the pool is used */
+#define SUB          128               /* elements per piece of a costly instruction */
+#define COSTLY       8                 /* tg_vk_cost from which an instruction is cut */
 
 typedef struct fz_ins {
     tg_vk_fn fn; /* NULL for a literal */
     tg_vk_args args;
+    int cost; /* per element, relative to an add (tg_vk_cost) */
     int nin;
     int in[TG_FUSED_MAX_ARGS];
 } fz_ins;
@@ -54,6 +57,7 @@ typedef struct fz_prog {
     double *cell;     /* per slot: a literal's value (8 bytes, in its dtype) */
     uint8_t *sdt;     /* per slot: dtype */
     int nbuf;         /* scratch buffers per thread */
+    int first_out;    /* first instruction that makes an output's value (ninstr: none) */
     int cost;         /* per-element cost of the whole program */
     int nslot;
 } fz_prog;
@@ -148,16 +152,23 @@ void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
         z->fn =
             tg_vk_select(tg_op_table[ins->op], ins->nin, idt, (tg_dtype)f->sdt[s], isa, &z->args);
         ok = z->fn != NULL;
-        f->cost += tg_vk_cost(tg_op_table[ins->op]);
+        z->cost = tg_vk_cost(tg_op_table[ins->op]);
+        f->cost += z->cost;
     }
     /* scratch buffers: a value takes a free buffer, and gives it back after its last
      * reader (outputs' values live to the end of the block) */
     int nfree = 0;
     f->nbuf = 0;
+    f->first_out = p->ninstr;
     for (int j = 0; ok && j < p->ninstr; j++) {
         int s = p->nin + j;
         if (p->instr[j].op == TG_FUSED_CONST) continue; /* outputs get one too: streaming */
-        f->buf[s] = nfree > 0 ? freeb[--nfree] : f->nbuf++;
+        /* an output's value gets a buffer of its own, which no other value of the block
+         * uses: the next block may still be streaming it out (ew_task) until the first
+         * instruction that makes an output */
+        bool out = last[s] == p->ninstr;
+        if (out && j < f->first_out) f->first_out = j;
+        f->buf[s] = nfree > 0 && !out ? freeb[--nfree] : f->nbuf++;
         for (int k = 0; k < f->ins[j].nin; k++) {
             int u = f->ins[j].in[k];
             bool dup = false; /* an operand given twice is freed once */
@@ -233,13 +244,68 @@ static void gather_in(const fz_run *F, int k, int64_t f0, int64_t m, char *dst) 
     }
 }
 
+/* Copies n bytes to dst (16-byte aligned, n a multiple of 16) with streaming stores,
+ * which skip reading the destination's lines first. */
+static void stream_copy(char *dst, const char *src, size_t n) {
+#if defined(__SSE2__)
+    for (size_t i = 0; i < n; i += 16)
+        _mm_stream_si128((__m128i *)(void *)(dst + i),
+                         _mm_loadu_si128((const __m128i *)(const void *)(src + i)));
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+/* A thread's streamed outputs of the previous block, still to be written: eval_block
+ * writes them piece by piece between the instructions of the next block (all of them
+ * before the first instruction that makes an output value, whose buffer they are), so
+ * the stores drain while the kernels compute instead of stalling in one burst. */
+typedef struct fz_pend {
+    int n; /* outputs pending */
+    const char *src[TG_MAX_OUTS];
+    char *dst[TG_MAX_OUTS];    /* 16-byte aligned */
+    size_t bytes[TG_MAX_OUTS]; /* multiples of 16 */
+    size_t done[TG_MAX_OUTS];
+} fz_pend;
+
+/* Writes the first num/den of every pending output (all of them when num >= den). */
+static void pend_pump(fz_pend *q, int num, int den) {
+    for (int i = 0; i < q->n; i++) {
+        size_t upto = num >= den ? q->bytes[i] : q->bytes[i] / (size_t)den * (size_t)num / 64 * 64;
+        if (upto <= q->done[i]) continue;
+        stream_copy(q->dst[i] + q->done[i], q->src[i] + q->done[i], upto - q->done[i]);
+        q->done[i] = upto;
+    }
+    if (num >= den) q->n = 0;
+}
+
+/* The next block's lines of the contiguous inputs, prefetched a piece before each
+ * instruction: a blockwise kernel reads its inputs in short bursts that the hardware
+ * prefetcher does not run ahead of, and one burst of prefetches stalls as much. */
+typedef struct fz_pf {
+    int n;
+    const char *p[TG_MAX_OUTS];
+    int64_t len[TG_MAX_OUTS], done[TG_MAX_OUTS]; /* bytes */
+} fz_pf;
+
+static inline void pf_pump(fz_pf *pf, int num, int den) {
+    for (int i = 0; i < pf->n; i++) {
+        int64_t upto = num >= den ? pf->len[i] : pf->len[i] * num / den;
+        for (; pf->done[i] < upto; pf->done[i] += 64)
+            __builtin_prefetch(pf->p[i] + pf->done[i], 0, 0);
+    }
+}
+
 /* Evaluates the program on elements [f0, f0 + m) of S with thread scratch `scr`: on
- * return ptr[s] / str[s] give each slot's values (str 0: one value for all). */
+ * return ptr[s] / str[s] give each slot's values (str 0: one value for all). q: the
+ * previous block's pending streamed outputs, or NULL. */
 static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const char **ptr,
-                       int64_t *str) {
+                       int64_t *str, fz_pend *q) {
     const fz_prog *f = F->f;
     const tg_fused_prog *p = F->p;
     char *bufs = scr, *gat = scr + (size_t)f->nbuf * BLK * 8;
+    fz_pf pf;
+    pf.n = 0;
     for (int k = 0; k < p->nin; k++) {
         const tg_tensor *t = F->in[k];
         size_t es = tg_dtype_size(t->dtype);
@@ -247,11 +313,10 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
         case IN_CONTIG: {
             ptr[k] = (const char *)tg_tensor_data(t) + f0 * (int64_t)es;
             str[k] = 1;
-            /* the next block's lines are on their way while this one computes (the
-             * bursts of a blockwise kernel defeat the hardware prefetcher) */
             int64_t next = F->n - (f0 + m) < BLK ? F->n - (f0 + m) : BLK;
-            for (int64_t b = 0; b < next * (int64_t)es; b += 64)
-                __builtin_prefetch(ptr[k] + m * (int64_t)es + b, 0, 0);
+            pf.p[pf.n] = ptr[k] + m * (int64_t)es;
+            pf.len[pf.n] = next * (int64_t)es;
+            pf.done[pf.n++] = 0;
             break;
         }
         case IN_SCALAR:
@@ -264,6 +329,17 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
             str[k] = 1;
             break;
         }
+    }
+    /* Memory work besides the kernels (prefetching the next block, streaming out the
+     * previous one) is spread over the block in pieces: costly instructions run SUB
+     * elements at a time (a kernel's results do not depend on how an array is cut) and
+     * every piece first issues its share, so the loads and stores overlap the math. */
+    bool side = pf.n > 0 || (q && q->n > 0);
+    int64_t npiece = 0, nbefore = 0, done = 0; /* nbefore: pieces before first_out */
+    for (int j = 0; side && j < p->ninstr; j++) {
+        int64_t k = !f->ins[j].fn ? 0 : f->ins[j].cost >= COSTLY ? (m + SUB - 1) / SUB : 1;
+        npiece += k;
+        if (j < f->first_out) nbefore += k;
     }
     for (int j = 0; j < p->ninstr; j++) {
         int s = p->nin + j;
@@ -281,33 +357,36 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
             y = bufs + (size_t)f->buf[s] * BLK * 8;
         }
         const void *xs[TG_VK_MAXIN];
-        int64_t ss[TG_VK_MAXIN];
+        int64_t ss[TG_VK_MAXIN], es[TG_VK_MAXIN];
         for (int k = 0; k < z->nin; k++) {
             xs[k] = ptr[z->in[k]];
             ss[k] = str[z->in[k]];
+            es[k] = ss[k] ? (int64_t)tg_dtype_size((tg_dtype)f->sdt[z->in[k]]) : 0;
         }
-        z->fn(&z->args, m, y, xs, ss);
+        int64_t step = side && z->cost >= COSTLY ? SUB : m;
+        int64_t ys = (int64_t)tg_dtype_size((tg_dtype)f->sdt[s]);
+        for (int64_t i0 = 0; i0 < m; i0 += step) {
+            if (side) {
+                done++;
+                pf_pump(&pf, (int)done, (int)npiece);
+                if (q && q->n) pend_pump(q, (int)done, (int)nbefore);
+            }
+            const void *xp[TG_VK_MAXIN];
+            for (int k = 0; k < z->nin; k++) xp[k] = (const char *)xs[k] + i0 * es[k];
+            z->fn(&z->args, m - i0 < step ? m - i0 : step, y + i0 * ys, xp, ss);
+        }
         ptr[s] = y;
         str[s] = 1;
     }
+    if (side) pf_pump(&pf, 1, 1);
 }
 
-/* Elementwise outputs of elements [f0, f0 + m) that were not written in place. */
-/* Copies n bytes to dst (16-byte aligned, n a multiple of 16) with streaming stores,
- * which skip reading the destination's lines first. */
-static void stream_copy(char *dst, const char *src, size_t n) {
-#if defined(__SSE2__)
-    for (size_t i = 0; i < n; i += 16)
-        _mm_stream_si128((__m128i *)(void *)(dst + i),
-                         _mm_loadu_si128((const __m128i *)(const void *)(src + i)));
-#else
-    memcpy(dst, src, n);
-#endif
-}
-
+/* Elementwise outputs of elements [f0, f0 + m) that were not written in place; streamed
+ * ones are left pending in q (written during the next block or by pend_pump). */
 static void store_outputs(const fz_run *F, int64_t f0, int64_t m, const char *const *ptr,
-                          const int64_t *str) {
+                          const int64_t *str, fz_pend *q) {
     const tg_fused_prog *p = F->p;
+    if (q->n) pend_pump(q, 1, 1); /* a program without instructions */
     for (int o = 0; o < p->nout; o++) {
         int s = p->out[o].slot;
         if (F->f->direct[s] == o && !F->stream) continue;
@@ -315,7 +394,10 @@ static void store_outputs(const fz_run *F, int64_t f0, int64_t m, const char *co
         size_t es = tg_dtype_size(t->dtype), bytes = (size_t)m * es;
         char *y = (char *)tg_tensor_data(t) + f0 * (int64_t)es;
         if (str[s] == 1 && F->stream && (uintptr_t)y % 16 == 0 && bytes % 16 == 0) {
-            stream_copy(y, ptr[s], bytes);
+            q->src[q->n] = ptr[s];
+            q->dst[q->n] = y;
+            q->bytes[q->n] = bytes;
+            q->done[q->n++] = 0;
         } else if (str[s] == 1) {
             memmove(y, ptr[s], bytes);
         } else {
@@ -330,12 +412,15 @@ static void ew_task(void *arg, int ith, int nth) {
     int64_t str[TG_FUSED_MAX_INSTRS + TG_MAX_OUTS];
     char *scr = F->ws + (size_t)ith * F->per_thread;
     int64_t lo, hi;
+    fz_pend q;
+    q.n = 0;
     tg_pool_share(F->n, ith, nth, BLK, &lo, &hi);
     for (int64_t f0 = lo; f0 < hi; f0 += BLK) {
         int64_t m = hi - f0 < BLK ? hi - f0 : BLK;
-        eval_block(F, scr, f0, m, ptr, str);
-        store_outputs(F, f0, m, ptr, str);
+        eval_block(F, scr, f0, m, ptr, str, &q);
+        store_outputs(F, f0, m, ptr, str, &q);
     }
+    pend_pump(&q, 1, 1);
 #if defined(__SSE2__)
     if (F->stream) _mm_sfence(); /* streaming stores are visible before the task ends */
 #endif
@@ -396,7 +481,7 @@ static void row_range(const fz_run *F, char *scr, int64_t k, int64_t b0, int64_t
     const tg_fused_prog *p = F->p;
     for (int64_t b = b0; b < b1; b++) {
         int64_t off = b * BLK, m = F->R - off < BLK ? F->R - off : BLK;
-        eval_block(F, scr, k * F->R + off, m, ptr, str);
+        eval_block(F, scr, k * F->R + off, m, ptr, str, NULL);
         for (int o = 0; o < p->nout; o++) {
             int s = p->out[o].slot, dt = F->f->sdt[s], op = p->out[o].reduce;
             if (b == b0)
@@ -465,7 +550,7 @@ static void cols_range(const fz_run *F, char *scr, int64_t lo, int64_t hi, const
         for (int64_t c = 0; c < len; c += BLK) {
             int64_t m = len - c < BLK ? len - c : BLK;
             for (int64_t r = 0; r < F->R; r++) {
-                eval_block(F, scr, (k1 * F->R + r) * F->K2 + k2 + c, m, ptr, str);
+                eval_block(F, scr, (k1 * F->R + r) * F->K2 + k2 + c, m, ptr, str, NULL);
                 for (int o = 0; o < p->nout; o++) {
                     int s = p->out[o].slot, dt = F->f->sdt[s], op = p->out[o].reduce;
                     double *a = F->acc + (size_t)o * (size_t)nout + (size_t)(lo + c);

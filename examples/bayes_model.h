@@ -1,0 +1,119 @@
+/* bayes_model.h - the Bayesian linear regression of examples/bayes_regression.c, shared
+ * with the W9 benchmark (bench/w9.c). Header-only (static functions).
+ *
+ * Model: y ~ Normal(X beta, sigma), beta_j ~ Normal(0, 5), log sigma ~ Normal(0, 1);
+ * the sampler works on theta = (beta_1..beta_P, log sigma), P + 1 unconstrained values.
+ * Three graphs:
+ *  - simulate: synthetic data from tgraph's random numbers (key, key_split, normal):
+ *    X f64[N,P] standard normal, the true beta ~ Normal(0, 1), y = X beta + 0.5 noise;
+ *  - logp: the log posterior density (constants included) and its gradient for C chains
+ *    at once, theta f64[C,P+1] -> logp f64[C], grad f64[C,P+1]; X and y are read-only
+ *    state of the compiled function (set once, never passed again);
+ *  - draw: the random numbers of one HMC iteration (momenta f64[C,P+1], and two uniforms per
+ *    chain f64[C,2]: the accept test and a jitter of the step size) from a key that is
+ *    state and advances every call.
+ */
+#ifndef TG_EXAMPLES_BAYES_MODEL_H
+#define TG_EXAMPLES_BAYES_MODEL_H
+
+#include <tgraph.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define BR_N 10000         /* observations */
+#define BR_P 20            /* predictors */
+#define BR_D (BR_P + 1)    /* sampled values: beta and log sigma */
+#define BR_SIGMA 0.5       /* the noise of the synthetic data */
+#define BR_PRIOR_SD 5.0    /* beta_j ~ Normal(0, 5) */
+
+static inline tg_var *br_idx(tg_graph *g, tg_var *v, int64_t i) {
+    tg_slice s = {.start = i, .stop = TG_SLICE_NONE, .step = 1, .is_index = true};
+    return tg_slice_apply(g, v, &s, 1);
+}
+
+static inline tg_var *br_normal(tg_graph *g, tg_var *key, int ndim, const int64_t *shape) {
+    tg_attr a[2] = {TG_A_INTS("shape", shape, ndim), TG_A_STR("dtype", "f64")};
+    return tg_apply(g, "normal", &key, 1, a, 2);
+}
+
+static inline tg_graph *br_fail(tg_graph *g, const char *what) {
+    fprintf(stderr, "%s: %s\n", what,
+            tg_graph_status(g) != TG_OK ? tg_graph_error(g) : tg_last_error());
+    tg_graph_free(g);
+    return NULL;
+}
+
+/* outputs X f64[N,P], y f64[N], beta f64[P] */
+static inline tg_graph *br_build_simulate(int64_t seed) {
+    tg_graph *g = tg_graph_new(NULL, "simulate");
+    tg_attr sa = TG_A_INT("seed", seed), na = TG_A_INT("n", 3);
+    tg_var *k = tg_apply(g, "key", NULL, 0, &sa, 1);
+    tg_var *ks = tg_apply(g, "key_split", &k, 1, &na, 1);
+    tg_var *X = br_normal(g, br_idx(g, ks, 0), 2, (int64_t[]){BR_N, BR_P});
+    tg_var *beta = br_normal(g, br_idx(g, ks, 1), 1, (int64_t[]){BR_P});
+    tg_var *noise = br_normal(g, br_idx(g, ks, 2), 1, (int64_t[]){BR_N});
+    tg_var *y = tg_add(g, tg_dot(g, X, beta), tg_mul(g, noise, tg_literal_float(g, BR_SIGMA)));
+    tg_var *outs[3] = {X, y, beta};
+    if (!y || tg_graph_set_outputs(g, outs, 3) != TG_OK) return br_fail(g, "simulate");
+    return g;
+}
+
+/* state X f64[N,P], y f64[N] (read-only); input theta f64[C,P+1];
+ * outputs logp f64[C], grad f64[C,P+1] */
+static inline tg_graph *br_build_logp(int64_t chains) {
+    const double half_log_2pi = 0.5 * log(2 * 3.141592653589793);
+    tg_graph *g = tg_graph_new(NULL, "logp");
+    tg_var *X = tg_state(g, "X", TG_DT_F64, 2, (int64_t[]){BR_N, BR_P});
+    tg_var *y = tg_state(g, "y", TG_DT_F64, 1, (int64_t[]){BR_N});
+    tg_var *theta = tg_input(g, "theta", TG_DT_F64, 2, (int64_t[]){chains, BR_D});
+    tg_slice all = {.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = 1};
+    tg_slice bs[2] = {all, {.start = 0, .stop = BR_P, .step = 1}};
+    tg_slice ss[2] = {all, {.start = BR_P, .stop = TG_SLICE_NONE, .step = 1, .is_index = true}};
+    tg_var *beta = tg_slice_apply(g, theta, bs, 2);      /* [C,P] */
+    tg_var *ls = tg_slice_apply(g, theta, ss, 2);        /* [C]: log sigma */
+    tg_attr ax1 = TG_A_INTS("axis", (int64_t[]){1}, 1);
+    tg_var *y1 = tg_apply(g, "expand_dims", &y, 1, &ax1, 1);             /* [N,1] */
+    tg_var *r = tg_sub(g, y1, tg_dot(g, X, tg_transpose(g, beta, NULL))); /* [N,C] */
+    tg_var *ss_r = tg_reduce(g, "sum", tg_mul(g, r, r), (int64_t[]){0}, 1, false);
+    /* log likelihood: -N (log sigma + log sqrt(2 pi)) - ss / (2 sigma^2) */
+    tg_var *loglik = tg_sub(
+        g, tg_mul(g, tg_add(g, ls, tg_literal_float(g, half_log_2pi)), tg_literal_float(g, -BR_N)),
+        tg_mul(g, tg_mul(g, ss_r, tg_exp(g, tg_mul(g, ls, tg_literal_float(g, -2.0)))),
+               tg_literal_float(g, 0.5)));
+    /* priors: beta_j ~ Normal(0, 5), log sigma ~ Normal(0, 1) */
+    tg_var *bb = tg_reduce(g, "sum", tg_mul(g, beta, beta), (int64_t[]){1}, 1, false);
+    tg_var *prior = tg_sub(
+        g,
+        tg_mul(g, bb, tg_literal_float(g, -0.5 / (BR_PRIOR_SD * BR_PRIOR_SD))),
+        tg_add(g, tg_mul(g, tg_mul(g, ls, ls), tg_literal_float(g, 0.5)),
+               tg_literal_float(g, BR_D * half_log_2pi + BR_P * log(BR_PRIOR_SD))));
+    tg_var *logp = tg_add(g, loglik, prior);
+    tg_var *grad;
+    tg_var *total = tg_reduce(g, "sum", logp, NULL, -1, false); /* chains are independent */
+    if (!total || tg_grad(g, total, &theta, 1, TG_DISCONNECTED_ERROR, &grad) != TG_OK)
+        return br_fail(g, "logp");
+    tg_var *outs[2] = {logp, grad};
+    if (tg_graph_set_outputs(g, outs, 2) != TG_OK) return br_fail(g, "logp");
+    return g;
+}
+
+/* state key i64[]; outputs momenta f64[C,P+1] and uniforms f64[C,2] */
+static inline tg_graph *br_build_draw(int64_t chains) {
+    tg_graph *g = tg_graph_new(NULL, "draw");
+    tg_var *k = tg_state(g, "key", TG_DT_I64, 0, NULL);
+    tg_attr na = TG_A_INT("n", 3);
+    tg_var *ks = tg_apply(g, "key_split", &k, 1, &na, 1);
+    tg_var *mom = br_normal(g, br_idx(g, ks, 1), 2, (int64_t[]){chains, BR_D});
+    tg_attr ua[2] = {TG_A_INTS("shape", (int64_t[]){chains, 2}, 2), TG_A_STR("dtype", "f64")};
+    tg_var *ks2 = br_idx(g, ks, 2);
+    tg_var *u = tg_apply(g, "uniform", &ks2, 1, ua, 2);
+    tg_var *outs[2] = {mom, u};
+    if (!u || tg_update(g, k, br_idx(g, ks, 0)) != TG_OK ||
+        tg_graph_set_outputs(g, outs, 2) != TG_OK)
+        return br_fail(g, "draw");
+    return g;
+}
+
+#endif

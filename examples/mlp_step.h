@@ -1,0 +1,150 @@
+/* mlp_step.h - the Fashion-MNIST model of examples/fashion_mnist.c, shared with the W6
+ * benchmark (bench/w6.c): an MLP 784-256-10 with relu and a softmax cross-entropy loss,
+ * built with the C API as one training-step function (forward, tg_grad, Adam update of
+ * every parameter as state) and an evaluation function. Header-only (static functions).
+ */
+#ifndef TG_EXAMPLES_MLP_STEP_H
+#define TG_EXAMPLES_MLP_STEP_H
+
+#include <tgraph.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define NIN 784   /* 28 x 28 pixels */
+#define NHID 256  /* hidden units */
+#define NOUT 10   /* classes */
+
+/* ---- parameters and optimiser state ---------------------------------------------- */
+
+enum { P_W1, P_B1, P_W2, P_B2, NPARAM };
+static const char *const param_name[NPARAM] = {"W1", "b1", "W2", "b2"};
+static const int param_ndim[NPARAM] = {2, 1, 2, 1};
+static const int64_t param_shape[NPARAM][2] = {{NIN, NHID}, {NHID, 0}, {NHID, NOUT}, {NOUT, 0}};
+
+/* ---- the model ------------------------------------------------------------------- */
+
+static inline tg_var *apply1(tg_graph *g, const char *op, tg_var *x, tg_attr a) {
+    return tg_apply(g, op, &x, 1, &a, 1);
+}
+
+static inline tg_var *lit(tg_graph *g, double v) { return tg_literal_float(g, v); }
+
+/* logits = relu(x/255 . W1 + b1) . W2 + b2, for u8 pixels x */
+static inline tg_var *logits_of(tg_graph *g, tg_var *x, tg_var *const *p) {
+    tg_var *xf = tg_mul(g, tg_cast(g, x, TG_DT_F32), lit(g, 1.0 / 255.0));
+    tg_var *h = tg_maximum(g, tg_add(g, tg_dot(g, xf, p[P_W1]), p[P_B1]), lit(g, 0.0));
+    return tg_add(g, tg_dot(g, h, p[P_W2]), p[P_B2]);
+}
+
+/* The training step: inputs x u8[batch,784], y i64[batch] and the learning rate lr f32[]
+ * (so the caller can schedule it); state t, the parameters and their two Adam moments;
+ * output the mean loss of the batch (before the update). The batch
+ * extent is static: every shape in the step, gradients included, is then known when the
+ * function is compiled, and the executor plans all of it ahead. */
+static inline tg_graph *build_step(int64_t batch) {
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    tg_graph *g = tg_graph_new(NULL, "train_step");
+    tg_var *x = tg_input(g, "x", TG_DT_U8, 2, (int64_t[]){batch, NIN});
+    tg_var *y = tg_input(g, "y", TG_DT_I64, 1, (int64_t[]){batch});
+    tg_var *lr = tg_input(g, "lr", TG_DT_F32, 0, NULL);
+    tg_var *t = tg_state(g, "t", TG_DT_F32, 0, NULL);
+    tg_var *p[NPARAM], *m[NPARAM], *v[NPARAM], *grad[NPARAM];
+    for (int i = 0; i < NPARAM; i++) {
+        char name[16];
+        p[i] = tg_state(g, param_name[i], TG_DT_F32, param_ndim[i], param_shape[i]);
+        snprintf(name, sizeof name, "m_%s", param_name[i]);
+        m[i] = tg_state(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
+        snprintf(name, sizeof name, "v_%s", param_name[i]);
+        v[i] = tg_state(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
+    }
+    /* loss = mean over the batch of -log softmax(logits)[y], the labels made one-hot by
+     * comparing them with 0..9 (a static-shape form whose gradient stays dense) */
+    tg_var *logp = apply1(g, "log_softmax", logits_of(g, x, p), TG_A_INT("axis", 1));
+    tg_var *classes = tg_apply(g, "arange", NULL, 0,
+                               (tg_attr[]){TG_A_INT("start", 0), TG_A_INT("stop", NOUT),
+                                           TG_A_INT("step", 1), TG_A_STR("dtype", "i64")},
+                               4);
+    tg_var *onehot = tg_cast(
+        g, tg_eq(g, apply1(g, "expand_dims", y, TG_A_INTS("axis", (int64_t[]){1}, 1)), classes),
+        TG_DT_F32);
+    tg_var *ll = tg_reduce(g, "sum", tg_mul(g, onehot, logp), (int64_t[]){1}, 1, false);
+    tg_var *loss = tg_neg(g, tg_reduce(g, "mean", ll, NULL, -1, false));
+    if (!loss || tg_grad(g, loss, p, NPARAM, TG_DISCONNECTED_ERROR, grad) != TG_OK) goto fail;
+
+    /* Adam: t += 1; step = lr sqrt(1 - b2^t) / (1 - b1^t); p -= step m / (sqrt(v) + eps) */
+    tg_var *t1 = tg_add(g, t, lit(g, 1.0));
+    tg_var *step = tg_mul(g, lr,
+                          tg_div(g, tg_sqrt(g, tg_sub(g, lit(g, 1.0), tg_pow(g, lit(g, b2), t1))),
+                                 tg_sub(g, lit(g, 1.0), tg_pow(g, lit(g, b1), t1))));
+    if (tg_update(g, t, t1) != TG_OK) goto fail;
+    for (int i = 0; i < NPARAM; i++) {
+        tg_var *m1 = tg_add(g, tg_mul(g, m[i], lit(g, b1)), tg_mul(g, grad[i], lit(g, 1 - b1)));
+        tg_var *v1 = tg_add(g, tg_mul(g, v[i], lit(g, b2)),
+                            tg_mul(g, tg_mul(g, grad[i], grad[i]), lit(g, 1 - b2)));
+        tg_var *p1 = tg_sub(g, p[i], tg_mul(g, step, tg_div(g, m1, tg_add(g, tg_sqrt(g, v1),
+                                                                             lit(g, eps)))));
+        if (tg_update(g, p[i], p1) != TG_OK || tg_update(g, m[i], m1) != TG_OK ||
+            tg_update(g, v[i], v1) != TG_OK)
+            goto fail;
+    }
+    if (tg_graph_set_outputs(g, &loss, 1) != TG_OK) goto fail;
+    return g;
+fail:
+    fprintf(stderr, "building the training step: %s\n",
+        tg_graph_status(g) != TG_OK ? tg_graph_error(g) : tg_last_error());
+    tg_graph_free(g);
+    return NULL;
+}
+
+/* The evaluation function: inputs x u8[batch,784], y i64[batch] and the four parameters;
+ * outputs the number of correct predictions (i64[]) and the predicted classes (i64[batch]).
+ * A label outside 0..9 (padding) never counts as correct. */
+static inline tg_graph *build_eval(int64_t batch) {
+    tg_graph *g = tg_graph_new(NULL, "evaluate");
+    tg_var *x = tg_input(g, "x", TG_DT_U8, 2, (int64_t[]){batch, NIN});
+    tg_var *y = tg_input(g, "y", TG_DT_I64, 1, (int64_t[]){batch});
+    tg_var *p[NPARAM];
+    for (int i = 0; i < NPARAM; i++)
+        p[i] = tg_input(g, param_name[i], TG_DT_F32, param_ndim[i], param_shape[i]);
+    tg_var *logits = logits_of(g, x, p);
+    tg_var *pred = apply1(g, "argmax", logits, TG_A_INT("axis", 1));
+    tg_var *correct = tg_reduce(g, "sum", tg_eq(g, pred, y), NULL, -1, false);
+    tg_var *outs[2] = {correct, pred};
+    if (!correct || tg_graph_set_outputs(g, outs, 2) != TG_OK) {
+        fprintf(stderr, "building the evaluation: %s\n", tg_graph_error(g));
+        tg_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* He initialisation (normal, sd sqrt(2 / fan_in)) for the weights, zeros for the biases,
+ * drawn from a seeded generator (xorshift64* with Box-Muller). */
+static inline uint64_t rng_next(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+static inline double rng_uniform(uint64_t *s) { return ((double)(rng_next(s) >> 11) + 0.5) * 0x1p-53; }
+
+static inline tg_status init_params(tg_fn *f, uint64_t seed) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < NPARAM; i++) {
+        int k = tg_fn_state_find(f, param_name[i]);
+        tg_tensor *t = k >= 0 ? tg_fn_state(f, k) : NULL;
+        if (!t) return TG_EINTERNAL;
+        float *d = tg_tensor_data(t);
+        int64_t n = tg_tensor_size(t);
+        double sd = param_ndim[i] == 2 ? sqrt(2.0 / (double)param_shape[i][0]) : 0.0;
+        for (int64_t j = 0; j < n; j++)
+            d[j] = (float)(sd * sqrt(-2.0 * log(rng_uniform(&s))) *
+                           cos(6.283185307179586 * rng_uniform(&s)));
+    }
+    return TG_OK;
+}
+
+#endif

@@ -1,0 +1,560 @@
+/* cache.c - the C JIT's compiler driver and its per-user on-disk cache of shared objects.
+ *
+ * The cache directory is $TGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/tgraph, else
+ * ~/.cache/tgraph. It is created with mode 0700 and refused when it is not a directory,
+ * is owned by another user, or is writable by group or others: loading a .so that someone
+ * else could have written is running their code.
+ *
+ * An entry is <key>.so with its source <key>.c beside it, where key is a 128-bit hash of
+ * the emitted source (which includes tg_rt.h, hence the runtime ABI), the compiler's
+ * identity (`cc --version`), the command and flags, and the tgraph version. A
+ * <ref>.ref file, ref being the same hash without the compiler (command and identity),
+ * names the
+ * entry last built for that source and flags: a run whose compiler cannot be run (missing,
+ * or TGRAPH_CC=/bin/false) still finds it, so a warm cache needs no compiler.
+ *
+ * Writers never lock: each writes temporary files (tmp.<pid>.<n>.*) in the directory and
+ * rename()s them into place, so a reader sees a whole entry or none, and two processes
+ * building the same entry both succeed (the last rename wins; both files are valid).
+ * Every .so ends with a trailer (magic, length, hash of the bytes before it) checked
+ * before loading, so a truncated or corrupted entry is detected and rebuilt.
+ *
+ * Compiler: $TGRAPH_CC (default `cc`, may hold arguments, split at spaces), flags
+ * $TGRAPH_CFLAGS (default -O3 -march=native), always with -std=c11 -fPIC -shared
+ * -ffp-contract=off -fno-math-errno first (no contraction into FMA: results must equal
+ * the reference's roundings; the user's flags come after and may override).
+ */
+#include "cjit.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define MAX_ARGS 64
+#define TRAILER_MAGIC "TGCJSO01"
+#define TRAILER_LEN 24
+
+static const char *const required_flags = "-std=c11 -fPIC -shared -ffp-contract=off -fno-math-errno";
+static const char *const default_flags = "-O3 -march=native";
+
+/* ---- hashing (FNV-1a, two lanes) ---- */
+
+typedef struct hash128 {
+    uint64_t a, b;
+} hash128;
+
+static void hash_init(hash128 *h) {
+    h->a = 0xcbf29ce484222325ull;
+    h->b = 0x84222325cbf29ce4ull;
+}
+
+static void hash_bytes(hash128 *h, const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        h->a = (h->a ^ c[i]) * 0x100000001b3ull;
+        h->b = (h->b ^ c[i] ^ (h->a >> 29)) * 0x100000001b3ull;
+    }
+}
+
+static void hash_str(hash128 *h, const char *s) { hash_bytes(h, s, strlen(s) + 1); }
+
+static uint64_t hash64(const void *p, size_t n) {
+    hash128 h;
+    hash_init(&h);
+    hash_bytes(&h, p, n);
+    return h.a ^ (h.b << 1);
+}
+
+/* ---- the directory ---- */
+
+static tg_status mkdir_private(const char *path) {
+    if (mkdir(path, 0700) == 0 || errno == EEXIST) return TG_OK;
+    return tg_set_error(TG_ECHECK, "cannot create the cache directory %s: %s", path,
+                        strerror(errno));
+}
+
+tg_status tg_cj_cache_dir(char *buf, size_t n, bool create) {
+    const char *env = getenv("TGRAPH_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    int w;
+    char parent[4096] = "";
+    if (env && *env) {
+        w = snprintf(buf, n, "%s", env);
+    } else if (xdg && *xdg == '/') {
+        snprintf(parent, sizeof parent, "%s", xdg);
+        w = snprintf(buf, n, "%s/tgraph", xdg);
+    } else if (home && *home) {
+        snprintf(parent, sizeof parent, "%s/.cache", home);
+        w = snprintf(buf, n, "%s/.cache/tgraph", home);
+    } else {
+        return tg_set_error(TG_ECHECK, "no cache directory: set XDG_CACHE_HOME or HOME");
+    }
+    if (w < 0 || (size_t)w >= n) return tg_set_error(TG_ECHECK, "cache directory path too long");
+    if (create) {
+        tg_status st;
+        if (parent[0] && (st = mkdir_private(parent)) != TG_OK) return st;
+        if ((st = mkdir_private(buf)) != TG_OK) return st;
+    }
+    struct stat sb;
+    if (lstat(buf, &sb) != 0)
+        return tg_set_error(TG_ECHECK, "cache directory %s: %s", buf, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return tg_set_error(TG_ECHECK, "cache directory %s is not a directory: refused", buf);
+    if (sb.st_uid != geteuid())
+        return tg_set_error(TG_ECHECK,
+                            "cache directory %s is owned by another user (uid %u): refused "
+                            "(a shared cache would load code others wrote)",
+                            buf, (unsigned)sb.st_uid);
+    if (sb.st_mode & (S_IWGRP | S_IWOTH))
+        return tg_set_error(TG_ECHECK,
+                            "cache directory %s is writable by %s (mode %03o): refused (others "
+                            "could plant code in it); chmod 700 it",
+                            buf, sb.st_mode & S_IWOTH ? "others" : "its group",
+                            (unsigned)(sb.st_mode & 0777));
+    return TG_OK;
+}
+
+/* ---- processes ---- */
+
+/* Splits s at blanks into argv[*argc...] (copies go to store, store_n bytes). */
+static bool split_args(const char *s, char *store, size_t store_n, char **argv, int *argc) {
+    size_t used = 0;
+    while (*s) {
+        while (*s == ' ' || *s == '\t') s++;
+        if (!*s) break;
+        if (*argc >= MAX_ARGS - 8) return false;
+        argv[(*argc)++] = store + used;
+        while (*s && *s != ' ' && *s != '\t') {
+            if (used + 2 >= store_n) return false;
+            store[used++] = *s++;
+        }
+        store[used++] = '\0';
+    }
+    return true;
+}
+
+/* Runs argv with stdout and stderr to out_fd (or /dev/null when < 0); returns the exit
+ * status (0 success), -1 when it could not be started. */
+static int run_proc(char *const *argv, int out_fd) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (out_fd >= 0) {
+        posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+        posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+    } else {
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    }
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return -1;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    if (WIFEXITED(status)) return WEXITSTATUS(status) == 127 ? -1 : WEXITSTATUS(status);
+    return 128;
+}
+
+typedef struct compiler {
+    char store[4096];
+    char *argv[MAX_ARGS];
+    int argc;      /* command and flags */
+    int ncmd;      /* of which the command */
+    char cmdline[1024]; /* TGRAPH_CC as given */
+    char flags[1024];   /* the flags as a string */
+} compiler;
+
+/* glibc's vector math library (x86-64): the generated loops may call it (tg_rt.h). */
+static const char *const mvec_flags = " -DTG_RT_MVEC";
+static const char *const mvec_libs = "-l:libmvec.so.1"; /* after the source (--as-needed) */
+
+static bool have_mvec(void) {
+#if defined(__x86_64__) && defined(__GLIBC__)
+    void *h = dlopen("libmvec.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (h) dlclose(h);
+    return h != NULL;
+#else
+    return false;
+#endif
+}
+
+static bool compiler_get(compiler *c) {
+    memset(c, 0, sizeof *c);
+    const char *cc = getenv("TGRAPH_CC"), *fl = getenv("TGRAPH_CFLAGS");
+    if (!cc || !*cc) cc = "cc";
+    if (!fl) fl = default_flags;
+    snprintf(c->cmdline, sizeof c->cmdline, "%s", cc);
+    snprintf(c->flags, sizeof c->flags, "%s%s %s", required_flags, have_mvec() ? mvec_flags : "",
+             fl);
+    if (!split_args(cc, c->store, sizeof c->store / 2, c->argv, &c->argc) || c->argc == 0)
+        return false;
+    c->ncmd = c->argc;
+    return split_args(c->flags, c->store + sizeof c->store / 2, sizeof c->store / 2, c->argv,
+                      &c->argc);
+}
+
+/* The compiler's identity: the output of `cc --version`, memoized per command for the
+ * life of the process (the only state here; guarded). false when it cannot be run. */
+static pthread_mutex_t id_mu = PTHREAD_MUTEX_INITIALIZER;
+static char id_cmd[1024], id_text[2048];
+static int id_ok = -1;
+
+static bool compiler_identity(const compiler *c, const char *dir, char *out, size_t n) {
+    pthread_mutex_lock(&id_mu);
+    if (id_ok >= 0 && strcmp(id_cmd, c->cmdline) == 0) {
+        snprintf(out, n, "%s", id_text);
+        bool ok = id_ok == 1;
+        pthread_mutex_unlock(&id_mu);
+        return ok;
+    }
+    char *argv[MAX_ARGS];
+    int argc = 0;
+    for (int i = 0; i < c->ncmd; i++) argv[argc++] = c->argv[i];
+    argv[argc++] = "--version";
+    argv[argc] = NULL;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s/tmp.%ld.version", dir, (long)getpid());
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool ok = false;
+    id_text[0] = '\0';
+    if (fd >= 0) {
+        ok = run_proc(argv, fd) == 0;
+        if (ok) {
+            ssize_t r = pread(fd, id_text, sizeof id_text - 1, 0);
+            id_text[r > 0 ? r : 0] = '\0';
+            ok = r > 0;
+        }
+        close(fd);
+        unlink(tmp);
+    }
+    snprintf(id_cmd, sizeof id_cmd, "%s", c->cmdline);
+    id_ok = ok ? 1 : 0;
+    snprintf(out, n, "%s", id_text);
+    pthread_mutex_unlock(&id_mu);
+    return ok;
+}
+
+/* ---- files ---- */
+
+static unsigned long tmp_counter(void) {
+    static _Atomic unsigned long counter;
+    return atomic_fetch_add(&counter, 1);
+}
+
+static tg_status write_file(const char *path, const void *data, size_t n) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return tg_set_error(TG_ECHECK, "cannot write %s: %s", path, strerror(errno));
+    const char *p = data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            close(fd);
+            return tg_set_error(TG_ECHECK, "cannot write %s: %s", path, strerror(errno));
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    if (close(fd) != 0) return tg_set_error(TG_ECHECK, "cannot write %s", path);
+    return TG_OK;
+}
+
+/* Reads a whole file (ctx-allocated, *n bytes; free with tg_mem_free(ctx, p, *n + 1)). */
+static char *read_file(tg_ctx *ctx, const char *path, size_t *n) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > (off_t)1 << 30) {
+        close(fd);
+        return NULL;
+    }
+    size_t len = (size_t)sb.st_size, got = 0;
+    char *p = tg_mem_alloc(ctx, len + 1);
+    while (p && got < len) {
+        ssize_t r = read(fd, p + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!p) return NULL;
+    if (got != len) {
+        tg_mem_free(ctx, p, len + 1);
+        return NULL;
+    }
+    p[len] = '\0';
+    *n = len;
+    return p;
+}
+
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Whether the .so at path is whole: its trailer matches its bytes. */
+static bool so_valid(tg_ctx *ctx, const char *path) {
+    size_t n = 0;
+    char *p = read_file(ctx, path, &n);
+    if (!p) return false;
+    bool ok = n > TRAILER_LEN;
+    if (ok) {
+        const unsigned char *t = (const unsigned char *)p + n - TRAILER_LEN;
+        ok = memcmp(t, TRAILER_MAGIC, 8) == 0 && get_u64(t + 8) == n - TRAILER_LEN &&
+             get_u64(t + 16) == hash64(p, n - TRAILER_LEN);
+    }
+    tg_mem_free(ctx, p, n + 1);
+    return ok;
+}
+
+static tg_status append_trailer(tg_ctx *ctx, const char *path) {
+    size_t n = 0;
+    char *p = read_file(ctx, path, &n);
+    if (!p) return tg_set_error(TG_ECHECK, "cannot read the compiler's output %s", path);
+    unsigned char t[TRAILER_LEN];
+    memcpy(t, TRAILER_MAGIC, 8);
+    put_u64(t + 8, n);
+    put_u64(t + 16, hash64(p, n));
+    tg_mem_free(ctx, p, n + 1);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) return tg_set_error(TG_ECHECK, "cannot write %s: %s", path, strerror(errno));
+    bool ok = write(fd, t, sizeof t) == (ssize_t)sizeof t;
+    ok = close(fd) == 0 && ok;
+    return ok ? TG_OK : tg_set_error(TG_ECHECK, "cannot write %s", path);
+}
+
+static bool lib_open(tg_cj_lib *lib, const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return false;
+    const int *abi = dlsym(h, "tg_cj_abi");
+    if (!abi || *abi != TG_RT_ABI) {
+        dlclose(h);
+        return false;
+    }
+    lib->handle = h;
+    snprintf(lib->path, sizeof lib->path, "%s", path);
+    return true;
+}
+
+static void hex(const hash128 *h, char *out) {
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h->a, (unsigned long long)h->b);
+}
+
+/* The first line of the compiler's messages, for the error. */
+static void first_line(tg_ctx *ctx, const char *path, char *out, size_t n) {
+    size_t len = 0;
+    char *p = read_file(ctx, path, &len);
+    out[0] = '\0';
+    if (!p) return;
+    const char *s = p;
+    const char *err = strstr(p, "error");
+    if (err) { /* the line holding the first error */
+        s = err;
+        while (s > p && s[-1] != '\n') s--;
+    }
+    size_t k = 0;
+    while (s[k] && s[k] != '\n' && k + 1 < n) {
+        out[k] = s[k];
+        k++;
+    }
+    out[k] = '\0';
+    tg_mem_free(ctx, p, len + 1);
+}
+
+tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) {
+    memset(out, 0, sizeof *out);
+    char dir[3000];
+    tg_status st = tg_cj_cache_dir(dir, sizeof dir, true);
+    if (st != TG_OK) return st;
+    compiler cc;
+    if (!compiler_get(&cc))
+        return tg_set_error(TG_ECHECK, "TGRAPH_CC or TGRAPH_CFLAGS is too long or empty");
+    char id[2048];
+    bool have_cc = compiler_identity(&cc, dir, id, sizeof id);
+    hash128 ref, key;
+    hash_init(&ref);
+    hash_bytes(&ref, src, len);
+    hash_str(&ref, cc.flags);
+    hash_str(&ref, TG_VERSION);
+    key = ref;
+    hash_str(&key, cc.cmdline);
+    hash_str(&key, id);
+    char kref[40], kfull[40], path[4096], cpath[4096], refpath[4096];
+    hex(&ref, kref);
+    hex(&key, kfull);
+    snprintf(refpath, sizeof refpath, "%s/%s.ref", dir, kref);
+    if (!have_cc) { /* no compiler to ask: the entry last built for this source */
+        size_t n = 0;
+        char *name = read_file(ctx, refpath, &n);
+        if (name) {
+            bool okname = n == 32 && strspn(name, "0123456789abcdef") == 32;
+            if (okname) {
+                snprintf(path, sizeof path, "%s/%s.so", dir, name);
+                snprintf(out->source, sizeof out->source, "%s/%s.c", dir, name);
+            }
+            tg_mem_free(ctx, name, n + 1);
+            if (okname && so_valid(ctx, path) && lib_open(out, path)) return TG_OK;
+        }
+    }
+    snprintf(path, sizeof path, "%s/%s.so", dir, kfull);
+    snprintf(cpath, sizeof cpath, "%s/%s.c", dir, kfull);
+    snprintf(out->source, sizeof out->source, "%s", cpath);
+    if (have_cc && so_valid(ctx, path) && lib_open(out, path)) return TG_OK;
+    /* a miss: compile into temporary files, then rename them into place */
+    char tc[4096], tso[4096], tlog[4096];
+    unsigned long k = tmp_counter();
+    snprintf(tc, sizeof tc, "%s/tmp.%ld.%lu.c", dir, (long)getpid(), k);
+    snprintf(tso, sizeof tso, "%s/tmp.%ld.%lu.so", dir, (long)getpid(), k);
+    snprintf(tlog, sizeof tlog, "%s/tmp.%ld.%lu.log", dir, (long)getpid(), k);
+    if ((st = write_file(tc, src, len)) != TG_OK) return st;
+    if (!have_cc) {
+        rename(tc, cpath);
+        return tg_set_error(TG_ECHECK, "the C compiler '%s' cannot be run; the source is kept in %s",
+                            cc.cmdline, cpath);
+    }
+    char *argv[MAX_ARGS];
+    int argc = 0;
+    for (int i = 0; i < cc.argc; i++) argv[argc++] = cc.argv[i];
+    argv[argc++] = "-o";
+    argv[argc++] = tso;
+    argv[argc++] = tc;
+    char libs[64];
+    snprintf(libs, sizeof libs, "%s", mvec_libs);
+    if (strstr(cc.flags, "-DTG_RT_MVEC")) argv[argc++] = libs;
+    argv[argc] = NULL;
+    int fd = open(tlog, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = fd >= 0 ? run_proc(argv, fd) : -1;
+    if (fd >= 0) close(fd);
+    if (rc != 0) {
+        char line[300];
+        first_line(ctx, tlog, line, sizeof line);
+        unlink(tlog);
+        unlink(tso);
+        rename(tc, cpath);
+        if (rc < 0)
+            return tg_set_error(TG_ECHECK, "the C compiler '%s' cannot be run; the source is kept "
+                                "in %s", cc.cmdline, cpath);
+        return tg_set_error(TG_ECHECK, "the C compiler '%s' failed (exit %d)%s%s; the source is "
+                            "kept in %s", cc.cmdline, rc, line[0] ? ": " : "", line, cpath);
+    }
+    unlink(tlog);
+    if ((st = append_trailer(ctx, tso)) != TG_OK) {
+        unlink(tso);
+        unlink(tc);
+        return st;
+    }
+    if (rename(tc, cpath) != 0 || rename(tso, path) != 0) {
+        unlink(tso);
+        unlink(tc);
+        return tg_set_error(TG_ECHECK, "cannot rename into the cache %s: %s", dir, strerror(errno));
+    }
+    char tref[4096];
+    snprintf(tref, sizeof tref, "%s/tmp.%ld.%lu.ref", dir, (long)getpid(), k);
+    if (write_file(tref, kfull, 32) == TG_OK && rename(tref, refpath) != 0) unlink(tref);
+    out->compiled = true;
+    if (!lib_open(out, path))
+        return tg_set_error(TG_ECHECK, "cannot load %s: %s; the source is kept in %s", path,
+                            dlerror(), cpath);
+    return TG_OK;
+}
+
+void tg_cj_lib_close(tg_cj_lib *lib) {
+    if (lib && lib->handle) dlclose(lib->handle);
+    if (lib) lib->handle = NULL;
+}
+
+/* ---- listing and clearing ---- */
+
+#include <dirent.h>
+#include <time.h>
+
+/* Whether a file name is one the cache writes: <32 hex>.{so,c,ref} or tmp.*. */
+static bool cache_name(const char *name, const char **ext) {
+    if (strncmp(name, "tmp.", 4) == 0) {
+        *ext = "tmp";
+        return true;
+    }
+    if (strspn(name, "0123456789abcdef") != 32 || name[32] != '.') return false;
+    const char *e = name + 33;
+    *ext = e;
+    return strcmp(e, "so") == 0 || strcmp(e, "c") == 0 || strcmp(e, "ref") == 0;
+}
+
+tg_status tg_cache_list(FILE *f) {
+    if (!f) return tg_set_error(TG_EINVAL, "cache list: file is NULL");
+    char dir[3000];
+    tg_status st = tg_cj_cache_dir(dir, sizeof dir, false);
+    if (st != TG_OK) {
+        struct stat sb;
+        if (tg_cj_cache_dir(dir, sizeof dir, false) != TG_OK && lstat(dir, &sb) != 0 &&
+            errno == ENOENT) {
+            fprintf(f, "%s (empty: not created yet)\n", dir);
+            return TG_OK;
+        }
+        return st;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return tg_set_error(TG_EIO, "cannot read %s: %s", dir, strerror(errno));
+    fprintf(f, "%s\n", dir);
+    int n = 0;
+    long long total = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *ext;
+        if (!cache_name(e->d_name, &ext) || strcmp(ext, "so") != 0) continue;
+        char path[4096];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &sb) != 0) continue;
+        char when[32];
+        struct tm tm;
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime_r(&sb.st_mtime, &tm));
+        fprintf(f, "%10lld  %s  %s\n", (long long)sb.st_size, when, path);
+        n++;
+        total += sb.st_size;
+    }
+    closedir(d);
+    fprintf(f, "%d entr%s, %lld bytes\n", n, n == 1 ? "y" : "ies", total);
+    return TG_OK;
+}
+
+tg_status tg_cache_clear(int *removed) {
+    if (removed) *removed = 0;
+    char dir[3000];
+    tg_status st = tg_cj_cache_dir(dir, sizeof dir, false);
+    if (st != TG_OK) {
+        struct stat sb;
+        if (lstat(dir, &sb) != 0 && errno == ENOENT) return TG_OK; /* nothing cached yet */
+        return st;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return tg_set_error(TG_EIO, "cannot read %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d))) {
+        const char *ext;
+        if (!cache_name(e->d_name, &ext)) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) n++;
+    }
+    closedir(d);
+    if (removed) *removed = n;
+    return TG_OK;
+}

@@ -1,0 +1,77 @@
+/* cjit.h - private header of src/backend/cjit: the C JIT backend.
+ *
+ *   emit.c    the per-op emitter registry and the whole-graph C source (deterministic)
+ *   cache.c   the compiler driver (system cc) and the per-user on-disk cache of .so files
+ *   cjit.c    the backend object: memory plan per input-shape signature, the runtime
+ *             call-backs of tg_rt.h, calls
+ *   debug.c   debug mode: every node checked against its reference kernel
+ *
+ * tg_graph_compile (src/backend/fn.c) hands TG_MODE_C graphs, already rewritten, to
+ * tg_cj_new, which emits the graph's C source, finds its .so in the cache or compiles it,
+ * and loads it. When no compiler can build it (missing, failing, no usable cache
+ * directory) tg_cj_new returns TG_ECHECK with a message naming the kept source; fn.c
+ * then warns once and runs the graph with the VM.
+ */
+#ifndef TG_CJIT_H
+#define TG_CJIT_H
+
+#include "../../ops/ops.h"
+#include "../vm/vm.h"
+#include "tg_rt.h"
+
+#include <stdio.h>
+
+/* ---- a growing string (emit.c) ---- */
+typedef struct tg_cj_str {
+    tg_ctx *ctx;
+    char *p;    /* NUL-terminated text */
+    size_t n;   /* its length */
+    size_t cap; /* allocated bytes */
+    bool oom;   /* an allocation failed: the text is incomplete */
+} tg_cj_str;
+void tg_cj_str_printf(tg_cj_str *s, const char *fmt, ...) TG_PRINTF(2, 3);
+void tg_cj_str_free(tg_cj_str *s);
+
+/* ---- emission (emit.c) ---- */
+/* How instruction i of a graph runs: generated code, or a call-back into the library. */
+enum { TG_CJ_KERNEL = 0, TG_CJ_EW = 1 };
+
+/* Appends to s the C code of graph g, whose instructions are order[0..norder) (a
+ * topological order), as `int tg_cj_<k>(tg_rt *rt)`. how[i] receives TG_CJ_EW where an
+ * emitter wrote the node's code, TG_CJ_KERNEL where the node calls the library's kernel. */
+tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *order, int norder,
+                           int k, uint8_t *how);
+/* The prelude of every generated unit: tg_rt.h's text and the ABI check symbol. */
+void tg_cj_emit_prelude(tg_cj_str *s);
+
+/* ---- the compiler driver and the cache (cache.c) ---- */
+typedef struct tg_cj_lib {
+    void *handle;       /* dlopen handle */
+    char path[4096];    /* the loaded .so */
+    char source[4096];  /* the .c kept beside it */
+    bool compiled;      /* this call ran the compiler (a cache miss) */
+} tg_cj_lib;
+/* Finds the .so of `src` in the cache or compiles it there, and loads it. On failure
+ * returns TG_ECHECK (no compiler, compiler failed, unusable cache directory) with a
+ * message naming the kept source where there is one, or another code. */
+tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out);
+void tg_cj_lib_close(tg_cj_lib *lib);
+/* The cache directory ($XDG_CACHE_HOME/tgraph or ~/.cache/tgraph; TGRAPH_CACHE_DIR
+ * overrides both), created 0700 when `create`, and checked: owned by this user, not
+ * writable by group or others. */
+tg_status tg_cj_cache_dir(char *buf, size_t n, bool create);
+
+/* ---- the backend (cjit.c) ---- */
+typedef struct tg_cj tg_cj;
+/* Called after every instruction (debug mode); non-OK stops the call with that status.
+ * val holds every live value by variable id. */
+typedef tg_status (*tg_cj_after_fn)(void *ud, const tg_node *n, tg_tensor *const *val);
+tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out);
+void tg_cj_free(tg_cj *cj); /* NULL is a no-op */
+tg_status tg_cj_call(tg_cj *cj, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                     bool into);
+void tg_cj_set_after(tg_cj *cj, tg_cj_after_fn fn, void *ud);
+/* Instructions with generated code / with a call-back (tests, diagnostics). */
+void tg_cj_counts(const tg_cj *cj, int *emitted, int *kernels);
+
+#endif

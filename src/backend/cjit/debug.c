@@ -1,0 +1,292 @@
+/* debug.c - debug mode (see debug.h): a backend (VM or C JIT) with a check after every node.
+ *
+ * The backend calls check() after each instruction, in the topological order both use
+ * (tg_ir_toposort). Before node i runs, prepare() has computed its reference outputs with
+ * tg_interp_eval on the very input values the backend will read, and checksums of those
+ * inputs: before the call for the first node (inputs and constants), after node i-1 for
+ * node i (its inputs are all computed by then and still alive).
+ *
+ * Tolerance: integers and bools exactly; floats within rtol (1e-4 for f32, 1e-9 for f64) of
+ * the larger magnitude, plus, for nodes that may sum (anything but single elementwise
+ * ops), rtol times the largest magnitude of the reference output (summation
+ * order differs between backends). NaN positions and infinities must match.
+ */
+#include "debug.h"
+
+#include "../interp/interp.h"
+#include "../vm/vm.h"
+#include "cjit.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+struct tg_dbg {
+    tg_ctx *ctx;
+    tg_graph *g;
+    tg_node **order;
+    int norder;
+    tg_vm *vm;
+    tg_cj *cj;
+    const char *backend;      /* "vm" or "c" */
+    int next;                 /* order index of the node the pending data is for */
+    tg_tensor *ref[TG_MAX_OUTS];
+    int nref;
+    bool ref_failed;
+    char ref_msg[512];
+    uint64_t sums[64];        /* checksums of the pending node's inputs */
+    tg_tensor **leaf;         /* per var: inputs and constants, before a call */
+    int break_op, clobber_op; /* test hooks, -1 when off */
+};
+
+static int env_op(const char *name) {
+    const char *s = getenv(name);
+    return s && *s ? tg_op_lookup(s) : -1;
+}
+
+static uint64_t checksum(const tg_tensor *t) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    int64_t n = tg_tensor_size(t);
+    if (n <= 0) return h;
+    size_t es = tg_dtype_size(t->dtype);
+    int64_t idx[TG_MAX_DIMS] = {0};
+    do {
+        const unsigned char *p = (const unsigned char *)tg_tensor_at(t, idx);
+        for (size_t b = 0; b < es; b++) h = (h ^ p[b]) * 0x100000001b3ull;
+    } while (tg_index_next(t->ndim, t->shape, idx));
+    return h;
+}
+
+static void drop_ref(tg_dbg *d) {
+    for (int o = 0; o < d->nref; o++) tg_tensor_free(d->ref[o]);
+    d->nref = 0;
+    d->ref_failed = false;
+}
+
+/* Reference outputs and input checksums of order[i], from the values val (by var id). */
+static tg_status prepare(tg_dbg *d, int i, tg_tensor *const *val) {
+    drop_ref(d);
+    d->next = i;
+    const tg_node *n = d->order[i];
+    tg_tensor *vin[64];
+    if (n->nin > 64 || n->nout > TG_MAX_OUTS) return TG_OK;
+    for (int k = 0; k < n->nin; k++) {
+        vin[k] = val[n->in[k]->id];
+        if (!vin[k]) return tg_set_error(TG_EINTERNAL, "debug: an input of node %d is missing", n->id);
+        d->sums[k] = checksum(vin[k]);
+    }
+    tg_tensor *ref[TG_MAX_OUTS];
+    if (tg_interp_eval(d->ctx, d->g, n, vin, ref) != TG_OK) {
+        d->ref_failed = true;
+        snprintf(d->ref_msg, sizeof d->ref_msg, "%s", tg_last_error());
+        return TG_OK;
+    }
+    for (int o = 0; o < n->nout; o++) d->ref[o] = ref[o];
+    d->nref = n->nout;
+    return TG_OK;
+}
+
+static void where(const tg_dbg *d, const tg_node *n, char *buf, size_t len) {
+    const char *name = tg_op_table[n->op]->name;
+    if (n->line > 0)
+        snprintf(buf, len, "node %d (%s) at %s:%d:%d", n->id, name, d->g->file ? d->g->file : "<input>",
+                 n->line, n->col);
+    else
+        snprintf(buf, len, "node %d (%s)", n->id, name);
+}
+
+static void index_str(const tg_tensor *t, int64_t flat, char *buf, size_t len) {
+    int64_t idx[TG_MAX_DIMS];
+    for (int a = t->ndim - 1; a >= 0; a--) {
+        idx[a] = t->shape[a] ? flat % t->shape[a] : 0;
+        flat = t->shape[a] ? flat / t->shape[a] : 0;
+    }
+    size_t u = (size_t)snprintf(buf, len, "[");
+    for (int a = 0; a < t->ndim && u < len; a++)
+        u += (size_t)snprintf(buf + u, len - u, "%s%lld", a ? "," : "", (long long)idx[a]);
+    if (u < len) snprintf(buf + u, len - u, "]");
+}
+
+/* Compares got with the reference; on a difference writes the message and returns false. */
+static bool compare(const tg_node *n, const tg_tensor *got, const tg_tensor *ref, char *msg,
+                    size_t len) {
+    char ty[TG_TYPE_STR_MAX], tr[TG_TYPE_STR_MAX];
+    tg_type a = {.dtype = (uint8_t)got->dtype, .ndim = (uint8_t)got->ndim};
+    tg_type b = {.dtype = (uint8_t)ref->dtype, .ndim = (uint8_t)ref->ndim};
+    for (int k = 0; k < got->ndim; k++) a.shape[k] = got->shape[k];
+    for (int k = 0; k < ref->ndim; k++) b.shape[k] = ref->shape[k];
+    tg_type_str(&a, ty, sizeof ty);
+    tg_type_str(&b, tr, sizeof tr);
+    bool same = got->dtype == ref->dtype && got->ndim == ref->ndim;
+    for (int k = 0; same && k < got->ndim; k++) same = got->shape[k] == ref->shape[k];
+    if (!same) {
+        snprintf(msg, len, "is %s, its reference kernel gives %s", ty, tr);
+        return false;
+    }
+    int64_t cnt = tg_tensor_size(ref);
+    if (cnt <= 0) return true;
+    bool fl = tg_dtype_is_float(ref->dtype);
+    double rtol = ref->dtype == TG_DT_F32 ? 1e-4 : 1e-9, scale = 0.0;
+    const tg_op_def *op = tg_op_table[n->op];
+    bool sums = op->kind != TG_KIND_ELEMWISE; /* fused nodes too: they may reduce */
+    if (fl && sums)
+        for (int64_t i = 0; i < cnt; i++) {
+            double r = fabs(tg_tensor_get_f64(ref, i));
+            if (isfinite(r) && r > scale) scale = r;
+        }
+    int64_t bad = 0, worst = -1;
+    double worst_err = -1.0;
+    for (int64_t i = 0; i < cnt; i++) {
+        double x = tg_tensor_get_f64(got, i), y = tg_tensor_get_f64(ref, i);
+        double err;
+        bool ok;
+        if (!fl) {
+            err = fabs(x - y);
+            ok = x == y;
+        } else if (isnan(x) || isnan(y)) {
+            ok = isnan(x) && isnan(y);
+            err = ok ? 0.0 : INFINITY;
+        } else if (isinf(x) || isinf(y)) {
+            ok = x == y;
+            err = ok ? 0.0 : INFINITY;
+        } else {
+            err = fabs(x - y);
+            double m = fabs(x) > fabs(y) ? fabs(x) : fabs(y);
+            ok = err <= rtol * (m + scale) + 1e-300;
+        }
+        if (!ok) {
+            bad++;
+            if (err > worst_err) {
+                worst_err = err;
+                worst = i;
+            }
+        }
+    }
+    if (bad == 0) return true;
+    char ix[128];
+    index_str(ref, worst, ix, sizeof ix);
+    snprintf(msg, len,
+             "%s differs from its reference kernel in %lld of %lld elements; worst at %s: "
+             "got %.17g, reference %.17g",
+             ty, (long long)bad, (long long)cnt, ix, tg_tensor_get_f64(got, worst),
+             tg_tensor_get_f64(ref, worst));
+    return false;
+}
+
+/* Adds 1 to element 0 of t (test hooks). */
+static void poke(tg_tensor *t) {
+    if (tg_tensor_size(t) <= 0) return;
+    int64_t idx[TG_MAX_DIMS] = {0};
+    char *p = tg_tensor_at(t, idx);
+    if (tg_dtype_is_float(t->dtype))
+        tg_store_f64(p, t->dtype, tg_load_f64(p, t->dtype) + 1.0);
+    else
+        tg_store_i64(p, t->dtype, tg_load_i64(p, t->dtype) + 1);
+}
+
+static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
+    tg_dbg *d = ud;
+    int i = d->next;
+    if (i >= d->norder || d->order[i] != n)
+        return tg_set_error(TG_EINTERNAL, "debug: the %s backend ran node %d out of order",
+                            d->backend, n->id);
+    char at[256], msg[700];
+    where(d, n, at, sizeof at);
+    if (n->op == d->break_op) poke(val[n->out[0]->id]);
+    if (n->op == d->clobber_op && n->nin > 0) poke(val[n->in[0]->id]);
+    if (d->ref_failed)
+        return tg_set_error(TG_ECHECK, "debug (%s backend): %s ran, but its reference kernel "
+                            "failed on the same inputs: %s", d->backend, at, d->ref_msg);
+    for (int o = 0; o < d->nref; o++) {
+        const tg_tensor *got = val[n->out[o]->id];
+        if (!got) continue;
+        if (!compare(n, got, d->ref[o], msg, sizeof msg))
+            return tg_set_error(TG_ECHECK, "debug (%s backend): %s: output %d %s", d->backend, at,
+                                o, msg);
+    }
+    uint32_t destroys = tg_op_table[n->op]->destroys;
+    for (int k = 0; k < n->nin && k < 64; k++) {
+        if (destroys >> k & 1u) continue;
+        const tg_tensor *t = val[n->in[k]->id];
+        if (t && checksum(t) != d->sums[k]) {
+            char ty[TG_TYPE_STR_MAX];
+            return tg_set_error(TG_ECHECK, "debug (%s backend): %s wrote to its input %d (%s), "
+                                "which it does not declare it destroys",
+                                d->backend, at, k, tg_type_str(&n->in[k]->type, ty, sizeof ty));
+        }
+    }
+    drop_ref(d);
+    if (i + 1 < d->norder) return prepare(d, i + 1, val);
+    d->next = d->norder;
+    return TG_OK;
+}
+
+static tg_status check_cj(void *ud, const tg_node *n, tg_tensor *const *val) {
+    return check(ud, n, val);
+}
+
+tg_status tg_dbg_new(tg_graph *g, const tg_compile_opts *opts, tg_dbg **out) {
+    *out = NULL;
+    tg_ctx *ctx = g->ctx;
+    tg_dbg *d = tg_mem_calloc(ctx, sizeof *d);
+    if (!d) return TG_ENOMEM;
+    d->ctx = ctx;
+    d->g = g;
+    d->break_op = env_op("TGRAPH_TEST_BREAK_OP");
+    d->clobber_op = env_op("TGRAPH_TEST_CLOBBER_OP");
+    d->order = tg_ir_toposort(g, &d->norder);
+    d->leaf = tg_mem_calloc(ctx, sizeof *d->leaf * (size_t)(g->vars.n + 1));
+    if (!d->order || !d->leaf) {
+        tg_dbg_free(d);
+        return TG_ENOMEM;
+    }
+    tg_status st;
+    if (opts && opts->debug_backend == TG_MODE_C) {
+        d->backend = "c";
+        tg_compile_opts o = *opts;
+        o.mode = TG_MODE_C;
+        st = tg_cj_new(g, &o, &d->cj);
+        if (st == TG_OK) tg_cj_set_after(d->cj, check_cj, d);
+    } else if (opts && opts->debug_backend != TG_MODE_VM) {
+        st = tg_set_error(TG_EINVAL, "debug mode checks the vm or the c backend");
+    } else {
+        d->backend = "vm";
+        st = tg_vm_new(g, opts, &d->vm);
+        if (st == TG_OK) tg_vm_set_hook(d->vm, check, d);
+    }
+    if (st != TG_OK) {
+        tg_dbg_free(d);
+        return st;
+    }
+    *out = d;
+    return TG_OK;
+}
+
+void tg_dbg_free(tg_dbg *d) {
+    if (!d) return;
+    tg_ctx *ctx = d->ctx;
+    drop_ref(d);
+    tg_vm_free(d->vm);
+    tg_cj_free(d->cj);
+    if (d->order) tg_mem_free(ctx, d->order, sizeof *d->order * (size_t)(d->g->nodes.n + 1));
+    if (d->leaf) tg_mem_free(ctx, d->leaf, sizeof *d->leaf * (size_t)(d->g->vars.n + 1));
+    tg_mem_free(ctx, d, sizeof *d);
+}
+
+tg_status tg_dbg_call(tg_dbg *d, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                      bool into) {
+    tg_graph *g = d->g;
+    for (int v = 0; v < g->vars.n; v++) {
+        tg_var *var = g->vars.items[v];
+        d->leaf[v] = var->kind == TG_VAR_CONST ? var->value : NULL;
+    }
+    for (int i = 0; i < g->inputs.n; i++) d->leaf[((tg_var *)g->inputs.items[i])->id] = in[i];
+    d->next = 0;
+    if (d->norder > 0) {
+        tg_status st = prepare(d, 0, d->leaf);
+        if (st != TG_OK) return st;
+    }
+    tg_status st = d->vm ? tg_vm_call(d->vm, in, nin, out, nout, into)
+                         : tg_cj_call(d->cj, in, nin, out, nout, into);
+    drop_ref(d);
+    return st;
+}

@@ -1,0 +1,388 @@
+/* emit.c - the C JIT's emitters: one per op (or op kind) in a registry, each writing the C
+ * code of one node, and the whole-graph function that runs the nodes in order.
+ *
+ * What is emitted:
+ *  - elementwise nodes: an inner loop (tg_rt_loop) over one row of the output, with the
+ *    scalar expression of the op record (c_expr) for the node's compute dtype; the library's
+ *    loop driver (rt->ew) broadcasts, collapses axes and splits rows over the thread pool.
+ *    Each loop has a contiguous variant (unit strides: plain indexed loads and stores that
+ *    the compiler vectorizes) and a strided one.
+ *  - fused nodes (elementwise outputs): the same loop, with one local per instruction of
+ *    the node's program, so the whole expression runs in registers.
+ *  - everything else (reductions, BLAS, shapes and views, gathers, ...): a call of the
+ *    library's kernel for that node (rt->kernel), so every graph compiles.
+ * A node whose record lacks the C expression for its dtype falls back to the kernel.
+ *
+ * Invariants: the text depends only on the graph (node order, types, attributes), never
+ * on addresses or on the run, so equal graphs give equal sources (the cache key hashes
+ * them); numbers are printed exactly (hexadecimal floats).
+ */
+#include "cjit.h"
+
+#include "../../ops/fused.h"
+
+#include <math.h>
+#include <stdarg.h>
+
+/* ---- strings ---- */
+
+void tg_cj_str_printf(tg_cj_str *s, const char *fmt, ...) {
+    if (s->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = s->cap - s->n;
+        int w = vsnprintf(s->p ? s->p + s->n : NULL, s->p ? room : 0, fmt, ap);
+        va_end(ap);
+        if (w < 0) {
+            s->oom = true;
+            return;
+        }
+        if (s->p && (size_t)w < room) {
+            s->n += (size_t)w;
+            return;
+        }
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap - s->n <= (size_t)w) cap *= 2;
+        char *p = tg_mem_realloc(s->ctx, s->p, s->cap, cap);
+        if (!p) {
+            s->oom = true;
+            return;
+        }
+        s->p = p;
+        s->cap = cap;
+    }
+}
+
+void tg_cj_str_free(tg_cj_str *s) {
+    if (s->p) tg_mem_free(s->ctx, s->p, s->cap);
+    s->p = NULL;
+    s->n = s->cap = 0;
+}
+
+/* ---- C types and constants ---- */
+
+static const char *ctype(tg_dtype dt) {
+    static const char *const names[TG_DT_COUNT] = {
+        [TG_DT_BOOL] = "uint8_t", [TG_DT_I8] = "int8_t",  [TG_DT_I16] = "int16_t",
+        [TG_DT_I32] = "int32_t",  [TG_DT_I64] = "int64_t", [TG_DT_U8] = "uint8_t",
+        [TG_DT_F32] = "float",    [TG_DT_F64] = "double"};
+    return names[dt];
+}
+
+/* A literal of dtype dt, exactly. */
+static void put_const(tg_cj_str *s, tg_dtype dt, int64_t i, double f) {
+    if (!tg_dtype_is_float(dt)) {
+        if (i == INT64_MIN)
+            tg_cj_str_printf(s, "((%s)INT64_MIN)", ctype(dt));
+        else
+            tg_cj_str_printf(s, "((%s)%lldLL)", ctype(dt), (long long)i);
+        return;
+    }
+    const char *t = ctype(dt);
+    if (isnan(f))
+        tg_cj_str_printf(s, "((%s)NAN)", t);
+    else if (isinf(f))
+        tg_cj_str_printf(s, "((%s)%sINFINITY)", t, f < 0 ? "-" : "");
+    else
+        tg_cj_str_printf(s, "((%s)%a)", t, f);
+}
+
+/* Writes the C expression template `tpl` with %k replaced by args[k] and %T by the C type
+ * of `res`. false when the template is malformed. */
+static bool put_expr(tg_cj_str *s, const char *tpl, const char *const *args, int nargs,
+                     tg_dtype res) {
+    for (const char *p = tpl; *p; p++) {
+        if (*p != '%') {
+            tg_cj_str_printf(s, "%c", *p);
+            continue;
+        }
+        p++;
+        if (*p == 'T') {
+            tg_cj_str_printf(s, "%s", ctype(res));
+        } else if (*p >= '0' && *p <= '9' && *p - '0' < nargs) {
+            tg_cj_str_printf(s, "%s", args[*p - '0']);
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The expression template of elementwise op `op` for the given operand and result
+ * dtypes: keyed by the result's dtype, by the operands' for comparisons. */
+static const char *expr_for(int op, const tg_dtype *in, int nin, tg_dtype res) {
+    const tg_op_def *d = tg_op_table[op];
+    if (d->kind != TG_KIND_ELEMWISE) return NULL;
+    tg_dtype key = res;
+    if (d->ew.flags & TG_EW_CMP) {
+        if (nin < 1) return NULL;
+        key = in[0];
+        for (int k = 1; k < nin; k++)
+            if (in[k] != key) return NULL;
+    }
+    return d->c_expr[key];
+}
+
+/* ---- the elementwise loop ----
+ * A loop body is a list of statements computing `o0..` from `a0..` (declared by the loop
+ * writer); the body writer emits them into s. */
+typedef struct ew_sig {
+    int nin, nout;
+    tg_dtype in[TG_MAX_OUTS];
+    tg_dtype out[TG_MAX_OUTS];
+} ew_sig;
+
+typedef bool (*body_fn)(tg_cj_str *s, const void *data);
+
+static void put_loop(tg_cj_str *s, const char *name, const ew_sig *sig, body_fn body,
+                     const void *data, bool *ok) {
+    int na = sig->nout + sig->nin;
+    tg_cj_str_printf(s, "static void %s(int64_t n, char *const *p, const int64_t *s) {\n", name);
+    /* contiguous variant */
+    tg_cj_str_printf(s, "    if (");
+    for (int k = 0; k < na; k++) {
+        tg_dtype dt = k < sig->nout ? sig->out[k] : sig->in[k - sig->nout];
+        tg_cj_str_printf(s, "%ss[%d] == %zu", k ? " && " : "", k, tg_dtype_size(dt));
+    }
+    tg_cj_str_printf(s, ") {\n");
+    for (int k = 0; k < sig->nout; k++)
+        tg_cj_str_printf(s, "        %s *restrict q%d = (%s *)p[%d];\n", ctype(sig->out[k]), k,
+                         ctype(sig->out[k]), k);
+    for (int k = 0; k < sig->nin; k++)
+        tg_cj_str_printf(s, "        const %s *r%d = (const %s *)p[%d];\n", ctype(sig->in[k]), k,
+                         ctype(sig->in[k]), sig->nout + k);
+    tg_cj_str_printf(s, "        for (int64_t j = 0; j < n; j++) {\n");
+    for (int k = 0; k < sig->nin; k++)
+        tg_cj_str_printf(s, "            const %s a%d = r%d[j];\n", ctype(sig->in[k]), k, k);
+    *ok = *ok && body(s, data);
+    for (int k = 0; k < sig->nout; k++)
+        tg_cj_str_printf(s, "            q%d[j] = o%d;\n", k, k);
+    tg_cj_str_printf(s, "        }\n        return;\n    }\n");
+    /* strided variant */
+    tg_cj_str_printf(s, "    for (int64_t j = 0; j < n; j++) {\n");
+    for (int k = 0; k < sig->nin; k++)
+        tg_cj_str_printf(s, "        const %s a%d = *(const %s *)(p[%d] + j * s[%d]);\n",
+                         ctype(sig->in[k]), k, ctype(sig->in[k]), sig->nout + k, sig->nout + k);
+    *ok = *ok && body(s, data);
+    for (int k = 0; k < sig->nout; k++)
+        tg_cj_str_printf(s, "        *(%s *)(p[%d] + j * s[%d]) = o%d;\n", ctype(sig->out[k]), k,
+                         k, k);
+    tg_cj_str_printf(s, "    }\n}\n\n");
+}
+
+/* The result of an expression stored as dtype dt: bool results are normalized to 0/1. */
+static void put_store_expr(tg_cj_str *s, tg_dtype dt, const char *expr_start) {
+    (void)expr_start;
+    if (dt == TG_DT_BOOL)
+        tg_cj_str_printf(s, "(uint8_t)((");
+    else
+        tg_cj_str_printf(s, "(%s)(", ctype(dt));
+}
+
+static void put_store_end(tg_cj_str *s, tg_dtype dt) {
+    tg_cj_str_printf(s, dt == TG_DT_BOOL ? ") != 0)" : ")");
+}
+
+/* ---- emitter: one elementwise op ---- */
+
+typedef struct ew_one {
+    const char *tpl;
+    int nin;
+    tg_dtype res;
+} ew_one;
+
+static bool body_one(tg_cj_str *s, const void *data) {
+    const ew_one *e = data;
+    static const char *const args[] = {"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"};
+    tg_cj_str_printf(s, "            const %s o0 = ", ctype(e->res));
+    put_store_expr(s, e->res, NULL);
+    bool ok = put_expr(s, e->tpl, args, e->nin, e->res);
+    put_store_end(s, e->res);
+    tg_cj_str_printf(s, ";\n");
+    return ok;
+}
+
+/* ---- the emitter interface ---- */
+typedef struct emit_ctx {
+    tg_cj_str *s;
+    const tg_graph *g;
+    const tg_node *n;
+    int k;   /* graph number in the unit */
+    int ins; /* instruction number */
+    char fn[64]; /* the loop's name, when the emitter writes one */
+    int cost;    /* per-element cost for the thread split */
+} emit_ctx;
+
+/* An emitter writes the code of node e->n and returns true, or writes nothing and returns
+ * false (the node then calls the library's kernel). */
+typedef bool (*emit_fn)(emit_ctx *e);
+
+static bool emit_ew(emit_ctx *e) {
+    const tg_node *n = e->n;
+    if (n->nout != 1 || n->nin < 1 || n->nin > 8) return false;
+    ew_sig sig = {.nin = n->nin, .nout = 1};
+    for (int k = 0; k < n->nin; k++) sig.in[k] = (tg_dtype)n->in[k]->type.dtype;
+    sig.out[0] = (tg_dtype)n->out[0]->type.dtype;
+    const char *tpl = expr_for(n->op, sig.in, n->nin, sig.out[0]);
+    if (!tpl) return false;
+    ew_one one = {.tpl = tpl, .nin = n->nin, .res = sig.out[0]};
+    bool ok = true;
+    snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
+    tg_cj_str_printf(e->s, "/* %s -> %s */\n", tg_op_table[n->op]->name,
+                     tg_dtype_name(sig.out[0]));
+    put_loop(e->s, e->fn, &sig, body_one, &one, &ok);
+    e->cost = 1;
+    return ok;
+}
+
+/* ---- emitter: fused nodes ---- */
+
+typedef struct ew_fused {
+    const tg_fused_prog *p;
+} ew_fused;
+
+static bool body_fused(tg_cj_str *s, const void *data) {
+    const tg_fused_prog *p = ((const ew_fused *)data)->p;
+    char names[TG_FUSED_MAX_ARGS][32];
+    const char *args[TG_FUSED_MAX_ARGS];
+    for (int j = 0; j < p->ninstr; j++) {
+        const tg_fused_instr *in = &p->instr[j];
+        int slot = p->nin + j;
+        tg_dtype res = (tg_dtype)p->type[slot].dtype;
+        tg_cj_str_printf(s, "            const %s t%d = ", ctype(res), j);
+        if (in->op == TG_FUSED_CONST) {
+            put_const(s, res, in->ci, in->cf);
+            tg_cj_str_printf(s, ";\n");
+            continue;
+        }
+        tg_dtype idt[TG_FUSED_MAX_ARGS];
+        for (int a = 0; a < in->nin; a++) {
+            int sl = in->in[a];
+            idt[a] = (tg_dtype)p->type[sl].dtype;
+            if (sl < p->nin)
+                snprintf(names[a], sizeof names[a], "a%d", sl);
+            else
+                snprintf(names[a], sizeof names[a], "t%d", sl - p->nin);
+            args[a] = names[a];
+        }
+        const char *tpl = expr_for(in->op, idt, in->nin, res);
+        if (!tpl) return false;
+        put_store_expr(s, res, NULL);
+        if (!put_expr(s, tpl, args, in->nin, res)) return false;
+        put_store_end(s, res);
+        tg_cj_str_printf(s, ";\n");
+    }
+    for (int o = 0; o < p->nout; o++) {
+        int sl = p->out[o].slot;
+        tg_dtype dt = (tg_dtype)p->out_type[o].dtype;
+        if (sl < p->nin)
+            tg_cj_str_printf(s, "            const %s o%d = (%s)a%d;\n", ctype(dt), o, ctype(dt), sl);
+        else
+            tg_cj_str_printf(s, "            const %s o%d = t%d;\n", ctype(dt), o, sl - p->nin);
+    }
+    return true;
+}
+
+/* Every template the program needs exists (checked before anything is written). */
+static bool fused_ok(const tg_fused_prog *p) {
+    if (p->reduces) return false;
+    for (int j = 0; j < p->ninstr; j++) {
+        const tg_fused_instr *in = &p->instr[j];
+        if (in->op == TG_FUSED_CONST) continue;
+        tg_dtype idt[TG_FUSED_MAX_ARGS];
+        for (int a = 0; a < in->nin; a++) idt[a] = (tg_dtype)p->type[in->in[a]].dtype;
+        if (!expr_for(in->op, idt, in->nin, (tg_dtype)p->type[p->nin + j].dtype)) return false;
+    }
+    for (int o = 0; o < p->nout; o++) {
+        if (p->out[o].reduce >= 0) return false;
+        if (p->out_type[o].ndim != p->out_type[0].ndim) return false;
+        if (p->out_type[o].dtype != p->type[p->out[o].slot].dtype) return false;
+    }
+    return true;
+}
+
+static bool emit_fused(emit_ctx *e) {
+    const tg_node *n = e->n;
+    if (n->nin > TG_MAX_OUTS || n->nout > TG_MAX_OUTS || n->nin + n->nout > 64) return false;
+    tg_fused_prog *p = NULL;
+    char msg[256];
+    tg_ctx *ctx = e->g->ctx;
+    if (tg_fused_node_prog(ctx, n, &p, msg, sizeof msg) != TG_OK) return false;
+    tg_type tin[TG_MAX_OUTS];
+    for (int k = 0; k < n->nin; k++) tin[k] = n->in[k]->type;
+    bool ok = tg_fused_type(p, tin, false, msg, sizeof msg) == TG_OK && fused_ok(p);
+    for (int o = 0; ok && o < n->nout; o++)
+        ok = p->out_type[o].dtype == n->out[o]->type.dtype;
+    if (ok) {
+        ew_sig sig = {.nin = n->nin, .nout = n->nout};
+        for (int k = 0; k < n->nin; k++) sig.in[k] = (tg_dtype)n->in[k]->type.dtype;
+        for (int o = 0; o < n->nout; o++) sig.out[o] = (tg_dtype)n->out[o]->type.dtype;
+        snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
+        tg_cj_str_printf(e->s, "/* fused, %d instructions */\n", p->ninstr);
+        ew_fused f = {p};
+        put_loop(e->s, e->fn, &sig, body_fused, &f, &ok);
+        e->cost = p->ninstr > 0 ? p->ninstr : 1;
+    }
+    tg_fused_free(p);
+    return ok;
+}
+
+/* ---- the registry: by op first, then by op kind ---- */
+
+static const emit_fn by_op[TG_OP_COUNT] = {
+    [TG_OP_FUSED] = emit_fused,
+};
+
+static const emit_fn by_kind[] = {
+    [TG_KIND_ELEMWISE] = emit_ew,
+};
+
+static emit_fn emitter_for(int op) {
+    if (by_op[op]) return by_op[op];
+    unsigned kind = tg_op_table[op]->kind;
+    return kind < TG_COUNTOF(by_kind) ? by_kind[kind] : NULL;
+}
+
+/* ---- the unit ---- */
+
+extern const char tg_cj_rt_text[];
+
+void tg_cj_emit_prelude(tg_cj_str *s) {
+    tg_cj_str_printf(s, "/* generated by tgraph %s: the C JIT (src/backend/cjit) */\n", TG_VERSION);
+    tg_cj_str_printf(s, "%s\n", tg_cj_rt_text);
+    tg_cj_str_printf(s, "const int tg_cj_abi = TG_RT_ABI;\n\n");
+}
+
+tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *order, int norder,
+                           int k, uint8_t *how) {
+    tg_cj_str body = {.ctx = s->ctx};
+    tg_cj_str_printf(&body, "int tg_cj_%d(tg_rt *rt) {\n", k);
+    for (int i = 0; i < norder; i++) {
+        const tg_node *n = order[i];
+        emit_fn fn = emitter_for(n->op);
+        emit_ctx e = {.s = s, .g = g, .n = n, .k = k, .ins = i};
+        size_t mark = s->n;
+        how[i] = TG_CJ_KERNEL;
+        if (fn && !tg_op_table[n->op]->views && !tg_op_table[n->op]->self_alloc) {
+            if (fn(&e)) {
+                how[i] = TG_CJ_EW;
+            } else if (!s->oom) { /* drop whatever a failed emitter wrote */
+                s->n = mark;
+                s->p[mark] = '\0';
+            }
+        }
+        if (how[i] == TG_CJ_EW)
+            tg_cj_str_printf(&body, "    if (rt->ew(rt, %d, %s, %d)) return 1; /* %s */\n", i, e.fn,
+                             e.cost, tg_op_table[n->op]->name);
+        else
+            tg_cj_str_printf(&body, "    if (rt->kernel(rt, %d)) return 1; /* %s */\n", i,
+                             tg_op_table[n->op]->name);
+        tg_cj_str_printf(&body, "    if (TG_RT_AFTER(rt, %d)) return 1;\n", i);
+    }
+    tg_cj_str_printf(&body, "    return 0;\n}\n");
+    tg_cj_str_printf(s, "%s", body.p ? body.p : "");
+    bool oom = s->oom || body.oom;
+    tg_cj_str_free(&body);
+    return oom ? tg_set_error(TG_ENOMEM, "out of memory emitting C") : TG_OK;
+}

@@ -1,0 +1,197 @@
+/* tg_rt.h - the runtime ABI of the C JIT: the only thing generated code and the library
+ * share. The library compiles it in (cjit.c) and pastes its text at the top of every
+ * generated source (through tg_rt_text.c, made by CMake from this file), so both sides
+ * always see the same definitions and the cache key, which hashes the source, covers it.
+ *
+ * The generated translation unit defines one function per compiled graph,
+ *     int tg_cj_<k>(tg_rt *rt)          (k: the graph's place in the unit, from 0)
+ * returning 0 on success, non-zero when a call-back failed (the library holds the message).
+ * It reads and writes values through rt->val (one tg_rt_val per variable of the graph,
+ * filled by the library from the memory plan before the call), and calls back into the
+ * library for what it does not compute itself: the elementwise loop driver (broadcasting,
+ * collapsing axes, splitting over the thread pool), the library's kernel of a node without
+ * an emitter, and the debug check after each node.
+ *
+ * Invariants: nothing here depends on the library's private structs; bump TG_RT_ABI when
+ * anything in this file changes meaning (the cache key includes it). The helpers compute
+ * what the op records' scalar functions compute (src/ops/elemwise.c), without undefined
+ * behaviour: integer arithmetic that may overflow goes through uint64_t.
+ */
+#ifndef TG_RT_H
+#define TG_RT_H
+
+#include <math.h>
+#include <stdint.h>
+
+#define TG_RT_ABI 1
+#define TG_RT_MAX_DIMS 8
+
+/* One value during a call: a strided view (strides in elements, as tg_tensor's). */
+typedef struct tg_rt_val {
+    char *data;                      /* address of element [0, ..., 0] */
+    int64_t shape[TG_RT_MAX_DIMS];   /* extents */
+    int64_t stride[TG_RT_MAX_DIMS];  /* in elements, signed */
+    int ndim;                        /* rank */
+} tg_rt_val;
+
+/* An elementwise inner loop over n elements: p[0..nout) are the outputs, then the inputs,
+ * each advanced by s[k] bytes per element. */
+typedef void (*tg_rt_loop)(int64_t n, char *const *p, const int64_t *s);
+
+typedef struct tg_rt tg_rt;
+struct tg_rt {
+    int abi;         /* TG_RT_ABI of the library */
+    void *host;      /* the library's call state (opaque here) */
+    tg_rt_val *val;  /* per variable of the graph (by id) */
+    /* Runs `loop` over the output space of instruction `ins` (broadcasting its inputs),
+     * `cost` a rough per-element cost for the thread split. */
+    int (*ew)(tg_rt *rt, int ins, tg_rt_loop loop, int cost);
+    /* Runs instruction `ins` with the library's kernel (nodes without an emitter). */
+    int (*kernel)(tg_rt *rt, int ins);
+    /* Debug mode: checks instruction `ins` after it ran (NULL otherwise). */
+    int (*after)(tg_rt *rt, int ins);
+};
+
+#define TG_RT_AFTER(rt, i) ((rt)->after && (rt)->after((rt), (i)))
+
+/* ---- vector math ----
+ * With TG_RT_MVEC (the driver defines it where glibc's libmvec is present and links it),
+ * libm's functions are declared `simd`, as glibc's own headers do under -ffast-math: GCC
+ * then vectorizes loops calling them with libmvec's vector versions (within 4 ulp), with
+ * IEEE semantics otherwise kept (no -ffast-math). */
+#if defined(TG_RT_MVEC) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define TG_RT_SIMD __attribute__((__simd__("notinbranch")))
+#define TG_RT_VEC1(f) TG_RT_SIMD double f(double); TG_RT_SIMD float f##f(float);
+TG_RT_VEC1(exp) TG_RT_VEC1(exp2) TG_RT_VEC1(expm1) TG_RT_VEC1(log) TG_RT_VEC1(log2)
+TG_RT_VEC1(log1p) TG_RT_VEC1(sin) TG_RT_VEC1(cos) TG_RT_VEC1(tan) TG_RT_VEC1(tanh)
+TG_RT_VEC1(erf) TG_RT_VEC1(erfc)
+#undef TG_RT_VEC1
+#endif
+
+/* ---- scalar helpers used by the ops' C expressions (c_expr in the op records) ---- */
+
+static inline double tg_rt_fmax(double a, double b) { return a > b || isnan(a) ? a : b; }
+static inline double tg_rt_fmin(double a, double b) { return a < b || isnan(a) ? a : b; }
+static inline float tg_rt_fmaxf(float a, float b) { return a > b || isnan(a) ? a : b; }
+static inline float tg_rt_fminf(float a, float b) { return a < b || isnan(a) ? a : b; }
+
+static inline double tg_rt_sign(double v) {
+    return v > 0.0 ? 1.0 : v < 0.0 ? -1.0 : v == 0.0 ? 0.0 : v;
+}
+static inline float tg_rt_signf(float v) {
+    return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v == 0.0f ? 0.0f : v;
+}
+
+static inline double tg_rt_sigmoid(double v) {
+    if (v >= 0.0) return 1.0 / (1.0 + exp(-v));
+    double e = exp(v);
+    return e / (1.0 + e);
+}
+static inline float tg_rt_sigmoidf(float v) { return (float)tg_rt_sigmoid((double)v); }
+
+static inline double tg_rt_softplus(double v) {
+    return v > 0.0 ? v + log1p(exp(-v)) : log1p(exp(v));
+}
+static inline float tg_rt_softplusf(float v) { return (float)tg_rt_softplus((double)v); }
+
+/* int64 with the bits of u (two's complement), without implementation-defined casts. */
+static inline int64_t tg_rt_wrap(uint64_t u) {
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)~u - 1;
+}
+
+/* Floor division and modulo of integers (NumPy's); by zero gives 0. */
+static inline int64_t tg_rt_idiv(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    if (b == -1) return tg_rt_wrap(0 - (uint64_t)a);
+    int64_t q = a / b;
+    if (a % b != 0 && (a < 0) != (b < 0)) q--;
+    return q;
+}
+static inline int64_t tg_rt_imod(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    if (r != 0 && (r < 0) != (b < 0)) r += b;
+    return r;
+}
+
+/* NumPy's float divmod, computed in double. */
+static inline double tg_rt_fdivmod(double a, double b, double *mod) {
+    double m = fmod(a, b);
+    if (b == 0.0) {
+        *mod = m;
+        return a / b;
+    }
+    double d = (a - m) / b;
+    if (m != 0.0) {
+        if ((b < 0.0) != (m < 0.0)) {
+            m += b;
+            d -= 1.0;
+        }
+    } else {
+        m = copysign(0.0, b);
+    }
+    double q;
+    if (d != 0.0) {
+        q = floor(d);
+        if (d - q > 0.5) q += 1.0;
+    } else {
+        q = copysign(0.0, a / b);
+    }
+    *mod = m;
+    return q;
+}
+static inline double tg_rt_fdiv(double a, double b) {
+    double m;
+    return tg_rt_fdivmod(a, b, &m);
+}
+static inline double tg_rt_fmod(double a, double b) {
+    double m;
+    tg_rt_fdivmod(a, b, &m);
+    return m;
+}
+
+static inline int64_t tg_rt_shl(int64_t a, int64_t c) {
+    return c < 0 || c >= 64 ? 0 : tg_rt_wrap((uint64_t)a << c);
+}
+static inline int64_t tg_rt_shr(int64_t a, int64_t c) {
+    if (c < 0 || c >= 64) return a < 0 ? -1 : 0;
+    return a < 0 ? -1 - ((-1 - a) >> c) : a >> c;
+}
+
+static inline int64_t tg_rt_iclip(int64_t x, int64_t lo, int64_t hi) {
+    int64_t v = x > lo ? x : lo;
+    return v < hi ? v : hi;
+}
+
+/* ---- casts (cast's c_expr): float -> int truncates, NaN 0, saturates; int -> int wraps;
+ * anything -> bool is != 0; int -> float rounds once ---- */
+
+static inline int64_t tg_rt_f2i(double v, double lo, double hi, int64_t ilo, int64_t ihi) {
+    if (isnan(v)) return 0;
+    if (v <= lo) return ilo;
+    if (v >= hi) return ihi;
+    return (int64_t)v;
+}
+/* int64's range is not exact in double: the bounds are -2^63 and 2^63. */
+#define TG_RT_F2I(T, x, lo, hi)                                                            \
+    _Generic((x), float: (T)tg_rt_f2i((double)(x), (lo), (hi), (int64_t)(lo), (int64_t)(hi)), \
+             double: (T)tg_rt_f2i((double)(x), (lo), (hi), (int64_t)(lo), (int64_t)(hi)),    \
+             default: (T)(x))
+#define tg_rt_cast_i8(x) TG_RT_F2I(int8_t, x, -128.0, 127.0)
+#define tg_rt_cast_i16(x) TG_RT_F2I(int16_t, x, -32768.0, 32767.0)
+#define tg_rt_cast_i32(x) TG_RT_F2I(int32_t, x, -2147483648.0, 2147483647.0)
+#define tg_rt_cast_u8(x) TG_RT_F2I(uint8_t, x, 0.0, 255.0)
+#define tg_rt_cast_i64(x)                                                                  \
+    _Generic((x), float: tg_rt_f2i64((double)(x)), double: tg_rt_f2i64((double)(x)),        \
+             default: (int64_t)(x))
+static inline int64_t tg_rt_f2i64(double v) {
+    if (isnan(v)) return 0;
+    if (v <= -9223372036854775808.0) return INT64_MIN;
+    if (v >= 9223372036854775808.0) return INT64_MAX;
+    return (int64_t)v;
+}
+#define tg_rt_cast_bool(x) ((uint8_t)((x) != 0))
+#define tg_rt_cast_f32(x) ((float)(x))
+#define tg_rt_cast_f64(x) ((double)(x))
+
+#endif

@@ -1,0 +1,274 @@
+/* fuzz_pipeline.c - fuzz target for the whole compile pipeline, driven by .tg text.
+ *
+ * For any input: parsing and type checking (tg_module_parse) never crash and fail with a
+ * positioned message. For each function of a module that parses (at most FZ_MAX_FUNCS,
+ * with at most FZ_MAX_INPUTS inputs and no state):
+ *   - the rewrite pipeline (every pass, fusion and BLAS lowering included, the IR verified
+ *     after each pass) succeeds or fails cleanly, and the optimised graph prints as .tg
+ *     text that parses back;
+ *   - the function is compiled with the reference interpreter and with the VM, and both
+ *     run on the same small random inputs ('?' extents get one small extent, chosen from
+ *     the input's hash, so the run is deterministic): when the reference succeeds, the VM
+ *     must too, with the same dtypes, shapes and values (integers exactly, floats within a
+ *     tolerance relative to the largest magnitude of that output; NaN where NaN); when the
+ *     reference fails with a user error the VM must fail too. A mismatch aborts.
+ * Everything runs in a context with a memory cap (FZ_MEM_LIMIT), so a graph asking for
+ * absurd sizes ends in TG_ENOMEM, never in an out-of-memory kill.
+ * Build with libFuzzer: cmake -DTG_FUZZ=ON with clang (docs/hardening.md); without it the
+ * same file is a replay driver that ctest runs over tests/fuzz/corpus/pipeline.
+ */
+#include "tgraph.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FUZZ_MAX_INPUT ((size_t)1 << 16)
+#define FZ_MAX_FUNCS 4
+#define FZ_MAX_INPUTS 12
+#define FZ_MAX_ELEMS ((int64_t)1 << 14) /* per input */
+#define FZ_MEM_LIMIT ((size_t)64 << 20)
+
+/* FUZZ_VERBOSE=1 in the environment: one line per function run (for corpus statistics). */
+static int verbose(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("FUZZ_VERBOSE") != NULL;
+    return v;
+}
+
+static void fz_fail(const char *what, const char *detail, const char *src, size_t len) {
+    fprintf(stderr, "fuzz_pipeline: property violated: %s\n%s\n---- input ----\n%.*s\n", what,
+            detail ? detail : "", (int)len, src);
+    abort();
+}
+
+#define CHECK(ok, what, detail)                                                            \
+    do {                                                                                   \
+        if (!(ok)) fz_fail(what, detail, src, len);                                        \
+    } while (0)
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Fills t (contiguous, fresh) with small values of its dtype, now and then a special one. */
+static void fill(tg_tensor *t, uint64_t *rng) {
+    int64_t n = tg_tensor_size(t);
+    unsigned char *d = tg_tensor_data(t);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = splitmix(rng);
+        double x = (double)(r % 2001) / 500.0 - 2.0; /* [-2, 2] in steps of 1/500 */
+        int64_t k = (int64_t)(r % 11) - 5;            /* [-5, 5] */
+        if ((r >> 40) % 64 == 0) x = (r >> 50) % 3 == 0 ? NAN : (r >> 50) % 3 == 1 ? INFINITY : -0.0;
+        switch (tg_tensor_dtype(t)) {
+        case TG_DT_BOOL: ((bool *)d)[i] = r & 1; break;
+        case TG_DT_I8: ((int8_t *)d)[i] = (int8_t)k; break;
+        case TG_DT_I16: ((int16_t *)d)[i] = (int16_t)k; break;
+        case TG_DT_I32: ((int32_t *)d)[i] = (int32_t)k; break;
+        case TG_DT_I64: ((int64_t *)d)[i] = k; break;
+        case TG_DT_U8: ((uint8_t *)d)[i] = (uint8_t)(k + 5); break;
+        case TG_DT_F32: ((float *)d)[i] = (float)x; break;
+        case TG_DT_F64: ((double *)d)[i] = x; break;
+        default: break;
+        }
+    }
+}
+
+/* Largest finite magnitude of t (for the tolerance of its comparison). */
+static double scale_of(const tg_tensor *t) {
+    double m = 0;
+    for (int64_t i = 0; i < tg_tensor_size(t); i++) {
+        double v = fabs(tg_tensor_get_f64(t, i));
+        if (isfinite(v) && v > m) m = v;
+    }
+    return m;
+}
+
+/* NULL when the two outputs agree, else a description. */
+static const char *compare(const tg_tensor *r, const tg_tensor *v, char *msg, size_t cap) {
+    if (tg_tensor_dtype(r) != tg_tensor_dtype(v)) {
+        snprintf(msg, cap, "dtype %s (reference) vs %s (vm)", tg_dtype_name(tg_tensor_dtype(r)),
+                 tg_dtype_name(tg_tensor_dtype(v)));
+        return msg;
+    }
+    if (tg_tensor_ndim(r) != tg_tensor_ndim(v)) {
+        snprintf(msg, cap, "rank %d (reference) vs %d (vm)", tg_tensor_ndim(r), tg_tensor_ndim(v));
+        return msg;
+    }
+    for (int i = 0; i < tg_tensor_ndim(r); i++)
+        if (tg_tensor_shape(r)[i] != tg_tensor_shape(v)[i]) {
+            snprintf(msg, cap, "extent %d: %lld (reference) vs %lld (vm)", i,
+                     (long long)tg_tensor_shape(r)[i], (long long)tg_tensor_shape(v)[i]);
+            return msg;
+        }
+    bool fl = tg_dtype_is_float(tg_tensor_dtype(r));
+    double rtol = tg_tensor_dtype(r) == TG_DT_F32 ? 1e-3 : 1e-7;
+    double tol = fl ? rtol * (1.0 + scale_of(r)) : 0;
+    for (int64_t i = 0; i < tg_tensor_size(r); i++) {
+        double a = tg_tensor_get_f64(r, i), b = tg_tensor_get_f64(v, i);
+        if (a == b || (isnan(a) && isnan(b))) continue;
+        if (fl && isfinite(a) && isfinite(b) && fabs(a - b) <= tol) continue;
+        snprintf(msg, cap, "element %lld: %.17g (reference) vs %.17g (vm)", (long long)i, a, b);
+        return msg;
+    }
+    return NULL;
+}
+
+static char *print_graph(const tg_graph *g, size_t *n) {
+    char *buf = NULL;
+    *n = 0;
+    FILE *f = open_memstream(&buf, n);
+    if (!f) return NULL;
+    tg_status st = tg_graph_print(g, f);
+    fclose(f);
+    if (st != TG_OK) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static void check_optimize(tg_ctx *ctx, const tg_graph *g, const char *src, size_t len) {
+    tg_optimize_opts oo = {.verify = true};
+    tg_graph *opt = NULL;
+    tg_status st = tg_graph_optimize(g, &oo, &opt);
+    if (st != TG_OK) {
+        CHECK(opt == NULL, "failed optimisation returned a graph", NULL);
+        CHECK(st != TG_EINTERNAL && st != TG_ECHECK, "optimisation failed with an internal error",
+              tg_last_error());
+        return;
+    }
+    size_t n;
+    char *text = print_graph(opt, &n);
+    CHECK(text != NULL, "printing the optimised graph failed", tg_last_error());
+    tg_module *m = NULL;
+    st = tg_module_parse(ctx, text, n, "optimized.tg", &m);
+    if (st != TG_OK && st != TG_ENOMEM) {
+        fprintf(stderr, "%s\n", text);
+        CHECK(0, "the optimised graph does not parse back", tg_last_error());
+    }
+    tg_module_free(m);
+    free(text);
+    tg_graph_free(opt);
+}
+
+/* Makes the inputs of g; false (nothing to free) when g is outside the target's limits. */
+static bool make_inputs(tg_ctx *ctx, const tg_graph *g, uint64_t *rng, int64_t unknown,
+                        tg_tensor **in) {
+    int nin = tg_graph_input_count(g);
+    for (int i = 0; i < nin; i++) {
+        const tg_var *v = tg_graph_input(g, i);
+        int64_t shape[TG_MAX_DIMS], n = 1;
+        for (int d = 0; d < tg_var_ndim(v); d++) {
+            shape[d] = tg_var_dim(v, d) < 0 ? unknown : tg_var_dim(v, d);
+            n = shape[d] > FZ_MAX_ELEMS ? FZ_MAX_ELEMS + 1 : n * shape[d];
+            if (n > FZ_MAX_ELEMS) break;
+        }
+        in[i] = n > FZ_MAX_ELEMS ? NULL : tg_tensor_new(ctx, tg_var_dtype(v), tg_var_ndim(v), shape);
+        if (!in[i]) {
+            for (int k = 0; k < i; k++) tg_tensor_free(in[k]);
+            return false;
+        }
+        fill(in[i], rng);
+    }
+    return true;
+}
+
+static void check_run(tg_ctx *ctx, tg_graph *g, uint64_t seed, const char *src, size_t len) {
+    int nin = tg_graph_input_count(g), nout = tg_graph_output_count(g);
+    if (nin > FZ_MAX_INPUTS || nout <= 0 || nout > 16) return;
+    tg_compile_opts ro = {.mode = TG_MODE_REFERENCE}, vo = {.mode = TG_MODE_VM, .nthreads = 1,
+                                                            .verify = true};
+    tg_fn *fr = NULL, *fv = NULL;
+    tg_status sr = tg_graph_compile(g, &ro, &fr);
+    tg_status sv = sr == TG_OK ? tg_graph_compile(g, &vo, &fv) : TG_OK;
+    if (sr != TG_OK || sv != TG_OK) {
+        CHECK(sr != TG_EINTERNAL && sv != TG_EINTERNAL, "compile failed with an internal error",
+              tg_last_error());
+        tg_fn_free(fr);
+        tg_fn_free(fv);
+        return;
+    }
+    if (tg_fn_state_count(fr) > 0) {
+        tg_fn_free(fr);
+        tg_fn_free(fv);
+        return;
+    }
+    uint64_t rng = seed;
+    tg_tensor *in[FZ_MAX_INPUTS] = {0}, *outr[16] = {0}, *outv[16] = {0};
+    if (make_inputs(ctx, g, &rng, 1 + (int64_t)(seed % 3), in)) {
+        sr = tg_fn_call(fr, in, nin, outr, nout);
+        char rmsg[512], msg[256];
+        snprintf(rmsg, sizeof rmsg, "%s", tg_last_error());
+        sv = tg_fn_call(fv, in, nin, outv, nout);
+        if (verbose())
+            fprintf(stderr, "fuzz_pipeline: %s: reference %s, vm %s\n", tg_graph_name(g),
+                    tg_status_str(sr), tg_status_str(sv));
+        CHECK(sr != TG_EINTERNAL && sv != TG_EINTERNAL, "run failed with an internal error",
+              tg_last_error());
+        if (sr == TG_OK && sv != TG_OK && sv != TG_ENOMEM)
+            CHECK(0, "the reference runs but the VM fails", tg_last_error());
+        if (sr != TG_OK && sr != TG_ENOMEM && sv == TG_OK)
+            CHECK(0, "the reference fails but the VM runs", rmsg);
+        if (sr == TG_OK && sv == TG_OK)
+            for (int o = 0; o < nout; o++) {
+                const char *diff = compare(outr[o], outv[o], msg, sizeof msg);
+                if (diff) {
+                    char full[320];
+                    snprintf(full, sizeof full, "output %d: %s", o, diff);
+                    CHECK(0, "the VM differs from the reference", full);
+                }
+            }
+        for (int o = 0; o < nout; o++) {
+            tg_tensor_free(outr[o]);
+            tg_tensor_free(outv[o]);
+        }
+        for (int i = 0; i < nin; i++) tg_tensor_free(in[i]);
+    }
+    tg_fn_free(fr);
+    tg_fn_free(fv);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > FUZZ_MAX_INPUT) return 0;
+    const char *src = (const char *)data;
+    size_t len = size;
+    tg_ctx *ctx = tg_ctx_new(NULL, NULL);
+    if (!ctx) return 0;
+    tg_ctx_set_mem_limit(ctx, FZ_MEM_LIMIT);
+    tg_module *m = NULL;
+    tg_status st = tg_module_parse(ctx, src, len, "fuzz.tg", &m);
+    if (st != TG_OK) {
+        CHECK(m == NULL, "failed parse returned a module", NULL);
+        CHECK(st == TG_ENOMEM || strncmp(tg_last_error(), "fuzz.tg:", 8) == 0,
+              "parse error without a position", tg_last_error());
+    } else {
+        uint64_t seed = hash_bytes(data, size);
+        for (int i = 0; i < tg_module_func_count(m) && i < FZ_MAX_FUNCS; i++) {
+            tg_graph *g = tg_module_func(m, i);
+            check_optimize(ctx, g, src, len);
+            check_run(ctx, g, seed + (uint64_t)i, src, len);
+        }
+        tg_module_free(m);
+    }
+    char leak[96];
+    snprintf(leak, sizeof leak, "%zu bytes still live in the context", tg_ctx_mem_used(ctx));
+    CHECK(tg_ctx_mem_used(ctx) == 0, "memory left behind (or freed with a wrong size)", leak);
+    tg_ctx_free(ctx);
+    return 0;
+}
+
+#include "fuzz_replay.h"

@@ -1,0 +1,360 @@
+/* test_blas.c - the lowered BLAS ops (gemm, gemv, ger and the in-place variants) in the VM
+ * against the reference kernels, and the VM's in-place memory plan.
+ *
+ * Graphs written by hand in .tg text run without the rewrite pipeline, in TG_MODE_VM and
+ * TG_MODE_REFERENCE, with 1 and 2 threads, and must agree within a relative tolerance:
+ * every operand layout of the CBLAS calls (transposed, negative and non-unit steps,
+ * broadcast accumulators), beta 0 over an output full of NaN (none may leak), run-time
+ * scales of 0 (0 * NaN stays NaN, alpha 0 keeps the product's inf), empty extents, and
+ * products large enough to be split over the pool. The memory plan: an in-place node
+ * shares its accumulator's block (fewer blocks than the plain op), and not when the
+ * accumulator is aliased with another input. Also: the op records' destroy maps. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/vm/vm.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static double urand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+}
+
+static tg_module *parse(const char *src) {
+    tg_module *m = NULL;
+    if (tg_module_parse(NULL, src, strlen(src), "test.tg", &m) != TG_OK)
+        fail_msg("parse: %s", tg_last_error());
+    return m;
+}
+
+static tg_fn *compile(tg_graph *g, tg_mode mode, int nthreads, bool rewrite) {
+    tg_compile_opts o = {.mode = mode, .nthreads = nthreads, .no_rewrite = !rewrite};
+    tg_fn *f = NULL;
+    if (tg_graph_compile(g, &o, &f) != TG_OK) fail_msg("compile: %s", tg_last_error());
+    return f;
+}
+
+static tg_tensor *random_tensor(tg_dtype dt, int nd, const int64_t *shape) {
+    tg_tensor *t = tg_tensor_new(NULL, dt, nd, shape);
+    assert_non_null(t);
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= shape[d];
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == TG_DT_F32)
+            ((float *)tg_tensor_data(t))[i] = (float)urand();
+        else
+            ((double *)tg_tensor_data(t))[i] = urand();
+    }
+    return t;
+}
+
+static double at(const tg_tensor *t, int64_t i) {
+    return tg_tensor_dtype(t) == TG_DT_F32 ? ((const float *)tg_tensor_data(t))[i]
+                                           : ((const double *)tg_tensor_data(t))[i];
+}
+
+static int64_t size_of(const tg_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < tg_tensor_ndim(t); d++) n *= tg_tensor_shape(t)[d];
+    return n;
+}
+
+/* got agrees with want: same shape, NaN where want has NaN, else within rtol * (1 + |w|). */
+static void expect_close(const tg_tensor *want, const tg_tensor *got, double rtol,
+                         const char *what) {
+    assert_int_equal(tg_tensor_ndim(want), tg_tensor_ndim(got));
+    for (int d = 0; d < tg_tensor_ndim(want); d++)
+        assert_int_equal(tg_tensor_shape(want)[d], tg_tensor_shape(got)[d]);
+    for (int64_t i = 0; i < size_of(want); i++) {
+        double w = at(want, i), g = at(got, i);
+        if (isnan(w) != isnan(g) || (!isnan(w) && fabs(w - g) > rtol * (1.0 + fabs(w))))
+            fail_msg("%s: element %lld: want %.17g, got %.17g", what, (long long)i, w, g);
+    }
+}
+
+/* Runs function `name` of src in the reference mode and the VM (1 and 2 threads, no
+ * rewrites) on random inputs of the given shapes and compares the outputs. */
+static void run_case(const char *src, const char *name, int nin, const int64_t (*shapes)[3],
+                     const int *nds, tg_dtype dt) {
+    tg_module *m = parse(src);
+    tg_graph *g = tg_module_find(m, name);
+    assert_non_null(g);
+    tg_tensor *in[8];
+    for (int k = 0; k < nin; k++) in[k] = random_tensor(dt, nds[k], shapes[k]);
+    tg_fn *ref = compile(g, TG_MODE_REFERENCE, 1, false);
+    tg_tensor *want = NULL;
+    assert_int_equal(tg_fn_call(ref, in, nin, &want, 1), TG_OK);
+    for (int nth = 1; nth <= 2; nth++) {
+        tg_fn *vm = compile(g, TG_MODE_VM, nth, false);
+        for (int call = 0; call < 2; call++) { /* a second call reuses the plan's blocks */
+            tg_tensor *got = NULL;
+            if (tg_fn_call(vm, in, nin, &got, 1) != TG_OK) fail_msg("%s: %s", name, tg_last_error());
+            char what[128];
+            snprintf(what, sizeof what, "%s %s threads=%d", name, tg_dtype_name(dt), nth);
+            expect_close(want, got, dt == TG_DT_F32 ? 1e-4 : 1e-11, what);
+            tg_tensor_free(got);
+        }
+        tg_fn_free(vm);
+    }
+    tg_tensor_free(want);
+    for (int k = 0; k < nin; k++) tg_tensor_free(in[k]);
+    tg_fn_free(ref);
+    tg_module_free(m);
+}
+
+static const char *LAYOUTS =
+    "func nn(C: f64[5,7], A: f64[5,6], B: f64[6,7]) {\n"
+    "  y = gemm(C, A, B, alpha=0.5, beta=-2.0)\n  return y\n}\n"
+    "func tt(C: f64[5,7], A: f64[6,5], B: f64[7,6]) {\n"
+    "  y = gemm(C, A, B, alpha=1.5, beta=1.0, trans_a=true, trans_b=true)\n  return y\n}\n"
+    "func views(C: f64[10,7], A: f64[10,12], B: f64[6,14]) {\n"
+    "  y = gemm(C[::-2, ::-1], A[::-2, ::2], B[::-1, ::2], alpha=1.0, beta=1.0)\n"
+    "  return y\n}\n"
+    "func tviews(C: f64[5,7], A: f64[12,5], B: f64[7,12]) {\n"
+    "  y = gemm(C, A[::-2], transpose(B[:, ::-2]), alpha=1.0, beta=1.0, trans_a=true)\n"
+    "  return y\n}\n"
+    "func row(C: f64[7], A: f64[5,6], B: f64[6,7]) {\n"
+    "  y = gemm(C, A, B, alpha=1.0, beta=3.0)\n  return y\n}\n"
+    "func column(C: f64[5,1], A: f64[5,6], B: f64[6,7]) {\n"
+    "  y = gemm(C, A, B, alpha=1.0, beta=1.0)\n  return y\n}\n"
+    "func inplace(C: f64[5,7], A: f64[5,6], B: f64[6,7]) {\n"
+    "  e = exp(C)\n  y = gemm_inplace(e, A, B, alpha=1.0, beta=0.25)\n"
+    "  z = gemm_inplace(y, A, B, alpha=-1.0, beta=1.0)\n  return z\n}\n"
+    "func gemv_n(y: f64[10], A: f64[10,12], x: f64[24]) {\n"
+    "  r = gemv(y[::-1], A, x[::-2], alpha=2.0, beta=0.5)\n  return r\n}\n"
+    "func gemv_t(y: f64[6], A: f64[12,12], x: f64[12]) {\n"
+    "  r = gemv(y, A[::-2, ::2], x[::2], alpha=1.0, beta=1.0, trans_a=true)\n  return r\n}\n"
+    "func ger_v(A: f64[6,5], x: f64[12], y: f64[5]) {\n"
+    "  r = ger(A[::-1], x[::-2], y[::-1], alpha=0.5, beta=2.0)\n  return r\n}\n"
+    "func ger_in(A: f64[6,5], x: f64[6], y: f64[10]) {\n"
+    "  e = exp(A)\n  r = ger_inplace(e, x, y[::2], alpha=1.0, beta=1.0)\n"
+    "  s = ger_inplace(r, x, y[1::2], alpha=1.0, beta=3.0)\n  return s\n}\n";
+
+static void test_layouts(void **state) {
+    (void)state;
+    struct {
+        const char *name;
+        int64_t shapes[3][3];
+        int nds[3];
+    } cases[] = {
+        {"nn", {{5, 7}, {5, 6}, {6, 7}}, {2, 2, 2}},
+        {"tt", {{5, 7}, {6, 5}, {7, 6}}, {2, 2, 2}},
+        {"views", {{10, 7}, {10, 12}, {6, 14}}, {2, 2, 2}},
+        {"tviews", {{5, 7}, {12, 5}, {7, 12}}, {2, 2, 2}},
+        {"row", {{7}, {5, 6}, {6, 7}}, {1, 2, 2}},
+        {"column", {{5, 1}, {5, 6}, {6, 7}}, {2, 2, 2}},
+        {"inplace", {{5, 7}, {5, 6}, {6, 7}}, {2, 2, 2}},
+        {"gemv_n", {{10}, {10, 12}, {24}}, {1, 2, 1}},
+        {"gemv_t", {{6}, {12, 12}, {12}}, {1, 2, 1}},
+        {"ger_v", {{6, 5}, {12}, {5}}, {2, 1, 1}},
+        {"ger_in", {{6, 5}, {6}, {10}}, {2, 1, 1}},
+    };
+    for (int dt = 0; dt < 2; dt++) {
+        char src[4096];
+        snprintf(src, sizeof src, "%s", LAYOUTS);
+        if (dt == 1) /* the same in float32 */
+            for (char *p = strstr(src, "f64"); p; p = strstr(p, "f64")) memcpy(p, "f32", 3);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            run_case(src, cases[i].name, 3, cases[i].shapes, cases[i].nds,
+                     dt ? TG_DT_F32 : TG_DT_F64);
+    }
+}
+
+/* Large enough for the pool to split rows (and the batched path to stay correct). */
+static void test_large(void **state) {
+    (void)state;
+    const char *src = "func big(C: f64[300,200], A: f64[300,250], B: f64[200,250]) {\n"
+                      "  y = gemm(C, A, B, alpha=1.0, beta=1.0, trans_b=true)\n  return y\n}\n"
+                      "func bigv(y: f64[700], A: f64[700,900], x: f64[900]) {\n"
+                      "  r = gemv(y, A, x, alpha=1.0, beta=1.0)\n  return r\n}\n"
+                      "func bigr(A: f64[700,300], x: f64[700], y: f64[300]) {\n"
+                      "  r = ger(A, x, y, alpha=1.0, beta=1.0)\n  return r\n}\n";
+    run_case(src, "big", 3, (const int64_t[3][3]){{300, 200}, {300, 250}, {200, 250}},
+             (const int[]){2, 2, 2}, TG_DT_F64);
+    run_case(src, "bigv", 3, (const int64_t[3][3]){{700}, {700, 900}, {900}},
+             (const int[]){1, 2, 1}, TG_DT_F64);
+    run_case(src, "bigr", 3, (const int64_t[3][3]){{700, 300}, {700}, {300}},
+             (const int[]){2, 1, 1}, TG_DT_F64);
+}
+
+/* Empty extents: 0 rows, 0 columns, an empty contraction (beta * C). */
+static void test_empty(void **state) {
+    (void)state;
+    const char *src = "func k0(C: f64[3,4], A: f64[3,0], B: f64[0,4]) {\n"
+                      "  y = gemm(C, A, B, alpha=1.0, beta=2.0)\n  return y\n}\n"
+                      "func m0(C: f64[0,4], A: f64[0,5], B: f64[5,4]) {\n"
+                      "  y = gemm(C, A, B, alpha=1.0, beta=1.0)\n  return y\n}\n"
+                      "func k0z(C: f64[3,4], A: f64[3,0], B: f64[0,4]) {\n"
+                      "  y = gemm(C, A, B, alpha=1.0, beta=0.0)\n  return y\n}\n"
+                      "func v0(y: f64[3], A: f64[3,0], x: f64[0]) {\n"
+                      "  r = gemv(y, A, x, alpha=1.0, beta=-1.0)\n  return r\n}\n"
+                      "func g0(A: f64[0,3], x: f64[0], y: f64[3]) {\n"
+                      "  r = ger(A, x, y, alpha=1.0, beta=1.0)\n  return r\n}\n";
+    run_case(src, "k0", 3, (const int64_t[3][3]){{3, 4}, {3, 0}, {0, 4}}, (const int[]){2, 2, 2},
+             TG_DT_F64);
+    run_case(src, "m0", 3, (const int64_t[3][3]){{0, 4}, {0, 5}, {5, 4}}, (const int[]){2, 2, 2},
+             TG_DT_F64);
+    run_case(src, "k0z", 3, (const int64_t[3][3]){{3, 4}, {3, 0}, {0, 4}},
+             (const int[]){2, 2, 2}, TG_DT_F64);
+    run_case(src, "v0", 3, (const int64_t[3][3]){{3}, {3, 0}, {0}}, (const int[]){1, 2, 1},
+             TG_DT_F64);
+    run_case(src, "g0", 3, (const int64_t[3][3]){{0, 3}, {0}, {3}}, (const int[]){2, 1, 1},
+             TG_DT_F64);
+}
+
+/* beta 0 never reads the output: NaN in the caller's destination must not leak. A scale
+ * of 0 known only at run time keeps IEEE's 0 * NaN = NaN (accumulator) and 0 * inf = NaN
+ * (product), as the unlowered graph does. */
+static void test_nan_rules(void **state) {
+    (void)state;
+    const char *src = "func fresh(A: f64[4,3], B: f64[3,5]) {\n"
+                      "  y = gemm(0, A, B, alpha=1.0, beta=0.0)\n  return y\n}\n"
+                      "func fresh_ger(x: f64[4], y: f64[5]) {\n"
+                      "  r = ger(0, x, y, alpha=1.0, beta=0.0)\n  return r\n}\n"
+                      "func scaled(C: f64[4,5], A: f64[4,3], B: f64[3,5], a: f64[], b: f64[]) {\n"
+                      "  y = gemm(C, A, B, a, b, alpha=1.0, beta=1.0)\n  return y\n}\n";
+    tg_module *m = parse(src);
+    for (int which = 0; which < 2; which++) {
+        tg_graph *g = tg_module_find(m, which ? "fresh_ger" : "fresh");
+        tg_tensor *in[2];
+        if (which) {
+            in[0] = random_tensor(TG_DT_F64, 1, (int64_t[]){4});
+            in[1] = random_tensor(TG_DT_F64, 1, (int64_t[]){5});
+        } else {
+            in[0] = random_tensor(TG_DT_F64, 2, (int64_t[]){4, 3});
+            in[1] = random_tensor(TG_DT_F64, 2, (int64_t[]){3, 5});
+        }
+        tg_tensor *out = tg_tensor_new(NULL, TG_DT_F64, 2, (int64_t[]){4, 5});
+        for (int i = 0; i < 20; i++) ((double *)tg_tensor_data(out))[i] = NAN;
+        tg_fn *vm = compile(g, TG_MODE_VM, 1, false);
+        tg_tensor *outs[1] = {out};
+        assert_int_equal(tg_fn_call_into(vm, in, 2, outs, 1), TG_OK);
+        for (int i = 0; i < 20; i++) assert_false(isnan(((double *)tg_tensor_data(out))[i]));
+        tg_fn_free(vm);
+        tg_tensor_free(out);
+        tg_tensor_free(in[0]);
+        tg_tensor_free(in[1]);
+    }
+    tg_graph *g = tg_module_find(m, "scaled");
+    tg_tensor *in[5] = {random_tensor(TG_DT_F64, 2, (int64_t[]){4, 5}),
+                        random_tensor(TG_DT_F64, 2, (int64_t[]){4, 3}),
+                        random_tensor(TG_DT_F64, 2, (int64_t[]){3, 5}),
+                        tg_tensor_new(NULL, TG_DT_F64, 0, NULL),
+                        tg_tensor_new(NULL, TG_DT_F64, 0, NULL)};
+    ((double *)tg_tensor_data(in[0]))[7] = NAN;      /* C[1, 2] */
+    ((double *)tg_tensor_data(in[1]))[0] = INFINITY; /* A[0, 0]: row 0 of A B is inf */
+    tg_fn *vm = compile(g, TG_MODE_VM, 1, false), *ref = compile(g, TG_MODE_REFERENCE, 1, false);
+    for (int c = 0; c < 3; c++) {
+        *(double *)tg_tensor_data(in[3]) = c == 1 ? 0.0 : 1.0; /* a */
+        *(double *)tg_tensor_data(in[4]) = c == 2 ? 0.0 : 1.0; /* b */
+        tg_tensor *want = NULL, *got = NULL;
+        assert_int_equal(tg_fn_call(ref, in, 5, &want, 1), TG_OK);
+        assert_int_equal(tg_fn_call(vm, in, 5, &got, 1), TG_OK);
+        assert_true(isnan(at(got, 7)));                /* NaN of C stays (b = 0 too) */
+        if (c == 1) assert_true(isnan(at(got, 0)));   /* 0 * inf */
+        expect_close(want, got, 1e-12, "scaled");
+        tg_tensor_free(want);
+        tg_tensor_free(got);
+    }
+    for (int k = 0; k < 5; k++) tg_tensor_free(in[k]);
+    tg_fn_free(vm);
+    tg_fn_free(ref);
+    tg_module_free(m);
+}
+
+/* The plan gives an in-place node its accumulator's block: a chain of in-place products
+ * over a computed value needs fewer blocks than the same chain of plain ones; an
+ * accumulator aliased with another input of the node is not overwritten. */
+static int blocks_of(const char *src, const char *name, int nin, tg_tensor **in,
+                     tg_tensor **result) {
+    tg_module *m = parse(src);
+    tg_graph *g = tg_module_find(m, name);
+    tg_compile_opts o = {.nthreads = 1, .no_rewrite = true};
+    tg_vm *vm = NULL;
+    assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
+    assert_int_equal(tg_vm_call(vm, in, nin, result, 1, false), TG_OK);
+    tg_vm_stats st;
+    tg_vm_get_stats(vm, &st);
+    tg_vm_free(vm);
+    tg_module_free(m);
+    return st.nblocks;
+}
+
+static void test_inplace_plan(void **state) {
+    (void)state;
+    const char *src =
+        "func plain(C: f64[64,64], A: f64[64,64]) {\n"
+        "  e = exp(C)\n  y = gemm(e, A, A, alpha=1.0, beta=1.0)\n"
+        "  z = gemm(y, A, A, alpha=1.0, beta=1.0)\n  w = tanh(z)\n  return w\n}\n"
+        "func inplace(C: f64[64,64], A: f64[64,64]) {\n"
+        "  e = exp(C)\n  y = gemm_inplace(e, A, A, alpha=1.0, beta=1.0)\n"
+        "  z = gemm_inplace(y, A, A, alpha=1.0, beta=1.0)\n  w = tanh(z)\n  return w\n}\n"
+        "func aliased(C: f64[64,64], A: f64[64,64]) {\n"
+        "  e = exp(C)\n  y = gemm_inplace(e, e, transpose(e), alpha=1.0, beta=1.0)\n"
+        "  w = tanh(y)\n  return w\n}\n"
+        "func aliased_ref(C: f64[64,64], A: f64[64,64]) {\n"
+        "  e = exp(C)\n  y = gemm(e, e, transpose(e), alpha=1.0, beta=1.0)\n"
+        "  w = tanh(y)\n  return w\n}\n";
+    tg_tensor *in[2] = {random_tensor(TG_DT_F64, 2, (int64_t[]){64, 64}),
+                        random_tensor(TG_DT_F64, 2, (int64_t[]){64, 64})};
+    tg_tensor *r1 = NULL, *r2 = NULL, *r3 = NULL, *r4 = NULL;
+    int plain = blocks_of(src, "plain", 2, in, &r1);
+    int inplace = blocks_of(src, "inplace", 2, in, &r2);
+    assert_true(inplace < plain);
+    expect_close(r1, r2, 1e-12, "inplace chain");
+    blocks_of(src, "aliased", 2, in, &r3);
+    blocks_of(src, "aliased_ref", 2, in, &r4);
+    expect_close(r4, r3, 1e-12, "aliased");
+    tg_tensor_free(r1);
+    tg_tensor_free(r2);
+    tg_tensor_free(r3);
+    tg_tensor_free(r4);
+    tg_tensor_free(in[0]);
+    tg_tensor_free(in[1]);
+}
+
+static void test_records(void **state) {
+    (void)state;
+    const char *inplace[] = {"gemm_inplace", "gemv_inplace", "ger_inplace"};
+    const char *plain[] = {"gemm", "gemv", "ger"};
+    for (int i = 0; i < 3; i++) {
+        const tg_op_def *p = tg_op_table[tg_op_lookup(plain[i])];
+        const tg_op_def *q = tg_op_table[tg_op_lookup(inplace[i])];
+        assert_int_equal(p->destroys, 0);
+        assert_int_equal(q->destroys, 1u);
+        assert_ptr_equal(p->infer, q->infer);
+        assert_ptr_equal(p->ref, q->ref);
+        assert_int_equal(p->grad, TG_GRAD_UNDEFINED);
+    }
+    /* only these ops destroy an input */
+    for (int i = 0; i < TG_OP_COUNT; i++)
+        if (tg_op_table[i]->destroys) assert_non_null(strstr(tg_op_table[i]->name, "_inplace"));
+    /* user errors are messages, not crashes */
+    tg_module *m = NULL;
+    const char *bad = "func f(C: i32[2,2], A: i32[2,2]) {\n"
+                      "  y = gemm(C, A, A, alpha=1.0, beta=1.0)\n  return y\n}\n";
+    assert_int_not_equal(tg_module_parse(NULL, bad, strlen(bad), "bad.tg", &m), TG_OK);
+    assert_non_null(strstr(tg_last_error(), "float32 or float64"));
+    const char *shape = "func f(C: f64[3,3], A: f64[2,2]) {\n"
+                        "  y = gemm(C, A, A, alpha=1.0, beta=1.0)\n  return y\n}\n";
+    assert_int_not_equal(tg_module_parse(NULL, shape, strlen(shape), "bad.tg", &m), TG_OK);
+    assert_non_null(strstr(tg_last_error(), "does not broadcast"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layouts),    cmocka_unit_test(test_large),
+        cmocka_unit_test(test_empty),      cmocka_unit_test(test_nan_rules),
+        cmocka_unit_test(test_inplace_plan), cmocka_unit_test(test_records),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

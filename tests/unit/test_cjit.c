@@ -1,0 +1,471 @@
+/* test_cjit.c - the C JIT (src/backend/cjit): code generation, the compiler driver and
+ * cache rules, the fallback to the VM, and debug mode.
+ *
+ * Every test works in its own fresh cache directory (TGRAPH_CACHE_DIR under /tmp), so the
+ * user's cache is never touched. Cache rules checked: a hit loads without compiling; two
+ * processes compiling the same graph at once both succeed and leave one valid entry; a
+ * truncated .so is detected and rebuilt; a directory writable by others is refused; a warm
+ * run needs no compiler (TGRAPH_CC=/bin/false); a missing compiler falls back to the VM
+ * (or fails with no_fallback) naming the kept source. Emission is deterministic. Results
+ * equal the VM's and the reference's on broadcast, strided and negative-stride inputs.
+ * Debug mode (both backends) catches a deliberately wrong kernel and an undeclared write
+ * to an input (the TGRAPH_TEST_* hooks of debug.h), naming the node.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/cjit/cjit.h"
+
+/* ---- helpers ---- */
+
+static char cache_dir[256];
+
+/* A fresh, private cache directory for one test. */
+static void fresh_cache(void) {
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/tgcjit.XXXXXX");
+    assert_non_null(mkdtemp(cache_dir));
+    setenv("TGRAPH_CACHE_DIR", cache_dir, 1);
+    unsetenv("TGRAPH_CC");
+    unsetenv("TGRAPH_CFLAGS");
+    unsetenv("TGRAPH_TEST_BREAK_OP");
+    unsetenv("TGRAPH_TEST_CLOBBER_OP");
+}
+
+static void remove_cache(void) {
+    char cmd[512];
+    chmod(cache_dir, 0700);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Number of files in the cache with this suffix. */
+static int count_files(const char *suffix) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '%s$'", cache_dir, suffix);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    int n = 0;
+    if (fscanf(p, "%d", &n) != 1) n = 0;
+    pclose(p);
+    return n;
+}
+
+/* Path of the one .so of the cache. */
+static void the_so(char *buf, size_t n) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls '%s'/*.so", cache_dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_non_null(fgets(buf, (int)n, p));
+    buf[strcspn(buf, "\n")] = '\0';
+    pclose(p);
+}
+
+static tg_module *parse(const char *text) {
+    tg_module *m = NULL;
+    tg_status st = tg_module_parse(NULL, text, strlen(text), "t.tg", &m);
+    if (st != TG_OK) fail_msg("parse: %s", tg_last_error());
+    return m;
+}
+
+static const char *mlp_text =
+    "func main(x: f64[?,4], w: f64[4,3], b: f64[3]) {\n"
+    "  h = tanh(add(dot(x, w), b))\n"
+    "  y = sum(mul(h, h), axis=1)\n"
+    "  z = where(gt(h, 0.5), exp(neg(h)), sigmoid(h))\n"
+    "  return y, z\n"
+    "}\n";
+
+static tg_tensor *ramp(tg_dtype dt, int nd, const int64_t *shape, double scale) {
+    tg_tensor *t = tg_tensor_new(NULL, dt, nd, shape);
+    int64_t n = tg_tensor_size(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = scale * sin(0.37 * (double)i + 0.1);
+        if (dt == TG_DT_F64)
+            ((double *)tg_tensor_data(t))[i] = v;
+        else if (dt == TG_DT_F32)
+            ((float *)tg_tensor_data(t))[i] = (float)v;
+        else if (dt == TG_DT_I32)
+            ((int32_t *)tg_tensor_data(t))[i] = (int32_t)(v * 1000);
+    }
+    return t;
+}
+
+static void assert_close(const tg_tensor *a, const tg_tensor *b, double rtol) {
+    assert_int_equal(tg_tensor_dtype(a), tg_tensor_dtype(b));
+    assert_int_equal(tg_tensor_size(a), tg_tensor_size(b));
+    for (int64_t i = 0; i < tg_tensor_size(a); i++) {
+        double x = tg_tensor_get_f64(a, i), y = tg_tensor_get_f64(b, i);
+        if (isnan(x) && isnan(y)) continue;
+        if (fabs(x - y) > rtol * fmax(1.0, fabs(y)))
+            fail_msg("element %lld: %.17g vs %.17g", (long long)i, x, y);
+    }
+}
+
+/* Compiles main of `text` in `mode` (no fallback for c) and calls it on in[]. */
+static tg_status run_mode(const char *text, tg_mode mode, tg_mode dbg, tg_tensor **in, int nin,
+                          tg_tensor **out, int nout) {
+    tg_module *m = parse(text);
+    tg_graph *g = tg_module_find(m, "main");
+    tg_compile_opts o = {.mode = mode, .debug_backend = dbg, .no_fallback = true};
+    tg_fn *f = NULL;
+    tg_status st = tg_graph_compile(g, &o, &f);
+    if (st == TG_OK) st = tg_fn_call(f, in, nin, out, nout);
+    tg_fn_free(f);
+    tg_module_free(m);
+    return st;
+}
+
+/* ---- code generation ---- */
+
+static void test_c_matches_vm(void **state) {
+    (void)state;
+    fresh_cache();
+    tg_tensor *in[3] = {ramp(TG_DT_F64, 2, (int64_t[]){5, 4}, 2.0),
+                        ramp(TG_DT_F64, 2, (int64_t[]){4, 3}, 1.0),
+                        ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.5)};
+    tg_tensor *c[2] = {0}, *v[2] = {0}, *r[2] = {0};
+    assert_int_equal(run_mode(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK);
+    assert_int_equal(run_mode(mlp_text, TG_MODE_VM, 0, in, 3, v, 2), TG_OK);
+    assert_int_equal(run_mode(mlp_text, TG_MODE_REFERENCE, 0, in, 3, r, 2), TG_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_close(c[i], v[i], 1e-12);
+        assert_close(c[i], r[i], 1e-12);
+        tg_tensor_free(c[i]);
+        tg_tensor_free(v[i]);
+        tg_tensor_free(r[i]);
+    }
+    for (int i = 0; i < 3; i++) tg_tensor_free(in[i]);
+    remove_cache();
+}
+
+/* Transposed, negative-stride and broadcast inputs; integers that wrap; bool results. */
+static void test_layouts_and_dtypes(void **state) {
+    (void)state;
+    fresh_cache();
+    const char *text = "func main(a: f32[3,4], b: f32[4], k: i32[3,4]) {\n"
+                       "  p = mul(add(a, b), 3)\n"
+                       "  q = mul(k, 2000000)\n"
+                       "  r = lt(a, b)\n"
+                       "  s = int_div(k, 7)\n"
+                       "  return p, q, r, s\n"
+                       "}\n";
+    tg_tensor *base = ramp(TG_DT_F32, 2, (int64_t[]){4, 3}, 3.0);
+    /* a = base transposed (strides 1, 3) */
+    tg_tensor *a = tg_tensor_view(base, 2, (int64_t[]){3, 4}, (int64_t[]){1, 3}, 0);
+    tg_tensor *bb = ramp(TG_DT_F32, 1, (int64_t[]){4}, 1.0);
+    tg_tensor *b = tg_tensor_view(bb, 1, (int64_t[]){4}, (int64_t[]){-1}, 3); /* reversed */
+    tg_tensor *k = ramp(TG_DT_I32, 2, (int64_t[]){3, 4}, 5000.0);
+    tg_tensor *in[3] = {a, b, k};
+    tg_tensor *c[4] = {0}, *r[4] = {0};
+    assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 3, c, 4), TG_OK);
+    assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 3, r, 4), TG_OK);
+    for (int i = 0; i < 4; i++) {
+        assert_close(c[i], r[i], 0.0);
+        tg_tensor_free(c[i]);
+        tg_tensor_free(r[i]);
+    }
+    tg_tensor_free(a);
+    tg_tensor_free(base);
+    tg_tensor_free(b);
+    tg_tensor_free(bb);
+    tg_tensor_free(k);
+    remove_cache();
+}
+
+/* Elementwise and fused nodes get generated code; the same graph gives the same source. */
+static void test_emission(void **state) {
+    (void)state;
+    fresh_cache();
+    tg_module *m = parse(mlp_text);
+    tg_graph *g = tg_module_find(m, "main");
+    tg_graph *o = NULL;
+    assert_int_equal(tg_graph_optimize(g, NULL, &o), TG_OK);
+    int n = 0;
+    tg_node **order = tg_ir_toposort(o, &n);
+    assert_non_null(order);
+    uint8_t how1[64], how2[64];
+    assert_true(n < 64);
+    tg_cj_str s1 = {.ctx = o->ctx}, s2 = {.ctx = o->ctx};
+    tg_cj_emit_prelude(&s1);
+    tg_cj_emit_prelude(&s2);
+    assert_int_equal(tg_cj_emit_graph(&s1, o, order, n, 0, how1), TG_OK);
+    assert_int_equal(tg_cj_emit_graph(&s2, o, order, n, 0, how2), TG_OK);
+    assert_string_equal(s1.p, s2.p);
+    assert_memory_equal(how1, how2, (size_t)n);
+    int emitted = 0;
+    for (int i = 0; i < n; i++) emitted += how1[i] == TG_CJ_EW;
+    assert_true(emitted >= 1);
+    assert_non_null(strstr(s1.p, "int tg_cj_0(tg_rt *rt)"));
+    assert_null(strstr(s1.p, "0x7f")); /* no addresses */
+    /* a clone (other addresses) emits the same text */
+    tg_graph *o2 = tg_graph_clone(o);
+    int n2 = 0;
+    tg_node **order2 = tg_ir_toposort(o2, &n2);
+    tg_cj_str s3 = {.ctx = o->ctx};
+    tg_cj_emit_prelude(&s3);
+    assert_int_equal(tg_cj_emit_graph(&s3, o2, order2, n2, 0, how2), TG_OK);
+    assert_string_equal(s1.p, s3.p);
+    tg_cj_str_free(&s1);
+    tg_cj_str_free(&s2);
+    tg_cj_str_free(&s3);
+    tg_mem_free(o->ctx, order, sizeof *order * (size_t)(o->nodes.n + 1));
+    tg_mem_free(o2->ctx, order2, sizeof *order2 * (size_t)(o2->nodes.n + 1));
+    tg_graph_free(o2);
+    tg_graph_free(o);
+    tg_module_free(m);
+    remove_cache();
+}
+
+/* ---- the cache ---- */
+
+static const char *small_src = "int tg_cj_0(void) { return 0; }\n";
+
+/* A unit with the runtime prelude (freed with tg_cj_str_free). */
+static tg_cj_str unit_source(const char *extra) {
+    tg_cj_str s = {.ctx = tg_ctx_default()};
+    tg_cj_emit_prelude(&s);
+    tg_cj_str_printf(&s, "%s%s", small_src, extra);
+    assert_false(s.oom);
+    return s;
+}
+
+static void test_hit_and_truncated(void **state) {
+    (void)state;
+    fresh_cache();
+    tg_cj_str u = unit_source("/* a */\n");
+    const char *src = u.p;
+    size_t len = u.n;
+    tg_ctx *ctx = tg_ctx_default();
+    tg_cj_lib lib;
+    assert_int_equal(tg_cj_build(ctx, src, len, &lib), TG_OK);
+    assert_true(lib.compiled);
+    tg_cj_lib_close(&lib);
+    assert_int_equal(tg_cj_build(ctx, src, len, &lib), TG_OK);
+    assert_false(lib.compiled); /* a hit: loaded without compiling */
+    tg_cj_lib_close(&lib);
+    assert_int_equal(count_files(".so"), 1);
+    assert_int_equal(count_files(".c"), 1);
+    /* truncate the .so: detected, rebuilt */
+    char so[1024];
+    the_so(so, sizeof so);
+    struct stat sb;
+    assert_int_equal(stat(so, &sb), 0);
+    assert_int_equal(truncate(so, sb.st_size / 2), 0);
+    assert_int_equal(tg_cj_build(ctx, src, len, &lib), TG_OK);
+    assert_true(lib.compiled);
+    tg_cj_lib_close(&lib);
+    /* a corrupted byte in the middle: detected too */
+    FILE *f = fopen(so, "r+b");
+    assert_non_null(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(0x5a, f);
+    fclose(f);
+    assert_int_equal(tg_cj_build(ctx, src, len, &lib), TG_OK);
+    assert_true(lib.compiled);
+    tg_cj_lib_close(&lib);
+    assert_int_equal(count_files(".so"), 1);
+    assert_int_equal(count_files("tmp"), 0); /* no temporary file left */
+    tg_cj_str_free(&u);
+    remove_cache();
+}
+
+static void test_two_processes(void **state) {
+    (void)state;
+    fresh_cache();
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        assert_true(kids[k] >= 0);
+        if (kids[k] == 0) {
+            tg_tensor *in[3] = {ramp(TG_DT_F64, 2, (int64_t[]){5, 4}, 2.0),
+                                ramp(TG_DT_F64, 2, (int64_t[]){4, 3}, 1.0),
+                                ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.5)};
+            tg_tensor *c[2] = {0};
+            tg_module *m = NULL;
+            if (tg_module_parse(NULL, mlp_text, strlen(mlp_text), "t.tg", &m) != TG_OK) _exit(3);
+            tg_compile_opts o = {.mode = TG_MODE_C, .no_fallback = true};
+            tg_fn *f = NULL;
+            if (tg_graph_compile(tg_module_find(m, "main"), &o, &f) != TG_OK) _exit(1);
+            if (tg_fn_call(f, in, 3, c, 2) != TG_OK) _exit(2);
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int status = 0;
+        assert_int_equal(waitpid(kids[k], &status, 0), kids[k]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    assert_int_equal(count_files(".so"), 1);
+    assert_int_equal(count_files("tmp"), 0);
+    /* the entry is valid: this process loads it without compiling (same source) */
+    setenv("TGRAPH_CC", "/bin/false", 1);
+    tg_tensor *in[3] = {ramp(TG_DT_F64, 2, (int64_t[]){5, 4}, 2.0),
+                        ramp(TG_DT_F64, 2, (int64_t[]){4, 3}, 1.0),
+                        ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.5)};
+    tg_tensor *c[2] = {0};
+    assert_int_equal(run_mode(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK);
+    for (int i = 0; i < 2; i++) tg_tensor_free(c[i]);
+    for (int i = 0; i < 3; i++) tg_tensor_free(in[i]);
+    remove_cache();
+}
+
+static void test_warm_needs_no_compiler(void **state) {
+    (void)state;
+    fresh_cache();
+    tg_tensor *in[3] = {ramp(TG_DT_F64, 2, (int64_t[]){2, 4}, 2.0),
+                        ramp(TG_DT_F64, 2, (int64_t[]){4, 3}, 1.0),
+                        ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.5)};
+    tg_tensor *c[2] = {0};
+    assert_int_equal(run_mode(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK); /* cold */
+    for (int i = 0; i < 2; i++) tg_tensor_free(c[i]);
+    setenv("TGRAPH_CC", "/bin/false", 1);
+    assert_int_equal(run_mode(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK); /* warm */
+    for (int i = 0; i < 2; i++) tg_tensor_free(c[i]);
+    /* another graph needs the compiler: it fails, naming the kept source */
+    const char *other = "func main(x: f64[?,4], w: f64[4,3], b: f64[3]) {\n"
+                        "  return exp(x)\n}\n";
+    tg_tensor *c1[1] = {0};
+    assert_int_equal(run_mode(other, TG_MODE_C, 0, in, 3, c1, 1), TG_ECHECK);
+    const char *msg = tg_last_error();
+    assert_non_null(strstr(msg, "/bin/false"));
+    const char *kept = strstr(msg, "kept in ");
+    assert_non_null(kept);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", kept + 8);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0); /* the source is there */
+    for (int i = 0; i < 3; i++) tg_tensor_free(in[i]);
+    remove_cache();
+}
+
+static void test_fallback_to_vm(void **state) {
+    (void)state;
+    fresh_cache();
+    setenv("TGRAPH_CC", "/nonexistent/cc", 1);
+    tg_module *m = parse(mlp_text);
+    tg_graph *g = tg_module_find(m, "main");
+    tg_compile_opts o = {.mode = TG_MODE_C};
+    tg_fn *f = NULL;
+    assert_int_equal(tg_graph_compile(g, &o, &f), TG_OK); /* the VM, after a warning */
+    tg_tensor *in[3] = {ramp(TG_DT_F64, 2, (int64_t[]){2, 4}, 2.0),
+                        ramp(TG_DT_F64, 2, (int64_t[]){4, 3}, 1.0),
+                        ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.5)};
+    tg_tensor *c[2] = {0}, *r[2] = {0};
+    assert_int_equal(tg_fn_call(f, in, 3, c, 2), TG_OK);
+    tg_fn_free(f);
+    assert_int_equal(run_mode(mlp_text, TG_MODE_REFERENCE, 0, in, 3, r, 2), TG_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_close(c[i], r[i], 1e-12);
+        tg_tensor_free(c[i]);
+        tg_tensor_free(r[i]);
+    }
+    o.no_fallback = true;
+    assert_int_equal(tg_graph_compile(g, &o, &f), TG_ECHECK);
+    assert_null(f);
+    assert_non_null(strstr(tg_last_error(), "kept in"));
+    /* a compiler that fails on the code: its message is in the error */
+    setenv("TGRAPH_CC", "cc", 1);
+    setenv("TGRAPH_CFLAGS", "-fno-such-flag-for-tgraph", 1);
+    assert_int_equal(tg_graph_compile(g, &o, &f), TG_ECHECK);
+    assert_non_null(strstr(tg_last_error(), "failed"));
+    unsetenv("TGRAPH_CFLAGS");
+    for (int i = 0; i < 3; i++) tg_tensor_free(in[i]);
+    tg_module_free(m);
+    remove_cache();
+}
+
+static void test_unsafe_dir_refused(void **state) {
+    (void)state;
+    fresh_cache();
+    assert_int_equal(chmod(cache_dir, 0777), 0);
+    tg_module *m = parse(mlp_text);
+    tg_compile_opts o = {.mode = TG_MODE_C, .no_fallback = true};
+    tg_fn *f = NULL;
+    assert_int_equal(tg_graph_compile(tg_module_find(m, "main"), &o, &f), TG_ECHECK);
+    assert_non_null(strstr(tg_last_error(), "writable by others"));
+    assert_int_equal(count_files(".so"), 0);
+    assert_int_equal(chmod(cache_dir, 0770), 0);
+    assert_int_equal(tg_graph_compile(tg_module_find(m, "main"), &o, &f), TG_ECHECK);
+    assert_non_null(strstr(tg_last_error(), "writable by its group"));
+    assert_int_equal(chmod(cache_dir, 0700), 0);
+    assert_int_equal(tg_graph_compile(tg_module_find(m, "main"), &o, &f), TG_OK);
+    tg_fn_free(f);
+    tg_module_free(m);
+    /* list and clear */
+    FILE *mem = tmpfile();
+    assert_int_equal(tg_cache_list(mem), TG_OK);
+    fclose(mem);
+    int removed = 0;
+    assert_int_equal(tg_cache_clear(&removed), TG_OK);
+    assert_true(removed >= 3); /* .so, .c, .ref */
+    assert_int_equal(count_files(".so"), 0);
+    remove_cache();
+}
+
+/* ---- debug mode ---- */
+
+static void test_debug_catches(void **state) {
+    (void)state;
+    fresh_cache();
+    const char *text = "func main(x: f32[6], y: f32[6]) {\n"
+                       "  a = exp(x)\n"
+                       "  b = add(a, y)\n"
+                       "  return b\n"
+                       "}\n";
+    tg_tensor *in[2] = {ramp(TG_DT_F32, 1, (int64_t[]){6}, 1.0),
+                        ramp(TG_DT_F32, 1, (int64_t[]){6}, 2.0)};
+    tg_tensor *out[1] = {0};
+    tg_mode backends[2] = {TG_MODE_VM, TG_MODE_C};
+    for (int b = 0; b < 2; b++) {
+        /* clean: passes */
+        assert_int_equal(run_mode(text, TG_MODE_DEBUG, backends[b], in, 2, out, 1), TG_OK);
+        tg_tensor_free(out[0]);
+        out[0] = NULL;
+        /* a wrong kernel (the fuse pass makes one fused node of exp and add) */
+        setenv("TGRAPH_TEST_BREAK_OP", "fused", 1);
+        tg_status st = run_mode(text, TG_MODE_DEBUG, backends[b], in, 2, out, 1);
+        assert_int_equal(st, TG_ECHECK);
+        const char *msg = tg_last_error();
+        assert_non_null(strstr(msg, "fused"));
+        assert_non_null(strstr(msg, "differs from its reference kernel"));
+        assert_non_null(strstr(msg, "f32[6]"));
+        assert_non_null(strstr(msg, "worst at [0]"));
+        unsetenv("TGRAPH_TEST_BREAK_OP");
+        /* an undeclared write to an input */
+        setenv("TGRAPH_TEST_CLOBBER_OP", "fused", 1);
+        st = run_mode(text, TG_MODE_DEBUG, backends[b], in, 2, out, 1);
+        assert_int_equal(st, TG_ECHECK);
+        assert_non_null(strstr(tg_last_error(), "wrote to its input 0"));
+        unsetenv("TGRAPH_TEST_CLOBBER_OP");
+    }
+    for (int i = 0; i < 2; i++) tg_tensor_free(in[i]);
+    remove_cache();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_c_matches_vm),
+        cmocka_unit_test(test_layouts_and_dtypes),
+        cmocka_unit_test(test_emission),
+        cmocka_unit_test(test_hit_and_truncated),
+        cmocka_unit_test(test_two_processes),
+        cmocka_unit_test(test_warm_needs_no_compiler),
+        cmocka_unit_test(test_fallback_to_vm),
+        cmocka_unit_test(test_unsafe_dir_refused),
+        cmocka_unit_test(test_debug_catches),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
