@@ -4,13 +4,15 @@
 #   make demo       train the Fashion-MNIST example (installs the data when missing, as root)
 #   make demo-cli   the command-line tour: examples/demo.sh with build/tgraph
 #   make asan       build and test under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make tsan       build and run the thread pool and VM tests under ThreadSanitizer
-#   make bench      build the benchmarks and run them beside NumPy (bench/run.sh)
+#   make tsan       build and run the thread pool, VM and memory-cap tests under ThreadSanitizer
+#   make fuzz       build the libFuzzer targets (clang, build-fuzz/); then run one with
+#                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)
+#   make bench      run W1-W9 beside NumPy and PyTorch: bench/results.md (bench/run.sh)
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps check demo demo-cli asan tsan bench install clean
+.PHONY: all deps check demo demo-cli asan tsan fuzz bench install clean
 
 all: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -42,15 +44,20 @@ asan: deps
 
 tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=thread $(CMAKE_FLAGS)
-	cmake --build build-tsan -j $(JOBS) --target test_pool test_vm
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'test_pool|test_vm'
+	cmake --build build-tsan -j $(JOBS) --target test_pool test_vm test_memcap
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure \
+		-R 'test_pool|test_vm|test_memcap'
+
+fuzz: deps
+	CC=clang cmake -S . -B build-fuzz -DTG_FUZZ=ON $(CMAKE_FLAGS)
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_parse fuzz_npy fuzz_pipeline \
+		$$(grep -q fuzz_idx build-fuzz/Makefile 2>/dev/null && echo fuzz_idx)
 
 bench: all
-	cmake --build $(BUILD) -j $(JOBS) --target bench_w1 bench_w5 bench_pool
 	sh bench/run.sh $(BUILD)
 
 install: all
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

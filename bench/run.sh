@@ -1,56 +1,109 @@
 #!/bin/sh
-# run.sh - runs the benchmarks and prints tgraph's times beside its peers'.
+# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W9) for
+# tgraph and for its peers (NumPy, PyTorch, direct CBLAS calls) in this one invocation,
+# in ROUNDS interleaved rounds (each round runs every program once, so slow phases of a
+# busy machine hit all of them alike), then writes bench/results.md (a table per workload
+# with tgraph's ratio to the best peer, and the suite's targets) and bench/results.svg (a
+# bar chart of the ratios) through bench/report.py.
 #
-# usage: bench/run.sh [BUILD_DIR] [-n RUNS]      (default build/, 20 runs)
-# Needs bench_w1, bench_w5 and bench_pool built in BUILD_DIR (`make bench` builds them)
-# and, for the peers, a python3 with NumPy (Debian: /usr/bin/python3 with python3-numpy;
-# PyTorch is timed too when it imports). Everything runs in this one invocation, so the
-# peers see the same machine load. Prints the result lines, then the ratios of W1:
-#   tgraph median / best peer median   (below 1: tgraph is faster)
+# usage: bench/run.sh [BUILD_DIR] [-n RUNS] [-r ROUNDS] [-o OUT.md]
+#   BUILD_DIR  where the bench_* programs are built (default build/; `make bench` builds them)
+#   RUNS       timed runs per configuration and round (default 10)
+#   ROUNDS     interleaved rounds (default 3)
+#   OUT.md     the table (default bench/results.md; the chart goes beside it, .svg)
+#
+# Adding a program: one line in the job list below, "WORKLOAD bin|py PROGRAM ARGS...":
+# bin programs are $BUILD_DIR/bench/PROGRAM, py scripts bench/PROGRAM run with a python3
+# that has NumPy (Debian's /usr/bin/python3 with python3-numpy; PyTorch is timed where it
+# imports). Each prints result lines "NAME: median <t> <unit>, min <t> <unit> ..." (see
+# bench_util.h); NAME starts with the workload, and its second word says whose time it is:
+# numpy*, torch* or cblas* for a peer, anything else for tgraph. KEY=VALUE words in NAME
+# (threads=2) pair tgraph's configurations with the peers they are compared with.
+# A program that is not built, or a peer script without NumPy, is skipped with a note.
 set -eu
-build=${1:-build}
-runs=20
-if [ "${2:-}" = "-n" ] && [ -n "${3:-}" ]; then runs=$3; fi
 here=$(cd "$(dirname "$0")" && pwd)
-out=$(mktemp "${TMPDIR:-/tmp}/tgbench.XXXXXX")
-trap 'rm -f "$out"' EXIT
-
-for b in bench_w1 bench_w5; do
-    if [ ! -x "$build/bench/$b" ]; then
-        echo "run.sh: $build/bench/$b is missing: build first (make bench)" >&2
-        exit 2
-    fi
+build=build
+runs=10
+rounds=3
+md=$here/results.md
+case "${1:-}" in -*|"") ;; *) build=$1; shift ;; esac
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -n) runs=$2; shift 2 ;;
+    -r) rounds=$2; shift 2 ;;
+    -o) md=$2; shift 2 ;;
+    *) echo "usage: bench/run.sh [BUILD_DIR] [-n RUNS] [-r ROUNDS] [-o OUT.md]" >&2; exit 2 ;;
+    esac
 done
+svg=${md%.md}.svg
+
+# The job list: WORKLOAD KIND PROGRAM ARGS ($runs is expanded when the list is read).
+job_list() {
+    cat <<EOF
+w1 bin bench_w1 -n $runs
+w1 py w1_peers.py -n $runs
+w5 bin bench_w5
+w6 bin bench_w6 -n $runs
+w6 py w6_peers.py -n $runs --threads 1
+w6 py w6_peers.py -n $runs --threads 2
+w8 bin bench_w8 -n $runs
+w9 bin bench_w9 -n $runs
+w9 py w9_peers.py -n $runs --threads 1
+w9 py w9_peers.py -n $runs --threads 2
+EOF
+}
+
 py=""
 for p in /usr/bin/python3 python3; do
     if command -v "$p" >/dev/null 2>&1 && "$p" -c "import numpy" 2>/dev/null; then py=$p; break; fi
 done
+report_py=""
+for p in /usr/bin/python3 python3; do
+    if command -v "$p" >/dev/null 2>&1; then report_py=$p; break; fi
+done
+raw=$(mktemp "${TMPDIR:-/tmp}/tgbench.XXXXXX")
+trap 'rm -f "$raw"' EXIT
 
-echo "== W1: exp(-x^2/2)*sin(x) + x/2, 1e7 float64, $runs runs (cores: $(nproc 2>/dev/null || echo ?)) =="
-"$build/bench/bench_w1" -n "$runs" | tee -a "$out"
-if [ -n "$py" ]; then
-    "$py" "$here/w1_peers.py" -n "$runs" | tee -a "$out"
-else
-    echo "(no python3 with numpy: peers skipped)"
-fi
-echo "== W5: 10 elementwise ops on 10-element vectors, calls from C =="
-"$build/bench/bench_w5"
+cores=$(nproc 2>/dev/null || echo "?")
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+load0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
+echo "== tgraph benchmarks: $rounds rounds of $runs runs; $cores cores ($cpu); load $load0 =="
+r=1
+while [ "$r" -le "$rounds" ]; do
+    echo "== round $r of $rounds =="
+    job_list | while read -r wl kind prog args; do
+        if [ "$kind" = bin ]; then
+            if [ ! -x "$build/bench/$prog" ]; then
+                echo "$wl $prog: skipped, not built in $build/bench (make bench)" | tee -a "$raw"
+                continue
+            fi
+            # shellcheck disable=SC2086
+            "$build/bench/$prog" $args 2>&1 | tee -a "$raw" || echo "$wl $prog: failed" | tee -a "$raw"
+        else
+            if [ -z "$py" ]; then
+                echo "$wl $prog: skipped, no python3 with numpy (Debian: python3-numpy)" | tee -a "$raw"
+                continue
+            fi
+            # shellcheck disable=SC2086
+            "$py" "$here/$prog" $args 2>&1 | tee -a "$raw" || echo "$wl $prog: failed" | tee -a "$raw"
+        fi
+    done
+    r=$((r + 1))
+done
 if [ -x "$build/bench/bench_pool" ]; then
-    echo "== thread pool dispatch (empty task) =="
-    "$build/bench/bench_pool" --threads 2
+    echo "== thread pool dispatch (empty task; not part of the table) =="
+    "$build/bench/bench_pool" --threads 2 || true
 fi
+load1=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
-echo "== W1 ratios: tgraph / best peer (median; below 1 is faster) =="
-awk '
-/^w1 .*: median / {
-    name = $0; sub(/: median.*/, "", name)
-    med = $0; sub(/.*: median /, "", med); sub(/ ms.*/, "", med)
-    if (name ~ /^w1 vm/) { tg[name] = med + 0; order[++n] = name }
-    else if (best == "" || med + 0 < best) { best = med + 0; bestname = name }
-}
-END {
-    if (best == "") { print "no peer timings"; exit }
-    printf "best peer: %s, %.3f ms\n", bestname, best
-    for (i = 1; i <= n; i++)
-        printf "%-40s %9.3f ms  %.2fx\n", order[i], tg[order[i]], tg[order[i]] / best
-}' "$out"
+if [ -z "$report_py" ]; then
+    echo "run.sh: no python3 to write $md; the result lines are above" >&2
+    exit 0
+fi
+echo
+"$report_py" "$here/report.py" "$raw" "$md" "$svg" \
+    "date=$(date -u '+%Y-%m-%d %H:%M UTC')" "machine=$cores cores, $cpu" \
+    "load average (1, 5, 15 min) before=$load0" "load average after=$load1" \
+    "rounds x runs=$rounds x $runs" "tgraph=$(git -C "$here/.." describe --always --dirty 2>/dev/null || echo ?)"
+echo
+echo "wrote $md and $svg"

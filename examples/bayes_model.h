@@ -73,10 +73,9 @@ static inline tg_graph *br_build_logp(int64_t chains) {
     tg_slice ss[2] = {all, {.start = BR_P, .stop = TG_SLICE_NONE, .step = 1, .is_index = true}};
     tg_var *beta = tg_slice_apply(g, theta, bs, 2);      /* [C,P] */
     tg_var *ls = tg_slice_apply(g, theta, ss, 2);        /* [C]: log sigma */
-    tg_attr ax1 = TG_A_INTS("axis", (int64_t[]){1}, 1);
-    tg_var *y1 = tg_apply(g, "expand_dims", &y, 1, &ax1, 1);             /* [N,1] */
-    tg_var *r = tg_sub(g, y1, tg_dot(g, X, tg_transpose(g, beta, NULL))); /* [N,C] */
-    tg_var *ss_r = tg_reduce(g, "sum", tg_mul(g, r, r), (int64_t[]){0}, 1, false);
+    /* residuals with the chains as rows: [C,N], reduced along the contiguous axis */
+    tg_var *r = tg_sub(g, y, tg_dot(g, beta, tg_transpose(g, X, NULL)));
+    tg_var *ss_r = tg_reduce(g, "sum", tg_mul(g, r, r), (int64_t[]){1}, 1, false);
     /* log likelihood: -N (log sigma + log sqrt(2 pi)) - ss / (2 sigma^2) */
     tg_var *loglik = tg_sub(
         g, tg_mul(g, tg_add(g, ls, tg_literal_float(g, half_log_2pi)), tg_literal_float(g, -BR_N)),
@@ -106,7 +105,8 @@ static inline tg_graph *br_build_draw(int64_t chains) {
     tg_attr na = TG_A_INT("n", 3);
     tg_var *ks = tg_apply(g, "key_split", &k, 1, &na, 1);
     tg_var *mom = br_normal(g, br_idx(g, ks, 1), 2, (int64_t[]){chains, BR_D});
-    tg_attr ua[2] = {TG_A_INTS("shape", (int64_t[]){chains, 2}, 2), TG_A_STR("dtype", "f64")};
+    const int64_t ushape[2] = {chains, 2};
+    tg_attr ua[2] = {TG_A_INTS("shape", ushape, 2), TG_A_STR("dtype", "f64")};
     tg_var *ks2 = br_idx(g, ks, 2);
     tg_var *u = tg_apply(g, "uniform", &ks2, 1, ua, 2);
     tg_var *outs[2] = {mom, u};

@@ -18,7 +18,8 @@
  * `test accuracy: 88.1%` at the end, writes a plot of the training loss and test accuracy
  * per epoch (SVG; PNG too when gnuplot is installed), saves the trained weights as .npy
  * files, reloads them into a fresh prediction function and checks that it gives the same
- * accuracy. Exit status 0 on success, 1 on a failure, 2 on bad flags.
+ * accuracy. Exit status 0 on success, 1 on a failure (or an accuracy below
+ * --expect-accuracy), 2 on bad flags.
  */
 #include <tgraph.h>
 
@@ -46,7 +47,7 @@ typedef struct opts {
     int epochs, batch, threads, profile;
     tg_mode mode;
     const char *mode_name;
-    double lr;
+    double lr, expect; /* expect: the least final test accuracy that counts as success */
     uint64_t seed;
     const char *data, *out;
 } opts;
@@ -222,7 +223,7 @@ static int write_png(const char *dir, const double *loss, const double *acc, int
     snprintf(cmd, sizeof cmd,
              "gnuplot -e \"set terminal pngcairo size 640,400; set output '%s/fashion_mnist.png';"
              " set title 'Fashion-MNIST MLP 784-256-10 trained with tgraph'; set xlabel 'epoch';"
-             " set ylabel 'training loss'; set y2label 'test accuracy (%%)'; set ytics nomirror;"
+             " set xtics 1; set ylabel 'training loss'; set y2label 'test accuracy (%%)'; set ytics nomirror;"
              " set y2tics; set key center right; plot '%s' using 1:2 with linespoints title "
              "'training loss', '' using 1:3 axes x1y2 with linespoints title 'test accuracy'\""
              " 2>/dev/null",
@@ -306,7 +307,7 @@ static int usage(void) {
     fprintf(stderr,
             "usage: example_fashion_mnist [--epochs N] [--batch B] [--threads T]\n"
             "         [--backend vm|c|reference] [--lr LR] [--seed S] [--data DIR] [--out DIR]\n"
-            "         [--profile]\n"
+            "         [--profile] [--expect-accuracy A]\n"
             "  --epochs   passes over the 60,000 training images (default 10)\n"
             "  --batch    examples per step (default 256)\n"
             "  --threads  threads, the caller included (default: TGRAPH_NUM_THREADS or all cores)\n"
@@ -315,7 +316,8 @@ static int usage(void) {
             "  --data     directory of the *-ubyte.gz files "
             "(default /usr/share/datasets/fashion-mnist)\n"
             "  --out      where the plot and the weights go (default .)\n"
-            "  --profile  print the per-node profile of the training step at the end\n");
+            "  --profile  print the per-node profile of the training step at the end\n"
+            "  --expect-accuracy A  exit with status 1 when the test accuracy ends below A%%\n");
     return 2;
 }
 
@@ -353,6 +355,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--seed") && parse_int(v, 0, 2147483647L, &x))
             o->seed = (uint64_t)x;
         else if (!strcmp(a, "--lr") && (o->lr = strtod(v, NULL)) > 0 && o->lr < 10)
+            ;
+        else if (!strcmp(a, "--expect-accuracy") && (o->expect = strtod(v, NULL)) >= 0 &&
+                 o->expect <= 100)
             ;
         else if (!strcmp(a, "--data"))
             o->data = v;
@@ -539,6 +544,10 @@ int main(int argc, char **argv) {
            "%.2f%% (%s)\n", o.out, acc2, acc2 == acc ? "the same" : "DIFFERENT");
     if (acc2 != acc) {
         die("the reloaded weights give a different accuracy");
+        goto done;
+    }
+    if (acc < o.expect) {
+        die("the test accuracy %.2f%% is below the expected %.2f%%", acc, o.expect);
         goto done;
     }
     rc = 0;

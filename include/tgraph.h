@@ -124,6 +124,7 @@ TG_API void tg_graph_free(tg_graph *g); /* NULL is a no-op */
 TG_API const char *tg_graph_name(const tg_graph *g);
 TG_API tg_status tg_graph_status(const tg_graph *g); /* first error, or TG_OK */
 TG_API const char *tg_graph_error(const tg_graph *g); /* its message ("" when none) */
+/* The returned values (updates declared with tg_update are kept). */
 TG_API tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n);
 TG_API int tg_graph_input_count(const tg_graph *g);
 TG_API tg_var *tg_graph_input(const tg_graph *g, int i);
@@ -344,7 +345,8 @@ typedef struct tg_compile_opts {
 typedef struct tg_fn tg_fn;
 /* Compiles g (which must stay alive while the function is used). opts may be NULL. */
 TG_API tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out);
-/* Runs f: inputs in the graph's input order; outputs receive new tensors the caller
+/* Runs f: inputs in the graph's input order, states left out (tg_state); outputs (the
+ * returned values: updates are not outputs) receive new tensors the caller
  * frees with tg_tensor_free (whatever out[i] held on entry is ignored). Inputs must match
  * the declared dtypes and static shapes. Calls of one function from several threads are
  * serialized. */

@@ -680,6 +680,14 @@ static int cmd_run(const options *o) {
                                  output_label(g, j, buf, sizeof buf));
                 n += w > 0 ? (size_t)w : 0;
             }
+            for (int p = 0, ns = 0; p < tg_graph_input_count(g) && n < sizeof list; p++) {
+                const tg_var *v = tg_graph_input(g, p); /* states can be written too */
+                if (!tg_var_is_state(v)) continue;
+                int w = snprintf(list + n, sizeof list - n, "%s%s", ns++ ? ", " : " (states: ",
+                                 tg_var_name(v));
+                n += w > 0 ? (size_t)w : 0;
+            }
+            if (n > 0 && n + 1 < sizeof list && strstr(list, " (states: ")) strcat(list, ")");
             fail("unknown output '%s': function '%s' returns %s", o->outs[k].name, tg_graph_name(g),
                  nres ? list : "nothing");
             goto done;

@@ -1,5 +1,6 @@
 /* graph.c - the graph IR: graphs, variables, nodes, node construction (attribute
- * normalization, NEP 50 promotion, type inference), toposort, replace, clone, verify.
+ * normalization, NEP 50 promotion, type inference), state and updates, toposort,
+ * replace, clone, verify.
  *
  * Invariants: see ir.h. Node construction is the single place where an op's record is
  * consulted to build IR; all algorithms over graphs here are iterative.

@@ -8,6 +8,11 @@
  *    gives the order from the outputs, iteratively.
  *  - A variable's type never changes after creation; replacement requires equal types.
  *  - The first error is sticky: once g->status != TG_OK every builder returns NULL.
+ *  - State (docs/state.md): a state is an input with `state` set; g->outputs holds the
+ *    nret returned values followed by the new value of each update (updates[j]'s at
+ *    nret + j), so toposort, clone, replace and every rewrite keep update values alive
+ *    and current without knowing about state. tg_graph_set_outputs replaces only the
+ *    returned values.
  */
 #ifndef TG_IR_H
 #define TG_IR_H

@@ -27,20 +27,18 @@
 
 static inline uint32_t rotl32(uint32_t x, unsigned r) { return (x << r) | (x >> (32u - r)); }
 
+/* One round: mix, rotate by r, xor. Four rounds, then a key injection (s = 1..5). */
+#define TF_ROUND(r) (x0 += x1, x1 = rotl32(x1, (r)), x1 ^= x0)
+#define TF_INJECT(s) (x0 += ks[(s) % 3], x1 += ks[((s) + 1) % 3] + (uint32_t)(s))
+
 void tg_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]) {
-    static const unsigned rot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
     const uint32_t ks[3] = {key[0], key[1], 0x1BD11BDAu ^ key[0] ^ key[1]};
     uint32_t x0 = ctr[0] + ks[0], x1 = ctr[1] + ks[1];
-    for (unsigned r = 0; r < 20; r++) {
-        x0 += x1;
-        x1 = rotl32(x1, rot[r % 8]);
-        x1 ^= x0;
-        if (r % 4 == 3) { /* key injection s = 1..5 */
-            unsigned s = (r + 1) / 4;
-            x0 += ks[s % 3];
-            x1 += ks[(s + 1) % 3] + s;
-        }
-    }
+    TF_ROUND(13), TF_ROUND(15), TF_ROUND(26), TF_ROUND(6), TF_INJECT(1);
+    TF_ROUND(17), TF_ROUND(29), TF_ROUND(16), TF_ROUND(24), TF_INJECT(2);
+    TF_ROUND(13), TF_ROUND(15), TF_ROUND(26), TF_ROUND(6), TF_INJECT(3);
+    TF_ROUND(17), TF_ROUND(29), TF_ROUND(16), TF_ROUND(24), TF_INJECT(4);
+    TF_ROUND(13), TF_ROUND(15), TF_ROUND(26), TF_ROUND(6), TF_INJECT(5);
     out[0] = x0;
     out[1] = x1;
 }
@@ -62,12 +60,6 @@ static void key_store(tg_tensor *t, int64_t i, uint64_t k) {
 
 #define SPLIT_BASE ((uint64_t)1 << 63) /* key_split's counters: 2^63 + i */
 #define FOLD_CTR   UINT64_MAX          /* fold_in's subkey counter */
-
-/* 32 random bits for element j (32-bit consumers). */
-static uint32_t bits32(uint64_t k, int64_t j) {
-    uint64_t b = block(k, (uint64_t)j >> 1);
-    return (uint32_t)(j & 1 ? b : b >> 32);
-}
 
 /* [0, 1) with 53 random bits; (0, 1) when `open` (half a step shifted). */
 static double unit53(uint64_t b, bool open) {
@@ -270,10 +262,14 @@ static tg_status ref_uniform(tg_kern *k) {
     double lo = k->attrs[2].f, hi = k->attrs[3].f;
     if (o->dtype == TG_DT_F32) {
         float *y = tg_tensor_data(o), top = nextafterf((float)hi, -INFINITY);
-        for (int64_t j = 0; j < n; j++) {
-            double u = (double)(bits32(key, j) >> 8) * 0x1p-24; /* [0, 1), 24 bits */
-            float v = (float)(lo + (hi - lo) * u);
-            y[j] = v < (float)lo ? (float)lo : v > top ? top : v;
+        for (int64_t j = 0; j < n; j += 2) { /* element j: word j%2 of block j/2 */
+            uint64_t b = block(key, (uint64_t)j >> 1);
+            for (int64_t e = j; e < j + 2 && e < n; e++) {
+                uint32_t w = (uint32_t)(e & 1 ? b : b >> 32);
+                double u = (double)(w >> 8) * 0x1p-24; /* [0, 1), 24 bits */
+                float v = (float)(lo + (hi - lo) * u);
+                y[e] = v < (float)lo ? (float)lo : v > top ? top : v;
+            }
         }
     } else {
         double *y = tg_tensor_data(o), top = nextafter(hi, -INFINITY);

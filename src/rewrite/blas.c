@@ -19,11 +19,12 @@
  * the result's, an accumulator that does not broadcast to it, a product whose merged
  * coefficient is 0, too many terms) leaves the whole sum as it was.
  *
- * Cost: a ger costs one pass over its matrix only when it can overwrite its accumulator
- * (a value computed here that nothing else reads, with beta 1); otherwise the outer
- * product becomes the broadcast elementwise form x[:, None] * y[None, :] that the fuse
- * phase folds into one pass over the addends. A bare outer stays as it is. Accumulators
- * that are zeros (constants or `zeros`) are dropped: beta 0, an uninitialised output.
+ * Cost: a ger costs one pass over its matrix (in place, or row by row from the
+ * accumulator it must keep). Where the accumulator is itself elementwise work (several
+ * addends, or one elementwise node only this sum reads), the outer product becomes the
+ * broadcast form x[:, None] * y[None, :] instead, which the fuse phase folds into that
+ * work's pass. A bare outer stays as it is. Accumulators that are zeros (constants or
+ * `zeros`) are dropped: beta 0, an uninitialised output.
  */
 #include "rewrite.h"
 
@@ -385,15 +386,12 @@ static bool acc_fits(const tg_type *c, int nd, const int64_t *shape) {
     return true;
 }
 
-/* An original addend that a ger may overwrite in one pass: computed by a node that owns
- * its memory and is not elementwise (fusion would fold the outer form into that pass),
- * read by nothing else, of the result's type (the inplace phase makes the final call). */
-static bool ger_target(tg_rw *rw, const tg_var *v, const tg_var *root) {
+/* An addend that is elementwise work of its own (an elementwise or fused node that only
+ * this sum reads): the fuse phase can compute it and the outer product in one pass. */
+static bool elementwise_addend(tg_rw *rw, const tg_var *v) {
     if (v->kind != TG_VAR_NODE || tg_rw_is_output(rw, v) || tg_rw_use_count(rw, v) != 1)
         return false;
-    const tg_op_def *op = tg_op_table[v->node->op];
-    return !op->views && !op->self_alloc && op->kind != TG_KIND_ELEMWISE &&
-           v->node->op != TG_OP_FUSED && tg_rw_same_type(v, root);
+    return tg_op_table[v->node->op]->kind == TG_KIND_ELEMWISE || v->node->op == TG_OP_FUSED;
 }
 
 /* A ger term as the broadcast elementwise form x[:, None] * y[None, :], scaled. */
@@ -502,30 +500,28 @@ static tg_var *rw_blas_sum(tg_rw *rw, tg_node *n) {
         beta = 0.0;
     }
     if (!acc || !acc_fits(&acc->type, nd, shape)) return NULL;
-    /* gemm/gemv first, then ger: BLAS where it can overwrite its accumulator (a BLAS
-     * result of this chain, or an addend ger_target accepts), else the fused form */
+    /* gemm/gemv first, then ger. A ger costs one pass over its matrix (in place, or row by
+     * row from its accumulator: see vm_blas.c); an accumulator that is elementwise work
+     * (several addends, or one computed elementwise here) would cost a pass of its own,
+     * so there the outer product takes the fused form and joins that pass. */
     tg_var *out = NULL;
     bool first = true, out_blas = false;
+    bool fold = beta != 0.0 && (acc != orig || elementwise_addend(rw, orig));
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < S->n; i++) {
             const term *t = &S->t[i];
             if (t->kind <= 0 || (t->kind == P_GER) != (pass == 1)) continue;
-            bool blas = t->kind != P_GER || (!first && out_blas) ||
-                        (first && beta == 1.0 && !sb && acc == orig && ger_target(rw, acc, root));
+            bool blas = t->kind != P_GER || (first ? !fold : out_blas);
             if (blas) {
                 out = build_blas(g, t, first ? acc : out, first ? beta : 1.0, first ? sb : NULL);
                 out_blas = true;
             } else {
-                /* the reader of a lone scaled outer may still give it an accumulator */
-                if (tg_rw_use_count(rw, root) == 1 && !tg_rw_is_output(rw, root) &&
-                    n->op != TG_OP_ADD && n->op != TG_OP_SUB)
-                    return NULL;
                 tg_var *r = outer_form(g, t), *base = out;
-                if (first && beta != 0.0) {
+                if (first) {
                     term sc = {.v = acc, .coef = beta, .scal = {sb}, .nscal = sb ? 1 : 0};
                     base = rebuild(g, &sc);
                 }
-                out = base ? tg_add(g, base, r) : r;
+                out = tg_add(g, base, r);
                 out_blas = false;
             }
             first = false;

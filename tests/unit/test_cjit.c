@@ -7,7 +7,8 @@
  * truncated .so is detected and rebuilt; a directory writable by others is refused; a warm
  * run needs no compiler (TGRAPH_CC=/bin/false); a missing compiler falls back to the VM
  * (or fails with no_fallback) naming the kept source. Emission is deterministic. Results
- * equal the VM's and the reference's on broadcast, strided and negative-stride inputs.
+ * equal the VM's and the reference's on broadcast, strided and negative-stride inputs;
+ * fused reductions and BLAS products are emitted and agree on transposed operands.
  * Debug mode (both backends) catches a deliberately wrong kernel and an undeclared write
  * to an input (the TGRAPH_TEST_* hooks of debug.h), naming the node.
  */
@@ -79,13 +80,12 @@ static tg_module *parse(const char *text) {
     return m;
 }
 
-static const char *mlp_text =
-    "func main(x: f64[?,4], w: f64[4,3], b: f64[3]) {\n"
-    "  h = tanh(add(dot(x, w), b))\n"
-    "  y = sum(mul(h, h), axis=1)\n"
-    "  z = where(gt(h, 0.5), exp(neg(h)), sigmoid(h))\n"
-    "  return y, z\n"
-    "}\n";
+static const char *mlp_text = "func main(x: f64[?,4], w: f64[4,3], b: f64[3]) {\n"
+                              "  h = tanh(add(dot(x, w), b))\n"
+                              "  y = sum(mul(h, h), axis=1)\n"
+                              "  z = where(gt(h, 0.5), exp(neg(h)), sigmoid(h))\n"
+                              "  return y, z\n"
+                              "}\n";
 
 static tg_tensor *ramp(tg_dtype dt, int nd, const int64_t *shape, double scale) {
     tg_tensor *t = tg_tensor_new(NULL, dt, nd, shape);
@@ -225,6 +225,59 @@ static void test_emission(void **state) {
     tg_graph_free(o2);
     tg_graph_free(o);
     tg_module_free(m);
+    remove_cache();
+}
+
+/* Fused reductions and BLAS products get generated code (rt->red, rt->gemm, rt->gemv), and
+ * agree with the reference on contiguous and transposed operands. */
+static void test_reductions_and_blas(void **state) {
+    (void)state;
+    fresh_cache();
+    const char *text = "func main(x: f64[?,6], w: f64[6,5], v: f64[6]) {\n"
+                       "  m = max(x, axis=1, keepdims=true)\n"
+                       "  e = sum(exp(sub(x, m)), axis=1)\n"
+                       "  q = mean(mul(x, x), axis=[0,1])\n"
+                       "  d = dot(x, w)\n"
+                       "  g = dot(x, v)\n"
+                       "  return e, q, d, g\n"
+                       "}\n";
+    tg_module *m = parse(text);
+    tg_graph *o = NULL;
+    assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
+    int n = 0;
+    tg_node **order = tg_ir_toposort(o, &n);
+    uint8_t how[64];
+    assert_true(n < 64);
+    tg_cj_str src = {.ctx = o->ctx};
+    tg_cj_emit_prelude(&src);
+    assert_int_equal(tg_cj_emit_graph(&src, o, order, n, 0, how), TG_OK);
+    assert_non_null(strstr(src.p, "rt->red(rt, "));
+    assert_non_null(strstr(src.p, "rt->gemm(1, "));
+    assert_non_null(strstr(src.p, "rt->gemv(1, "));
+    tg_cj_str_free(&src);
+    tg_mem_free(o->ctx, order, sizeof *order * (size_t)(o->nodes.n + 1));
+    tg_graph_free(o);
+    tg_module_free(m);
+    /* contiguous x, then x as the transpose of a [6,7] tensor */
+    tg_tensor *base = ramp(TG_DT_F64, 2, (int64_t[]){6, 7}, 3.0);
+    tg_tensor *xs[2] = {ramp(TG_DT_F64, 2, (int64_t[]){7, 6}, 3.0),
+                        tg_tensor_view(base, 2, (int64_t[]){7, 6}, (int64_t[]){1, 7}, 0)};
+    for (int t = 0; t < 2; t++) {
+        tg_tensor *in[3] = {xs[t], ramp(TG_DT_F64, 2, (int64_t[]){6, 5}, 1.0),
+                            ramp(TG_DT_F64, 1, (int64_t[]){6}, 1.0)};
+        tg_tensor *c[4] = {0}, *r[4] = {0};
+        assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 3, c, 4), TG_OK);
+        assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 3, r, 4), TG_OK);
+        for (int i = 0; i < 4; i++) {
+            assert_close(c[i], r[i], 1e-12);
+            tg_tensor_free(c[i]);
+            tg_tensor_free(r[i]);
+        }
+        tg_tensor_free(in[1]);
+        tg_tensor_free(in[2]);
+        tg_tensor_free(xs[t]);
+    }
+    tg_tensor_free(base);
     remove_cache();
 }
 
@@ -460,6 +513,7 @@ int main(void) {
         cmocka_unit_test(test_c_matches_vm),
         cmocka_unit_test(test_layouts_and_dtypes),
         cmocka_unit_test(test_emission),
+        cmocka_unit_test(test_reductions_and_blas),
         cmocka_unit_test(test_hit_and_truncated),
         cmocka_unit_test(test_two_processes),
         cmocka_unit_test(test_warm_needs_no_compiler),

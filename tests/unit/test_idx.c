@@ -293,14 +293,15 @@ static void test_lying_sizes_gzip_no_allocation(void **st) {
     assert_true(c.peak - before < 4096);
     assert_int_equal(c.live, live0);
 
-    /* a trailer that lies in agreement with the header: the data runs out */
+    /* a trailer that lies in agreement with the header: the data runs out (zlib's own
+     * length check then fails at the end of the stream) */
     uint32_t claim = (uint32_t)(h + 10000u * 28 * 28);
     unsigned char *liar = malloc(glen);
     memcpy(liar, gz, glen);
     for (int b = 0; b < 4; b++) liar[glen - 4 + b] = (unsigned char)(claim >> (8 * b));
     assert_int_equal(idx_parse(ctx, liar, glen, &t, err, sizeof err), TG_EFORMAT);
     assert_null(t);
-    assert_non_null(strstr(err, "truncated"));
+    assert_true(strstr(err, "truncated") || strstr(err, "length check"));
     assert_int_equal(c.live, live0); /* the tensor made for it was freed */
     free(liar);
     free(gz);

@@ -92,6 +92,18 @@ static void test_print_fixed_point(void **state) {
     tg_module_free(m);
     tg_module_free(m2);
     tg_module_free(m3);
+    /* the parser's example file of state and keys (tests run from tests/) */
+    tg_module *mf = NULL;
+    assert_int_equal(tg_module_load(NULL, "parse/state.tg", &mf), TG_OK);
+    char *p1 = print_module(mf);
+    tg_module *mp = parse(p1);
+    char *p2 = print_module(mp);
+    assert_string_equal(p1, p2);
+    assert_non_null(strstr(p1, "func draws(mut mut: i64[])"));
+    free(p1);
+    free(p2);
+    tg_module_free(mf);
+    tg_module_free(mp);
 }
 
 static void test_parse_errors(void **state) {

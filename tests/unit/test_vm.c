@@ -812,6 +812,99 @@ static void test_fused_nodes(void **state) {
     tg_module_free(m);
 }
 
+/* ---- concurrent branches ---- */
+
+/* Independent nodes (fused maps and reductions, a BLAS product, a chain and a join) of a
+ * size that makes one concurrent run: every thread count, with and without concurrent
+ * runs, gives the same bits, equal to the reference within the kernels' bounds; the run
+ * executes each of its nodes once per call; a graph too small for concurrency, or a
+ * function of one thread, runs none. */
+static void test_branches(void **state) {
+    (void)state;
+    tg_module *m;
+    tg_graph *g = parse_one("func f(x: f64[?, ?], y: f64[?, ?], A: f64[?, ?], v: f64[?]) {\n"
+                            "  a = fused{sum(exp(%0), axis=[1])}(x)\n"
+                            "  b = fused{max(sin(%0), axis=[1])}(y)\n"
+                            "  c = fused{sum(mul(%0, 2.0), axis=[0])}(x)\n"
+                            "  d = fused{add(mul(%0, %0), %1)}(x, y)\n"
+                            "  e = dot(A, v)\n"
+                            "  t = fused{mul(tanh(%0), 0.5)}(d)\n"
+                            "  u = fused{sum(%0, axis=[1])}(t)\n"
+                            "  h = fused{add(%0, %1)}(a, b)\n"
+                            "  return a, b, c, e, u, h, t\n"
+                            "}\n",
+                            &m);
+    enum { NOUT = 7, NODES = 8 };
+    static const int64_t sizes[][2] = {{300, 400}, {3, 5}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int64_t r = sizes[s][0], c = sizes[s][1];
+        int64_t xs[2] = {r, c}, as[2] = {r, r};
+        tg_tensor *x = tensor_of(TG_DT_F64, 2, xs), *y = tensor_of(TG_DT_F64, 2, xs);
+        tg_tensor *A = tensor_of(TG_DT_F64, 2, as), *v = tensor_of(TG_DT_F64, 1, &r);
+        for (int64_t i = 0; i < r * c; i++) {
+            store(x, i, uniform(-2, 2));
+            store(y, i, uniform(-3, 3));
+        }
+        for (int64_t i = 0; i < r * r; i++) store(A, i, uniform(-1, 1));
+        for (int64_t i = 0; i < r; i++) store(v, i, uniform(-1, 1));
+        tg_tensor *in[4] = {x, y, A, v};
+        tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, false);
+        tg_tensor *want[NOUT] = {0}, *first[NOUT] = {0};
+        assert_int_equal(tg_fn_call(ref, in, 4, want, NOUT), TG_OK);
+        bool big = s == 0;
+        /* threads 1, 2, 3; then 2 with concurrent runs turned off */
+        for (int cfg = 0; cfg < 4; cfg++) {
+            int nt = cfg < 3 ? cfg + 1 : 2;
+            if (cfg == 3) setenv("TGRAPH_BRANCHES", "0", 1);
+            tg_compile_opts o = {.nthreads = nt, .no_rewrite = true};
+            tg_vm *vm = NULL;
+            assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
+            for (int call = 0; call < 3; call++) {
+                tg_tensor *got[NOUT] = {0};
+                assert_int_equal(tg_vm_call(vm, in, 4, got, NOUT, false), TG_OK);
+                for (int k = 0; k < NOUT; k++) {
+                    char what[64];
+                    snprintf(what, sizeof what, "branches [%lld,%lld] threads %d out %d",
+                             (long long)r, (long long)c, nt, k);
+                    expect_close(want[k], got[k], op_ulps("exp", TG_DT_F64), 1e-10, what);
+                    if (!first[k]) {
+                        first[k] = got[k];
+                        continue;
+                    }
+                    size_t bytes = (size_t)tg_tensor_size(got[k]) * 8;
+                    if (memcmp(tg_tensor_data(first[k]), tg_tensor_data(got[k]), bytes) != 0)
+                        fail_msg("%s: differs from one thread", what);
+                    tg_tensor_free(got[k]);
+                }
+            }
+            tg_vm_stats st;
+            tg_vm_get_stats(vm, &st);
+            print_message("branches [%lld,%lld] threads %d: %ld runs, %ld nodes, %ld overlapped\n",
+                          (long long)r, (long long)c, nt, st.branch_runs, st.branch_nodes,
+                          st.branch_overlapped);
+            if (big && nt > 1 && cfg < 3) {
+                assert_int_equal(st.branch_runs, 3); /* one run per call, */
+                assert_int_equal(st.branch_nodes, 3 * NODES); /* of every node */
+                assert_true(st.branch_overlapped <= st.branch_nodes);
+            } else {
+                assert_int_equal(st.branch_runs, 0);
+            }
+            tg_vm_free(vm);
+            if (cfg == 3) unsetenv("TGRAPH_BRANCHES");
+        }
+        for (int k = 0; k < NOUT; k++) {
+            tg_tensor_free(want[k]);
+            tg_tensor_free(first[k]);
+        }
+        tg_fn_free(ref);
+        tg_tensor_free(x);
+        tg_tensor_free(y);
+        tg_tensor_free(A);
+        tg_tensor_free(v);
+    }
+    tg_module_free(m);
+}
+
 /* ---- profile ---- */
 
 static void test_profile(void **state) {
@@ -1057,6 +1150,7 @@ int main(void) {
         cmocka_unit_test(test_views_and_dynamic_shapes),
         cmocka_unit_test(test_runtime_errors_name_the_node),
         cmocka_unit_test(test_fused_nodes),
+        cmocka_unit_test(test_branches),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_sleef_accuracy),

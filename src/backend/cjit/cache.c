@@ -9,9 +9,9 @@
  * the emitted source (which includes tg_rt.h, hence the runtime ABI), the compiler's
  * identity (`cc --version`), the command and flags, and the tgraph version. A
  * <ref>.ref file, ref being the same hash without the compiler (command and identity),
- * names the
- * entry last built for that source and flags: a run whose compiler cannot be run (missing,
- * or TGRAPH_CC=/bin/false) still finds it, so a warm cache needs no compiler.
+ * names the entry last built for that source and flags: a run whose compiler cannot be
+ * run (missing, or TGRAPH_CC=/bin/false) still finds it, so a warm cache needs no
+ * compiler.
  *
  * Writers never lock: each writes temporary files (tmp.<pid>.<n>.*) in the directory and
  * rename()s them into place, so a reader sees a whole entry or none, and two processes
@@ -38,11 +38,12 @@
 
 extern char **environ;
 
-#define MAX_ARGS 64
+#define MAX_ARGS      64
 #define TRAILER_MAGIC "TGCJSO01"
-#define TRAILER_LEN 24
+#define TRAILER_LEN   24
 
-static const char *const required_flags = "-std=c11 -fPIC -shared -ffp-contract=off -fno-math-errno";
+static const char *const required_flags =
+    "-std=c11 -fPIC -shared -ffp-contract=off -fno-math-errno";
 static const char *const default_flags = "-O3 -march=native";
 
 /* ---- hashing (FNV-1a, two lanes) ---- */
@@ -169,8 +170,8 @@ static int run_proc(char *const *argv, int out_fd) {
 typedef struct compiler {
     char store[4096];
     char *argv[MAX_ARGS];
-    int argc;      /* command and flags */
-    int ncmd;      /* of which the command */
+    int argc;           /* command and flags */
+    int ncmd;           /* of which the command */
     char cmdline[1024]; /* TGRAPH_CC as given */
     char flags[1024];   /* the flags as a string */
 } compiler;
@@ -425,7 +426,8 @@ tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) 
     if ((st = write_file(tc, src, len)) != TG_OK) return st;
     if (!have_cc) {
         rename(tc, cpath);
-        return tg_set_error(TG_ECHECK, "the C compiler '%s' cannot be run; the source is kept in %s",
+        return tg_set_error(TG_ECHECK,
+                            "the C compiler '%s' cannot be run; the source is kept in %s",
                             cc.cmdline, cpath);
     }
     char *argv[MAX_ARGS];
@@ -448,10 +450,14 @@ tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) 
         unlink(tso);
         rename(tc, cpath);
         if (rc < 0)
-            return tg_set_error(TG_ECHECK, "the C compiler '%s' cannot be run; the source is kept "
-                                "in %s", cc.cmdline, cpath);
-        return tg_set_error(TG_ECHECK, "the C compiler '%s' failed (exit %d)%s%s; the source is "
-                            "kept in %s", cc.cmdline, rc, line[0] ? ": " : "", line, cpath);
+            return tg_set_error(TG_ECHECK,
+                                "the C compiler '%s' cannot be run; the source is kept "
+                                "in %s",
+                                cc.cmdline, cpath);
+        return tg_set_error(TG_ECHECK,
+                            "the C compiler '%s' failed (exit %d)%s%s; the source is "
+                            "kept in %s",
+                            cc.cmdline, rc, line[0] ? ": " : "", line, cpath);
     }
     unlink(tlog);
     if ((st = append_trailer(ctx, tso)) != TG_OK) {

@@ -18,6 +18,7 @@
  */
 #include "cjit.h"
 
+#include <cblas.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -40,11 +41,11 @@ typedef struct cj_block {
 typedef struct cj_plan {
     int64_t *key;
     int nkey;
-    bool dynamic;     /* some shape is only known at run time: the call runs on the VM */
-    tg_type *rt;      /* per var */
-    uint8_t *cls;     /* per var */
-    int *blk;         /* per var */
-    tg_tensor *tens;  /* per var: PLANNED tensors */
+    bool dynamic;    /* some shape is only known at run time: the call runs on the VM */
+    tg_type *rt;     /* per var */
+    uint8_t *cls;    /* per var */
+    int *blk;        /* per var */
+    tg_tensor *tens; /* per var: PLANNED tensors */
     cj_block *blocks;
     int nblocks;
     cj_block ws;
@@ -58,8 +59,8 @@ struct tg_cj {
     tg_compile_opts opts;
     tg_node **order;
     int norder;
-    uint8_t *how;       /* per instruction: TG_CJ_EW or TG_CJ_KERNEL */
-    vm_ins_info *info;  /* per instruction: the library kernel class */
+    uint8_t *how;      /* per instruction: TG_CJ_EW or TG_CJ_KERNEL */
+    vm_ins_info *info; /* per instruction: the library kernel class */
     int nvars;
     int *last, *ext, *nouts, *rel, *rel_at;
     tg_type *const_rt;
@@ -112,8 +113,8 @@ static size_t type_bytes(const tg_type *t) {
 static tg_status node_fail(const tg_cj *cj, const tg_node *n, tg_status st, const char *msg) {
     const char *name = tg_op_table[n->op]->name;
     if (n->line > 0)
-        return tg_set_error(st, "%s:%d:%d: %s: %s", cj->g->file ? cj->g->file : "<input>",
-                            n->line, n->col, name, msg);
+        return tg_set_error(st, "%s:%d:%d: %s: %s", cj->g->file ? cj->g->file : "<input>", n->line,
+                            n->col, name, msg);
     return tg_set_error(st, "node %d (%s): %s", n->id, name, msg);
 }
 
@@ -128,7 +129,8 @@ static void choose_kernel(tg_cj *cj, int i) {
     if (op->kind == TG_KIND_ELEMWISE && n->nout == 1 && n->nin <= TG_VK_MAXIN) {
         tg_dtype idt[TG_VK_MAXIN];
         for (int k = 0; k < n->nin; k++) idt[k] = (tg_dtype)n->in[k]->type.dtype;
-        in->vk = tg_vk_select(op, n->nin, idt, (tg_dtype)n->out[0]->type.dtype, cj->isa, &in->vargs);
+        in->vk =
+            tg_vk_select(op, n->nin, idt, (tg_dtype)n->out[0]->type.dtype, cj->isa, &in->vargs);
         if (in->vk) {
             in->kind = VM_EW;
             in->cost = tg_vk_cost(op);
@@ -143,7 +145,7 @@ static void choose_kernel(tg_cj *cj, int i) {
         in->kind = VM_BLAS;
         return;
     }
-    if (n->op == TG_OP_FUSED && cj->how[i] != TG_CJ_EW) {
+    if (n->op == TG_OP_FUSED) { /* also for emitted ones: their run-time fallback */
         in->fused = tg_vm_fused_prep(cj->ctx, n, cj->isa);
         if (in->fused) in->kind = VM_FUSED;
     }
@@ -301,8 +303,13 @@ static tg_status plan_make(tg_cj *cj, tg_tensor *const *in, cj_plan **out) {
             break;
         }
         tg_type tout[TG_MAX_OUTS];
-        tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
-                       .nout = op->nout, .runtime = true};
+        tg_infer ic = {.op = op,
+                       .in = tin,
+                       .nin = n->nin,
+                       .attrs = n->attrs,
+                       .out = tout,
+                       .nout = op->nout,
+                       .runtime = true};
         if (op->infer(&ic) != TG_OK) {
             st = node_fail(cj, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
             goto done;
@@ -491,8 +498,14 @@ static tg_status run_kernel(tg_cj *cj, int i) {
         tg_tensor *t = vout[o];
         memset(tg_tensor_data(t), 0, (size_t)tg_tensor_size(t) * tg_dtype_size(t->dtype));
     }
-    tg_kern k = {.ctx = cj->ctx, .node = n, .attrs = n->attrs, .in = vin, .nin = n->nin,
-                 .out = vout, .nout = n->nout, .out_type = tout};
+    tg_kern k = {.ctx = cj->ctx,
+                 .node = n,
+                 .attrs = n->attrs,
+                 .in = vin,
+                 .nin = n->nin,
+                 .out = vout,
+                 .nout = n->nout,
+                 .out_type = tout};
     if (op->ref(&k) != TG_OK) {
         for (int o = 0; o < n->nout && self; o++) tg_tensor_free(vout[o]);
         return node_fail(cj, n, k.status ? k.status : TG_EINVAL, k.msg);
@@ -516,11 +529,11 @@ static int cb_kernel(tg_rt *rt, int i) {
 /* The elementwise loop driver: the broadcast iteration space of the node's outputs. */
 typedef struct ew_job {
     tg_rt_loop loop;
-    int na;                          /* operands: outputs then inputs */
-    int nd;                          /* collapsed axes */
-    int64_t n;                       /* elements */
+    int na;    /* operands: outputs then inputs */
+    int nd;    /* collapsed axes */
+    int64_t n; /* elements */
     int64_t shape[TG_MAX_DIMS];
-    int64_t str[64][TG_MAX_DIMS];    /* per operand and axis, in bytes */
+    int64_t str[64][TG_MAX_DIMS]; /* per operand and axis, in bytes */
     char *base[64];
 } ew_job;
 
@@ -620,6 +633,141 @@ static int cb_ew(tg_rt *rt, int i, tg_rt_loop loop, int cost) {
         ew_range(&J, 0, total);
     }
     return 0;
+}
+
+/* The reduction driver: each output element reduces the rows of the reduced axes. */
+typedef void (*red_loop)(int phase, int64_t n, char *const *p, const int64_t *s, double *acc);
+
+typedef struct red_job {
+    red_loop loop;
+    int nin, nout;
+    int nk, nr; /* kept and reduced axes (the last reduced one innermost) */
+    int64_t kshape[TG_MAX_DIMS], rshape[TG_MAX_DIMS];
+    int64_t kstr[32][TG_MAX_DIMS]; /* per input and kept axis, bytes */
+    int64_t rstr[32][TG_MAX_DIMS]; /* per input and reduced axis, bytes */
+    char *ibase[32];
+    char *obase[32];
+    int64_t osz[32];
+    int64_t nkept, count;
+} red_job;
+
+static void red_range(const red_job *J, int64_t lo, int64_t hi) {
+    double acc[32];
+    char *ip[32], *op[32], *rp[32];
+    int64_t s[32];
+    int nr = J->nr;
+    for (int k = 0; k < J->nin; k++) s[k] = J->rstr[k][nr - 1];
+    int64_t inner = J->rshape[nr - 1], rows = J->count / (inner ? inner : 1);
+    for (int64_t e = lo; e < hi; e++) {
+        int64_t rem = e;
+        for (int k = 0; k < J->nin; k++) ip[k] = J->ibase[k];
+        for (int d = J->nk - 1; d >= 0; d--) {
+            int64_t i = rem % J->kshape[d];
+            rem /= J->kshape[d];
+            for (int k = 0; k < J->nin; k++) ip[k] += i * J->kstr[k][d];
+        }
+        J->loop(0, 0, NULL, NULL, acc);
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t q = r;
+            for (int k = 0; k < J->nin; k++) rp[k] = ip[k];
+            for (int d = nr - 2; d >= 0; d--) {
+                int64_t i = q % J->rshape[d];
+                q /= J->rshape[d];
+                for (int k = 0; k < J->nin; k++) rp[k] += i * J->rstr[k][d];
+            }
+            J->loop(1, inner, rp, s, acc);
+        }
+        for (int o = 0; o < J->nout; o++) op[o] = J->obase[o] + e * J->osz[o];
+        J->loop(2, J->count, op, NULL, acc);
+    }
+}
+
+static void red_task(void *arg, int ith, int nth) {
+    const red_job *J = arg;
+    int64_t lo, hi;
+    tg_pool_share(J->nkept, ith, nth, 1, &lo, &hi);
+    red_range(J, lo, hi);
+}
+
+static int cb_red(tg_rt *rt, int i, red_loop loop, int cost, unsigned red) {
+    tg_cj *cj = rt->host;
+    tg_node *n = cj->order[i];
+    if (n->nin > 32 || n->nout > 32) return cb_kernel(rt, i);
+    int nd = 0;
+    for (int k = 0; k < n->nin; k++)
+        if (cj->val[n->in[k]->id]->ndim > nd) nd = cj->val[n->in[k]->id]->ndim;
+    if (nd == 0 || (red >> nd) != 0 || !(red >> (nd - 1) & 1u)) return cb_kernel(rt, i);
+    red_job J;
+    J.loop = loop;
+    J.nin = n->nin;
+    J.nout = n->nout;
+    J.nk = J.nr = 0;
+    J.nkept = J.count = 1;
+    for (int d = 0; d < nd; d++) {
+        int64_t ext = 1;
+        for (int k = 0; k < n->nin; k++) {
+            const tg_tensor *t = cj->val[n->in[k]->id];
+            int a = d - (nd - t->ndim);
+            if (a >= 0 && t->shape[a] != 1) ext = t->shape[a];
+        }
+        bool r = red >> d & 1u;
+        int slot = r ? J.nr++ : J.nk++;
+        (r ? J.rshape : J.kshape)[slot] = ext;
+        for (int k = 0; k < n->nin; k++) {
+            const tg_tensor *t = cj->val[n->in[k]->id];
+            int a = d - (nd - t->ndim);
+            int64_t st =
+                a >= 0 && t->shape[a] != 1 ? t->strides[a] * (int64_t)tg_dtype_size(t->dtype) : 0;
+            (r ? J.rstr[k] : J.kstr[k])[slot] = st;
+        }
+        if (r)
+            J.count *= ext;
+        else
+            J.nkept *= ext;
+    }
+    if (J.count == 0) return cb_kernel(rt, i); /* empty reductions: the kernel's rules */
+    for (int k = 0; k < n->nin; k++) J.ibase[k] = tg_tensor_data(cj->val[n->in[k]->id]);
+    for (int o = 0; o < n->nout; o++) {
+        tg_tensor *t = cj->val[n->out[o]->id];
+        if (tg_tensor_size(t) != J.nkept || !tg_tensor_is_contiguous(t)) return cb_kernel(rt, i);
+        J.obase[o] = tg_tensor_data(t);
+        J.osz[o] = (int64_t)tg_dtype_size(t->dtype);
+    }
+    if (J.nkept == 0) return 0;
+    int64_t work = J.nkept * J.count * (cost > 0 ? cost : 1);
+    int nth = cj->pool ? tg_pool_size(cj->pool) : 1;
+    if (nth > 1 && J.nkept > 1 && work >= SPLIT_WORK) {
+        int64_t want = work / (SPLIT_WORK / 2);
+        if (want > J.nkept) want = J.nkept;
+        tg_pool_run_n(cj->pool, want < nth ? (int)want : nth, red_task, &J);
+    } else {
+        red_range(&J, 0, J.nkept);
+    }
+    return 0;
+}
+
+/* CBLAS for generated code (row-major; BLAS runs single-threaded in tgraph). */
+static void rt_gemm(int f64, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                    const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                    int64_t ldc) {
+    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    if (f64)
+        cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb,
+                    beta, c, (int)ldc);
+    else
+        cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b,
+                    (int)ldb, (float)beta, c, (int)ldc);
+}
+
+static void rt_gemv(int f64, int ta, int64_t m, int64_t n, double alpha, const void *a, int64_t lda,
+                    const void *x, int64_t incx, double beta, void *y, int64_t incy) {
+    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
+    if (f64)
+        cblas_dgemv(CblasRowMajor, TA, (int)m, (int)n, alpha, a, (int)lda, x, (int)incx, beta, y,
+                    (int)incy);
+    else
+        cblas_sgemv(CblasRowMajor, TA, (int)m, (int)n, (float)alpha, a, (int)lda, x, (int)incx,
+                    (float)beta, y, (int)incy);
 }
 
 static int cb_after(tg_rt *rt, int i) {
@@ -774,7 +922,10 @@ tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out) {
     cj->rt.val = cj->rv;
     cj->rt.ew = cb_ew;
     cj->rt.kernel = cb_kernel;
+    cj->rt.red = cb_red;
     cj->rt.after = NULL;
+    cj->rt.gemm = rt_gemm;
+    cj->rt.gemv = rt_gemv;
     *out = cj;
     return TG_OK;
 }
@@ -787,7 +938,7 @@ void tg_cj_set_after(tg_cj *cj, tg_cj_after_fn fn, void *ud) {
 
 void tg_cj_counts(const tg_cj *cj, int *emitted, int *kernels) {
     int e = 0;
-    for (int i = 0; i < cj->norder; i++) e += cj->how[i] == TG_CJ_EW;
+    for (int i = 0; i < cj->norder; i++) e += cj->how[i] != TG_CJ_KERNEL;
     *emitted = e;
     *kernels = cj->norder - e;
 }
@@ -819,15 +970,15 @@ static bool shares_input_memory(const tg_cj *cj, tg_tensor *const *in, const tg_
     return false;
 }
 
-static tg_status call_locked(tg_cj *cj, cj_plan *p, tg_tensor *const *in, tg_tensor **out,
-                             int nout, bool into) {
+static tg_status call_locked(tg_cj *cj, cj_plan *p, tg_tensor *const *in, tg_tensor **out, int nout,
+                             bool into) {
     tg_graph *g = cj->g;
     tg_status st = TG_OK;
     for (int v = 0; v < cj->nvars; v++) {
         cj->owned[v] = 0;
         tg_var *var = g->vars.items[v];
         set_val(cj, v,
-                var->kind == TG_VAR_CONST ? var->value
+                var->kind == TG_VAR_CONST  ? var->value
                 : p->cls[v] == CLS_PLANNED ? &p->tens[v]
                                            : NULL);
     }
@@ -858,6 +1009,7 @@ static tg_status call_locked(tg_cj *cj, cj_plan *p, tg_tensor *const *in, tg_ten
      * values, freed after their last use below) */
     cj->cur = p;
     cj->st = TG_OK;
+    cj->rt.nthreads = cj->pool ? tg_pool_size(cj->pool) : 1;
     if (cj->main(&cj->rt) != 0) {
         st = cj->st != TG_OK ? cj->st : tg_set_error(TG_EINTERNAL, "generated code failed");
         goto done;

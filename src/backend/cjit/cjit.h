@@ -34,11 +34,16 @@ void tg_cj_str_free(tg_cj_str *s);
 
 /* ---- emission (emit.c) ---- */
 /* How instruction i of a graph runs: generated code, or a call-back into the library. */
-enum { TG_CJ_KERNEL = 0, TG_CJ_EW = 1 };
+enum {
+    TG_CJ_KERNEL = 0, /* rt->kernel(rt, i): the library's kernel */
+    TG_CJ_EW = 1,     /* rt->ew(rt, i, loop, cost): a generated elementwise loop */
+    TG_CJ_CALL = 2,   /* a generated function of the node, called directly */
+    TG_CJ_RED = 3,    /* rt->red(rt, i, loop, cost, axes): a generated reduction loop */
+};
 
 /* Appends to s the C code of graph g, whose instructions are order[0..norder) (a
- * topological order), as `int tg_cj_<k>(tg_rt *rt)`. how[i] receives TG_CJ_EW where an
- * emitter wrote the node's code, TG_CJ_KERNEL where the node calls the library's kernel. */
+ * topological order), as `int tg_cj_<k>(tg_rt *rt)`. how[i] receives how instruction i
+ * runs (TG_CJ_EW or TG_CJ_CALL: generated code; TG_CJ_KERNEL: the library's kernel). */
 tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *order, int norder,
                            int k, uint8_t *how);
 /* The prelude of every generated unit: tg_rt.h's text and the ABI check symbol. */
@@ -46,10 +51,10 @@ void tg_cj_emit_prelude(tg_cj_str *s);
 
 /* ---- the compiler driver and the cache (cache.c) ---- */
 typedef struct tg_cj_lib {
-    void *handle;       /* dlopen handle */
-    char path[4096];    /* the loaded .so */
-    char source[4096];  /* the .c kept beside it */
-    bool compiled;      /* this call ran the compiler (a cache miss) */
+    void *handle;      /* dlopen handle */
+    char path[4096];   /* the loaded .so */
+    char source[4096]; /* the .c kept beside it */
+    bool compiled;     /* this call ran the compiler (a cache miss) */
 } tg_cj_lib;
 /* Finds the .so of `src` in the cache or compiles it there, and loads it. On failure
  * returns TG_ECHECK (no compiler, compiler failed, unusable cache directory) with a

@@ -27,8 +27,8 @@ struct tg_dbg {
     int norder;
     tg_vm *vm;
     tg_cj *cj;
-    const char *backend;      /* "vm" or "c" */
-    int next;                 /* order index of the node the pending data is for */
+    const char *backend; /* "vm" or "c" */
+    int next;            /* order index of the node the pending data is for */
     tg_tensor *ref[TG_MAX_OUTS];
     int nref;
     bool ref_failed;
@@ -71,7 +71,8 @@ static tg_status prepare(tg_dbg *d, int i, tg_tensor *const *val) {
     if (n->nin > 64 || n->nout > TG_MAX_OUTS) return TG_OK;
     for (int k = 0; k < n->nin; k++) {
         vin[k] = val[n->in[k]->id];
-        if (!vin[k]) return tg_set_error(TG_EINTERNAL, "debug: an input of node %d is missing", n->id);
+        if (!vin[k])
+            return tg_set_error(TG_EINTERNAL, "debug: an input of node %d is missing", n->id);
         d->sums[k] = checksum(vin[k]);
     }
     tg_tensor *ref[TG_MAX_OUTS];
@@ -88,8 +89,8 @@ static tg_status prepare(tg_dbg *d, int i, tg_tensor *const *val) {
 static void where(const tg_dbg *d, const tg_node *n, char *buf, size_t len) {
     const char *name = tg_op_table[n->op]->name;
     if (n->line > 0)
-        snprintf(buf, len, "node %d (%s) at %s:%d:%d", n->id, name, d->g->file ? d->g->file : "<input>",
-                 n->line, n->col);
+        snprintf(buf, len, "node %d (%s) at %s:%d:%d", n->id, name,
+                 d->g->file ? d->g->file : "<input>", n->line, n->col);
     else
         snprintf(buf, len, "node %d (%s)", n->id, name);
 }
@@ -194,8 +195,10 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
     if (n->op == d->break_op) poke(val[n->out[0]->id]);
     if (n->op == d->clobber_op && n->nin > 0) poke(val[n->in[0]->id]);
     if (d->ref_failed)
-        return tg_set_error(TG_ECHECK, "debug (%s backend): %s ran, but its reference kernel "
-                            "failed on the same inputs: %s", d->backend, at, d->ref_msg);
+        return tg_set_error(TG_ECHECK,
+                            "debug (%s backend): %s ran, but its reference kernel "
+                            "failed on the same inputs: %s",
+                            d->backend, at, d->ref_msg);
     for (int o = 0; o < d->nref; o++) {
         const tg_tensor *got = val[n->out[o]->id];
         if (!got) continue;
@@ -209,7 +212,8 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
         const tg_tensor *t = val[n->in[k]->id];
         if (t && checksum(t) != d->sums[k]) {
             char ty[TG_TYPE_STR_MAX];
-            return tg_set_error(TG_ECHECK, "debug (%s backend): %s wrote to its input %d (%s), "
+            return tg_set_error(TG_ECHECK,
+                                "debug (%s backend): %s wrote to its input %d (%s), "
                                 "which it does not declare it destroys",
                                 d->backend, at, k, tg_type_str(&n->in[k]->type, ty, sizeof ty));
         }

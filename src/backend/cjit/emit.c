@@ -8,8 +8,13 @@
  *    Each loop has a contiguous variant (unit strides: plain indexed loads and stores that
  *    the compiler vectorizes) and a strided one.
  *  - fused nodes (elementwise outputs): the same loop, with one local per instruction of
- *    the node's program, so the whole expression runs in registers.
- *  - everything else (reductions, BLAS, shapes and views, gathers, ...): a call of the
+ *    the node's program, so the whole expression runs in registers; fused nodes whose
+ *    outputs reduce along rows (the innermost axis among the reduced ones): a loop that
+ *    computes and accumulates in one pass, driven by rt->red.
+ *  - BLAS products (dot and matmul of matrices, gemm, gemv): CBLAS calls through rt->gemm
+ *    and rt->gemv after a run-time check of the operands' strides (the VM's rules); other
+ *    layouts and large products (split over the pool) go to the library's kernel.
+ *  - everything else (reductions, shapes and views, gathers, ...): a call of the
  *    library's kernel for that node (rt->kernel), so every graph compiles.
  * A node whose record lacks the C expression for its dtype falls back to the kernel.
  *
@@ -64,7 +69,7 @@ void tg_cj_str_free(tg_cj_str *s) {
 
 static const char *ctype(tg_dtype dt) {
     static const char *const names[TG_DT_COUNT] = {
-        [TG_DT_BOOL] = "uint8_t", [TG_DT_I8] = "int8_t",  [TG_DT_I16] = "int16_t",
+        [TG_DT_BOOL] = "uint8_t", [TG_DT_I8] = "int8_t",   [TG_DT_I16] = "int16_t",
         [TG_DT_I32] = "int32_t",  [TG_DT_I64] = "int64_t", [TG_DT_U8] = "uint8_t",
         [TG_DT_F32] = "float",    [TG_DT_F64] = "double"};
     return names[dt];
@@ -156,8 +161,7 @@ static void put_loop(tg_cj_str *s, const char *name, const ew_sig *sig, body_fn 
     for (int k = 0; k < sig->nin; k++)
         tg_cj_str_printf(s, "            const %s a%d = r%d[j];\n", ctype(sig->in[k]), k, k);
     *ok = *ok && body(s, data);
-    for (int k = 0; k < sig->nout; k++)
-        tg_cj_str_printf(s, "            q%d[j] = o%d;\n", k, k);
+    for (int k = 0; k < sig->nout; k++) tg_cj_str_printf(s, "            q%d[j] = o%d;\n", k, k);
     tg_cj_str_printf(s, "        }\n        return;\n    }\n");
     /* strided variant */
     tg_cj_str_printf(s, "    for (int64_t j = 0; j < n; j++) {\n");
@@ -166,8 +170,8 @@ static void put_loop(tg_cj_str *s, const char *name, const ew_sig *sig, body_fn 
                          ctype(sig->in[k]), k, ctype(sig->in[k]), sig->nout + k, sig->nout + k);
     *ok = *ok && body(s, data);
     for (int k = 0; k < sig->nout; k++)
-        tg_cj_str_printf(s, "        *(%s *)(p[%d] + j * s[%d]) = o%d;\n", ctype(sig->out[k]), k,
-                         k, k);
+        tg_cj_str_printf(s, "        *(%s *)(p[%d] + j * s[%d]) = o%d;\n", ctype(sig->out[k]), k, k,
+                         k);
     tg_cj_str_printf(s, "    }\n}\n\n");
 }
 
@@ -208,10 +212,13 @@ typedef struct emit_ctx {
     tg_cj_str *s;
     const tg_graph *g;
     const tg_node *n;
-    int k;   /* graph number in the unit */
-    int ins; /* instruction number */
-    char fn[64]; /* the loop's name, when the emitter writes one */
-    int cost;    /* per-element cost for the thread split */
+    int k;        /* graph number in the unit */
+    int ins;      /* instruction number */
+    char fn[64];  /* the loop's name, when the emitter writes one */
+    int cost;     /* per-element cost for the thread split */
+    int kind;     /* TG_CJ_EW: fn is a loop for rt->ew; TG_CJ_CALL: fn(rt) runs the node;
+                     TG_CJ_RED: fn is a reduction loop for rt->red */
+    unsigned red; /* TG_CJ_RED: the reduced axes of the iteration space */
 } emit_ctx;
 
 /* An emitter writes the code of node e->n and returns true, or writes nothing and returns
@@ -229,8 +236,7 @@ static bool emit_ew(emit_ctx *e) {
     ew_one one = {.tpl = tpl, .nin = n->nin, .res = sig.out[0]};
     bool ok = true;
     snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
-    tg_cj_str_printf(e->s, "/* %s -> %s */\n", tg_op_table[n->op]->name,
-                     tg_dtype_name(sig.out[0]));
+    tg_cj_str_printf(e->s, "/* %s -> %s */\n", tg_op_table[n->op]->name, tg_dtype_name(sig.out[0]));
     put_loop(e->s, e->fn, &sig, body_one, &one, &ok);
     e->cost = 1;
     return ok;
@@ -277,7 +283,8 @@ static bool body_fused(tg_cj_str *s, const void *data) {
         int sl = p->out[o].slot;
         tg_dtype dt = (tg_dtype)p->out_type[o].dtype;
         if (sl < p->nin)
-            tg_cj_str_printf(s, "            const %s o%d = (%s)a%d;\n", ctype(dt), o, ctype(dt), sl);
+            tg_cj_str_printf(s, "            const %s o%d = (%s)a%d;\n", ctype(dt), o, ctype(dt),
+                             sl);
         else
             tg_cj_str_printf(s, "            const %s o%d = t%d;\n", ctype(dt), o, sl - p->nin);
     }
@@ -302,6 +309,104 @@ static bool fused_ok(const tg_fused_prog *p) {
     return true;
 }
 
+/* ---- fused reductions ----
+ * A fused node whose outputs reduce (one pass: compute and accumulate) over axes that
+ * include the innermost one of its iteration space: one function of three phases (start,
+ * accumulate a row, store) driven by rt->red. Accumulators are double. */
+
+static bool fused_red_ok(const tg_fused_prog *p, unsigned *mask) {
+    int nd = p->space.ndim;
+    if (!p->uniform || !p->reduces || nd < 1 || nd > 30 || p->nout < 1) return false;
+    unsigned m = 0;
+    for (int d = 0; d < nd; d++)
+        if (p->out[0].red[d]) m |= 1u << d;
+    if (!(m >> (nd - 1) & 1u)) return false; /* rows: the innermost axis is reduced */
+    for (int o = 0; o < p->nout; o++) {
+        const tg_fused_out *x = &p->out[o];
+        if (x->reduce < 0 || !tg_fused_can_reduce(x->reduce)) return false;
+        for (int d = 0; d < nd; d++)
+            if (x->red[d] != ((m >> d & 1u) != 0)) return false;
+        tg_dtype dt = (tg_dtype)p->type[x->slot].dtype;
+        if (!tg_dtype_is_float(dt) || p->out_type[o].dtype != dt) return false;
+    }
+    for (int j = 0; j < p->ninstr; j++) {
+        const tg_fused_instr *in = &p->instr[j];
+        if (in->op == TG_FUSED_CONST) continue;
+        tg_dtype idt[TG_FUSED_MAX_ARGS];
+        for (int a = 0; a < in->nin; a++) idt[a] = (tg_dtype)p->type[in->in[a]].dtype;
+        if (!expr_for(in->op, idt, in->nin, (tg_dtype)p->type[p->nin + j].dtype)) return false;
+    }
+    *mask = m;
+    return true;
+}
+
+static void put_combine(tg_cj_str *s, int op, int o, const char *ind) {
+    if (op == TG_OP_PROD)
+        tg_cj_str_printf(s, "%sc%d = c%d * (double)o%d;\n", ind, o, o, o);
+    else if (op == TG_OP_MAX)
+        tg_cj_str_printf(
+            s, "%s{ const double v = (double)o%d; c%d = v > c%d || isnan(v) ? v : c%d; }\n", ind, o,
+            o, o, o);
+    else if (op == TG_OP_MIN)
+        tg_cj_str_printf(
+            s, "%s{ const double v = (double)o%d; c%d = v < c%d || isnan(v) ? v : c%d; }\n", ind, o,
+            o, o, o);
+    else
+        tg_cj_str_printf(s, "%sc%d = c%d + (double)o%d;\n", ind, o, o, o);
+}
+
+static bool put_red_loop(tg_cj_str *s, const char *name, const tg_fused_prog *p, const tg_node *n) {
+    bool ok = true;
+    ew_fused f = {p};
+    tg_cj_str_printf(s,
+                     "static void %s(int phase, int64_t n, char *const *p, const int64_t *s, "
+                     "double *acc) {\n    if (phase == 0) {\n",
+                     name);
+    for (int o = 0; o < p->nout; o++) {
+        int op = p->out[o].reduce;
+        tg_cj_str_printf(s, "        acc[%d] = %s;\n", o,
+                         op == TG_OP_PROD  ? "1.0"
+                         : op == TG_OP_MAX ? "-INFINITY"
+                         : op == TG_OP_MIN ? "INFINITY"
+                                           : "0.0");
+    }
+    tg_cj_str_printf(s, "        return;\n    }\n    if (phase == 2) {\n");
+    for (int o = 0; o < p->nout; o++) {
+        const char *t = ctype((tg_dtype)p->out_type[o].dtype);
+        tg_cj_str_printf(s, "        *(%s *)p[%d] = (%s)(acc[%d]%s);\n", t, o, t, o,
+                         p->out[o].reduce == TG_OP_MEAN ? " / (double)n" : "");
+    }
+    tg_cj_str_printf(s, "        return;\n    }\n");
+    for (int o = 0; o < p->nout; o++) tg_cj_str_printf(s, "    double c%d = acc[%d];\n", o, o);
+    tg_cj_str_printf(s, "    if (");
+    for (int k = 0; k < n->nin; k++)
+        tg_cj_str_printf(s, "%ss[%d] == %zu", k ? " && " : "", k,
+                         tg_dtype_size((tg_dtype)n->in[k]->type.dtype));
+    tg_cj_str_printf(s, "%s) {\n", n->nin ? "" : "1");
+    for (int k = 0; k < n->nin; k++) {
+        const char *t = ctype((tg_dtype)n->in[k]->type.dtype);
+        tg_cj_str_printf(s, "        const %s *r%d = (const %s *)p[%d];\n", t, k, t, k);
+    }
+    tg_cj_str_printf(s, "        for (int64_t j = 0; j < n; j++) {\n");
+    for (int k = 0; k < n->nin; k++)
+        tg_cj_str_printf(s, "            const %s a%d = r%d[j];\n",
+                         ctype((tg_dtype)n->in[k]->type.dtype), k, k);
+    ok = ok && body_fused(s, &f);
+    for (int o = 0; o < p->nout; o++) put_combine(s, p->out[o].reduce, o, "            ");
+    tg_cj_str_printf(s, "        }\n    } else {\n        for (int64_t j = 0; j < n; j++) {\n");
+    for (int k = 0; k < n->nin; k++) {
+        const char *t = ctype((tg_dtype)n->in[k]->type.dtype);
+        tg_cj_str_printf(s, "            const %s a%d = *(const %s *)(p[%d] + j * s[%d]);\n", t, k,
+                         t, k, k);
+    }
+    ok = ok && body_fused(s, &f);
+    for (int o = 0; o < p->nout; o++) put_combine(s, p->out[o].reduce, o, "            ");
+    tg_cj_str_printf(s, "        }\n    }\n");
+    for (int o = 0; o < p->nout; o++) tg_cj_str_printf(s, "    acc[%d] = c%d;\n", o, o);
+    tg_cj_str_printf(s, "}\n\n");
+    return ok;
+}
+
 static bool emit_fused(emit_ctx *e) {
     const tg_node *n = e->n;
     if (n->nin > TG_MAX_OUTS || n->nout > TG_MAX_OUTS || n->nin + n->nout > 64) return false;
@@ -311,9 +416,24 @@ static bool emit_fused(emit_ctx *e) {
     if (tg_fused_node_prog(ctx, n, &p, msg, sizeof msg) != TG_OK) return false;
     tg_type tin[TG_MAX_OUTS];
     for (int k = 0; k < n->nin; k++) tin[k] = n->in[k]->type;
-    bool ok = tg_fused_type(p, tin, false, msg, sizeof msg) == TG_OK && fused_ok(p);
-    for (int o = 0; ok && o < n->nout; o++)
-        ok = p->out_type[o].dtype == n->out[o]->type.dtype;
+    bool typed = tg_fused_type(p, tin, false, msg, sizeof msg) == TG_OK;
+    for (int o = 0; typed && o < n->nout; o++)
+        typed = p->out_type[o].dtype == n->out[o]->type.dtype;
+    unsigned mask = 0;
+    if (typed && p->reduces) {
+        bool ok = fused_red_ok(p, &mask) && n->nin <= 30 && n->nout <= 30;
+        if (ok) {
+            snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
+            tg_cj_str_printf(e->s, "/* fused reduction, %d instructions */\n", p->ninstr);
+            ok = put_red_loop(e->s, e->fn, p, n);
+            e->cost = p->ninstr > 0 ? p->ninstr : 1;
+            e->kind = TG_CJ_RED;
+            e->red = mask;
+        }
+        tg_fused_free(p);
+        return ok;
+    }
+    bool ok = typed && fused_ok(p);
     if (ok) {
         ew_sig sig = {.nin = n->nin, .nout = n->nout};
         for (int k = 0; k < n->nin; k++) sig.in[k] = (tg_dtype)n->in[k]->type.dtype;
@@ -328,10 +448,131 @@ static bool emit_fused(emit_ctx *e) {
     return ok;
 }
 
+/* ---- emitter: BLAS products as CBLAS calls ----
+ * dot and matmul of a matrix with a matrix or a vector, gemm and gemv (and their in-place
+ * variants) without the optional scalar inputs become a function that checks the run-time
+ * layout (BLAS's stride rules, tg_rt_mat) and calls rt->gemm / rt->gemv; any other layout, an
+ * accumulator that broadcasts, or a product large enough for the thread split goes to
+ * the library's kernel at run time. */
+
+/* Copies the accumulator value c (any strides, same shape as y) into y (contiguous). */
+static void put_acc_copy(tg_cj_str *s, tg_dtype dt, int nd) {
+    const char *t = ctype(dt);
+    if (nd == 1) {
+        tg_cj_str_printf(
+            s,
+            "        for (int64_t i = 0; i < y->shape[0]; i++)\n"
+            "            ((%s *)y->data)[i] = ((const %s *)c->data)[i * c->stride[0]];\n",
+            t, t);
+        return;
+    }
+    tg_cj_str_printf(
+        s,
+        "        for (int64_t i = 0; i < y->shape[0]; i++)\n"
+        "            for (int64_t j = 0; j < y->shape[1]; j++)\n"
+        "                ((%s *)y->data)[i * y->shape[1] + j] =\n"
+        "                    ((const %s *)c->data)[i * c->stride[0] + j * c->stride[1]];\n",
+        t, t);
+}
+
+static bool emit_blas(emit_ctx *e) {
+    const tg_node *n = e->n;
+    int op = n->op;
+    bool gemm = op == TG_OP_GEMM || op == TG_OP_GEMM_INPLACE;
+    bool gemv = op == TG_OP_GEMV || op == TG_OP_GEMV_INPLACE;
+    bool prod = op == TG_OP_DOT || op == TG_OP_MATMUL;
+    if (n->nout != 1) return false;
+    tg_dtype dt = (tg_dtype)n->out[0]->type.dtype;
+    if (dt != TG_DT_F32 && dt != TG_DT_F64) return false;
+    for (int k = 0; k < n->nin; k++)
+        if (n->in[k]->type.dtype != dt) return false;
+    double alpha = 1.0, beta = 0.0;
+    int trans_a = 0, trans_b = 0, ia, ib, ic = -1;
+    if (prod) { /* matrix @ matrix: a gemm; matrix @ vector: a gemv */
+        if (n->nin != 2 || n->in[0]->type.ndim != 2 || n->in[1]->type.ndim < 1 ||
+            n->in[1]->type.ndim > 2)
+            return false;
+        gemv = n->in[1]->type.ndim == 1;
+        ia = 0;
+        ib = 1;
+    } else if (gemm || gemv) {
+        if (n->nin != 3) return false; /* the symbolic scalars: the kernel */
+        alpha = n->attrs[0].f;
+        beta = n->attrs[1].f;
+        trans_a = (int)n->attrs[2].i;
+        trans_b = gemm ? (int)n->attrs[3].i : 0;
+        ic = 0;
+        ia = 1;
+        ib = 2;
+        if (n->in[1]->type.ndim != 2 || n->in[2]->type.ndim != (gemm ? 2 : 1)) return false;
+        if (n->out[0]->type.ndim != (gemm ? 2 : 1)) return false;
+    } else {
+        return false;
+    }
+    if (!isfinite(alpha) || !isfinite(beta)) return false;
+    tg_cj_str *s = e->s;
+    snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
+    tg_cj_str_printf(s, "/* %s -> %s */\nstatic int %s(tg_rt *rt) {\n", tg_op_table[op]->name,
+                     tg_dtype_name(dt), e->fn);
+    tg_cj_str_printf(s, "    const tg_rt_val *a = &rt->val[%d], *b = &rt->val[%d];\n",
+                     n->in[ia]->id, n->in[ib]->id);
+    if (ic >= 0) tg_cj_str_printf(s, "    const tg_rt_val *c = &rt->val[%d];\n", n->in[ic]->id);
+    tg_cj_str_printf(s,
+                     "    tg_rt_val *y = &rt->val[%d];\n    int ta, tb = 0;\n"
+                     "    int64_t lda, ldb = 0;\n",
+                     n->out[0]->id);
+    int f64 = dt == TG_DT_F64;
+    if (!gemv) {
+        tg_cj_str_printf(
+            s,
+            "    int64_t M = y->shape[0], N = y->shape[1], K = a->shape[%d];\n"
+            "    if (M < 1 || N < 1 || K < 1 || !tg_rt_mat(a, &ta, &lda) ||\n"
+            "        !tg_rt_mat(b, &tb, &ldb) || !tg_rt_contig(y) ||\n"
+            "        (rt->nthreads > 1 && (double)M * (double)N * (double)K >= 2097152.0))\n"
+            "        return rt->kernel(rt, %d);\n",
+            trans_a ? 0 : 1, e->ins);
+    } else {
+        tg_cj_str_printf(s,
+                         "    int64_t M = y->shape[0], K = b->shape[0];\n"
+                         "    int64_t incx = K == 1 ? 1 : b->stride[0];\n"
+                         "    if (M < 1 || K < 1 || incx < 1 || !tg_rt_mat(a, &ta, &lda) ||\n"
+                         "        !tg_rt_contig(y) ||\n"
+                         "        (rt->nthreads > 1 && (double)M * (double)K >= 2097152.0))\n"
+                         "        return rt->kernel(rt, %d);\n",
+                         e->ins);
+    }
+    if (ic >= 0 && beta != 0.0) { /* the accumulator, when read, has the output's shape */
+        int nd = gemm ? 2 : 1;
+        tg_cj_str_printf(
+            s, "    if (c->ndim != %d || c->shape[0] != M%s) return rt->kernel(rt, %d);\n", nd,
+            gemm ? " || c->shape[1] != N" : "", e->ins);
+        tg_cj_str_printf(s, "    if (c->data != y->data) {\n");
+        put_acc_copy(s, dt, nd);
+        tg_cj_str_printf(s, "    }\n");
+    }
+    if (!gemv)
+        tg_cj_str_printf(
+            s,
+            "    rt->gemm(%d, %d ^ ta, %d ^ tb, M, N, K, %a, a->data, lda, b->data, ldb, "
+            "%a, y->data, N);\n",
+            f64, trans_a, trans_b, alpha, beta);
+    else /* the stored matrix: A itself, or its transpose (ta) */
+        tg_cj_str_printf(s,
+                         "    rt->gemv(%d, %d ^ ta, ta ? a->shape[1] : a->shape[0], "
+                         "ta ? a->shape[0] : a->shape[1], %a, a->data, lda, b->data, incx, %a, "
+                         "y->data, 1);\n",
+                         f64, trans_a, alpha, beta);
+    tg_cj_str_printf(s, "    return 0;\n}\n\n");
+    e->kind = TG_CJ_CALL;
+    return true;
+}
+
 /* ---- the registry: by op first, then by op kind ---- */
 
 static const emit_fn by_op[TG_OP_COUNT] = {
-    [TG_OP_FUSED] = emit_fused,
+    [TG_OP_FUSED] = emit_fused,       [TG_OP_DOT] = emit_blas,          [TG_OP_MATMUL] = emit_blas,
+    [TG_OP_GEMM] = emit_blas,         [TG_OP_GEMM_INPLACE] = emit_blas, [TG_OP_GEMV] = emit_blas,
+    [TG_OP_GEMV_INPLACE] = emit_blas,
 };
 
 static const emit_fn by_kind[] = {
@@ -361,12 +602,12 @@ tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *orde
     for (int i = 0; i < norder; i++) {
         const tg_node *n = order[i];
         emit_fn fn = emitter_for(n->op);
-        emit_ctx e = {.s = s, .g = g, .n = n, .k = k, .ins = i};
+        emit_ctx e = {.s = s, .g = g, .n = n, .k = k, .ins = i, .kind = TG_CJ_EW};
         size_t mark = s->n;
         how[i] = TG_CJ_KERNEL;
         if (fn && !tg_op_table[n->op]->views && !tg_op_table[n->op]->self_alloc) {
             if (fn(&e)) {
-                how[i] = TG_CJ_EW;
+                how[i] = (uint8_t)e.kind;
             } else if (!s->oom) { /* drop whatever a failed emitter wrote */
                 s->n = mark;
                 s->p[mark] = '\0';
@@ -375,6 +616,12 @@ tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *orde
         if (how[i] == TG_CJ_EW)
             tg_cj_str_printf(&body, "    if (rt->ew(rt, %d, %s, %d)) return 1; /* %s */\n", i, e.fn,
                              e.cost, tg_op_table[n->op]->name);
+        else if (how[i] == TG_CJ_RED)
+            tg_cj_str_printf(&body, "    if (rt->red(rt, %d, %s, %d, 0x%xu)) return 1; /* %s */\n",
+                             i, e.fn, e.cost, e.red, tg_op_table[n->op]->name);
+        else if (how[i] == TG_CJ_CALL)
+            tg_cj_str_printf(&body, "    if (%s(rt)) return 1; /* %s */\n", e.fn,
+                             tg_op_table[n->op]->name);
         else
             tg_cj_str_printf(&body, "    if (rt->kernel(rt, %d)) return 1; /* %s */\n", i,
                              tg_op_table[n->op]->name);

@@ -23,15 +23,15 @@
 #include <math.h>
 #include <stdint.h>
 
-#define TG_RT_ABI 1
+#define TG_RT_ABI      1
 #define TG_RT_MAX_DIMS 8
 
 /* One value during a call: a strided view (strides in elements, as tg_tensor's). */
 typedef struct tg_rt_val {
-    char *data;                      /* address of element [0, ..., 0] */
-    int64_t shape[TG_RT_MAX_DIMS];   /* extents */
-    int64_t stride[TG_RT_MAX_DIMS];  /* in elements, signed */
-    int ndim;                        /* rank */
+    char *data;                     /* address of element [0, ..., 0] */
+    int64_t shape[TG_RT_MAX_DIMS];  /* extents */
+    int64_t stride[TG_RT_MAX_DIMS]; /* in elements, signed */
+    int ndim;                       /* rank */
 } tg_rt_val;
 
 /* An elementwise inner loop over n elements: p[0..nout) are the outputs, then the inputs,
@@ -40,17 +40,64 @@ typedef void (*tg_rt_loop)(int64_t n, char *const *p, const int64_t *s);
 
 typedef struct tg_rt tg_rt;
 struct tg_rt {
-    int abi;         /* TG_RT_ABI of the library */
-    void *host;      /* the library's call state (opaque here) */
-    tg_rt_val *val;  /* per variable of the graph (by id) */
+    int abi;        /* TG_RT_ABI of the library */
+    void *host;     /* the library's call state (opaque here) */
+    tg_rt_val *val; /* per variable of the graph (by id) */
     /* Runs `loop` over the output space of instruction `ins` (broadcasting its inputs),
      * `cost` a rough per-element cost for the thread split. */
     int (*ew)(tg_rt *rt, int ins, tg_rt_loop loop, int cost);
+    /* Runs the reduction `loop` of instruction `ins` (a fused node whose outputs reduce):
+     * for each output element, loop(0, ...) starts the accumulators acc, loop(1, n, p, s,
+     * acc) adds n values along one row of the reduced axes (p, s: the inputs), and
+     * loop(2, count, p, NULL, acc) stores the results at p[0..nout) (count: the values
+     * reduced). `red` has bit d set for each reduced axis of the iteration space. */
+    int (*red)(tg_rt *rt, int ins,
+               void (*loop)(int phase, int64_t n, char *const *p, const int64_t *s, double *acc),
+               int cost, unsigned red);
     /* Runs instruction `ins` with the library's kernel (nodes without an emitter). */
     int (*kernel)(tg_rt *rt, int ins);
     /* Debug mode: checks instruction `ins` after it ran (NULL otherwise). */
     int (*after)(tg_rt *rt, int ins);
+    /* Threads of the pool: generated code leaves products large enough to split over
+     * them to rt->kernel (which splits them as the VM does). */
+    int nthreads;
+    /* CBLAS, row-major, single-threaded (f64: double operands, else float; ta/tb: 1 for
+     * a transposed operand): C = alpha op(A) op(B) + beta C, and y = alpha op(A) x + beta y. */
+    void (*gemm)(int f64, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                 const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                 int64_t ldc);
+    void (*gemv)(int f64, int ta, int64_t m, int64_t n, double alpha, const void *a, int64_t lda,
+                 const void *x, int64_t incx, double beta, void *y, int64_t incy);
 };
+
+/* BLAS's view of a 2-D value: 1 with *trans 0 and *ld the row stride when its rows are
+ * contiguous, 1 with *trans 1 and *ld the column stride when its columns are, else 0
+ * (the value needs a copy: the library's kernel does that). Same rules as the VM's. */
+static inline int tg_rt_mat(const tg_rt_val *v, int *trans, int64_t *ld) {
+    int64_t r = v->shape[0], c = v->shape[1], sr = v->stride[0], sc = v->stride[1];
+    int64_t mc = c > 1 ? c : 1, mr = r > 1 ? r : 1;
+    if ((sc == 1 || c == 1) && (r == 1 || sr >= mc)) {
+        *trans = 0;
+        *ld = r == 1 ? mc : sr;
+        return 1;
+    }
+    if ((sr == 1 || r == 1) && (c == 1 || sc >= mr)) {
+        *trans = 1;
+        *ld = c == 1 ? mr : sc;
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether a value is contiguous in C order. */
+static inline int tg_rt_contig(const tg_rt_val *v) {
+    int64_t s = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->shape[d] != 1 && v->stride[d] != s) return 0;
+        s *= v->shape[d];
+    }
+    return 1;
+}
 
 #define TG_RT_AFTER(rt, i) ((rt)->after && (rt)->after((rt), (i)))
 
@@ -61,16 +108,21 @@ struct tg_rt {
  * IEEE semantics otherwise kept (no -ffast-math). */
 #if defined(TG_RT_MVEC) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define TG_RT_SIMD __attribute__((__simd__("notinbranch")))
-#define TG_RT_VEC1(f) TG_RT_SIMD double f(double); TG_RT_SIMD float f##f(float);
-TG_RT_VEC1(exp) TG_RT_VEC1(exp2) TG_RT_VEC1(expm1) TG_RT_VEC1(log) TG_RT_VEC1(log2)
-TG_RT_VEC1(log1p) TG_RT_VEC1(sin) TG_RT_VEC1(cos) TG_RT_VEC1(tan) TG_RT_VEC1(tanh)
-TG_RT_VEC1(erf) TG_RT_VEC1(erfc)
+#define TG_RT_VEC1(f)                                                                              \
+    TG_RT_SIMD double f(double);                                                                   \
+    TG_RT_SIMD float f##f(float);
+TG_RT_VEC1(exp)
+TG_RT_VEC1(exp2) TG_RT_VEC1(expm1) TG_RT_VEC1(log) TG_RT_VEC1(log2) TG_RT_VEC1(log1p)
+    TG_RT_VEC1(sin) TG_RT_VEC1(cos) TG_RT_VEC1(tan) TG_RT_VEC1(tanh) TG_RT_VEC1(erf)
+        TG_RT_VEC1(erfc)
 #undef TG_RT_VEC1
 #endif
 
-/* ---- scalar helpers used by the ops' C expressions (c_expr in the op records) ---- */
+    /* ---- scalar helpers used by the ops' C expressions (c_expr in the op records) ---- */
 
-static inline double tg_rt_fmax(double a, double b) { return a > b || isnan(a) ? a : b; }
+    static inline double tg_rt_fmax(double a, double b) {
+    return a > b || isnan(a) ? a : b;
+}
 static inline double tg_rt_fmin(double a, double b) { return a < b || isnan(a) ? a : b; }
 static inline float tg_rt_fmaxf(float a, float b) { return a > b || isnan(a) ? a : b; }
 static inline float tg_rt_fminf(float a, float b) { return a < b || isnan(a) ? a : b; }
@@ -173,17 +225,20 @@ static inline int64_t tg_rt_f2i(double v, double lo, double hi, int64_t ilo, int
     return (int64_t)v;
 }
 /* int64's range is not exact in double: the bounds are -2^63 and 2^63. */
-#define TG_RT_F2I(T, x, lo, hi)                                                            \
-    _Generic((x), float: (T)tg_rt_f2i((double)(x), (lo), (hi), (int64_t)(lo), (int64_t)(hi)), \
-             double: (T)tg_rt_f2i((double)(x), (lo), (hi), (int64_t)(lo), (int64_t)(hi)),    \
-             default: (T)(x))
-#define tg_rt_cast_i8(x) TG_RT_F2I(int8_t, x, -128.0, 127.0)
+#define TG_RT_F2I(T, x, lo, hi)                                                                    \
+    _Generic((x), float                                                                            \
+             : (T)tg_rt_f2i((double)(x), (lo), (hi), (int64_t)(lo), (int64_t)(hi)), double         \
+             : (T)tg_rt_f2i((double)(x), (lo), (hi), (int64_t)(lo), (int64_t)(hi)), default        \
+             : (T)(x))
+#define tg_rt_cast_i8(x)  TG_RT_F2I(int8_t, x, -128.0, 127.0)
 #define tg_rt_cast_i16(x) TG_RT_F2I(int16_t, x, -32768.0, 32767.0)
 #define tg_rt_cast_i32(x) TG_RT_F2I(int32_t, x, -2147483648.0, 2147483647.0)
-#define tg_rt_cast_u8(x) TG_RT_F2I(uint8_t, x, 0.0, 255.0)
-#define tg_rt_cast_i64(x)                                                                  \
-    _Generic((x), float: tg_rt_f2i64((double)(x)), double: tg_rt_f2i64((double)(x)),        \
-             default: (int64_t)(x))
+#define tg_rt_cast_u8(x)  TG_RT_F2I(uint8_t, x, 0.0, 255.0)
+#define tg_rt_cast_i64(x)                                                                          \
+    _Generic((x), float                                                                            \
+             : tg_rt_f2i64((double)(x)), double                                                    \
+             : tg_rt_f2i64((double)(x)), default                                                   \
+             : (int64_t)(x))
 static inline int64_t tg_rt_f2i64(double v) {
     if (isnan(v)) return 0;
     if (v <= -9223372036854775808.0) return INT64_MIN;
@@ -191,7 +246,7 @@ static inline int64_t tg_rt_f2i64(double v) {
     return (int64_t)v;
 }
 #define tg_rt_cast_bool(x) ((uint8_t)((x) != 0))
-#define tg_rt_cast_f32(x) ((float)(x))
-#define tg_rt_cast_f64(x) ((double)(x))
+#define tg_rt_cast_f32(x)  ((float)(x))
+#define tg_rt_cast_f64(x)  ((double)(x))
 
 #endif

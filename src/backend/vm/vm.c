@@ -545,8 +545,9 @@ static void sched_free(tg_vm *vm) {
     size_t nv = (size_t)vm->nvars + 1, no = (size_t)vm->norder + 1;
     size_t na = (size_t)vm->maxargs * (size_t)sc->nw;
     tg_mem_free(ctx, sc->prod, sc->prod ? sizeof *sc->prod * nv : 0);
+    tg_mem_free(ctx, sc->succ,
+                sc->succ ? sizeof *sc->succ * (size_t)(sc->succ_at[vm->norder] + 1) : 0);
     tg_mem_free(ctx, sc->succ_at, sc->succ_at ? sizeof *sc->succ_at * (no + 1) : 0);
-    tg_mem_free(ctx, sc->succ, sc->succ ? sizeof *sc->succ * (size_t)(sc->succ_at[vm->norder] + 1) : 0);
     tg_mem_free(ctx, sc->cnt, sc->cnt ? sizeof *sc->cnt * no : 0);
     tg_mem_free(ctx, sc->q, sc->q ? sizeof *sc->q * no : 0);
     tg_mem_free(ctx, sc->args, sc->args ? sizeof *sc->args * na : 0);

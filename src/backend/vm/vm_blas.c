@@ -1,5 +1,5 @@
-/* vm_blas.c - dot and matmul of f32/f64 through CBLAS, and the lowered forms gemm, gemv,
- * ger (and their in-place variants; see the section at the end of the file).
+/* vm_blas.c - dot, matmul and outer of f32/f64 through CBLAS, and the lowered forms gemm,
+ * gemv, ger (and their in-place variants; see the section at the end of the file).
  *
  * Both become a loop over batches of C[M,N] = A[M,K] B[K,N] (dot: one batch, the leading
  * axes of a flattened into M when their strides allow; matmul: NumPy's broadcast batch
@@ -31,7 +31,9 @@ bool tg_vm_blas_ok(const tg_node *n) {
             if (n->in[k]->type.dtype != y) return false;
         return y == TG_DT_F32 || y == TG_DT_F64;
     }
-    if ((n->op != TG_OP_DOT && n->op != TG_OP_MATMUL) || n->nin != 2 || n->nout != 1) return false;
+    if ((n->op != TG_OP_DOT && n->op != TG_OP_MATMUL && n->op != TG_OP_OUTER) || n->nin != 2 ||
+        n->nout != 1)
+        return false;
     tg_dtype a = (tg_dtype)n->in[0]->type.dtype, b = (tg_dtype)n->in[1]->type.dtype;
     tg_dtype y = (tg_dtype)n->out[0]->type.dtype;
     return a == b && a == y && (a == TG_DT_F32 || a == TG_DT_F64);
@@ -221,8 +223,11 @@ static bool copy_operand(vm_exec *e, char **ws, const tg_tensor *t, const int64_
 
 static tg_status exec_lowered(vm_exec *e);
 
+static tg_status exec_outer(vm_exec *e);
+
 tg_status tg_vm_exec_blas(vm_exec *e) {
     if (lowered_kind(e->node->op) != 0) return exec_lowered(e);
+    if (e->node->op == TG_OP_OUTER) return exec_outer(e);
     const tg_tensor *a = e->in[0], *b = e->in[1];
     tg_tensor *y = e->out[0];
     if (!tg_tensor_is_contiguous(y) || a->ndim == 0 || b->ndim == 0) return TG_EUNSUPPORTED;
@@ -403,19 +408,24 @@ static void acc_task(void *arg, int ith, int nth) {
     acc_rows(J, lo, hi);
 }
 
-/* out = beta * broadcast(C) (out rows x cols, contiguous; a vector output is one row). */
-static void acc_fill(vm_exec *e, const tg_tensor *c, tg_tensor *y, double beta) {
-    acc_job J = {.c = c, .out = tg_tensor_data(y), .beta = beta, .f64 = y->dtype == TG_DT_F64};
+/* The job out = beta * broadcast(C) (out rows x cols, contiguous; a vector is one row). */
+static void acc_prep(acc_job *J, const tg_tensor *c, tg_tensor *y, double beta) {
+    *J = (acc_job){.c = c, .out = tg_tensor_data(y), .beta = beta, .f64 = y->dtype == TG_DT_F64};
     bool vec = y->ndim == 1;
-    J.rows = vec ? 1 : y->shape[0];
-    J.cols = vec ? y->shape[0] : y->shape[1];
+    J->rows = vec ? 1 : y->shape[0];
+    J->cols = vec ? y->shape[0] : y->shape[1];
     int64_t s[2] = {0, 0}; /* C's strides aligned to the output's axes */
     for (int d = 0; d < c->ndim; d++) {
         int od = y->ndim - c->ndim + d;
         s[od] = c->shape[d] == 1 ? 0 : c->strides[d];
     }
-    J.sr = vec ? 0 : s[0];
-    J.sc = vec ? s[0] : s[1];
+    J->sr = vec ? 0 : s[0];
+    J->sc = vec ? s[0] : s[1];
+}
+
+static void acc_fill(vm_exec *e, const tg_tensor *c, tg_tensor *y, double beta) {
+    acc_job J;
+    acc_prep(&J, c, y, beta);
     if (J.rows * J.cols >= (1 << 16) && e->pool && e->nthreads > 1 && J.rows >= e->nthreads)
         tg_pool_run(e->pool, acc_task, &J);
     else
@@ -445,11 +455,37 @@ typedef struct ger_job {
     double alpha;
     const char *x, *y;
     int incx, incy;
-    char *A; /* contiguous M x N */
+    char *A;            /* contiguous M x N */
+    const acc_job *acc; /* row by row: each row of the accumulator first (NULL: A holds it) */
+    bool zero;          /* row by row from zeros (beta 0) */
 } ger_job;
+
+/* Row by row: out[i, :] = beta C[i, :] + (alpha x[i]) y, each row still in cache for its
+ * axpy, so the matrix is read and written once (a copy then a ger would do it twice). */
+static void ger_rows(const ger_job *J, int64_t lo, int64_t hi) {
+    int64_t es = J->f64 ? 8 : 4, step = J->incx > 0 ? J->incx : -(int64_t)J->incx;
+    for (int64_t i = lo; i < hi; i++) {
+        char *row = J->A + i * J->N * es;
+        if (J->acc)
+            acc_rows(J->acc, i, i + 1);
+        else
+            memset(row, 0, (size_t)(J->N * es));
+        const char *px = J->x + (J->incx > 0 ? i : J->M - 1 - i) * step * es;
+        if (J->f64)
+            cblas_daxpy((int)J->N, J->alpha * *(const double *)px, (const double *)J->y, J->incy,
+                        (double *)row, 1);
+        else
+            cblas_saxpy((int)J->N, (float)J->alpha * *(const float *)px, (const float *)J->y,
+                        J->incy, (float *)row, 1);
+    }
+}
 
 static void ger_part(const ger_job *J, int64_t lo, int64_t hi) {
     if (hi <= lo || J->N == 0) return;
+    if (J->acc || J->zero) {
+        ger_rows(J, lo, hi);
+        return;
+    }
     int64_t es = J->f64 ? 8 : 4;
     /* rows lo..hi: x's logical elements lo..hi, given by their lowest address */
     int64_t step = J->incx > 0 ? J->incx : -(int64_t)J->incx;
@@ -489,7 +525,9 @@ static tg_status exec_lowered(vm_exec *e) {
     int64_t total = tg_tensor_size(y);
     bool inplace = read_c && same_memory(c, y);
     double bblas = 0.0; /* BLAS's beta */
-    if (read_c && inplace) {
+    bool rows = kind == 3 && !inplace; /* ger from a kept accumulator: row by row, below */
+    if (rows) {
+    } else if (read_c && inplace) {
         bblas = beta;
         if (beta == 0.0 || kind == 3) { /* scale explicitly (0 * NaN is NaN; ger has no beta) */
             if (beta != 1.0) acc_fill(e, c, y, beta);
@@ -497,9 +535,6 @@ static tg_status exec_lowered(vm_exec *e) {
         }
     } else if (read_c) {
         acc_fill(e, c, y, beta);
-        bblas = 1.0;
-    } else if (kind == 3 && total > 0) {
-        memset(tg_tensor_data(y), 0, (size_t)(total * es));
         bblas = 1.0;
     }
     if (total == 0) return TG_OK;
@@ -512,7 +547,12 @@ static tg_status exec_lowered(vm_exec *e) {
     }
     if (kind == 3) { /* ger: A += alpha x yᵀ */
         ger_job J = {.f64 = f64, .M = y->shape[0], .N = y->shape[1], .alpha = alpha,
-                     .A = tg_tensor_data(y)};
+                     .A = tg_tensor_data(y), .zero = rows && !read_c};
+        acc_job acc;
+        if (rows && read_c) { /* each row of C, scaled, then the row's axpy, in cache */
+            acc_prep(&acc, c, y, beta);
+            J.acc = &acc;
+        }
         J.x = vec_base(a, &J.incx);
         J.y = vec_base(b, &J.incy);
         if (J.M > INT32_MAX || J.N > INT32_MAX) return TG_EUNSUPPORTED;
@@ -574,5 +614,23 @@ static tg_status exec_lowered(vm_exec *e) {
     J.N = N;
     J.ldc = N;
     gemm_run(&J, e->pool, nth);
+    return TG_OK;
+}
+
+/* outer of two vectors (other ranks: the reference kernel): rows of zeros plus an axpy. */
+static tg_status exec_outer(vm_exec *e) {
+    const tg_tensor *a = e->in[0], *b = e->in[1];
+    tg_tensor *y = e->out[0];
+    if (a->ndim != 1 || b->ndim != 1 || !tg_tensor_is_contiguous(y)) return TG_EUNSUPPORTED;
+    ger_job J = {.f64 = y->dtype == TG_DT_F64, .M = a->shape[0], .N = b->shape[0], .alpha = 1.0,
+                 .A = tg_tensor_data(y), .zero = true};
+    if (J.M > INT32_MAX || J.N > INT32_MAX) return TG_EUNSUPPORTED;
+    J.x = vec_base(a, &J.incx);
+    J.y = vec_base(b, &J.incy);
+    int nth = e->pool ? e->nthreads : 1;
+    if (nth > 1 && J.M * J.N >= (1 << 16) && J.M >= 2 * nth)
+        tg_pool_run(e->pool, ger_task, &J);
+    else
+        ger_part(&J, 0, J.M);
     return TG_OK;
 }

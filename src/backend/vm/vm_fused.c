@@ -314,6 +314,7 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
             ptr[k] = (const char *)tg_tensor_data(t) + f0 * (int64_t)es;
             str[k] = 1;
             int64_t next = F->n - (f0 + m) < BLK ? F->n - (f0 + m) : BLK;
+            if (next <= 0) break; /* the last block, or the only one */
             pf.p[pf.n] = ptr[k] + m * (int64_t)es;
             pf.len[pf.n] = next * (int64_t)es;
             pf.done[pf.n++] = 0;

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""report.py - turns the result lines collected by bench/run.sh into bench/results.md (a
+table per workload with the ratio of every tgraph configuration to the best peer, and the
+targets of the benchmark suite) and a bar chart of those ratios (SVG).
+
+usage: report.py RAW_LINES OUT.md OUT.svg [--meta KEY=VALUE ...]
+
+A result line is  NAME: median <t> <unit>, min <t> <unit> ...  (unit ns, us, ms or s),
+as bench_util.h's bench_report prints it; one line per round. The first word of NAME is
+the workload (w1..w9); a NAME whose second word starts with numpy, torch or cblas is a
+peer's, every other NAME is tgraph's. The median reported for a configuration is the
+median of its per-round medians, the min the smallest min. A tgraph configuration is
+compared with the fastest peer of its workload whose KEY=VALUE words (threads=2, n=1024,
+chains=1) do not contradict its own. Needs only the Python standard library.
+"""
+import re
+import statistics
+import sys
+from collections import OrderedDict
+
+LINE = re.compile(r"^(?P<name>w\d+\b[^:]*): median (?P<med>[0-9.eE+-]+) (?P<mu>ns|us|ms|s)\b"
+                  r".*?min (?P<min>[0-9.eE+-]+) (?P<nu>ns|us|ms|s)\b")
+SCALE = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}  # to milliseconds
+PEERS = ("numpy", "torch", "cblas")
+
+# Targets of the suite: ("ratio", limit, per-thread) compares the best tgraph ratio to the
+# best peer; ("time", ms, filter) the best tgraph median time of matching configurations.
+TARGETS = OrderedDict([
+    ("w1", [("ratio", 0.5, None, "W1 <= 0.5x the best peer")]),
+    ("w2", [("ratio", 1.05, None, "W2 <= 1.05x a direct BLAS call")]),
+    ("w4", [("ratio", 0.6, None, "W4 <= 0.6x NumPy")]),
+    ("w5", [("time", 0.5e-3, None, "W5 >= 2M calls/s (<= 0.5 us per call)")]),
+    ("w6", [("ratio", 1.0, "threads=1", "W6 <= 1.0x the best peer at 1 thread"),
+            ("ratio", 0.8, "threads=2", "W6 <= 0.8x the best peer at 2 threads")]),
+    ("w7", [("ratio", 0.95, None, "W7 <= 0.95x NumPy")]),
+    ("w8", [("time", 1000.0, "cold", "W8 cold compile <= 1 s"),
+            ("time", 20.0, "warm", "W8 warm (cached) <= 20 ms")]),
+    ("w9", [("time", 0.05, "chains=1", "W9 logp+grad <= 50 us")]),
+])
+
+
+def keyvals(name):
+    return dict(w.split("=", 1) for w in name.split() if "=" in w)
+
+
+def is_peer(name):
+    words = name.split()
+    return len(words) > 1 and words[1].startswith(PEERS)
+
+
+def fmt_ms(ms):
+    if ms >= 1000:
+        return f"{ms / 1000:.3g} s"
+    if ms >= 1:
+        return f"{ms:.3f} ms"
+    if ms >= 1e-3:
+        return f"{ms * 1e3:.3f} us"
+    return f"{ms * 1e6:.1f} ns"
+
+
+def parse(path):
+    runs = OrderedDict()  # name -> ([medians], [mins])
+    notes = []
+    with open(path) as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            m = LINE.match(line)
+            if not m:
+                if re.match(r"^w\d+ .*(skipped|not importable|missing)", line):
+                    notes.append(line)
+                continue
+            med = float(m["med"]) * SCALE[m["mu"]]
+            mn = float(m["min"]) * SCALE[m["nu"]]
+            r = runs.setdefault(m["name"].strip(), ([], []))
+            r[0].append(med)
+            r[1].append(mn)
+    res = OrderedDict()
+    for name, (meds, mins) in runs.items():
+        res[name] = (statistics.median(meds), min(mins), len(meds))
+    return res, sorted(set(notes))
+
+
+def best_peer(res, name):
+    wl = name.split()[0]
+    kv = keyvals(name)
+    best = None
+    for p, (med, _, _) in res.items():
+        if not is_peer(p) or p.split()[0] != wl:
+            continue
+        pkv = keyvals(p)
+        if any(k in pkv and pkv[k] != v for k, v in kv.items()):
+            continue
+        if best is None or med < best[1]:
+            best = (p, med)
+    return best
+
+
+def workload_key(name):
+    m = re.match(r"w(\d+)", name)
+    return int(m.group(1)) if m else 99
+
+
+def svg_chart(rows, path):
+    """rows: (label, ratio). Horizontal bars, a line at 1 (parity with the best peer)."""
+    if not rows:
+        rows = [("no tgraph configuration has a peer", 0.0)]
+    top = max(2.0, min(5.0, max(r for _, r in rows) * 1.1))
+    W, bar, L, R, T = 900, 20, 360, 70, 50
+    H = T + len(rows) * (bar + 6) + 50
+    pw = W - L - R
+
+    def x(v):
+        return L + pw * min(v, top) / top
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+           'font-family="sans-serif" font-size="12">',
+           '<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="15">tgraph time / best '
+           'peer time (median; below 1: tgraph is faster)</text>']
+    for k in range(int(top * 2) + 1):
+        v = k / 2
+        out.append(f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{T - 8}" y2="{H - 40}" '
+                   f'stroke="{"#333" if v == 1 else "#ddd"}"/>')
+        out.append(f'<text x="{x(v):.1f}" y="{H - 25}" text-anchor="middle">{v:g}x</text>')
+    for i, (label, r) in enumerate(rows):
+        y = T + i * (bar + 6)
+        color = "#2ca02c" if r <= 1 else "#d62728"
+        out.append(f'<text x="{L - 8}" y="{y + bar - 5}" text-anchor="end">{label}</text>')
+        out.append(f'<rect x="{L}" y="{y}" width="{x(r) - L:.1f}" height="{bar}" '
+                   f'fill="{color}"/>')
+        out.append(f'<text x="{x(r) + 4:.1f}" y="{y + bar - 5}">{r:.2f}x'
+                   f'{" (clipped)" if r > top else ""}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def main(argv):
+    if len(argv) < 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    raw, md_path, svg_path = argv[1:4]
+    meta = [a.split("=", 1) for a in argv[4:] if "=" in a and not a.startswith("--")]
+    res, notes = parse(raw)
+    names = sorted(res, key=lambda n: (workload_key(n), is_peer(n)))
+    lines = ["# Benchmark results", "",
+             "Written by `make bench` (bench/run.sh, bench/report.py). Each time is the median "
+             "of the per-round medians of interleaved rounds (the min is the fastest single "
+             "run); ratio = tgraph's median / the best peer's median for the same thread "
+             "count, so below 1 tgraph is faster. Figures from a shared or busy machine are "
+             "indicative only.", ""]
+    for k, v in meta:
+        lines.append(f"- {k}: {v}")
+    lines += ["", "| workload | configuration | median | min | best peer (median) | ratio |",
+              "|---|---|---:|---:|---|---:|"]
+    chart = []
+    ratios = {}
+    for n in names:
+        med, mn, rounds = res[n]
+        wl, conf = n.split()[0], " ".join(n.split()[1:])
+        peer = "" if is_peer(n) else best_peer(res, n)
+        cell, ratio = "(peer)" if is_peer(n) else "no peer", ""
+        if peer:
+            cell = f"{' '.join(peer[0].split()[1:])} ({fmt_ms(peer[1])})"
+            ratios[n] = med / peer[1]
+            ratio = f"**{ratios[n]:.2f}x**"
+            chart.append((n, ratios[n]))
+        lines.append(f"| {wl.upper()} | {conf} | {fmt_ms(med)} | {fmt_ms(mn)} | {cell} | {ratio} |")
+    if notes:
+        lines += ["", "Notes from the run:", ""] + [f"- {n}" for n in notes]
+    lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
+    for wl, rules in TARGETS.items():
+        for kind, limit, filt, text in rules:
+            tg = [n for n in names if n.split()[0] == wl and not is_peer(n)
+                  and (filt is None or filt in n.split() or filt in n)]
+            if kind == "ratio":
+                have = [(ratios[n], n) for n in tg if n in ratios]
+                if not have:
+                    lines.append(f"| {text} | not measured | - |")
+                    continue
+                r, n = min(have)
+                lines.append(f"| {text} | {r:.2f}x ({n}) | {'yes' if r <= limit else '**no**'} |")
+            else:
+                have = [(res[n][0], n) for n in tg]
+                if not have:
+                    lines.append(f"| {text} | not measured | - |")
+                    continue
+                t, n = min(have)
+                lines.append(f"| {text} | {fmt_ms(t)} ({n}) | {'yes' if t <= limit else '**no**'} |")
+    lines += ["", f"Chart of the ratios: [{svg_path.split('/')[-1]}]({svg_path.split('/')[-1]})", ""]
+    with open(md_path, "w") as f:
+        f.write("\n".join(lines))
+    svg_chart(chart, svg_path)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
