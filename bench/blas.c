@@ -12,18 +12,22 @@
  *       fused elementwise form (one pass); the CBLAS peer is memcpy of A and one dger.
  *  W7   matmul of 64x128x128 by 64x128x128 f64: a loop of gemm over the pool; the CBLAS
  *       peer is a loop of 64 dgemm.
- *  lin  a linear layer's forward and backward: h = tanh(x@W + b), loss = sum(h * t),
- *       gradients of W and b (x: 256x512, W: 512x256, f32); the CBLAS peer computes the
- *       same with two sgemm and C loops.
+ *  W10  a linear layer's forward and backward (--only lin, lin_sgd): h = tanh(x@W + b),
+ *       loss = sum(h * t), gradients of W and b (x: 256x512, W: 512x256, f32); the CBLAS
+ *       peer computes the same with two sgemm and C loops. lin_sgd: the same step ending
+ *       with the update W - 0.01 gW, b - 0.01 gb (the lowering makes gW's product and the
+ *       update one gemm).
  * Every tgraph configuration runs with the lowering and with --no-blas (tg_compile_opts
  * no_blas), at 1 and 2 threads (tgraph's pool; the CBLAS peer sets OpenBLAS's thread
  * count). Results are checked against the CBLAS peer before timing. Outputs go into
  * preallocated tensors (tg_fn_call_into) after two warm-up calls.
  *
- * usage: bench_blas [-n RUNS] [--only w2|w3|w4|w7|lin] [--threads T] [--cpu]
+ * usage: bench_blas [-n RUNS] [--only w2|w3|w4|w7|lin|lin_sgd] [--threads T] [--cpu]
  * (--cpu: the process's CPU time instead of the wall clock, as bench_w1 --cpu: on a loaded
  * machine it leaves out the time other processes ran)
- * Prints one line per configuration: "w2 n=256 f64 tgraph threads=1: median ... (N runs)".
+ * Prints one line per configuration in bench/run.sh's format, "WORKLOAD WHO KEY=VALUE...":
+ * "w2 vm n=256 dtype=f64 threads=1: median ... (N runs)", WHO being vm (tgraph),
+ * vm-no-blas (tgraph without the lowering) or cblas.
  */
 #include "tgraph.h"
 #include "bench_util.h"
@@ -89,7 +93,8 @@ static double max_rel_diff(const tg_tensor *a, const void *b, int64_t n) {
 
 /* A workload: a tgraph function and a direct CBLAS version of the same work. */
 typedef struct work {
-    const char *name;
+    const char *name; /* workload (first word of the result lines) */
+    const char *kv;   /* its KEY=VALUE words */
     tg_graph *g;
     tg_tensor **in;
     int nin;
@@ -120,7 +125,8 @@ static void run_work(work *w) {
             w->peer(w);
             double err = max_rel_diff(w->out[0], w->peer_out, w->peer_n);
             if (err > (tg_tensor_dtype(w->out[0]) == TG_DT_F32 ? 1e-3 : 1e-9)) {
-                fprintf(stderr, "bench_blas: %s: tgraph and CBLAS differ (%g)\n", w->name, err);
+                fprintf(stderr, "bench_blas: %s %s: tgraph and CBLAS differ (%g)\n", w->name, w->kv,
+                    err);
                 exit(1);
             }
             for (int r = 0; r < runs;) {
@@ -141,11 +147,11 @@ static void run_work(work *w) {
             }
             blas_threads(1);
             char name[160];
-            snprintf(name, sizeof name, "%s tgraph%s threads=%d%s", w->name,
-                     nb ? " no-blas" : "", th, cpu ? " cpu-time" : "");
+            snprintf(name, sizeof name, "%s %s %s threads=%d%s", w->name, nb ? "vm-no-blas" : "vm",
+                     w->kv, th, cpu ? " cpu-time" : "");
             bench_report(name, tt, runs);
             if (!nb) {
-                snprintf(name, sizeof name, "%s cblas threads=%d%s", w->name, th,
+                snprintf(name, sizeof name, "%s cblas %s threads=%d%s", w->name, w->kv, th,
                          cpu ? " cpu-time" : "");
                 bench_report(name, tp, runs);
             }
@@ -199,13 +205,13 @@ static void bench_w2(void) {
                      "  p = add(mul(0.5, dot(X, Y)), mul(2, Z0))\n  return p\n}\n",
                      dt, (long long)n, (long long)n, dt, (long long)n, (long long)n, dt,
                      (long long)n, (long long)n);
-            snprintf(name, sizeof name, "w2 n=%lld %s", (long long)n, dt);
+            snprintf(name, sizeof name, "n=%lld dtype=%s", (long long)n, dt);
             tg_module *m = NULL;
             int64_t sh[2] = {n, n};
             tg_tensor *in[3] = {tensor(t, 2, sh, 1), tensor(t, 2, sh, 2), tensor(t, 2, sh, 3)};
             tg_tensor *out[1] = {tensor(t, 2, sh, 0)};
-            work w = {.name = name, .g = parse_func(&m, src), .in = in, .nin = 3, .out = out,
-                      .nout = 1, .peer = w2_peer, .peer_n = n * n};
+            work w = {.name = "w2", .kv = name, .g = parse_func(&m, src), .in = in, .nin = 3,
+                      .out = out, .nout = 1, .peer = w2_peer, .peer_n = n * n};
             w.peer_out = malloc((size_t)(n * n) * (d ? 4 : 8));
             run_work(&w);
             free_work(&w, m);
@@ -230,14 +236,14 @@ static void bench_w3(void) {
                  "func w3(A: f64[%lld,%lld], x: f64[%lld], b: f64[%lld]) {\n"
                  "  p = add(dot(A, x%s), b)\n  return p\n}\n",
                  (long long)n, (long long)n, (long long)n, (long long)n, rev ? "[::-1]" : "");
-        snprintf(name, sizeof name, "w3 n=%lld f64%s", (long long)n, rev ? " x[::-1]" : "");
+        snprintf(name, sizeof name, "n=%lld x=%s", (long long)n, rev ? "reversed" : "forward");
         tg_module *m = NULL;
         int64_t sh[2] = {n, n};
         tg_tensor *in[3] = {tensor(TG_DT_F64, 2, sh, 4), tensor(TG_DT_F64, 1, &n, 5),
                             tensor(TG_DT_F64, 1, &n, 6)};
         tg_tensor *out[1] = {tensor(TG_DT_F64, 1, &n, 0)};
-        work w = {.name = name, .g = parse_func(&m, src), .in = in, .nin = 3, .out = out,
-                  .nout = 1, .peer = w3_peer, .peer_n = n, .ctx = &rev};
+        work w = {.name = "w3", .kv = name, .g = parse_func(&m, src), .in = in, .nin = 3,
+                  .out = out, .nout = 1, .peer = w3_peer, .peer_n = n, .ctx = &rev};
         w.peer_out = malloc((size_t)n * 8);
         run_work(&w);
         free_work(&w, m);
@@ -265,7 +271,7 @@ static void bench_w4(void) {
     tg_tensor *in[3] = {tensor(TG_DT_F64, 2, sh, 7), tensor(TG_DT_F64, 1, &n, 8),
                         tensor(TG_DT_F64, 1, &n, 9)};
     tg_tensor *out[1] = {tensor(TG_DT_F64, 2, sh, 0)};
-    work w = {.name = "w4 n=2048 f64", .g = parse_func(&m, src), .in = in, .nin = 3,
+    work w = {.name = "w4", .kv = "n=2048", .g = parse_func(&m, src), .in = in, .nin = 3,
               .out = out, .nout = 1, .peer = w4_peer, .peer_n = n * n};
     w.peer_out = malloc((size_t)(n * n) * 8);
     run_work(&w);
@@ -289,8 +295,8 @@ static void bench_w7(void) {
     int64_t sh[3] = {64, 128, 128};
     tg_tensor *in[2] = {tensor(TG_DT_F64, 3, sh, 10), tensor(TG_DT_F64, 3, sh, 11)};
     tg_tensor *out[1] = {tensor(TG_DT_F64, 3, sh, 0)};
-    work w = {.name = "w7 64x128x128 f64", .g = parse_func(&m, src), .in = in, .nin = 2,
-              .out = out, .nout = 1, .peer = w7_peer, .peer_n = 64 * 128 * 128};
+    work w = {.name = "w7", .kv = "batch=64x128x128", .g = parse_func(&m, src), .in = in,
+              .nin = 2, .out = out, .nout = 1, .peer = w7_peer, .peer_n = 64 * 128 * 128};
     w.peer_out = malloc((size_t)(64 * 128 * 128) * 8);
     run_work(&w);
     free_work(&w, m);
@@ -321,12 +327,41 @@ static void lin_peer(work *w) {
                 w->peer_out, LO);
 }
 
-static void bench_lin(void) {
-    const char *src = "func lin(x: f32[256,512], W: f32[512,256], b: f32[256], t: f32[256,256]) {\n"
-                      "  h = tanh(add(dot(x, W), b))\n"
-                      "  loss = sum(mul(h, t))\n"
-                      "  gW, gb = grad(loss, W, b)\n"
-                      "  return gW, gb, loss\n}\n";
+/* With `sgd`, the step also updates the parameters (W - 0.01 gW, b - 0.01 gb), which the
+ * lowering folds into the gradient's gemm. */
+static void lin_sgd_peer(work *w) {
+    lin_peer_data *d = w->ctx;
+    const float *x = tg_tensor_data(w->in[0]), *W = tg_tensor_data(w->in[1]);
+    const float *b = tg_tensor_data(w->in[2]), *t = tg_tensor_data(w->in[3]);
+    for (int i = 0; i < LB; i++) memcpy(d->h + i * LO, b, sizeof(float) * LO);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, LB, LO, LI, 1.0f, x, LI, W, LO, 1.0f,
+                d->h, LO);
+    memset(d->gb, 0, sizeof(float) * LO);
+    for (int i = 0; i < LB * LO; i++) {
+        float h = tanhf(d->h[i]);
+        d->gh[i] = t[i] * (1.0f - h * h);
+        d->gb[i % LO] += d->gh[i];
+    }
+    memcpy(w->peer_out, W, sizeof(float) * LI * LO);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, LI, LO, LB, -0.01f, x, LI, d->gh, LO,
+                1.0f, w->peer_out, LO);
+}
+
+static void bench_lin(bool sgd) {
+    const char *src = sgd ? "func lin(x: f32[256,512], W: f32[512,256], b: f32[256], "
+                            "t: f32[256,256]) {\n"
+                            "  h = tanh(add(dot(x, W), b))\n"
+                            "  loss = sum(mul(h, t))\n"
+                            "  gW, gb = grad(loss, W, b)\n"
+                            "  W2 = sub(W, mul(0.01, gW))\n"
+                            "  b2 = sub(b, mul(0.01, gb))\n"
+                            "  return W2, b2, loss\n}\n"
+                          : "func lin(x: f32[256,512], W: f32[512,256], b: f32[256], "
+                            "t: f32[256,256]) {\n"
+                            "  h = tanh(add(dot(x, W), b))\n"
+                            "  loss = sum(mul(h, t))\n"
+                            "  gW, gb = grad(loss, W, b)\n"
+                            "  return gW, gb, loss\n}\n";
     tg_module *m = NULL;
     tg_tensor *in[4] = {tensor(TG_DT_F32, 2, (int64_t[]){LB, LI}, 12),
                         tensor(TG_DT_F32, 2, (int64_t[]){LI, LO}, 13),
@@ -337,8 +372,9 @@ static void bench_lin(void) {
                          tensor(TG_DT_F32, 0, NULL, 0)};
     lin_peer_data d = {malloc(sizeof(float) * LB * LO), malloc(sizeof(float) * LB * LO),
                        malloc(sizeof(float) * LO)};
-    work w = {.name = "lin 256x512x256 f32 fwd+bwd", .g = parse_func(&m, src), .in = in,
-              .nin = 4, .out = out, .nout = 3, .peer = lin_peer, .peer_n = LI * LO, .ctx = &d};
+    work w = {.name = "w10", .kv = sgd ? "linear=fwd+bwd+sgd" : "linear=fwd+bwd",
+              .g = parse_func(&m, src), .in = in, .nin = 4, .out = out, .nout = 3,
+              .peer = sgd ? lin_sgd_peer : lin_peer, .peer_n = LI * LO, .ctx = &d};
     w.peer_out = malloc(sizeof(float) * LI * LO);
     run_work(&w);
     free(d.h);
@@ -358,8 +394,8 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--cpu") == 0)
             cpu = 1;
         else {
-            fprintf(stderr, "usage: bench_blas [-n RUNS] [--only w2|w3|w4|w7|lin] [--threads T] "
-                            "[--cpu]\n");
+            fprintf(stderr, "usage: bench_blas [-n RUNS] [--only w2|w3|w4|w7|lin|lin_sgd] "
+                            "[--threads T] [--cpu]\n");
             return 2;
         }
     }
@@ -367,9 +403,10 @@ int main(int argc, char **argv) {
     struct {
         const char *name;
         void (*fn)(void);
-    } all[] = {{"w2", bench_w2}, {"w3", bench_w3}, {"w4", bench_w4}, {"w7", bench_w7},
-               {"lin", bench_lin}};
+    } all[] = {{"w2", bench_w2}, {"w3", bench_w3}, {"w4", bench_w4}, {"w7", bench_w7}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!only || strcmp(only, all[i].name) == 0) all[i].fn();
+    for (int sgd = 0; sgd <= 1; sgd++)
+        if (!only || strcmp(only, sgd ? "lin_sgd" : "lin") == 0) bench_lin(sgd);
     return 0;
 }

@@ -4,9 +4,10 @@ at 1 and 2 BLAS threads (each thread count in a child process started with
 OPENBLAS_NUM_THREADS set, since OpenBLAS reads it once), timed as bench_blas times tgraph:
 two warm-up calls, then the median and minimum of N runs. Each workload runs as a plain
 expression and, where NumPy allows it, with preallocated outputs (out=), the fastest way
-it offers. Prints lines in bench_blas's format ("w2 n=256 f64 numpy threads=1: median ...").
+it offers. Prints lines in bench_blas's format ("w2 numpy n=256 dtype=f64 threads=1: median ...";
+numpy-out for the out= variants).
 
-usage: blas_peers.py [-n RUNS] [--only w2|w3|w4|w7|lin] [--threads T] [--cpu]
+usage: blas_peers.py [-n RUNS] [--only w2|w3|w4|w7|lin|lin_sgd] [--threads T] [--cpu]
 (--cpu: process CPU time instead of the wall clock, as bench_blas --cpu)
 Run it with Debian's /usr/bin/python3 (python3-numpy).
 """
@@ -37,10 +38,11 @@ def child(a):
     suffix = " cpu-time" if a.cpu else ""
     rng = np.random.default_rng(0)
 
-    def report(name, fn):
+    def report(name, fn, who="numpy"):
+        wl, kv = name.split(" ", 1)
         med, mn = timeit(fn, a.n, clock)
-        print("%s numpy threads=%d%s: median %.3f ms, min %.3f ms (%d runs)"
-              % (name, th, suffix, med * 1e3, mn * 1e3, a.n), flush=True)
+        print("%s %s %s threads=%d%s: median %.3f ms, min %.3f ms (%d runs)"
+              % (wl, who, kv, th, suffix, med * 1e3, mn * 1e3, a.n), flush=True)
 
     def want(w):
         return a.only is None or a.only == w
@@ -50,7 +52,7 @@ def child(a):
             for dt in (np.float64, np.float32):
                 X, Y, Z0 = (rng.standard_normal((n, n)).astype(dt) for _ in range(3))
                 o = np.empty_like(Z0)
-                name = "w2 n=%d %s" % (n, "f64" if dt == np.float64 else "f32")
+                name = "w2 n=%d dtype=%s" % (n, "f64" if dt == np.float64 else "f32")
 
                 def w2_out():
                     np.matmul(X, Y, out=o)
@@ -58,7 +60,7 @@ def child(a):
                     np.add(o, 2 * Z0, out=o)
 
                 report(name, lambda: 0.5 * (X @ Y) + 2 * Z0)
-                report(name + " out=", w2_out)
+                report(name, w2_out, "numpy-out")
     if want("w3"):
         n = 4096
         A = rng.standard_normal((n, n))
@@ -69,11 +71,11 @@ def child(a):
             np.matmul(A, v, out=o)
             np.add(o, b, out=o)
 
-        report("w3 n=%d f64" % n, lambda: A @ x + b)
-        report("w3 n=%d f64 out=" % n, lambda: w3_out(x))
+        report("w3 n=%d x=forward" % n, lambda: A @ x + b)
+        report("w3 n=%d x=forward" % n, lambda: w3_out(x), "numpy-out")
         xr = x[::-1]
-        report("w3 n=%d f64 x[::-1]" % n, lambda: A @ xr + b)
-        report("w3 n=%d f64 x[::-1] out=" % n, lambda: w3_out(xr))
+        report("w3 n=%d x=reversed" % n, lambda: A @ xr + b)
+        report("w3 n=%d x=reversed" % n, lambda: w3_out(xr), "numpy-out")
     if want("w4"):
         n = 2048
         A = rng.standard_normal((n, n))
@@ -85,15 +87,15 @@ def child(a):
             np.multiply(o, 0.1, out=o)
             np.add(o, A, out=o)
 
-        report("w4 n=%d f64" % n, lambda: A + 0.1 * np.outer(x, y))
-        report("w4 n=%d f64 out=" % n, w4_out)
+        report("w4 n=%d" % n, lambda: A + 0.1 * np.outer(x, y))
+        report("w4 n=%d" % n, w4_out, "numpy-out")
     if want("w7"):
         A = rng.standard_normal((64, 128, 128))
         B = rng.standard_normal((64, 128, 128))
         o = np.empty_like(A)
-        report("w7 64x128x128 f64", lambda: np.matmul(A, B))
-        report("w7 64x128x128 f64 out=", lambda: np.matmul(A, B, out=o))
-    if want("lin"):
+        report("w7 batch=64x128x128", lambda: np.matmul(A, B))
+        report("w7 batch=64x128x128", lambda: np.matmul(A, B, out=o), "numpy-out")
+    if want("lin") or want("lin_sgd"):
         x = rng.standard_normal((256, 512)).astype(np.float32)
         W = rng.standard_normal((512, 256)).astype(np.float32)
         b = rng.standard_normal(256).astype(np.float32)
@@ -105,7 +107,14 @@ def child(a):
             gh = t * (1 - h * h)
             return x.T @ gh, gh.sum(axis=0), loss
 
-        report("lin 256x512x256 f32 fwd+bwd", lin)
+        def lin_sgd():
+            gW, gb, loss = lin()
+            return W - np.float32(0.01) * gW, b - np.float32(0.01) * gb, loss
+
+        if a.only in (None, "lin"):
+            report("w10 linear=fwd+bwd", lin)
+        if a.only in (None, "lin_sgd"):
+            report("w10 linear=fwd+bwd+sgd", lin_sgd)
 
 
 def main():

@@ -7,18 +7,20 @@ usage: report.py RAW_LINES OUT.md OUT.svg [--meta KEY=VALUE ...]
 
 A result line is  NAME: median <t> <unit>, min <t> <unit> ...  (unit ns, us, ms or s),
 as bench_util.h's bench_report prints it; one line per round. The first word of NAME is
-the workload (w1..w9); a NAME whose second word starts with numpy, torch or cblas is a
-peer's, every other NAME is tgraph's. The median reported for a configuration is the
-median of its per-round medians, the min the smallest min. A tgraph configuration is
-compared with the fastest peer of its workload whose KEY=VALUE words (threads=2, n=1024,
-chains=1) do not contradict its own. Needs only the Python standard library.
+the workload (w1..w9, or another name); a NAME with a word that starts with numpy, torch
+or cblas is a peer's (that word names the peer), every other NAME is tgraph's. The
+median reported for a configuration is the median of its per-round medians, the min the
+smallest min. A tgraph configuration is compared with the fastest peer of its workload
+whose other words all describe it too: each is one of its words, or a KEY=VALUE whose
+KEY it does not mention (so "w6 numpy threads=2" pairs with "w6 vm threads=2" only, and
+"w1 numpy" with every W1 configuration). Needs only the Python standard library.
 """
 import re
 import statistics
 import sys
 from collections import OrderedDict
 
-LINE = re.compile(r"^(?P<name>w\d+\b[^:]*): median (?P<med>[0-9.eE+-]+) (?P<mu>ns|us|ms|s)\b"
+LINE = re.compile(r"^(?P<name>[A-Za-z]\S*\b[^:]*): median (?P<med>[0-9.eE+-]+) (?P<mu>ns|us|ms|s)\b"
                   r".*?min (?P<min>[0-9.eE+-]+) (?P<nu>ns|us|ms|s)\b")
 SCALE = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}  # to milliseconds
 PEERS = ("numpy", "torch", "cblas")
@@ -43,9 +45,29 @@ def keyvals(name):
     return dict(w.split("=", 1) for w in name.split() if "=" in w)
 
 
+def peer_word(name):
+    """The word naming the peer, or None for tgraph's lines."""
+    for w in name.split()[1:]:
+        if w.startswith(PEERS):
+            return w
+    return None
+
+
 def is_peer(name):
-    words = name.split()
-    return len(words) > 1 and words[1].startswith(PEERS)
+    return peer_word(name) is not None
+
+
+def describes(peer, name):
+    """True when every word of peer (but the peer's own) describes tgraph's line name."""
+    words, kv = set(name.split()), keyvals(name)
+    pw = peer_word(peer)
+    for w in peer.split():
+        if w == pw or w in words:
+            continue
+        if "=" in w and w.split("=", 1)[0] not in kv:
+            continue
+        return False
+    return True
 
 
 def fmt_ms(ms):
@@ -81,23 +103,16 @@ def parse(path):
 
 
 def best_peer(res, name):
-    wl = name.split()[0]
-    kv = keyvals(name)
     best = None
     for p, (med, _, _) in res.items():
-        if not is_peer(p) or p.split()[0] != wl:
-            continue
-        pkv = keyvals(p)
-        if any(k in pkv and pkv[k] != v for k, v in kv.items()):
-            continue
-        if best is None or med < best[1]:
+        if is_peer(p) and describes(p, name) and (best is None or med < best[1]):
             best = (p, med)
     return best
 
 
 def workload_key(name):
-    m = re.match(r"w(\d+)", name)
-    return int(m.group(1)) if m else 99
+    m = re.match(r"w(\d+)$", name.split()[0])
+    return (int(m.group(1)), "") if m else (99, name.split()[0])
 
 
 def svg_chart(rows, path):

@@ -44,12 +44,16 @@ w1 bin bench_w1 -n $runs
 w1 py w1_peers.py -n $runs
 w5 bin bench_w5
 w6 bin bench_w6 -n $runs
+w6 bin bench_w6 -n $runs --mode c
 w6 py w6_peers.py -n $runs --threads 1
 w6 py w6_peers.py -n $runs --threads 2
 w8 bin bench_w8 -n $runs
 w9 bin bench_w9 -n $runs
+w9 bin bench_w9 -n $runs --mode c
 w9 py w9_peers.py -n $runs --threads 1
 w9 py w9_peers.py -n $runs --threads 2
+w2 bin bench_blas -n $runs
+w2 py blas_peers.py -n $runs
 EOF
 }
 

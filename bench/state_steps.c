@@ -11,7 +11,9 @@
  *
  *   build/bench/bench_state_steps [-n STEPS] [--profile]
  *
- * Prints per way: time per step (median over 10 blocks of STEPS/10), allocations and
+ * Runs the three ways twice, interleaved (state, stateless, manual, state, ...), so that
+ * warm-up and machine load hit all of them alike. Prints per run: time per step (median
+ * over 10 blocks of STEPS/10), allocations and
  * bytes allocated per step, the growth of live bytes over the loop, and for `state`
  * whether the parameter buffers alternated between two addresses (no copy in or out).
  * --profile prints the VM's per-node table of the state step (no copy node).
@@ -21,9 +23,9 @@
 #include "bench_util.h"
 
 typedef struct counting {
-    long allocs;      /* allocations (and growths) */
-    long long bytes;  /* bytes asked for */
-    long long live;   /* bytes held */
+    long allocs;     /* allocations (and growths) */
+    long long bytes; /* bytes asked for */
+    long long live;  /* bytes held */
 } counting;
 
 static void *counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -41,12 +43,12 @@ static void *counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return p;
 }
 
-#define STEP_BODY                                                                          \
-    "    logits = add(dot(x, W), b)\n"                                                    \
-    "    lp = log_softmax(logits, axis=1)\n"                                               \
-    "    loss = neg(mean(take_along(lp, expand_dims(y, axis=1), axis=1)))\n"               \
-    "    gW, gb = grad(loss, W, b)\n"                                                      \
-    "    W2 = sub(W, mul(0.1, gW))\n"                                                      \
+#define STEP_BODY                                                                                  \
+    "    logits = add(dot(x, W), b)\n"                                                             \
+    "    lp = log_softmax(logits, axis=1)\n"                                                       \
+    "    loss = neg(mean(take_along(lp, expand_dims(y, axis=1), axis=1)))\n"                       \
+    "    gW, gb = grad(loss, W, b)\n"                                                              \
+    "    W2 = sub(W, mul(0.1, gW))\n"                                                              \
     "    b2 = sub(b, mul(0.1, gb))\n"
 
 static const char src_state[] = "func step(mut W: f32[784,10], mut b: f32[10], x: f32[256,784], "
@@ -67,8 +69,10 @@ int main(int argc, char **argv) {
     int steps = 1000;
     bool profile = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--profile") == 0) profile = true;
+        if (strcmp(argv[i], "-n") == 0 && i + 1 < argc)
+            steps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--profile") == 0)
+            profile = true;
     }
     if (steps < 10) steps = 10;
     counting c = {0};
@@ -87,12 +91,13 @@ int main(int argc, char **argv) {
     printf("1,000-step loop of softmax regression (W f32[784,10], batch 256), %d steps\n", steps);
     printf("%-10s %12s %14s %16s %14s\n", "way", "ms/step", "allocs/step", "bytes/step",
            "live growth");
-    for (int way = 0; way < 3; way++) {
+    for (int run = 0; run < 6; run++) { /* two rounds of the three ways, interleaved */
+        int way = run % 3;
         const char *src = way == 0 ? src_state : src_plain;
         tg_module *m = NULL;
         tg_fn *f = NULL;
         if (tg_module_parse(ctx, src, strlen(src), "step.tg", &m) != TG_OK) return fail("parse");
-        tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 1, .profile = profile && way == 0};
+        tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 1, .profile = profile && run == 3};
         if (tg_graph_compile(tg_module_func(m, 0), &o, &f) != TG_OK) return fail("compile");
         tg_tensor *in[4] = {NULL, NULL, x, y}, *out[3] = {NULL, NULL, NULL};
         tg_tensor *pW[2], *pb[2];
@@ -111,7 +116,7 @@ int main(int argc, char **argv) {
             st = tg_fn_call(f, in, 4, out, 3);
         }
         if (st != TG_OK) return fail("warm-up");
-        if (profile && way == 0) tg_fn_profile_reset(f);
+        if (profile && run == 3) tg_fn_profile_reset(f);
         void *addr0 = way == 0 ? tg_tensor_data(tg_fn_state(f, 0)) : NULL;
         bool alternate = true;
         long a0 = c.allocs;
@@ -124,8 +129,7 @@ int main(int argc, char **argv) {
                 if (way == 0) {
                     st = tg_fn_call_into(f, in + 2, 2, &loss, 1);
                     bool moved = (blk * per + s) % 2 == 0; /* away from addr0 */
-                    alternate = alternate &&
-                                (tg_tensor_data(tg_fn_state(f, 0)) == addr0) == !moved;
+                    alternate = alternate && (tg_tensor_data(tg_fn_state(f, 0)) == addr0) == !moved;
                 } else if (way == 1) {
                     in[0] = out[1];
                     in[1] = out[2];
@@ -149,9 +153,8 @@ int main(int argc, char **argv) {
         static const char *const names[] = {"state", "stateless", "manual"};
         printf("%-10s %12.4f %14.2f %16.0f %14lld%s\n", names[way], 0.5 * (t[4] + t[5]) * 1e3,
                (double)(c.allocs - a0) / n, (double)(c.bytes - b0) / n, c.live - l0,
-               way == 0 ? (alternate ? "  (W alternates between 2 buffers)" : "  (W moved!)")
-                        : "");
-        if (profile && way == 0) tg_fn_profile_print(f, stdout);
+               way == 0 ? (alternate ? "  (W alternates between 2 buffers)" : "  (W moved!)") : "");
+        if (profile && run == 3) tg_fn_profile_print(f, stdout);
         for (int k = 0; k < 3; k++) tg_tensor_free(out[k]);
         for (int k = 0; k < 2; k++) {
             tg_tensor_free(pW[k]);

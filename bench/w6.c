@@ -14,6 +14,14 @@
 
 static int profile;
 
+/* the synthetic batch's pixels and labels (xorshift64*) */
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
 static tg_fn *compile_step(tg_graph *g, tg_mode mode, int threads) {
     tg_compile_opts o = {.mode = mode, .nthreads = threads, .profile = profile};
     tg_fn *f = NULL;

@@ -233,6 +233,25 @@ static int write_png(const char *dir, const double *loss, const double *acc, int
     return rc == 0 ? 0 : -1;
 }
 
+/* ---- shuffling ------------------------------------------------------------------ */
+
+/* order = permutation(fold_in(key(seed), epoch), n): a new order of the n training
+ * examples per epoch, from tgraph's random numbers (input epoch i64[]). */
+static tg_graph *build_shuffle(int64_t n, int64_t seed) {
+    tg_graph *g = tg_graph_new(NULL, "shuffle");
+    tg_var *epoch = tg_input(g, "epoch", TG_DT_I64, 0, NULL);
+    tg_attr sa = TG_A_INT("seed", seed + 1000), na = TG_A_INT("n", n);
+    tg_var *k = tg_apply(g, "key", NULL, 0, &sa, 1);
+    tg_var *ke = tg_apply(g, "fold_in", (tg_var *[]){k, epoch}, 2, NULL, 0);
+    tg_var *perm = tg_apply(g, "permutation", &ke, 1, &na, 1);
+    if (!perm || tg_graph_set_outputs(g, &perm, 1) != TG_OK) {
+        die("building the shuffle: %s", tg_graph_error(g));
+        tg_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
 /* ---- evaluation, saving and reloading ---------------------------------------------- */
 
 /* Runs the evaluation function (compiled for EVAL_BATCH rows) over a whole split, in
@@ -385,11 +404,11 @@ int main(int argc, char **argv) {
     if (rc) return rc;
     rc = 1;
     dataset train = {0}, test = {0};
-    tg_graph *gs = NULL, *ge = NULL;
-    tg_fn *step = NULL, *eval = NULL, *eval2 = NULL;
+    tg_graph *gs = NULL, *ge = NULL, *gp = NULL;
+    tg_fn *step = NULL, *eval = NULL, *eval2 = NULL, *shuffle = NULL;
+    tg_tensor *order_t = NULL, *epoch_t = NULL;
     tg_pool *pool = NULL;
     tg_tensor *xb = NULL, *yb = NULL, *loss = NULL, *lrt = NULL, *reloaded[NPARAM] = {0}, *pred = NULL;
-    int64_t *order = NULL;
     double *ep_loss = NULL, *ep_acc = NULL;
 
     struct stat sb;
@@ -412,12 +431,14 @@ int main(int argc, char **argv) {
     if (!pool || !(gs = build_step(o.batch)) || !(ge = build_eval(EVAL_BATCH))) goto done;
     tg_compile_opts co = {.mode = o.mode, .pool = pool};
     tg_compile_opts cs = {.mode = o.mode, .pool = pool, .profile = o.profile != 0};
-    if (tg_graph_compile(gs, &cs, &step) != TG_OK || tg_graph_compile(ge, &co, &eval) != TG_OK) {
+    if (!(gp = build_shuffle(train.n, (int64_t)o.seed))) goto done;
+    if (tg_graph_compile(gs, &cs, &step) != TG_OK || tg_graph_compile(ge, &co, &eval) != TG_OK ||
+        tg_graph_compile(gp, &co, &shuffle) != TG_OK) {
         die("compiling (backend %s): %s", o.mode_name, tg_last_error());
         goto done;
     }
-    if (init_params(step, o.seed) != TG_OK) {
-        die("the step function has no parameter state");
+    if (init_params(step, (int64_t)o.seed) != TG_OK) {
+        die("initialising the weights: %s", tg_last_error());
         goto done;
     }
     printf("model: MLP 784-256-10 (relu), softmax cross-entropy, Adam (lr %g, cosine decay), "
@@ -432,25 +453,27 @@ int main(int argc, char **argv) {
     yb = tg_tensor_new(NULL, TG_DT_I64, 1, &B);
     loss = tg_tensor_new(NULL, TG_DT_F32, 0, NULL);
     lrt = tg_tensor_new(NULL, TG_DT_F32, 0, NULL);
-    order = malloc(sizeof *order * (size_t)train.n);
+    order_t = tg_tensor_new(NULL, TG_DT_I64, 1, &train.n);
+    epoch_t = tg_tensor_new(NULL, TG_DT_I64, 0, NULL);
     ep_loss = calloc((size_t)o.epochs, sizeof *ep_loss);
     ep_acc = calloc((size_t)o.epochs, sizeof *ep_acc);
-    if (!xb || !yb || !loss || !lrt || !order || !ep_loss || !ep_acc) {
+    if (!xb || !yb || !loss || !lrt || !order_t || !epoch_t || !ep_loss || !ep_acc) {
         die("out of memory");
         goto done;
     }
-    for (int64_t i = 0; i < train.n; i++) order[i] = i;
 
     tg_tensor *params[NPARAM];
     int64_t per_epoch = train.n / B * B;
     progress pr = {.start = now(), .total = (int64_t)o.epochs * per_epoch, .tty = isatty(2)};
-    uint64_t rs = o.seed * 0xD1B54A32D192ED03ull + 7;
     double train_time = 0;
     for (int ep = 0; ep < o.epochs; ep++) {
-        for (int64_t i = train.n - 1; i > 0; i--) { /* shuffle */
-            int64_t j = (int64_t)(rng_next(&rs) % (uint64_t)(i + 1)), t = order[i];
-            order[i] = order[j], order[j] = t;
+        /* this epoch's order of the examples: permutation(fold_in(key, epoch)) */
+        *(int64_t *)tg_tensor_data(epoch_t) = ep;
+        if (tg_fn_call_into(shuffle, &epoch_t, 1, &order_t, 1) != TG_OK) {
+            die("shuffling: %s", tg_last_error());
+            goto done;
         }
+        const int64_t *order = tg_tensor_data(order_t);
         double sum = 0, te = now();
         int64_t seen = 0;
         /* full batches of the shuffled order (the few examples left over this epoch come
@@ -562,12 +585,15 @@ done:
     tg_tensor_free(train.y);
     tg_tensor_free(test.x);
     tg_tensor_free(test.y);
-    free(order);
+    tg_tensor_free(order_t);
+    tg_tensor_free(epoch_t);
     free(ep_loss);
     free(ep_acc);
     tg_fn_free(eval2);
     tg_fn_free(eval);
     tg_fn_free(step);
+    tg_fn_free(shuffle);
+    tg_graph_free(gp);
     tg_graph_free(ge);
     tg_graph_free(gs);
     tg_pool_free(pool);

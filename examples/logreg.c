@@ -65,8 +65,7 @@ int main(int argc, char **argv) {
     tg_module *m = NULL;
     tg_fn *fdata = NULL, *fstep = NULL, *facc = NULL;
     tg_tensor *seed = NULL, *ds[3] = {0}, *loss = NULL, *acc = NULL, *k0 = NULL;
-    if (check(tg_module_parse(NULL, program, strlen(program), "logreg.tg", &m), "parse"))
-        goto done;
+    if (check(tg_module_parse(NULL, program, strlen(program), "logreg.tg", &m), "parse")) goto done;
     if (check(tg_graph_compile(tg_module_find(m, "data"), NULL, &fdata), "compile data") ||
         check(tg_graph_compile(tg_module_find(m, "step"), NULL, &fstep), "compile step") ||
         check(tg_graph_compile(tg_module_find(m, "accuracy"), NULL, &facc), "compile accuracy"))
@@ -78,12 +77,11 @@ int main(int argc, char **argv) {
 
     /* W and b start at zeros (static shapes); the minibatch key starts at 7 */
     k0 = tg_tensor_from_data(NULL, TG_DT_I64, 0, NULL, &kseed);
-    if (check(tg_fn_state_set(fstep, tg_fn_state_find(fstep, "k"), k0), "set the key"))
-        goto done;
+    if (check(tg_fn_state_set(fstep, tg_fn_state_find(fstep, "k"), k0), "set the key")) goto done;
     printf("logistic regression: %d points, %d features, minibatches of 64\n", N, D);
     for (long i = 0; i < steps; i++) {
-        tg_status st = i == 0 ? tg_fn_call(fstep, ds, 2, &loss, 1)
-                              : tg_fn_call_into(fstep, ds, 2, &loss, 1);
+        tg_status st =
+            i == 0 ? tg_fn_call(fstep, ds, 2, &loss, 1) : tg_fn_call_into(fstep, ds, 2, &loss, 1);
         if (check(st, "step")) goto done;
         if (i == 0 || (i + 1) % 50 == 0 || i + 1 == steps)
             printf("step %4ld  minibatch loss %.4f\n", i + 1, tg_tensor_get_f64(loss, 0));

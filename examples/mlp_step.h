@@ -34,7 +34,8 @@ static inline tg_var *lit(tg_graph *g, double v) { return tg_literal_float(g, v)
 /* logits = relu(x/255 . W1 + b1) . W2 + b2, for u8 pixels x */
 static inline tg_var *logits_of(tg_graph *g, tg_var *x, tg_var *const *p) {
     tg_var *xf = tg_mul(g, tg_cast(g, x, TG_DT_F32), lit(g, 1.0 / 255.0));
-    tg_var *h = tg_maximum(g, tg_add(g, tg_dot(g, xf, p[P_W1]), p[P_B1]), lit(g, 0.0));
+    tg_var *z = tg_add(g, tg_dot(g, xf, p[P_W1]), p[P_B1]);
+    tg_var *h = tg_where(g, tg_gt(g, z, lit(g, 0.0)), z, lit(g, 0.0)); /* relu */
     return tg_add(g, tg_dot(g, h, p[P_W2]), p[P_B2]);
 }
 
@@ -120,31 +121,35 @@ static inline tg_graph *build_eval(int64_t batch) {
     return g;
 }
 
-/* He initialisation (normal, sd sqrt(2 / fan_in)) for the weights, zeros for the biases,
- * drawn from a seeded generator (xorshift64* with Box-Muller). */
-static inline uint64_t rng_next(uint64_t *s) {
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
-
-static inline double rng_uniform(uint64_t *s) { return ((double)(rng_next(s) >> 11) + 0.5) * 0x1p-53; }
-
-static inline tg_status init_params(tg_fn *f, uint64_t seed) {
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int i = 0; i < NPARAM; i++) {
-        int k = tg_fn_state_find(f, param_name[i]);
-        tg_tensor *t = k >= 0 ? tg_fn_state(f, k) : NULL;
-        if (!t) return TG_EINTERNAL;
-        float *d = tg_tensor_data(t);
-        int64_t n = tg_tensor_size(t);
-        double sd = param_ndim[i] == 2 ? sqrt(2.0 / (double)param_shape[i][0]) : 0.0;
-        for (int64_t j = 0; j < n; j++)
-            d[j] = (float)(sd * sqrt(-2.0 * log(rng_uniform(&s))) *
-                           cos(6.283185307179586 * rng_uniform(&s)));
+/* He initialisation with tgraph's random numbers: W ~ Normal(0, 2 / fan_in), biases
+ * zero. A small graph (key, key_split, normal) computes the weights, which go into the
+ * step function's state; the same seed gives the same weights on every backend. */
+static inline tg_status init_params(tg_fn *step, int64_t seed) {
+    tg_graph *g = tg_graph_new(NULL, "init");
+    tg_attr sa = TG_A_INT("seed", seed), na = TG_A_INT("n", 2);
+    tg_var *k = tg_apply(g, "key", NULL, 0, &sa, 1);
+    tg_var *ks = tg_apply(g, "key_split", &k, 1, &na, 1);
+    tg_var *w[2];
+    for (int i = 0; i < 2; i++) {
+        const int p = i ? P_W2 : P_W1;
+        tg_slice at = {.start = i, .stop = TG_SLICE_NONE, .step = 1, .is_index = true};
+        tg_var *ki = tg_slice_apply(g, ks, &at, 1);
+        tg_attr na2[2] = {TG_A_INTS("shape", param_shape[p], 2), TG_A_STR("dtype", "f32")};
+        w[i] = tg_mul(g, tg_apply(g, "normal", &ki, 1, na2, 2),
+                      lit(g, sqrt(2.0 / (double)param_shape[p][0])));
     }
-    return TG_OK;
+    tg_fn *f = NULL;
+    tg_tensor *out[2] = {NULL, NULL};
+    tg_status st = w[1] ? tg_graph_set_outputs(g, w, 2) : tg_graph_status(g);
+    if (st == TG_OK) st = tg_graph_compile(g, NULL, &f);
+    if (st == TG_OK) st = tg_fn_call(f, NULL, 0, out, 2);
+    for (int i = 0; i < 2 && st == TG_OK; i++)
+        st = tg_fn_state_set(step, tg_fn_state_find(step, param_name[i ? P_W2 : P_W1]), out[i]);
+    tg_tensor_free(out[0]);
+    tg_tensor_free(out[1]);
+    tg_fn_free(f);
+    tg_graph_free(g);
+    return st;
 }
 
 #endif

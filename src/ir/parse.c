@@ -915,12 +915,17 @@ static bool parse_binding(parser *p) {
     return true;
 }
 
-/* "return" expr ("," expr)* NEWLINE */
+/* "return" [expr ("," expr)*] NEWLINE (a bare return: a function that only updates state) */
 static bool parse_return(parser *p) {
     tg_tok rt = p->tok;
     advance(p);
     tg_var **outs = NULL;
     int n = 0, cap = 0;
+    if (at(p, TG_TK_NEWLINE) && p->g->updates.n > 0) {
+        set_pos(p, &rt);
+        if (tg_graph_set_outputs(p->g, NULL, 0) != TG_OK) return builder_failed(p, rt.line, rt.col);
+        return expect_eol(p);
+    }
     do {
         if (!GROW(p, outs, cap, n, &p->tok)) return false;
         if (!parse_expr1(p, &outs[n])) return false;

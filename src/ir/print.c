@@ -374,7 +374,9 @@ static void put_graph(printer *pr) {
         put_use(pr, g->outputs.items[g->nret + j]);
         fputc('\n', f);
     }
-    if (g->nret == 0) {
+    if (g->nret == 0 && g->updates.n > 0) {
+        fputs("    return\n", f); /* a function that only updates state */
+    } else if (g->nret == 0) {
         fputs("    # no outputs\n", f);
     } else {
         fputs("    return ", f);

@@ -28,7 +28,7 @@
 static inline uint32_t rotl32(uint32_t x, unsigned r) { return (x << r) | (x >> (32u - r)); }
 
 /* One round: mix, rotate by r, xor. Four rounds, then a key injection (s = 1..5). */
-#define TF_ROUND(r) (x0 += x1, x1 = rotl32(x1, (r)), x1 ^= x0)
+#define TF_ROUND(r)  (x0 += x1, x1 = rotl32(x1, (r)), x1 ^= x0)
 #define TF_INJECT(s) (x0 += ks[(s) % 3], x1 += ks[((s) + 1) % 3] + (uint32_t)(s))
 
 void tg_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]) {
@@ -52,7 +52,9 @@ static uint64_t block(uint64_t k, uint64_t c) {
     return (uint64_t)o[0] << 32 | o[1];
 }
 
-static uint64_t key_of(const tg_tensor *t) { return (uint64_t)tg_load_i64(tg_tensor_data(t), t->dtype); }
+static uint64_t key_of(const tg_tensor *t) {
+    return (uint64_t)tg_load_i64(tg_tensor_data(t), t->dtype);
+}
 
 static void key_store(tg_tensor *t, int64_t i, uint64_t k) {
     ((int64_t *)tg_tensor_data(t))[i] = tg_ops_wrap_i64(k);
@@ -249,8 +251,8 @@ static tg_status infer_sample(tg_infer *ic) {
     type_set(&ic->out[0], dt);
     if (shape_from_attr(ic, &ic->attrs[0], &ic->out[0]) != TG_OK) return ic->status;
     if (ic->op->nattrs > 2 && !(ic->attrs[2].f < ic->attrs[3].f))
-        return tg_infer_fail(ic, TG_EINVAL, "minval (%g) must be below maxval (%g)",
-                             ic->attrs[2].f, ic->attrs[3].f);
+        return tg_infer_fail(ic, TG_EINVAL, "minval (%g) must be below maxval (%g)", ic->attrs[2].f,
+                             ic->attrs[3].f);
     ic->nout = 1;
     return TG_OK;
 }

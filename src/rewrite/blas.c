@@ -179,6 +179,17 @@ static bool push_scal(term *c, tg_var *s) {
     return true;
 }
 
+/* Multiplies term c by the 0-d value s: into coef when s is a constant; false when c has
+ * too many symbolic scalars already. */
+static bool scale_by(term *c, tg_var *s) {
+    double x;
+    if (tg_rw_const_value(s, &x)) {
+        c->coef *= x;
+        return true;
+    }
+    return push_scal(c, s);
+}
+
 /* Walks the sum below root into S (iteratively, with an explicit stack). */
 static void expand(sumx *S, tg_var *root) {
     term stack[MAX_TERMS * 2];
@@ -217,17 +228,10 @@ static void expand(sumx *S, tg_var *root) {
             int k = scalar_factor(n->in[1], n->in[0], v)   ? 1
                     : scalar_factor(n->in[0], n->in[1], v) ? 0
                                                            : -1;
-            if (k >= 0) {
-                double x;
-                if (tg_rw_const_value(n->in[k], &x))
-                    c.coef *= x;
-                else if (!push_scal(&c, n->in[k]))
-                    k = -1;
-                if (k >= 0) {
-                    c.v = n->in[1 - k];
-                    stack[sp++] = c;
-                    continue;
-                }
+            if (k >= 0 && scale_by(&c, n->in[k])) {
+                c.v = n->in[1 - k];
+                stack[sp++] = c;
+                continue;
             }
         }
         if (inner && is_swap(v)) {
@@ -264,13 +268,13 @@ static void expand(sumx *S, tg_var *root) {
                 t->ta = bk != P_GER && n->attrs[2].i != 0;
                 t->tb = bk == P_GEMM && n->attrs[3].i != 0;
                 t->coef *= n->attrs[0].f;
-                if (n->nin > 3 && !push_scal(t, n->in[3])) S->fail = true;
+                if (n->nin > 3 && !scale_by(t, n->in[3])) S->fail = true;
                 double beta = n->attrs[1].f;
                 if (beta != 0.0) {
                     term r = c;
                     r.v = n->in[0];
                     r.coef *= beta;
-                    if (n->nin > 4 && !push_scal(&r, n->in[4])) S->fail = true;
+                    if (n->nin > 4 && !scale_by(&r, n->in[4])) S->fail = true;
                     stack[sp++] = r;
                 }
             }
@@ -290,6 +294,10 @@ static void expand(sumx *S, tg_var *root) {
     for (int i = 0; i < S->n; i++) {
         term *t = &S->t[i];
         if (t->kind == P_NONE || !t->tr) continue;
+        if (t->kind == P_GEMV) { /* a vector product broadcast under a transpose */
+            S->fail = true;
+            return;
+        }
         tg_var *sw = t->a;
         t->a = t->b;
         t->b = sw;

@@ -6,12 +6,17 @@
  *   - the rewrite pipeline (every pass, fusion and BLAS lowering included, the IR verified
  *     after each pass) succeeds or fails cleanly, and the optimised graph prints as .tg
  *     text that parses back;
- *   - the function is compiled with the reference interpreter and with the VM, and both
- *     run on the same small random inputs ('?' extents get one small extent, chosen from
- *     the input's hash, so the run is deterministic): when the reference succeeds, the VM
- *     must too, with the same dtypes, shapes and values (integers exactly, floats within a
- *     tolerance relative to the largest magnitude of that output; NaN where NaN); when the
- *     reference fails with a user error the VM must fail too. A mismatch aborts.
+ *   - the function (g) and its optimised form (o) run on the same small random inputs
+ *     ('?' extents get one small extent, chosen from the input's hash, so a run is
+ *     deterministic; NaN, inf and -0 are sprinkled in): g with the reference interpreter
+ *     and with the VM (which optimises g itself), o with the reference interpreter.
+ *     Backends: the VM must agree with the reference on o: both run or both fail with a
+ *     user error, with the same dtypes, shapes and values (integers exactly, floats within
+ *     a tolerance relative to the largest magnitude of that output; NaN where NaN).
+ *     Rewrites: the reference on o must agree with the reference on g in the same way,
+ *     except where g's value is not finite (stabilising rewrites turn inf and NaN into
+ *     the finite value they stand for: log(softmax(x)) into log_softmax(x)).
+ *     A mismatch aborts.
  * Everything runs in a context with a memory cap (FZ_MEM_LIMIT), so a graph asking for
  * absurd sizes ends in TG_ENOMEM, never in an out-of-memory kill.
  * Build with libFuzzer: cmake -DTG_FUZZ=ON with clang (docs/hardening.md); without it the
@@ -28,6 +33,7 @@
 #define FUZZ_MAX_INPUT ((size_t)1 << 16)
 #define FZ_MAX_FUNCS 4
 #define FZ_MAX_INPUTS 12
+#define FZ_MAX_OUTPUTS 16
 #define FZ_MAX_ELEMS ((int64_t)1 << 14) /* per input */
 #define FZ_MEM_LIMIT ((size_t)64 << 20)
 
@@ -95,20 +101,22 @@ static double scale_of(const tg_tensor *t) {
     return m;
 }
 
-/* NULL when the two outputs agree, else a description. */
-static const char *compare(const tg_tensor *r, const tg_tensor *v, char *msg, size_t cap) {
+/* NULL when the two outputs agree, else a description. With `finite_only`, elements where
+ * r is not finite are not compared. */
+static const char *compare(const tg_tensor *r, const tg_tensor *v, bool finite_only, char *msg,
+                           size_t cap) {
     if (tg_tensor_dtype(r) != tg_tensor_dtype(v)) {
-        snprintf(msg, cap, "dtype %s (reference) vs %s (vm)", tg_dtype_name(tg_tensor_dtype(r)),
+        snprintf(msg, cap, "dtype %s vs %s", tg_dtype_name(tg_tensor_dtype(r)),
                  tg_dtype_name(tg_tensor_dtype(v)));
         return msg;
     }
     if (tg_tensor_ndim(r) != tg_tensor_ndim(v)) {
-        snprintf(msg, cap, "rank %d (reference) vs %d (vm)", tg_tensor_ndim(r), tg_tensor_ndim(v));
+        snprintf(msg, cap, "rank %d vs %d", tg_tensor_ndim(r), tg_tensor_ndim(v));
         return msg;
     }
     for (int i = 0; i < tg_tensor_ndim(r); i++)
         if (tg_tensor_shape(r)[i] != tg_tensor_shape(v)[i]) {
-            snprintf(msg, cap, "extent %d: %lld (reference) vs %lld (vm)", i,
+            snprintf(msg, cap, "extent %d: %lld vs %lld", i,
                      (long long)tg_tensor_shape(r)[i], (long long)tg_tensor_shape(v)[i]);
             return msg;
         }
@@ -117,9 +125,9 @@ static const char *compare(const tg_tensor *r, const tg_tensor *v, char *msg, si
     double tol = fl ? rtol * (1.0 + scale_of(r)) : 0;
     for (int64_t i = 0; i < tg_tensor_size(r); i++) {
         double a = tg_tensor_get_f64(r, i), b = tg_tensor_get_f64(v, i);
-        if (a == b || (isnan(a) && isnan(b))) continue;
+        if (a == b || (isnan(a) && isnan(b)) || (finite_only && !isfinite(a))) continue;
         if (fl && isfinite(a) && isfinite(b) && fabs(a - b) <= tol) continue;
-        snprintf(msg, cap, "element %lld: %.17g (reference) vs %.17g (vm)", (long long)i, a, b);
+        snprintf(msg, cap, "element %lld: %.17g vs %.17g", (long long)i, a, b);
         return msg;
     }
     return NULL;
@@ -139,7 +147,8 @@ static char *print_graph(const tg_graph *g, size_t *n) {
     return buf;
 }
 
-static void check_optimize(tg_ctx *ctx, const tg_graph *g, const char *src, size_t len) {
+/* The optimised graph (NULL when optimising failed cleanly), checked to print and parse. */
+static tg_graph *check_optimize(tg_ctx *ctx, const tg_graph *g, const char *src, size_t len) {
     tg_optimize_opts oo = {.verify = true};
     tg_graph *opt = NULL;
     tg_status st = tg_graph_optimize(g, &oo, &opt);
@@ -147,7 +156,7 @@ static void check_optimize(tg_ctx *ctx, const tg_graph *g, const char *src, size
         CHECK(opt == NULL, "failed optimisation returned a graph", NULL);
         CHECK(st != TG_EINTERNAL && st != TG_ECHECK, "optimisation failed with an internal error",
               tg_last_error());
-        return;
+        return NULL;
     }
     size_t n;
     char *text = print_graph(opt, &n);
@@ -160,7 +169,7 @@ static void check_optimize(tg_ctx *ctx, const tg_graph *g, const char *src, size
     }
     tg_module_free(m);
     free(text);
-    tg_graph_free(opt);
+    return opt;
 }
 
 /* Makes the inputs of g; false (nothing to free) when g is outside the target's limits. */
@@ -185,59 +194,69 @@ static bool make_inputs(tg_ctx *ctx, const tg_graph *g, uint64_t *rng, int64_t u
     return true;
 }
 
-static void check_run(tg_ctx *ctx, tg_graph *g, uint64_t seed, const char *src, size_t len) {
+typedef struct fz_run {
+    const char *name; /* for messages */
+    tg_fn *f;         /* compiled function (NULL: not compiled) */
+    tg_status st;     /* status of the call */
+    char msg[512];    /* its message */
+    tg_tensor *out[FZ_MAX_OUTPUTS];
+} fz_run;
+
+static void run_one(fz_run *r, tg_tensor **in, int nin, int nout) {
+    r->st = tg_fn_call(r->f, in, nin, r->out, nout);
+    snprintf(r->msg, sizeof r->msg, "%s", tg_last_error());
+    if (verbose())
+        fprintf(stderr, "fuzz_pipeline: %s: %s\n", r->name, tg_status_str(r->st));
+}
+
+/* a (the oracle) against b; finite_only as in compare(). */
+static void agree(const fz_run *a, const fz_run *b, int nout, bool finite_only, const char *src,
+                  size_t len) {
+    char what[160], msg[256], full[1024];
+    CHECK(a->st != TG_EINTERNAL && b->st != TG_EINTERNAL, "a run failed with an internal error",
+          a->st == TG_EINTERNAL ? a->msg : b->msg);
+    if (a->st == TG_ENOMEM || b->st == TG_ENOMEM) return; /* the cap: plans differ in size */
+    snprintf(what, sizeof what, "%s runs but %s fails", a->name, b->name);
+    CHECK(!(a->st == TG_OK && b->st != TG_OK), what, b->msg);
+    snprintf(what, sizeof what, "%s fails but %s runs", a->name, b->name);
+    CHECK(!(a->st != TG_OK && b->st == TG_OK), what, a->msg);
+    if (a->st != TG_OK) return;
+    for (int o = 0; o < nout; o++) {
+        const char *diff = compare(a->out[o], b->out[o], finite_only, msg, sizeof msg);
+        if (!diff) continue;
+        snprintf(what, sizeof what, "%s and %s differ", a->name, b->name);
+        snprintf(full, sizeof full, "output %d (%s vs %s): %s", o, a->name, b->name, diff);
+        CHECK(0, what, full);
+    }
+}
+
+static void check_run(tg_ctx *ctx, tg_graph *g, tg_graph *opt, uint64_t seed, const char *src,
+                      size_t len) {
     int nin = tg_graph_input_count(g), nout = tg_graph_output_count(g);
-    if (nin > FZ_MAX_INPUTS || nout <= 0 || nout > 16) return;
+    if (nin > FZ_MAX_INPUTS || nout <= 0 || nout > FZ_MAX_OUTPUTS) return;
+    fz_run runs[3] = {{.name = "reference(g)"}, {.name = "vm(g)"}, {.name = "reference(opt)"}};
     tg_compile_opts ro = {.mode = TG_MODE_REFERENCE}, vo = {.mode = TG_MODE_VM, .nthreads = 1,
                                                             .verify = true};
-    tg_fn *fr = NULL, *fv = NULL;
-    tg_status sr = tg_graph_compile(g, &ro, &fr);
-    tg_status sv = sr == TG_OK ? tg_graph_compile(g, &vo, &fv) : TG_OK;
-    if (sr != TG_OK || sv != TG_OK) {
-        CHECK(sr != TG_EINTERNAL && sv != TG_EINTERNAL, "compile failed with an internal error",
-              tg_last_error());
-        tg_fn_free(fr);
-        tg_fn_free(fv);
-        return;
-    }
-    if (tg_fn_state_count(fr) > 0) {
-        tg_fn_free(fr);
-        tg_fn_free(fv);
-        return;
-    }
+    tg_status st = tg_graph_compile(g, &ro, &runs[0].f);
+    if (st == TG_OK) st = tg_graph_compile(g, &vo, &runs[1].f);
+    if (st == TG_OK && opt) st = tg_graph_compile(opt, &ro, &runs[2].f);
+    CHECK(st != TG_EINTERNAL, "compile failed with an internal error", tg_last_error());
+    bool ok = st == TG_OK && tg_fn_state_count(runs[0].f) == 0;
     uint64_t rng = seed;
-    tg_tensor *in[FZ_MAX_INPUTS] = {0}, *outr[16] = {0}, *outv[16] = {0};
-    if (make_inputs(ctx, g, &rng, 1 + (int64_t)(seed % 3), in)) {
-        sr = tg_fn_call(fr, in, nin, outr, nout);
-        char rmsg[512], msg[256];
-        snprintf(rmsg, sizeof rmsg, "%s", tg_last_error());
-        sv = tg_fn_call(fv, in, nin, outv, nout);
-        if (verbose())
-            fprintf(stderr, "fuzz_pipeline: %s: reference %s, vm %s\n", tg_graph_name(g),
-                    tg_status_str(sr), tg_status_str(sv));
-        CHECK(sr != TG_EINTERNAL && sv != TG_EINTERNAL, "run failed with an internal error",
-              tg_last_error());
-        if (sr == TG_OK && sv != TG_OK && sv != TG_ENOMEM)
-            CHECK(0, "the reference runs but the VM fails", tg_last_error());
-        if (sr != TG_OK && sr != TG_ENOMEM && sv == TG_OK)
-            CHECK(0, "the reference fails but the VM runs", rmsg);
-        if (sr == TG_OK && sv == TG_OK)
-            for (int o = 0; o < nout; o++) {
-                const char *diff = compare(outr[o], outv[o], msg, sizeof msg);
-                if (diff) {
-                    char full[320];
-                    snprintf(full, sizeof full, "output %d: %s", o, diff);
-                    CHECK(0, "the VM differs from the reference", full);
-                }
-            }
-        for (int o = 0; o < nout; o++) {
-            tg_tensor_free(outr[o]);
-            tg_tensor_free(outv[o]);
+    tg_tensor *in[FZ_MAX_INPUTS] = {0};
+    if (ok && make_inputs(ctx, g, &rng, 1 + (int64_t)(seed % 3), in)) {
+        for (int r = 0; r < 3; r++)
+            if (runs[r].f) run_one(&runs[r], in, nin, nout);
+        if (runs[2].f) {
+            agree(&runs[2], &runs[1], nout, false, src, len); /* the VM's kernels */
+            agree(&runs[0], &runs[2], nout, true, src, len);  /* the rewrites */
         }
         for (int i = 0; i < nin; i++) tg_tensor_free(in[i]);
     }
-    tg_fn_free(fr);
-    tg_fn_free(fv);
+    for (int r = 0; r < 3; r++) {
+        for (int o = 0; o < nout; o++) tg_tensor_free(runs[r].out[o]);
+        tg_fn_free(runs[r].f);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -259,8 +278,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint64_t seed = hash_bytes(data, size);
         for (int i = 0; i < tg_module_func_count(m) && i < FZ_MAX_FUNCS; i++) {
             tg_graph *g = tg_module_func(m, i);
-            check_optimize(ctx, g, src, len);
-            check_run(ctx, g, seed + (uint64_t)i, src, len);
+            tg_graph *opt = check_optimize(ctx, g, src, len);
+            check_run(ctx, g, opt, seed + (uint64_t)i, src, len);
+            tg_graph_free(opt);
         }
         tg_module_free(m);
     }

@@ -77,8 +77,8 @@ static void test_reproducible(void **state) {
     const struct {
         tg_mode mode;
         int threads;
-    } runs[] = {{TG_MODE_REFERENCE, 1}, {TG_MODE_VM, 1}, {TG_MODE_VM, 2}, {TG_MODE_C, 1},
-                {TG_MODE_C, 2}, {TG_MODE_DEBUG, 1}};
+    } runs[] = {{TG_MODE_REFERENCE, 1}, {TG_MODE_VM, 1}, {TG_MODE_VM, 2},
+                {TG_MODE_C, 1},         {TG_MODE_C, 2},  {TG_MODE_DEBUG, 1}};
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         run_src(EVERY_OP, runs[r].mode, runs[r].threads, got, 6);
         for (int i = 0; i < 6; i++) {
@@ -178,17 +178,16 @@ static void test_statistics(void **state) {
 
 static void test_discrete(void **state) {
     (void)state;
-    static const char src[] =
-        "func main() {\n"
-        "    k = key(seed=5)\n"
-        "    b = bernoulli(k, 0.3, shape=[100000])\n"
-        "    pr = div(cast(arange(stop=4), dtype=\"f32\"), 3.0)\n"
-        "    pb = bernoulli(fold_in(k, 1), pr, shape=[25000, 4])\n"
-        "    w = div(add(cast(arange(stop=4), dtype=\"f64\"), 1.0), 10.0)\n"
-        "    lg = add(log(w), zeros(shape=[60000, 4]))\n"
-        "    c = categorical(fold_in(k, 2), lg)\n"
-        "    return b, pb, c\n"
-        "}\n";
+    static const char src[] = "func main() {\n"
+                              "    k = key(seed=5)\n"
+                              "    b = bernoulli(k, 0.3, shape=[100000])\n"
+                              "    pr = div(cast(arange(stop=4), dtype=\"f32\"), 3.0)\n"
+                              "    pb = bernoulli(fold_in(k, 1), pr, shape=[25000, 4])\n"
+                              "    w = div(add(cast(arange(stop=4), dtype=\"f64\"), 1.0), 10.0)\n"
+                              "    lg = add(log(w), zeros(shape=[60000, 4]))\n"
+                              "    c = categorical(fold_in(k, 2), lg)\n"
+                              "    return b, pb, c\n"
+                              "}\n";
     tg_tensor *out[3] = {0};
     run_src(src, TG_MODE_VM, 1, out, 3);
     int64_t ones = 0;

@@ -61,7 +61,8 @@ static void expect_vec(const tg_tensor *t, int n, const float *want) {
     assert_int_equal(tg_tensor_size(t), n);
     for (int i = 0; i < n; i++)
         if (tg_tensor_get_f64(t, i) != (double)want[i])
-            fail_msg("element %d: %.9g, expected %.9g", i, tg_tensor_get_f64(t, i), (double)want[i]);
+            fail_msg("element %d: %.9g, expected %.9g", i, tg_tensor_get_f64(t, i),
+                     (double)want[i]);
 }
 
 static const char STEP[] = "func step(mut W: f32[3], x: f32[3], mut n: i64[]) {\n"
@@ -82,7 +83,8 @@ static void test_print_fixed_point(void **state) {
     char *b = print_module(m2);
     assert_string_equal(a, b);
     /* a parameter may itself be called mut */
-    tg_module *m3 = parse("func f(mut: f32[2], mut mut2: f32[2]) {\n mut2 <- mut\n return mut\n}\n");
+    tg_module *m3 =
+        parse("func f(mut: f32[2], mut mut2: f32[2]) {\n mut2 <- mut\n return mut\n}\n");
     char *c = print_module(m3);
     assert_non_null(strstr(c, "func f(mut: f32[2], mut mut2: f32[2])"));
     assert_non_null(strstr(c, "mut2 <- mut"));
@@ -110,20 +112,19 @@ static void test_parse_errors(void **state) {
     (void)state;
     assert_non_null(strstr(parse_error("func f(x: f32[3]) {\n  x <- neg(x)\n  return x\n}\n"),
                            "s.tg:2:3: 'x' is not a state"));
-    assert_non_null(strstr(
-        parse_error("func f(mut x: f32[3]) {\n  x <- neg(x)\n  x <- x\n  return x\n}\n"),
-        "s.tg:3:3: state 'x' is already updated at 2:3"));
+    assert_non_null(
+        strstr(parse_error("func f(mut x: f32[3]) {\n  x <- neg(x)\n  x <- x\n  return x\n}\n"),
+               "s.tg:3:3: state 'x' is already updated at 2:3"));
     assert_non_null(strstr(
         parse_error("func f(mut x: f32[3]) {\n  x <- cast(x, dtype=\"f64\")\n  return x\n}\n"),
         "s.tg:2:3: update of 'x': the new value is f64[3], the state is f32[3]"));
-    assert_non_null(strstr(
-        parse_error("func f(mut x: f32[3]) {\n  x <- sum(x)\n  return x\n}\n"),
-        "update of 'x': the new value is f32[], the state is f32[3]"));
+    assert_non_null(strstr(parse_error("func f(mut x: f32[3]) {\n  x <- sum(x)\n  return x\n}\n"),
+                           "update of 'x': the new value is f32[], the state is f32[3]"));
     assert_non_null(strstr(parse_error("func f(mut x: f32[3]) {\n  y <- x\n  return x\n}\n"),
                            "s.tg:2:3: unknown name 'y'"));
-    assert_non_null(strstr(
-        parse_error("func f(mut x: f32[3]) {\n  y = neg(x)\n  y <- x\n  return x\n}\n"),
-        "s.tg:3:3: 'y' is not a state"));
+    assert_non_null(
+        strstr(parse_error("func f(mut x: f32[3]) {\n  y = neg(x)\n  y <- x\n  return x\n}\n"),
+               "s.tg:3:3: 'y' is not a state"));
 }
 
 static void test_api_errors(void **state) {
@@ -276,8 +277,8 @@ static void test_aliased_updates(void **state) {
             assert_int_equal(tg_fn_state_set(f, 0, ta), TG_OK);
             assert_int_equal(tg_fn_state_set(f, 1, tb), TG_OK);
             assert_int_equal(tg_fn_state_set(f, 2, tc), TG_OK);
-            tg_tensor *x = tg_tensor_from_data(NULL, TG_DT_F32, 2, (int64_t[]){2, 2},
-                                               (float[]){0, 1, 2, 3});
+            tg_tensor *x =
+                tg_tensor_from_data(NULL, TG_DT_F32, 2, (int64_t[]){2, 2}, (float[]){0, 1, 2, 3});
             tg_tensor *out[2] = {NULL, NULL};
             assert_int_equal(tg_fn_call(f, &x, 1, out, 2), TG_OK);
             expect_vec(tg_fn_state(f, 0), 4, bv);
@@ -337,6 +338,37 @@ static void test_unknown_extent_state(void **state) {
     tg_module_free(m);
 }
 
+/* A function that only updates state ends with a bare `return` and returns nothing. */
+static void test_update_only_function(void **state) {
+    (void)state;
+    static const char src[] = "func acc(mut s: f32[3], x: f32[3]) {\n"
+                              "    s <- add(s, x)\n"
+                              "    return\n"
+                              "}\n";
+    tg_module *m = parse(src);
+    char *a = print_module(m);
+    assert_non_null(strstr(a, "    return\n}"));
+    tg_module *m2 = parse(a);
+    char *b = print_module(m2);
+    assert_string_equal(a, b);
+    assert_int_equal(tg_graph_output_count(tg_module_func(m, 0)), 0);
+    for (size_t mi = 0; mi < sizeof MODES / sizeof MODES[0]; mi++) {
+        tg_fn *f = compile(tg_module_func(m, 0), MODES[mi]);
+        tg_tensor *x = vec_f32(3, (float[]){1, 2, 3});
+        for (int k = 0; k < 4; k++) assert_int_equal(tg_fn_call(f, &x, 1, NULL, 0), TG_OK);
+        expect_vec(tg_fn_state(f, 0), 3, (float[]){4, 8, 12});
+        tg_tensor_free(x);
+        tg_fn_free(f);
+    }
+    /* without an update, a bare return is still an error */
+    assert_non_null(strstr(parse_error("func f(x: f32[3]) {\n  return\n}\n"),
+                           "s.tg:2:9: expected an expression but found end of line"));
+    free(a);
+    free(b);
+    tg_module_free(m);
+    tg_module_free(m2);
+}
+
 /* Updates survive clone and the rewrite pipeline. */
 static void test_clone_and_optimize_keep_updates(void **state) {
     (void)state;
@@ -368,9 +400,9 @@ static void test_clone_and_optimize_keep_updates(void **state) {
 /* ---- memory over 1,000 steps ---- */
 
 typedef struct counting {
-    long allocs;    /* allocations and growths so far */
-    long live;      /* bytes held */
-    long big;       /* allocations of at least `big_at` bytes */
+    long allocs; /* allocations and growths so far */
+    long live;   /* bytes held */
+    long big;    /* allocations of at least `big_at` bytes */
     size_t big_at;
 } counting;
 
@@ -509,6 +541,7 @@ int main(void) {
         cmocka_unit_test(test_failed_call_is_atomic),
         cmocka_unit_test(test_aliased_updates),
         cmocka_unit_test(test_unknown_extent_state),
+        cmocka_unit_test(test_update_only_function),
         cmocka_unit_test(test_clone_and_optimize_keep_updates),
         cmocka_unit_test(test_training_memory_flat),
         cmocka_unit_test(test_softmax_step_no_parameter_allocation),

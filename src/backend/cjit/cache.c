@@ -26,6 +26,7 @@
  */
 #include "cjit.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -486,9 +488,6 @@ void tg_cj_lib_close(tg_cj_lib *lib) {
 }
 
 /* ---- listing and clearing ---- */
-
-#include <dirent.h>
-#include <time.h>
 
 /* Whether a file name is one the cache writes: <32 hex>.{so,c,ref} or tmp.*. */
 static bool cache_name(const char *name, const char **ext) {

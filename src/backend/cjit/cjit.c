@@ -1070,15 +1070,12 @@ done:
     return st;
 }
 
-/* The VM for signatures the plan cannot cover (made once, on first need). */
-static tg_status vm_fallback(tg_cj *cj, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
-                             bool into) {
-    if (!cj->vm) {
-        tg_status st = tg_vm_new(cj->g, &cj->opts, &cj->vm);
-        if (st != TG_OK) return st;
-        if (cj->after) tg_vm_set_hook(cj->vm, cj->after, cj->after_ud);
-    }
-    return tg_vm_call(cj->vm, in, nin, out, nout, into);
+/* The VM for signatures the plan cannot cover (made once, on first need, under cj->mu). */
+static tg_status vm_fallback_make(tg_cj *cj) {
+    if (cj->vm) return TG_OK;
+    tg_status st = tg_vm_new(cj->g, &cj->opts, &cj->vm);
+    if (st == TG_OK && cj->after) tg_vm_set_hook(cj->vm, cj->after, cj->after_ud);
+    return st;
 }
 
 tg_status tg_cj_call(tg_cj *cj, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
@@ -1097,8 +1094,9 @@ tg_status tg_cj_call(tg_cj *cj, tg_tensor *const *in, int nin, tg_tensor **out, 
     tg_status st = plan_get(cj, in, &p);
     bool dyn = st == TG_OK && p->dynamic;
     if (st == TG_OK && !dyn) st = call_locked(cj, p, in, out, nout, into);
+    if (dyn) st = vm_fallback_make(cj);
     pthread_mutex_unlock(&cj->mu);
-    if (dyn) st = vm_fallback(cj, in, nin, out, nout, into);
+    if (dyn && st == TG_OK) st = tg_vm_call(cj->vm, in, nin, out, nout, into); /* own lock */
     if (st != TG_OK)
         for (int i = 0; i < nout; i++)
             if (!given[i]) {

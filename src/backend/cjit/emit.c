@@ -458,21 +458,28 @@ static bool emit_fused(emit_ctx *e) {
 /* Copies the accumulator value c (any strides, same shape as y) into y (contiguous). */
 static void put_acc_copy(tg_cj_str *s, tg_dtype dt, int nd) {
     const char *t = ctype(dt);
+    tg_cj_str_printf(s,
+                     "        %s *restrict yd = (%s *)y->data;\n"
+                     "        const %s *cd = (const %s *)c->data;\n",
+                     t, t, t, t);
     if (nd == 1) {
-        tg_cj_str_printf(
-            s,
-            "        for (int64_t i = 0; i < y->shape[0]; i++)\n"
-            "            ((%s *)y->data)[i] = ((const %s *)c->data)[i * c->stride[0]];\n",
-            t, t);
+        tg_cj_str_printf(s, "        const int64_t s0 = c->stride[0];\n"
+                            "        if (s0 == 1)\n"
+                            "            memcpy(yd, cd, (size_t)M * sizeof *yd);\n"
+                            "        else\n"
+                            "            for (int64_t i = 0; i < M; i++) yd[i] = cd[i * s0];\n");
         return;
     }
-    tg_cj_str_printf(
-        s,
-        "        for (int64_t i = 0; i < y->shape[0]; i++)\n"
-        "            for (int64_t j = 0; j < y->shape[1]; j++)\n"
-        "                ((%s *)y->data)[i * y->shape[1] + j] =\n"
-        "                    ((const %s *)c->data)[i * c->stride[0] + j * c->stride[1]];\n",
-        t, t);
+    tg_cj_str_printf(s, "        const int64_t s0 = c->stride[0], s1 = c->stride[1];\n"
+                        "        for (int64_t i = 0; i < M; i++) {\n"
+                        "            %s *restrict yr = yd + i * N;\n"
+                        "            const %s *cr = cd + i * s0;\n"
+                        "            if (s1 == 1)\n"
+                        "                memcpy(yr, cr, (size_t)N * sizeof *yr);\n"
+                        "            else\n"
+                        "                for (int64_t j = 0; j < N; j++) yr[j] = cr[j * s1];\n"
+                        "        }\n",
+                     t, t);
 }
 
 static bool emit_blas(emit_ctx *e) {

@@ -21,7 +21,9 @@
 #define TG_RT_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define TG_RT_ABI      1
 #define TG_RT_MAX_DIMS 8
@@ -108,21 +110,35 @@ static inline int tg_rt_contig(const tg_rt_val *v) {
  * IEEE semantics otherwise kept (no -ffast-math). */
 #if defined(TG_RT_MVEC) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define TG_RT_SIMD __attribute__((__simd__("notinbranch")))
-#define TG_RT_VEC1(f)                                                                              \
-    TG_RT_SIMD double f(double);                                                                   \
-    TG_RT_SIMD float f##f(float);
-TG_RT_VEC1(exp)
-TG_RT_VEC1(exp2) TG_RT_VEC1(expm1) TG_RT_VEC1(log) TG_RT_VEC1(log2) TG_RT_VEC1(log1p)
-    TG_RT_VEC1(sin) TG_RT_VEC1(cos) TG_RT_VEC1(tan) TG_RT_VEC1(tanh) TG_RT_VEC1(erf)
-        TG_RT_VEC1(erfc)
-#undef TG_RT_VEC1
+TG_RT_SIMD double exp(double);
+TG_RT_SIMD float expf(float);
+TG_RT_SIMD double exp2(double);
+TG_RT_SIMD float exp2f(float);
+TG_RT_SIMD double expm1(double);
+TG_RT_SIMD float expm1f(float);
+TG_RT_SIMD double log(double);
+TG_RT_SIMD float logf(float);
+TG_RT_SIMD double log2(double);
+TG_RT_SIMD float log2f(float);
+TG_RT_SIMD double log1p(double);
+TG_RT_SIMD float log1pf(float);
+TG_RT_SIMD double sin(double);
+TG_RT_SIMD float sinf(float);
+TG_RT_SIMD double cos(double);
+TG_RT_SIMD float cosf(float);
+TG_RT_SIMD double tan(double);
+TG_RT_SIMD float tanf(float);
+TG_RT_SIMD double tanh(double);
+TG_RT_SIMD float tanhf(float);
+TG_RT_SIMD double erf(double);
+TG_RT_SIMD float erff(float);
+TG_RT_SIMD double erfc(double);
+TG_RT_SIMD float erfcf(float);
 #endif
 
-    /* ---- scalar helpers used by the ops' C expressions (c_expr in the op records) ---- */
+/* ---- scalar helpers used by the ops' C expressions (c_expr in the op records) ---- */
 
-    static inline double tg_rt_fmax(double a, double b) {
-    return a > b || isnan(a) ? a : b;
-}
+static inline double tg_rt_fmax(double a, double b) { return a > b || isnan(a) ? a : b; }
 static inline double tg_rt_fmin(double a, double b) { return a < b || isnan(a) ? a : b; }
 static inline float tg_rt_fmaxf(float a, float b) { return a > b || isnan(a) ? a : b; }
 static inline float tg_rt_fminf(float a, float b) { return a < b || isnan(a) ? a : b; }

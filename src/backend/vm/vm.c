@@ -37,6 +37,7 @@ typedef struct vm_ins {
     double seconds;      /* profile: time spent */
     long calls;          /* profile: runs */
     uint64_t bytes;      /* profile: bytes read and written, summed over runs */
+    uint64_t copies;     /* profile: operands copied by the kernel (BLAS layouts) */
 } vm_ins;
 
 typedef struct vm_block {
@@ -480,7 +481,8 @@ static int block_pick(vm_plan *p, bool *busy, size_t need) {
 
 /* The planned input that node n (instruction i) may overwrite with its output 0: one it
  * declares it destroys, of the output's run-time type, dying at i, that no other input of
- * n is or views (through a chain of view ops). -1 when there is none. */
+ * n is or views (through a chain of view ops) and no other instruction reads. -1 when
+ * there is none. */
 static int inplace_source(const tg_vm *vm, const vm_plan *p, const tg_node *n, int i) {
     uint32_t d = tg_op_table[n->op]->destroys;
     for (int k = 0; k < n->nin && d; k++) {
@@ -502,6 +504,14 @@ static int inplace_source(const tg_vm *vm, const vm_plan *p, const tg_node *n, i
                 w = vw ? m->in[__builtin_ctz(vw)] : NULL;
             }
             alias = alias || depth == 64; /* too long a chain to tell: assume it does */
+        }
+        /* and no earlier instruction reads it either (independent branches may run at the
+         * same time): looked for back to its producer, within a bound */
+        for (int j = i - 1, seen = 0; !alias && j >= 0; j--, seen++) {
+            const tg_node *m = vm->order[j];
+            if (m == n->in[k]->node) break;
+            for (int q = 0; q < m->nin && !alias; q++) alias = m->in[q]->id == u;
+            alias = alias || seen == 4096;
         }
         if (!alias) return u;
     }
@@ -939,6 +949,7 @@ static tg_status run_static(tg_vm *vm, vm_plan *p, int i, const vm_lane *ln) {
     e.ws_bytes = p->ws_bytes;
     e.info = &ins->info;
     e.msg[0] = '\0';
+    e.copies = 0;
     tg_status st = TG_EUNSUPPORTED;
     switch (ins->info.kind) {
     case VM_EW:
@@ -949,6 +960,7 @@ static tg_status run_static(tg_vm *vm, vm_plan *p, int i, const vm_lane *ln) {
         break;
     case VM_BLAS:
         st = tg_vm_exec_blas(&e);
+        ins->copies += e.copies;
         break;
     case VM_FUSED:
         st = tg_vm_exec_fused(&e);
@@ -1444,6 +1456,13 @@ tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
                 kind_name(ins), ty, ins->calls, ins->seconds * 1e3, per * 1e6,
                 total > 0 ? 100.0 * ins->seconds / total : 0.0,
                 ins->calls ? (double)ins->bytes / (double)ins->calls : 0.0);
+    }
+    for (int r = 0; r < n; r++) { /* BLAS operands with no unit stride were copied */
+        const vm_ins *ins = &vm->ins[idx[r]];
+        if (ins->copies)
+            fprintf(f, "node %d (%s): %llu operand copies (a matrix with no unit stride, or a "
+                    "negative one)\n", ins->node->id, ins->op->name,
+                    (unsigned long long)ins->copies);
     }
     fprintf(f, "total: %.3f ms in %d nodes, %d thread%s, %s kernels%s\n", total * 1e3, n,
             vm->nthreads, vm->nthreads == 1 ? "" : "s", tg_vk_table_get(vm->isa)->name,

@@ -92,6 +92,7 @@ typedef struct vm_exec {
     size_t ws_bytes;         /* its size */
     const void *info;        /* the kernel's compile-time data (vm_ins_info) */
     char msg[256];           /* error message (without the node's name) */
+    uint32_t copies;         /* operands the kernel had to copy first (the profile shows it) */
 } vm_exec;
 
 /* Compile-time data of one instruction, for its kernel class. */

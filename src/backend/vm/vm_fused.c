@@ -45,6 +45,8 @@ typedef struct fz_ins {
     tg_vk_args args;
     int cost; /* per element, relative to an add (tg_vk_cost) */
     int nin;
+    int64_t es[TG_FUSED_MAX_ARGS]; /* bytes per element of each operand */
+    int64_t ys;                    /* and of the result */
     int in[TG_FUSED_MAX_ARGS];
 } fz_ins;
 
@@ -140,9 +142,11 @@ void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
         }
         tg_dtype idt[TG_FUSED_MAX_ARGS];
         z->nin = ins->nin;
+        z->ys = (int64_t)tg_dtype_size((tg_dtype)f->sdt[s]);
         for (int k = 0; k < ins->nin; k++) {
             z->in[k] = ins->in[k];
             idt[k] = (tg_dtype)f->sdt[ins->in[k]];
+            z->es[k] = (int64_t)tg_dtype_size(idt[k]);
             if (last[ins->in[k]] < j) last[ins->in[k]] = j;
         }
         if (ins->nin > TG_VK_MAXIN) {
@@ -358,23 +362,24 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
             y = bufs + (size_t)f->buf[s] * BLK * 8;
         }
         const void *xs[TG_VK_MAXIN];
-        int64_t ss[TG_VK_MAXIN], es[TG_VK_MAXIN];
+        int64_t ss[TG_VK_MAXIN];
         for (int k = 0; k < z->nin; k++) {
             xs[k] = ptr[z->in[k]];
             ss[k] = str[z->in[k]];
-            es[k] = ss[k] ? (int64_t)tg_dtype_size((tg_dtype)f->sdt[z->in[k]]) : 0;
         }
-        int64_t step = side && z->cost >= COSTLY ? SUB : m;
-        int64_t ys = (int64_t)tg_dtype_size((tg_dtype)f->sdt[s]);
-        for (int64_t i0 = 0; i0 < m; i0 += step) {
-            if (side) {
+        if (!side) {
+            z->fn(&z->args, m, y, xs, ss);
+        } else {
+            int64_t step = z->cost >= COSTLY ? SUB : m;
+            for (int64_t i0 = 0; i0 < m; i0 += step) {
                 done++;
                 pf_pump(&pf, (int)done, (int)npiece);
                 if (q && q->n) pend_pump(q, (int)done, (int)nbefore);
+                const void *xp[TG_VK_MAXIN];
+                for (int k = 0; k < z->nin; k++)
+                    xp[k] = (const char *)xs[k] + i0 * ss[k] * z->es[k];
+                z->fn(&z->args, m - i0 < step ? m - i0 : step, y + i0 * z->ys, xp, ss);
             }
-            const void *xp[TG_VK_MAXIN];
-            for (int k = 0; k < z->nin; k++) xp[k] = (const char *)xs[k] + i0 * es[k];
-            z->fn(&z->args, m - i0 < step ? m - i0 : step, y + i0 * ys, xp, ss);
         }
         ptr[s] = y;
         str[s] = 1;

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""test_report.py - checks bench/report.py on fixed result lines: medians of per-round
+medians, unit conversion, pairing of tgraph's configurations with peers of the same
+thread count (and with peers that name no thread count), the ratios, the targets table,
+notes about skipped programs, and that the chart is well-formed SVG with one bar per
+ratio. Exits non-zero on the first mismatch (ctest: bench_report)."""
+import os
+import re
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
+
+RAW = """\
+== round 1 of 2 ==
+w6 vm threads=1: median 4.000 ms, min 3.000 ms (10 runs)
+w6 vm threads=2: median 3.000 ms, min 2.500 ms (10 runs)
+w6 numpy threads=1: median 10.000 ms, min 9.000 ms (10 runs)
+w6 numpy threads=2: median 6.000 ms, min 5.000 ms (10 runs)
+w6 torch threads=1: median 2.500 ms, min 2.000 ms (10 runs)
+w9 vm chains=1 threads=1: median 40.000 us, min 35.000 us (10 runs of 500 calls)
+w9 numpy chains=1 threads=1: median 0.200 ms, min 0.150 ms (10 runs of 100 calls)
+w1 vm fused threads=1: median 50.000 ms, min 45.000 ms (10 runs)
+w1 numpy: median 200.000 ms, min 190.000 ms (10 runs)
+w5 vm call: median 0.400 us per call, min 0.300 us (11 batches of 100)
+w8 compile cold (empty cache, incl. first call): median 1.500 s, min 1.200 s (5 runs)
+w7 bench_w7: skipped, not built in build/bench (make bench)
+w2 n=256 f64 tgraph threads=1: median 1.000 ms, min 0.900 ms (10 runs)
+w2 n=256 f64 cblas threads=1: median 0.800 ms, min 0.700 ms (10 runs)
+w2 n=256 f32 cblas threads=1: median 0.400 ms, min 0.300 ms (10 runs)
+lin tgraph threads=1: median 2.000 ms, min 1.900 ms (10 runs)
+lin cblas threads=1: median 4.000 ms, min 3.900 ms (10 runs)
+== round 2 of 2 ==
+w6 vm threads=1: median 6.000 ms, min 2.800 ms (10 runs)
+w6 vm threads=2: median 3.000 ms, min 2.900 ms (10 runs)
+w6 numpy threads=1: median 10.000 ms, min 9.500 ms (10 runs)
+w6 numpy threads=2: median 6.000 ms, min 5.500 ms (10 runs)
+w6 torch threads=1: median 2.500 ms, min 2.100 ms (10 runs)
+w9 vm chains=1 threads=1: median 60.000 us, min 36.000 us (10 runs of 500 calls)
+w9 numpy chains=1 threads=1: median 0.200 ms, min 0.160 ms (10 runs of 100 calls)
+w1 vm fused threads=1: median 50.000 ms, min 44.000 ms (10 runs)
+w1 numpy: median 200.000 ms, min 180.000 ms (10 runs)
+w5 vm call: median 0.400 us per call, min 0.350 us (11 batches of 100)
+w8 compile cold (empty cache, incl. first call): median 1.500 s, min 1.100 s (5 runs)
+w7 bench_w7: skipped, not built in build/bench (make bench)
+"""
+
+
+def row(md, conf):
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[1] == conf:
+            return cells
+    raise AssertionError(f"no row for {conf!r}")
+
+
+def target(md, text):
+    for line in md.splitlines():
+        if line.startswith(f"| {text} |"):
+            return [c.strip() for c in line.strip("|").split("|")]
+    raise AssertionError(f"no target {text!r}")
+
+
+def main():
+    d = tempfile.mkdtemp()
+    raw, md_path, svg_path = (os.path.join(d, n) for n in ("raw", "r.md", "r.svg"))
+    with open(raw, "w") as f:
+        f.write(RAW)
+    devnull = open(os.devnull, "w")
+    stdout, sys.stdout = sys.stdout, devnull
+    try:
+        rc = report.main(["report.py", raw, md_path, svg_path, "machine=test"])
+    finally:
+        sys.stdout = stdout
+    assert rc == 0
+    md = open(md_path).read()
+    # median of the round medians (4, 6 -> 5), the smallest min, the best peer at 1 thread
+    r = row(md, "vm threads=1")
+    assert r[2] == "5.000 ms" and r[3] == "2.800 ms", r
+    assert r[4].startswith("torch threads=1") and r[5] == "**2.00x**", r
+    r = row(md, "vm threads=2")
+    assert r[4].startswith("numpy threads=2") and r[5] == "**0.50x**", r
+    # microseconds against milliseconds: 50 us / 0.2 ms
+    r = row(md, "vm chains=1 threads=1")
+    assert r[2] == "50.000 us" and r[5] == "**0.25x**", r
+    # a peer without a thread count pairs with every thread count
+    r = row(md, "vm fused threads=1")
+    assert r[4].startswith("numpy (") and r[5] == "**0.25x**", r
+    assert row(md, "numpy threads=1")[4] == "(peer)"
+    assert row(md, "vm call")[4] == "no peer"
+    # targets
+    assert target(md, "W6 <= 1.0x the best peer at 1 thread")[2] == "**no**"
+    assert target(md, "W6 <= 0.8x the best peer at 2 threads")[2] == "yes"
+    assert target(md, "W9 logp+grad <= 50 us")[2] == "yes"  # 50 us exactly
+    assert target(md, "W1 <= 0.5x the best peer")[2] == "yes"
+    assert target(md, "W5 >= 2M calls/s (<= 0.5 us per call)")[2] == "yes"
+    assert target(md, "W8 cold compile <= 1 s")[2] == "**no**"
+    assert target(md, "W7 <= 0.95x NumPy")[1] == "not measured"
+    assert "w7 bench_w7: skipped" in md
+    # the peer word anywhere after the workload; plain words (f64) must match too
+    r = row(md, "n=256 f64 tgraph threads=1")
+    assert r[4].startswith("n=256 f64 cblas threads=1") and r[5] == "**1.25x**", r
+    assert row(md, "n=256 f32 cblas threads=1")[4] == "(peer)"
+    assert row(md, "tgraph threads=1")[5] == "**0.50x**"  # lin: a workload of another name
+    assert "- machine: test" in md
+    # the chart: well-formed, one bar per tgraph configuration with a peer
+    root = ET.parse(svg_path).getroot()
+    bars = [e for e in root.iter() if e.tag.endswith("rect") and e.get("height") == "20"]
+    ratios = re.findall(r"\*\*([0-9.]+)x\*\*", md.split("## Targets")[0])
+    assert len(bars) == len(ratios) == 6, (len(bars), ratios)
+    print("bench_report: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
