@@ -126,7 +126,7 @@ static void run_work(work *w) {
             double err = max_rel_diff(w->out[0], w->peer_out, w->peer_n);
             if (err > (tg_tensor_dtype(w->out[0]) == TG_DT_F32 ? 1e-3 : 1e-9)) {
                 fprintf(stderr, "bench_blas: %s %s: tgraph and CBLAS differ (%g)\n", w->name, w->kv,
-                    err);
+                        err);
                 exit(1);
             }
             for (int r = 0; r < runs;) {
@@ -210,8 +210,15 @@ static void bench_w2(void) {
             int64_t sh[2] = {n, n};
             tg_tensor *in[3] = {tensor(t, 2, sh, 1), tensor(t, 2, sh, 2), tensor(t, 2, sh, 3)};
             tg_tensor *out[1] = {tensor(t, 2, sh, 0)};
-            work w = {.name = "w2", .kv = name, .g = parse_func(&m, src), .in = in, .nin = 3,
-                      .out = out, .nout = 1, .peer = w2_peer, .peer_n = n * n};
+            work w = {.name = "w2",
+                      .kv = name,
+                      .g = parse_func(&m, src),
+                      .in = in,
+                      .nin = 3,
+                      .out = out,
+                      .nout = 1,
+                      .peer = w2_peer,
+                      .peer_n = n * n};
             w.peer_out = malloc((size_t)(n * n) * (d ? 4 : 8));
             run_work(&w);
             free_work(&w, m);
@@ -224,8 +231,8 @@ static void w3_peer(work *w) {
     int64_t n = tg_tensor_shape(w->in[0])[0];
     int rev = *(int *)w->ctx;
     memcpy(w->peer_out, tg_tensor_data(w->in[2]), (size_t)n * 8);
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)n, 1.0, tg_tensor_data(w->in[0]),
-                (int)n, tg_tensor_data(w->in[1]), rev ? -1 : 1, 1.0, w->peer_out, 1);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)n, 1.0, tg_tensor_data(w->in[0]), (int)n,
+                tg_tensor_data(w->in[1]), rev ? -1 : 1, 1.0, w->peer_out, 1);
 }
 
 static void bench_w3(void) {
@@ -242,8 +249,16 @@ static void bench_w3(void) {
         tg_tensor *in[3] = {tensor(TG_DT_F64, 2, sh, 4), tensor(TG_DT_F64, 1, &n, 5),
                             tensor(TG_DT_F64, 1, &n, 6)};
         tg_tensor *out[1] = {tensor(TG_DT_F64, 1, &n, 0)};
-        work w = {.name = "w3", .kv = name, .g = parse_func(&m, src), .in = in, .nin = 3,
-                  .out = out, .nout = 1, .peer = w3_peer, .peer_n = n, .ctx = &rev};
+        work w = {.name = "w3",
+                  .kv = name,
+                  .g = parse_func(&m, src),
+                  .in = in,
+                  .nin = 3,
+                  .out = out,
+                  .nout = 1,
+                  .peer = w3_peer,
+                  .peer_n = n,
+                  .ctx = &rev};
         w.peer_out = malloc((size_t)n * 8);
         run_work(&w);
         free_work(&w, m);
@@ -271,8 +286,15 @@ static void bench_w4(void) {
     tg_tensor *in[3] = {tensor(TG_DT_F64, 2, sh, 7), tensor(TG_DT_F64, 1, &n, 8),
                         tensor(TG_DT_F64, 1, &n, 9)};
     tg_tensor *out[1] = {tensor(TG_DT_F64, 2, sh, 0)};
-    work w = {.name = "w4", .kv = "n=2048", .g = parse_func(&m, src), .in = in, .nin = 3,
-              .out = out, .nout = 1, .peer = w4_peer, .peer_n = n * n};
+    work w = {.name = "w4",
+              .kv = "n=2048",
+              .g = parse_func(&m, src),
+              .in = in,
+              .nin = 3,
+              .out = out,
+              .nout = 1,
+              .peer = w4_peer,
+              .peer_n = n * n};
     w.peer_out = malloc((size_t)(n * n) * 8);
     run_work(&w);
     free_work(&w, m);
@@ -295,8 +317,15 @@ static void bench_w7(void) {
     int64_t sh[3] = {64, 128, 128};
     tg_tensor *in[2] = {tensor(TG_DT_F64, 3, sh, 10), tensor(TG_DT_F64, 3, sh, 11)};
     tg_tensor *out[1] = {tensor(TG_DT_F64, 3, sh, 0)};
-    work w = {.name = "w7", .kv = "batch=64x128x128", .g = parse_func(&m, src), .in = in,
-              .nin = 2, .out = out, .nout = 1, .peer = w7_peer, .peer_n = 64 * 128 * 128};
+    work w = {.name = "w7",
+              .kv = "batch=64x128x128",
+              .g = parse_func(&m, src),
+              .in = in,
+              .nin = 2,
+              .out = out,
+              .nout = 1,
+              .peer = w7_peer,
+              .peer_n = 64 * 128 * 128};
     w.peer_out = malloc((size_t)(64 * 128 * 128) * 8);
     run_work(&w);
     free_work(&w, m);
@@ -343,8 +372,8 @@ static void lin_sgd_peer(work *w) {
         d->gb[i % LO] += d->gh[i];
     }
     memcpy(w->peer_out, W, sizeof(float) * LI * LO);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, LI, LO, LB, -0.01f, x, LI, d->gh, LO,
-                1.0f, w->peer_out, LO);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, LI, LO, LB, -0.01f, x, LI, d->gh, LO, 1.0f,
+                w->peer_out, LO);
 }
 
 static void bench_lin(bool sgd) {
@@ -368,13 +397,19 @@ static void bench_lin(bool sgd) {
                         tensor(TG_DT_F32, 1, (int64_t[]){LO}, 14),
                         tensor(TG_DT_F32, 2, (int64_t[]){LB, LO}, 15)};
     tg_tensor *out[3] = {tensor(TG_DT_F32, 2, (int64_t[]){LI, LO}, 0),
-                         tensor(TG_DT_F32, 1, (int64_t[]){LO}, 0),
-                         tensor(TG_DT_F32, 0, NULL, 0)};
+                         tensor(TG_DT_F32, 1, (int64_t[]){LO}, 0), tensor(TG_DT_F32, 0, NULL, 0)};
     lin_peer_data d = {malloc(sizeof(float) * LB * LO), malloc(sizeof(float) * LB * LO),
                        malloc(sizeof(float) * LO)};
-    work w = {.name = "w10", .kv = sgd ? "linear=fwd+bwd+sgd" : "linear=fwd+bwd",
-              .g = parse_func(&m, src), .in = in, .nin = 4, .out = out, .nout = 3,
-              .peer = sgd ? lin_sgd_peer : lin_peer, .peer_n = LI * LO, .ctx = &d};
+    work w = {.name = "w10",
+              .kv = sgd ? "linear=fwd+bwd+sgd" : "linear=fwd+bwd",
+              .g = parse_func(&m, src),
+              .in = in,
+              .nin = 4,
+              .out = out,
+              .nout = 3,
+              .peer = sgd ? lin_sgd_peer : lin_peer,
+              .peer_n = LI * LO,
+              .ctx = &d};
     w.peer_out = malloc(sizeof(float) * LI * LO);
     run_work(&w);
     free(d.h);

@@ -88,7 +88,7 @@ def parse(path):
             line = raw.rstrip("\n")
             m = LINE.match(line)
             if not m:
-                if re.match(r"^w\d+ .*(skipped|not importable|missing)", line):
+                if re.match(r"^\S+ .*(skipped|not importable|missing|failed)", line):
                     notes.append(line)
                 continue
             med = float(m["med"]) * SCALE[m["mu"]]

@@ -66,7 +66,8 @@ for p in /usr/bin/python3 python3; do
     if command -v "$p" >/dev/null 2>&1; then report_py=$p; break; fi
 done
 raw=$(mktemp "${TMPDIR:-/tmp}/tgbench.XXXXXX")
-trap 'rm -f "$raw"' EXIT
+one=$(mktemp "${TMPDIR:-/tmp}/tgbench.XXXXXX")
+trap 'rm -f "$raw" "$one"' EXIT
 
 cores=$(nproc 2>/dev/null || echo "?")
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
@@ -81,16 +82,18 @@ while [ "$r" -le "$rounds" ]; do
                 echo "$wl $prog: skipped, not built in $build/bench (make bench)" | tee -a "$raw"
                 continue
             fi
-            # shellcheck disable=SC2086
-            "$build/bench/$prog" $args 2>&1 | tee -a "$raw" || echo "$wl $prog: failed" | tee -a "$raw"
+            set -- "$build/bench/$prog"
         else
             if [ -z "$py" ]; then
                 echo "$wl $prog: skipped, no python3 with numpy (Debian: python3-numpy)" | tee -a "$raw"
                 continue
             fi
-            # shellcheck disable=SC2086
-            "$py" "$here/$prog" $args 2>&1 | tee -a "$raw" || echo "$wl $prog: failed" | tee -a "$raw"
+            set -- "$py" "$here/$prog"
         fi
+        # shellcheck disable=SC2086
+        if "$@" $args >"$one" 2>&1; then st=0; else st=$?; fi
+        [ "$st" -eq 0 ] || echo "$wl $prog $args: failed (exit status $st)" >>"$one"
+        tee -a "$raw" <"$one"
     done
     r=$((r + 1))
 done

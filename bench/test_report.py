@@ -28,6 +28,7 @@ w1 numpy: median 200.000 ms, min 190.000 ms (10 runs)
 w5 vm call: median 0.400 us per call, min 0.300 us (11 batches of 100)
 w8 compile cold (empty cache, incl. first call): median 1.500 s, min 1.200 s (5 runs)
 w7 bench_w7: skipped, not built in build/bench (make bench)
+w9 bench_w9 -n 10 --mode c: failed (exit status 139)
 w2 n=256 f64 tgraph threads=1: median 1.000 ms, min 0.900 ms (10 runs)
 w2 n=256 f64 cblas threads=1: median 0.800 ms, min 0.700 ms (10 runs)
 w2 n=256 f32 cblas threads=1: median 0.400 ms, min 0.300 ms (10 runs)
@@ -100,6 +101,7 @@ def main():
     assert target(md, "W8 cold compile <= 1 s")[2] == "**no**"
     assert target(md, "W7 <= 0.95x NumPy")[1] == "not measured"
     assert "w7 bench_w7: skipped" in md
+    assert "- w9 bench_w9 -n 10 --mode c: failed (exit status 139)" in md
     # the peer word anywhere after the workload; plain words (f64) must match too
     r = row(md, "n=256 f64 tgraph threads=1")
     assert r[4].startswith("n=256 f64 cblas threads=1") and r[5] == "**1.25x**", r

@@ -22,11 +22,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define BR_N 10000         /* observations */
-#define BR_P 20            /* predictors */
-#define BR_D (BR_P + 1)    /* sampled values: beta and log sigma */
-#define BR_SIGMA 0.5       /* the noise of the synthetic data */
-#define BR_PRIOR_SD 5.0    /* beta_j ~ Normal(0, 5) */
+#define BR_N        10000      /* observations */
+#define BR_P        20         /* predictors */
+#define BR_D        (BR_P + 1) /* sampled values: beta and log sigma */
+#define BR_SIGMA    0.5        /* the noise of the synthetic data */
+#define BR_PRIOR_SD 5.0        /* beta_j ~ Normal(0, 5) */
 
 static inline tg_var *br_idx(tg_graph *g, tg_var *v, int64_t i) {
     tg_slice s = {.start = i, .stop = TG_SLICE_NONE, .step = 1, .is_index = true};
@@ -71,8 +71,8 @@ static inline tg_graph *br_build_logp(int64_t chains) {
     tg_slice all = {.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = 1};
     tg_slice bs[2] = {all, {.start = 0, .stop = BR_P, .step = 1}};
     tg_slice ss[2] = {all, {.start = BR_P, .stop = TG_SLICE_NONE, .step = 1, .is_index = true}};
-    tg_var *beta = tg_slice_apply(g, theta, bs, 2);      /* [C,P] */
-    tg_var *ls = tg_slice_apply(g, theta, ss, 2);        /* [C]: log sigma */
+    tg_var *beta = tg_slice_apply(g, theta, bs, 2); /* [C,P] */
+    tg_var *ls = tg_slice_apply(g, theta, ss, 2);   /* [C]: log sigma */
     /* residuals with the chains as rows: [C,N], reduced along the contiguous axis */
     tg_var *r = tg_sub(g, y, tg_dot(g, beta, tg_transpose(g, X, NULL)));
     tg_var *ss_r = tg_reduce(g, "sum", tg_mul(g, r, r), (int64_t[]){1}, 1, false);
@@ -83,11 +83,10 @@ static inline tg_graph *br_build_logp(int64_t chains) {
                tg_literal_float(g, 0.5)));
     /* priors: beta_j ~ Normal(0, 5), log sigma ~ Normal(0, 1) */
     tg_var *bb = tg_reduce(g, "sum", tg_mul(g, beta, beta), (int64_t[]){1}, 1, false);
-    tg_var *prior = tg_sub(
-        g,
-        tg_mul(g, bb, tg_literal_float(g, -0.5 / (BR_PRIOR_SD * BR_PRIOR_SD))),
-        tg_add(g, tg_mul(g, tg_mul(g, ls, ls), tg_literal_float(g, 0.5)),
-               tg_literal_float(g, BR_D * half_log_2pi + BR_P * log(BR_PRIOR_SD))));
+    tg_var *prior =
+        tg_sub(g, tg_mul(g, bb, tg_literal_float(g, -0.5 / (BR_PRIOR_SD * BR_PRIOR_SD))),
+               tg_add(g, tg_mul(g, tg_mul(g, ls, ls), tg_literal_float(g, 0.5)),
+                      tg_literal_float(g, BR_D * half_log_2pi + BR_P * log(BR_PRIOR_SD))));
     tg_var *logp = tg_add(g, loglik, prior);
     tg_var *grad;
     tg_var *total = tg_reduce(g, "sum", logp, NULL, -1, false); /* chains are independent */

@@ -129,20 +129,24 @@ static int least_squares(const double *X, const double *y, double *b, double *sd
 /* ---- flags ------------------------------------------------------------------------- */
 
 static int usage(void) {
-    fprintf(stderr,
-            "usage: example_bayes_regression [--chains C] [--warmup W] [--samples S]\n"
-            "         [--leapfrog L] [--seed K] [--threads T] [--backend vm|c|reference]\n"
-            "  --chains    chains sampled side by side (default 4)\n"
-            "  --warmup    iterations tuning the step size, discarded (default 500)\n"
-            "  --samples   iterations kept per chain (default 1000)\n"
-            "  --leapfrog  leapfrog steps per iteration (default 10)\n"
-            "  --seed      of the data and of the sampler (default 1)\n");
+    fprintf(stderr, "usage: example_bayes_regression [--chains C] [--warmup W] [--samples S]\n"
+                    "         [--leapfrog L] [--seed K] [--threads T] [--backend vm|c|reference]\n"
+                    "  --chains    chains sampled side by side (default 4)\n"
+                    "  --warmup    iterations tuning the step size, discarded (default 500)\n"
+                    "  --samples   iterations kept per chain (default 1000)\n"
+                    "  --leapfrog  leapfrog steps per iteration (default 10)\n"
+                    "  --seed      of the data and of the sampler (default 1)\n");
     return 2;
 }
 
 static int parse_opts(int argc, char **argv, opts *o) {
-    *o = (opts){.chains = 4, .warmup = 500, .samples = 1000, .leapfrog = 10, .seed = 1,
-                .mode = TG_MODE_VM, .mode_name = "vm"};
+    *o = (opts){.chains = 4,
+                .warmup = 500,
+                .samples = 1000,
+                .leapfrog = 10,
+                .seed = 1,
+                .mode = TG_MODE_VM,
+                .mode_name = "vm"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help") || !v) return usage();
@@ -230,8 +234,8 @@ int main(int argc, char **argv) {
         fail("out of memory");
         goto done;
     }
-    printf("logp and gradient for %d chains compiled once (backend %s) in %.2f s\n", C,
-           o.mode_name, now() - t0);
+    printf("logp and gradient for %d chains compiled once (backend %s) in %.2f s\n", C, o.mode_name,
+           now() - t0);
 
     double *th = tg_tensor_data(dens.theta), *lp = tg_tensor_data(dens.out[0]);
     double *gr = tg_tensor_data(dens.out[1]);
@@ -324,8 +328,8 @@ int main(int argc, char **argv) {
         fail("X'X is not positive definite");
         goto done;
     }
-    printf("\n%-10s %9s %11s %9s %8s %9s %7s\n", "value", "true", "post. mean", "post. sd",
-           "|z|", "lsq fit", "R-hat");
+    printf("\n%-10s %9s %11s %9s %8s %9s %7s\n", "value", "true", "post. mean", "post. sd", "|z|",
+           "lsq fit", "R-hat");
     int within1 = 0, within3 = 0, lsq_ok = 1, rhat_ok = 1;
     double maxz = 0;
     int64_t S = o.samples;
@@ -369,16 +373,17 @@ int main(int argc, char **argv) {
     double acc_rate = 0;
     for (int c = 0; c < C; c++) acc_rate += acc_sum[c] / (double)S / C;
     printf("\ntrue values within 1 posterior sd: %d of %d, within 3 sd: %d of %d (largest "
-           "|z| %.2f)\n", within1, D, within3, D, maxz);
+           "|z| %.2f)\n",
+           within1, D, within3, D, maxz);
     printf("posterior means %s the least-squares fit within 0.5 sd; R-hat %s 1.05\n",
            lsq_ok ? "agree with" : "DO NOT agree with", rhat_ok ? "below" : "NOT below");
     printf("HMC: %d chains x (%d warm-up + %d kept) iterations of %d leapfrog steps, "
-           "acceptance %.2f, step sizes %.2e..%.2e\n", C, o.warmup, o.samples, L, acc_rate,
-           eps[0], eps[C - 1]);
+           "acceptance %.2f, step sizes %.2e..%.2e\n",
+           C, o.warmup, o.samples, L, acc_rate, eps[0], eps[C - 1]);
     printf("logp+grad: %ld calls of %d chains in %.2f s: %.0f evaluations/s (%.1f us per "
-           "evaluation; sampling took %.2f s in all)\n", dens.calls, C, dens.seconds,
-           (double)dens.calls * C / dens.seconds, 1e6 * dens.seconds / ((double)dens.calls * C),
-           tsample);
+           "evaluation; sampling took %.2f s in all)\n",
+           dens.calls, C, dens.seconds, (double)dens.calls * C / dens.seconds,
+           1e6 * dens.seconds / ((double)dens.calls * C), tsample);
     rc = within3 == D && lsq_ok && rhat_ok ? 0 : 1;
     if (rc) fail("the posterior does not check out (see above)");
 done:

@@ -64,13 +64,13 @@ static size_t rd_read(reader *r, void *dst, size_t n) {
 }
 
 /* The message for a short read of `what`. */
-static tg_status short_read(const reader *r, char *err, size_t errsz, const char *what,
-                            size_t want, size_t got) {
+static tg_status short_read(const reader *r, char *err, size_t errsz, const char *what, size_t want,
+                            size_t got) {
     if (r->zerr)
-        return fail(err, errsz, TG_EFORMAT, "corrupt gzip data while reading the %s (%s)",
-                    what, r->z.msg ? r->z.msg : zError(r->zerr));
-    return fail(err, errsz, TG_EFORMAT, "truncated: the %s needs %zu bytes, only %zu remain",
-                what, want, got);
+        return fail(err, errsz, TG_EFORMAT, "corrupt gzip data while reading the %s (%s)", what,
+                    r->z.msg ? r->z.msg : zError(r->zerr));
+    return fail(err, errsz, TG_EFORMAT, "truncated: the %s needs %zu bytes, only %zu remain", what,
+                want, got);
 }
 
 static uint32_t be32(const unsigned char *p) {
@@ -79,13 +79,26 @@ static uint32_t be32(const unsigned char *p) {
 
 static int dtype_of(unsigned code, tg_dtype *dt) {
     switch (code) {
-    case 0x08: *dt = TG_DT_U8; return 1;
-    case 0x09: *dt = TG_DT_I8; return 1;
-    case 0x0B: *dt = TG_DT_I16; return 1;
-    case 0x0C: *dt = TG_DT_I32; return 1;
-    case 0x0D: *dt = TG_DT_F32; return 1;
-    case 0x0E: *dt = TG_DT_F64; return 1;
-    default: return 0;
+    case 0x08:
+        *dt = TG_DT_U8;
+        return 1;
+    case 0x09:
+        *dt = TG_DT_I8;
+        return 1;
+    case 0x0B:
+        *dt = TG_DT_I16;
+        return 1;
+    case 0x0C:
+        *dt = TG_DT_I32;
+        return 1;
+    case 0x0D:
+        *dt = TG_DT_F32;
+        return 1;
+    case 0x0E:
+        *dt = TG_DT_F64;
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -128,7 +141,8 @@ static tg_status parse(tg_ctx *ctx, reader *r, size_t len, tg_tensor **out, char
     for (int i = 0; i < ndim; i++) {
         shape[i] = (int64_t)be32(head + 4 + 4 * i);
         if (shape[i] && count > (uint64_t)INT64_MAX / 16 / (uint64_t)shape[i])
-            return fail(err, errsz, TG_ELIMIT, "extents overflow: the header claims more than "
+            return fail(err, errsz, TG_ELIMIT,
+                        "extents overflow: the header claims more than "
                         "2^59 elements");
         count *= (uint64_t)shape[i];
     }
@@ -137,25 +151,30 @@ static tg_status parse(tg_ctx *ctx, reader *r, size_t len, tg_tensor **out, char
     if (!r->gz) {
         uint64_t have = len - header;
         if (need > have)
-            return fail(err, errsz, TG_EFORMAT, "truncated: the header claims %llu bytes of "
-                        "data, the file holds %llu", (unsigned long long)need,
-                        (unsigned long long)have);
+            return fail(err, errsz, TG_EFORMAT,
+                        "truncated: the header claims %llu bytes of "
+                        "data, the file holds %llu",
+                        (unsigned long long)need, (unsigned long long)have);
         if (need < have)
-            return fail(err, errsz, TG_EFORMAT, "%llu bytes after the %llu bytes of data the "
-                        "header claims", (unsigned long long)(have - need),
-                        (unsigned long long)need);
+            return fail(err, errsz, TG_EFORMAT,
+                        "%llu bytes after the %llu bytes of data the "
+                        "header claims",
+                        (unsigned long long)(have - need), (unsigned long long)need);
     } else {
         /* the trailer's ISIZE is the inflated size modulo 2^32 */
         const unsigned char *t = r->buf + len - 4;
-        uint32_t isize = (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 |
-                         (uint32_t)t[3] << 24;
+        uint32_t isize =
+            (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;
         if (need > (uint64_t)len * GZIP_MAX_RATIO)
-            return fail(err, errsz, TG_ELIMIT, "the header claims %llu bytes of data, more than "
-                        "a gzip stream of %zu bytes can hold", (unsigned long long)need, len);
+            return fail(err, errsz, TG_ELIMIT,
+                        "the header claims %llu bytes of data, more than "
+                        "a gzip stream of %zu bytes can hold",
+                        (unsigned long long)need, len);
         if ((uint32_t)(header + need) != isize)
-            return fail(err, errsz, TG_EFORMAT, "the header claims %llu bytes of data, the gzip "
-                        "trailer says the file has %lu bytes in all", (unsigned long long)need,
-                        (unsigned long)isize);
+            return fail(err, errsz, TG_EFORMAT,
+                        "the header claims %llu bytes of data, the gzip "
+                        "trailer says the file has %lu bytes in all",
+                        (unsigned long long)need, (unsigned long)isize);
     }
     if (need > SIZE_MAX / 2)
         return fail(err, errsz, TG_ELIMIT, "%llu bytes of data: too large for this machine",
@@ -174,9 +193,9 @@ static tg_status parse(tg_ctx *ctx, reader *r, size_t len, tg_tensor **out, char
     if (r->gz) { /* the stream must end here, with nothing after it */
         unsigned char extra;
         size_t more = rd_read(r, &extra, 1);
-        const char *why = more ? "data past what the header claims"
-                          : r->zerr ? "corrupt gzip data after the elements"
-                          : !r->ended ? "the gzip stream is truncated"
+        const char *why = more            ? "data past what the header claims"
+                          : r->zerr       ? "corrupt gzip data after the elements"
+                          : !r->ended     ? "the gzip stream is truncated"
                           : r->z.avail_in ? "bytes after the end of the gzip stream"
                                           : NULL;
         if (why) {
@@ -230,8 +249,7 @@ tg_status idx_load(tg_ctx *ctx, const char *path, tg_tensor **out, char *err, si
     tg_tensor *raw = tg_tensor_new(ctx, TG_DT_U8, 1, &n);
     if (!raw) {
         fclose(f);
-        return fail(err, errsz, TG_ENOMEM, "%s: cannot allocate %lld bytes", path,
-                    (long long)n);
+        return fail(err, errsz, TG_ENOMEM, "%s: cannot allocate %lld bytes", path, (long long)n);
     }
     size_t got = n ? fread(tg_tensor_data(raw), 1, (size_t)n, f) : 0;
     int rerr = ferror(f);

@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define NIN 784   /* 28 x 28 pixels */
-#define NHID 256  /* hidden units */
-#define NOUT 10   /* classes */
+#define NIN  784 /* 28 x 28 pixels */
+#define NHID 256 /* hidden units */
+#define NOUT 10  /* classes */
 
 /* ---- parameters and optimiser state ---------------------------------------------- */
 
@@ -84,8 +84,8 @@ static inline tg_graph *build_step(int64_t batch) {
         tg_var *m1 = tg_add(g, tg_mul(g, m[i], lit(g, b1)), tg_mul(g, grad[i], lit(g, 1 - b1)));
         tg_var *v1 = tg_add(g, tg_mul(g, v[i], lit(g, b2)),
                             tg_mul(g, tg_mul(g, grad[i], grad[i]), lit(g, 1 - b2)));
-        tg_var *p1 = tg_sub(g, p[i], tg_mul(g, step, tg_div(g, m1, tg_add(g, tg_sqrt(g, v1),
-                                                                             lit(g, eps)))));
+        tg_var *p1 =
+            tg_sub(g, p[i], tg_mul(g, step, tg_div(g, m1, tg_add(g, tg_sqrt(g, v1), lit(g, eps)))));
         if (tg_update(g, p[i], p1) != TG_OK || tg_update(g, m[i], m1) != TG_OK ||
             tg_update(g, v[i], v1) != TG_OK)
             goto fail;
@@ -94,7 +94,7 @@ static inline tg_graph *build_step(int64_t batch) {
     return g;
 fail:
     fprintf(stderr, "building the training step: %s\n",
-        tg_graph_status(g) != TG_OK ? tg_graph_error(g) : tg_last_error());
+            tg_graph_status(g) != TG_OK ? tg_graph_error(g) : tg_last_error());
     tg_graph_free(g);
     return NULL;
 }

@@ -126,8 +126,8 @@ static tg_status infer_gemv(tg_infer *ic) {
     if (st != TG_OK) return st;
     const tg_type *a = &ic->in[1], *x = &ic->in[2];
     if (a->ndim != 2 || x->ndim != 1)
-        return tg_infer_fail(ic, TG_ESHAPE,
-                             "needs a matrix and a vector (ranks %d and %d)", a->ndim, x->ndim);
+        return tg_infer_fail(ic, TG_ESHAPE, "needs a matrix and a vector (ranks %d and %d)",
+                             a->ndim, x->ndim);
     bool ta = ic->attrs[A_TRANS_A].i != 0;
     int am = ta ? 1 : 0;
     int64_t ka = a->shape[1 - am];
@@ -173,11 +173,11 @@ static double acc_at(const tg_tensor *c, int nd, int64_t i, int64_t j) {
 /* out[i, j] = alpha * sum_k a(i, k) b(k, j) + beta * C[i, j] over an M x N x K problem given
  * by element accessors of strides (element units). */
 typedef struct refmm {
-    const char *a, *b;    /* base of op(A)'s (0, 0) and op(B)'s (0, 0) */
-    int64_t ai, ak;       /* strides of op(A) along i and k */
-    int64_t bk, bj;       /* strides of op(B) along k and j */
-    int64_t M, N, K;      /* extents */
-    int nd;               /* rank of the output (1: gemv) */
+    const char *a, *b; /* base of op(A)'s (0, 0) and op(B)'s (0, 0) */
+    int64_t ai, ak;    /* strides of op(A) along i and k */
+    int64_t bk, bj;    /* strides of op(B) along k and j */
+    int64_t M, N, K;   /* extents */
+    int nd;            /* rank of the output (1: gemv) */
 } refmm;
 
 static tg_status ref_run(tg_kern *k, const refmm *p) {
@@ -254,20 +254,20 @@ static tg_status ref_ger(tg_kern *k) {
     return ref_run(k, &p);
 }
 
-#define BLAS_RECORD(var, nm, nattr, inf, rf, destroy)                                          \
-    const tg_op_def var = {                                                                    \
-        .name = nm,                                                                            \
-        .min_in = 3,                                                                           \
-        .max_in = 5,                                                                           \
-        .nout = 1,                                                                             \
-        .kind = TG_KIND_LINALG,                                                                \
-        .attrs = gemm_attrs,                                                                   \
-        .nattrs = nattr,                                                                       \
-        .promote = promote_blas,                                                               \
-        .infer = inf,                                                                          \
-        .ref = rf,                                                                             \
-        .destroys = destroy,                                                                   \
-        .grad = TG_GRAD_UNDEFINED,                                                             \
+#define BLAS_RECORD(var, nm, nattr, inf, rf, destroy)                                              \
+    const tg_op_def var = {                                                                        \
+        .name = nm,                                                                                \
+        .min_in = 3,                                                                               \
+        .max_in = 5,                                                                               \
+        .nout = 1,                                                                                 \
+        .kind = TG_KIND_LINALG,                                                                    \
+        .attrs = gemm_attrs,                                                                       \
+        .nattrs = nattr,                                                                           \
+        .promote = promote_blas,                                                                   \
+        .infer = inf,                                                                              \
+        .ref = rf,                                                                                 \
+        .destroys = destroy,                                                                       \
+        .grad = TG_GRAD_UNDEFINED,                                                                 \
     }
 
 /* gemm has alpha, beta, trans_a, trans_b; gemv the first three; ger alpha and beta. */

@@ -31,19 +31,19 @@
 #include <math.h>
 
 #define MAX_TERMS 32 /* terms of one sum (more: left as it is) */
-#define MAX_SCAL 8   /* symbolic scalars of one term */
+#define MAX_SCAL  8  /* symbolic scalars of one term */
 
 enum { P_NONE, P_GEMM, P_GEMV, P_GER };
 
 typedef struct term {
-    tg_var *v;               /* the value (for products: the node's output, or NULL) */
-    double coef;             /* constant factor */
-    tg_var *scal[MAX_SCAL];  /* symbolic 0-d factors */
+    tg_var *v;              /* the value (for products: the node's output, or NULL) */
+    double coef;            /* constant factor */
+    tg_var *scal[MAX_SCAL]; /* symbolic 0-d factors */
     int nscal;
-    bool tr;                 /* the term is v transposed (2-D) */
-    int kind;                /* P_*: a product */
-    tg_var *a, *b;           /* its operands (gemm: A, B; gemv: A, x; ger: x, y) */
-    bool ta, tb;             /* BLAS transpose flags, already combined with tr */
+    bool tr;       /* the term is v transposed (2-D) */
+    int kind;      /* P_*: a product */
+    tg_var *a, *b; /* its operands (gemm: A, B; gemv: A, x; ger: x, y) */
+    bool ta, tb;   /* BLAS transpose flags, already combined with tr */
 } term;
 
 typedef struct sumx {
@@ -60,9 +60,7 @@ static bool is_float(const tg_var *v) {
     return v->type.dtype == TG_DT_F32 || v->type.dtype == TG_DT_F64;
 }
 
-static bool is_op(const tg_var *v, int op) {
-    return v->kind == TG_VAR_NODE && v->node->op == op;
-}
+static bool is_op(const tg_var *v, int op) { return v->kind == TG_VAR_NODE && v->node->op == op; }
 
 /* A 2-D transpose that swaps the axes. */
 static bool is_swap(const tg_var *v) {
@@ -94,8 +92,7 @@ static int product_form(const tg_var *v, tg_var **a, tg_var **b, bool *ta, bool 
         if (!same_dtype3(v, x, y)) return P_NONE;
         int nx = x->type.ndim, ny = y->type.ndim;
         /* the contracted extents are known: a misalignment stays the product's own error */
-        if (nx < 1 || ny < 1 || x->type.shape[nx - 1] < 0 ||
-            y->type.shape[ny > 2 ? ny - 2 : 0] < 0)
+        if (nx < 1 || ny < 1 || x->type.shape[nx - 1] < 0 || y->type.shape[ny > 2 ? ny - 2 : 0] < 0)
             return P_NONE;
         if (nx == 2 && ny == 2) {
             *a = x;
@@ -146,9 +143,7 @@ static bool scalar_factor(const tg_var *s, const tg_var *other, const tg_var *ou
     return s->type.ndim == 0 && tg_rw_same_type(out, other) && !tg_rw_same_type(out, s);
 }
 
-static bool zero_value(const tg_var *v) {
-    return tg_rw_is_const(v, 0.0) || is_op(v, TG_OP_ZEROS);
-}
+static bool zero_value(const tg_var *v) { return tg_rw_is_const(v, 0.0) || is_op(v, TG_OP_ZEROS); }
 
 /* Counts one more reach of a product value; false when the table is full. */
 static int seen_add(sumx *S, tg_var *v) {
@@ -540,10 +535,8 @@ static tg_var *rw_blas_sum(tg_rw *rw, tg_node *n) {
 }
 
 static const tg_rule blas_rules[] = {
-    {"blas_sum", TG_OP_ADD, rw_blas_sum},
-    {"blas_sum", TG_OP_SUB, rw_blas_sum},
-    {"blas_sum", TG_OP_NEG, rw_blas_sum},
-    {"blas_sum", TG_OP_MUL, rw_blas_sum},
+    {"blas_sum", TG_OP_ADD, rw_blas_sum},       {"blas_sum", TG_OP_SUB, rw_blas_sum},
+    {"blas_sum", TG_OP_NEG, rw_blas_sum},       {"blas_sum", TG_OP_MUL, rw_blas_sum},
     {"blas_sum", TG_OP_TRANSPOSE, rw_blas_sum},
 };
 

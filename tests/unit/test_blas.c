@@ -97,7 +97,8 @@ static void run_case(const char *src, const char *name, int nin, const int64_t (
         tg_fn *vm = compile(g, TG_MODE_VM, nth, false);
         for (int call = 0; call < 2; call++) { /* a second call reuses the plan's blocks */
             tg_tensor *got = NULL;
-            if (tg_fn_call(vm, in, nin, &got, 1) != TG_OK) fail_msg("%s: %s", name, tg_last_error());
+            if (tg_fn_call(vm, in, nin, &got, 1) != TG_OK)
+                fail_msg("%s: %s", name, tg_last_error());
             char what[128];
             snprintf(what, sizeof what, "%s %s threads=%d", name, tg_dtype_name(dt), nth);
             expect_close(want, got, dt == TG_DT_F32 ? 1e-4 : 1e-11, what);
@@ -203,8 +204,8 @@ static void test_empty(void **state) {
              TG_DT_F64);
     run_case(src, "m0", 3, (const int64_t[3][3]){{0, 4}, {0, 5}, {5, 4}}, (const int[]){2, 2, 2},
              TG_DT_F64);
-    run_case(src, "k0z", 3, (const int64_t[3][3]){{3, 4}, {3, 0}, {0, 4}},
-             (const int[]){2, 2, 2}, TG_DT_F64);
+    run_case(src, "k0z", 3, (const int64_t[3][3]){{3, 4}, {3, 0}, {0, 4}}, (const int[]){2, 2, 2},
+             TG_DT_F64);
     run_case(src, "v0", 3, (const int64_t[3][3]){{3}, {3, 0}, {0}}, (const int[]){1, 2, 1},
              TG_DT_F64);
     run_case(src, "g0", 3, (const int64_t[3][3]){{0, 3}, {0}, {3}}, (const int[]){2, 1, 1},
@@ -259,8 +260,8 @@ static void test_nan_rules(void **state) {
         tg_tensor *want = NULL, *got = NULL;
         assert_int_equal(tg_fn_call(ref, in, 5, &want, 1), TG_OK);
         assert_int_equal(tg_fn_call(vm, in, 5, &got, 1), TG_OK);
-        assert_true(isnan(at(got, 7)));                /* NaN of C stays (b = 0 too) */
-        if (c == 1) assert_true(isnan(at(got, 0)));   /* 0 * inf */
+        assert_true(isnan(at(got, 7)));             /* NaN of C stays (b = 0 too) */
+        if (c == 1) assert_true(isnan(at(got, 0))); /* 0 * inf */
         expect_close(want, got, 1e-12, "scaled");
         tg_tensor_free(want);
         tg_tensor_free(got);
@@ -352,8 +353,8 @@ static void test_records(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layouts),    cmocka_unit_test(test_large),
-        cmocka_unit_test(test_empty),      cmocka_unit_test(test_nan_rules),
+        cmocka_unit_test(test_layouts),      cmocka_unit_test(test_large),
+        cmocka_unit_test(test_empty),        cmocka_unit_test(test_nan_rules),
         cmocka_unit_test(test_inplace_plan), cmocka_unit_test(test_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "backend/cjit/cjit.h"
+#include "fault_alloc.h"
 
 /* ---- helpers ---- */
 
@@ -281,6 +282,99 @@ static void test_reductions_and_blas(void **state) {
     remove_cache();
 }
 
+/* gemm with one row or one column of result runs as a gemv: every operand layout. */
+static void test_gemm_as_gemv(void **state) {
+    (void)state;
+    fresh_cache();
+    const char *text = "func main(u: f64[1,6], x: f64[7,6], w: f64[6,5], k: f64[6,1]) {\n"
+                       "  return dot(u, w), dot(x, k), dot(u, k)\n"
+                       "}\n";
+    tg_tensor *bu = ramp(TG_DT_F64, 2, (int64_t[]){6, 1}, 1.0);
+    tg_tensor *bw = ramp(TG_DT_F64, 2, (int64_t[]){5, 6}, 2.0);
+    tg_tensor *bk = ramp(TG_DT_F64, 2, (int64_t[]){1, 6}, 3.0);
+    tg_tensor *bx = ramp(TG_DT_F64, 2, (int64_t[]){6, 7}, 4.0);
+    for (int t = 0; t < 2; t++) { /* contiguous operands, then transposed views */
+        tg_tensor *in[4];
+        if (t == 0) {
+            in[0] = ramp(TG_DT_F64, 2, (int64_t[]){1, 6}, 1.0);
+            in[1] = ramp(TG_DT_F64, 2, (int64_t[]){7, 6}, 4.0);
+            in[2] = ramp(TG_DT_F64, 2, (int64_t[]){6, 5}, 2.0);
+            in[3] = ramp(TG_DT_F64, 2, (int64_t[]){6, 1}, 3.0);
+        } else {
+            in[0] = tg_tensor_view(bu, 2, (int64_t[]){1, 6}, (int64_t[]){1, 1}, 0);
+            in[1] = tg_tensor_view(bx, 2, (int64_t[]){7, 6}, (int64_t[]){1, 7}, 0);
+            in[2] = tg_tensor_view(bw, 2, (int64_t[]){6, 5}, (int64_t[]){1, 6}, 0);
+            in[3] = tg_tensor_view(bk, 2, (int64_t[]){6, 1}, (int64_t[]){1, 6}, 0);
+        }
+        tg_tensor *c[3] = {0}, *r[3] = {0};
+        assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 4, c, 3), TG_OK);
+        assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 4, r, 3), TG_OK);
+        for (int i = 0; i < 3; i++) {
+            assert_close(c[i], r[i], 1e-12);
+            tg_tensor_free(c[i]);
+            tg_tensor_free(r[i]);
+        }
+        for (int i = 0; i < 4; i++) tg_tensor_free(in[i]);
+    }
+    tg_tensor_free(bu);
+    tg_tensor_free(bw);
+    tg_tensor_free(bk);
+    tg_tensor_free(bx);
+    remove_cache();
+}
+
+/* Views are made by generated code (pointer and stride arithmetic), also of strided
+ * inputs, with negative steps, integer indices, new and dropped axes. */
+static void test_views(void **state) {
+    (void)state;
+    fresh_cache();
+    const char *text = "func main(x: f64[4,5]) {\n"
+                       "  a = x[1:, ::-2]\n"
+                       "  b = transpose(x)\n"
+                       "  c = expand_dims(x, axis=[0, -1])\n"
+                       "  d = squeeze(expand_dims(x, axis=[1]), axis=[1])\n"
+                       "  e = broadcast_to(x[-1], shape=[3, 5])\n"
+                       "  f = reshape(b, shape=[20])\n"
+                       "  return mul(a, 2), b, c, d, add(e, 1), f, x[2, -2:0:-1]\n"
+                       "}\n";
+    tg_module *m = parse(text);
+    tg_graph *o = NULL;
+    assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
+    int n = 0;
+    tg_node **order = tg_ir_toposort(o, &n);
+    uint8_t how[64];
+    assert_true(n < 64);
+    tg_cj_str src = {.ctx = o->ctx};
+    tg_cj_emit_prelude(&src);
+    assert_int_equal(tg_cj_emit_graph(&src, o, order, n, 0, how), TG_OK);
+    assert_non_null(strstr(src.p, "return rt->view(rt, "));
+    assert_non_null(strstr(src.p, "/* slice */"));
+    assert_non_null(strstr(src.p, "/* transpose */"));
+    tg_cj_str_free(&src);
+    tg_mem_free(o->ctx, order, sizeof *order * (size_t)(o->nodes.n + 1));
+    tg_graph_free(o);
+    tg_module_free(m);
+    tg_tensor *base = ramp(TG_DT_F64, 2, (int64_t[]){5, 8}, 3.0);
+    tg_tensor *xs[2] = {ramp(TG_DT_F64, 2, (int64_t[]){4, 5}, 2.0), /* then a strided view */
+                        tg_tensor_view(base, 2, (int64_t[]){4, 5}, (int64_t[]){2, -8}, 32)};
+    for (int t = 0; t < 2; t++) {
+        tg_tensor *c[7] = {0}, *r[7] = {0};
+        assert_int_equal(run_mode(text, TG_MODE_C, 0, &xs[t], 1, c, 7), TG_OK);
+        assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, &xs[t], 1, r, 7), TG_OK);
+        for (int i = 0; i < 7; i++) {
+            assert_int_equal(tg_tensor_ndim(c[i]), tg_tensor_ndim(r[i]));
+            assert_memory_equal(tg_tensor_shape(c[i]), tg_tensor_shape(r[i]),
+                                sizeof(int64_t) * (size_t)tg_tensor_ndim(r[i]));
+            assert_close(c[i], r[i], 0.0);
+            tg_tensor_free(c[i]);
+            tg_tensor_free(r[i]);
+        }
+        tg_tensor_free(xs[t]);
+    }
+    tg_tensor_free(base);
+    remove_cache();
+}
+
 /* ---- the cache ---- */
 
 static const char *small_src = "int tg_cj_0(void) { return 0; }\n";
@@ -468,6 +562,46 @@ static void test_unsafe_dir_refused(void **state) {
     remove_cache();
 }
 
+/* Every allocation of a compile (warm cache) and call failing in turn: TG_ENOMEM, no
+ * crash, nothing leaked (ASan), and never a recompile taken for a corrupt entry. */
+static void test_allocation_failures(void **state) {
+    (void)state;
+    fresh_cache();
+    const char *text = "func main(x: f64[5], w: f64[5,3]) {\n"
+                       "  return exp(add(x, 1.5)), sum(mul(x, x)), dot(x, w)\n"
+                       "}\n";
+    tg_tensor *x = ramp(TG_DT_F64, 1, (int64_t[]){5}, 1.0);
+    tg_tensor *w = ramp(TG_DT_F64, 2, (int64_t[]){5, 3}, 1.0);
+    tg_tensor *in[2] = {x, w}, *out[3] = {0};
+    assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 2, out, 3), TG_OK); /* warm the cache */
+    for (int i = 0; i < 3; i++) tg_tensor_free(out[i]);
+    setenv("TGRAPH_CC", "/bin/false", 1); /* a recompile would fail: none may happen */
+    long k = 1;
+    for (; k < 20000; k++) {
+        fail_alloc fa = {0, k};
+        tg_ctx *ctx = tg_ctx_new(failing_alloc, &fa);
+        if (!ctx) continue; /* the context itself */
+        tg_module *m = NULL;
+        tg_status st = tg_module_parse(ctx, text, strlen(text), "t.tg", &m);
+        tg_fn *f = NULL;
+        tg_compile_opts o = {.mode = TG_MODE_C, .no_fallback = true};
+        if (st == TG_OK) st = tg_graph_compile(tg_module_find(m, "main"), &o, &f);
+        tg_tensor *res[3] = {0};
+        if (st == TG_OK) st = tg_fn_call(f, in, 2, res, 3);
+        if (st != TG_OK && st != TG_ENOMEM)
+            fail_msg("allocation %ld: %s: %s", k, tg_status_str(st), tg_last_error());
+        for (int i = 0; i < 3; i++) tg_tensor_free(res[i]);
+        tg_fn_free(f);
+        tg_module_free(m);
+        tg_ctx_free(ctx);
+        if (fa.count < k) break; /* the whole workload ran without reaching allocation k */
+    }
+    assert_true(k > 10);
+    tg_tensor_free(x);
+    tg_tensor_free(w);
+    remove_cache();
+}
+
 /* ---- debug mode ---- */
 
 static void test_debug_catches(void **state) {
@@ -514,11 +648,14 @@ int main(void) {
         cmocka_unit_test(test_layouts_and_dtypes),
         cmocka_unit_test(test_emission),
         cmocka_unit_test(test_reductions_and_blas),
+        cmocka_unit_test(test_gemm_as_gemv),
+        cmocka_unit_test(test_views),
         cmocka_unit_test(test_hit_and_truncated),
         cmocka_unit_test(test_two_processes),
         cmocka_unit_test(test_warm_needs_no_compiler),
         cmocka_unit_test(test_fallback_to_vm),
         cmocka_unit_test(test_unsafe_dir_refused),
+        cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_debug_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

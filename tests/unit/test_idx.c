@@ -56,8 +56,7 @@ static size_t header(unsigned char *p, unsigned code, int ndim, const uint32_t *
 /* A gzip stream of n bytes; *glen receives its length (caller frees). */
 static unsigned char *gzip(const unsigned char *src, size_t n, size_t *glen) {
     z_stream z = {0};
-    assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY),
-                     Z_OK);
+    assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
     size_t cap = deflateBound(&z, (uLong)n) + 64;
     unsigned char *out = malloc(cap);
     z.next_in = (Bytef *)(uintptr_t)src;
@@ -115,8 +114,11 @@ static void test_good_types_byte_order(void **st) {
         unsigned code;
         tg_dtype dt;
         size_t size;
-    } types[] = {{0x09, TG_DT_I8, 1},  {0x0B, TG_DT_I16, 2}, {0x0C, TG_DT_I32, 4},
-                 {0x0D, TG_DT_F32, 4}, {0x0E, TG_DT_F64, 8}};
+    } types[] = {{0x09, TG_DT_I8, 1},
+                 {0x0B, TG_DT_I16, 2},
+                 {0x0C, TG_DT_I32, 4},
+                 {0x0D, TG_DT_F32, 4},
+                 {0x0E, TG_DT_F64, 8}};
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         unsigned char buf[256];
         size_t h = header(buf, types[k].code, 2, (uint32_t[]){2, 3});
@@ -357,8 +359,7 @@ static void test_load_files(void **st) {
     (void)st;
     char err[256];
     tg_tensor *t = NULL;
-    assert_int_equal(idx_load(NULL, "/nonexistent/train-images-idx3-ubyte.gz", &t, err,
-                              sizeof err),
+    assert_int_equal(idx_load(NULL, "/nonexistent/train-images-idx3-ubyte.gz", &t, err, sizeof err),
                      TG_EIO);
     assert_non_null(strstr(err, "/nonexistent/train-images-idx3-ubyte.gz"));
     assert_int_equal(idx_load(NULL, "/tmp", &t, err, sizeof err), TG_EIO);

@@ -387,7 +387,8 @@ static void test_div_by_power_of_two(void **state) {
 
 static void test_reductions(void **state) {
     (void)state;
-    static const char *const ops[] = {"sum", "mean", "max", "min", "prod", "argmax", "any"};
+    static const char *const ops[] = {"sum",    "mean",   "max", "min",      "prod",
+                                      "argmax", "argmin", "any", "logsumexp"};
     static const int64_t shapes[][3] = {{1, 1, 1},      {3, 7, 9},      {2, 1025, 3}, {5, 3, 1023},
                                         {1, 1, 100003}, {1, 100003, 1}, {200, 350, 1}};
     const size_t nshapes = SLOW_BUILD ? 4 : sizeof shapes / sizeof shapes[0];
@@ -398,7 +399,7 @@ static void test_reductions(void **state) {
         tg_dtype dt = dti ? TG_DT_F32 : TG_DT_F64;
         for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
             for (size_t a = 0; a < sizeof naxes / sizeof naxes[0]; a++) {
-                bool arg = strcmp(ops[o], "argmax") == 0;
+                bool arg = strncmp(ops[o], "arg", 3) == 0;
                 if (arg && naxes[a] != 1) continue;
                 tg_graph *g = tg_graph_new(NULL, "red");
                 tg_var *x = tg_input(g, "x", dt, 3,
@@ -406,10 +407,20 @@ static void test_reductions(void **state) {
                 tg_var *y = tg_reduce(g, ops[o], x, axes[a], naxes[a], a % 2 == 1);
                 assert_non_null(y);
                 assert_int_equal(tg_graph_set_outputs(g, &y, 1), TG_OK);
+                if (strcmp(ops[o], "any") != 0) { /* the VM's own kernel, not the reference */
+                    tg_compile_opts po = {.nthreads = 1, .no_rewrite = true};
+                    tg_vm *probe = NULL;
+                    tg_vm_stats pst;
+                    assert_int_equal(tg_vm_new(g, &po, &probe), TG_OK);
+                    tg_vm_get_stats(probe, &pst);
+                    assert_int_equal(pst.kinds[VM_REDUCE], 1);
+                    tg_vm_free(probe);
+                }
                 tg_fn *vm1 = compile_mode(g, TG_MODE_VM, 1, false);
                 tg_fn *vm2 = compile_mode(g, TG_MODE_VM, 2, false);
                 tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, false);
-                bool exact = strcmp(ops[o], "sum") != 0 && strcmp(ops[o], "mean") != 0;
+                bool exact = strcmp(ops[o], "sum") != 0 && strcmp(ops[o], "mean") != 0 &&
+                             strcmp(ops[o], "logsumexp") != 0;
                 size_t ns = SLOW_BUILD && o == 0 ? nshapes + 1 : nshapes; /* sum: one large */
                 for (size_t s = 0; s < ns; s++) {
                     tg_tensor *in = tensor_of(dt, 3, shapes[s]);
@@ -883,7 +894,7 @@ static void test_branches(void **state) {
                           (long long)r, (long long)c, nt, st.branch_runs, st.branch_nodes,
                           st.branch_overlapped);
             if (big && nt > 1 && cfg < 3) {
-                assert_int_equal(st.branch_runs, 3); /* one run per call, */
+                assert_int_equal(st.branch_runs, 3);          /* one run per call, */
                 assert_int_equal(st.branch_nodes, 3 * NODES); /* of every node */
                 assert_true(st.branch_overlapped <= st.branch_nodes);
             } else {
@@ -1030,7 +1041,8 @@ static void test_sleef_accuracy(void **state) {
         {"sin-large", TG_OP_SIN, sin, 1e4, 1e15, 1e4, 1e7, true, 4},
         {"tanh", TG_OP_TANH, tanh, -20, 20, -10, 10, false, 2},
         {"erf", TG_OP_ERF, erf, -6, 6, -4, 4, false, 2},
-        {"erfc", TG_OP_ERFC, erfc, -6, 27, -4, 10, false, 3},
+        /* SLEEF's 1.5 ULP plus glibc's own error: up to 4 ULP seen in f64 */
+        {"erfc", TG_OP_ERFC, erfc, -6, 27, -4, 10, false, 5},
         {"sigmoid", TG_OP_SIGMOID, r_sigmoid, -745, 40, -100, 20, false, 4},
         {"softplus", TG_OP_SOFTPLUS, r_softplus, -40, 1e5, -20, 1e4, false, 4},
     };

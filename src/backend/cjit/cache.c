@@ -7,7 +7,8 @@
  *
  * An entry is <key>.so with its source <key>.c beside it, where key is a 128-bit hash of
  * the emitted source (which includes tg_rt.h, hence the runtime ABI), the compiler's
- * identity (`cc --version`), the command and flags, and the tgraph version. A
+ * identity (`cc --version`), the command and flags, the CPU (model and feature flags:
+ * -march=native code is for this CPU), and the tgraph version. A
  * <ref>.ref file, ref being the same hash without the compiler (command and identity),
  * names the entry last built for that source and flags: a run whose compiler cannot be
  * run (missing, or TGRAPH_CC=/bin/false) still finds it, so a warm cache needs no
@@ -20,7 +21,8 @@
  * before loading, so a truncated or corrupted entry is detected and rebuilt.
  *
  * Compiler: $TGRAPH_CC (default `cc`, may hold arguments, split at spaces), flags
- * $TGRAPH_CFLAGS (default -O3 -march=native), always with -std=c11 -fPIC -shared
+ * $TGRAPH_CFLAGS (default -O3 -march=native, plus -mprefer-vector-width=512 on CPUs with
+ * AVX-512), always with -std=c11 -fPIC -shared
  * -ffp-contract=off -fno-math-errno first (no contraction into FMA: results must equal
  * the reference's roundings; the user's flags come after and may override).
  */
@@ -197,6 +199,15 @@ static bool compiler_get(compiler *c) {
     const char *cc = getenv("TGRAPH_CC"), *fl = getenv("TGRAPH_CFLAGS");
     if (!cc || !*cc) cc = "cc";
     if (!fl) fl = default_flags;
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* 512-bit vectors where the CPU has them (as the VM's AVX-512 kernels): the compilers
+     * default to 256 bits even with -march=native */
+    char wide[256];
+    if (fl == default_flags && __builtin_cpu_supports("avx512f")) {
+        snprintf(wide, sizeof wide, "%s -mprefer-vector-width=512", default_flags);
+        fl = wide;
+    }
+#endif
     snprintf(c->cmdline, sizeof c->cmdline, "%s", cc);
     snprintf(c->flags, sizeof c->flags, "%s%s %s", required_flags, have_mvec() ? mvec_flags : "",
              fl);
@@ -248,6 +259,27 @@ static bool compiler_identity(const compiler *c, const char *dir, char *out, siz
     return ok;
 }
 
+/* The machine's CPU (model and feature flags of the first CPU in /proc/cpuinfo): code
+ * built with -march=native on one CPU may not run on another sharing the home directory,
+ * so it is part of the key. "" where there is no /proc/cpuinfo. */
+static void cpu_identity(char *out, size_t n) {
+    out[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[8192];
+    size_t used = 0;
+    while (fgets(line, sizeof line, f)) {
+        bool model = strncmp(line, "model name", 10) == 0;
+        bool flags = strncmp(line, "flags", 5) == 0 || strncmp(line, "Features", 8) == 0;
+        if (!model && !flags) continue;
+        int w = snprintf(out + used, n - used, "%s", line);
+        if (w < 0 || (size_t)w >= n - used) break;
+        used += (size_t)w;
+        if (flags) break;
+    }
+    fclose(f);
+}
+
 /* ---- files ---- */
 
 static unsigned long tmp_counter(void) {
@@ -273,8 +305,9 @@ static tg_status write_file(const char *path, const void *data, size_t n) {
     return TG_OK;
 }
 
-/* Reads a whole file (ctx-allocated, *n bytes; free with tg_mem_free(ctx, p, *n + 1)). */
-static char *read_file(tg_ctx *ctx, const char *path, size_t *n) {
+/* Reads a whole file (ctx-allocated, *n bytes; free with tg_mem_free(ctx, p, *n + 1)).
+ * NULL when it cannot be read, with *oom set (oom may be NULL) when memory ran out. */
+static char *read_file(tg_ctx *ctx, const char *path, size_t *n, bool *oom) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
     struct stat sb;
@@ -291,7 +324,10 @@ static char *read_file(tg_ctx *ctx, const char *path, size_t *n) {
         got += (size_t)r;
     }
     close(fd);
-    if (!p) return NULL;
+    if (!p) {
+        if (oom) *oom = true;
+        return NULL;
+    }
     if (got != len) {
         tg_mem_free(ctx, p, len + 1);
         return NULL;
@@ -311,11 +347,13 @@ static uint64_t get_u64(const unsigned char *p) {
     return v;
 }
 
-/* Whether the .so at path is whole: its trailer matches its bytes. */
-static bool so_valid(tg_ctx *ctx, const char *path) {
+/* Whether the .so at path is whole: 1 when its trailer matches its bytes, 0 when not (or
+ * it is missing), -1 when memory ran out reading it. */
+static int so_valid(tg_ctx *ctx, const char *path) {
     size_t n = 0;
-    char *p = read_file(ctx, path, &n);
-    if (!p) return false;
+    bool oom = false;
+    char *p = read_file(ctx, path, &n, &oom);
+    if (!p) return oom ? -1 : 0;
     bool ok = n > TRAILER_LEN;
     if (ok) {
         const unsigned char *t = (const unsigned char *)p + n - TRAILER_LEN;
@@ -323,13 +361,16 @@ static bool so_valid(tg_ctx *ctx, const char *path) {
              get_u64(t + 16) == hash64(p, n - TRAILER_LEN);
     }
     tg_mem_free(ctx, p, n + 1);
-    return ok;
+    return ok ? 1 : 0;
 }
 
 static tg_status append_trailer(tg_ctx *ctx, const char *path) {
     size_t n = 0;
-    char *p = read_file(ctx, path, &n);
-    if (!p) return tg_set_error(TG_ECHECK, "cannot read the compiler's output %s", path);
+    bool oom = false;
+    char *p = read_file(ctx, path, &n, &oom);
+    if (!p)
+        return oom ? TG_ENOMEM
+                   : tg_set_error(TG_ECHECK, "cannot read the compiler's output %s", path);
     unsigned char t[TRAILER_LEN];
     memcpy(t, TRAILER_MAGIC, 8);
     put_u64(t + 8, n);
@@ -362,7 +403,7 @@ static void hex(const hash128 *h, char *out) {
 /* The first line of the compiler's messages, for the error. */
 static void first_line(tg_ctx *ctx, const char *path, char *out, size_t n) {
     size_t len = 0;
-    char *p = read_file(ctx, path, &len);
+    char *p = read_file(ctx, path, &len, NULL);
     out[0] = '\0';
     if (!p) return;
     const char *s = p;
@@ -391,8 +432,11 @@ tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) 
     char id[2048];
     bool have_cc = compiler_identity(&cc, dir, id, sizeof id);
     hash128 ref, key;
+    char cpu[4096];
+    cpu_identity(cpu, sizeof cpu);
     hash_init(&ref);
     hash_bytes(&ref, src, len);
+    hash_str(&ref, cpu);
     hash_str(&ref, cc.flags);
     hash_str(&ref, TG_VERSION);
     key = ref;
@@ -404,7 +448,9 @@ tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) 
     snprintf(refpath, sizeof refpath, "%s/%s.ref", dir, kref);
     if (!have_cc) { /* no compiler to ask: the entry last built for this source */
         size_t n = 0;
-        char *name = read_file(ctx, refpath, &n);
+        bool oom = false;
+        char *name = read_file(ctx, refpath, &n, &oom);
+        if (oom) return TG_ENOMEM;
         if (name) {
             bool okname = n == 32 && strspn(name, "0123456789abcdef") == 32;
             if (okname) {
@@ -412,13 +458,19 @@ tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) 
                 snprintf(out->source, sizeof out->source, "%s/%s.c", dir, name);
             }
             tg_mem_free(ctx, name, n + 1);
-            if (okname && so_valid(ctx, path) && lib_open(out, path)) return TG_OK;
+            int v = okname ? so_valid(ctx, path) : 0;
+            if (v < 0) return TG_ENOMEM;
+            if (v > 0 && lib_open(out, path)) return TG_OK;
         }
     }
     snprintf(path, sizeof path, "%s/%s.so", dir, kfull);
     snprintf(cpath, sizeof cpath, "%s/%s.c", dir, kfull);
     snprintf(out->source, sizeof out->source, "%s", cpath);
-    if (have_cc && so_valid(ctx, path) && lib_open(out, path)) return TG_OK;
+    if (have_cc) {
+        int v = so_valid(ctx, path);
+        if (v < 0) return TG_ENOMEM;
+        if (v > 0 && lib_open(out, path)) return TG_OK;
+    }
     /* a miss: compile into temporary files, then rename them into place */
     char tc[4096], tso[4096], tlog[4096];
     unsigned long k = tmp_counter();

@@ -520,6 +520,28 @@ static tg_status run_kernel(tg_cj *cj, int i) {
     return TG_OK;
 }
 
+/* A view made by generated code: its tensor is the plan's slot for it (no allocation),
+ * over the buffer of the value it views. */
+static int cb_view(tg_rt *rt, int i) {
+    tg_cj *cj = rt->host;
+    tg_node *n = cj->order[i];
+    int v = n->out[0]->id;
+    const tg_tensor *src = cj->val[n->in[0]->id];
+    const tg_rt_val *r = &cj->rv[v];
+    tg_tensor *t = &cj->cur->tens[v];
+    int64_t es = (int64_t)tg_dtype_size(src->dtype);
+    t->dtype = src->dtype;
+    t->ndim = r->ndim;
+    for (int d = 0; d < r->ndim; d++) {
+        t->shape[d] = r->shape[d];
+        t->strides[d] = r->stride[d];
+    }
+    t->buf = src->buf;
+    t->offset = src->offset + (r->data - (char *)tg_tensor_data(src)) / es;
+    cj->val[v] = t;
+    return 0;
+}
+
 static int cb_kernel(tg_rt *rt, int i) {
     tg_cj *cj = rt->host;
     cj->st = run_kernel(cj, i);
@@ -776,6 +798,15 @@ static int cb_after(tg_rt *rt, int i) {
     return cj->st != TG_OK;
 }
 
+/* The program of a graph none of whose nodes has an emitter: the call-backs in order (what
+ * the generated function would do, without compiling it). */
+static int kernels_only(tg_rt *rt) {
+    tg_cj *cj = rt->host;
+    for (int i = 0; i < cj->norder; i++)
+        if (cb_kernel(rt, i) || TG_RT_AFTER(rt, i)) return 1;
+    return 0;
+}
+
 /* ---- compiling ---- */
 
 void tg_cj_free(tg_cj *cj) {
@@ -894,9 +925,14 @@ tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out) {
     tg_cj_str src = {.ctx = ctx};
     tg_cj_emit_prelude(&src);
     tg_status st = tg_cj_emit_graph(&src, g, cj->order, cj->norder, 0, cj->how);
-    if (st == TG_OK) st = tg_cj_build(ctx, src.p, src.n, &cj->lib);
+    int emitted = 0;
+    for (int i = 0; i < cj->norder; i++) emitted += cj->how[i] != TG_CJ_KERNEL;
+    if (st == TG_OK && emitted == 0) /* nothing to compile: every node is a call-back */
+        cj->main = kernels_only;
+    else if (st == TG_OK)
+        st = tg_cj_build(ctx, src.p, src.n, &cj->lib);
     tg_cj_str_free(&src);
-    if (st == TG_OK) {
+    if (st == TG_OK && !cj->main) {
         *(void **)&cj->main = dlsym(cj->lib.handle, "tg_cj_0");
         if (!cj->main)
             st = tg_set_error(TG_ECHECK, "%s lacks its function; the source is kept in %s",
@@ -923,6 +959,7 @@ tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out) {
     cj->rt.ew = cb_ew;
     cj->rt.kernel = cb_kernel;
     cj->rt.red = cb_red;
+    cj->rt.view = cb_view;
     cj->rt.after = NULL;
     cj->rt.gemm = rt_gemm;
     cj->rt.gemv = rt_gemv;
@@ -983,6 +1020,11 @@ static tg_status call_locked(tg_cj *cj, cj_plan *p, tg_tensor *const *in, tg_ten
                                            : NULL);
     }
     for (int i = 0; i < g->inputs.n; i++) set_val(cj, ((tg_var *)g->inputs.items[i])->id, in[i]);
+    for (int v = 0; v < cj->nvars; v++) { /* views made by generated code: their extents */
+        if (p->cls[v] != CLS_KMADE) continue;
+        cj->rv[v].ndim = p->rt[v].ndim;
+        for (int d = 0; d < p->rt[v].ndim; d++) cj->rv[v].shape[d] = p->rt[v].shape[d];
+    }
     for (int i = 0; i < nout; i++) {
         int v = ((tg_var *)g->outputs.items[i])->id;
         if (p->cls[v] != CLS_EXTERNAL) continue;

@@ -14,7 +14,9 @@
  *  - BLAS products (dot and matmul of matrices, gemm, gemv): CBLAS calls through rt->gemm
  *    and rt->gemv after a run-time check of the operands' strides (the VM's rules); other
  *    layouts and large products (split over the pool) go to the library's kernel.
- *  - everything else (reductions, shapes and views, gathers, ...): a call of the
+ *  - views (slice, transpose, expand_dims, squeeze, broadcast_to, reshape of contiguous
+ *    values): address and stride arithmetic, handed to the library by rt->view.
+ *  - everything else (plain reductions, gathers, constructors, ...): a call of the
  *    library's kernel for that node (rt->kernel), so every graph compiles.
  * A node whose record lacks the C expression for its dtype falls back to the kernel.
  *
@@ -413,10 +415,14 @@ static bool emit_fused(emit_ctx *e) {
     tg_fused_prog *p = NULL;
     char msg[256];
     tg_ctx *ctx = e->g->ctx;
-    if (tg_fused_node_prog(ctx, n, &p, msg, sizeof msg) != TG_OK) return false;
+    tg_status st = tg_fused_node_prog(ctx, n, &p, msg, sizeof msg);
+    if (st == TG_ENOMEM) e->s->oom = true; /* never a different unit for want of memory */
+    if (st != TG_OK) return false;
     tg_type tin[TG_MAX_OUTS];
     for (int k = 0; k < n->nin; k++) tin[k] = n->in[k]->type;
-    bool typed = tg_fused_type(p, tin, false, msg, sizeof msg) == TG_OK;
+    st = tg_fused_type(p, tin, false, msg, sizeof msg);
+    if (st == TG_ENOMEM) e->s->oom = true;
+    bool typed = st == TG_OK;
     for (int o = 0; typed && o < n->nout; o++)
         typed = p->out_type[o].dtype == n->out[o]->type.dtype;
     unsigned mask = 0;
@@ -470,15 +476,16 @@ static void put_acc_copy(tg_cj_str *s, tg_dtype dt, int nd) {
                             "            for (int64_t i = 0; i < M; i++) yd[i] = cd[i * s0];\n");
         return;
     }
-    tg_cj_str_printf(s, "        const int64_t s0 = c->stride[0], s1 = c->stride[1];\n"
-                        "        for (int64_t i = 0; i < M; i++) {\n"
-                        "            %s *restrict yr = yd + i * N;\n"
-                        "            const %s *cr = cd + i * s0;\n"
-                        "            if (s1 == 1)\n"
-                        "                memcpy(yr, cr, (size_t)N * sizeof *yr);\n"
-                        "            else\n"
-                        "                for (int64_t j = 0; j < N; j++) yr[j] = cr[j * s1];\n"
-                        "        }\n",
+    tg_cj_str_printf(s,
+                     "        const int64_t s0 = c->stride[0], s1 = c->stride[1];\n"
+                     "        for (int64_t i = 0; i < M; i++) {\n"
+                     "            %s *restrict yr = yd + i * N;\n"
+                     "            const %s *cr = cd + i * s0;\n"
+                     "            if (s1 == 1)\n"
+                     "                memcpy(yr, cr, (size_t)N * sizeof *yr);\n"
+                     "            else\n"
+                     "                for (int64_t j = 0; j < N; j++) yr[j] = cr[j * s1];\n"
+                     "        }\n",
                      t, t);
 }
 
@@ -557,12 +564,20 @@ static bool emit_blas(emit_ctx *e) {
         put_acc_copy(s, dt, nd);
         tg_cj_str_printf(s, "    }\n");
     }
-    if (!gemv)
+    if (!gemv) /* a single row or column of the result is a gemv (as the VM does) */
         tg_cj_str_printf(
             s,
-            "    rt->gemm(%d, %d ^ ta, %d ^ tb, M, N, K, %a, a->data, lda, b->data, ldb, "
-            "%a, y->data, N);\n",
-            f64, trans_a, trans_b, alpha, beta);
+            "    const int opa = %d ^ ta, opb = %d ^ tb;\n"
+            "    if (N == 1)\n"
+            "        rt->gemv(%d, opa, ta ? a->shape[1] : a->shape[0], ta ? a->shape[0] : "
+            "a->shape[1], %a, a->data, lda, b->data, opb ? 1 : ldb, %a, y->data, 1);\n"
+            "    else if (M == 1)\n"
+            "        rt->gemv(%d, !opb, tb ? b->shape[1] : b->shape[0], tb ? b->shape[0] : "
+            "b->shape[1], %a, b->data, ldb, a->data, opa ? lda : 1, %a, y->data, 1);\n"
+            "    else\n"
+            "        rt->gemm(%d, opa, opb, M, N, K, %a, a->data, lda, b->data, ldb, %a, y->data, "
+            "N);\n",
+            trans_a, trans_b, f64, alpha, beta, f64, alpha, beta, f64, alpha, beta);
     else /* the stored matrix: A itself, or its transpose (ta) */
         tg_cj_str_printf(s,
                          "    rt->gemv(%d, %d ^ ta, ta ? a->shape[1] : a->shape[0], "
@@ -574,12 +589,224 @@ static bool emit_blas(emit_ctx *e) {
     return true;
 }
 
+/* ---- emitters: views as pointer and stride arithmetic ----
+ * transpose, expand_dims, squeeze, broadcast_to, slice and reshape (of a contiguous value)
+ * make their output's address and strides from their input's; the library has already
+ * set the output's extents (the memory plan's run-time types) and rt->view makes the
+ * value visible to the library's kernels. The axis bookkeeping is decided here from the
+ * static types and attributes, exactly as the ops' inference decides it. */
+
+static void view_head(emit_ctx *e, const char *what) {
+    const tg_node *n = e->n;
+    snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
+    tg_cj_str_printf(e->s,
+                     "/* %s */\nstatic int %s(tg_rt *rt) {\n"
+                     "    const tg_rt_val *x = &rt->val[%d];\n"
+                     "    tg_rt_val *y = &rt->val[%d];\n",
+                     what, e->fn, n->in[0]->id, n->out[0]->id);
+    e->kind = TG_CJ_CALL;
+}
+
+static void view_tail(emit_ctx *e) {
+    tg_cj_str_printf(e->s, "    return rt->view(rt, %d);\n}\n\n", e->ins);
+}
+
+/* Output axis i takes input axis src[i] (-1: a new axis of stride 0). */
+static bool emit_axes_view(emit_ctx *e, const char *what, const int *src, int ond) {
+    view_head(e, what);
+    tg_cj_str_printf(e->s, "    y->data = x->data;\n");
+    for (int i = 0; i < ond; i++) {
+        if (src[i] < 0)
+            tg_cj_str_printf(e->s, "    y->stride[%d] = 0;\n", i);
+        else
+            tg_cj_str_printf(e->s, "    y->stride[%d] = x->stride[%d];\n", i, src[i]);
+    }
+    view_tail(e);
+    return true;
+}
+
+static bool view_ok(const tg_node *n) {
+    return n->nin >= 1 && n->nout == 1 && n->in[0]->type.dtype == n->out[0]->type.dtype;
+}
+
+static bool emit_transpose(emit_ctx *e) {
+    const tg_node *n = e->n;
+    int nd = n->in[0]->type.ndim, src[TG_MAX_DIMS];
+    if (!view_ok(n) || n->nin != 1 || n->out[0]->type.ndim != nd) return false;
+    const tg_aval *a = &n->attrs[0];
+    bool seen[TG_MAX_DIMS] = {0};
+    for (int i = 0; i < nd; i++) {
+        int64_t ax = a->kind == TG_ATTR_NONE ? nd - 1 - i : i < a->n ? a->ints[i] : -100;
+        if (a->kind != TG_ATTR_NONE && a->n != nd) return false;
+        if (ax < 0) ax += nd;
+        if (ax < 0 || ax >= nd || seen[ax]) return false;
+        seen[ax] = true;
+        src[i] = (int)ax;
+    }
+    return emit_axes_view(e, "transpose", src, nd);
+}
+
+static bool emit_expand_dims(emit_ctx *e) {
+    const tg_node *n = e->n;
+    int nd = n->in[0]->type.ndim, ond = n->out[0]->type.ndim, src[TG_MAX_DIMS];
+    const tg_aval *a = &n->attrs[0];
+    if (!view_ok(n) || n->nin != 1 || a->kind != TG_ATTR_INTS || ond != nd + a->n) return false;
+    bool isnew[TG_MAX_DIMS] = {0};
+    for (int k = 0; k < a->n; k++) {
+        int64_t ax = a->ints[k] < 0 ? a->ints[k] + ond : a->ints[k];
+        if (ax < 0 || ax >= ond || isnew[ax]) return false;
+        isnew[ax] = true;
+    }
+    for (int i = 0, j = 0; i < ond; i++) src[i] = isnew[i] ? -1 : j++;
+    return emit_axes_view(e, "expand_dims", src, ond);
+}
+
+static bool emit_squeeze(emit_ctx *e) {
+    const tg_node *n = e->n;
+    const tg_type *t = &n->in[0]->type;
+    int nd = t->ndim, ond = n->out[0]->type.ndim, src[TG_MAX_DIMS];
+    const tg_aval *a = &n->attrs[0];
+    if (!view_ok(n) || n->nin != 1) return false;
+    bool drop[TG_MAX_DIMS] = {0};
+    if (a->kind == TG_ATTR_NONE) {
+        for (int d = 0; d < nd; d++) drop[d] = t->shape[d] == 1;
+    } else if (a->kind == TG_ATTR_INTS) {
+        for (int k = 0; k < a->n; k++) {
+            int64_t ax = a->ints[k] < 0 ? a->ints[k] + nd : a->ints[k];
+            if (ax < 0 || ax >= nd) return false;
+            drop[ax] = true;
+        }
+    } else {
+        return false;
+    }
+    int j = 0;
+    for (int d = 0; d < nd; d++)
+        if (!drop[d]) {
+            if (j >= ond) return false;
+            src[j++] = d;
+        }
+    if (j != ond) return false;
+    return emit_axes_view(e, "squeeze", src, ond);
+}
+
+static bool emit_broadcast_to(emit_ctx *e) {
+    const tg_node *n = e->n;
+    int nd = n->in[0]->type.ndim, ond = n->out[0]->type.ndim;
+    if (!view_ok(n) || n->nin != 1 || ond < nd) return false;
+    view_head(e, "broadcast_to");
+    tg_cj_str_printf(e->s, "    y->data = x->data;\n");
+    for (int i = 0; i < ond; i++) {
+        int a = i - (ond - nd);
+        if (a < 0)
+            tg_cj_str_printf(e->s, "    y->stride[%d] = 0;\n", i);
+        else
+            tg_cj_str_printf(e->s, "    y->stride[%d] = x->shape[%d] == 1 ? 0 : x->stride[%d];\n",
+                             i, a, a);
+    }
+    view_tail(e);
+    return true;
+}
+
+static bool emit_reshape(emit_ctx *e) {
+    const tg_node *n = e->n;
+    int ond = n->out[0]->type.ndim;
+    if (!view_ok(n) || n->nin != 1) return false;
+    view_head(e, "reshape");
+    tg_cj_str_printf(e->s,
+                     "    if (!tg_rt_contig(x)) return rt->kernel(rt, %d); /* a copy */\n"
+                     "    y->data = x->data;\n",
+                     e->ins);
+    tg_cj_str_printf(e->s, "    int64_t st = 1;\n");
+    for (int i = ond - 1; i >= 0; i--)
+        tg_cj_str_printf(e->s, "    y->stride[%d] = st;\n    st *= y->shape[%d];\n", i, i);
+    tg_cj_str_printf(e->s, "    (void)st;\n");
+    view_tail(e);
+    return true;
+}
+
+/* Reads a slice attribute list: NULL when absent (all none / no index). */
+static const int64_t *slice_list(const tg_aval *a, int n) {
+    return a->kind == TG_ATTR_INTS && a->n == n ? a->ints : NULL;
+}
+
+static bool emit_slice(emit_ctx *e) {
+    const tg_node *n = e->n;
+    int nd = n->in[0]->type.ndim, ond = n->out[0]->type.ndim;
+    if (!view_ok(n) || n->nin != 1) return false;
+    int len = 0;
+    for (int i = 0; i < 4; i++)
+        if (n->attrs[i].kind == TG_ATTR_INTS && n->attrs[i].n > len) len = n->attrs[i].n;
+    for (int i = 0; i < 4; i++)
+        if (n->attrs[i].kind == TG_ATTR_INTS && n->attrs[i].n != len && n->attrs[i].n != 0)
+            return false;
+    if (len > nd) return false;
+    const int64_t *starts = slice_list(&n->attrs[TG_SLICE_A_STARTS], len);
+    const int64_t *steps = slice_list(&n->attrs[TG_SLICE_A_STEPS], len);
+    const int64_t *index = slice_list(&n->attrs[TG_SLICE_A_INDEX], len);
+    int dropped = 0;
+    for (int i = 0; i < len; i++) dropped += index && index[i];
+    if (ond != nd - dropped) return false;
+    view_head(e, "slice");
+    tg_cj_str_printf(e->s, "    char *d = x->data;\n    int64_t first;\n");
+    int j = 0;
+    for (int i = 0; i < nd; i++) {
+        int64_t start = starts && i < len ? starts[i] : TG_SLICE_NONE;
+        int64_t step = steps && i < len ? steps[i] : TG_SLICE_NONE;
+        if (step == TG_SLICE_NONE) step = 1;
+        if (i >= len) {
+            tg_cj_str_printf(e->s, "    y->stride[%d] = x->stride[%d];\n", j++, i);
+            continue;
+        }
+        size_t es = tg_dtype_size((tg_dtype)n->in[0]->type.dtype);
+        if (index && index[i]) { /* x[k]: k checked against the extent by the inference */
+            if (start == TG_SLICE_NONE) return false;
+            tg_cj_str_printf(e->s,
+                             "    first = %lldLL;\n"
+                             "    if (first < 0) first += x->shape[%d];\n"
+                             "    d += first * x->stride[%d] * %zu;\n",
+                             (long long)start, i, i, es);
+            continue;
+        }
+        /* Python's slice.indices(): the first element, clamped to [lower, upper] */
+        char upper[64];
+        snprintf(upper, sizeof upper, step > 0 ? "x->shape[%d]" : "x->shape[%d] - 1", i);
+        const char *lower = step > 0 ? "0" : "-1";
+        if (start == TG_SLICE_NONE)
+            tg_cj_str_printf(e->s, "    first = %s;\n", step < 0 ? upper : lower);
+        else
+            tg_cj_str_printf(e->s,
+                             "    first = %lldLL;\n"
+                             "    if (first < 0) first += x->shape[%d];\n"
+                             "    if (first < %s) first = %s;\n"
+                             "    else if (first > %s) first = %s;\n",
+                             (long long)start, i, lower, lower, upper, upper);
+        tg_cj_str_printf(e->s,
+                         "    if (y->shape[%d] > 0) d += first * x->stride[%d] * %zu;\n"
+                         "    y->stride[%d] = x->stride[%d] * %lldLL;\n",
+                         j, i, es, j, i, (long long)step);
+        j++;
+    }
+    tg_cj_str_printf(e->s, "    (void)first;\n    y->data = d;\n");
+    view_tail(e);
+    return true;
+}
+
 /* ---- the registry: by op first, then by op kind ---- */
 
 static const emit_fn by_op[TG_OP_COUNT] = {
-    [TG_OP_FUSED] = emit_fused,       [TG_OP_DOT] = emit_blas,          [TG_OP_MATMUL] = emit_blas,
-    [TG_OP_GEMM] = emit_blas,         [TG_OP_GEMM_INPLACE] = emit_blas, [TG_OP_GEMV] = emit_blas,
+    [TG_OP_FUSED] = emit_fused,
+    [TG_OP_DOT] = emit_blas,
+    [TG_OP_MATMUL] = emit_blas,
+    [TG_OP_GEMM] = emit_blas,
+    [TG_OP_GEMM_INPLACE] = emit_blas,
+    [TG_OP_GEMV] = emit_blas,
     [TG_OP_GEMV_INPLACE] = emit_blas,
+    [TG_OP_TRANSPOSE] = emit_transpose,
+    [TG_OP_EXPAND_DIMS] = emit_expand_dims,
+    [TG_OP_SQUEEZE] = emit_squeeze,
+    [TG_OP_BROADCAST_TO] = emit_broadcast_to,
+    [TG_OP_SLICE] = emit_slice,
+    [TG_OP_RESHAPE] = emit_reshape,
 };
 
 static const emit_fn by_kind[] = {
@@ -612,7 +839,7 @@ tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *orde
         emit_ctx e = {.s = s, .g = g, .n = n, .k = k, .ins = i, .kind = TG_CJ_EW};
         size_t mark = s->n;
         how[i] = TG_CJ_KERNEL;
-        if (fn && !tg_op_table[n->op]->views && !tg_op_table[n->op]->self_alloc) {
+        if (fn && !tg_op_table[n->op]->self_alloc) {
             if (fn(&e)) {
                 how[i] = (uint8_t)e.kind;
             } else if (!s->oom) { /* drop whatever a failed emitter wrote */

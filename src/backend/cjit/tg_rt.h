@@ -56,6 +56,9 @@ struct tg_rt {
     int (*red)(tg_rt *rt, int ins,
                void (*loop)(int phase, int64_t n, char *const *p, const int64_t *s, double *acc),
                int cost, unsigned red);
+    /* Instruction `ins` is a view: generated code set the address and strides of its
+     * output in rt->val (the library set the extents); this makes the library see it. */
+    int (*view)(tg_rt *rt, int ins);
     /* Runs instruction `ins` with the library's kernel (nodes without an emitter). */
     int (*kernel)(tg_rt *rt, int ins);
     /* Debug mode: checks instruction `ins` after it ran (NULL otherwise). */

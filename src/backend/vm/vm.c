@@ -92,12 +92,12 @@ struct tg_vm {
     int nplans;
     unsigned long stamp;
     /* per-call state (under mu) */
-    tg_tensor **val;  /* per var */
-    uint8_t *owned;   /* per var: this call frees val[v] */
-    tg_type *drt;     /* per var: run-time type of DYNAMIC values */
+    tg_tensor **val;        /* per var */
+    uint8_t *owned;         /* per var: this call frees val[v] */
+    tg_type *drt;           /* per var: run-time type of DYNAMIC values */
     struct vm_sched *sched; /* concurrent runs of independent nodes (NULL until needed) */
-    tg_tensor **args; /* maxargs: inputs then outputs of one instruction */
-    tg_type *argt;    /* their run-time types */
+    tg_tensor **args;       /* maxargs: inputs then outputs of one instruction */
+    tg_type *argt;          /* their run-time types */
     int maxargs;
 };
 
@@ -532,7 +532,7 @@ static int inplace_source(const tg_vm *vm, const vm_plan *p, const tg_node *n, i
  * instructions never share memory. Results do not change: every kernel gives the same
  * numbers on one thread as on many. */
 
-#define VM_BRANCH_NODE_MAX ((size_t)8 << 20) /* bytes moved by a node that runs alone */
+#define VM_BRANCH_NODE_MAX ((size_t)8 << 20)   /* bytes moved by a node that runs alone */
 #define VM_BRANCH_MIN      ((size_t)512 << 10) /* bytes moved by a run worth running concurrently */
 
 typedef struct vm_sched {
@@ -1021,14 +1021,14 @@ static uint64_t ins_bytes(const tg_vm *vm, const vm_plan *p, const tg_node *n);
 typedef struct vm_seg {
     tg_vm *vm;
     vm_plan *p;
-    int lo, hi;             /* the run: instructions [lo, hi) */
-    atomic_int head;        /* next queue slot to take */
-    atomic_int tail;        /* next queue slot to fill */
-    atomic_int running;     /* instructions running now */
-    atomic_int overlapped;  /* instructions that started while another one ran */
-    atomic_int failed;      /* an instruction failed */
-    pthread_mutex_t mu;     /* guards the three below */
-    tg_status st;           /* the first failure (lowest instruction) */
+    int lo, hi;            /* the run: instructions [lo, hi) */
+    atomic_int head;       /* next queue slot to take */
+    atomic_int tail;       /* next queue slot to fill */
+    atomic_int running;    /* instructions running now */
+    atomic_int overlapped; /* instructions that started while another one ran */
+    atomic_int failed;     /* an instruction failed */
+    pthread_mutex_t mu;    /* guards the three below */
+    tg_status st;          /* the first failure (lowest instruction) */
     int fail_at;
     char msg[TG_ERRMSG_MAX];
 } vm_seg;
@@ -1467,6 +1467,10 @@ tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
     fprintf(f, "total: %.3f ms in %d nodes, %d thread%s, %s kernels%s\n", total * 1e3, n,
             vm->nthreads, vm->nthreads == 1 ? "" : "s", tg_vk_table_get(vm->isa)->name,
             tg_vk_have_sleef() ? " with SLEEF" : "");
+    if (vm->sched && vm->sched->runs) /* times of concurrent nodes overlap: shares add up
+                                         to more than the wall time */
+        fprintf(f, "concurrent runs: %ld, of %ld nodes, %ld started while another ran\n",
+                vm->sched->runs, vm->sched->nodes, vm->sched->overlapped);
     tg_mem_free(vm->ctx, idx, sizeof *idx * (size_t)(n + 1));
     pthread_mutex_unlock(&vm->mu);
     return TG_OK;

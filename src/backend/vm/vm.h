@@ -73,7 +73,7 @@ void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s);
 typedef enum {
     VM_REF,    /* the op's reference kernel (also views and self-allocating ops) */
     VM_EW,     /* elementwise: vkernels over contiguous/broadcast rows */
-    VM_REDUCE, /* sum, mean, max, min, prod of floats */
+    VM_REDUCE, /* sum mean max min prod argmax argmin logsumexp of floats */
     VM_BLAS,   /* dot, matmul of f32/f64 through CBLAS */
     VM_FUSED,  /* a fused{...} node, evaluated block by block */
 } vm_kind;

@@ -130,8 +130,8 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
         enum CBLAS_TRANSPOSE t = J->B.trans ? CblasNoTrans : CblasTrans;
         int rows = J->B.trans ? (int)N : (int)K, cols = J->B.trans ? (int)K : (int)N;
         if (J->f64)
-            cblas_dgemv(CblasRowMajor, t, rows, cols, al, (const double *)b, ldb,
-                        (const double *)a, sa, be, (double *)c, 1);
+            cblas_dgemv(CblasRowMajor, t, rows, cols, al, (const double *)b, ldb, (const double *)a,
+                        sa, be, (double *)c, 1);
         else
             cblas_sgemv(CblasRowMajor, t, rows, cols, (float)al, (const float *)b, ldb,
                         (const float *)a, sa, (float)be, (float *)c, 1);
@@ -139,8 +139,8 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
         cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, al, (const double *)a, lda,
                     (const double *)b, ldb, be, (double *)c, ldc);
     } else {
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, (float)al, (const float *)a,
-                    lda, (const float *)b, ldb, (float)be, (float *)c, ldc);
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, (float)al, (const float *)a, lda,
+                    (const float *)b, ldb, (float)be, (float *)c, ldc);
     }
 }
 
@@ -375,7 +375,7 @@ typedef struct acc_job {
     const tg_tensor *c; /* accumulator (broadcasts to the output) */
     char *out;          /* contiguous rows x cols */
     int64_t rows, cols;
-    int64_t sr, sc;     /* C's strides along the output's rows and columns (0: broadcast) */
+    int64_t sr, sc; /* C's strides along the output's rows and columns (0: broadcast) */
     double beta;
     bool f64;
 } acc_job;
@@ -493,8 +493,8 @@ static void ger_part(const ger_job *J, int64_t lo, int64_t hi) {
     const char *x = J->x + (J->incx > 0 ? lo : J->M - hi) * step * es;
     char *a = J->A + lo * J->N * es;
     if (J->f64)
-        cblas_dger(CblasRowMajor, (int)(hi - lo), (int)J->N, J->alpha, (const double *)x,
-                   J->incx, (const double *)J->y, J->incy, (double *)a, (int)J->N);
+        cblas_dger(CblasRowMajor, (int)(hi - lo), (int)J->N, J->alpha, (const double *)x, J->incx,
+                   (const double *)J->y, J->incy, (double *)a, (int)J->N);
     else
         cblas_sger(CblasRowMajor, (int)(hi - lo), (int)J->N, (float)J->alpha, (const float *)x,
                    J->incx, (const float *)J->y, J->incy, (float *)a, (int)J->N);
@@ -525,7 +525,7 @@ static tg_status exec_lowered(vm_exec *e) {
     int64_t es = f64 ? 8 : 4;
     int64_t total = tg_tensor_size(y);
     bool inplace = read_c && same_memory(c, y);
-    double bblas = 0.0; /* BLAS's beta */
+    double bblas = 0.0;                /* BLAS's beta */
     bool rows = kind == 3 && !inplace; /* ger from a kept accumulator: row by row, below */
     if (rows) {
     } else if (read_c && inplace) {
@@ -547,8 +547,12 @@ static tg_status exec_lowered(vm_exec *e) {
         return TG_OK;
     }
     if (kind == 3) { /* ger: A += alpha x yᵀ */
-        ger_job J = {.f64 = f64, .M = y->shape[0], .N = y->shape[1], .alpha = alpha,
-                     .A = tg_tensor_data(y), .zero = rows && !read_c};
+        ger_job J = {.f64 = f64,
+                     .M = y->shape[0],
+                     .N = y->shape[1],
+                     .alpha = alpha,
+                     .A = tg_tensor_data(y),
+                     .zero = rows && !read_c};
         acc_job acc;
         if (rows && read_c) { /* each row of C, scaled, then the row's axpy, in cache */
             acc_prep(&acc, c, y, beta);
@@ -608,8 +612,7 @@ static tg_status exec_lowered(vm_exec *e) {
         sbn = str[tb ? 0 : 1];
         if (!mat_layout(K, N, sbk, sbn, &J.B.trans, &J.B.ld)) return TG_EUNSUPPORTED;
     }
-    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || J.A.ld > INT32_MAX ||
-        J.B.ld > INT32_MAX)
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || J.A.ld > INT32_MAX || J.B.ld > INT32_MAX)
         return TG_EUNSUPPORTED;
     J.B.p = pb;
     J.N = N;
@@ -623,8 +626,12 @@ static tg_status exec_outer(vm_exec *e) {
     const tg_tensor *a = e->in[0], *b = e->in[1];
     tg_tensor *y = e->out[0];
     if (a->ndim != 1 || b->ndim != 1 || !tg_tensor_is_contiguous(y)) return TG_EUNSUPPORTED;
-    ger_job J = {.f64 = y->dtype == TG_DT_F64, .M = a->shape[0], .N = b->shape[0], .alpha = 1.0,
-                 .A = tg_tensor_data(y), .zero = true};
+    ger_job J = {.f64 = y->dtype == TG_DT_F64,
+                 .M = a->shape[0],
+                 .N = b->shape[0],
+                 .alpha = 1.0,
+                 .A = tg_tensor_data(y),
+                 .zero = true};
     if (J.M > INT32_MAX || J.N > INT32_MAX) return TG_EUNSUPPORTED;
     J.x = vec_base(a, &J.incx);
     J.y = vec_base(b, &J.incy);

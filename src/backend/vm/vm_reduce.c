@@ -1,4 +1,5 @@
-/* vm_reduce.c - fast sum, mean, prod, max and min of f32/f64 tensors.
+/* vm_reduce.c - fast sum, mean, prod, max, min, argmax, argmin and logsumexp of f32/f64
+ * tensors.
  *
  * The input's axes are simplified (extents of 1 dropped, neighbouring axes of the same
  * kind merged when their strides allow) into one of three layouts, anything else running
@@ -15,6 +16,12 @@
  *    order (exact); sum and mean add blocks of CHUNK elements with eight accumulators and
  *    then the blocks' sums in order, which rounds differently from the reference's single
  *    running sum (within n * eps of it) but never depends on the thread count.
+ *  - argmax and argmin (i64 results) follow the reference's rule exactly in both layouts:
+ *    the first NaN, else the first occurrence of the extreme.
+ *  - logsumexp (rows only; columns run the reference): the reference's stable form,
+ *    m = max (NaN wins), shift = m when finite else 0, log(sum(exp(x - shift))) + shift,
+ *    with the exponentials from the vector kernel table (SLEEF, 1 ULP) summed in blocks
+ *    as sum is: within a few ULP of the reference, independent of the thread count.
  * Work is split over the pool by rows, by column ranges, or, for few long rows, by
  * CHUNK blocks whose partial sums go through the workspace.
  */
@@ -25,7 +32,9 @@
 #define CHUNK      16384 /* elements per partial sum */
 #define SPLIT_WORK 65536 /* elements above which the pool is used */
 
-typedef enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN } rop;
+typedef enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_LSE } rop;
+
+#define LSE_BLK 512 /* elements per block of exponentials (on the stack) */
 
 static bool rop_of(int op, rop *r) {
     switch (op) {
@@ -44,6 +53,15 @@ static bool rop_of(int op, rop *r) {
     case TG_OP_MIN:
         *r = R_MIN;
         return true;
+    case TG_OP_ARGMAX:
+        *r = R_ARGMAX;
+        return true;
+    case TG_OP_ARGMIN:
+        *r = R_ARGMIN;
+        return true;
+    case TG_OP_LOGSUMEXP:
+        *r = R_LSE;
+        return true;
     default:
         return false;
     }
@@ -53,7 +71,8 @@ bool tg_vm_reduce_ok(const tg_node *n) {
     rop r;
     if (!rop_of(n->op, &r) || n->nin != 1 || n->nout != 1) return false;
     tg_dtype in = (tg_dtype)n->in[0]->type.dtype, out = (tg_dtype)n->out[0]->type.dtype;
-    return (in == TG_DT_F32 || in == TG_DT_F64) && out == in;
+    bool arg = r == R_ARGMAX || r == R_ARGMIN;
+    return (in == TG_DT_F32 || in == TG_DT_F64) && out == (arg ? TG_DT_I64 : in);
 }
 
 /* The reduced axes (the `axis` attribute as reduce.c reads it). */
@@ -92,8 +111,9 @@ typedef struct red_job {
     int64_t K1, K2, ks1, rs; /* columns: outer count and stride, inner count, row stride */
     const char *x;
     char *y;
-    double *ws;  /* partials (rows) or accumulators (columns) */
-    int64_t row; /* the row being chunked */
+    double *ws;    /* partials (rows) or accumulators (columns) */
+    tg_vk_fn vexp; /* logsumexp: the f64 exp kernel */
+    int64_t row;   /* the row being chunked */
     int64_t nchunks;
 } red_job;
 
@@ -160,10 +180,52 @@ static double ext_fix(const char *x, bool f64, int64_t n, double m, bool nan) {
     return m;
 }
 
+/* argmax (sgn > 0) or argmin of x[0..n): the first NaN, else the first extreme. */
+static int64_t row_arg(const char *x, bool f64, int64_t n, int sgn) {
+    double best = ld(x, f64, 0);
+    int64_t arg = 0;
+    if (best != best) return 0;
+    for (int64_t i = 1; i < n; i++) {
+        double v = ld(x, f64, i);
+        if (v != v) return i;
+        if (sgn > 0 ? v > best : v < best) {
+            best = v;
+            arg = i;
+        }
+    }
+    return arg;
+}
+
+/* logsumexp of x[0..n) (n >= 1), as the reference's stable form (see the top). */
+static double row_lse(const red_job *J, const char *x, int64_t n) {
+    bool f64 = J->f64;
+    double m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        double v = ld(x, f64, i);
+        if (v != v) {
+            m = v;
+            break;
+        }
+        if (v > m) m = v;
+    }
+    double shift = isfinite(m) ? m : 0.0, t[LSE_BLK], s = 0.0;
+    for (int64_t c = 0; c < n; c += LSE_BLK) {
+        int64_t k = n - c < LSE_BLK ? n - c : LSE_BLK;
+        for (int64_t i = 0; i < k; i++) t[i] = ld(x, f64, c + i) - shift;
+        const void *in[1] = {t};
+        int64_t str[1] = {1};
+        J->vexp(NULL, k, t, in, str);
+        s += chunk_sum((const char *)t, true, k);
+    }
+    return log(s) + shift;
+}
+
 /* The whole row of n elements at x, on one thread. */
 static double row_reduce(const red_job *J, const char *x, int64_t n) {
     bool f64 = J->f64;
     switch (J->r) {
+    case R_LSE:
+        return row_lse(J, x, n);
     case R_SUM:
     case R_MEAN: {
         double s = 0;
@@ -190,6 +252,12 @@ static void rows_task(void *arg, int ith, int nth) {
     const red_job *J = arg;
     int64_t lo, hi, es = J->f64 ? 8 : 4;
     tg_pool_share(J->K, ith, nth, 1, &lo, &hi);
+    if (J->r == R_ARGMAX || J->r == R_ARGMIN) {
+        for (int64_t k = lo; k < hi; k++)
+            ((int64_t *)J->y)[k] =
+                row_arg(J->x + k * J->ks * es, J->f64, J->R, J->r == R_ARGMAX ? 1 : -1);
+        return;
+    }
     for (int64_t k = lo; k < hi; k++)
         st(J->y, J->f64, k, row_reduce(J, J->x + k * J->ks * es, J->R));
 }
@@ -218,7 +286,8 @@ static void run_rows(red_job *J, tg_pool *pool, int nth) {
         rows_task(J, 0, 1);
         return;
     }
-    if (J->K >= 4 * (int64_t)nth || J->r == R_PROD || J->R < 2 * CHUNK) {
+    if (J->K >= 4 * (int64_t)nth || J->r == R_PROD || J->r == R_ARGMAX || J->r == R_ARGMIN ||
+        J->r == R_LSE || J->R < 2 * CHUNK) {
         tg_pool_run(pool, rows_task, J);
         return;
     }
@@ -261,6 +330,27 @@ static void cols_range(const red_job *J, int64_t lo, int64_t hi) {
         int64_t m = J->K2 - k2 < hi - lo ? J->K2 - k2 : hi - lo;
         const char *x = J->x + (k1 * J->ks1 + k2) * es;
         double *acc = J->ws + lo;
+        if (J->r == R_ARGMAX || J->r == R_ARGMIN) {
+            /* per element: the running extreme in acc, its row in y; a NaN stays */
+            bool mx = J->r == R_ARGMAX;
+            int64_t *arg = (int64_t *)J->y + lo;
+            for (int64_t j = 0; j < m; j++) {
+                acc[j] = ld(x, f64, j);
+                arg[j] = 0;
+            }
+            for (int64_t r = 1; r < J->R; r++) {
+                const char *row = x + r * J->rs * es;
+                for (int64_t j = 0; j < m; j++) {
+                    double a = acc[j], v = ld(row, f64, j);
+                    if (a == a && (v != v || (mx ? v > a : v < a))) {
+                        acc[j] = v;
+                        arg[j] = r;
+                    }
+                }
+            }
+            lo += m;
+            continue;
+        }
         if (J->r == R_MAX || J->r == R_MIN) {
             /* the reference's rule per element: the first NaN stays, a strictly greater
              * (smaller) value replaces, ties keep the first */
@@ -312,6 +402,12 @@ tg_status tg_vm_exec_reduce(vm_exec *e) {
     bool red[TG_MAX_DIMS];
     if (!reduced(&e->node->attrs[0], x->ndim, red)) return TG_EUNSUPPORTED;
     J.f64 = x->dtype == TG_DT_F64;
+    if (J.r == R_LSE) {
+        const vm_ins_info *info = e->info;
+        const tg_vk_table *t = tg_vk_table_get(info ? info->isa : TG_VK_GENERIC);
+        J.vexp = (t ? t : &tg_vk_table_generic)->f[TG_OP_EXP][1];
+        if (!J.vexp) return TG_EUNSUPPORTED;
+    }
     int64_t nelem = tg_tensor_size(x), nout = tg_tensor_size(y);
     if (nelem == 0 || nout == 0 || !tg_tensor_is_contiguous(y)) return TG_EUNSUPPORTED;
     /* simplified layout */
@@ -348,7 +444,8 @@ tg_status tg_vm_exec_reduce(vm_exec *e) {
         run_rows(&J, e->pool, nth);
         return TG_OK;
     }
-    int off = m == 2 ? 0 : 1; /* columns: [R, K2] or [K1, R, K2] */
+    if (J.r == R_LSE) return TG_EUNSUPPORTED; /* columns: the reference */
+    int off = m == 2 ? 0 : 1;                 /* columns: [R, K2] or [K1, R, K2] */
     if ((m == 2 || m == 3) && kind[off] && !kind[off + 1] && str[off + 1] == 1 &&
         (m == 2 || !kind[0])) {
         J.K1 = m == 3 ? shape[0] : 1;
