@@ -711,9 +711,8 @@ static tg_status infer_alloc(tg_infer *ic) {
             return tg_infer_fail(ic, TG_ETYPE, "dimension %d must be a 0-d integer, got %s", d,
                                  tg_type_str(t, a, sizeof a));
         o->shape[d] = -1;
-        const tg_var *dv = ic->vars ? ic->vars[d + 1] : NULL;
-        if (dv && dv->kind == TG_VAR_CONST && dv->value) {
-            int64_t e = tg_load_i64(tg_tensor_data(dv->value), dv->value->dtype);
+        int64_t e;
+        if (tg_infer_const_int(ic, d + 1, &e)) {
             if (e < 0)
                 return tg_infer_fail(ic, TG_EINVAL,
                                      "negative dimensions are not allowed (dimension %d is %lld)",
@@ -874,12 +873,7 @@ static tg_status infer_arange(tg_infer *ic) {
     tg_aval at[4];
     bool known = true;
     for (int i = 0; i < ic->nin && i < 2; i++) {
-        const tg_var *v = ic->vars ? ic->vars[i] : NULL;
-        if (v && v->kind == TG_VAR_CONST && v->value && v->value->ndim == 0 &&
-            tg_dtype_is_int(v->value->dtype))
-            vals[i] = tg_load_i64(tg_tensor_data(v->value), v->value->dtype);
-        else
-            known = false;
+        if (!tg_infer_const_int(ic, i, &vals[i])) known = false;
     }
     if (arange_bind(ic, ic->attrs, ic->nin, ic->in, vals, at) != TG_OK) return ic->status;
     if (arange_plan(ic, at, &dt, &len) != TG_OK) return ic->status;

@@ -42,6 +42,9 @@ typedef struct tg_infer {
     int nin;                    /* input count */
     tg_var *const *vars;        /* input variables when building or verifying (constant
                                    inputs can give static extents); NULL at run time */
+    const tg_tensor *const *values; /* input values known before the run (the VM's memory
+                                       plan computes shape arithmetic); NULL, or entries
+                                       NULL where unknown */
     const tg_aval *attrs;       /* normalized attributes */
     tg_type *out;               /* output types to fill (TG_MAX_OUTS slots) */
     int nout;                   /* preset to op->nout; ops with nout < 0 set it */
@@ -51,6 +54,9 @@ typedef struct tg_infer {
 } tg_infer;
 
 tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
+/* Whether input k is a 0-d integer whose value inference can use (a constant, or a value
+ * known before the run); stores it in *out. */
+bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out);
 
 /* ---- reference kernels ---- */
 typedef struct tg_kern {

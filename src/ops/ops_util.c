@@ -39,6 +39,14 @@
 
 /* ---- errors ---- */
 
+bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out) {
+    const tg_tensor *t = ic->values ? ic->values[k] : NULL;
+    if (!t && ic->vars && ic->vars[k] && ic->vars[k]->kind == TG_VAR_CONST) t = ic->vars[k]->value;
+    if (!t || t->ndim != 0 || !tg_dtype_is_int(t->dtype)) return false;
+    *out = tg_load_i64(tg_tensor_data(t), t->dtype);
+    return true;
+}
+
 tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

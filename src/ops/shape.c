@@ -83,6 +83,8 @@ static tg_status view_out(tg_kern *k, const tg_tensor *base, int ndim, const int
 }
 
 /* The value of a constant 0-d integer variable. */
+/* ---- shape helpers for the VJPs of every family (declared in ops.h) ---- */
+
 static bool const_int(const tg_var *v, int64_t *out) {
     if (!v || v->kind != TG_VAR_CONST || !v->value || v->value->ndim != 0 ||
         !tg_dtype_is_int(v->value->dtype))
@@ -90,8 +92,6 @@ static bool const_int(const tg_var *v, int64_t *out) {
     *out = tg_load_i64(tg_tensor_data(v->value), v->value->dtype);
     return true;
 }
-
-/* ---- shape helpers for the VJPs of every family (declared in ops.h) ---- */
 
 bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims) {
     tg_var *shape = NULL;
@@ -189,7 +189,7 @@ static tg_status infer_reshape_dims(tg_infer *ic) {
                                  tg_type_str(t, ts, sizeof ts));
         int64_t e;
         o->shape[d] = -1;
-        if (ic->vars && const_int(ic->vars[d + 1], &e)) {
+        if (tg_infer_const_int(ic, d + 1, &e)) {
             if (e < 0)
                 return tg_infer_fail(ic, TG_EINVAL, "negative dimension %lld (dimension %d)",
                                      (long long)e, d);

@@ -741,6 +741,49 @@ static void test_views_and_dynamic_shapes(void **state) {
     tg_module_free(m);
 }
 
+/* A gradient through a '?' extent builds alloc(shape(...)[0]) nodes: the plan evaluates
+ * that shape arithmetic, so every node keeps its static kernel and planned buffer (none
+ * runs with run-time inference), and the results still equal the reference's. */
+static void test_shape_arithmetic_planned(void **state) {
+    (void)state;
+    tg_module *m;
+    tg_graph *g = parse_one("func f(x: f64[?, 5], W: f64[5, 3]) {\n"
+                            "  h = tanh(dot(x, W))\n"
+                            "  l = mean(sum(mul(h, h), axis=[1]))\n"
+                            "  gW = grad(l, W)\n"
+                            "  return l, gW\n"
+                            "}\n",
+                            &m);
+    tg_compile_opts o = {.nthreads = 1};
+    tg_vm *vm = NULL;
+    assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
+    tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, true);
+    int64_t wshape[2] = {5, 3};
+    tg_tensor *W = tensor_of(TG_DT_F64, 2, wshape);
+    fill_for(W, "W", 0);
+    for (int64_t rows = 1; rows < 200; rows = rows * 4 + 3) {
+        tg_tensor *x = tensor_of(TG_DT_F64, 2, (int64_t[]){rows, 5});
+        fill_for(x, "x", 1);
+        tg_tensor *in[2] = {x, W}, *want[2] = {NULL, NULL}, *got[2] = {NULL, NULL};
+        assert_int_equal(tg_fn_call(ref, in, 2, want, 2), TG_OK);
+        assert_int_equal(tg_vm_call(vm, in, 2, got, 2, false), TG_OK);
+        for (int k = 0; k < 2; k++) {
+            expect_close(want[k], got[k], op_ulps("tanh", TG_DT_F64), 1e-12, "shape arithmetic");
+            tg_tensor_free(want[k]);
+            tg_tensor_free(got[k]);
+        }
+        tg_vm_stats st;
+        tg_vm_get_stats(vm, &st);
+        assert_int_equal(st.ndynamic, 0);
+        assert_true(st.nplanned > 0);
+        tg_tensor_free(x);
+    }
+    tg_tensor_free(W);
+    tg_vm_free(vm);
+    tg_fn_free(ref);
+    tg_module_free(m);
+}
+
 static void test_runtime_errors_name_the_node(void **state) {
     (void)state;
     tg_module *m;
@@ -1160,6 +1203,7 @@ int main(void) {
         cmocka_unit_test(test_shape_signatures),
         cmocka_unit_test(test_out_param),
         cmocka_unit_test(test_views_and_dynamic_shapes),
+        cmocka_unit_test(test_shape_arithmetic_planned),
         cmocka_unit_test(test_runtime_errors_name_the_node),
         cmocka_unit_test(test_fused_nodes),
         cmocka_unit_test(test_branches),

@@ -703,6 +703,72 @@ done:
     return st; /* on failure plan_free releases seg_hi and npred */
 }
 
+/* Plan-time values: small integer arithmetic on shapes (the `shape(x)[0]` that a gradient
+ * of a function with a `?` extent feeds to `alloc`) is evaluated while the plan is made, so
+ * that inference knows the extents it gives and the nodes after it keep fast kernels and
+ * planned buffers. The values are functions of the input shapes (the plan's key) and of
+ * constants only; the nodes still run at call time. */
+#define VM_PV_MAX 64 /* largest value (elements) evaluated at plan time */
+
+static bool pv_small(const tg_type *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0 || t->shape[d] > VM_PV_MAX) return false;
+        n *= t->shape[d];
+        if (n > VM_PV_MAX) return false;
+    }
+    return true;
+}
+
+/* Evaluates node n (inputs of run-time types tin, outputs tout) into pv[] if it can:
+ * `shape` and `size` from the types alone, other ops when every input is a small value
+ * known here. Anything that fails leaves the outputs unknown (they are then computed at
+ * run time, as before). */
+static void pv_eval(tg_vm *vm, const tg_node *n, const tg_op_def *op, const tg_type *tin,
+                    const tg_type *tout, tg_tensor **pv, uint8_t *pv_own) {
+    tg_tensor *out[TG_MAX_OUTS] = {0};
+    for (int o = 0; o < n->nout; o++)
+        if (!pv_small(&tout[o])) return;
+    if (op == &tg_op_shape || op == &tg_op_size) {
+        tg_tensor *t = tg_tensor_new(vm->ctx, (tg_dtype)tout[0].dtype, tout[0].ndim, tout[0].shape);
+        if (!t) return;
+        int64_t total = 1;
+        for (int64_t d = 0; d < tin[0].ndim; d++) {
+            total *= tin[0].shape[d];
+            if (op == &tg_op_shape) tg_store_i64(tg_tensor_at(t, &d), t->dtype, tin[0].shape[d]);
+        }
+        if (op == &tg_op_size) tg_store_i64(tg_tensor_data(t), t->dtype, total);
+        pv[n->out[0]->id] = t;
+        pv_own[n->out[0]->id] = 1;
+        return;
+    }
+    if (n->nin == 0 || op->destroys) return;
+    tg_tensor **vin = vm->args; /* the caller's scratch: pv of the inputs */
+    for (int k = 0; k < n->nin; k++)
+        if (!(vin[k] = pv[n->in[k]->id])) return;
+    bool self = op->views || op->self_alloc;
+    for (int o = 0; o < n->nout && !self; o++)
+        if (!(out[o] = tg_tensor_new(vm->ctx, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape)))
+            goto fail;
+    tg_kern k = {.ctx = vm->ctx,
+                 .node = n,
+                 .attrs = n->attrs,
+                 .in = vin,
+                 .nin = n->nin,
+                 .out = out,
+                 .nout = n->nout,
+                 .out_type = tout};
+    if (op->ref(&k) != TG_OK) goto fail;
+    for (int o = 0; o < n->nout; o++) {
+        if (!out[o]) goto fail;
+        pv[n->out[o]->id] = out[o];
+        pv_own[n->out[o]->id] = 1;
+    }
+    return;
+fail:
+    for (int o = 0; o < n->nout; o++) tg_tensor_free(out[o]);
+}
+
 /* Makes the plan for the shapes of `in` (already checked against the inputs' types). */
 static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
     tg_ctx *ctx = vm->ctx;
@@ -711,6 +777,8 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
     tg_status st = TG_OK;
     bool *busy = NULL;
     int *die = NULL, *next = NULL; /* per instruction: planned vars dying there (lists) */
+    tg_tensor **pv = NULL;         /* per var: its value when known at plan time */
+    uint8_t *pv_own = NULL;        /* per var: pv[v] is ours to free */
     vm_plan *p = tg_mem_calloc(ctx, sizeof *p);
     if (!p) return TG_ENOMEM;
     p->nkey = key_len(vm);
@@ -725,8 +793,10 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
     busy = tg_mem_calloc(ctx, nv);
     die = tg_mem_alloc(ctx, sizeof *die * no);
     next = tg_mem_alloc(ctx, sizeof *next * nv);
+    pv = tg_mem_calloc(ctx, sizeof *pv * nv);
+    pv_own = tg_mem_calloc(ctx, nv);
     if (!p->key || !p->rt || !p->known || !p->cls || !p->blk || !p->tens || !p->dyn || !p->blocks ||
-        !busy || !die || !next) {
+        !busy || !die || !next || !pv || !pv_own) {
         st = TG_ENOMEM;
         goto done;
     }
@@ -744,9 +814,11 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
         p->rt[v] = vm->const_rt[v];
         p->known[v] = 1;
         p->cls[v] = CLS_LEAF;
+        pv[v] = var->value;
     }
     /* types, classes and workspace */
     tg_type *tin = vm->argt;
+    const tg_tensor **vals = (const tg_tensor **)vm->args;
     for (int i = 0; i < vm->norder; i++) {
         vm_ins *ins = &vm->ins[i];
         tg_node *n = ins->node;
@@ -754,6 +826,7 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
         for (int k = 0; k < n->nin; k++) {
             ok = ok && p->known[n->in[k]->id];
             tin[k] = p->rt[n->in[k]->id];
+            vals[k] = pv[n->in[k]->id];
         }
         if (!ok) {
             p->dyn[i] = 1;
@@ -767,6 +840,7 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
                        .attrs = n->attrs,
                        .out = tout,
                        .nout = ins->op->nout,
+                       .values = vals,
                        .runtime = true};
         if (ins->op->infer(&ic) != TG_OK) {
             st = node_fail(vm, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
@@ -798,6 +872,9 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
         }
         size_t ws = ins_ws(vm, ins, tin, tout);
         if (ws > p->ws_bytes) p->ws_bytes = ws;
+        bool all_known = true;
+        for (int o = 0; o < n->nout; o++) all_known = all_known && p->known[n->out[o]->id];
+        if (all_known) pv_eval(vm, n, ins->op, tin, tout, pv, pv_own);
     }
     if ((st = plan_branches(vm, p)) != TG_OK) goto done;
     /* blocks: assign in program order, release after the last use (views included), or
@@ -865,6 +942,11 @@ static tg_status plan_make(tg_vm *vm, tg_tensor *const *in, vm_plan **out) {
         t->buf = p->blocks[p->blk[v]].buf;
     }
 done:
+    if (pv && pv_own)
+        for (int v = 0; v < vm->nvars; v++)
+            if (pv_own[v]) tg_tensor_free(pv[v]);
+    if (pv) tg_mem_free(ctx, pv, sizeof *pv * nv);
+    if (pv_own) tg_mem_free(ctx, pv_own, nv);
     if (busy) tg_mem_free(ctx, busy, nv);
     if (die) tg_mem_free(ctx, die, sizeof *die * no);
     if (next) tg_mem_free(ctx, next, sizeof *next * nv);
@@ -1391,6 +1473,7 @@ void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s) {
         s->nblocks = p->nblocks;
         for (int b = 0; b < p->nblocks; b++) s->bytes += p->blocks[b].size;
         for (int v = 0; v < vm->nvars; v++) s->nplanned += p->cls[v] == CLS_PLANNED;
+        for (int i = 0; i < vm->norder; i++) s->ndynamic += p->dyn[i];
     }
     pthread_mutex_unlock(&vm->mu);
 }

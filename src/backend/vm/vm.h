@@ -55,6 +55,7 @@ typedef struct tg_vm_stats {
     int nblocks;     /* blocks of the most recent plan */
     size_t bytes;    /* their usable bytes */
     int nplanned;    /* values living in those blocks */
+    int ndynamic;    /* instructions of that plan whose types are only known at run time */
     int nthreads;    /* threads of the pool */
     const char *isa; /* kernel table used */
     int kinds[5];    /* instructions per kernel class (vm_kind) */
