@@ -44,9 +44,18 @@ static int verbose(void) {
     return v;
 }
 
+/* The inputs of the runs being compared, printed with a violation (NULL between runs). */
+static tg_tensor *const *fz_in;
+static int fz_nin;
+
 static void fz_fail(const char *what, const char *detail, const char *src, size_t len) {
     fprintf(stderr, "fuzz_pipeline: property violated: %s\n%s\n---- input ----\n%.*s\n", what,
             detail ? detail : "", (int)len, src);
+    for (int i = 0; fz_in && i < fz_nin; i++) {
+        fprintf(stderr, "---- argument %d ----\n", i);
+        tg_tensor_print(fz_in[i], stderr);
+        fprintf(stderr, "\n");
+    }
     abort();
 }
 
@@ -254,10 +263,13 @@ static void check_run(tg_ctx *ctx, tg_graph *g, tg_graph *opt, uint64_t seed, co
     if (ok && make_inputs(ctx, g, &rng, 1 + (int64_t)(seed % 3), in)) {
         for (int r = 0; r < 3; r++)
             if (runs[r].f) run_one(&runs[r], in, nin, nout);
+        fz_in = in;
+        fz_nin = nin;
         if (runs[2].f) {
             agree(&runs[2], &runs[1], nout, false, src, len); /* the VM's kernels */
             agree(&runs[0], &runs[2], nout, true, src, len);  /* the rewrites */
         }
+        fz_in = NULL;
         for (int i = 0; i < nin; i++) tg_tensor_free(in[i]);
     }
     for (int r = 0; r < 3; r++) {

@@ -461,6 +461,26 @@ typedef struct ger_job {
     bool zero;          /* row by row from zeros (beta 0) */
 } ger_job;
 
+/* row += a * y (y with increment incy, negative from its far end as in BLAS). Not
+ * cblas_?axpy: it returns early when a is 0, and 0 * NaN must stay NaN. */
+static void axpy_f64(int64_t n, double a, const double *y, int incy, double *row) {
+    if (incy == 1) {
+        for (int64_t j = 0; j < n; j++) row[j] += a * y[j];
+        return;
+    }
+    const double *p = incy > 0 ? y : y + (n - 1) * (int64_t)-incy;
+    for (int64_t j = 0; j < n; j++) row[j] += a * p[j * incy];
+}
+
+static void axpy_f32(int64_t n, float a, const float *y, int incy, float *row) {
+    if (incy == 1) {
+        for (int64_t j = 0; j < n; j++) row[j] += a * y[j];
+        return;
+    }
+    const float *p = incy > 0 ? y : y + (n - 1) * (int64_t)-incy;
+    for (int64_t j = 0; j < n; j++) row[j] += a * p[j * incy];
+}
+
 /* Row by row: out[i, :] = beta C[i, :] + (alpha x[i]) y, each row still in cache for its
  * axpy, so the matrix is read and written once (a copy then a ger would do it twice). */
 static void ger_rows(const ger_job *J, int64_t lo, int64_t hi) {
@@ -473,11 +493,11 @@ static void ger_rows(const ger_job *J, int64_t lo, int64_t hi) {
             memset(row, 0, (size_t)(J->N * es));
         const char *px = J->x + (J->incx > 0 ? i : J->M - 1 - i) * step * es;
         if (J->f64)
-            cblas_daxpy((int)J->N, J->alpha * *(const double *)px, (const double *)J->y, J->incy,
-                        (double *)row, 1);
+            axpy_f64(J->N, J->alpha * *(const double *)px, (const double *)J->y, J->incy,
+                     (double *)row);
         else
-            cblas_saxpy((int)J->N, (float)J->alpha * *(const float *)px, (const float *)J->y,
-                        J->incy, (float *)row, 1);
+            axpy_f32(J->N, (float)J->alpha * *(const float *)px, (const float *)J->y, J->incy,
+                     (float *)row);
     }
 }
 
