@@ -16,6 +16,7 @@
  * end of the call); owned[v] marks exactly the tensors this call must free.
  */
 #include "vm.h"
+#include "../../ops/fused.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -34,6 +35,8 @@ typedef struct vm_ins {
     tg_node *node;       /* the node */
     const tg_op_def *op; /* its record */
     vm_ins_info info;    /* kernel class and its data */
+    bool reuse;          /* elementwise, one output: it may overwrite an input that dies
+                            here (each element is read before the same element is written) */
     double seconds;      /* profile: time spent */
     long calls;          /* profile: runs */
     uint64_t bytes;      /* profile: bytes read and written, summed over runs */
@@ -178,6 +181,22 @@ static void choose_kernel(tg_vm *vm, vm_ins *ins) {
     }
 }
 
+/* Whether instruction ins computes its one output element by element from the same
+ * elements of its inputs (a vector kernel, or a fused node without reductions), so that
+ * the output may take the buffer of an input of its exact type that dies there. */
+static bool reuse_ok(tg_vm *vm, const vm_ins *ins) {
+    const tg_node *n = ins->node;
+    if (n->nout != 1 || ins->op->destroys) return false;
+    if (ins->info.kind == VM_EW) return true;
+    if (ins->info.kind != VM_FUSED) return false;
+    tg_fused_prog *fp = NULL;
+    char msg[64];
+    if (tg_fused_node_prog(vm->ctx, n, &fp, msg, sizeof msg) != TG_OK) return false;
+    bool ok = fp->nout == 1 && fp->out[0].reduce < 0;
+    tg_fused_free(fp);
+    return ok;
+}
+
 static void plan_free(tg_vm *vm, vm_plan *p);
 static void sched_free(tg_vm *vm);
 
@@ -295,6 +314,7 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
         ins->node = vm->order[i];
         ins->op = tg_op_table[ins->node->op];
         choose_kernel(vm, ins);
+        ins->reuse = reuse_ok(vm, ins);
         blas = blas || ins->info.kind == VM_BLAS;
     }
     if (blas) tg_vm_blas_single_thread();
@@ -480,11 +500,12 @@ static int block_pick(vm_plan *p, bool *busy, size_t need) {
 }
 
 /* The planned input that node n (instruction i) may overwrite with its output 0: one it
- * declares it destroys, of the output's run-time type, dying at i, that no other input of
- * n is or views (through a chain of view ops) and no other instruction reads. -1 when
- * there is none. */
+ * declares it destroys (or any input, for an elementwise instruction: vm_ins.reuse), of
+ * the output's run-time type, dying at i, that no other input of n is or views (through a
+ * chain of view ops) and no other instruction reads. -1 when there is none. */
 static int inplace_source(const tg_vm *vm, const vm_plan *p, const tg_node *n, int i) {
     uint32_t d = tg_op_table[n->op]->destroys;
+    if (vm->ins[i].reuse) d = n->nin >= 32 ? UINT32_MAX : (1u << n->nin) - 1u;
     for (int k = 0; k < n->nin && d; k++) {
         if (!(d >> k & 1u)) continue;
         int u = n->in[k]->id, v = n->out[0]->id;
