@@ -523,7 +523,8 @@ static bool emit_blas(emit_ctx *e) {
     } else {
         return false;
     }
-    if (!isfinite(alpha) || !isfinite(beta)) return false;
+    /* alpha 0 lets BLAS skip the product (and its NaN and inf): the library's kernel */
+    if (!isfinite(alpha) || !isfinite(beta) || alpha == 0.0) return false;
     tg_cj_str *s = e->s;
     snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
     tg_cj_str_printf(s, "/* %s -> %s */\nstatic int %s(tg_rt *rt) {\n", tg_op_table[op]->name,
