@@ -4,14 +4,15 @@
  * Nth allocation; the driver runs it with N = 1, 2, 3, ... until a run sees no refusal,
  * which must then succeed with the same result as a run without faults. Every run that
  * had an allocation refused must end in TG_ENOMEM with a message (or, where the library
- * works around the refusal, in success with the same result up to float rounding), and leave nothing live
- * in the context (tg_ctx_mem_used == 0, which also proves that every free passed the size
+ * works around the refusal, in success with the same result up to float rounding), and
+ * leave nothing live in the context (tg_ctx_mem_used == 0, which also proves that every free passed the size
  * it was allocated with); under AddressSanitizer (make asan) a leak or a bad access fails
  * the test too. The workloads: parsing a .tg module; the rewrite pipeline with every pass
  * (fusion and BLAS lowering included) and IR verification; compiling and running with the
  * reference interpreter and with the VM (one thread, and a pool of two, two calls so that
- * cached plans are reused); reverse-mode gradients built through the C API; .npy reading
- * from files and memory, and writing.
+ * cached plans are reused) and with the C JIT (from a warm private cache: emission, cache
+ * lookup, loading, the generated code's runtime calls); reverse-mode gradients built
+ * through the C API; .npy reading from files and memory, and writing.
  * FAULT_WORKLOAD=name runs one workload; FAULT_VERBOSE=1 prints each one's count;
  * FAULT_BACKTRACE=1 prints where each refused allocation was asked for. */
 #include <setjmp.h>
@@ -167,6 +168,15 @@ static tg_status wl_vm_pool(tg_ctx *ctx, double *checksum) {
     return wl_run(ctx, &o, 2, checksum);
 }
 
+/* The C JIT with no_fallback, from a warm cache (the first run, without faults, compiles
+ * into a private cache directory; the runs with a refusal emit the code, find its entry
+ * and load it): emission, the cache lookup, loading and the generated code's calls into
+ * the runtime all meet refused allocations. */
+static tg_status wl_cjit(tg_ctx *ctx, double *checksum) {
+    tg_compile_opts o = {.mode = TG_MODE_C, .nthreads = 1, .no_fallback = true};
+    return wl_run(ctx, &o, 2, checksum);
+}
+
 /* Gradients through the C API: d/dW sum(sigmoid(x W) * y) and d/dx, then run on the VM. */
 static tg_status wl_grad(tg_ctx *ctx, double *checksum) {
     tg_graph *g = tg_graph_new(ctx, "grad");
@@ -310,12 +320,23 @@ static void test_vm_pool(void **state) { (void)state; drive("vm_pool", wl_vm_poo
 static void test_grad(void **state) { (void)state; drive("grad", wl_grad, 30); }
 static void test_npy(void **state) { (void)state; drive("npy", wl_npy, 12); }
 
+static void test_cjit(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tgfault.XXXXXX", cmd[64];
+    assert_non_null(mkdtemp(dir));
+    setenv("TGRAPH_CACHE_DIR", dir, 1);
+    drive("cjit", wl_cjit, 100);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    unsetenv("TGRAPH_CACHE_DIR");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),   cmocka_unit_test(test_optimize),
         cmocka_unit_test(test_reference), cmocka_unit_test(test_vm),
         cmocka_unit_test(test_vm_pool), cmocka_unit_test(test_grad),
-        cmocka_unit_test(test_npy),
+        cmocka_unit_test(test_npy),     cmocka_unit_test(test_cjit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
