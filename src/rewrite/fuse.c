@@ -2,7 +2,14 @@
  * `fused{...}` node (src/ops/fused.h), so that a backend computes them in one pass.
  *
  * This pass is a global partition of the graph rather than a set of local rules, so it does
- * not run through the rule engine. It works in three steps over the live nodes:
+ * not run through the rule engine. It works in four steps over the live nodes:
+ *  0. Cheap values (comparisons and predicates, whose bool masks only feed selects and
+ *     arithmetic, and casts) read by several elementwise nodes of their own shape are
+ *     recomputed by each reader: every reader after the first gets a copy of the node, so
+ *     that the value joins each reader's group instead of being written out and read back
+ *     (relu's mask `gt(z, 0)` feeds the forward `where` and, much later, the gradient's).
+ *     Copies that end up in one group with their original are computed once: a fused
+ *     program gives identical calls one slot (src/ops/fused.h).
  *  1. Producers into consumers, last node first (reverse topological order). An elementwise
  *     node joins the group of its users when every user is a member of one group whose
  *     values have the same static shape as the node's output; a graph output may also read
@@ -18,8 +25,10 @@
  *
  * Choices and invariants:
  *  - A value that a node outside the group needs is a boundary: its producer ends a group
- *    (it is not recomputed, and it is not an extra output feeding other nodes). Only graph
- *    outputs become extra outputs; they feed nothing, so no cycle can arise.
+ *    (it is not recomputed, except for the cheap values of step 0, and it is not an extra
+ *    output feeding other nodes). Only graph outputs become extra outputs; they feed
+ *    nothing, so no cycle can arise. A copy reads the same values as its original, so it
+ *    adds no path between groups.
  *  - Convexity: step 1 only adds a node whose users are all in the group, so no path leaves
  *    the group and comes back; the quotient graph of groups stays acyclic (a node added in
  *    step 1 has no edge leaving the group; step 2 adds a consumer whose only input is in the
@@ -47,6 +56,7 @@
 #define FUSE_MAX_EXPANDED 1000     /* calls in one expression, shared values counted per use */
 #define FUSE_REACH_BUDGET 4096     /* nodes one sibling path search may visit */
 #define FUSE_SEARCH_TOTAL 4000000L /* nodes all of them may visit, plus 64 per node */
+#define FUSE_MAX_COPIES   4        /* reader nodes a cheap value is recomputed for (step 0) */
 
 enum { K_EW, K_RED };
 
@@ -261,6 +271,93 @@ static void teardown(fuser *f) {
     fz_free(f, f->gvis, nn, sizeof *f->gvis);
     fz_free(f, f->cvis, nn, sizeof *f->cvis);
     fz_free(f, f->stack, nn, sizeof *f->stack);
+}
+
+/* ---- step 0: cheap values recomputed by their readers ---- */
+
+/* A value cheaper to recompute in each reader's group than to write out and read back: a
+ * comparison or predicate (a bool mask) or a cast, of at least one value that is not a
+ * literal. */
+static bool cheap(const tg_node *n) {
+    if (!ew_ok(n) || (n->op != TG_OP_CAST && !(tg_op_table[n->op]->ew.flags & TG_EW_CMP)))
+        return false;
+    for (int k = 0; k < n->nin; k++)
+        if (!is_literal(n->in[k])) return true;
+    return false;
+}
+
+/* Gives every reader node of a cheap value, after the first, a copy of its producer, when
+ * each reader is an elementwise member candidate of the value's own shape (so that the
+ * copy joins the reader's group in step 1) and the value is not a graph output. */
+static tg_status copy_cheap(fuser *f) {
+    tg_graph *g = f->g;
+    int norder = 0;
+    tg_node **order = tg_ir_toposort(g, &norder);
+    if (!order) return strstr(tg_last_error(), "cycle") ? TG_EINTERNAL : TG_ENOMEM;
+    size_t nn = (size_t)g->nodes.n, nv = (size_t)g->vars.n;
+    int *nrd = fz_calloc(f, nv, sizeof *nrd);       /* reader nodes; -1: a reader cannot copy */
+    int *seen = fz_calloc(f, nv, sizeof *seen);     /* 1 + id of the last reader counted */
+    int *first = fz_calloc(f, nv, sizeof *first);   /* 1 + id of the reader keeping the value */
+    tg_var **copy = fz_calloc(f, nv, sizeof *copy); /* the copy made for reader seen[v] */
+    tg_status st = TG_OK;
+    if (!nrd || !seen || !first || !copy) {
+        st = TG_ENOMEM;
+        goto done;
+    }
+    for (int i = 0; i < g->outputs.n; i++) nrd[((tg_var *)g->outputs.items[i])->id] = -1;
+    for (int i = 0; i < norder; i++) {
+        const tg_node *u = order[i];
+        for (int k = 0; k < u->nin; k++) {
+            const tg_var *v = u->in[k];
+            if (nrd[v->id] < 0) continue;
+            if (!ew_ok(u) || !same_shape(&u->out[0]->type, &v->type))
+                nrd[v->id] = -1;
+            else if (seen[v->id] != u->id + 1)
+                nrd[v->id]++;
+            seen[v->id] = u->id + 1;
+        }
+    }
+    for (size_t v = 0; v < nv; v++) {
+        const tg_var *x = g->vars.items[v];
+        bool want = x->kind == TG_VAR_NODE && x->node->nout == 1 && nrd[v] >= 2 &&
+                    nrd[v] <= FUSE_MAX_COPIES && cheap(x->node);
+        nrd[v] = want ? 1 : 0; /* from here: 1 marks the values to copy */
+        seen[v] = 0;
+    }
+    for (int i = 0; i < norder && st == TG_OK; i++) {
+        tg_node *u = order[i];
+        for (int k = 0; k < u->nin && st == TG_OK; k++) {
+            tg_var *v = u->in[k];
+            if ((size_t)v->id >= nv || nrd[v->id] != 1) continue;
+            if (first[v->id] == 0) first[v->id] = u->id + 1;
+            if (first[v->id] == u->id + 1) continue;
+            if (seen[v->id] != u->id + 1) { /* a reader reading v twice shares one copy */
+                const tg_node *n = v->node;
+                int line = g->line, col = g->col;
+                g->line = n->line; /* messages name the original's place */
+                g->col = n->col;
+                tg_node *c = tg_ir_node_make_norm(g, n->op, n->in, n->nin, n->attrs);
+                g->line = line;
+                g->col = col;
+                if (!c) {
+                    st = g->status != TG_OK ? g->status : TG_ENOMEM;
+                    break;
+                }
+                bool same = c->nout == 1 && tg_type_equal(&c->out[0]->type, &v->type) &&
+                            c->out[0]->type.weak == v->type.weak;
+                seen[v->id] = u->id + 1;
+                copy[v->id] = same ? c->out[0] : NULL; /* else left dead: the reader keeps v */
+            }
+            if (copy[v->id]) u->in[k] = copy[v->id];
+        }
+    }
+done:
+    tg_mem_free(g->ctx, order, sizeof *order * (nn + 1));
+    fz_free(f, nrd, nv, sizeof *nrd);
+    fz_free(f, seen, nv, sizeof *seen);
+    fz_free(f, first, nv, sizeof *first);
+    fz_free(f, copy, nv, sizeof *copy);
+    return st;
 }
 
 /* ---- step 1: producers into consumers ---- */
@@ -689,7 +786,8 @@ tg_status tg_fuse(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     if (g->outputs.n == 0) return TG_OK;
     fuser f = {.g = g, .ctx = g->ctx, .search_left = FUSE_SEARCH_TOTAL + 64L * g->nodes.n};
-    tg_status st = setup(&f);
+    tg_status st = copy_cheap(&f);
+    if (st == TG_OK) st = setup(&f);
     if (st == TG_OK) {
         absorb_producers(&f);
         absorb_reductions(&f);

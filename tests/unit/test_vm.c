@@ -1192,6 +1192,303 @@ static void test_tables_agree_and_tails(void **state) {
     }
 }
 
+/* ---- ISA-neutral kernels (vk_neutral.h), masks and casts in fused nodes, softmax ---- */
+
+/* Casts from every dtype to a float, where with a bool condition and the comparisons of
+ * floats, i32 and i64 select a typed kernel of the neutral table of each ISA, never the
+ * general element-by-element cast (which made W6's fused u8 -> f32 scaling 20 times slower
+ * than its neighbours). */
+static void test_neutral_kernels_selected(void **state) {
+    (void)state;
+    static const int cmps[] = {TG_OP_LT, TG_OP_LE, TG_OP_GT, TG_OP_GE, TG_OP_EQ, TG_OP_NE};
+    static const tg_dtype cdts[] = {TG_DT_F32, TG_DT_F64, TG_DT_I32, TG_DT_I64};
+    int tables = 0;
+    for (int isa = 0; isa < TG_VK_ISA_COUNT; isa++) {
+        const tg_vk_ntable *nt = tg_vk_ntable_get((tg_vk_isa)isa);
+        if (!nt) continue;
+        tables++;
+        tg_vk_args a;
+        for (int x = 0; x < TG_DT_COUNT; x++)
+            for (int y = TG_DT_F32; y <= TG_DT_F64; y++) {
+                tg_dtype xd = (tg_dtype)x;
+                tg_vk_fn fn = tg_vk_select(&tg_op_cast, 1, &xd, (tg_dtype)y, (tg_vk_isa)isa, &a);
+                assert_non_null(nt->cast[x][y]);
+                assert_ptr_equal(fn, nt->cast[x][y]);
+            }
+        for (int d = 0; d < TG_DT_COUNT; d++) {
+            tg_dtype idt[3] = {TG_DT_BOOL, (tg_dtype)d, (tg_dtype)d};
+            size_t es = tg_dtype_size((tg_dtype)d);
+            tg_vk_fn fn = tg_vk_select(&tg_op_where, 3, idt, (tg_dtype)d, (tg_vk_isa)isa, &a);
+            assert_ptr_equal(fn, nt->where[es == 8 ? 3 : es == 4 ? 2 : es == 2 ? 1 : 0]);
+        }
+        for (size_t o = 0; o < sizeof cmps / sizeof cmps[0]; o++)
+            for (size_t d = 0; d < sizeof cdts / sizeof cdts[0]; d++) {
+                tg_dtype idt[2] = {cdts[d], cdts[d]};
+                tg_vk_fn fn =
+                    tg_vk_select(tg_op_table[cmps[o]], 2, idt, TG_DT_BOOL, (tg_vk_isa)isa, &a);
+                assert_non_null(fn);
+                assert_ptr_equal(fn, nt->cmp[cmps[o]][cdts[d]]);
+            }
+    }
+    assert_true(tables >= 1);
+}
+
+/* One value of dtype dt for the neutral kernels' inputs: floats from a small set with
+ * special values (so that ties occur), integers of any bits, bool bytes 0-3 (stray ones). */
+static void neutral_value(char *p, tg_dtype dt) {
+    static const double fl[] = {0.0,   -0.0,  1.0,      -1.0,      0.5, 2.5, -7.0,       1e30,
+                                -1e30, 1e-40, INFINITY, -INFINITY, NAN, 3e9, 16777217.0, 0.1};
+    if (tg_dtype_is_float(dt)) {
+        double v = rnd() % 4 ? fl[rnd() % (sizeof fl / sizeof fl[0])] : uniform(-1e3, 1e3);
+        tg_store_f64(p, dt, v);
+    } else if (dt == TG_DT_BOOL) {
+        *(unsigned char *)p = (unsigned char)(rnd() % 4);
+    } else {
+        uint64_t r = rnd();
+        memcpy(p, &r, tg_dtype_size(dt)); /* little-endian: the low bytes */
+    }
+}
+
+/* A comparison of two loaded values, as the reference's record computes it. */
+static bool neutral_cmp(int op, const char *p, const char *q, tg_dtype dt) {
+    bool fl = tg_dtype_is_float(dt);
+    double a = fl ? tg_load_f64(p, dt) : 0, b = fl ? tg_load_f64(q, dt) : 0;
+    int64_t i = fl ? 0 : tg_load_i64(p, dt), j = fl ? 0 : tg_load_i64(q, dt);
+    switch (op) {
+    case TG_OP_LT:
+        return fl ? a < b : i < j;
+    case TG_OP_LE:
+        return fl ? a <= b : i <= j;
+    case TG_OP_GT:
+        return fl ? a > b : i > j;
+    case TG_OP_GE:
+        return fl ? a >= b : i >= j;
+    case TG_OP_EQ:
+        return fl ? a == b : i == j;
+    default:
+        return fl ? a != b : i != j;
+    }
+}
+
+/* Every neutral table gives the reference's bits for sizes around the vector widths and
+ * every combination of contiguous and broadcast operands. */
+static void test_neutral_kernels_exact(void **state) {
+    (void)state;
+    enum { NMAX = 600 };
+    static const int64_t ns[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 511, 513, 600};
+    static const int cmps[] = {TG_OP_LT, TG_OP_LE, TG_OP_GT, TG_OP_GE, TG_OP_EQ, TG_OP_NE};
+    static _Alignas(64) char xb[3][NMAX * 8], yk[NMAX * 8 + 8], yr[NMAX * 8 + 8];
+    char what[128];
+    for (int isa = 0; isa < TG_VK_ISA_COUNT; isa++) {
+        const tg_vk_ntable *nt = tg_vk_ntable_get((tg_vk_isa)isa);
+        if (!nt) continue;
+        for (size_t si = 0; si < sizeof ns / sizeof ns[0]; si++) {
+            int64_t n = ns[si];
+            tg_vk_args a;
+            /* casts to floats */
+            for (int x = 0; x < TG_DT_COUNT; x++)
+                for (int y = TG_DT_F32; y <= TG_DT_F64; y++)
+                    for (int64_t s0 = 0; s0 <= 1; s0++) {
+                        tg_dtype xd = (tg_dtype)x, yd = (tg_dtype)y;
+                        size_t xs = tg_dtype_size(xd), ys = tg_dtype_size(yd);
+                        for (int64_t i = 0; i < NMAX; i++)
+                            neutral_value(xb[0] + i * (int64_t)xs, xd);
+                        tg_vk_fn fn = tg_vk_select(&tg_op_cast, 1, &xd, yd, (tg_vk_isa)isa, &a);
+                        memset(yk, 0x5a, sizeof yk);
+                        memset(yr, 0x5a, sizeof yr);
+                        fn(&a, n, yk, (const void *const[]){xb[0]}, &s0);
+                        for (int64_t i = 0; i < n; i++) {
+                            const char *px = xb[0] + i * s0 * (int64_t)xs;
+                            char *py = yr + i * (int64_t)ys;
+                            if (tg_dtype_is_float(xd))
+                                tg_store_f64(py, yd, tg_load_f64(px, xd));
+                            else
+                                tg_store_f64(py, yd,
+                                             yd == TG_DT_F32 ? (double)(float)tg_load_i64(px, xd)
+                                                             : (double)tg_load_i64(px, xd));
+                        }
+                        snprintf(what, sizeof what, "%s cast %s -> %s n=%lld s=%lld",
+                                 tg_vk_table_get((tg_vk_isa)isa)->name, tg_dtype_name(xd),
+                                 tg_dtype_name(yd), (long long)n, (long long)s0);
+                        if (memcmp(yk, yr, sizeof yk) != 0) fail_msg("%s: differs", what);
+                    }
+            /* where, every element size, bool condition of any stride */
+            for (int d = 0; d < TG_DT_COUNT; d++)
+                for (int comb = 0; comb < 8; comb++) {
+                    tg_dtype dt = (tg_dtype)d, idt[3] = {TG_DT_BOOL, dt, dt};
+                    int64_t es = (int64_t)tg_dtype_size(dt);
+                    int64_t s[3] = {comb & 1, (comb >> 1) & 1, (comb >> 2) & 1};
+                    for (int64_t i = 0; i < NMAX; i++) {
+                        neutral_value(xb[0] + i, TG_DT_BOOL);
+                        neutral_value(xb[1] + i * es, dt);
+                        neutral_value(xb[2] + i * es, dt);
+                    }
+                    tg_vk_fn fn = tg_vk_select(&tg_op_where, 3, idt, dt, (tg_vk_isa)isa, &a);
+                    memset(yk, 0x5a, sizeof yk);
+                    memset(yr, 0x5a, sizeof yr);
+                    fn(&a, n, yk, (const void *const[]){xb[0], xb[1], xb[2]}, s);
+                    for (int64_t i = 0; i < n; i++) {
+                        bool c = xb[0][i * s[0]] != 0;
+                        const char *src = c ? xb[1] + i * s[1] * es : xb[2] + i * s[2] * es;
+                        memcpy(yr + i * es, src, (size_t)es);
+                        if (dt == TG_DT_BOOL) yr[i] = yr[i] != 0;
+                    }
+                    snprintf(what, sizeof what, "%s where %s n=%lld strides %d",
+                             tg_vk_table_get((tg_vk_isa)isa)->name, tg_dtype_name(dt), (long long)n,
+                             comb);
+                    if (memcmp(yk, yr, sizeof yk) != 0) fail_msg("%s: differs", what);
+                }
+            /* comparisons */
+            for (size_t o = 0; o < sizeof cmps / sizeof cmps[0]; o++)
+                for (int d = 0; d < TG_DT_COUNT; d++)
+                    for (int comb = 0; comb < 4; comb++) {
+                        tg_dtype dt = (tg_dtype)d, idt[2] = {dt, dt};
+                        if (!nt->cmp[cmps[o]][d]) continue;
+                        int64_t es = (int64_t)tg_dtype_size(dt), s[2] = {comb & 1, comb >> 1};
+                        for (int64_t i = 0; i < NMAX; i++) {
+                            neutral_value(xb[0] + i * es, dt);
+                            neutral_value(xb[1] + i * es, dt);
+                            if (rnd() % 4 == 0) memcpy(xb[1] + i * es, xb[0] + i * es, (size_t)es);
+                        }
+                        tg_vk_fn fn = tg_vk_select(tg_op_table[cmps[o]], 2, idt, TG_DT_BOOL,
+                                                   (tg_vk_isa)isa, &a);
+                        memset(yk, 0x5a, sizeof yk);
+                        memset(yr, 0x5a, sizeof yr);
+                        fn(&a, n, yk, (const void *const[]){xb[0], xb[1]}, s);
+                        for (int64_t i = 0; i < n; i++)
+                            yr[i] = neutral_cmp(cmps[o], xb[0] + i * s[0] * es,
+                                                xb[1] + i * s[1] * es, dt);
+                        snprintf(what, sizeof what, "%s %s %s n=%lld strides %d",
+                                 tg_vk_table_get((tg_vk_isa)isa)->name, tg_op_table[cmps[o]]->name,
+                                 tg_dtype_name(dt), (long long)n, comb);
+                        if (memcmp(yk, yr, sizeof yk) != 0) fail_msg("%s: differs", what);
+                    }
+        }
+    }
+}
+
+/* Fused programs with casts from integers and bool, comparisons and where (W6's input
+ * scaling, relu and its gradient, one-hot labels), and unfused where with a broadcast bool
+ * condition: every node runs a VM kernel, with the reference's values, for sizes with
+ * vector and block remainders, on one and two threads. */
+static void test_fused_masks_and_casts(void **state) {
+    (void)state;
+    tg_module *m;
+    tg_graph *g =
+        parse_one("func f(x: u8[?, ?], z: f32[?, ?], d: f32[?, ?], k: i64[?, 1], c: i64[?],\n"
+                  "       b: bool[?, ?], bc: bool[?, 1]) {\n"
+                  "  p = fused{mul(cast(%0, dtype=\"f32\"), 0.003921569)}(x)\n"
+                  "  r, s = fused{where(gt(%0, 0.0), %0, 0.0); where(gt(%0, 0.0), %1, 0.0)}(z, d)\n"
+                  "  h = fused{cast(eq(%0, %1), dtype=\"f32\")}(k, c)\n"
+                  "  w = fused{where(%0, %1, 1.5)}(bc, z)\n"
+                  "  v = fused{add(cast(%0, dtype=\"f64\"), cast(%1, dtype=\"f64\"))}(b, x)\n"
+                  "  u = where(bc, z, d)\n"
+                  "  e = ge(k, c)\n"
+                  "  return p, r, s, h, w, v, u, e\n"
+                  "}\n",
+                  &m);
+    tg_compile_opts o = {.nthreads = 1, .no_rewrite = true};
+    tg_vm *probe = NULL;
+    assert_int_equal(tg_vm_new(g, &o, &probe), TG_OK);
+    tg_vm_stats st;
+    tg_vm_get_stats(probe, &st);
+    assert_int_equal(st.kinds[VM_FUSED], 5);
+    assert_int_equal(st.kinds[VM_EW], 2);
+    tg_vm_free(probe);
+    static const int64_t dims[][2] = {{1, 1},     {3, 7},      {5, 513},
+                                      {17, 1025}, {2, 100003}, {256, 784}};
+    for (int nt = 1; nt <= 2; nt++) {
+        tg_fn *vm = compile_mode(g, TG_MODE_VM, nt, false);
+        tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, false);
+        for (size_t q = 0; q < sizeof dims / sizeof dims[0]; q++) {
+            int64_t r = dims[q][0], cn = dims[q][1];
+            tg_tensor *x = tensor_of(TG_DT_U8, 2, dims[q]);
+            tg_tensor *z = tensor_of(TG_DT_F32, 2, dims[q]);
+            tg_tensor *d = tensor_of(TG_DT_F32, 2, dims[q]);
+            tg_tensor *k = tensor_of(TG_DT_I64, 2, (int64_t[]){r, 1});
+            tg_tensor *c = tensor_of(TG_DT_I64, 1, &cn);
+            tg_tensor *b = tensor_of(TG_DT_BOOL, 2, dims[q]);
+            tg_tensor *bc = tensor_of(TG_DT_BOOL, 2, (int64_t[]){r, 1});
+            for (int64_t i = 0; i < r * cn; i++) {
+                store(x, i, (double)(rnd() % 256));
+                store(z, i, rnd() % 8 == 0 ? 0.0 : uniform(-1, 1));
+                store(d, i, uniform(-1, 1));
+                ((unsigned char *)tg_tensor_data(b))[i] = (unsigned char)(rnd() % 3);
+            }
+            for (int64_t i = 0; i < r; i++) {
+                store(k, i, (double)(rnd() % 10));
+                ((unsigned char *)tg_tensor_data(bc))[i] = (unsigned char)(rnd() % 2);
+            }
+            for (int64_t i = 0; i < cn; i++) store(c, i, (double)(i % 10));
+            tg_tensor *in[7] = {x, z, d, k, c, b, bc};
+            char what[64];
+            snprintf(what, sizeof what, "masks and casts [%lld,%lld] threads %d", (long long)r,
+                     (long long)cn, nt);
+            run_both(vm, ref, in, 7, 8, 0, 0, what);
+            for (int i = 0; i < 7; i++) tg_tensor_free(in[i]);
+        }
+        tg_fn_free(vm);
+        tg_fn_free(ref);
+    }
+    tg_module_free(m);
+}
+
+/* log_softmax and softmax of rows run the VM's kernel (class reduce): short rows (many per
+ * call of the exp kernel), rows longer than a block, one long row, special values (NaN,
+ * +-inf, all -inf rows), f32 and f64, one and two threads, within the bounds of
+ * vm_reduce.c; columns fall back to the reference at run time. */
+static void test_softmax_rows(void **state) {
+    (void)state;
+    tg_module *m;
+    tg_graph *g = parse_one("func f(x: f32[?, ?], y: f64[?, ?]) {\n"
+                            "  a = log_softmax(x, axis=1)\n"
+                            "  b = softmax(x, axis=-1)\n"
+                            "  c = log_softmax(y, axis=1)\n"
+                            "  d = softmax(y, axis=1)\n"
+                            "  e = log_softmax(y, axis=0)\n"
+                            "  return a, b, c, d, e\n"
+                            "}\n",
+                            &m);
+    tg_compile_opts o = {.nthreads = 1, .no_rewrite = true};
+    tg_vm *probe = NULL;
+    assert_int_equal(tg_vm_new(g, &o, &probe), TG_OK);
+    tg_vm_stats st;
+    tg_vm_get_stats(probe, &st);
+    assert_int_equal(st.kinds[VM_REDUCE], 5);
+    tg_vm_free(probe);
+    static const int64_t dims[][2] = {{1, 1},    {3, 10},    {256, 10}, {7, 513},
+                                      {2, 1025}, {1, 70001}, {3001, 3}};
+    static const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 88.0, -800.0};
+    for (int nt = 1; nt <= 2; nt++) {
+        tg_fn *vm = compile_mode(g, TG_MODE_VM, nt, false);
+        tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, false);
+        for (size_t q = 0; q < sizeof dims / sizeof dims[0]; q++) {
+            int64_t r = dims[q][0], cn = dims[q][1];
+            tg_tensor *x = tensor_of(TG_DT_F32, 2, dims[q]);
+            tg_tensor *y = tensor_of(TG_DT_F64, 2, dims[q]);
+            for (int64_t i = 0; i < r * cn; i++) {
+                double v = uniform(-30, 30);
+                int64_t row = i / cn;
+                if (row % 5 == 1 && i % cn == (row / 5) % cn) /* one special in some rows */
+                    v = specials[(row / 5) % (sizeof specials / sizeof specials[0])];
+                if (row % 11 == 4) v = -INFINITY; /* whole rows of -inf */
+                store(x, i, v);
+                store(y, i, v * 10);
+            }
+            tg_tensor *in[2] = {x, y};
+            char what[64];
+            snprintf(what, sizeof what, "softmax rows [%lld,%lld] threads %d", (long long)r,
+                     (long long)cn, nt);
+            run_both(vm, ref, in, 2, 5, 4, 1e-13, what);
+            tg_tensor_free(x);
+            tg_tensor_free(y);
+        }
+        tg_fn_free(vm);
+        tg_fn_free(ref);
+    }
+    tg_module_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise_every_op),
@@ -1212,6 +1509,10 @@ int main(void) {
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_sleef_accuracy),
         cmocka_unit_test(test_tables_agree_and_tails),
+        cmocka_unit_test(test_neutral_kernels_selected),
+        cmocka_unit_test(test_neutral_kernels_exact),
+        cmocka_unit_test(test_fused_masks_and_casts),
+        cmocka_unit_test(test_softmax_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

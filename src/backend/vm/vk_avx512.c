@@ -43,6 +43,8 @@ static inline vf vf_round(vf x) {
 #define VK_TABLE    tg_vk_table_avx512
 #define VK_ISA_NAME "avx512"
 #include "vk_template.h"
+#define VK_NTABLE tg_vk_ntable_avx512
+#include "vk_neutral.h"
 #else
 typedef int tg_vk_avx512_unused; /* this build has no AVX-512 kernels */
 #endif

@@ -66,3 +66,5 @@ static inline vf vf_round(vf x) {
 #define VK_TABLE    tg_vk_table_generic
 #define VK_ISA_NAME "generic"
 #include "vk_template.h"
+#define VK_NTABLE tg_vk_ntable_generic
+#include "vk_neutral.h"

@@ -1,7 +1,8 @@
 /* vkernels.c - choosing the VM's elementwise kernels (vkernels.h), and the kernels that
- * do not depend on the instruction set: comparisons and predicates with a bool result,
- * where, cast, and the fallbacks that run an elementwise record's own scalar functions
- * (ew.f in double, ew.i in int64, exactly as the reference kernel does) for any dtype.
+ * need no vectorizing: the general cast (the load/store rules, for the pairs without a
+ * typed kernel in vk_neutral.h) and the fallbacks that run an elementwise record's own
+ * scalar functions (ew.f in double, ew.i in int64, exactly as the reference kernel does)
+ * for any dtype.
  *
  * Invariants: the choice of a table depends only on this build and the CPU (read-only
  * state); every kernel here gives bit-identical results to the reference kernel.
@@ -64,6 +65,24 @@ tg_vk_isa tg_vk_isa_best(void) {
     return TG_VK_GENERIC;
 }
 
+const tg_vk_ntable *tg_vk_ntable_get(tg_vk_isa isa) {
+    if (!tg_vk_table_get(isa)) return NULL;
+    switch (isa) {
+    case TG_VK_GENERIC:
+        return &tg_vk_ntable_generic;
+#if defined(TG_HAVE_VK_AVX2)
+    case TG_VK_AVX2:
+        return &tg_vk_ntable_avx2;
+#endif
+#if defined(TG_HAVE_VK_AVX512)
+    case TG_VK_AVX512:
+        return &tg_vk_ntable_avx512;
+#endif
+    default:
+        return NULL;
+    }
+}
+
 bool tg_vk_have_sleef(void) {
 #if defined(TG_HAVE_SLEEF)
     return true;
@@ -72,141 +91,13 @@ bool tg_vk_have_sleef(void) {
 #endif
 }
 
-/* ---- comparisons and predicates of floats (bool result) ---- */
+/* ---- cast: the general rules (typed casts to floats are in vk_neutral.h) ---- */
 
-#define VK_CMP_OPS(X)                                                                              \
-    X(LT, lt, <) X(LE, le, <=) X(GT, gt, >) X(GE, ge, >=) X(EQ, eq, ==) X(NE, ne, !=)
-
-#define VK_X_CMP(U, l, opr)                                                                        \
-    static void kd_##l(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,             \
-                       const int64_t *s) {                                                         \
-        (void)a;                                                                                   \
-        const double *p = x[0], *q = x[1];                                                         \
-        unsigned char *y = yp;                                                                     \
-        for (int64_t i = 0; i < n; i++) y[i] = p[i * s[0]] opr q[i * s[1]];                        \
-    }                                                                                              \
-    static void kf_##l(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,             \
-                       const int64_t *s) {                                                         \
-        (void)a;                                                                                   \
-        const float *p = x[0], *q = x[1];                                                          \
-        unsigned char *y = yp;                                                                     \
-        for (int64_t i = 0; i < n; i++) y[i] = p[i * s[0]] opr q[i * s[1]];                        \
-    }
-VK_CMP_OPS(VK_X_CMP)
-
-static void kd_isnan(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,
-                     const int64_t *s) {
-    (void)a;
-    const double *p = x[0];
-    unsigned char *y = yp;
-    for (int64_t i = 0; i < n; i++) y[i] = isnan(p[i * s[0]]) != 0;
-}
-static void kf_isnan(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,
-                     const int64_t *s) {
-    (void)a;
-    const float *p = x[0];
-    unsigned char *y = yp;
-    for (int64_t i = 0; i < n; i++) y[i] = isnan(p[i * s[0]]) != 0;
-}
-static void kd_isinf(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,
-                     const int64_t *s) {
-    (void)a;
-    const double *p = x[0];
-    unsigned char *y = yp;
-    for (int64_t i = 0; i < n; i++) y[i] = isinf(p[i * s[0]]) != 0;
-}
-static void kf_isinf(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,
-                     const int64_t *s) {
-    (void)a;
-    const float *p = x[0];
-    unsigned char *y = yp;
-    for (int64_t i = 0; i < n; i++) y[i] = isinf(p[i * s[0]]) != 0;
-}
-
-#define VK_X_CMP_SLOT(U, l, opr) [TG_OP_##U] = {kf_##l, kd_##l},
-/* clang-format off */
-static const tg_vk_fn cmp_table[TG_OP_COUNT][2] = {
-    VK_CMP_OPS(VK_X_CMP_SLOT)
-    [TG_OP_ISNAN] = {kf_isnan, kd_isnan},
-    [TG_OP_ISINF] = {kf_isinf, kd_isinf},
-};
-/* clang-format on */
-
-/* ---- where: a bitwise select of elements of any size (a bool byte is true when != 0) ---- */
-
-static void k_where(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,
-                    const int64_t *s) {
-    const unsigned char *c = x[0];
-    size_t es = tg_dtype_size(a->odt);
-    switch (es) {
-    case 8: {
-        const uint64_t *p = x[1], *q = x[2];
-        uint64_t *y = yp;
-        for (int64_t i = 0; i < n; i++) y[i] = c[i * s[0]] ? p[i * s[1]] : q[i * s[2]];
-        break;
-    }
-    case 4: {
-        const uint32_t *p = x[1], *q = x[2];
-        uint32_t *y = yp;
-        for (int64_t i = 0; i < n; i++) y[i] = c[i * s[0]] ? p[i * s[1]] : q[i * s[2]];
-        break;
-    }
-    case 2: {
-        const uint16_t *p = x[1], *q = x[2];
-        uint16_t *y = yp;
-        for (int64_t i = 0; i < n; i++) y[i] = c[i * s[0]] ? p[i * s[1]] : q[i * s[2]];
-        break;
-    }
-    default: {
-        const unsigned char *p = x[1], *q = x[2];
-        unsigned char *y = yp;
-        bool b = a->odt == TG_DT_BOOL; /* a stray non-0/1 bool byte is stored as 1 */
-        for (int64_t i = 0; i < n; i++) {
-            unsigned char v = c[i * s[0]] ? p[i * s[1]] : q[i * s[2]];
-            y[i] = b ? v != 0 : v;
-        }
-        break;
-    }
-    }
-}
-
-/* ---- cast: typed loops for the common conversions, the load/store rules otherwise ---- */
-
+/* The general rules of cast_ref (elemwise.c), element by element. */
 static void k_cast(const tg_vk_args *a, int64_t n, void *yp, const void *const *x,
                    const int64_t *s) {
     tg_dtype xd = a->idt[0], yd = a->odt;
     int64_t sx = s[0];
-    if (xd == TG_DT_F64 && yd == TG_DT_F32) {
-        const double *p = x[0];
-        float *y = yp;
-        for (int64_t i = 0; i < n; i++) y[i] = (float)p[i * sx];
-        return;
-    }
-    if (xd == TG_DT_F32 && yd == TG_DT_F64) {
-        const float *p = x[0];
-        double *y = yp;
-        for (int64_t i = 0; i < n; i++) y[i] = p[i * sx];
-        return;
-    }
-    if (xd == TG_DT_I64 && yd == TG_DT_F64) {
-        const int64_t *p = x[0];
-        double *y = yp;
-        for (int64_t i = 0; i < n; i++) y[i] = (double)p[i * sx];
-        return;
-    }
-    if (xd == TG_DT_I32 && yd == TG_DT_F64) {
-        const int32_t *p = x[0];
-        double *y = yp;
-        for (int64_t i = 0; i < n; i++) y[i] = p[i * sx];
-        return;
-    }
-    if (xd == TG_DT_I32 && yd == TG_DT_F32) {
-        const int32_t *p = x[0];
-        float *y = yp;
-        for (int64_t i = 0; i < n; i++) y[i] = (float)p[i * sx];
-        return;
-    }
-    /* the general rules of cast_ref (elemwise.c) */
     const char *p = x[0];
     char *y = yp;
     size_t xs = tg_dtype_size(xd), ys = tg_dtype_size(yd);
@@ -270,10 +161,16 @@ tg_vk_fn tg_vk_select(const tg_op_def *op, int nin, const tg_dtype *idt, tg_dtyp
     for (int k = 0; k < nin; k++) a->idt[k] = idt[k];
     int idx = op_index(op);
     if (idx < 0) return NULL;
-    if (op == &tg_op_cast) return nin == 1 ? k_cast : NULL;
+    const tg_vk_ntable *nt = tg_vk_ntable_get(isa);
+    if (!nt) nt = &tg_vk_ntable_generic;
+    if (op == &tg_op_cast) {
+        if (nin != 1) return NULL;
+        return nt->cast[idt[0]][odt] ? nt->cast[idt[0]][odt] : k_cast;
+    }
     if (op == &tg_op_where) {
-        bool ok = nin == 3 && idt[0] == TG_DT_BOOL && idt[1] == odt && idt[2] == odt;
-        return ok ? k_where : NULL;
+        if (nin != 3 || idt[0] != TG_DT_BOOL || idt[1] != odt || idt[2] != odt) return NULL;
+        size_t es = tg_dtype_size(odt);
+        return nt->where[es == 8 ? 3 : es == 4 ? 2 : es == 2 ? 1 : 0];
     }
     for (int k = 1; k < nin; k++)
         if (idt[k] != idt[0]) return NULL;
@@ -285,12 +182,13 @@ tg_vk_fn tg_vk_select(const tg_op_def *op, int nin, const tg_dtype *idt, tg_dtyp
     }
     tg_dtype cdt = a->cdt;
     bool fl = cdt == TG_DT_F32 || cdt == TG_DT_F64;
+    if (nt->cmp[idx][cdt] && (op->ew.flags & TG_EW_CMP) && (fl || op->ref == tg_ew_ref))
+        return nt->cmp[idx][cdt];
     /* a record whose reference kernel checks more than tg_ew_ref (pow: negative integer
      * exponents are errors) keeps its reference kernel where no float math is involved */
     if (op->ref != tg_ew_ref && !fl) return NULL;
     if (fl) {
         int d = cdt == TG_DT_F64;
-        if (cmp_table[idx][d]) return cmp_table[idx][d];
         const tg_vk_table *t = tg_vk_table_get(isa);
         if (!t) t = &tg_vk_table_generic;
         if (t->f[idx][d]) return t->f[idx][d];

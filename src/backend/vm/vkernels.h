@@ -6,15 +6,17 @@
  * gathers strided rows into small contiguous blocks first.
  *
  * Kernels come from one table per instruction set, indexed by op and float dtype
- * (vk_template.h, compiled once per ISA by vk_generic.c, vk_avx2.c and vk_avx512.c),
- * plus ISA-neutral kernels in vkernels.c: comparisons and predicates with a bool result,
- * where, cast, and the scalar fallbacks that run any elementwise record's own scalar
- * functions (ew.f in double, ew.i in int64) for every dtype.
+ * (vk_template.h, compiled once per ISA by vk_generic.c, vk_avx2.c and vk_avx512.c); a
+ * second table per ISA of kernels whose results do not depend on the ISA (vk_neutral.h:
+ * comparisons and predicates with a bool result, of floats, i32 and i64; where of any
+ * element size; casts from every dtype to f32 and f64), compiled by the same files; and
+ * vkernels.c's general cast and scalar fallbacks that run any elementwise record's own
+ * scalar functions (ew.f in double, ew.i in int64) for every dtype.
  *
  * Accuracy (the vector kernels against the reference kernels, which call libm in double):
  *  - add sub mul div sqrt neg abs sign maximum minimum clip floor ceil round, and where,
- *    comparisons, isnan, isinf, cast: bit-identical (also in f32: IEEE operations on f32
- *    give the rounding of the same operation in double).
+ *    comparisons, isnan, isinf, cast: bit-identical, on every table (also in f32: IEEE
+ *    operations on f32 give the rounding of the same operation in double).
  *  - exp exp2 log log2 log1p expm1 tan tanh erf pow: SLEEF's 1.0-ULP functions
  *    (Sleef_*_u10), error at most 1.0 ULP, so within 2 ULP of glibc's result in f64 and of
  *    the correctly rounded result in f32; erfc: SLEEF's Sleef_erfc*_u15 (1.5 ULP).
@@ -71,8 +73,17 @@ typedef struct tg_vk_table {
     tg_vk_fn f[TG_OP_COUNT][2];
 } tg_vk_table;
 
+/* One table per ISA of the kernels in vk_neutral.h; NULL where there is none. */
+typedef struct tg_vk_ntable {
+    tg_vk_fn cmp[TG_OP_COUNT][TG_DT_COUNT];  /* comparisons, isnan, isinf: by input dtype */
+    tg_vk_fn where[4];                       /* where: by element size, 1 2 4 8 bytes */
+    tg_vk_fn cast[TG_DT_COUNT][TG_DT_COUNT]; /* cast[from][to], to f32 and f64 */
+} tg_vk_ntable;
+
 /* The table of isa, or NULL when this build or this CPU lacks it. */
 const tg_vk_table *tg_vk_table_get(tg_vk_isa isa);
+/* The neutral table of isa, or NULL when this build or this CPU lacks it. */
+const tg_vk_ntable *tg_vk_ntable_get(tg_vk_isa isa);
 /* The best ISA this build and CPU support; TGRAPH_ISA=generic|avx2|avx512 lowers it. */
 tg_vk_isa tg_vk_isa_best(void);
 /* True when the transcendentals come from SLEEF. */
@@ -91,5 +102,8 @@ int tg_vk_cost(const tg_op_def *op);
 extern const tg_vk_table tg_vk_table_generic;
 extern const tg_vk_table tg_vk_table_avx2;
 extern const tg_vk_table tg_vk_table_avx512;
+extern const tg_vk_ntable tg_vk_ntable_generic;
+extern const tg_vk_ntable tg_vk_ntable_avx2;
+extern const tg_vk_ntable tg_vk_ntable_avx512;
 
 #endif

@@ -1,5 +1,5 @@
 /* vm_reduce.c - fast sum, mean, prod, max, min, argmax, argmin and logsumexp of f32/f64
- * tensors.
+ * tensors, and softmax and log_softmax (reductions whose result is spread over the row).
  *
  * The input's axes are simplified (extents of 1 dropped, neighbouring axes of the same
  * kind merged when their strides allow) into one of three layouts, anything else running
@@ -22,6 +22,10 @@
  *    m = max (NaN wins), shift = m when finite else 0, log(sum(exp(x - shift))) + shift,
  *    with the exponentials from the vector kernel table (SLEEF, 1 ULP) summed in blocks
  *    as sum is: within a few ULP of the reference, independent of the thread count.
+ *  - softmax and log_softmax (rows only, the output contiguous): the same shift and sum as
+ *    logsumexp (softmax always shifts by m), then (x - shift) - log(sum) or
+ *    exp(x - shift) / sum per element, in double and rounded once: f32 results are the
+ *    reference's up to a rare last-bit rounding difference, f64 ones within a few ULP.
  * Work is split over the pool by rows, by column ranges, or, for few long rows, by
  * CHUNK blocks whose partial sums go through the workspace.
  */
@@ -32,7 +36,7 @@
 #define CHUNK      16384 /* elements per partial sum */
 #define SPLIT_WORK 65536 /* elements above which the pool is used */
 
-typedef enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_LSE } rop;
+typedef enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_LSE, R_LSM, R_SM } rop;
 
 #define LSE_BLK 512 /* elements per block of exponentials (on the stack) */
 
@@ -61,6 +65,12 @@ static bool rop_of(int op, rop *r) {
         return true;
     case TG_OP_LOGSUMEXP:
         *r = R_LSE;
+        return true;
+    case TG_OP_LOG_SOFTMAX:
+        *r = R_LSM;
+        return true;
+    case TG_OP_SOFTMAX:
+        *r = R_SM;
         return true;
     default:
         return false;
@@ -91,14 +101,19 @@ static bool reduced(const tg_aval *axis, int ndim, bool *red) {
     return true;
 }
 
+/* Doubles of workspace: one per output and per chunk (softmax rows need none). */
+static int64_t ws_doubles(rop r, int64_t nin, int64_t nout) {
+    return r == R_LSM || r == R_SM ? 2 : nout + nin / CHUNK + 2;
+}
+
 size_t tg_vm_reduce_ws(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
-    (void)n;
     (void)nthreads;
     int64_t ni = 0, no = 0;
-    if (!tg_shape_size(in[0].ndim, in[0].shape, &ni) ||
+    rop r;
+    if (!rop_of(n->op, &r) || !tg_shape_size(in[0].ndim, in[0].shape, &ni) ||
         !tg_shape_size(out[0].ndim, out[0].shape, &no))
         return 0;
-    return (size_t)(no + ni / CHUNK + 2) * sizeof(double);
+    return (size_t)ws_doubles(r, ni, no) * sizeof(double);
 }
 
 /* ---- rows ---- */
@@ -196,28 +211,97 @@ static int64_t row_arg(const char *x, bool f64, int64_t n, int sgn) {
     return arg;
 }
 
-/* logsumexp of x[0..n) (n >= 1), as the reference's stable form (see the top). */
-static double row_lse(const red_job *J, const char *x, int64_t n) {
-    bool f64 = J->f64;
+/* exp(x[c + i] - shift) for i in [0, k) into t, in double. */
+static void exp_block(const red_job *J, const char *x, int64_t c, int64_t k, double shift,
+                      double *t) {
+    for (int64_t i = 0; i < k; i++) t[i] = ld(x, J->f64, c + i) - shift;
+    const void *in[1] = {t};
+    int64_t str[1] = {1};
+    J->vexp(NULL, k, t, in, str);
+}
+
+/* The shift of the stable forms for x[0..n) (n >= 1): m = the maximum, a NaN winning;
+ * softmax shifts by m, logsumexp and log_softmax by m when finite, else by 0. */
+static double row_shift(const red_job *J, const char *x, int64_t n) {
     double m = -INFINITY;
     for (int64_t i = 0; i < n; i++) {
-        double v = ld(x, f64, i);
+        double v = ld(x, J->f64, i);
         if (v != v) {
             m = v;
             break;
         }
         if (v > m) m = v;
     }
-    double shift = isfinite(m) ? m : 0.0, t[LSE_BLK], s = 0.0;
+    return J->r == R_SM || isfinite(m) ? m : 0.0;
+}
+
+/* sum(exp(x - shift)) of x[0..n) (n >= 1), summed in blocks as sum is; sets *shift. */
+static double row_expsum(const red_job *J, const char *x, int64_t n, double *shift) {
+    *shift = row_shift(J, x, n);
+    double t[LSE_BLK], s = 0.0;
     for (int64_t c = 0; c < n; c += LSE_BLK) {
         int64_t k = n - c < LSE_BLK ? n - c : LSE_BLK;
-        for (int64_t i = 0; i < k; i++) t[i] = ld(x, f64, c + i) - shift;
-        const void *in[1] = {t};
-        int64_t str[1] = {1};
-        J->vexp(NULL, k, t, in, str);
+        exp_block(J, x, c, k, *shift, t);
         s += chunk_sum((const char *)t, true, k);
     }
+    return s;
+}
+
+/* logsumexp of x[0..n) (n >= 1), as the reference's stable form (see the top). */
+static double row_lse(const red_job *J, const char *x, int64_t n) {
+    double shift, s = row_expsum(J, x, n, &shift);
     return log(s) + shift;
+}
+
+/* log_softmax, (x - shift) - log(s), or softmax, exp(x - shift) / s, of the row x[0..n)
+ * (n >= 1) into the contiguous row y. */
+static void row_softmax(const red_job *J, const char *x, char *y, int64_t n) {
+    bool f64 = J->f64;
+    double shift, s = row_expsum(J, x, n, &shift);
+    if (J->r == R_LSM) {
+        double ls = log(s);
+        for (int64_t i = 0; i < n; i++) st(y, f64, i, (ld(x, f64, i) - shift) - ls);
+        return;
+    }
+    double t[LSE_BLK];
+    for (int64_t c = 0; c < n; c += LSE_BLK) {
+        int64_t k = n - c < LSE_BLK ? n - c : LSE_BLK;
+        exp_block(J, x, c, k, shift, t);
+        for (int64_t i = 0; i < k; i++) st(y, f64, c + i, t[i] / s);
+    }
+}
+
+/* Rows [lo, hi) of softmax or log_softmax with rows of at most LSE_BLK elements: as many
+ * rows as fit in a block share one call of the exp kernel (which gives every element the
+ * same result wherever it sits), so short rows (10 classes) do not pay a call each. The
+ * results are those of row_softmax. */
+static void rows_softmax_short(const red_job *J, int64_t lo, int64_t hi) {
+    bool f64 = J->f64;
+    int64_t n = J->R, es = f64 ? 8 : 4, per = LSE_BLK / n;
+    double t[LSE_BLK], shift[LSE_BLK];
+    for (int64_t k0 = lo; k0 < hi; k0 += per) {
+        int64_t nk = hi - k0 < per ? hi - k0 : per;
+        for (int64_t k = 0; k < nk; k++) {
+            const char *x = J->x + (k0 + k) * J->ks * es;
+            shift[k] = row_shift(J, x, n);
+            for (int64_t i = 0; i < n; i++) t[k * n + i] = ld(x, f64, i) - shift[k];
+        }
+        const void *in[1] = {t};
+        int64_t str[1] = {1};
+        J->vexp(NULL, nk * n, t, in, str);
+        for (int64_t k = 0; k < nk; k++) {
+            const char *x = J->x + (k0 + k) * J->ks * es;
+            char *y = J->y + (k0 + k) * n * es;
+            const double *e = t + k * n;
+            double s = 0.0 + chunk_sum((const char *)e, true, n);
+            if (J->r == R_LSM) {
+                double ls = log(s);
+                for (int64_t i = 0; i < n; i++) st(y, f64, i, (ld(x, f64, i) - shift[k]) - ls);
+            } else {
+                for (int64_t i = 0; i < n; i++) st(y, f64, i, e[i] / s);
+            }
+        }
+    }
 }
 
 /* The whole row of n elements at x, on one thread. */
@@ -252,6 +336,15 @@ static void rows_task(void *arg, int ith, int nth) {
     const red_job *J = arg;
     int64_t lo, hi, es = J->f64 ? 8 : 4;
     tg_pool_share(J->K, ith, nth, 1, &lo, &hi);
+    if ((J->r == R_LSM || J->r == R_SM) && J->R <= LSE_BLK) {
+        rows_softmax_short(J, lo, hi);
+        return;
+    }
+    if (J->r == R_LSM || J->r == R_SM) {
+        for (int64_t k = lo; k < hi; k++)
+            row_softmax(J, J->x + k * J->ks * es, J->y + k * J->R * es, J->R);
+        return;
+    }
     if (J->r == R_ARGMAX || J->r == R_ARGMIN) {
         for (int64_t k = lo; k < hi; k++)
             ((int64_t *)J->y)[k] =
@@ -287,7 +380,7 @@ static void run_rows(red_job *J, tg_pool *pool, int nth) {
         return;
     }
     if (J->K >= 4 * (int64_t)nth || J->r == R_PROD || J->r == R_ARGMAX || J->r == R_ARGMIN ||
-        J->r == R_LSE || J->R < 2 * CHUNK) {
+        J->r == R_LSE || J->r == R_LSM || J->r == R_SM || J->R < 2 * CHUNK) {
         tg_pool_run(pool, rows_task, J);
         return;
     }
@@ -402,7 +495,7 @@ tg_status tg_vm_exec_reduce(vm_exec *e) {
     bool red[TG_MAX_DIMS];
     if (!reduced(&e->node->attrs[0], x->ndim, red)) return TG_EUNSUPPORTED;
     J.f64 = x->dtype == TG_DT_F64;
-    if (J.r == R_LSE) {
+    if (J.r == R_LSE || J.r == R_LSM || J.r == R_SM) {
         const vm_ins_info *info = e->info;
         const tg_vk_table *t = tg_vk_table_get(info ? info->isa : TG_VK_GENERIC);
         J.vexp = (t ? t : &tg_vk_table_generic)->f[TG_OP_EXP][1];
@@ -410,6 +503,7 @@ tg_status tg_vm_exec_reduce(vm_exec *e) {
     }
     int64_t nelem = tg_tensor_size(x), nout = tg_tensor_size(y);
     if (nelem == 0 || nout == 0 || !tg_tensor_is_contiguous(y)) return TG_EUNSUPPORTED;
+    if ((J.r == R_LSM || J.r == R_SM) && nout != nelem) return TG_EUNSUPPORTED;
     /* simplified layout */
     int64_t shape[TG_MAX_DIMS], str[TG_MAX_DIMS];
     bool kind[TG_MAX_DIMS];
@@ -428,7 +522,7 @@ tg_status tg_vm_exec_reduce(vm_exec *e) {
     J.x = tg_tensor_data(x);
     J.y = tg_tensor_data(y);
     J.ws = e->ws;
-    int64_t need = (nout + nelem / CHUNK + 2) * (int64_t)sizeof(double);
+    int64_t need = ws_doubles(J.r, nelem, nout) * (int64_t)sizeof(double);
     if (!e->ws || (int64_t)e->ws_bytes < need) return TG_EUNSUPPORTED;
     int nth = e->pool ? e->nthreads : 1;
     if (m == 1 && kind[0] && str[0] == 1) { /* everything */
@@ -444,8 +538,8 @@ tg_status tg_vm_exec_reduce(vm_exec *e) {
         run_rows(&J, e->pool, nth);
         return TG_OK;
     }
-    if (J.r == R_LSE) return TG_EUNSUPPORTED; /* columns: the reference */
-    int off = m == 2 ? 0 : 1;                 /* columns: [R, K2] or [K1, R, K2] */
+    if (J.r == R_LSE || J.r == R_LSM || J.r == R_SM) return TG_EUNSUPPORTED; /* columns */
+    int off = m == 2 ? 0 : 1; /* columns: [R, K2] or [K1, R, K2] */
     if ((m == 2 || m == 3) && kind[off] && !kind[off + 1] && str[off + 1] == 1 &&
         (m == 2 || !kind[0])) {
         J.K1 = m == 3 ? shape[0] : 1;
