@@ -332,7 +332,7 @@ static void sink_write(sink *k, const unsigned char *src, size_t nbytes) {
 
 static tg_status load_mem(tg_ctx *ctx, const char *name, const unsigned char *p, size_t len,
                           tg_tensor **out) {
-    size_t hstart, hlen;
+    size_t hstart = 0, hlen = 0;
     npy_hdr h = {0};
     tg_status st = parse_preamble(name, p, len, &hstart, &hlen);
     if (st != TG_OK) return st;
@@ -398,7 +398,7 @@ static tg_status load_stream(tg_ctx *ctx, FILE *f, const char *path, tg_tensor *
 
 static tg_status load_file(tg_ctx *ctx, FILE *f, const char *path, size_t fsize, tg_tensor **out) {
     unsigned char pre[12];
-    size_t npre = fsize < sizeof pre ? fsize : sizeof pre, hstart, hlen;
+    size_t npre = fsize < sizeof pre ? fsize : sizeof pre, hstart = 0, hlen = 0;
     tg_status st = read_exact(f, path, pre, npre);
     if (st != TG_OK) return st;
     if ((st = parse_preamble(path, pre, npre, &hstart, &hlen)) != TG_OK) return st;

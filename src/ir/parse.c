@@ -193,7 +193,7 @@ static void *grow(parser *p, void *arr, int *cap, int n, size_t elem, const tg_t
     int ncap = *cap ? *cap * 2 : 8;
     void *q = scratch_alloc(p, (size_t)ncap * elem, t);
     if (!q) return NULL;
-    if (n) memcpy(q, arr, (size_t)n * elem);
+    if (n > 0) memcpy(q, arr, (size_t)n * elem);
     *cap = ncap;
     return q;
 }
