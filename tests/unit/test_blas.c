@@ -6,9 +6,11 @@
  * every operand layout of the CBLAS calls (transposed, negative and non-unit steps,
  * broadcast accumulators), beta 0 over an output full of NaN (none may leak), run-time
  * scales of 0 (0 * NaN stays NaN, alpha 0 keeps the product's inf), empty extents, and
- * products large enough to be split over the pool. The memory plan: an in-place node
- * shares its accumulator's block (fewer blocks than the plain op), and not when the
- * accumulator is aliased with another input. Also: the op records' destroy maps. */
+ * products large enough to be split over the pool (by rows, by columns, or over the
+ * contraction with partial products summed in thread order; 1 to 3 threads). The memory
+ * plan: an in-place node shares its accumulator's block (fewer blocks than the plain op),
+ * and not when the accumulator is aliased with another input. Also: the op records'
+ * destroy maps. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,10 +83,10 @@ static void expect_close(const tg_tensor *want, const tg_tensor *got, double rto
     }
 }
 
-/* Runs function `name` of src in the reference mode and the VM (1 and 2 threads, no
+/* Runs function `name` of src in the reference mode and the VM (1 to maxth threads, no
  * rewrites) on random inputs of the given shapes and compares the outputs. */
-static void run_case(const char *src, const char *name, int nin, const int64_t (*shapes)[3],
-                     const int *nds, tg_dtype dt) {
+static void run_case_n(const char *src, const char *name, int nin, const int64_t (*shapes)[3],
+                       const int *nds, tg_dtype dt, int maxth) {
     tg_module *m = parse(src);
     tg_graph *g = tg_module_find(m, name);
     assert_non_null(g);
@@ -93,7 +95,7 @@ static void run_case(const char *src, const char *name, int nin, const int64_t (
     tg_fn *ref = compile(g, TG_MODE_REFERENCE, 1, false);
     tg_tensor *want = NULL;
     assert_int_equal(tg_fn_call(ref, in, nin, &want, 1), TG_OK);
-    for (int nth = 1; nth <= 2; nth++) {
+    for (int nth = 1; nth <= maxth; nth++) {
         tg_fn *vm = compile(g, TG_MODE_VM, nth, false);
         for (int call = 0; call < 2; call++) { /* a second call reuses the plan's blocks */
             tg_tensor *got = NULL;
@@ -110,6 +112,11 @@ static void run_case(const char *src, const char *name, int nin, const int64_t (
     for (int k = 0; k < nin; k++) tg_tensor_free(in[k]);
     tg_fn_free(ref);
     tg_module_free(m);
+}
+
+static void run_case(const char *src, const char *name, int nin, const int64_t (*shapes)[3],
+                     const int *nds, tg_dtype dt) {
+    run_case_n(src, name, nin, shapes, nds, dt, 2);
 }
 
 static const char *LAYOUTS =
@@ -323,6 +330,76 @@ static void test_inplace_plan(void **state) {
     tg_tensor_free(in[1]);
 }
 
+/* Products split over the pool (vm_blas.c, split_of): over N (X θ, X 10000 x 20), over
+ * the contraction K with per-thread partial products summed in thread order (rᵀ X, Xᵀ r,
+ * a long dot), at 1, 2 and 3 threads, with K not divisible by the thread count, K smaller
+ * than the thread count and an empty K. */
+static const char *SPLITS =
+    "func xt(C: f64[1,10001], t: f64[1,20], X: f64[10001,20]) {\n"
+    "  y = gemm(C, t, X, alpha=1.0, beta=0.0, trans_b=true)\n  return y\n}\n"
+    "func rx(C: f64[1,20], r: f64[1,10001], X: f64[10001,20]) {\n"
+    "  e = exp(C)\n  y = gemm_inplace(e, r, X, alpha=-0.5, beta=2.0)\n  return y\n}\n"
+    "func xtr(y: f64[20], X: f64[9997,20], r: f64[9997]) {\n"
+    "  z = gemv(y, X, r, alpha=1.0, beta=1.0, trans_a=true)\n  return z\n}\n"
+    "func xtr_view(y: f64[20], X: f64[19998,20], r: f64[9999]) {\n"
+    "  z = gemv(y, X[::-2], r[::-1], alpha=1.0, beta=0.0, trans_a=true)\n  return z\n}\n"
+    "func mm(a: f64[4,20001], b: f64[20001,5]) {\n  y = matmul(a, b)\n  return y\n}\n"
+    "func vv(a: f64[80001], b: f64[80001]) {\n  y = dot(a, b)\n  return y\n}\n"
+    "func k2(C: f64[3,40000], A: f64[3,2], B: f64[2,40000]) {\n"
+    "  y = gemm(C, A, B, alpha=1.0, beta=1.0)\n  return y\n}\n"
+    "func k0(C: f64[1,100000], A: f64[1,0], B: f64[0,100000]) {\n"
+    "  y = gemm(C, A, B, alpha=1.0, beta=3.0)\n  return y\n}\n";
+
+/* Whether node 'op' of function name splits over nth threads (static types). */
+static bool splits(tg_module *m, const char *name, const char *op, int nth) {
+    tg_graph *g = tg_module_find(m, name);
+    assert_non_null(g);
+    for (int i = 0; i < g->nodes.n; i++) {
+        const tg_node *n = ((tg_node **)g->nodes.items)[i];
+        if (strcmp(tg_op_table[n->op]->name, op) != 0) continue;
+        tg_type in[8], out[1];
+        for (int k = 0; k < n->nin && k < 8; k++) in[k] = n->in[k]->type;
+        out[0] = n->out[0]->type;
+        return tg_vm_blas_splits(n, in, out, nth);
+    }
+    fail_msg("%s: no %s", name, op);
+    return false;
+}
+
+static void test_split(void **state) {
+    (void)state;
+    struct {
+        const char *name, *op;
+        int64_t shapes[3][3];
+        int nds[3];
+        int nin;
+        bool split; /* at 2 threads */
+    } cases[] = {
+        {"xt", "gemm", {{1, 10001}, {1, 20}, {10001, 20}}, {2, 2, 2}, 3, true},
+        {"rx", "gemm_inplace", {{1, 20}, {1, 10001}, {10001, 20}}, {2, 2, 2}, 3, true},
+        {"xtr", "gemv", {{20}, {9997, 20}, {9997}}, {1, 2, 1}, 3, true},
+        {"xtr_view", "gemv", {{20}, {19998, 20}, {9999}}, {1, 2, 1}, 3, true},
+        {"mm", "matmul", {{4, 20001}, {20001, 5}}, {2, 2}, 2, true},
+        {"vv", "dot", {{80001}, {80001}}, {1, 1}, 2, true},
+        {"k2", "gemm", {{3, 40000}, {3, 2}, {2, 40000}}, {2, 2, 2}, 3, true},
+        {"k0", "gemm", {{1, 100000}, {1, 0}, {0, 100000}}, {2, 2, 2}, 3, false},
+    };
+    for (int dt = 0; dt < 2; dt++) {
+        static char src[4096];
+        snprintf(src, sizeof src, "%s", SPLITS);
+        if (dt == 1) /* the same in float32 */
+            for (char *p = strstr(src, "f64"); p; p = strstr(p, "f64")) memcpy(p, "f32", 3);
+        tg_module *m = parse(src);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            assert_int_equal(splits(m, cases[i].name, cases[i].op, 2), cases[i].split);
+            assert_false(splits(m, cases[i].name, cases[i].op, 1));
+            run_case_n(src, cases[i].name, cases[i].nin, cases[i].shapes, cases[i].nds,
+                       dt ? TG_DT_F32 : TG_DT_F64, 3);
+        }
+        tg_module_free(m);
+    }
+}
+
 static void test_records(void **state) {
     (void)state;
     const char *inplace[] = {"gemm_inplace", "gemv_inplace", "ger_inplace"};
@@ -356,6 +433,7 @@ int main(void) {
         cmocka_unit_test(test_layouts),      cmocka_unit_test(test_large),
         cmocka_unit_test(test_empty),        cmocka_unit_test(test_nan_rules),
         cmocka_unit_test(test_inplace_plan), cmocka_unit_test(test_records),
+        cmocka_unit_test(test_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

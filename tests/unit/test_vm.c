@@ -893,15 +893,15 @@ static void test_branches(void **state) {
     static const int64_t sizes[][2] = {{300, 400}, {3, 5}};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         int64_t r = sizes[s][0], c = sizes[s][1];
-        int64_t xs[2] = {r, c}, as[2] = {r, r};
+        int64_t xs[2] = {r, c}, as[2] = {r, r < 100 ? r : 100}; /* too small to split */
         tg_tensor *x = tensor_of(TG_DT_F64, 2, xs), *y = tensor_of(TG_DT_F64, 2, xs);
-        tg_tensor *A = tensor_of(TG_DT_F64, 2, as), *v = tensor_of(TG_DT_F64, 1, &r);
+        tg_tensor *A = tensor_of(TG_DT_F64, 2, as), *v = tensor_of(TG_DT_F64, 1, &as[1]);
         for (int64_t i = 0; i < r * c; i++) {
             store(x, i, uniform(-2, 2));
             store(y, i, uniform(-3, 3));
         }
-        for (int64_t i = 0; i < r * r; i++) store(A, i, uniform(-1, 1));
-        for (int64_t i = 0; i < r; i++) store(v, i, uniform(-1, 1));
+        for (int64_t i = 0; i < r * as[1]; i++) store(A, i, uniform(-1, 1));
+        for (int64_t i = 0; i < as[1]; i++) store(v, i, uniform(-1, 1));
         tg_tensor *in[4] = {x, y, A, v};
         tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, false);
         tg_tensor *want[NOUT] = {0}, *first[NOUT] = {0};

@@ -656,6 +656,13 @@ static bool branch_ok(const tg_vm *vm, const vm_plan *p, int i, size_t *bytes) {
     const tg_node *n = ins->node;
     *bytes = 0;
     if (p->dyn[i] || ins->info.kind == VM_REF || ins->op->destroys) return false;
+    if (ins->info.kind == VM_BLAS && n->nin <= 8 && n->nout == 1) {
+        /* a product that splits over the pool runs alone with it */
+        tg_type tin[8];
+        for (int k = 0; k < n->nin; k++) tin[k] = p->rt[n->in[k]->id];
+        int nw = vm->pool ? tg_pool_size(vm->pool) : vm->nthreads;
+        if (tg_vm_blas_splits(n, tin, &p->rt[n->out[0]->id], nw)) return false;
+    }
     for (int o = 0; o < n->nout; o++) {
         int c = p->cls[n->out[o]->id];
         if (c != CLS_PLANNED && c != CLS_EXTERNAL) return false;

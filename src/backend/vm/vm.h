@@ -121,6 +121,9 @@ tg_status tg_vm_exec_reduce(vm_exec *e);
 /* dot / matmul through CBLAS (vm_blas.c). */
 bool tg_vm_blas_ok(const tg_node *n);
 size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads);
+/* Whether the product is large enough to be split over nthreads threads (run-time types):
+ * such a node should run alone with the whole pool, not in a concurrent run. */
+bool tg_vm_blas_splits(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads);
 tg_status tg_vm_exec_blas(vm_exec *e);
 void tg_vm_blas_single_thread(void); /* asks the BLAS library for one thread */
 

@@ -10,8 +10,9 @@
  * M = 1 a gemv, anything else a gemm; an empty contraction gives zeros.
  *
  * BLAS runs single-threaded (tg_vm_blas_single_thread at compile time): tgraph's pool
- * is the only one. Large products are split over the pool by rows of C (or columns when
- * C is wide), batches over the pool when there are enough of them.
+ * is the only one. Large products are split over the pool by rows or columns of C, or
+ * over a long contraction into a small C with partial products summed in thread order
+ * (split_of); batches over the pool when there are enough of them.
  *
  * Invariant: results differ from the reference only by BLAS's summation order and, for
  * f32, its single-precision accumulation (the reference accumulates in double).
@@ -19,8 +20,13 @@
 #include "vm.h"
 
 #include <cblas.h>
+#include <math.h>
 
+/* How a product is split over the pool (split_of, below). */
 #define SPLIT_FLOPS (1 << 21) /* multiply-adds above which the pool is used */
+#define SPLIT_BYTES (1 << 19) /* bytes of A, B and C above which the pool is used */
+
+enum { SPLIT_NONE, SPLIT_M, SPLIT_N, SPLIT_K };
 
 static int lowered_kind(int op);
 
@@ -45,15 +51,31 @@ void tg_vm_blas_single_thread(void) {
 #endif
 }
 
+static bool contraction_of(const tg_node *n, const tg_type *in, const tg_type *out, int64_t *M,
+                           int64_t *N, int64_t *K, int64_t *nbatch);
+static int split_of(int64_t M, int64_t N, int64_t K, int64_t es, int nth);
+static size_t split_ws(int64_t M, int64_t N, int64_t es, int nth);
+
 size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
-    (void)out;
-    (void)nthreads;
-    int64_t na = 0, nb = 0;
+    int64_t na = 0, nb = 0, M, N, K, nbatch;
     int k = lowered_kind(n->op) != 0 ? 1 : 0; /* the two operands (gemm: after C) */
     if (!tg_shape_size(in[k].ndim, in[k].shape, &na) ||
         !tg_shape_size(in[k + 1].ndim, in[k + 1].shape, &nb))
         return 0;
-    return ((size_t)na + (size_t)nb) * tg_dtype_size((tg_dtype)n->out[0]->type.dtype) + 128;
+    int64_t es = (int64_t)tg_dtype_size((tg_dtype)n->out[0]->type.dtype);
+    size_t ws = ((size_t)na + (size_t)nb) * (size_t)es + 128; /* operands' copies */
+    if (contraction_of(n, in, out, &M, &N, &K, &nbatch) && nbatch == 1 &&
+        split_of(M, N, K, es, nthreads) == SPLIT_K)
+        ws += split_ws(M, N, es, nthreads);
+    return ws;
+}
+
+bool tg_vm_blas_splits(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
+    int64_t M, N, K, nbatch;
+    if (nthreads <= 1 || !contraction_of(n, in, out, &M, &N, &K, &nbatch)) return false;
+    int64_t es = (int64_t)tg_dtype_size((tg_dtype)n->out[0]->type.dtype);
+    if (nbatch == 1) return split_of(M, N, K, es, nthreads) != SPLIT_NONE;
+    return nbatch >= nthreads && (double)nbatch * (double)M * (double)N * (double)K >= SPLIT_FLOPS;
 }
 
 /* A matrix as BLAS sees it: element (r, c) at p + (trans ? c * ld + r : r * ld + c). */
@@ -97,22 +119,27 @@ typedef struct gemm_job {
     mdesc A, B;
     char *C;
     int64_t ldc;
-    bool split_n; /* split columns instead of rows */
+    int split;  /* how the pool shares it (split_of) */
+    char *part; /* SPLIT_K: the partial products of threads 1.., M x N each, contiguous */
 } gemm_job;
 
-/* C[m0:m1, n0:n1] of the job. */
-static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    int64_t M = m1 - m0, N = n1 - n0, K = J->K, es = J->f64 ? 8 : 4;
+/* c[m0:m1, n0:n1] = alpha * A[m0:m1, k0:k1] B[k0:k1, n0:n1] + be * c (c: ldc apart). */
+static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k0,
+                      int64_t k1, char *c, int64_t ldc_, double be) {
+    int64_t M = m1 - m0, N = n1 - n0, K = k1 - k0, es = J->f64 ? 8 : 4;
     if (M <= 0 || N <= 0) return;
-    const char *a = J->A.p + (J->A.trans ? m0 : m0 * J->A.ld) * es;
-    const char *b = J->B.p + (J->B.trans ? n0 * J->B.ld : n0) * es;
-    char *c = J->C + (m0 * J->ldc + n0) * es;
-    int lda = (int)J->A.ld, ldb = (int)J->B.ld, ldc = (int)J->ldc;
+    const char *a = J->A.p + (J->A.trans ? k0 * J->A.ld + m0 : m0 * J->A.ld + k0) * es;
+    const char *b = J->B.p + (J->B.trans ? n0 * J->B.ld + k0 : k0 * J->B.ld + n0) * es;
+    if (J->B.ld < 0) /* gemv's x with a negative increment: BLAS takes the lowest address,
+                        where element k1 - 1 of the part is */
+        b = J->B.p + (J->K - k1) * -J->B.ld * es;
+    c += (m0 * ldc_ + n0) * es;
+    int lda = (int)J->A.ld, ldb = (int)J->B.ld, ldc = (int)ldc_;
     enum CBLAS_TRANSPOSE ta = J->A.trans ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = J->B.trans ? CblasTrans : CblasNoTrans;
     /* element strides of A's row 0 and B's column 0 (for dot and gemv) */
     int sa = J->A.trans ? lda : 1, sb = J->B.trans ? 1 : ldb;
-    double al = J->alpha, be = J->beta;
+    double al = J->alpha;
     if (M == 1 && N == 1 && be == 0.0 && al == 1.0) {
         if (J->f64)
             *(double *)c = cblas_ddot((int)K, (const double *)a, sa, (const double *)b, sb);
@@ -144,19 +171,90 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
     }
 }
 
+/* ---- splitting a product over the pool ----
+ * A product is split when it is large: at least SPLIT_FLOPS multiply-adds (bound by
+ * arithmetic), or at least SPLIT_BYTES of operands and result (bound by memory: a product
+ * with a short side, such as X θ or rᵀ X with X 10000 x 20, does few flops per byte and
+ * gains from a second core's bandwidth and cache). It is split over
+ *  - K, the contraction, when the result is small beside it (M N nth <= K): thread 0
+ *    computes C = alpha A[:, K0] B[K0, :] + beta C over its share K0, thread t >= 1 writes
+ *    alpha A[:, Kt] B[Kt, :] into its own M x N block of the workspace, and the caller then
+ *    adds the blocks to C in thread order: C = ((C0 + P1) + P2) + ... Only this sum
+ *    depends on the thread count; on one thread the call is the plain BLAS call;
+ *  - else the longer of M (rows of C) and N (its columns), each thread writing its part.
+ * Every split shares its extent with split_range, so two products that split the same
+ * extent of one matrix (X θ over the rows of X as N, then rᵀ X over the same rows as K)
+ * give each thread the same rows: each core reads its own half of X, which stays in its
+ * cache from one call to the next. */
+
+/* Thread ith's share [lo, hi) of an extent n: chunks of 16 (whole cache lines of a
+ * contiguous f64 vector) when n is long, of 4 when short. */
+static void split_range(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
+    tg_pool_share(n, ith, nth, n >= 64 * (int64_t)nth ? 16 : 4, lo, hi);
+}
+
+static int split_of(int64_t M, int64_t N, int64_t K, int64_t es, int nth) {
+    if (nth <= 1 || M <= 0 || N <= 0 || K <= 0) return SPLIT_NONE;
+    double m = (double)M, n = (double)N, k = (double)K;
+    if (m * n * k < SPLIT_FLOPS && (m * k + k * n + m * n) * (double)es < SPLIT_BYTES)
+        return SPLIT_NONE;
+    if (m * n * nth <= k && K >= 8 * (int64_t)nth) return SPLIT_K;
+    if (N > M) return N >= 2 * (int64_t)nth ? SPLIT_N : SPLIT_NONE;
+    return M >= 2 * (int64_t)nth ? SPLIT_M : SPLIT_NONE;
+}
+
+/* Workspace of a K split: the partial products of threads 1.. */
+static size_t split_ws(int64_t M, int64_t N, int64_t es, int nth) {
+    return (size_t)(nth - 1) * (size_t)(M * N * es) + 64;
+}
+
 static void gemm_task(void *arg, int ith, int nth) {
     const gemm_job *J = arg;
-    int64_t lo, hi;
-    if (J->split_n) {
-        tg_pool_share(J->N, ith, nth, 16, &lo, &hi);
-        gemm_part(J, 0, J->M, lo, hi);
-    } else {
-        tg_pool_share(J->M, ith, nth, 4, &lo, &hi);
-        gemm_part(J, lo, hi, 0, J->N);
+    int64_t lo, hi, es = J->f64 ? 8 : 4;
+    switch (J->split) {
+    case SPLIT_N:
+        split_range(J->N, ith, nth, &lo, &hi);
+        gemm_part(J, 0, J->M, lo, hi, 0, J->K, J->C, J->ldc, J->beta);
+        break;
+    case SPLIT_M:
+        split_range(J->M, ith, nth, &lo, &hi);
+        gemm_part(J, lo, hi, 0, J->N, 0, J->K, J->C, J->ldc, J->beta);
+        break;
+    default: /* SPLIT_K */
+        split_range(J->K, ith, nth, &lo, &hi);
+        if (ith == 0) {
+            gemm_part(J, 0, J->M, 0, J->N, lo, hi, J->C, J->ldc, J->beta);
+        } else {
+            char *p = J->part + (size_t)(ith - 1) * (size_t)(J->M * J->N * es);
+            if (hi > lo)
+                gemm_part(J, 0, J->M, 0, J->N, lo, hi, p, J->N, 0.0);
+            else
+                memset(p, 0, (size_t)(J->M * J->N * es));
+        }
+        break;
     }
 }
 
-static void gemm_run(gemm_job *J, tg_pool *pool, int nth) {
+/* C += P_1 + ... + P_{nth-1}, in that order (a K split's partial products). */
+static void add_parts(const gemm_job *J, int nth) {
+    int64_t M = J->M, N = J->N;
+    for (int t = 1; t < nth; t++)
+        for (int64_t m = 0; m < M; m++) {
+            if (J->f64) {
+                double *c = (double *)J->C + m * J->ldc;
+                const double *p = (const double *)J->part + ((int64_t)(t - 1) * M + m) * N;
+                for (int64_t n = 0; n < N; n++) c[n] += p[n];
+            } else {
+                float *c = (float *)J->C + m * J->ldc;
+                const float *p = (const float *)J->part + ((int64_t)(t - 1) * M + m) * N;
+                for (int64_t n = 0; n < N; n++) c[n] += p[n];
+            }
+        }
+}
+
+/* Runs the job, over the pool when it is large (split_of); ws (room bytes, 64-byte
+ * aligned) holds a K split's partial products. */
+static void gemm_run(gemm_job *J, tg_pool *pool, int nth, char *ws, size_t room) {
     if (J->M == 0 || J->N == 0) return;
     if (J->K == 0) { /* an empty sum: beta * C (beta is 0 or 1 here: C is already scaled) */
         int64_t es = J->f64 ? 8 : 4;
@@ -165,12 +263,18 @@ static void gemm_run(gemm_job *J, tg_pool *pool, int nth) {
                 memset(J->C + m * J->ldc * es, 0, (size_t)(J->N * es));
         return;
     }
-    double flops = (double)J->M * (double)J->N * (double)J->K;
-    J->split_n = J->N > J->M;
-    if (nth > 1 && flops >= SPLIT_FLOPS && (J->split_n ? J->N : J->M) >= 2 * nth)
-        tg_pool_run(pool, gemm_task, J);
-    else
-        gemm_part(J, 0, J->M, 0, J->N);
+    int64_t es = J->f64 ? 8 : 4;
+    J->split = pool ? split_of(J->M, J->N, J->K, es, nth) : SPLIT_NONE;
+    if (J->split == SPLIT_K && (!ws || split_ws(J->M, J->N, es, nth) > room))
+        J->split = J->N > J->M ? (J->N >= 2 * nth ? SPLIT_N : SPLIT_NONE)
+                               : (J->M >= 2 * nth ? SPLIT_M : SPLIT_NONE);
+    if (J->split == SPLIT_NONE) {
+        gemm_part(J, 0, J->M, 0, J->N, 0, J->K, J->C, J->ldc, J->beta);
+        return;
+    }
+    J->part = ws;
+    int used = tg_pool_run(pool, gemm_task, J);
+    if (J->split == SPLIT_K) add_parts(J, used);
 }
 
 /* ---- batches ---- */
@@ -197,7 +301,7 @@ static void batch_range(const batch_job *B, int64_t lo, int64_t hi) {
         J.A.p += oa * es;
         J.B.p += ob * es;
         J.C += e * B->cstride * es;
-        gemm_run(&J, NULL, 1);
+        gemm_run(&J, NULL, 1, NULL, 0);
     }
 }
 
@@ -220,6 +324,13 @@ static bool copy_operand(vm_exec *e, char **ws, const tg_tensor *t, const int64_
     *ws += (bytes + 63) / 64 * 64;
     tg_contiguous_strides(t->ndim, shape, strides);
     return true;
+}
+
+/* Bytes of the workspace after ws (what the operands' copies left). */
+static size_t ws_left(const vm_exec *e, const char *ws) {
+    if (!e->ws || !ws) return 0;
+    size_t used = (size_t)(ws - (const char *)e->ws);
+    return used < e->ws_bytes ? e->ws_bytes - used : 0;
 }
 
 static tg_status exec_lowered(vm_exec *e);
@@ -327,7 +438,7 @@ tg_status tg_vm_exec_blas(vm_exec *e) {
     B.g.beta = 0.0;
     B.cstride = M * N;
     if (B.nbatch == 1 || B.nbat == 0) {
-        gemm_run(&B.g, e->pool, nth);
+        gemm_run(&B.g, e->pool, nth, ws, ws_left(e, ws));
     } else if (nth > 1 && B.nbatch >= nth &&
                (double)B.nbatch * (double)M * (double)N * (double)K >= SPLIT_FLOPS) {
         tg_pool_run(e->pool, batch_task, &B);
@@ -530,6 +641,36 @@ static void ger_task(void *arg, int ith, int nth) {
 /* The axis of A that is contracted (K). */
 static int ta_axis(const tg_node *n) { return n->attrs[L_TRANS_A].i != 0 ? 0 : 1; }
 
+/* The product a node computes, from its run-time types: nbatch products C[M,N] = A[M,K]
+ * B[K,N] (false for ger and outer, which contract nothing, and for shapes exec rejects). */
+static bool contraction_of(const tg_node *n, const tg_type *in, const tg_type *out, int64_t *M,
+                           int64_t *N, int64_t *K, int64_t *nbatch) {
+    int kind = lowered_kind(n->op);
+    int64_t ny;
+    if (kind == 3 || n->op == TG_OP_OUTER || !tg_shape_size(out[0].ndim, out[0].shape, &ny))
+        return false;
+    if (kind != 0) { /* gemm, gemv: A is in[1], 2-D */
+        const tg_type *a = &in[1], *b = &in[2];
+        if (a->ndim != 2 || (kind == 1 && b->ndim != 2)) return false;
+        int ka = ta_axis(n);
+        *K = a->shape[ka];
+        *M = a->shape[1 - ka];
+        *N = kind == 2 ? 1 : b->shape[n->attrs[L_TRANS_B].i != 0 ? 0 : 1];
+    } else { /* dot, matmul */
+        const tg_type *a = &in[0], *b = &in[1];
+        if (a->ndim == 0 || b->ndim == 0) return false;
+        *K = a->shape[a->ndim - 1];
+        *N = b->ndim == 1 ? 1 : b->shape[b->ndim - 1];
+        *M = 1;
+        if (n->op == TG_OP_DOT)
+            for (int d = 0; d < a->ndim - 1; d++) *M *= a->shape[d];
+        else if (a->ndim >= 2)
+            *M = a->shape[a->ndim - 2];
+    }
+    *nbatch = *M * *N > 0 ? ny / (*M * *N) : 1;
+    return *M >= 0 && *N >= 0 && *K >= 0;
+}
+
 static tg_status exec_lowered(vm_exec *e) {
     const tg_node *n = e->node;
     int kind = lowered_kind(n->op);
@@ -538,8 +679,10 @@ static tg_status exec_lowered(vm_exec *e) {
     if (!tg_tensor_is_contiguous(y)) return TG_EUNSUPPORTED;
     double alpha = scale_of(e, 0), beta = scale_of(e, 1);
     bool read_c = n->attrs[L_BETA].f != 0.0;
-    /* alpha 0 would let BLAS skip the product, and with it NaN and inf: the reference */
-    if (alpha == 0.0) return TG_EUNSUPPORTED;
+    /* alpha 0 would let BLAS skip the product, and with it NaN and inf; an infinite or NaN
+     * alpha scales each term before the sum (inf * a - inf * b is NaN where alpha times
+     * the finite sum is inf): the reference for both */
+    if (alpha == 0.0 || !isfinite(alpha)) return TG_EUNSUPPORTED;
     int nth = e->pool ? e->nthreads : 1;
     bool f64 = y->dtype == TG_DT_F64;
     int64_t es = f64 ? 8 : 4;
@@ -619,7 +762,7 @@ static tg_status exec_lowered(vm_exec *e) {
         J.B.trans = false;
         J.B.ld = incx;
         J.ldc = 1;
-        gemm_run(&J, e->pool, nth);
+        gemm_run(&J, e->pool, nth, ws, ws_left(e, ws));
         return TG_OK;
     }
     int64_t N = b->shape[tb ? 0 : 1];
@@ -637,7 +780,7 @@ static tg_status exec_lowered(vm_exec *e) {
     J.B.p = pb;
     J.N = N;
     J.ldc = N;
-    gemm_run(&J, e->pool, nth);
+    gemm_run(&J, e->pool, nth, ws, ws_left(e, ws));
     return TG_OK;
 }
 
