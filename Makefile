@@ -8,11 +8,12 @@
 #   make fuzz       build the libFuzzer targets (clang, build-fuzz/); then run one with
 #                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)
 #   make bench      run W1-W9 beside NumPy and PyTorch: bench/results.md (bench/run.sh)
+#   make format     reformat every C file with clang-format; make format-check only checks
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps check demo demo-cli asan tsan fuzz bench install clean
+.PHONY: all deps check demo demo-cli asan tsan fuzz bench format format-check install clean
 
 all: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -55,6 +56,13 @@ fuzz: deps
 
 bench: all
 	sh bench/run.sh $(BUILD)
+
+format:
+	git ls-files '*.c' '*.h' | xargs clang-format -i
+
+format-check:
+	@command -v clang-format >/dev/null || { echo "format-check needs clang-format" >&2; exit 1; }
+	git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror
 
 install: all
 	cmake --install $(BUILD)

@@ -12,16 +12,17 @@
 #include <math.h>
 #include <stdio.h>
 
-#define BATCH 4
-#define IN 3
+#define BATCH  4
+#define IN     3
 #define HIDDEN 5
-#define OUT 2
+#define OUT    2
 
 static tg_tensor *filled(tg_dtype dt, int ndim, const int64_t *shape, double scale) {
     tg_tensor *t = tg_tensor_new(NULL, dt, ndim, shape);
     if (!t) return NULL;
     float *p = tg_tensor_data(t);
-    for (int64_t i = 0; i < tg_tensor_size(t); i++) p[i] = (float)(scale * sin(0.7 * (double)i + 0.3));
+    for (int64_t i = 0; i < tg_tensor_size(t); i++)
+        p[i] = (float)(scale * sin(0.7 * (double)i + 0.3));
     return t;
 }
 

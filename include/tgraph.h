@@ -18,25 +18,25 @@
 extern "C" {
 #endif
 
-#define TG_API extern
-#define TG_VERSION "0.1.0"
+#define TG_API      extern
+#define TG_VERSION  "0.1.0"
 #define TG_MAX_DIMS 8 /* most dimensions a tensor or type may have */
 
 /* ---- status codes --------------------------------------------------------------- */
-#define TG_STATUS_LIST(X)                                                                  \
-    X(OK, "ok")                                                                            \
-    X(ENOMEM, "out of memory")                                                             \
-    X(EINVAL, "invalid argument")                                                          \
-    X(ESHAPE, "incompatible shapes")                                                       \
-    X(ETYPE, "incompatible dtypes")                                                        \
-    X(ESYNTAX, "syntax error")                                                             \
-    X(ENAME, "unknown name")                                                               \
-    X(EIO, "cannot read or write")                                                         \
-    X(EFORMAT, "malformed file")                                                           \
-    X(EINDEX, "index out of range")                                                        \
-    X(EUNSUPPORTED, "not supported")                                                       \
-    X(ELIMIT, "limit exceeded")                                                            \
-    X(ECHECK, "check failed")                                                              \
+#define TG_STATUS_LIST(X)                                                                          \
+    X(OK, "ok")                                                                                    \
+    X(ENOMEM, "out of memory")                                                                     \
+    X(EINVAL, "invalid argument")                                                                  \
+    X(ESHAPE, "incompatible shapes")                                                               \
+    X(ETYPE, "incompatible dtypes")                                                                \
+    X(ESYNTAX, "syntax error")                                                                     \
+    X(ENAME, "unknown name")                                                                       \
+    X(EIO, "cannot read or write")                                                                 \
+    X(EFORMAT, "malformed file")                                                                   \
+    X(EINDEX, "index out of range")                                                                \
+    X(EUNSUPPORTED, "not supported")                                                               \
+    X(ELIMIT, "limit exceeded")                                                                    \
+    X(ECHECK, "check failed")                                                                      \
     X(EINTERNAL, "internal error")
 #define TG_X_STATUS(name, msg) TG_##name,
 typedef enum { TG_STATUS_LIST(TG_X_STATUS) TG_STATUS_COUNT } tg_status;
@@ -46,24 +46,24 @@ TG_API const char *tg_status_str(tg_status s); /* static text for a code */
 TG_API const char *tg_last_error(void);        /* this thread's last message ("" if none) */
 
 /* ---- dtypes --------------------------------------------------------------------- */
-#define TG_DTYPE_LIST(X)                                                                   \
-    X(BOOL, bool, "bool", 1)                                                               \
-    X(I8, int8_t, "i8", 1)                                                                 \
-    X(I16, int16_t, "i16", 2)                                                              \
-    X(I32, int32_t, "i32", 4)                                                              \
-    X(I64, int64_t, "i64", 8)                                                              \
-    X(U8, uint8_t, "u8", 1)                                                                \
-    X(F32, float, "f32", 4)                                                                \
+#define TG_DTYPE_LIST(X)                                                                           \
+    X(BOOL, bool, "bool", 1)                                                                       \
+    X(I8, int8_t, "i8", 1)                                                                         \
+    X(I16, int16_t, "i16", 2)                                                                      \
+    X(I32, int32_t, "i32", 4)                                                                      \
+    X(I64, int64_t, "i64", 8)                                                                      \
+    X(U8, uint8_t, "u8", 1)                                                                        \
+    X(F32, float, "f32", 4)                                                                        \
     X(F64, double, "f64", 8)
 #define TG_X_DTYPE(U, ct, s, sz) TG_DT_##U,
 typedef enum { TG_DTYPE_LIST(TG_X_DTYPE) TG_DT_COUNT } tg_dtype;
 #undef TG_X_DTYPE
 
-TG_API const char *tg_dtype_name(tg_dtype dt);                /* "f32" */
-TG_API size_t tg_dtype_size(tg_dtype dt);                     /* bytes per element */
-TG_API bool tg_dtype_parse(const char *name, tg_dtype *out);  /* "f32", "float32", ... */
+TG_API const char *tg_dtype_name(tg_dtype dt);               /* "f32" */
+TG_API size_t tg_dtype_size(tg_dtype dt);                    /* bytes per element */
+TG_API bool tg_dtype_parse(const char *name, tg_dtype *out); /* "f32", "float32", ... */
 TG_API bool tg_dtype_is_float(tg_dtype dt);
-TG_API bool tg_dtype_is_int(tg_dtype dt);                     /* signed or unsigned, not bool */
+TG_API bool tg_dtype_is_int(tg_dtype dt); /* signed or unsigned, not bool */
 
 /* ---- context: allocator hook ---------------------------------------------------- */
 /* Lua-style allocator: nsize == 0 frees ptr (returns NULL); otherwise (re)allocates.
@@ -94,15 +94,15 @@ TG_API tg_tensor *tg_tensor_from_data(tg_ctx *ctx, tg_dtype dt, int ndim, const 
 /* New view over the same buffer (shares memory). strides in elements. */
 TG_API tg_tensor *tg_tensor_view(const tg_tensor *t, int ndim, const int64_t *shape,
                                  const int64_t *strides, int64_t offset);
-TG_API tg_tensor *tg_tensor_dup(const tg_tensor *t);  /* contiguous deep copy */
-TG_API void tg_tensor_free(tg_tensor *t);             /* drops the buffer reference */
+TG_API tg_tensor *tg_tensor_dup(const tg_tensor *t); /* contiguous deep copy */
+TG_API void tg_tensor_free(tg_tensor *t);            /* drops the buffer reference */
 TG_API tg_dtype tg_tensor_dtype(const tg_tensor *t);
 TG_API int tg_tensor_ndim(const tg_tensor *t);
 TG_API const int64_t *tg_tensor_shape(const tg_tensor *t);
 TG_API const int64_t *tg_tensor_strides(const tg_tensor *t); /* in elements */
-TG_API int64_t tg_tensor_offset(const tg_tensor *t);          /* in elements */
-TG_API int64_t tg_tensor_size(const tg_tensor *t);            /* number of elements */
-TG_API void *tg_tensor_data(const tg_tensor *t);  /* address of element [0,...,0] */
+TG_API int64_t tg_tensor_offset(const tg_tensor *t);         /* in elements */
+TG_API int64_t tg_tensor_size(const tg_tensor *t);           /* number of elements */
+TG_API void *tg_tensor_data(const tg_tensor *t);             /* address of element [0,...,0] */
 TG_API bool tg_tensor_is_contiguous(const tg_tensor *t);
 TG_API tg_ctx *tg_tensor_ctx(const tg_tensor *t);
 /* Element access by flat C-order index (any strides), converted to/from double. */
@@ -122,7 +122,7 @@ typedef struct tg_var tg_var;     /* borrowed from its graph; never freed on its
 TG_API tg_graph *tg_graph_new(tg_ctx *ctx, const char *name);
 TG_API void tg_graph_free(tg_graph *g); /* NULL is a no-op */
 TG_API const char *tg_graph_name(const tg_graph *g);
-TG_API tg_status tg_graph_status(const tg_graph *g); /* first error, or TG_OK */
+TG_API tg_status tg_graph_status(const tg_graph *g);  /* first error, or TG_OK */
 TG_API const char *tg_graph_error(const tg_graph *g); /* its message ("" when none) */
 /* The returned values (updates declared with tg_update are kept). */
 TG_API tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n);
@@ -131,10 +131,10 @@ TG_API tg_var *tg_graph_input(const tg_graph *g, int i);
 TG_API int tg_graph_output_count(const tg_graph *g);
 TG_API tg_var *tg_graph_output(const tg_graph *g, int i);
 TG_API int tg_graph_node_count(const tg_graph *g);
-TG_API tg_status tg_graph_verify(const tg_graph *g); /* checks IR invariants */
-TG_API tg_graph *tg_graph_clone(const tg_graph *g);   /* deep copy into a fresh arena */
-TG_API tg_status tg_graph_print(const tg_graph *g, FILE *f);       /* .tg text */
-TG_API tg_status tg_graph_print_dot(const tg_graph *g, FILE *f);   /* Graphviz */
+TG_API tg_status tg_graph_verify(const tg_graph *g);             /* checks IR invariants */
+TG_API tg_graph *tg_graph_clone(const tg_graph *g);              /* deep copy into a fresh arena */
+TG_API tg_status tg_graph_print(const tg_graph *g, FILE *f);     /* .tg text */
+TG_API tg_status tg_graph_print_dot(const tg_graph *g, FILE *f); /* Graphviz */
 
 /* Variables: name (may be NULL), dtype, rank, and static shape (-1 for '?'). */
 TG_API const char *tg_var_name(const tg_var *v);
@@ -146,8 +146,7 @@ TG_API int64_t tg_var_dim(const tg_var *v, int axis); /* -1 when unknown */
 #define TG_DIM_UNKNOWN (-1) /* '?' */
 
 /* A function input; shape entries are extents or TG_DIM_UNKNOWN. */
-TG_API tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim,
-                        const int64_t *shape);
+TG_API tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim, const int64_t *shape);
 /* State (docs/state.md): a function input marked `mut` in .tg. A compiled function owns
  * the state's tensor between calls, and the caller does not pass it: tg_fn_call takes the
  * other inputs only, in declaration order. tg_update declares `state <- value` (value of
@@ -155,8 +154,7 @@ TG_API tg_var *tg_input(tg_graph *g, const char *name, tg_dtype dt, int ndim,
  * before the call, and all updates take effect together at the end of a call that
  * succeeded (a failed call leaves every state as it was). A state is updated at most once
  * per function; a state without an update is read-only. */
-TG_API tg_var *tg_state(tg_graph *g, const char *name, tg_dtype dt, int ndim,
-                        const int64_t *shape);
+TG_API tg_var *tg_state(tg_graph *g, const char *name, tg_dtype dt, int ndim, const int64_t *shape);
 TG_API tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value);
 TG_API bool tg_var_is_state(const tg_var *v); /* an input made by tg_state */
 /* A strongly typed constant holding a copy of `value`. */
@@ -189,11 +187,12 @@ typedef struct tg_attr {
     int n;                /* length of ints / floats */
 } tg_attr;
 
-#define TG_A_INT(nm, v) ((tg_attr){.name = (nm), .kind = TG_ATTR_INT, .i = (v)})
+#define TG_A_INT(nm, v)   ((tg_attr){.name = (nm), .kind = TG_ATTR_INT, .i = (v)})
 #define TG_A_FLOAT(nm, v) ((tg_attr){.name = (nm), .kind = TG_ATTR_FLOAT, .f = (v)})
-#define TG_A_BOOL(nm, v) ((tg_attr){.name = (nm), .kind = TG_ATTR_BOOL, .i = (v) ? 1 : 0})
-#define TG_A_STR(nm, v) ((tg_attr){.name = (nm), .kind = TG_ATTR_STR, .s = (v)})
-#define TG_A_INTS(nm, p, cnt) ((tg_attr){.name = (nm), .kind = TG_ATTR_INTS, .ints = (p), .n = (cnt)})
+#define TG_A_BOOL(nm, v)  ((tg_attr){.name = (nm), .kind = TG_ATTR_BOOL, .i = (v) ? 1 : 0})
+#define TG_A_STR(nm, v)   ((tg_attr){.name = (nm), .kind = TG_ATTR_STR, .s = (v)})
+#define TG_A_INTS(nm, p, cnt)                                                                      \
+    ((tg_attr){.name = (nm), .kind = TG_ATTR_INTS, .ints = (p), .n = (cnt)})
 #define TG_A_NONE(nm) ((tg_attr){.name = (nm), .kind = TG_ATTR_NONE})
 
 /* Generic builder: applies the op named `op` to `in` with keyword attributes.
@@ -204,14 +203,16 @@ TG_API tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, 
                                 const tg_attr *attrs, int nattrs, tg_var **out, int *nout);
 
 /* Typed shortcuts for the common ops (each is tg_apply with the op's name). */
-#define TG_UNARY_BUILDERS(X)                                                               \
-    X(neg) X(abs) X(sign) X(exp) X(exp2) X(log) X(log2) X(log1p) X(expm1) X(sqrt) X(rsqrt) \
-    X(sin) X(cos) X(tan) X(tanh) X(sigmoid) X(softplus) X(erf) X(erfc) X(not)      \
-    X(isnan) X(isinf) X(floor) X(ceil) X(round)
-#define TG_BINARY_BUILDERS(X)                                                              \
-    X(add) X(sub) X(mul) X(div) X(int_div) X(mod) X(pow) X(maximum) X(minimum) X(lt)        \
-    X(le) X(gt) X(ge) X(eq) X(ne) X(and) X(or) X(xor) X(dot) X(matmul) X(outer)
-#define TG_X_UNARY_DECL(nm) TG_API tg_var *tg_##nm(tg_graph *g, tg_var *x);
+/* clang-format off */
+#define TG_UNARY_BUILDERS(X)                                                                       \
+    X(neg) X(abs) X(sign) X(exp) X(exp2) X(log) X(log2) X(log1p) X(expm1) X(sqrt) X(rsqrt)       \
+    X(sin) X(cos) X(tan) X(tanh) X(sigmoid) X(softplus) X(erf) X(erfc) X(not) X(isnan)           \
+    X(isinf) X(floor) X(ceil) X(round)
+#define TG_BINARY_BUILDERS(X)                                                                      \
+    X(add) X(sub) X(mul) X(div) X(int_div) X(mod) X(pow) X(maximum) X(minimum) X(lt) X(le)       \
+    X(gt) X(ge) X(eq) X(ne) X(and) X(or) X(xor) X(dot) X(matmul) X(outer)
+/* clang-format on */
+#define TG_X_UNARY_DECL(nm)  TG_API tg_var *tg_##nm(tg_graph *g, tg_var *x);
 #define TG_X_BINARY_DECL(nm) TG_API tg_var *tg_##nm(tg_graph *g, tg_var *a, tg_var *b);
 TG_UNARY_BUILDERS(TG_X_UNARY_DECL)
 TG_BINARY_BUILDERS(TG_X_BINARY_DECL)
@@ -221,8 +222,8 @@ TG_API tg_var *tg_where(tg_graph *g, tg_var *cond, tg_var *a, tg_var *b);
 TG_API tg_var *tg_clip(tg_graph *g, tg_var *x, tg_var *lo, tg_var *hi);
 TG_API tg_var *tg_cast(tg_graph *g, tg_var *x, tg_dtype dt);
 /* Reductions: axes NULL / naxes < 0 means all axes. */
-TG_API tg_var *tg_reduce(tg_graph *g, const char *op, tg_var *x, const int64_t *axes,
-                         int naxes, bool keepdims);
+TG_API tg_var *tg_reduce(tg_graph *g, const char *op, tg_var *x, const int64_t *axes, int naxes,
+                         bool keepdims);
 TG_API tg_var *tg_reshape(tg_graph *g, tg_var *x, int ndim, const int64_t *shape);
 TG_API tg_var *tg_transpose(tg_graph *g, tg_var *x, const int64_t *axes /* NULL: reverse */);
 /* Basic slicing x[start:stop:step, ...]: one entry per axis from the front. */
@@ -248,8 +249,7 @@ TG_API tg_status tg_grad(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt
 /* Vector-Jacobian product: the cotangent of each wrt[i] given cotangents cot[j] (each of
  * outs[j]'s type) for the values outs[0..nouts). */
 TG_API tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts,
-                        tg_var *const *wrt, int nwrt, tg_disconnected disconnected,
-                        tg_var **out);
+                        tg_var *const *wrt, int nwrt, tg_disconnected disconnected, tg_var **out);
 
 /* Gradient checker (like PyTensor's verify_grad). g must have one float output y; the
  * check projects it on a random r (cost = sum(y * r)), builds the gradient of that cost
@@ -265,12 +265,12 @@ typedef struct tg_grad_check_opts {
     uint64_t seed; /* of the projection r */
 } tg_grad_check_opts;
 typedef struct tg_grad_check_report {
-    int input;          /* input index of the worst element */
-    int64_t index;      /* its flat C-order index */
-    double analytic;    /* gradient from the graph */
-    double numeric;     /* finite-difference estimate */
-    double abs_err;     /* |analytic - numeric| */
-    double rel_err;     /* abs_err / max(|analytic|, |numeric|) */
+    int input;       /* input index of the worst element */
+    int64_t index;   /* its flat C-order index */
+    double analytic; /* gradient from the graph */
+    double numeric;  /* finite-difference estimate */
+    double abs_err;  /* |analytic - numeric| */
+    double rel_err;  /* abs_err / max(|analytic|, |numeric|) */
 } tg_grad_check_report;
 TG_API tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
                                const tg_grad_check_opts *opts, tg_grad_check_report *rep);
@@ -279,8 +279,8 @@ TG_API tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
 typedef struct tg_module tg_module;
 /* Parses `src` (len bytes). `filename` is used in messages. On error returns the
  * status and tg_last_error() holds "file:line:col: message". */
-TG_API tg_status tg_module_parse(tg_ctx *ctx, const char *src, size_t len,
-                                 const char *filename, tg_module **out);
+TG_API tg_status tg_module_parse(tg_ctx *ctx, const char *src, size_t len, const char *filename,
+                                 tg_module **out);
 TG_API tg_status tg_module_load(tg_ctx *ctx, const char *path, tg_module **out);
 TG_API void tg_module_free(tg_module *m);
 TG_API int tg_module_func_count(const tg_module *m);
@@ -300,8 +300,7 @@ typedef struct tg_optimize_opts {
 } tg_optimize_opts;
 /* Runs the pipeline on a copy of g; *out receives the rewritten graph, which the caller
  * frees with tg_graph_free. g itself is never modified. opts may be NULL. */
-TG_API tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts,
-                                   tg_graph **out);
+TG_API tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_graph **out);
 /* Name of pass i of the pipeline, in order; NULL past the end. */
 TG_API const char *tg_pass_name(int i);
 
@@ -315,7 +314,7 @@ typedef struct tg_pool tg_pool;
 /* nthreads counts the calling thread; <= 0 means TGRAPH_NUM_THREADS when set to a
  * positive integer, else the number of cores. NULL on failure. */
 TG_API tg_pool *tg_pool_new(tg_ctx *ctx, int nthreads);
-TG_API void tg_pool_free(tg_pool *p); /* joins the workers; NULL is a no-op */
+TG_API void tg_pool_free(tg_pool *p);      /* joins the workers; NULL is a no-op */
 TG_API int tg_pool_size(const tg_pool *p); /* threads, the caller included */
 
 /* ---- compiling and running ------------------------------------------------------ */
@@ -330,17 +329,17 @@ TG_API int tg_pool_size(const tg_pool *p); /* threads, the caller included */
  * does not declare it destroys. */
 typedef enum { TG_MODE_VM, TG_MODE_REFERENCE, TG_MODE_C, TG_MODE_DEBUG } tg_mode;
 typedef struct tg_compile_opts {
-    tg_mode mode;    /* see above; a zeroed struct (or opts NULL) means TG_MODE_VM */
-    bool no_rewrite; /* TG_MODE_VM: skip the rewrite pipeline */
-    bool no_blas;    /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
-    bool verify;     /* verify the IR after every rewrite pass (always on in debug builds) */
-    int nthreads;    /* TG_MODE_VM: threads of the function's pool, the caller included;
-                        0: TGRAPH_NUM_THREADS when set, else the number of cores */
-    tg_pool *pool;   /* TG_MODE_VM: a pool to share (borrowed; nthreads is then ignored) */
-    bool profile;    /* TG_MODE_VM: time every node (tg_fn_profile_print) */
+    tg_mode mode;          /* see above; a zeroed struct (or opts NULL) means TG_MODE_VM */
+    bool no_rewrite;       /* TG_MODE_VM: skip the rewrite pipeline */
+    bool no_blas;          /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
+    bool verify;           /* verify the IR after every rewrite pass (always on in debug builds) */
+    int nthreads;          /* TG_MODE_VM: threads of the function's pool, the caller included;
+                              0: TGRAPH_NUM_THREADS when set, else the number of cores */
+    tg_pool *pool;         /* TG_MODE_VM: a pool to share (borrowed; nthreads is then ignored) */
+    bool profile;          /* TG_MODE_VM: time every node (tg_fn_profile_print) */
     tg_mode debug_backend; /* TG_MODE_DEBUG: the backend checked, TG_MODE_VM (0) or TG_MODE_C */
-    bool no_fallback; /* TG_MODE_C: fail (TG_ECHECK) when no compiler can build the code,
-                         instead of running the VM after a warning on stderr */
+    bool no_fallback;      /* TG_MODE_C: fail (TG_ECHECK) when no compiler can build the code,
+                              instead of running the VM after a warning on stderr */
 } tg_compile_opts;
 typedef struct tg_fn tg_fn;
 /* Compiles g (which must stay alive while the function is used). opts may be NULL. */

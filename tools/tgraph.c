@@ -43,7 +43,9 @@ static const struct {
 /* Options the design names but this build does not implement yet: they are refused
  * (exit 2) rather than silently ignored. */
 static const char *const later_opts[] = {
-    "--devices", "--microbatches", "--placed",
+    "--devices",
+    "--microbatches",
+    "--placed",
 };
 
 /* ---- messages ---------------------------------------------------------------------- */
@@ -94,8 +96,7 @@ static int setup_ctx(void) {
     if (*end == 'G' || *end == 'g') shift = 30;
     if (shift) end++;
     if (errno || end == s || *end || s[0] == '-' || v == 0 || v > (SIZE_MAX >> shift))
-        return fail("TGRAPH_MEM_LIMIT='%s' is not a size (bytes, or a number with K, M or G)",
-                    s);
+        return fail("TGRAPH_MEM_LIMIT='%s' is not a size (bytes, or a number with K, M or G)", s);
     cli_ctx = tg_ctx_new(NULL, NULL);
     if (!cli_ctx || tg_ctx_set_mem_limit(cli_ctx, (size_t)v << shift) != TG_OK)
         return fail("%s", lib_error(TG_ENOMEM));
@@ -211,24 +212,24 @@ typedef struct binding {
 } binding;
 
 typedef struct options {
-    const char *cmd;         /* "run", "opt", "dot" */
-    const char *file;        /* FILE.tg */
-    const char *func;        /* --func or NULL */
-    const char *out;         /* dot: -o PATH or NULL */
-    const char *mode;        /* run: --mode or NULL */
+    const char *cmd;           /* "run", "opt", "dot" */
+    const char *file;          /* FILE.tg */
+    const char *func;          /* --func or NULL */
+    const char *out;           /* dot: -o PATH or NULL */
+    const char *mode;          /* run: --mode or NULL */
     const char *debug_backend; /* run: --debug-backend or NULL */
-    bool opt;                /* dot --opt */
-    bool no_blas;            /* --no-blas */
-    const char *print_after; /* opt: --print-after=PASS, or "all" */
-    bool stats;              /* opt: --stats */
-    bool verify;             /* opt: --verify */
-    binding *ins;            /* run: --in, argv order */
+    bool opt;                  /* dot --opt */
+    bool no_blas;              /* --no-blas */
+    const char *print_after;   /* opt: --print-after=PASS, or "all" */
+    bool stats;                /* opt: --stats */
+    bool verify;               /* opt: --verify */
+    binding *ins;              /* run: --in, argv order */
     int nin;
     binding *outs; /* run: --out */
     int nout;
-    int threads;   /* run, bench: --threads, 0 when not given */
-    int runs;      /* bench: timed runs; run: calls in a row (-n, 0 when not given) */
-    bool profile;  /* bench: --profile */
+    int threads;  /* run, bench: --threads, 0 when not given */
+    int runs;     /* bench: timed runs; run: calls in a row (-n, 0 when not given) */
+    bool profile; /* bench: --profile */
 } options;
 
 /* Matches `arg` against option `name` given as "--name VALUE" or "--name=VALUE". Sets
@@ -496,8 +497,7 @@ static bool tensor_fits(const tg_var *v, const tg_tensor *t) {
 
 /* Splits the loaded parameters in[0..nparam) of g: the states' values (those given) go
  * into fn's state, the others into call[] in order (*ncall of them). */
-static int bind_states(tg_fn *fn, const tg_graph *g, tg_tensor **in, tg_tensor **call,
-                       int *ncall) {
+static int bind_states(tg_fn *fn, const tg_graph *g, tg_tensor **in, tg_tensor **call, int *ncall) {
     *ncall = 0;
     for (int p = 0; p < tg_graph_input_count(g); p++) {
         const tg_var *v = tg_graph_input(g, p);
@@ -648,7 +648,7 @@ static int cmd_run(const options *o) {
     tg_graph *g = m ? select_func(m, o->file, o->func) : NULL;
     tg_fn *fn = NULL;
     tg_tensor **in = NULL, **out = NULL;
-    int *out_dest = NULL; /* per output: index into o->outs, or -1 to print */
+    int *out_dest = NULL;    /* per output: index into o->outs, or -1 to print */
     tg_tensor **call = NULL; /* the inputs passed to each call (states excluded) */
     int nparam = 0, nres = 0, ncall = 0;
     if (!g) goto done;
@@ -683,8 +683,8 @@ static int cmd_run(const options *o) {
             for (int p = 0, ns = 0; p < tg_graph_input_count(g) && n < sizeof list; p++) {
                 const tg_var *v = tg_graph_input(g, p); /* states can be written too */
                 if (!tg_var_is_state(v)) continue;
-                int w = snprintf(list + n, sizeof list - n, "%s%s", ns++ ? ", " : " (states: ",
-                                 tg_var_name(v));
+                int w = snprintf(list + n, sizeof list - n, "%s%s",
+                                 ns++ ? ", " : " (states: ", tg_var_name(v));
                 n += w > 0 ? (size_t)w : 0;
             }
             if (n > 0 && n + 1 < sizeof list && strstr(list, " (states: ")) strcat(list, ")");
@@ -822,8 +822,8 @@ static int cmd_bench(const options *o) {
     }
     if ((rc = load_inputs(o, g, in)) != 0) goto done;
     rc = EXIT_FAIL;
-    tg_compile_opts copts = {.mode = TG_MODE_VM, .no_blas = o->no_blas, .nthreads = o->threads,
-                             .profile = o->profile};
+    tg_compile_opts copts = {
+        .mode = TG_MODE_VM, .no_blas = o->no_blas, .nthreads = o->threads, .profile = o->profile};
     if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;

@@ -33,14 +33,14 @@ typedef struct fn_state {
 } fn_state;
 
 struct tg_fn {
-    tg_graph *g;        /* the graph run: the user's (borrowed), or `owned` */
-    tg_graph *owned;    /* a rewritten clone, freed with the function */
-    tg_mode mode;       /* the mode compiled for */
-    tg_interp *interp;  /* TG_MODE_REFERENCE: the interpreter of `g` */
-    tg_vm *vm;          /* TG_MODE_VM: the executor of `g` (also TG_MODE_C's fallback) */
-    tg_cj *cj;          /* TG_MODE_C: the compiled code of `g` */
-    tg_dbg *dbg;        /* TG_MODE_DEBUG: the checked backend */
-    fn_state *states;   /* state inputs, in declaration order (nstate of them) */
+    tg_graph *g;       /* the graph run: the user's (borrowed), or `owned` */
+    tg_graph *owned;   /* a rewritten clone, freed with the function */
+    tg_mode mode;      /* the mode compiled for */
+    tg_interp *interp; /* TG_MODE_REFERENCE: the interpreter of `g` */
+    tg_vm *vm;         /* TG_MODE_VM: the executor of `g` (also TG_MODE_C's fallback) */
+    tg_cj *cj;         /* TG_MODE_C: the compiled code of `g` */
+    tg_dbg *dbg;       /* TG_MODE_DEBUG: the checked backend */
+    fn_state *states;  /* state inputs, in declaration order (nstate of them) */
     int nstate;
     tg_tensor **args;   /* with state: the backend's inputs (states and the caller's) */
     tg_tensor **res;    /* with state: the backend's outputs (returns, then new states) */
@@ -51,8 +51,10 @@ static tg_status states_init(tg_fn *f);
 static void states_free(tg_fn *f);
 
 static const char *mode_name(tg_mode m) {
-    static const char *const names[] = {[TG_MODE_REFERENCE] = "reference", [TG_MODE_VM] = "vm",
-                                        [TG_MODE_C] = "c", [TG_MODE_DEBUG] = "debug"};
+    static const char *const names[] = {[TG_MODE_REFERENCE] = "reference",
+                                        [TG_MODE_VM] = "vm",
+                                        [TG_MODE_C] = "c",
+                                        [TG_MODE_DEBUG] = "debug"};
     return (unsigned)m < TG_COUNTOF(names) && names[m] ? names[m] : "?";
 }
 
@@ -65,8 +67,7 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
         mode != TG_MODE_DEBUG)
         return tg_set_error(TG_EUNSUPPORTED, "mode '%s' is not available in this build",
                             mode_name(mode));
-    if (g->outputs.n == 0)
-        return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
+    if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     tg_status st = tg_graph_verify(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
@@ -145,8 +146,8 @@ static tg_status check_input(const tg_var *v, const tg_tensor *t, int i) {
 }
 
 /* Runs the backend on the graph's full inputs and outputs. */
-static tg_status backend_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out,
-                              int nout, bool into) {
+static tg_status backend_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                              bool into) {
     if (f->vm) return tg_vm_call(f->vm, in, nin, out, nout, into);
     if (f->cj) return tg_cj_call(f->cj, in, nin, out, nout, into);
     if (f->dbg) return tg_dbg_call(f->dbg, in, nin, out, nout, into);
@@ -208,8 +209,8 @@ static void update_error(const tg_fn *f, tg_status st) {
         tg_tensor *c = f->states[s].cur;
         tg_type t = f->states[s].var->type;
         for (int d = 0; d < c->ndim; d++) t.shape[d] = c->shape[d];
-        tg_set_error(st, "state '%s': the new value is %s, the state is %s",
-                     f->states[s].var->name, got, tg_type_str(&t, ty, sizeof ty));
+        tg_set_error(st, "state '%s': the new value is %s, the state is %s", f->states[s].var->name,
+                     got, tg_type_str(&t, ty, sizeof ty));
     }
 }
 
@@ -291,8 +292,7 @@ tg_status tg_fn_state_set(tg_fn *f, int i, const tg_tensor *t) {
         tg_interp_runtime_type(&s->var->type, t, &rt);
         return tg_set_error(t->dtype != s->var->type.dtype ? TG_ETYPE : TG_ESHAPE,
                             "state '%s': expected %s, got %s", s->var->name,
-                            tg_type_str(&s->var->type, a, sizeof a),
-                            tg_type_str(&rt, b, sizeof b));
+                            tg_type_str(&s->var->type, a, sizeof a), tg_type_str(&rt, b, sizeof b));
     }
     tg_ctx *ctx = f->g->ctx;
     pthread_mutex_lock(&f->mu);

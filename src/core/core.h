@@ -15,7 +15,7 @@
 #include <string.h>
 
 #define TG_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
-#define TG_UNUSED(x) ((void)(x))
+#define TG_UNUSED(x)  ((void)(x))
 
 #if defined(__GNUC__)
 #define TG_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -35,11 +35,11 @@ tg_status tg_set_errorv(tg_status st, const char *fmt, va_list ap);
 
 /* ---- context and memory ---- */
 struct tg_ctx {
-    tg_alloc_fn alloc;    /* never NULL */
-    void *ud;             /* allocator's user data */
-    size_t limit;         /* bytes live at most (0: no cap; tg_ctx_set_mem_limit) */
-    _Atomic size_t used;  /* bytes live now (not for the default context) */
-    _Atomic size_t peak;  /* most bytes ever live */
+    tg_alloc_fn alloc;   /* never NULL */
+    void *ud;            /* allocator's user data */
+    size_t limit;        /* bytes live at most (0: no cap; tg_ctx_set_mem_limit) */
+    _Atomic size_t used; /* bytes live now (not for the default context) */
+    _Atomic size_t peak; /* most bytes ever live */
 };
 void *tg_mem_alloc(tg_ctx *ctx, size_t n);  /* NULL on failure (error already set) */
 void *tg_mem_calloc(tg_ctx *ctx, size_t n); /* zeroed */
@@ -53,10 +53,10 @@ bool tg_size_add(size_t a, size_t b, size_t *out);
 /* ---- arenas: bump allocation in growing chunks, released all at once ---- */
 typedef struct tg_arena_chunk tg_arena_chunk;
 typedef struct tg_arena {
-    tg_ctx *ctx;            /* where chunks come from */
-    tg_arena_chunk *head;   /* newest chunk first */
-    size_t used, cap;       /* in the head chunk */
-    size_t total;           /* bytes handed out, for statistics */
+    tg_ctx *ctx;          /* where chunks come from */
+    tg_arena_chunk *head; /* newest chunk first */
+    size_t used, cap;     /* in the head chunk */
+    size_t total;         /* bytes handed out, for statistics */
 } tg_arena;
 void tg_arena_init(tg_arena *a, tg_ctx *ctx);
 void tg_arena_fini(tg_arena *a);
@@ -84,10 +84,10 @@ void tg_store_i64(void *p, tg_dtype dt, int64_t v);
 
 /* ---- buffers and tensors ---- */
 typedef struct tg_buffer {
-    atomic_long refs; /* last unref frees */
-    tg_ctx *ctx;      /* allocator of `data` */
-    void *data;       /* nbytes bytes, 64-byte aligned when from tg_buffer_new */
-    size_t nbytes;    /* size of data */
+    atomic_long refs;  /* last unref frees */
+    tg_ctx *ctx;       /* allocator of `data` */
+    void *data;        /* nbytes bytes, 64-byte aligned when from tg_buffer_new */
+    size_t nbytes;     /* size of data */
     size_t alloc_size; /* size of the one ctx block holding this header and data */
 } tg_buffer;
 tg_buffer *tg_buffer_new(tg_ctx *ctx, size_t nbytes); /* zero-filled; NULL on failure */
@@ -95,12 +95,12 @@ void tg_buffer_ref(tg_buffer *b);
 void tg_buffer_unref(tg_buffer *b);
 
 struct tg_tensor {
-    tg_dtype dtype;                  /* element type */
-    int ndim;                        /* 0..TG_MAX_DIMS */
-    int64_t shape[TG_MAX_DIMS];      /* extents, >= 0 */
-    int64_t strides[TG_MAX_DIMS];    /* in elements, signed */
-    int64_t offset;                  /* of element [0,...,0], in elements */
-    tg_buffer *buf;                  /* one reference held */
+    tg_dtype dtype;               /* element type */
+    int ndim;                     /* 0..TG_MAX_DIMS */
+    int64_t shape[TG_MAX_DIMS];   /* extents, >= 0 */
+    int64_t strides[TG_MAX_DIMS]; /* in elements, signed */
+    int64_t offset;               /* of element [0,...,0], in elements */
+    tg_buffer *buf;               /* one reference held */
 };
 /* Element count of a shape; false on overflow past INT64_MAX/elem_size limits. */
 bool tg_shape_size(int ndim, const int64_t *shape, int64_t *out);

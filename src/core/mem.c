@@ -91,9 +91,8 @@ static bool reserve(tg_ctx *ctx, size_t add) {
     } while (!atomic_compare_exchange_weak_explicit(&ctx->used, &cur, next, memory_order_relaxed,
                                                     memory_order_relaxed));
     size_t pk = atomic_load_explicit(&ctx->peak, memory_order_relaxed);
-    while (pk < next && !atomic_compare_exchange_weak_explicit(&ctx->peak, &pk, next,
-                                                               memory_order_relaxed,
-                                                               memory_order_relaxed)) {
+    while (pk < next && !atomic_compare_exchange_weak_explicit(
+                            &ctx->peak, &pk, next, memory_order_relaxed, memory_order_relaxed)) {
     }
     return true;
 }

@@ -74,11 +74,12 @@ static bool compatible(const tg_type *a, const tg_type *b) {
 }
 
 static const char *var_label(const tg_var *v, char *buf, size_t n) {
-    if (v->name) snprintf(buf, n, "'%s'", v->name);
+    if (v->name)
+        snprintf(buf, n, "'%s'", v->name);
     else if (v->kind == TG_VAR_NODE)
-        snprintf(buf, n, "the output of %s (node %d)", tg_op_table[v->node->op]->name,
-                 v->node->id);
-    else snprintf(buf, n, "a constant");
+        snprintf(buf, n, "the output of %s (node %d)", tg_op_table[v->node->op]->name, v->node->id);
+    else
+        snprintf(buf, n, "a constant");
     return buf;
 }
 
@@ -96,8 +97,10 @@ static tg_status collect(grad_walk *w, tg_var *const *outs, int nouts) {
     tg_graph *g = w->g;
     int nn = g->nodes.n;
     uint8_t *state = tg_mem_calloc(g->ctx, (size_t)nn + 1);
-    struct frame { tg_node *n; int next; } *stack =
-        tg_mem_alloc(g->ctx, sizeof *stack * (size_t)(nn + 1));
+    struct frame {
+        tg_node *n;
+        int next;
+    } *stack = tg_mem_alloc(g->ctx, sizeof *stack * (size_t)(nn + 1));
     w->order = tg_mem_alloc(g->ctx, sizeof *w->order * (size_t)(nn + 1));
     tg_status st = TG_OK;
     if (!state || !stack || !w->order) {
@@ -147,8 +150,8 @@ static tg_status backprop_node(grad_walk *w, tg_node *n) {
     char where[96] = "";
     if (n->line > 0) snprintf(where, sizeof where, " at %d:%d", n->line, n->col);
     if (op->grad != TG_GRAD_VJP || !op->vjp)
-        return fail(g, TG_EUNSUPPORTED, "grad: %s (node %d%s) has no gradient", op->name,
-                          n->id, where);
+        return fail(g, TG_EUNSUPPORTED, "grad: %s (node %d%s) has no gradient", op->name, n->id,
+                    where);
     size_t isz = sizeof(tg_var *) * (size_t)(n->nin + 1);
     size_t osz = sizeof(tg_var *) * (size_t)(n->nout + 1);
     tg_var **gin = tg_mem_calloc(g->ctx, isz), **gout = tg_mem_calloc(g->ctx, osz);
@@ -170,9 +173,11 @@ static tg_status backprop_node(grad_walk *w, tg_node *n) {
         if (!gin[k] || !w->needed[x->id]) continue;
         if (!compatible(&gin[k]->type, &x->type)) {
             char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
-            st = fail(g, TG_EINTERNAL, "grad: %s gives input %d a cotangent of type %s, "
-                            "the input is %s", op->name, k,
-                            tg_type_str(&gin[k]->type, a, sizeof a), tg_type_str(&x->type, b, sizeof b));
+            st = fail(g, TG_EINTERNAL,
+                      "grad: %s gives input %d a cotangent of type %s, "
+                      "the input is %s",
+                      op->name, k, tg_type_str(&gin[k]->type, a, sizeof a),
+                      tg_type_str(&x->type, b, sizeof b));
             break;
         }
         st = accumulate(w, x, gin[k]);
@@ -192,31 +197,36 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
     char lab[128];
     for (int i = 0; i < nouts; i++) {
         if (!owns(g, outs[i]) || !owns(g, cot[i]))
-            return fail(g, TG_EINVAL, "vjp: output %d or its cotangent is missing or "
-                              "belongs to another graph", i);
+            return fail(g, TG_EINVAL,
+                        "vjp: output %d or its cotangent is missing or "
+                        "belongs to another graph",
+                        i);
         if (!compatible(&outs[i]->type, &cot[i]->type)) {
             char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
             return fail(g, TG_ETYPE, "vjp: cotangent %d is %s, its value is %s", i,
-                              tg_type_str(&cot[i]->type, a, sizeof a),
-                              tg_type_str(&outs[i]->type, b, sizeof b));
+                        tg_type_str(&cot[i]->type, a, sizeof a),
+                        tg_type_str(&outs[i]->type, b, sizeof b));
         }
     }
     for (int i = 0; i < nwrt; i++) {
         if (!owns(g, wrt[i]))
-            return fail(g, TG_EINVAL, "grad: argument %d is missing or belongs to "
-                              "another graph", i + 1);
+            return fail(g, TG_EINVAL,
+                        "grad: argument %d is missing or belongs to "
+                        "another graph",
+                        i + 1);
         if (!tg_dtype_is_float((tg_dtype)wrt[i]->type.dtype))
-            return fail(g, TG_ETYPE, "grad: cannot differentiate with respect to %s of "
-                              "dtype %s (gradients are defined for float values)",
-                              var_label(wrt[i], lab, sizeof lab),
-                              tg_dtype_name((tg_dtype)wrt[i]->type.dtype));
+            return fail(g, TG_ETYPE,
+                        "grad: cannot differentiate with respect to %s of "
+                        "dtype %s (gradients are defined for float values)",
+                        var_label(wrt[i], lab, sizeof lab),
+                        tg_dtype_name((tg_dtype)wrt[i]->type.dtype));
     }
     grad_walk w = {.g = g, .nvars = g->vars.n};
     const int nn0 = g->nodes.n; /* collect sizes w.order by it; backprop adds nodes */
     w.needed = tg_mem_calloc(g->ctx, (size_t)w.nvars + 1);
     w.cot = tg_mem_calloc(g->ctx, sizeof *w.cot * (size_t)(w.nvars + 1));
-    tg_status st = (w.needed && w.cot) ? collect(&w, outs, nouts)
-                                       : fail(g, TG_ENOMEM, "grad: out of memory");
+    tg_status st =
+        (w.needed && w.cot) ? collect(&w, outs, nouts) : fail(g, TG_ENOMEM, "grad: out of memory");
     if (st == TG_OK) {
         for (int i = 0; i < nwrt; i++) w.needed[wrt[i]->id] = 1;
         for (int i = 0; i < w.norder; i++) {
@@ -232,10 +242,13 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
     }
     for (int i = 0; i < nwrt && st == TG_OK; i++) {
         tg_var *c = w.cot[wrt[i]->id];
-        if (!c && disconnected == TG_DISCONNECTED_ZERO) c = tg_grad_zeros_like(g, wrt[i]);
+        if (!c && disconnected == TG_DISCONNECTED_ZERO)
+            c = tg_grad_zeros_like(g, wrt[i]);
         else if (!c)
-            st = fail(g, TG_EINVAL, "grad: the result does not depend on %s (pass "
-                            "disconnected=\"zero\" to get zeros)", var_label(wrt[i], lab, sizeof lab));
+            st = fail(g, TG_EINVAL,
+                      "grad: the result does not depend on %s (pass "
+                      "disconnected=\"zero\" to get zeros)",
+                      var_label(wrt[i], lab, sizeof lab));
         if (st == TG_OK && !c) st = g->status;
         out[i] = c;
     }
@@ -254,12 +267,13 @@ tg_status tg_grad(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
     if (!owns(g, cost)) return fail(g, TG_EINVAL, "grad: cost is missing");
     char t[TG_TYPE_STR_MAX];
     if (cost->type.ndim != 0)
-        return fail(g, TG_ESHAPE, "grad: the cost must be a scalar, got %s (use sum or "
-                          "mean, or vjp for non-scalar values)",
-                          tg_type_str(&cost->type, t, sizeof t));
+        return fail(g, TG_ESHAPE,
+                    "grad: the cost must be a scalar, got %s (use sum or "
+                    "mean, or vjp for non-scalar values)",
+                    tg_type_str(&cost->type, t, sizeof t));
     if (!tg_dtype_is_float((tg_dtype)cost->type.dtype))
         return fail(g, TG_ETYPE, "grad: the cost must be a float, got %s",
-                          tg_type_str(&cost->type, t, sizeof t));
+                    tg_type_str(&cost->type, t, sizeof t));
     tg_tensor *one = tg_tensor_new(g->ctx, (tg_dtype)cost->type.dtype, 0, NULL);
     if (one) tg_store_f64(tg_tensor_data(one), one->dtype, 1.0);
     tg_var *seed = tg_ir_const(g, one, 0);

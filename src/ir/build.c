@@ -39,11 +39,11 @@ tg_var *tg_apply(tg_graph *g, const char *op, tg_var *const *in, int nin, const 
     return out[0];
 }
 
-#define TG_X_UNARY_DEF(nm)                                                                 \
+#define TG_X_UNARY_DEF(nm)                                                                         \
     tg_var *tg_##nm(tg_graph *g, tg_var *x) { return tg_apply(g, #nm, &x, 1, NULL, 0); }
-#define TG_X_BINARY_DEF(nm)                                                                \
-    tg_var *tg_##nm(tg_graph *g, tg_var *a, tg_var *b) {                                  \
-        return tg_apply(g, #nm, (tg_var *[]){a, b}, 2, NULL, 0);                           \
+#define TG_X_BINARY_DEF(nm)                                                                        \
+    tg_var *tg_##nm(tg_graph *g, tg_var *a, tg_var *b) {                                           \
+        return tg_apply(g, #nm, (tg_var *[]){a, b}, 2, NULL, 0);                                   \
     }
 TG_UNARY_BUILDERS(TG_X_UNARY_DEF)
 TG_BINARY_BUILDERS(TG_X_BINARY_DEF)

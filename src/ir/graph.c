@@ -14,8 +14,8 @@
 bool tg_vec_push(tg_ctx *ctx, tg_vec *v, void *item) {
     if (v->n == v->cap) {
         int ncap = v->cap ? v->cap * 2 : 16;
-        void **p = tg_mem_realloc(ctx, v->items, (size_t)v->cap * sizeof *p,
-                                  (size_t)ncap * sizeof *p);
+        void **p =
+            tg_mem_realloc(ctx, v->items, (size_t)v->cap * sizeof *p, (size_t)ncap * sizeof *p);
         if (!p) return false;
         v->items = p;
         v->cap = ncap;
@@ -36,8 +36,8 @@ tg_status tg_ir_failv(tg_graph *g, tg_status st, const char *fmt, va_list ap) {
     char msg[TG_ERRMSG_MAX];
     int off = 0;
     if (g->line > 0)
-        off = snprintf(msg, sizeof msg, "%s:%d:%d: ", g->file ? g->file : "<input>", g->line,
-                       g->col);
+        off =
+            snprintf(msg, sizeof msg, "%s:%d:%d: ", g->file ? g->file : "<input>", g->line, g->col);
     vsnprintf(msg + off, sizeof msg - (size_t)off, fmt, ap);
     if (g->status == TG_OK) {
         g->status = st;
@@ -151,8 +151,8 @@ tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n) {
 
 /* ---- leaves: inputs, constants, literals ---- */
 
-static tg_var *input_new(tg_graph *g, const char *name, tg_dtype dt, int ndim,
-                         const int64_t *shape, bool state) {
+static tg_var *input_new(tg_graph *g, const char *name, tg_dtype dt, int ndim, const int64_t *shape,
+                         bool state) {
     if (!g || g->status != TG_OK) return NULL;
     if (!name || !*name) return tg_ir_fail(g, TG_EINVAL, "input needs a name");
     if ((unsigned)dt >= TG_DT_COUNT)
@@ -202,7 +202,8 @@ static bool update_fits(const tg_type *s, const tg_type *v) {
 tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value) {
     if (!g) return tg_set_error(TG_EINVAL, "update: graph is NULL");
     if (g->status != TG_OK) return g->status;
-    if (!state || !value) return tg_ir_fail(g, TG_EINVAL, "update: state or value is NULL"), g->status;
+    if (!state || !value)
+        return tg_ir_fail(g, TG_EINVAL, "update: state or value is NULL"), g->status;
     if (!owns_var(g, state) || !owns_var(g, value))
         return tg_ir_fail(g, TG_EINVAL, "update: variable of another graph"), g->status;
     const char *nm = state->name ? state->name : "?";
@@ -238,8 +239,7 @@ tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value) {
 
 tg_var *tg_ir_const(tg_graph *g, tg_tensor *value, char lit) {
     if (!value) return fail_oom(g);
-    tg_type t = {.dtype = (uint8_t)value->dtype, .ndim = (uint8_t)value->ndim,
-                 .weak = lit != 0};
+    tg_type t = {.dtype = (uint8_t)value->dtype, .ndim = (uint8_t)value->ndim, .weak = lit != 0};
     memcpy(t.shape, value->shape, sizeof t.shape[0] * (size_t)value->ndim);
     tg_var *v = var_new(g, TG_VAR_CONST, &t);
     if (!v) {
@@ -270,17 +270,22 @@ tg_var *tg_literal_bool(tg_graph *g, bool v) { return literal(g, TG_DT_BOOL, &v,
 /* ---- attributes ---- */
 
 static const char *attr_kind_name(tg_attr_kind k) {
-    static const char *const names[] = {"none", "an int", "a float", "a bool", "a string",
-                                        "a list of ints", "a list of floats", "a function"};
+    static const char *const names[] = {
+        "none",     "an int",         "a float",          "a bool",
+        "a string", "a list of ints", "a list of floats", "a function"};
     return (unsigned)k < TG_COUNTOF(names) ? names[k] : "an unknown kind";
 }
 
 static const char *attr_type_want(tg_attr_type t) {
-    static const char *const names[] = {
-        [TG_AS_INT] = "an int", [TG_AS_FLOAT] = "a number", [TG_AS_BOOL] = "true or false",
-        [TG_AS_STR] = "a string", [TG_AS_INTS] = "an int or a list of ints",
-        [TG_AS_AXES] = "an int, a list of ints or none", [TG_AS_DTYPE] = "a dtype string",
-        [TG_AS_SCALAR] = "a number", [TG_AS_FUNC] = "a function (@name)"};
+    static const char *const names[] = {[TG_AS_INT] = "an int",
+                                        [TG_AS_FLOAT] = "a number",
+                                        [TG_AS_BOOL] = "true or false",
+                                        [TG_AS_STR] = "a string",
+                                        [TG_AS_INTS] = "an int or a list of ints",
+                                        [TG_AS_AXES] = "an int, a list of ints or none",
+                                        [TG_AS_DTYPE] = "a dtype string",
+                                        [TG_AS_SCALAR] = "a number",
+                                        [TG_AS_FUNC] = "a function (@name)"};
     return names[t];
 }
 
@@ -299,8 +304,10 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
         v.kind = TG_ATTR_INT;
         break;
     case TG_AS_FLOAT:
-        if (a->kind == TG_ATTR_INT) v.f = (double)a->i;
-        else if (a->kind != TG_ATTR_FLOAT) return false;
+        if (a->kind == TG_ATTR_INT)
+            v.f = (double)a->i;
+        else if (a->kind != TG_ATTR_FLOAT)
+            return false;
         v.kind = TG_ATTR_FLOAT;
         break;
     case TG_AS_BOOL:
@@ -325,8 +332,8 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
             if (!v.ints) *oom = true;
         } else if (a->kind == TG_ATTR_INTS) {
             if (a->n < 0 || (a->n > 0 && !a->ints)) return false;
-            v.ints = a->n ? tg_arena_memdup(&g->arena, a->ints, sizeof *a->ints * (size_t)a->n)
-                          : NULL;
+            v.ints =
+                a->n ? tg_arena_memdup(&g->arena, a->ints, sizeof *a->ints * (size_t)a->n) : NULL;
             if (a->n && !v.ints) *oom = true;
         } else {
             return false;
@@ -367,11 +374,11 @@ static tg_aval *attrs_normalize(tg_graph *g, const tg_op_def *op, const tg_attr 
         if (j == op->nattrs) {
             char known[256] = "";
             for (int m = 0; m < op->nattrs; m++)
-                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
-                         m ? ", " : "", op->attrs[m].name);
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", m ? ", " : "",
+                         op->attrs[m].name);
             return tg_ir_fail(g, TG_EINVAL, "%s: unknown attribute '%s' (%s%s)", op->name,
-                              a->name ? a->name : "", op->nattrs ? "expected one of " : "it has none",
-                              known);
+                              a->name ? a->name : "",
+                              op->nattrs ? "expected one of " : "it has none", known);
         }
         if (seen[j])
             return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' given twice", op->name, a->name);
@@ -402,8 +409,8 @@ static tg_aval *attrs_copy(tg_graph *g, const tg_op_def *op, const tg_aval *src)
         vals[j] = src[j];
         if (src[j].s && !(vals[j].s = tg_arena_strdup(&g->arena, src[j].s))) return fail_oom(g);
         if (src[j].n > 0 && src[j].ints &&
-            !(vals[j].ints = tg_arena_memdup(&g->arena, src[j].ints,
-                                             sizeof *src[j].ints * (size_t)src[j].n)))
+            !(vals[j].ints =
+                  tg_arena_memdup(&g->arena, src[j].ints, sizeof *src[j].ints * (size_t)src[j].n)))
             return fail_oom(g);
         if (src[j].n > 0 && src[j].floats &&
             !(vals[j].floats = tg_arena_memdup(&g->arena, src[j].floats,
@@ -420,10 +427,14 @@ static tg_var *literal_convert(tg_graph *g, const tg_op_def *op, tg_var *v, tg_d
     const tg_tensor *val = v->value;
     if (tg_dtype_is_int(dt) && v->lit == 'i') {
         int64_t x = tg_load_i64(tg_tensor_data(val), val->dtype);
-        static const int64_t lo_of[TG_DT_COUNT] = {[TG_DT_I8] = INT8_MIN, [TG_DT_I16] = INT16_MIN,
-                                                   [TG_DT_I32] = INT32_MIN, [TG_DT_I64] = INT64_MIN};
-        static const int64_t hi_of[TG_DT_COUNT] = {[TG_DT_I8] = INT8_MAX, [TG_DT_I16] = INT16_MAX,
-                                                   [TG_DT_I32] = INT32_MAX, [TG_DT_I64] = INT64_MAX,
+        static const int64_t lo_of[TG_DT_COUNT] = {[TG_DT_I8] = INT8_MIN,
+                                                   [TG_DT_I16] = INT16_MIN,
+                                                   [TG_DT_I32] = INT32_MIN,
+                                                   [TG_DT_I64] = INT64_MIN};
+        static const int64_t hi_of[TG_DT_COUNT] = {[TG_DT_I8] = INT8_MAX,
+                                                   [TG_DT_I16] = INT16_MAX,
+                                                   [TG_DT_I32] = INT32_MAX,
+                                                   [TG_DT_I64] = INT64_MAX,
                                                    [TG_DT_U8] = UINT8_MAX};
         int64_t lo = lo_of[dt], hi = hi_of[dt];
         if (x < lo || x > hi)
@@ -467,13 +478,13 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
     const tg_op_def *op = tg_op_table[opi];
     if (nin < op->min_in || (op->max_in >= 0 && nin > op->max_in)) {
         if (op->min_in == op->max_in)
-            return tg_ir_fail(g, TG_EINVAL, "%s: expects %d input%s, got %d", op->name,
-                              op->min_in, op->min_in == 1 ? "" : "s", nin);
+            return tg_ir_fail(g, TG_EINVAL, "%s: expects %d input%s, got %d", op->name, op->min_in,
+                              op->min_in == 1 ? "" : "s", nin);
         if (op->max_in < 0)
             return tg_ir_fail(g, TG_EINVAL, "%s: expects at least %d inputs, got %d", op->name,
                               op->min_in, nin);
-        return tg_ir_fail(g, TG_EINVAL, "%s: expects %d to %d inputs, got %d", op->name,
-                          op->min_in, op->max_in, nin);
+        return tg_ir_fail(g, TG_EINVAL, "%s: expects %d to %d inputs, got %d", op->name, op->min_in,
+                          op->max_in, nin);
     }
     tg_var **in = tg_arena_alloc(&g->arena, sizeof *in * (size_t)(nin + 1));
     tg_type *tin = tg_mem_alloc(g->ctx, sizeof *tin * (size_t)(nin + 1));
@@ -493,8 +504,8 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
         in[i] = in_user[i];
         tin[i] = in[i]->type;
     }
-    tg_infer ic = {.op = op, .in = tin, .nin = nin, .vars = in, .attrs = attrs, .out = tout,
-                   .nout = op->nout};
+    tg_infer ic = {
+        .op = op, .in = tin, .nin = nin, .vars = in, .attrs = attrs, .out = tout, .nout = op->nout};
     if (op->promote) {
         for (int i = 0; i < nin; i++) want[i] = (tg_dtype)tin[i].dtype;
         if (op->promote(&ic, want) != TG_OK) {
@@ -531,8 +542,15 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
         n = fail_oom(g);
         goto done;
     }
-    *n = (tg_node){.op = opi, .id = g->nodes.n - 1, .nin = nin, .nout = nout, .in = in,
-                   .out = out, .attrs = (tg_aval *)attrs, .line = g->line, .col = g->col};
+    *n = (tg_node){.op = opi,
+                   .id = g->nodes.n - 1,
+                   .nin = nin,
+                   .nout = nout,
+                   .in = in,
+                   .out = out,
+                   .attrs = (tg_aval *)attrs,
+                   .line = g->line,
+                   .col = g->col};
     for (int i = 0; i < nout; i++) {
         tg_type t = tout[i]; /* weak when every input was weak (JAX's weak types) */
         t.nobcast = 0;
@@ -558,8 +576,10 @@ static tg_node **toposort(const tg_graph *g, int *count, tg_status *st) {
     *st = TG_ENOMEM;
     uint8_t *state = tg_mem_calloc(g->ctx, (size_t)nn + 1);
     tg_node **order = tg_mem_alloc(g->ctx, sizeof *order * (size_t)(nn + 1));
-    struct frame { tg_node *n; int next; } *stack =
-        tg_mem_alloc(g->ctx, sizeof *stack * (size_t)(nn + 1));
+    struct frame {
+        tg_node *n;
+        int next;
+    } *stack = tg_mem_alloc(g->ctx, sizeof *stack * (size_t)(nn + 1));
     int len = 0;
     if (!state || !order || !stack) goto fail;
     for (int o = 0; o < g->outputs.n; o++) {
@@ -576,7 +596,7 @@ static tg_node **toposort(const tg_graph *g, int *count, tg_status *st) {
                 uint8_t s = state[v->node->id];
                 if (s == 1) {
                     *st = tg_set_error(TG_EINTERNAL, "graph '%s' has a cycle through node %d",
-                                 g->name, v->node->id);
+                                       g->name, v->node->id);
                     goto fail;
                 }
                 if (s == 0) {
@@ -686,8 +706,8 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
     if (c) c->file = g->file;
     for (int i = 0; ok && i < g->inputs.n; i++) {
         tg_var *v = g->inputs.items[i];
-        map[v->id] = input_new(c, v->name, (tg_dtype)v->type.dtype, v->type.ndim, v->type.shape,
-                               v->state);
+        map[v->id] =
+            input_new(c, v->name, (tg_dtype)v->type.dtype, v->type.ndim, v->type.shape, v->state);
         ok = map[v->id] != NULL;
     }
     /* constants and node outputs, in dependency order */
@@ -763,8 +783,13 @@ static tg_status verify_node(const tg_graph *g, const tg_node *n, tg_type *tout)
         if (!owns_var(g, n->out[k]) || n->out[k]->node != n || n->out[k]->index != k)
             st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) output %d is not linked", n->id,
                               op->name, k);
-    tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .vars = n->in, .attrs = n->attrs,
-                   .out = tout, .nout = op->nout};
+    tg_infer ic = {.op = op,
+                   .in = tin,
+                   .nin = n->nin,
+                   .vars = n->in,
+                   .attrs = n->attrs,
+                   .out = tout,
+                   .nout = op->nout};
     if (st == TG_OK && (op->infer(&ic) != TG_OK || ic.nout != n->nout))
         st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) no longer type-checks: %s", n->id,
                           op->name, ic.msg);
@@ -784,7 +809,8 @@ tg_status tg_graph_verify(const tg_graph *g) {
     tg_type *tout = tg_mem_alloc(g->ctx, sizeof *tout * TG_MAX_OUTS);
     if (!tout) return TG_ENOMEM;
     tg_status st = TG_OK;
-    for (int i = 0; i < g->nodes.n && st == TG_OK; i++) st = verify_node(g, g->nodes.items[i], tout);
+    for (int i = 0; i < g->nodes.n && st == TG_OK; i++)
+        st = verify_node(g, g->nodes.items[i], tout);
     tg_mem_free(g->ctx, tout, sizeof *tout * TG_MAX_OUTS);
     for (int i = 0; i < g->outputs.n && st == TG_OK; i++)
         if (!owns_var(g, g->outputs.items[i]))

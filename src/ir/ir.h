@@ -39,13 +39,13 @@ bool tg_type_known(const tg_type *t); /* every extent static */
 
 /* ---- attribute values (normalized to each op's schema) ---- */
 typedef struct tg_aval {
-    tg_attr_kind kind;   /* NONE when absent and the schema allows none */
-    int64_t i;           /* INT, BOOL */
-    double f;            /* FLOAT */
-    const char *s;       /* STR, FUNC */
-    const int64_t *ints; /* INTS */
-    const double *floats;/* FLOATS */
-    int n;               /* length */
+    tg_attr_kind kind;    /* NONE when absent and the schema allows none */
+    int64_t i;            /* INT, BOOL */
+    double f;             /* FLOAT */
+    const char *s;        /* STR, FUNC */
+    const int64_t *ints;  /* INTS */
+    const double *floats; /* FLOATS */
+    int n;                /* length */
 } tg_aval;
 
 /* ---- variables and nodes ---- */
@@ -53,48 +53,51 @@ typedef enum { TG_VAR_INPUT, TG_VAR_CONST, TG_VAR_NODE } tg_var_kind;
 typedef struct tg_node tg_node;
 
 struct tg_var {
-    tg_type type;       /* never changes */
-    tg_var_kind kind;   /* input, constant or node output */
-    int id;             /* unique in the graph, creation order */
-    const char *name;   /* user's name or NULL (arena) */
-    tg_node *node;      /* producer when kind == TG_VAR_NODE */
-    int index;          /* which output of node */
-    tg_tensor *value;   /* TG_VAR_CONST: the value (owned by the graph) */
-    char lit;           /* constant from a literal: 'i', 'f', 'b'; 0 otherwise */
-    bool state;         /* TG_VAR_INPUT declared `mut` (tg_state) */
+    tg_type type;     /* never changes */
+    tg_var_kind kind; /* input, constant or node output */
+    int id;           /* unique in the graph, creation order */
+    const char *name; /* user's name or NULL (arena) */
+    tg_node *node;    /* producer when kind == TG_VAR_NODE */
+    int index;        /* which output of node */
+    tg_tensor *value; /* TG_VAR_CONST: the value (owned by the graph) */
+    char lit;         /* constant from a literal: 'i', 'f', 'b'; 0 otherwise */
+    bool state;       /* TG_VAR_INPUT declared `mut` (tg_state) */
 };
 
 struct tg_node {
-    int op;             /* tg_op */
-    int id;             /* unique in the graph, creation order */
-    int nin, nout;      /* counts */
-    tg_var **in;        /* inputs (arena) */
-    tg_var **out;       /* outputs (arena) */
-    tg_aval *attrs;     /* one per schema entry of the op (arena) */
-    int line, col;      /* source position when parsed, else 0 */
+    int op;         /* tg_op */
+    int id;         /* unique in the graph, creation order */
+    int nin, nout;  /* counts */
+    tg_var **in;    /* inputs (arena) */
+    tg_var **out;   /* outputs (arena) */
+    tg_aval *attrs; /* one per schema entry of the op (arena) */
+    int line, col;  /* source position when parsed, else 0 */
 };
 
 /* ---- graphs ---- */
-typedef struct tg_vec { void **items; int n, cap; } tg_vec; /* ctx-allocated pointer vector */
+typedef struct tg_vec {
+    void **items;
+    int n, cap;
+} tg_vec; /* ctx-allocated pointer vector */
 bool tg_vec_push(tg_ctx *ctx, tg_vec *v, void *item);
 void tg_vec_fini(tg_ctx *ctx, tg_vec *v);
 
 struct tg_graph {
-    tg_ctx *ctx;                   /* allocator */
-    tg_arena arena;                /* owns nodes, vars, names, attrs */
-    const char *name;              /* function name (arena) */
-    tg_vec nodes;                  /* tg_node*, creation order */
-    tg_vec vars;                   /* tg_var*, creation order */
-    tg_vec inputs;                 /* tg_var*, parameter order */
-    tg_vec outputs;                /* tg_var*: the nret returned values, then one new value
-                                      per update (outputs[nret + j] for updates[j]), so that
-                                      every pass keeps update values alive and rewritten */
-    int nret;                      /* values returned (tg_graph_output_count) */
-    tg_vec updates;                /* tg_var*: the state inputs updated, in update order */
-    tg_status status;              /* first error */
-    char *error;                   /* its message (arena), "" when none */
-    int line, col;                 /* position stamped on new nodes (parser sets it) */
-    const char *file;              /* for messages, may be NULL */
+    tg_ctx *ctx;      /* allocator */
+    tg_arena arena;   /* owns nodes, vars, names, attrs */
+    const char *name; /* function name (arena) */
+    tg_vec nodes;     /* tg_node*, creation order */
+    tg_vec vars;      /* tg_var*, creation order */
+    tg_vec inputs;    /* tg_var*, parameter order */
+    tg_vec outputs;   /* tg_var*: the nret returned values, then one new value
+                         per update (outputs[nret + j] for updates[j]), so that
+                         every pass keeps update values alive and rewritten */
+    int nret;         /* values returned (tg_graph_output_count) */
+    tg_vec updates;   /* tg_var*: the state inputs updated, in update order */
+    tg_status status; /* first error */
+    char *error;      /* its message (arena), "" when none */
+    int line, col;    /* position stamped on new nodes (parser sets it) */
+    const char *file; /* for messages, may be NULL */
 };
 
 /* Records the first error of g (later ones are ignored) and sets tg_last_error.

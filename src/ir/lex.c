@@ -251,8 +251,8 @@ static void lex_token(tg_lexer *lx, tg_tok *t) {
             return lex_number(lx, t, p);
         if (c == '"') return lex_string(lx, t, p);
         if (c == '<' && p + 1 < lx->end && p[1] == '-') {
-            *t = (tg_tok){.kind = TG_TK_LARROW, .p = p, .len = 2, .line = lx->line,
-                          .col = col_of(lx, p)};
+            *t = (tg_tok){
+                .kind = TG_TK_LARROW, .p = p, .len = 2, .line = lx->line, .col = col_of(lx, p)};
             lx->cur = p + 2;
             return;
         }

@@ -607,8 +607,7 @@ static NOINLINE bool build_grad(parser *p, const tg_tok *optok, tg_var **ins, in
  * gives set_subtensor/inc_subtensor with the slice's attributes; an index array gives
  * set_take/inc_take. The op name and arguments are rewritten in place. */
 static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***insp, int *nin,
-                                           tg_attr **attrs, int *na, int *ca,
-                                           const tg_tok *optok) {
+                                           tg_attr **attrs, int *na, int *ca, const tg_tok *optok) {
     tg_var **ins = *insp;
     bool set = strcmp(opname, "set_subtensor") == 0, inc = strcmp(opname, "inc_subtensor") == 0;
     tg_var *sub = ins[0];
@@ -616,8 +615,10 @@ static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***in
     const tg_node *n = sub->node;
     if (n->op == TG_OP_SLICE) {
         if (*na > 0)
-            return FAIL_TOK(p, optok, TG_EINVAL, "%s: give either an indexed value or index "
-                            "attributes, not both", opname);
+            return FAIL_TOK(p, optok, TG_EINVAL,
+                            "%s: give either an indexed value or index "
+                            "attributes, not both",
+                            opname);
         static const char *const keys[4] = {"starts", "stops", "steps", "index"};
         for (int k = 0; k < 4; k++) {
             if (!GROW(p, *attrs, *ca, *na, optok)) return false;
@@ -628,11 +629,13 @@ static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***in
     }
     if (n->op == TG_OP_TAKE) {
         if (*na > 0)
-            return FAIL_TOK(p, optok, TG_EINVAL, "%s: give either an indexed value or index "
-                            "attributes, not both", opname);
+            return FAIL_TOK(p, optok, TG_EINVAL,
+                            "%s: give either an indexed value or index "
+                            "attributes, not both",
+                            opname);
         if (!GROW(p, *attrs, *ca, *na, optok)) return false;
-        (*attrs)[(*na)++] = n->attrs[0].kind == TG_ATTR_NONE ? TG_A_NONE("axis")
-                                                              : TG_A_INT("axis", n->attrs[0].i);
+        (*attrs)[(*na)++] =
+            n->attrs[0].kind == TG_ATTR_NONE ? TG_A_NONE("axis") : TG_A_INT("axis", n->attrs[0].i);
         tg_var **three = scratch_alloc(p, 3 * sizeof *three, optok);
         if (!three) return false;
         three[0] = n->in[0];
@@ -644,8 +647,10 @@ static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***in
         return true;
     }
     if (n->op == TG_OP_MASK_SELECT)
-        return FAIL_TOK(p, optok, TG_EUNSUPPORTED, "%s: assignment through a boolean mask is not "
-                        "supported; use where(mask, y, x)", opname);
+        return FAIL_TOK(p, optok, TG_EUNSUPPORTED,
+                        "%s: assignment through a boolean mask is not "
+                        "supported; use where(mask, y, x)",
+                        opname);
     return true;
 }
 
@@ -756,8 +761,8 @@ static NOINLINE bool index_array(parser *p, tg_var *x, tg_var *arr, int k, const
                                  const int64_t *st, const int64_t *sp, const int64_t *step,
                                  const int64_t *ix, int n) {
     for (int i = 0; i < n; i++)
-        if (i != k && (ix[i] || st[i] != TG_SLICE_NONE || sp[i] != TG_SLICE_NONE ||
-                       step[i] != TG_SLICE_NONE))
+        if (i != k &&
+            (ix[i] || st[i] != TG_SLICE_NONE || sp[i] != TG_SLICE_NONE || step[i] != TG_SLICE_NONE))
             return FAIL_TOK(p, at_tok, TG_EUNSUPPORTED,
                             "an index array can only be combined with full slices ':' (index "
                             "first, then take the result)");
@@ -766,7 +771,8 @@ static NOINLINE bool index_array(parser *p, tg_var *x, tg_var *arr, int k, const
     tg_status st_;
     if (arr->type.dtype == TG_DT_BOOL) {
         if (k != 0)
-            return FAIL_TOK(p, at_tok, TG_EUNSUPPORTED, "a boolean mask must index the leading "
+            return FAIL_TOK(p, at_tok, TG_EUNSUPPORTED,
+                            "a boolean mask must index the leading "
                             "axes");
         st_ = tg_apply_multi(p->g, "mask_select", (tg_var *[]){x, arr}, 2, NULL, 0, p->outs, &cap);
     } else {
@@ -950,8 +956,8 @@ static bool parse_update(parser *p) {
                         (int)nm.len, nm.p, (int)nm.len, nm.p);
     const tg_txt_entry *u = tg_txt_map_find(&p->updated, nm.p, nm.len);
     if (u)
-        return FAIL_TOK(p, &nm, TG_EINVAL, "state '%.*s' is already updated at %d:%d",
-                        (int)nm.len, nm.p, u->line, u->col);
+        return FAIL_TOK(p, &nm, TG_EINVAL, "state '%.*s' is already updated at %d:%d", (int)nm.len,
+                        nm.p, u->line, u->col);
     advance(p); /* NAME */
     advance(p); /* <- */
     tg_var *v = NULL;

@@ -603,8 +603,7 @@ static tg_status vjp_cast(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
 }
 
 /* The same C expression for every integer dtype (records' c_expr, read by the C JIT). */
-#define CX_INTS(e) \
-    [TG_DT_I8] = e, [TG_DT_I16] = e, [TG_DT_I32] = e, [TG_DT_I64] = e, [TG_DT_U8] = e
+#define CX_INTS(e) [TG_DT_I8] = e, [TG_DT_I16] = e, [TG_DT_I32] = e, [TG_DT_I64] = e, [TG_DT_U8] = e
 
 /* ---- the records ---- */
 /* One record per op; kept in this compact layout on purpose. */

@@ -469,8 +469,7 @@ static tg_status ref_take_along(tg_kern *k) {
  * idx_d = arange(extent) along the other axes (0 where x was broadcast), then one
  * inc_take into zeros of x with axis none. Extents and strides come from shape(x) where
  * they are '?'. */
-static tg_status vjp_take_along(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                                tg_var **gin) {
+static tg_status vjp_take_along(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *x = n->in[0], *ind = n->in[1], *flat;
     tg_attr none = TG_A_NONE("axis");
     int ax, nd = x->type.ndim;
@@ -485,7 +484,8 @@ static tg_status vjp_take_along(tg_graph *g, const tg_node *n, tg_var *const *go
         stride[nd - 1] = tg_literal_int(g, 1);
         for (int d = nd - 2; d >= 0; d--) stride[d] = mul_ext(g, stride[d + 1], xd[d + 1]);
         tg_var *i64 = ind->type.dtype == TG_DT_I64 ? ind : tg_cast(g, ind, TG_DT_I64);
-        tg_var *norm = tg_where(g, tg_lt(g, i64, tg_literal_int(g, 0)), tg_add(g, i64, xd[ax]), i64);
+        tg_var *norm =
+            tg_where(g, tg_lt(g, i64, tg_literal_int(g, 0)), tg_add(g, i64, xd[ax]), i64);
         flat = mul_ext(g, norm, stride[ax]);
         for (int d = 0; d < nd; d++) {
             if (d == ax || x->type.shape[d] == 1) continue;
@@ -616,8 +616,8 @@ static tg_status ref_inc_subtensor(tg_kern *k) { return ref_subtensor(k, true); 
 
 /* x gets g with the slice zeroed (set) or all of g (inc); y gets g[slice] summed onto
  * its type. */
-static tg_status vjp_subtensor(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                               tg_var **gin, bool inc) {
+static tg_status vjp_subtensor(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
+                               bool inc) {
     static const char *const names[4] = {"starts", "stops", "steps", "index"};
     tg_attr at[4];
     for (int i = 0; i < 4; i++) {
@@ -628,8 +628,8 @@ static tg_status vjp_subtensor(tg_graph *g, const tg_node *n, tg_var *const *gou
     tg_var *gy = gout[0];
     if (tg_ops_float_in(n, 0))
         gin[0] = inc ? gy
-                     : tg_apply(g, "set_subtensor", (tg_var *[]){gy, tg_literal_float(g, 0.0)},
-                                2, at, 4);
+                     : tg_apply(g, "set_subtensor", (tg_var *[]){gy, tg_literal_float(g, 0.0)}, 2,
+                                at, 4);
     if (tg_ops_float_in(n, 1)) gin[1] = onto(g, tg_apply(g, "slice", &gy, 1, at, 4), n->in[1]);
     return g->status;
 }
@@ -736,8 +736,8 @@ static tg_status ref_inc_take(tg_kern *k) { return ref_take_assign(k, true); }
  * gradient: every selected element writes its position among the indices into an i64
  * copy of x (set_take of arange), and an element is a winner when reading that copy back
  * at its place gives its own position. */
-static tg_status vjp_take_assign(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                                 tg_var **gin, bool inc) {
+static tg_status vjp_take_assign(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
+                                 bool inc) {
     tg_var *x = n->in[0], *ind = n->in[1], *y = n->in[2], *gy = gout[0];
     tg_attr a = axis_attr(&n->attrs[0]);
     tg_var *zero = tg_literal_float(g, 0.0);
@@ -770,13 +770,11 @@ static tg_status vjp_take_assign(tg_graph *g, const tg_node *n, tg_var *const *g
     return g->status;
 }
 
-static tg_status vjp_set_take(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                              tg_var **gin) {
+static tg_status vjp_set_take(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     return vjp_take_assign(g, n, gout, gin, false);
 }
 
-static tg_status vjp_inc_take(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                              tg_var **gin) {
+static tg_status vjp_inc_take(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     return vjp_take_assign(g, n, gout, gin, true);
 }
 
@@ -891,8 +889,7 @@ static tg_status ref_mask_select(tg_kern *k) {
 /* The positions of the true mask elements (mask_select of arange(size(mask)) in the
  * mask's shape), then the cotangent's rows added there into zeros of x seen as
  * [size(mask)] + x.shape[mask.ndim:], reshaped back to x's shape. */
-static tg_status vjp_mask_select(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                                 tg_var **gin) {
+static tg_status vjp_mask_select(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *x = n->in[0], *m = n->in[1];
     int md = m->type.ndim, nd = x->type.ndim;
     tg_attr a0 = TG_A_INT("axis", 0);

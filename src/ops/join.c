@@ -298,23 +298,24 @@ static tg_status ref_concatenate(tg_kern *k) {
 /* Each input gets its block of the cotangent: a static slice where the block's bounds can
  * be written with static numbers (from the front, or from the back), otherwise a take of
  * arange(start, stop) whose bounds come from shape() at run time. */
-static tg_status vjp_concatenate(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                                 tg_var **gin) {
+static tg_status vjp_concatenate(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *gy = gout[0];
     int ax;
     if (!tg_axis_norm(n->attrs[0].i, n->out[0]->type.ndim, &ax))
         return tg_ir_fail(g, TG_EINTERNAL, "concatenate gradient: bad axis"), g->status;
-    int64_t pre = 0;         /* static extent before input i, when pre_known */
+    int64_t pre = 0; /* static extent before input i, when pre_known */
     bool pre_known = true;
-    tg_var *pre_v = NULL;    /* that offset as a value, once it is not static */
+    tg_var *pre_v = NULL; /* that offset as a value, once it is not static */
     for (int i = 0; i < n->nin && g->status == TG_OK; i++) {
         tg_var *x = n->in[i];
         int64_t len = x->type.shape[ax], post = 0;
         bool post_known = true;
         for (int j = i + 1; j < n->nin; j++) {
             int64_t e = n->in[j]->type.shape[ax];
-            if (e < 0) post_known = false;
-            else post += e;
+            if (e < 0)
+                post_known = false;
+            else
+                post += e;
         }
         if (tg_ops_float_in(n, i)) {
             int64_t stop_back = post ? -post : TG_SLICE_NONE;
@@ -424,8 +425,8 @@ static tg_status vjp_stack(tg_graph *g, const tg_node *n, tg_var *const *gout, t
         s[d] = (tg_slice){.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE};
     for (int i = 0; i < n->nin; i++) {
         if (!tg_ops_float_in(n, i)) continue;
-        s[ax] = (tg_slice){.start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE,
-                           .is_index = true};
+        s[ax] =
+            (tg_slice){.start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE, .is_index = true};
         gin[i] = tg_slice_apply(g, gout[0], s, ax + 1);
     }
     return g->status;
@@ -670,10 +671,10 @@ static tg_status ref_full(tg_kern *k) { return copy_bcast(k, k->out[0], k->in[0]
 
 /* full and alloc: the value gets the cotangent summed over the axes it was broadcast
  * along, in its own dtype; the dimension inputs of alloc get nothing (integers). */
-static tg_status vjp_fill_value(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                                tg_var **gin) {
+static tg_status vjp_fill_value(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *v = n->in[0];
-    if (!tg_ops_float_in(n, 0) || !tg_dtype_is_float((tg_dtype)gout[0]->type.dtype)) return g->status;
+    if (!tg_ops_float_in(n, 0) || !tg_dtype_is_float((tg_dtype)gout[0]->type.dtype))
+        return g->status;
     tg_var *gv = tg_grad_unbroadcast(g, gout[0], &v->type);
     if (gv && gv->type.dtype != v->type.dtype) gv = tg_cast(g, gv, (tg_dtype)v->type.dtype);
     gin[0] = gv;

@@ -171,8 +171,7 @@ static tg_status dot_nd_grad(tg_graph *g, const tg_node *n, tg_var *gy, tg_var *
     tg_var *a2 = tg_grad_reshape(g, a, 2, (tg_var *[]){nA, ad[na - 1]});
     tg_var *b2 = tg_grad_reshape(g, bt, 2, (tg_var *[]){bd[nb - 2], nBP});
     tg_var *g2 = tg_grad_reshape(g, gy, 2, (tg_var *[]){nA, nBP});
-    if (fa && nb > 2)
-        gin[0] = tg_grad_reshape_like(g, tg_dot(g, g2, tg_transpose(g, b2, NULL)), a);
+    if (fa && nb > 2) gin[0] = tg_grad_reshape_like(g, tg_dot(g, g2, tg_transpose(g, b2, NULL)), a);
     if (fb) {
         tg_var *gbt = tg_grad_reshape_like(g, tg_dot(g, tg_transpose(g, a2, NULL), g2), bt);
         gin[1] = nb == 2 || !gbt ? gbt : tg_transpose(g, gbt, inv);
@@ -201,7 +200,7 @@ static tg_status vjp_dot(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_
                              : sum_except(g, tg_mul(g, a, expand_at(g, gy, -1)), na - 1);
         return g->status;
     }
-    if (na == 1) { /* [K] . [B..., K, P] -> [B..., P] */
+    if (na == 1) {                         /* [K] . [B..., K, P] -> [B..., P] */
         tg_var *ge = expand_at(g, gy, -2); /* [B..., 1, P] */
         if (fa) gin[0] = nb == 2 ? tg_dot(g, b, gy) : sum_except(g, tg_mul(g, b, ge), nb - 2);
         if (fb) gin[1] = tg_mul(g, expand_at(g, a, -1), ge);

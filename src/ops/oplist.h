@@ -3,6 +3,9 @@
 #ifndef TG_OPLIST_H
 #define TG_OPLIST_H
 
+/* The lists keep their hand layout (several ops per line). */
+/* clang-format off */
+
 #define TG_OPS_ELEMWISE(X)                                                                 \
     X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(INT_DIV, int_div) X(MOD, mod)        \
     X(POW, pow) X(MAXIMUM, maximum) X(MINIMUM, minimum)                                    \
@@ -51,6 +54,8 @@
 #define TG_OPS(X)                                                                          \
     TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_BLAS(X)      \
     TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X) TG_OPS_RANDOM(X)
+
+/* clang-format on */
 
 #define TG_X_ENUM(U, l) TG_OP_##U,
 typedef enum { TG_OPS(TG_X_ENUM) TG_OP_COUNT } tg_op;

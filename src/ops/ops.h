@@ -28,29 +28,29 @@ typedef enum {
 } tg_attr_type;
 
 typedef struct tg_attr_spec {
-    const char *name;  /* keyword */
-    uint8_t type;      /* tg_attr_type */
-    uint8_t required;  /* must be given */
-    uint8_t nullable;  /* `none` accepted (stored as TG_ATTR_NONE) */
-    tg_aval def;       /* value when absent and not required */
+    const char *name; /* keyword */
+    uint8_t type;     /* tg_attr_type */
+    uint8_t required; /* must be given */
+    uint8_t nullable; /* `none` accepted (stored as TG_ATTR_NONE) */
+    tg_aval def;      /* value when absent and not required */
 } tg_attr_spec;
 
 /* ---- inference ---- */
 typedef struct tg_infer {
-    const struct tg_op_def *op; /* the op */
-    const tg_type *in;          /* input types */
-    int nin;                    /* input count */
-    tg_var *const *vars;        /* input variables when building or verifying (constant
-                                   inputs can give static extents); NULL at run time */
+    const struct tg_op_def *op;     /* the op */
+    const tg_type *in;              /* input types */
+    int nin;                        /* input count */
+    tg_var *const *vars;            /* input variables when building or verifying (constant
+                                       inputs can give static extents); NULL at run time */
     const tg_tensor *const *values; /* input values known before the run (the VM's memory
                                        plan computes shape arithmetic); NULL, or entries
                                        NULL where unknown */
-    const tg_aval *attrs;       /* normalized attributes */
-    tg_type *out;               /* output types to fill (TG_MAX_OUTS slots) */
-    int nout;                   /* preset to op->nout; ops with nout < 0 set it */
-    bool runtime;               /* concrete types at run time */
-    tg_status status;           /* set by tg_infer_fail */
-    char msg[512];              /* message, without the op name (the caller adds it) */
+    const tg_aval *attrs;           /* normalized attributes */
+    tg_type *out;                   /* output types to fill (TG_MAX_OUTS slots) */
+    int nout;                       /* preset to op->nout; ops with nout < 0 set it */
+    bool runtime;                   /* concrete types at run time */
+    tg_status status;               /* set by tg_infer_fail */
+    char msg[512];                  /* message, without the op name (the caller adds it) */
 } tg_infer;
 
 tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
@@ -103,8 +103,7 @@ typedef struct tg_ew_def {
  * gin[i] to the cotangent of input i, of exactly input i's type, or leaves it NULL when no
  * gradient flows into that input (indices, conditions, integer inputs). Errors go to the
  * graph (sticky) and the status is returned. Builders of the public API may be used. */
-typedef tg_status (*tg_vjp_fn)(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                               tg_var **gin);
+typedef tg_status (*tg_vjp_fn)(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin);
 
 typedef enum {
     TG_GRAD_MISSING,   /* not decided: the op-table test fails */
@@ -114,18 +113,23 @@ typedef enum {
 } tg_grad_kind;
 
 typedef enum {
-    TG_KIND_ELEMWISE, TG_KIND_REDUCE, TG_KIND_SHAPE, TG_KIND_INDEX, TG_KIND_LINALG,
-    TG_KIND_CONSTRUCT, TG_KIND_OTHER,
+    TG_KIND_ELEMWISE,
+    TG_KIND_REDUCE,
+    TG_KIND_SHAPE,
+    TG_KIND_INDEX,
+    TG_KIND_LINALG,
+    TG_KIND_CONSTRUCT,
+    TG_KIND_OTHER,
 } tg_op_kind;
 
 /* ---- the record ---- */
 typedef struct tg_op_def {
-    const char *name;            /* .tg name */
-    int8_t min_in, max_in;       /* arity; max_in < 0: variadic */
-    int8_t nout;                 /* outputs; < 0: decided by infer */
-    uint8_t kind;                /* tg_op_kind */
-    const tg_attr_spec *attrs;   /* schema */
-    int nattrs;                  /* its length */
+    const char *name;          /* .tg name */
+    int8_t min_in, max_in;     /* arity; max_in < 0: variadic */
+    int8_t nout;               /* outputs; < 0: decided by infer */
+    uint8_t kind;              /* tg_op_kind */
+    const tg_attr_spec *attrs; /* schema */
+    int nattrs;                /* its length */
     /* Chooses the dtype each input is converted to before inference (NEP 50); weak
      * literals adopt it, other inputs get a cast node. NULL: inputs kept as they are. */
     tg_status (*promote)(tg_infer *ic, tg_dtype *want);
@@ -139,13 +143,13 @@ typedef struct tg_op_def {
      * cjit's tg_rt.h. NULL where the op has none for that dtype: the JIT then calls the
      * library's kernel. The expression must compute what the scalar functions compute. */
     const char *c_expr[TG_DT_COUNT];
-    uint32_t views;                   /* bit i: output 0 may alias input i (kernel makes it) */
-    uint32_t destroys;                /* bit i: output 0 may overwrite input i (in place) */
+    uint32_t views;    /* bit i: output 0 may alias input i (kernel makes it) */
+    uint32_t destroys; /* bit i: output 0 may overwrite input i (in place) */
     /* The kernel creates its outputs itself: their extents depend on input values
      * (arange from tensors, boolean masks), so run-time inference may leave -1. */
     uint8_t self_alloc;
-    uint8_t grad;                     /* tg_grad_kind */
-    tg_vjp_fn vjp;                    /* with TG_GRAD_VJP */
+    uint8_t grad;  /* tg_grad_kind */
+    tg_vjp_fn vjp; /* with TG_GRAD_VJP */
 } tg_op_def;
 
 #define TG_X_DECL(U, l) extern const tg_op_def tg_op_##l;
@@ -191,9 +195,9 @@ tg_var *tg_grad_unbroadcast(tg_graph *g, tg_var *grad, const tg_type *to);
 tg_var *tg_grad_zeros_like(tg_graph *g, tg_var *v);
 /* Shape helpers for the VJPs of every family (shape.c). Extents are 0-d i64 values: a
  * literal where the extent is static, shape(v)[i] where it is '?'. */
-bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims);          /* v->type.ndim of them */
+bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims); /* v->type.ndim of them */
 tg_var *tg_grad_reshape(tg_graph *g, tg_var *x, int ndim, tg_var *const *dims);
-tg_var *tg_grad_reshape_like(tg_graph *g, tg_var *x, tg_var *like); /* x with like's shape */
+tg_var *tg_grad_reshape_like(tg_graph *g, tg_var *x, tg_var *like);   /* x with like's shape */
 tg_var *tg_grad_broadcast_like(tg_graph *g, tg_var *v, tg_var *like); /* v broadcast to it */
 
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----

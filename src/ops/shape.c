@@ -101,8 +101,8 @@ bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims) {
             dims[i] = tg_literal_int(g, v->type.shape[i]);
         } else {
             if (!shape) shape = tg_apply(g, "shape", &v, 1, NULL, 0);
-            tg_slice at = {.start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE,
-                           .is_index = true};
+            tg_slice at = {
+                .start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE, .is_index = true};
             dims[i] = tg_slice_apply(g, shape, &at, 1);
         }
         if (!dims[i]) return false;
@@ -377,8 +377,7 @@ static tg_status ref_transpose(tg_kern *k) {
 }
 
 /* The inverse permutation applied to the cotangent. */
-static tg_status vjp_transpose(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                               tg_var **gin) {
+static tg_status vjp_transpose(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     int perm[TG_MAX_DIMS], nd = n->in[0]->type.ndim;
     int64_t inv[TG_MAX_DIMS];
     char err[300];
@@ -480,8 +479,7 @@ static tg_status ref_expand_dims(tg_kern *k) {
 }
 
 /* The new axes squeezed out of the cotangent. */
-static tg_status vjp_expand_dims(tg_graph *g, const tg_node *n, tg_var *const *gout,
-                                 tg_var **gin) {
+static tg_status vjp_expand_dims(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     bool isnew[TG_MAX_DIMS];
     int od, na = 0;
     int64_t axes[TG_MAX_DIMS];

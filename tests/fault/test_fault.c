@@ -5,8 +5,8 @@
  * which must then succeed with the same result as a run without faults. Every run that
  * had an allocation refused must end in TG_ENOMEM with a message (or, where the library
  * works around the refusal, in success with the same result up to float rounding), and
- * leave nothing live in the context (tg_ctx_mem_used == 0, which also proves that every free passed the size
- * it was allocated with); under AddressSanitizer (make asan) a leak or a bad access fails
+ * leave nothing live in the context (tg_ctx_mem_used == 0, which also proves that every free passed
+ * the size it was allocated with); under AddressSanitizer (make asan) a leak or a bad access fails
  * the test too. The workloads: parsing a .tg module; the rewrite pipeline with every pass
  * (fusion and BLAS lowering included) and IR verification; compiling and running with the
  * reference interpreter and with the VM (one thread, and a pool of two, two calls so that
@@ -86,8 +86,8 @@ static tg_status make_inputs(tg_ctx *ctx, const tg_graph *g, tg_tensor **in) {
 }
 
 /* Compiles every function of m with opts, calls each `calls` times, sums the checksums. */
-static tg_status run_module(tg_ctx *ctx, const tg_module *m, const tg_compile_opts *opts,
-                            int calls, double *checksum) {
+static tg_status run_module(tg_ctx *ctx, const tg_module *m, const tg_compile_opts *opts, int calls,
+                            double *checksum) {
     *checksum = 0;
     for (int fi = 0; fi < tg_module_func_count(m); fi++) {
         tg_graph *g = tg_module_func(m, fi);
@@ -184,8 +184,8 @@ static tg_status wl_grad(tg_ctx *ctx, double *checksum) {
     tg_var *x = tg_input(g, "x", TG_DT_F64, 2, (int64_t[]){3, 4});
     tg_var *W = tg_input(g, "W", TG_DT_F64, 2, (int64_t[]){4, 2});
     tg_var *y = tg_input(g, "y", TG_DT_F64, 2, (int64_t[]){3, 2});
-    tg_var *cost = tg_reduce(g, "sum", tg_mul(g, tg_sigmoid(g, tg_dot(g, x, W)), y), NULL, -1,
-                             false);
+    tg_var *cost =
+        tg_reduce(g, "sum", tg_mul(g, tg_sigmoid(g, tg_dot(g, x, W)), y), NULL, -1, false);
     tg_var *grads[2] = {0};
     tg_status st = cost ? tg_grad(g, cost, (tg_var *[]){W, x}, 2, TG_DISCONNECTED_ERROR, grads)
                         : tg_graph_status(g);
@@ -213,9 +213,12 @@ static tg_status wl_grad(tg_ctx *ctx, double *checksum) {
  * from memory, writes each back and reads the copy. */
 static tg_status wl_npy(tg_ctx *ctx, double *checksum) {
     static const char *const files[] = {
-        "../data/npy/f32_2x3.npy",        "../data/npy/f32_be_fortran_2x3.npy",
-        "../data/npy/i32_fortran_2x3x4.npy", "../data/npy/v2_f64_2x2.npy",
-        "../data/npy/bool_5.npy",         "../data/npy/empty_i64_2x0x3.npy",
+        "../data/npy/f32_2x3.npy",
+        "../data/npy/f32_be_fortran_2x3.npy",
+        "../data/npy/i32_fortran_2x3x4.npy",
+        "../data/npy/v2_f64_2x2.npy",
+        "../data/npy/bool_5.npy",
+        "../data/npy/empty_i64_2x0x3.npy",
     };
     char tmp[64];
     snprintf(tmp, sizeof tmp, "/tmp/tg_test_fault.%ld.npy", (long)getpid());
@@ -293,7 +296,8 @@ static void drive(const char *name, workload_fn wl, long min_allocs) {
              * up to the rounding of a different float32 kernel */
             if (!(fabs(got - want) <= 1e-6 * fabs(want)) && !(isnan(got) && isnan(want)))
                 fail_msg("%s, allocation %ld refused: status ok but the result %.17g differs "
-                         "from %.17g", name, k, got, want);
+                         "from %.17g",
+                         name, k, got, want);
             recovered++;
             continue;
         }
@@ -312,13 +316,34 @@ static void drive(const char *name, workload_fn wl, long min_allocs) {
     tg_ctx_free(ctx);
 }
 
-static void test_parse(void **state) { (void)state; drive("parse", wl_parse, 50); }
-static void test_optimize(void **state) { (void)state; drive("optimize", wl_optimize, 100); }
-static void test_reference(void **state) { (void)state; drive("reference", wl_reference, 100); }
-static void test_vm(void **state) { (void)state; drive("vm", wl_vm, 100); }
-static void test_vm_pool(void **state) { (void)state; drive("vm_pool", wl_vm_pool, 100); }
-static void test_grad(void **state) { (void)state; drive("grad", wl_grad, 30); }
-static void test_npy(void **state) { (void)state; drive("npy", wl_npy, 12); }
+static void test_parse(void **state) {
+    (void)state;
+    drive("parse", wl_parse, 50);
+}
+static void test_optimize(void **state) {
+    (void)state;
+    drive("optimize", wl_optimize, 100);
+}
+static void test_reference(void **state) {
+    (void)state;
+    drive("reference", wl_reference, 100);
+}
+static void test_vm(void **state) {
+    (void)state;
+    drive("vm", wl_vm, 100);
+}
+static void test_vm_pool(void **state) {
+    (void)state;
+    drive("vm_pool", wl_vm_pool, 100);
+}
+static void test_grad(void **state) {
+    (void)state;
+    drive("grad", wl_grad, 30);
+}
+static void test_npy(void **state) {
+    (void)state;
+    drive("npy", wl_npy, 12);
+}
 
 static void test_cjit(void **state) {
     (void)state;
@@ -333,10 +358,10 @@ static void test_cjit(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),   cmocka_unit_test(test_optimize),
+        cmocka_unit_test(test_parse),     cmocka_unit_test(test_optimize),
         cmocka_unit_test(test_reference), cmocka_unit_test(test_vm),
-        cmocka_unit_test(test_vm_pool), cmocka_unit_test(test_grad),
-        cmocka_unit_test(test_npy),     cmocka_unit_test(test_cjit),
+        cmocka_unit_test(test_vm_pool),   cmocka_unit_test(test_grad),
+        cmocka_unit_test(test_npy),       cmocka_unit_test(test_cjit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,13 +28,20 @@ static void check(int ok, const char *what, const char *detail) {
 
 static int type_code(tg_dtype dt) {
     switch (dt) {
-    case TG_DT_U8: return 0x08;
-    case TG_DT_I8: return 0x09;
-    case TG_DT_I16: return 0x0B;
-    case TG_DT_I32: return 0x0C;
-    case TG_DT_F32: return 0x0D;
-    case TG_DT_F64: return 0x0E;
-    default: return -1;
+    case TG_DT_U8:
+        return 0x08;
+    case TG_DT_I8:
+        return 0x09;
+    case TG_DT_I16:
+        return 0x0B;
+    case TG_DT_I32:
+        return 0x0C;
+    case TG_DT_F32:
+        return 0x0D;
+    case TG_DT_F64:
+        return 0x0E;
+    default:
+        return -1;
     }
 }
 
@@ -43,8 +50,7 @@ static void check_encoding(const tg_tensor *t, const uint8_t *data, size_t size)
     int nd = tg_tensor_ndim(t);
     size_t es = tg_dtype_size(tg_tensor_dtype(t)), n = (size_t)tg_tensor_size(t);
     check(size == 4 + 4 * (size_t)nd + n * es, "input length differs from the encoding", NULL);
-    check(data[0] == 0 && data[1] == 0 && data[2] == type_code(tg_tensor_dtype(t)) &&
-              data[3] == nd,
+    check(data[0] == 0 && data[1] == 0 && data[2] == type_code(tg_tensor_dtype(t)) && data[3] == nd,
           "header differs from the encoding", NULL);
     for (int d = 0; d < nd; d++) {
         const uint8_t *e = data + 4 + 4 * d;

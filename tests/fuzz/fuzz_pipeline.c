@@ -31,11 +31,11 @@
 #include <string.h>
 
 #define FUZZ_MAX_INPUT ((size_t)1 << 16)
-#define FZ_MAX_FUNCS 4
-#define FZ_MAX_INPUTS 12
+#define FZ_MAX_FUNCS   4
+#define FZ_MAX_INPUTS  12
 #define FZ_MAX_OUTPUTS 16
-#define FZ_MAX_ELEMS ((int64_t)1 << 14) /* per input */
-#define FZ_MEM_LIMIT ((size_t)64 << 20)
+#define FZ_MAX_ELEMS   ((int64_t)1 << 14) /* per input */
+#define FZ_MEM_LIMIT   ((size_t)64 << 20)
 
 /* FUZZ_VERBOSE=1 in the environment: one line per function run (for corpus statistics). */
 static int verbose(void) {
@@ -59,9 +59,9 @@ static void fz_fail(const char *what, const char *detail, const char *src, size_
     abort();
 }
 
-#define CHECK(ok, what, detail)                                                            \
-    do {                                                                                   \
-        if (!(ok)) fz_fail(what, detail, src, len);                                        \
+#define CHECK(ok, what, detail)                                                                    \
+    do {                                                                                           \
+        if (!(ok)) fz_fail(what, detail, src, len);                                                \
     } while (0)
 
 static uint64_t splitmix(uint64_t *s) {
@@ -84,18 +84,36 @@ static void fill(tg_tensor *t, uint64_t *rng) {
     for (int64_t i = 0; i < n; i++) {
         uint64_t r = splitmix(rng);
         double x = (double)(r % 2001) / 500.0 - 2.0; /* [-2, 2] in steps of 1/500 */
-        int64_t k = (int64_t)(r % 11) - 5;            /* [-5, 5] */
-        if ((r >> 40) % 64 == 0) x = (r >> 50) % 3 == 0 ? NAN : (r >> 50) % 3 == 1 ? INFINITY : -0.0;
+        int64_t k = (int64_t)(r % 11) - 5;           /* [-5, 5] */
+        if ((r >> 40) % 64 == 0)
+            x = (r >> 50) % 3 == 0 ? NAN : (r >> 50) % 3 == 1 ? INFINITY : -0.0;
         switch (tg_tensor_dtype(t)) {
-        case TG_DT_BOOL: ((bool *)d)[i] = r & 1; break;
-        case TG_DT_I8: ((int8_t *)d)[i] = (int8_t)k; break;
-        case TG_DT_I16: ((int16_t *)d)[i] = (int16_t)k; break;
-        case TG_DT_I32: ((int32_t *)d)[i] = (int32_t)k; break;
-        case TG_DT_I64: ((int64_t *)d)[i] = k; break;
-        case TG_DT_U8: ((uint8_t *)d)[i] = (uint8_t)(k + 5); break;
-        case TG_DT_F32: ((float *)d)[i] = (float)x; break;
-        case TG_DT_F64: ((double *)d)[i] = x; break;
-        default: break;
+        case TG_DT_BOOL:
+            ((bool *)d)[i] = r & 1;
+            break;
+        case TG_DT_I8:
+            ((int8_t *)d)[i] = (int8_t)k;
+            break;
+        case TG_DT_I16:
+            ((int16_t *)d)[i] = (int16_t)k;
+            break;
+        case TG_DT_I32:
+            ((int32_t *)d)[i] = (int32_t)k;
+            break;
+        case TG_DT_I64:
+            ((int64_t *)d)[i] = k;
+            break;
+        case TG_DT_U8:
+            ((uint8_t *)d)[i] = (uint8_t)(k + 5);
+            break;
+        case TG_DT_F32:
+            ((float *)d)[i] = (float)x;
+            break;
+        case TG_DT_F64:
+            ((double *)d)[i] = x;
+            break;
+        default:
+            break;
         }
     }
 }
@@ -126,8 +144,8 @@ static const char *compare(const tg_tensor *r, const tg_tensor *v, bool finite_o
     }
     for (int i = 0; i < tg_tensor_ndim(r); i++)
         if (tg_tensor_shape(r)[i] != tg_tensor_shape(v)[i]) {
-            snprintf(msg, cap, "extent %d: %lld vs %lld", i,
-                     (long long)tg_tensor_shape(r)[i], (long long)tg_tensor_shape(v)[i]);
+            snprintf(msg, cap, "extent %d: %lld vs %lld", i, (long long)tg_tensor_shape(r)[i],
+                     (long long)tg_tensor_shape(v)[i]);
             return msg;
         }
     bool fl = tg_dtype_is_float(tg_tensor_dtype(r));
@@ -194,7 +212,8 @@ static bool make_inputs(tg_ctx *ctx, const tg_graph *g, uint64_t *rng, int64_t u
             n = shape[d] > FZ_MAX_ELEMS ? FZ_MAX_ELEMS + 1 : n * shape[d];
             if (n > FZ_MAX_ELEMS) break;
         }
-        in[i] = n > FZ_MAX_ELEMS ? NULL : tg_tensor_new(ctx, tg_var_dtype(v), tg_var_ndim(v), shape);
+        in[i] =
+            n > FZ_MAX_ELEMS ? NULL : tg_tensor_new(ctx, tg_var_dtype(v), tg_var_ndim(v), shape);
         if (!in[i]) {
             for (int k = 0; k < i; k++) tg_tensor_free(in[k]);
             return false;
@@ -215,8 +234,7 @@ typedef struct fz_run {
 static void run_one(fz_run *r, tg_tensor **in, int nin, int nout) {
     r->st = tg_fn_call(r->f, in, nin, r->out, nout);
     snprintf(r->msg, sizeof r->msg, "%s", tg_last_error());
-    if (verbose())
-        fprintf(stderr, "fuzz_pipeline: %s: %s\n", r->name, tg_status_str(r->st));
+    if (verbose()) fprintf(stderr, "fuzz_pipeline: %s: %s\n", r->name, tg_status_str(r->st));
 }
 
 /* Whether float32 appears in the source: a type, a cast or a literal's dtype. */
@@ -251,8 +269,8 @@ static void check_run(tg_ctx *ctx, tg_graph *g, tg_graph *opt, uint64_t seed, co
     int nin = tg_graph_input_count(g), nout = tg_graph_output_count(g);
     if (nin > FZ_MAX_INPUTS || nout <= 0 || nout > FZ_MAX_OUTPUTS) return;
     fz_run runs[3] = {{.name = "reference(g)"}, {.name = "vm(g)"}, {.name = "reference(opt)"}};
-    tg_compile_opts ro = {.mode = TG_MODE_REFERENCE}, vo = {.mode = TG_MODE_VM, .nthreads = 1,
-                                                            .verify = true};
+    tg_compile_opts ro = {.mode = TG_MODE_REFERENCE},
+                    vo = {.mode = TG_MODE_VM, .nthreads = 1, .verify = true};
     tg_status st = tg_graph_compile(g, &ro, &runs[0].f);
     if (st == TG_OK) st = tg_graph_compile(g, &vo, &runs[1].f);
     if (st == TG_OK && opt) st = tg_graph_compile(opt, &ro, &runs[2].f);

@@ -39,8 +39,7 @@ static void parse_fails(const char *src, const char *want) {
     tg_status st = tg_module_parse(NULL, src, strlen(src), "h.tg", &m);
     if (st == TG_OK) fail_msg("parsed, expected an error holding '%s':\n%s", want, src);
     assert_null(m);
-    if (!strstr(tg_last_error(), want))
-        fail_msg("message '%s' lacks '%s'", tg_last_error(), want);
+    if (!strstr(tg_last_error(), want)) fail_msg("message '%s' lacks '%s'", tg_last_error(), want);
 }
 
 /* Runs main of src on `in` in `mode`; the status, with out[0..nout) on success. */
@@ -61,8 +60,8 @@ static void run_fails(const char *src, tg_tensor **in, int nin, const char *want
     for (int mode = 0; mode < 2; mode++) {
         tg_tensor *out[4] = {0};
         tg_status st = run_src(src, mode == 0 ? TG_MODE_VM : TG_MODE_REFERENCE, in, nin, out, 1);
-        if (st == TG_OK) fail_msg("%s: ran, expected an error holding '%s'",
-                                  mode ? "reference" : "vm", want);
+        if (st == TG_OK)
+            fail_msg("%s: ran, expected an error holding '%s'", mode ? "reference" : "vm", want);
         if (!strstr(tg_last_error(), want))
             fail_msg("%s: message '%s' lacks '%s'", mode ? "reference" : "vm", tg_last_error(),
                      want);
@@ -84,8 +83,8 @@ static void test_tensor_api_shapes(void **state) {
     assert_null(tg_tensor_new(NULL, TG_DT_F64, 1, (int64_t[]){INT64_MAX}));
     assert_null(tg_tensor_new(NULL, TG_DT_F32, 2, (int64_t[]){-1, 4}));
     assert_null(tg_tensor_new(NULL, TG_DT_F32, 1, (int64_t[]){INT64_MIN}));
-    assert_null(tg_tensor_new(NULL, TG_DT_F32, TG_MAX_DIMS + 1,
-                              (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}));
+    assert_null(
+        tg_tensor_new(NULL, TG_DT_F32, TG_MAX_DIMS + 1, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}));
     assert_null(tg_tensor_new(NULL, TG_DT_F32, -1, NULL));
     /* zero elements with an absurd extent beside them: NumPy allows it; tgraph either
      * makes the empty tensor or refuses it cleanly, never overflows */
@@ -98,8 +97,7 @@ static void test_builder_shapes(void **state) {
     (void)state;
     tg_graph *g = tg_graph_new(NULL, "h");
     /* an input whose element count overflows int64 */
-    tg_var *y = tg_input(g, "y", TG_DT_F32, 3,
-                         (int64_t[]){INT64_C(1) << 32, INT64_C(1) << 32, 4});
+    tg_var *y = tg_input(g, "y", TG_DT_F32, 3, (int64_t[]){INT64_C(1) << 32, INT64_C(1) << 32, 4});
     if (y) {
         /* accepted as a declaration: what is built on it must fail cleanly or work */
         tg_var *s = tg_reduce(g, "sum", tg_mul(g, y, tg_literal_float(g, 2.0)), NULL, -1, false);

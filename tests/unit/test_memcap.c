@@ -86,7 +86,8 @@ static tg_status run_capped(size_t limit, tg_mode mode, double *result) {
     tg_tensor *x = tg_tensor_new(ctx, TG_DT_F64, 1, (int64_t[]){3}), *y = NULL;
     assert_non_null(x);
     tg_status st = tg_fn_call(f, &x, 1, &y, 1);
-    if (st == TG_OK) *result = tg_tensor_get_f64(y, 0);
+    if (st == TG_OK)
+        *result = tg_tensor_get_f64(y, 0);
     else
         assert_non_null(strstr(tg_last_error(), "memory limit"));
     tg_tensor_free(y);
@@ -145,9 +146,12 @@ static void test_shared_between_threads(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default_ctx_has_no_cap), cmocka_unit_test(test_accounting),
-        cmocka_unit_test(test_tensor_over_cap),        cmocka_unit_test(test_run_over_cap),
-        cmocka_unit_test(test_parse_over_cap),         cmocka_unit_test(test_shared_between_threads),
+        cmocka_unit_test(test_default_ctx_has_no_cap),
+        cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_tensor_over_cap),
+        cmocka_unit_test(test_run_over_cap),
+        cmocka_unit_test(test_parse_over_cap),
+        cmocka_unit_test(test_shared_between_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

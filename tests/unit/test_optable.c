@@ -71,7 +71,8 @@ static void test_every_op_documented(void **state) {
     for (int i = 0; i < TG_OP_COUNT; i++) {
         char key[64];
         snprintf(key, sizeof key, "| `%s` |", tg_op_table[i]->name);
-        if (!strstr(doc, key)) print_error("docs/ops.md does not document '%s'\n", tg_op_table[i]->name);
+        if (!strstr(doc, key))
+            print_error("docs/ops.md does not document '%s'\n", tg_op_table[i]->name);
         assert_non_null(strstr(doc, key));
     }
 }

@@ -4,9 +4,9 @@
  * A debug hook (tg_vm_set_hook) runs after each instruction and here plays a kernel that
  * writes past its output: one byte just after the output of `exp`. The call must then
  * fail with TG_EINTERNAL and a message naming that node and its output type, and the
- * VM must stay usable (the report restores the guard). Writing the last byte of the output (in bounds) is not reported.
- * Without sentinels (release builds) the corruption cannot be caught, so the test only
- * checks that the same graph runs, and says so. */
+ * VM must stay usable (the report restores the guard). Writing the last byte of the output (in
+ * bounds) is not reported. Without sentinels (release builds) the corruption cannot be caught, so
+ * the test only checks that the same graph runs, and says so. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -219,8 +219,9 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
     for (int k = 0; k < n->nin && k < 64; k++) {
         if (destroys >> k & 1u) continue;
         const tg_tensor *t = val[n->in[k]->id];
-        if (t && shares_output(n, t, val)) continue; /* the memory plan gave an output the
-                                                        buffer of an input that dies here */
+        if (t && shares_output(n, t, val))
+            continue; /* the memory plan gave an output the
+                         buffer of an input that dies here */
         if (t && checksum(t) != d->sums[k]) {
             char ty[TG_TYPE_STR_MAX];
             return tg_set_error(TG_ECHECK,

@@ -13,11 +13,11 @@
 #include <stdio.h>
 
 struct tg_interp {
-    tg_graph *g;        /* the graph run (borrowed) */
-    tg_node **order;    /* topological order of the nodes the outputs need */
-    int norder;         /* its length */
-    int *uses;          /* per var id: number of node inputs + outputs reading it */
-    int nvars;          /* g->vars.n at compile time */
+    tg_graph *g;     /* the graph run (borrowed) */
+    tg_node **order; /* topological order of the nodes the outputs need */
+    int norder;      /* its length */
+    int *uses;       /* per var id: number of node inputs + outputs reading it */
+    int nvars;       /* g->vars.n at compile time */
 };
 
 tg_status tg_interp_new(tg_graph *g, tg_interp **out) {
@@ -86,8 +86,13 @@ static tg_status eval_node(tg_ctx *ctx, const tg_graph *g, const tg_node *n, con
                            tg_tensor *const *vin, tg_type *tout, tg_tensor **vout) {
     const tg_op_def *op = tg_op_table[n->op];
     char where[256];
-    tg_infer ic = {.op = op, .in = tin, .nin = n->nin, .attrs = n->attrs, .out = tout,
-                   .nout = op->nout, .runtime = true};
+    tg_infer ic = {.op = op,
+                   .in = tin,
+                   .nin = n->nin,
+                   .attrs = n->attrs,
+                   .out = tout,
+                   .nout = op->nout,
+                   .runtime = true};
     for (int o = 0; o < n->nout; o++) vout[o] = NULL;
     if (op->infer(&ic) != TG_OK) {
         node_where(g, n, where, sizeof where);
@@ -99,8 +104,14 @@ static tg_status eval_node(tg_ctx *ctx, const tg_graph *g, const tg_node *n, con
         vout[k] = tg_tensor_new(ctx, (tg_dtype)tout[k].dtype, tout[k].ndim, tout[k].shape);
         if (!vout[k]) return TG_ENOMEM;
     }
-    tg_kern k = {.ctx = ctx, .node = n, .attrs = n->attrs, .in = vin, .nin = n->nin,
-                 .out = vout, .nout = n->nout, .out_type = tout};
+    tg_kern k = {.ctx = ctx,
+                 .node = n,
+                 .attrs = n->attrs,
+                 .in = vin,
+                 .nin = n->nin,
+                 .out = vout,
+                 .nout = n->nout,
+                 .out_type = tout};
     if (op->ref(&k) != TG_OK) {
         node_where(g, n, where, sizeof where);
         return tg_set_error(k.status ? k.status : TG_EINVAL, "%s: %s", where, k.msg);
@@ -122,7 +133,8 @@ tg_status tg_interp_eval(tg_ctx *ctx, const tg_graph *g, const tg_node *n, tg_te
     tg_type *tin = tg_mem_alloc(ctx, insz);
     tg_type *tout = tg_mem_alloc(ctx, sizeof *tout * TG_MAX_OUTS);
     tg_status st = tin && tout ? TG_OK : TG_ENOMEM;
-    for (int k = 0; k < n->nin && st == TG_OK; k++) tg_interp_runtime_type(&n->in[k]->type, in[k], &tin[k]);
+    for (int k = 0; k < n->nin && st == TG_OK; k++)
+        tg_interp_runtime_type(&n->in[k]->type, in[k], &tin[k]);
     if (st == TG_OK) st = eval_node(ctx, g, n, tin, in, tout, out);
     if (st != TG_OK)
         for (int o = 0; o < n->nout; o++) {
@@ -202,9 +214,8 @@ static bool shares_input(tg_tensor *const *in, int nin, const tg_tensor *t) {
 /* When a given output tensor shares memory with an input, every result that reads an
  * input's memory is first copied into out[i]: the final result for a new output, what
  * copy_out then reads for a given one. */
-static tg_status stage_aliased(const tg_graph *g, tg_tensor *const *in, int nin,
-                               tg_tensor **out, tg_tensor *const *given, int nout,
-                               const run_state *rs) {
+static tg_status stage_aliased(const tg_graph *g, tg_tensor *const *in, int nin, tg_tensor **out,
+                               tg_tensor *const *given, int nout, const run_state *rs) {
     bool alias = false;
     for (int i = 0; i < nout; i++) alias = alias || (given[i] && shares_input(in, nin, given[i]));
     for (int i = 0; alias && i < nout; i++) {
@@ -217,7 +228,7 @@ static tg_status stage_aliased(const tg_graph *g, tg_tensor *const *in, int nin,
 }
 
 tg_status tg_interp_call(tg_interp *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
-                        bool into) {
+                         bool into) {
     tg_graph *g = f->g;
     /* outputs the caller gave (tg_fn_call_into) are remembered and left in place */
     tg_tensor *given_stack[16], **given = given_stack;

@@ -776,7 +776,8 @@ static void pv_eval(tg_vm *vm, const tg_node *n, const tg_op_def *op, const tg_t
         if (!(vin[k] = pv[n->in[k]->id])) return;
     bool self = op->views || op->self_alloc;
     for (int o = 0; o < n->nout && !self; o++)
-        if (!(out[o] = tg_tensor_new(vm->ctx, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape)))
+        if (!(out[o] =
+                  tg_tensor_new(vm->ctx, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape)))
             goto fail;
     tg_kern k = {.ctx = vm->ctx,
                  .node = n,
@@ -1571,9 +1572,10 @@ tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
     for (int r = 0; r < n; r++) { /* BLAS operands with no unit stride were copied */
         const vm_ins *ins = &vm->ins[idx[r]];
         if (ins->copies)
-            fprintf(f, "node %d (%s): %llu operand copies (a matrix with no unit stride, or a "
-                    "negative one)\n", ins->node->id, ins->op->name,
-                    (unsigned long long)ins->copies);
+            fprintf(f,
+                    "node %d (%s): %llu operand copies (a matrix with no unit stride, or a "
+                    "negative one)\n",
+                    ins->node->id, ins->op->name, (unsigned long long)ins->copies);
     }
     fprintf(f, "total: %.3f ms in %d nodes, %d thread%s, %s kernels%s\n", total * 1e3, n,
             vm->nthreads, vm->nthreads == 1 ? "" : "s", tg_vk_table_get(vm->isa)->name,
