@@ -35,7 +35,7 @@
 #define FZ_MAX_INPUTS  12
 #define FZ_MAX_OUTPUTS 16
 #define FZ_MAX_ELEMS   ((int64_t)1 << 14) /* per input */
-#define FZ_MEM_LIMIT   ((size_t)64 << 20)
+#define FZ_MEM_LIMIT   ((size_t)16 << 20)
 
 /* FUZZ_VERBOSE=1 in the environment: one line per function run (for corpus statistics). */
 static int verbose(void) {
