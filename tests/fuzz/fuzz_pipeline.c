@@ -23,6 +23,7 @@
  * same file is a replay driver that ctest runs over tests/fuzz/corpus/pipeline.
  */
 #include "tgraph.h"
+#include "ir/ir.h" /* the graph's variables, to bound the work of a run */
 
 #include <math.h>
 #include <stdint.h>
@@ -36,6 +37,7 @@
 #define FZ_MAX_OUTPUTS 16
 #define FZ_MAX_ELEMS   ((int64_t)1 << 14) /* per input */
 #define FZ_MEM_LIMIT   ((size_t)16 << 20)
+#define FZ_MAX_WORK    ((int64_t)1 << 22) /* elements of any value with a static shape */
 
 /* FUZZ_VERBOSE=1 in the environment: one line per function run (for corpus statistics). */
 static int verbose(void) {
@@ -264,10 +266,25 @@ static void agree(const fz_run *a, const fz_run *b, int nout, bool finite_only, 
     }
 }
 
+/* Whether every value of g with a static shape has at most FZ_MAX_WORK elements. Views
+ * cost no memory, so the cap does not bound them: sum(broadcast_to(x, [4e5, 4e4, 3])) is a
+ * legitimate program that runs for minutes, and is left out of the runs. */
+static bool small_work(const tg_graph *g) {
+    for (int i = 0; g && i < g->vars.n; i++) {
+        const tg_var *v = g->vars.items[i];
+        double n = 1;
+        for (int d = 0; d < v->type.ndim; d++)
+            if (v->type.shape[d] >= 0) n *= (double)v->type.shape[d];
+        if (n > (double)FZ_MAX_WORK) return false;
+    }
+    return true;
+}
+
 static void check_run(tg_ctx *ctx, tg_graph *g, tg_graph *opt, uint64_t seed, const char *src,
                       size_t len) {
     int nin = tg_graph_input_count(g), nout = tg_graph_output_count(g);
     if (nin > FZ_MAX_INPUTS || nout <= 0 || nout > FZ_MAX_OUTPUTS) return;
+    if (!small_work(g) || !small_work(opt)) return;
     fz_run runs[3] = {{.name = "reference(g)"}, {.name = "vm(g)"}, {.name = "reference(opt)"}};
     tg_compile_opts ro = {.mode = TG_MODE_REFERENCE},
                     vo = {.mode = TG_MODE_VM, .nthreads = 1, .verify = true};
