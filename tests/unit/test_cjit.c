@@ -8,7 +8,8 @@
  * run needs no compiler (TGRAPH_CC=/bin/false); a missing compiler falls back to the VM
  * (or fails with no_fallback) naming the kept source. Emission is deterministic. Results
  * equal the VM's and the reference's on broadcast, strided and negative-stride inputs;
- * fused reductions and BLAS products are emitted and agree on transposed operands.
+ * fused reductions and BLAS products are emitted and agree on transposed operands. The
+ * memory plan shared with the VM keeps a gradient through a `?` extent static.
  * Debug mode (both backends) catches a deliberately wrong kernel and an undeclared write
  * to an input (the TGRAPH_TEST_* hooks of debug.h), naming the node.
  */
@@ -375,6 +376,76 @@ static void test_views(void **state) {
     remove_cache();
 }
 
+/* A gradient through a `?` extent (shape arithmetic feeding alloc) keeps a static plan:
+ * the shared plan evaluates the shape at plan time, so the C JIT does not fall back to the
+ * VM, for every row count, and agrees with the reference. A shape that depends on values
+ * still falls back. */
+static void test_shape_arithmetic_planned(void **state) {
+    (void)state;
+    fresh_cache();
+    const char *text = "func main(x: f64[?, 5], W: f64[5, 3]) {\n"
+                       "  h = tanh(dot(x, W))\n"
+                       "  l = mean(sum(mul(h, h), axis=[1]))\n"
+                       "  gW = grad(l, W)\n"
+                       "  return l, gW\n"
+                       "}\n";
+    tg_module *m = parse(text);
+    tg_graph *o = NULL;
+    assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
+    tg_compile_opts opts = {.nthreads = 1};
+    tg_cj *cj = NULL;
+    assert_int_equal(tg_cj_new(o, &opts, &cj), TG_OK);
+    tg_tensor *W = ramp(TG_DT_F64, 2, (int64_t[]){5, 3}, 0.7);
+    for (int64_t rows = 1; rows < 200; rows = rows * 4 + 3) {
+        tg_tensor *x = ramp(TG_DT_F64, 2, (int64_t[]){rows, 5}, 1.3);
+        tg_tensor *in[2] = {x, W}, *want[2] = {NULL, NULL}, *got[2] = {NULL, NULL};
+        assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 2, want, 2), TG_OK);
+        assert_int_equal(tg_cj_call(cj, in, 2, got, 2, false), TG_OK);
+        for (int k = 0; k < 2; k++) {
+            assert_close(got[k], want[k], 1e-12);
+            tg_tensor_free(want[k]);
+            tg_tensor_free(got[k]);
+        }
+        tg_cj_stats st;
+        tg_cj_get_stats(cj, &st);
+        assert_false(st.dynamic);
+        assert_false(st.vm);
+        assert_true(st.nplanned > 0);
+        tg_tensor_free(x);
+    }
+    tg_tensor_free(W);
+    tg_cj_free(cj);
+    tg_graph_free(o);
+    tg_module_free(m);
+    /* a shape that depends on values (mask_select) still runs on the VM */
+    const char *dyn = "func main(x: f64[?], k: bool[?]) {\n"
+                      "  s = mask_select(x, k)\n"
+                      "  return mul(s, sum(s))\n"
+                      "}\n";
+    m = parse(dyn);
+    assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
+    assert_int_equal(tg_cj_new(o, &opts, &cj), TG_OK);
+    int64_t n = 7;
+    tg_tensor *in[2] = {ramp(TG_DT_F64, 1, &n, 1.0), tg_tensor_new(NULL, TG_DT_BOOL, 1, &n)};
+    for (int64_t i = 0; i < n; i++) ((uint8_t *)tg_tensor_data(in[1]))[i] = (uint8_t)(i % 3 != 0);
+    tg_tensor *want = NULL, *got = NULL;
+    assert_int_equal(run_mode(dyn, TG_MODE_REFERENCE, 0, in, 2, &want, 1), TG_OK);
+    assert_int_equal(tg_cj_call(cj, in, 2, &got, 1, false), TG_OK);
+    assert_close(got, want, 1e-12);
+    tg_cj_stats st;
+    tg_cj_get_stats(cj, &st);
+    assert_true(st.dynamic);
+    assert_true(st.vm);
+    tg_tensor_free(want);
+    tg_tensor_free(got);
+    tg_tensor_free(in[0]);
+    tg_tensor_free(in[1]);
+    tg_cj_free(cj);
+    tg_graph_free(o);
+    tg_module_free(m);
+    remove_cache();
+}
+
 /* ---- the cache ---- */
 
 static const char *small_src = "int tg_cj_0(void) { return 0; }\n";
@@ -650,6 +721,7 @@ int main(void) {
         cmocka_unit_test(test_reductions_and_blas),
         cmocka_unit_test(test_gemm_as_gemv),
         cmocka_unit_test(test_views),
+        cmocka_unit_test(test_shape_arithmetic_planned),
         cmocka_unit_test(test_hit_and_truncated),
         cmocka_unit_test(test_two_processes),
         cmocka_unit_test(test_warm_needs_no_compiler),

@@ -153,6 +153,8 @@ static void put_loop(tg_cj_str *s, const char *name, const ew_sig *sig, body_fn 
         tg_cj_str_printf(s, "%ss[%d] == %zu", k ? " && " : "", k, tg_dtype_size(dt));
     }
     tg_cj_str_printf(s, ") {\n");
+    /* restrict: no output of a generated loop shares memory with an input, since the memory
+     * plan gives elementwise outputs a dying input's block only for call-backs (cjit.c) */
     for (int k = 0; k < sig->nout; k++)
         tg_cj_str_printf(s, "        %s *restrict q%d = (%s *)p[%d];\n", ctype(sig->out[k]), k,
                          ctype(sig->out[k]), k);
@@ -461,7 +463,9 @@ static bool emit_fused(emit_ctx *e) {
  * accumulator that broadcasts, or a product large enough for the thread split goes to
  * the library's kernel at run time. */
 
-/* Copies the accumulator value c (any strides, same shape as y) into y (contiguous). */
+/* Copies the accumulator value c (any strides, same shape as y) into y (contiguous); run
+ * only when c->data != y->data: an in-place plan gives y the whole block of c, so the two
+ * never partly overlap (restrict holds). */
 static void put_acc_copy(tg_cj_str *s, tg_dtype dt, int nd) {
     const char *t = ctype(dt);
     tg_cj_str_printf(s,

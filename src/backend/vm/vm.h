@@ -5,7 +5,8 @@
  * The VM compiles a graph into a flat program: one instruction per node in topological
  * order, each with a kernel class chosen once from the static types (fast elementwise,
  * reduction, BLAS, fused, or the op's reference kernel). For every new signature of input
- * shapes it makes a memory plan (vm.c): run-time types from each op's inference, exactly
+ * shapes it makes a memory plan (src/backend/plan.c, shared with the C JIT; vm.c adds the
+ * concurrent runs): run-time types from each op's inference, exactly
  * as the interpreter computes them; each value's buffer is released after its last use
  * (views extend the life of what they view) and reused by later values of compatible
  * size; buffers stay allocated between calls; large ones are 2 MiB aligned and asked to
@@ -105,6 +106,29 @@ typedef struct vm_ins_info {
     tg_vk_isa isa;    /* the instruction set used */
     void *fused;      /* VM_FUSED: compiled program (vm_fused.c), owned */
 } vm_ins_info;
+
+/* Where an instruction runs: its argument slots, the pool it may split its work over and
+ * its workspace (VM alone, or the C JIT: the whole pool and workspace; in a concurrent
+ * run: one thread and that worker's slice). */
+typedef struct vm_lane {
+    tg_tensor **args; /* slots for the inputs then the outputs of one instruction */
+    tg_type *argt;    /* their run-time types */
+    tg_pool *pool;    /* NULL: one thread */
+    int nthreads;
+    void *ws; /* the workspace (the plan's ws_bytes) */
+} vm_lane;
+
+/* Runs node n of static plan p (src/backend/plan.h) on the values val (by variable id)
+ * with its kernel class info (used by the VM and the C JIT's call-backs): or with its
+ * reference kernel when the class does not apply to the run-time layout (zeroed outputs,
+ * as the interpreter gives them, but a destroyed input is kept). On return ln->args holds
+ * the inputs then the outputs; outputs of views and self-allocating ops are new tensors
+ * there, owned by the caller. *copies adds the operands the kernel copied. Errors name
+ * the node. */
+struct tg_plan;
+tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const struct tg_plan *p,
+                         tg_tensor *const *val, const tg_node *n, const vm_ins_info *info,
+                         const vm_lane *ln, uint64_t *copies);
 
 /* Elementwise (vm_ew.c): runs fn over the broadcast of in[0..nin) into out (contiguous
  * or not), gathering strided rows into blocks, split over the pool when large. */
