@@ -9,8 +9,8 @@
  *  - this node is its only reader, through one input slot (so no other reader runs later,
  *    it is not aliased with another input of the node: `gemm(Z, Z, Z, ...)` stays, and
  *    no ordering constraint, hence no cycle, is added), and it is not a graph output.
- * The destroy map is a permission: the VM's memory plan then gives the output the
- * accumulator's block (src/backend/vm/vm.c), and a kernel that finds its output elsewhere
+ * The destroy map is a permission: the memory plan then gives the output the
+ * accumulator's block (src/backend/plan.c), and a kernel that finds its output elsewhere
  * copies the accumulator first, so a hand-written in-place node is never wrong.
  */
 #include "rewrite.h"
