@@ -64,6 +64,14 @@ static void choose_kernel(tg_plan_prog *pg, int i) {
     vm_ins_info *in = &pg->info[i];
     in->kind = VM_REF;
     in->isa = pg->isa;
+    if (n->op == TG_OP_ALLOC) { /* a broadcast copy of its value when the plan knows its
+                                   extents (an output it allocates otherwise) */
+        tg_dtype dt = (tg_dtype)n->in[0]->type.dtype;
+        in->vk =
+            tg_vk_select(&tg_op_cast, 1, &dt, (tg_dtype)n->out[0]->type.dtype, pg->isa, &in->vargs);
+        if (in->vk) in->kind = VM_EW;
+        return;
+    }
     if (op->views || op->self_alloc) return;
     if (op->kind == TG_KIND_ELEMWISE && n->nout == 1 && n->nin <= TG_VK_MAXIN) {
         tg_dtype idt[TG_VK_MAXIN];
@@ -534,10 +542,13 @@ static tg_status plan_alloc(tg_plan_prog *pg, tg_tensor *const *in, tg_plan *p, 
 }
 
 /* Run-time types and classes of instruction i's outputs (tout from inference). */
-static tg_status out_classes(tg_plan_prog *pg, tg_plan *p, int i, tg_type *tout) {
+static tg_status out_classes(tg_plan_prog *pg, tg_plan *p, int i, tg_type *tout,
+                             bool values_known) {
     tg_node *n = pg->order[i];
     const tg_op_def *op = tg_op_table[n->op];
-    bool self = op->views || op->self_alloc;
+    /* outputs the kernel makes: views, and self-allocating ops, except where the plan
+     * knows the extents and a library kernel writes into a planned buffer (alloc: VM_EW) */
+    bool fills = n->op == TG_OP_ALLOC && pg->info[i].kind != VM_REF && values_known;
     for (int o = 0; o < n->nout; o++) {
         tg_var *v = n->out[o];
         bool all = true;
@@ -545,6 +556,7 @@ static tg_status out_classes(tg_plan_prog *pg, tg_plan *p, int i, tg_type *tout)
             if (tout[o].shape[d] < 0 && d < v->type.ndim) tout[o].shape[d] = v->type.shape[d];
             all = all && tout[o].shape[d] >= 0;
         }
+        bool self = op->views || (op->self_alloc && !(fills && all));
         if (!all && !self)
             return tg_plan_node_fail(pg->g, n, TG_EINTERNAL,
                                      "run-time inference left an extent unknown");
@@ -595,7 +607,12 @@ static tg_status plan_types(tg_plan_prog *pg, tg_plan *p, plan_tmp *t) {
         if (op->infer(&ic) != TG_OK)
             return tg_plan_node_fail(pg->g, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
         TG_ASSERT(ic.nout == n->nout);
-        tg_status st = out_classes(pg, p, i, tout);
+        /* alloc's extents (inputs 1...) all have plan-time values: the plan knows the
+         * output's extents for sure (a static type's extent alone is a claim its kernel
+         * checks) */
+        bool values_known = true;
+        for (int k = 1; k < n->nin; k++) values_known = values_known && vals[k];
+        tg_status st = out_classes(pg, p, i, tout, values_known);
         if (st != TG_OK) return st;
         size_t ws = ins_ws(pg, i, tin, tout);
         if (ws > p->ws_bytes) p->ws_bytes = ws;

@@ -147,4 +147,10 @@ tg_status tg_plan_node_fail(const tg_graph *g, const tg_node *n, tg_status st, c
  * byte *byte, restored; -2 when none. */
 int tg_plan_guard_find(tg_plan *p, size_t *byte);
 
+/* Whether node n's outputs are made by its kernel in plan p (views, self-allocating ops
+ * the plan gives no buffer): the caller then owns them. */
+static inline bool tg_plan_kmade(const tg_plan *p, const tg_node *n) {
+    return n->nout > 0 && p->cls[n->out[0]->id] == TG_PLAN_KMADE;
+}
+
 #endif

@@ -83,8 +83,7 @@ static tg_status run_kernel(tg_cj *cj, int i) {
                   p->ws.buf ? p->ws.buf->data : NULL};
     uint64_t copies = 0;
     tg_status st = tg_vm_run_node(cj->ctx, cj->g, p, cj->val, n, &cj->pg.info[i], &ln, &copies);
-    const tg_op_def *op = tg_op_table[n->op];
-    if (st != TG_OK || !(op->views || op->self_alloc)) return st;
+    if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
     for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free */
         set_val(cj, n->out[o]->id, ln.args[n->nin + o]);
         cj->owned[n->out[o]->id] = 1;

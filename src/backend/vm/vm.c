@@ -343,8 +343,10 @@ tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_te
         tin[k] = p->rt[n->in[k]->id];
         TG_ASSERT(vin[k] != NULL);
     }
+    bool self = false; /* outputs made by the kernel (views, self-allocating ops) */
     for (int o = 0; o < n->nout; o++) {
         int v = n->out[o]->id;
+        self = self || p->cls[v] == TG_PLAN_KMADE;
         vout[o] = p->cls[v] == TG_PLAN_KMADE ? NULL : val[v];
         tout[o] = p->rt[v];
     }
@@ -362,7 +364,7 @@ tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_te
     e.msg[0] = '\0';
     e.copies = 0;
     tg_status st = TG_EUNSUPPORTED;
-    switch (info->kind) {
+    switch (self ? VM_REF : info->kind) {
     case VM_EW:
         st = tg_vm_exec_ew(&e);
         break;
@@ -383,7 +385,6 @@ tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_te
     if (st != TG_EUNSUPPORTED)
         return tg_plan_node_fail(g, n, st, e.msg[0] ? e.msg : tg_status_str(st));
     /* the reference kernel: zeroed outputs, as the interpreter gives them */
-    bool self = op->views || op->self_alloc;
     for (int o = 0; o < n->nout && !self && !op->destroys; o++) { /* keep what is destroyed */
         tg_tensor *t = vout[o];
         memset(tg_tensor_data(t), 0, (size_t)tg_tensor_size(t) * tg_dtype_size(t->dtype));
@@ -417,7 +418,7 @@ static tg_status run_static(tg_vm *vm, tg_plan *p, int i, const vm_lane *ln) {
     vm_ins *ins = &vm->ins[i];
     tg_node *n = ins->node;
     tg_status st = tg_vm_run_node(vm->ctx, vm->g, p, vm->val, n, ins->info, ln, &ins->copies);
-    if (st != TG_OK || !(ins->op->views || ins->op->self_alloc)) return st;
+    if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
     for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free */
         int v = n->out[o]->id;
         tg_tensor *t = ln->args[n->nin + o];
@@ -691,7 +692,11 @@ void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s) {
         s->nblocks = p->nblocks;
         for (int b = 0; b < p->nblocks; b++) s->bytes += p->blocks[b].size;
         for (int v = 0; v < vm->pg.nvars; v++) s->nplanned += p->cls[v] == TG_PLAN_PLANNED;
-        for (int i = 0; i < vm->pg.norder; i++) s->ndynamic += p->dyn[i];
+        for (int i = 0; i < vm->pg.norder; i++) {
+            const tg_node *n = vm->pg.order[i];
+            s->ndynamic += p->dyn[i];
+            s->nallocating += !tg_op_table[n->op]->views && tg_plan_kmade(p, n);
+        }
     }
     pthread_mutex_unlock(&vm->mu);
 }

@@ -57,6 +57,8 @@ typedef struct tg_vm_stats {
     size_t bytes;    /* their usable bytes */
     int nplanned;    /* values living in those blocks */
     int ndynamic;    /* instructions of that plan whose types are only known at run time */
+    int nallocating; /* instructions of that plan, views aside, whose kernel allocates its
+                        outputs at every call (self-allocating ops without a planned buffer) */
     int nthreads;    /* threads of the pool */
     const char *isa; /* kernel table used */
     int kinds[5];    /* instructions per kernel class (vm_kind) */

@@ -238,6 +238,7 @@ tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost
 
 tg_status tg_vm_exec_ew(vm_exec *e) {
     const vm_ins_info *info = e->info;
-    return tg_vm_ew_run(e->pool, info->vk, &info->vargs, info->cost, e->out[0], e->in,
-                        e->node->nin);
+    /* alloc: its value broadcast to the output (the other inputs are the extents) */
+    int nin = e->node->op == TG_OP_ALLOC ? 1 : e->node->nin;
+    return tg_vm_ew_run(e->pool, info->vk, &info->vargs, info->cost, e->out[0], e->in, nin);
 }
