@@ -4,8 +4,7 @@
  *
  *  W2   p = 0.5 X@Y + 2 Z0 (n = 256, 1024; f32, f64). tgraph lowers it to one gemm whose
  *       accumulator Z0 (an input) is copied into the output first; the CBLAS peer does
- *       the same work: memcpy of Z0 and one gemm (alpha 0.5, beta 2). Runs interleave
- *       tgraph and CBLAS in rounds of 3 calls.
+ *       the same work: memcpy of Z0 and one gemm (alpha 0.5, beta 2).
  *  W3   A@x + b, n = 4096 f64, and A@x[::-1] + b: one gemv; a reversed x is BLAS's
  *       negative increment (the CBLAS peer: memcpy of b, dgemv with incx 1 or -1).
  *  W4   A + 0.1 outer(x, y), n = 2048 f64: A is an input, so the cost rule picks the
@@ -23,6 +22,7 @@
  * preallocated tensors (tg_fn_call_into) after two warm-up calls.
  *
  * usage: bench_blas [-n RUNS] [--only w2|w3|w4|w7|lin|lin_sgd] [--threads T] [--cpu]
+ *                   [--side tg|cblas|both]
  * (--cpu: the process's CPU time instead of the wall clock, as bench_w1 --cpu: on a loaded
  * machine it leaves out the time other processes ran)
  * Prints one line per configuration in bench/run.sh's format, "WORKLOAD WHO KEY=VALUE...":
@@ -34,8 +34,10 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <time.h>
 
 static int runs = 20, only_threads = 0, cpu = 0;
+static bool side_tg = true, side_peer = true; /* --side tg | cblas | both */
 static const char *only = NULL;
 
 static void blas_threads(int n) {
@@ -44,6 +46,15 @@ static void blas_threads(int n) {
 #else
     (void)n;
 #endif
+}
+
+/* After a multi-threaded CBLAS call OpenBLAS's worker threads keep spinning for a while
+ * (its thread timeout, 2^28 cycles by default, about 0.1 s) waiting for more work: tgraph's
+ * next calls would share the cores with them and run at one thread's speed. Waits that
+ * out, so that each side is timed on an otherwise idle machine. */
+static void spin_out(void) {
+    struct timespec ts = {0, 250 * 1000 * 1000};
+    nanosleep(&ts, NULL);
 }
 
 static void die(const char *what) {
@@ -113,15 +124,20 @@ static void call_tg(tg_fn *f, work *w) {
 }
 
 /* Times tgraph (with and without the lowering) and the CBLAS peer at 1 and 2 threads,
- * interleaving tgraph and CBLAS calls in rounds of 3. */
+ * interleaving tgraph and CBLAS calls in rounds of 3 (side both), or one of them (side tg,
+ * side cblas: run.sh runs the two sides as separate processes, interleaved by rounds, so
+ * that OpenBLAS's worker threads, which keep spinning after a multi-threaded call, never
+ * share the cores with tgraph's calls). The check against the peer runs it on one
+ * thread. */
 static void run_work(work *w) {
     double *tt = malloc(sizeof *tt * (size_t)runs), *tp = malloc(sizeof *tp * (size_t)runs);
     for (int th = 1; th <= 2; th++) {
         if (only_threads && th != only_threads) continue;
         for (int nb = 0; nb <= 1; nb++) {
+            if (nb && !side_tg) continue;
             tg_fn *f = compile(w->g, th, nb == 1);
             for (int k = 0; k < 2; k++) call_tg(f, w);
-            blas_threads(th);
+            blas_threads(1);
             w->peer(w);
             double err = max_rel_diff(w->out[0], w->peer_out, w->peer_n);
             if (err > (tg_tensor_dtype(w->out[0]) == TG_DT_F32 ? 1e-3 : 1e-9)) {
@@ -130,27 +146,29 @@ static void run_work(work *w) {
                 exit(1);
             }
             for (int r = 0; r < runs;) {
-                int k0 = r;
+                int k0 = r, r1 = r + 3 < runs ? r + 3 : runs;
                 blas_threads(1);
-                for (int k = 0; k < 3 && r < runs; k++, r++) {
+                for (int q = k0; q < r1 && side_tg; q++) {
                     double t0 = clock_now();
                     call_tg(f, w);
-                    tt[r] = clock_now() - t0;
+                    tt[q] = clock_now() - t0;
                 }
-                if (nb) continue;
+                r = r1;
+                if (nb || !side_peer) continue;
                 blas_threads(th);
-                for (int k = 0, q = k0; k < 3 && q < runs; k++, q++) {
+                for (int q = k0; q < r1; q++) {
                     double t0 = clock_now();
                     w->peer(w);
                     tp[q] = clock_now() - t0;
                 }
+                if (th > 1 && side_tg) spin_out();
             }
             blas_threads(1);
             char name[160];
             snprintf(name, sizeof name, "%s %s %s threads=%d%s", w->name, nb ? "vm-no-blas" : "vm",
                      w->kv, th, cpu ? " cpu-time" : "");
-            bench_report(name, tt, runs);
-            if (!nb) {
+            if (side_tg) bench_report(name, tt, runs);
+            if (!nb && side_peer) {
                 snprintf(name, sizeof name, "%s cblas %s threads=%d%s", w->name, w->kv, th,
                          cpu ? " cpu-time" : "");
                 bench_report(name, tp, runs);
@@ -426,11 +444,15 @@ int main(int argc, char **argv) {
             only = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             only_threads = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--cpu") == 0)
+        else if (strcmp(argv[i], "--side") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            side_tg = strcmp(v, "cblas") != 0;
+            side_peer = strcmp(v, "tg") != 0;
+        } else if (strcmp(argv[i], "--cpu") == 0)
             cpu = 1;
         else {
             fprintf(stderr, "usage: bench_blas [-n RUNS] [--only w2|w3|w4|w7|lin|lin_sgd] "
-                            "[--threads T] [--cpu]\n");
+                            "[--threads T] [--cpu] [--side tg|cblas|both]\n");
             return 2;
         }
     }

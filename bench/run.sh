@@ -52,7 +52,8 @@ w9 bin bench_w9 -n $runs
 w9 bin bench_w9 -n $runs --mode c
 w9 py w9_peers.py -n $runs --threads 1
 w9 py w9_peers.py -n $runs --threads 2
-w2 bin bench_blas -n $runs
+w2 bin bench_blas -n $runs --side tg
+w2 bin bench_blas -n $runs --side cblas
 w2 py blas_peers.py -n $runs
 EOF
 }
