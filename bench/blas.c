@@ -7,8 +7,9 @@
  *       the same work: memcpy of Z0 and one gemm (alpha 0.5, beta 2).
  *  W3   A@x + b, n = 4096 f64, and A@x[::-1] + b: one gemv; a reversed x is BLAS's
  *       negative increment (the CBLAS peer: memcpy of b, dgemv with incx 1 or -1).
- *  W4   A + 0.1 outer(x, y), n = 2048 f64: A is an input, so the cost rule picks the
- *       fused elementwise form (one pass); the CBLAS peer is memcpy of A and one dger.
+ *  W4   A + 0.1 outer(x, y), n = 2048 f64: one ger, which the VM computes row by row
+ *       from the kept A (one pass over the matrix); the CBLAS peer is memcpy of A and one
+ *       dger (two passes).
  *  W7   matmul of 64x128x128 by 64x128x128 f64: a loop of gemm over the pool; the CBLAS
  *       peer is a loop of 64 dgemm.
  *  W10  a linear layer's forward and backward (--only lin, lin_sgd): h = tanh(x@W + b),
