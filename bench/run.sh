@@ -91,8 +91,14 @@ while [ "$r" -le "$rounds" ]; do
             fi
             set -- "$py" "$here/$prog"
         fi
+        # tgraph calls BLAS on one thread and splits the work itself: its programs run with
+        # OPENBLAS_NUM_THREADS=1, so that OpenBLAS starts no worker threads (they would spin
+        # for about 0.1 s after loading, on the cores tgraph's pool uses: docs/vm.md). The
+        # CBLAS and NumPy peers keep OpenBLAS's threads.
+        blas_env=""
+        case "$kind $args" in bin*--side\ cblas*) ;; bin*) blas_env=OPENBLAS_NUM_THREADS=1 ;; esac
         # shellcheck disable=SC2086
-        if "$@" $args >"$one" 2>&1; then st=0; else st=$?; fi
+        if env $blas_env "$@" $args >"$one" 2>&1; then st=0; else st=$?; fi
         [ "$st" -eq 0 ] || echo "$wl $prog $args: failed (exit status $st)" >>"$one"
         tee -a "$raw" <"$one"
     done
