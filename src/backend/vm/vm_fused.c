@@ -455,6 +455,17 @@ static void row_fold(int op, double *a, const char *p, int dt, int64_t s, int64_
     case TG_OP_MEAN: {
         double b[8] = {0};
         int64_t i = 0;
+        if (s == 1 && dt == TG_DT_F64) { /* the common case, in a loop the compiler
+                                            vectorizes (lane k sums elements k mod 8: the
+                                            same order as the general loop) */
+            const double *q = (const double *)p;
+            for (; i + 8 <= m; i += 8)
+                for (int k = 0; k < 8; k++) b[k] += q[i + k];
+        } else if (s == 1 && dt == TG_DT_F32) {
+            const float *q = (const float *)p;
+            for (; i + 8 <= m; i += 8)
+                for (int k = 0; k < 8; k++) b[k] += (double)q[i + k];
+        }
         for (; i + 8 <= m; i += 8)
             for (int k = 0; k < 8; k++) b[k] += ldv(p, dt, i + k, s);
         for (; i < m; i++) b[i & 7] += ldv(p, dt, i, s);
