@@ -453,28 +453,12 @@ static void pv_eval(tg_plan_prog *pg, const tg_node *n, const tg_type *tin, cons
     tg_tensor **vin = pg->args; /* scratch: pv of the inputs */
     for (int k = 0; k < n->nin; k++)
         if (!(vin[k] = pv[n->in[k]->id])) return;
-    bool self = op->views || op->self_alloc;
-    for (int o = 0; o < n->nout && !self; o++)
-        if (!(out[o] =
-                  tg_tensor_new(pg->ctx, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape)))
-            goto fail;
-    tg_kern k = {.ctx = pg->ctx,
-                 .node = n,
-                 .attrs = n->attrs,
-                 .in = vin,
-                 .nin = n->nin,
-                 .out = out,
-                 .nout = n->nout,
-                 .out_type = tout};
-    if (op->ref(&k) != TG_OK) goto fail;
+    char msg[64];
+    if (tg_kern_run(pg->ctx, n, vin, tout, out, msg, sizeof msg) != TG_OK) return;
     for (int o = 0; o < n->nout; o++) {
-        if (!out[o]) goto fail;
         pv[n->out[o]->id] = out[o];
         pv_own[n->out[o]->id] = 1;
     }
-    return;
-fail:
-    for (int o = 0; o < n->nout; o++) tg_tensor_free(out[o]);
 }
 
 /* ---- making a plan ---- */

@@ -73,6 +73,12 @@ typedef struct tg_kern {
     char msg[512];           /* message without the op name */
 } tg_kern;
 
+/* Runs node n's reference kernel on vin, with outputs of run-time types tout: new zeroed
+ * tensors in vout, or the kernel's own for views and self-allocating ops. On failure vout
+ * holds nothing and msg (cap bytes) the kernel's message, without the node's place. */
+tg_status tg_kern_run(tg_ctx *ctx, const struct tg_node *n, tg_tensor *const *vin,
+                      const tg_type *tout, tg_tensor **vout, char *msg, size_t cap);
+
 tg_status tg_kern_fail(tg_kern *k, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
 
 /* ---- elementwise scalar functions (reference semantics) ----

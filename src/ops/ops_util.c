@@ -39,6 +39,34 @@
 
 /* ---- errors ---- */
 
+tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, const tg_type *tout,
+                      tg_tensor **vout, char *msg, size_t cap) {
+    const tg_op_def *op = tg_op_table[n->op];
+    bool self = op->views || op->self_alloc;
+    for (int o = 0; o < n->nout; o++) vout[o] = NULL;
+    for (int o = 0; o < n->nout && !self; o++)
+        if (!(vout[o] = tg_tensor_new(ctx, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape))) {
+            snprintf(msg, cap, "%s", tg_last_error());
+            for (int q = 0; q < o; q++) tg_tensor_free(vout[q]);
+            return TG_ENOMEM;
+        }
+    tg_kern k = {.ctx = ctx,
+                 .node = n,
+                 .attrs = n->attrs,
+                 .in = vin,
+                 .nin = n->nin,
+                 .out = vout,
+                 .nout = n->nout,
+                 .out_type = tout};
+    if (op->ref(&k) == TG_OK) return TG_OK;
+    snprintf(msg, cap, "%s", k.msg);
+    for (int o = 0; o < n->nout; o++) {
+        tg_tensor_free(vout[o]);
+        vout[o] = NULL;
+    }
+    return k.status ? k.status : TG_EINVAL;
+}
+
 bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out) {
     const tg_tensor *t = ic->values ? ic->values[k] : NULL;
     if (!t && ic->vars && ic->vars[k] && ic->vars[k]->kind == TG_VAR_CONST) t = ic->vars[k]->value;

@@ -99,22 +99,11 @@ static tg_status eval_node(tg_ctx *ctx, const tg_graph *g, const tg_node *n, con
         return tg_set_error(ic.status ? ic.status : TG_ESHAPE, "%s: %s", where, ic.msg);
     }
     TG_ASSERT(ic.nout == n->nout);
-    bool self = op->views || op->self_alloc;
-    for (int k = 0; k < n->nout && !self; k++) {
-        vout[k] = tg_tensor_new(ctx, (tg_dtype)tout[k].dtype, tout[k].ndim, tout[k].shape);
-        if (!vout[k]) return TG_ENOMEM;
-    }
-    tg_kern k = {.ctx = ctx,
-                 .node = n,
-                 .attrs = n->attrs,
-                 .in = vin,
-                 .nin = n->nin,
-                 .out = vout,
-                 .nout = n->nout,
-                 .out_type = tout};
-    if (op->ref(&k) != TG_OK) {
+    char msg[512];
+    tg_status st = tg_kern_run(ctx, n, vin, tout, vout, msg, sizeof msg);
+    if (st != TG_OK) {
         node_where(g, n, where, sizeof where);
-        return tg_set_error(k.status ? k.status : TG_EINVAL, "%s: %s", where, k.msg);
+        return tg_set_error(st, "%s: %s", where, msg);
     }
     for (int o = 0; o < n->nout; o++) {
         const tg_type *s = &n->out[o]->type;

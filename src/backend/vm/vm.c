@@ -568,28 +568,9 @@ static tg_status run_dynamic(tg_vm *vm, tg_plan *p, int i) {
                    .nout = op->nout,
                    .runtime = true};
     if (op->infer(&ic) != TG_OK) return node_fail(vm, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
-    bool self = op->views || op->self_alloc;
-    for (int o = 0; o < n->nout; o++) {
-        vout[o] = NULL;
-        if (self) continue;
-        vout[o] = tg_tensor_empty(vm->ctx, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape);
-        if (!vout[o]) {
-            for (int q = 0; q < o; q++) tg_tensor_free(vout[q]);
-            return TG_ENOMEM;
-        }
-    }
-    tg_kern k = {.ctx = vm->ctx,
-                 .node = n,
-                 .attrs = n->attrs,
-                 .in = vin,
-                 .nin = n->nin,
-                 .out = vout,
-                 .nout = n->nout,
-                 .out_type = tout};
-    if (op->ref(&k) != TG_OK) {
-        for (int o = 0; o < n->nout; o++) tg_tensor_free(vout[o]);
-        return node_fail(vm, n, k.status ? k.status : TG_EINVAL, k.msg);
-    }
+    char msg[512];
+    tg_status st = tg_kern_run(vm->ctx, n, vin, tout, vout, msg, sizeof msg);
+    if (st != TG_OK) return node_fail(vm, n, st, msg);
     for (int o = 0; o < n->nout; o++) {
         int v = n->out[o]->id;
         TG_ASSERT(vout[o] != NULL);
