@@ -871,9 +871,9 @@ static void test_fused_nodes(void **state) {
 /* ---- concurrent branches ---- */
 
 /* Independent nodes (fused maps and reductions, a BLAS product, a chain and a join) of a
- * size that makes one concurrent run: every thread count, with and without concurrent
- * runs, gives the same bits, equal to the reference within the kernels' bounds; the run
- * executes each of its nodes once per call; a graph too small for concurrency, or a
+ * size that makes one concurrent run (each too small to split over the pool): every thread count,
+ * with and without concurrent runs, gives the same bits, equal to the reference within the kernels'
+ * bounds; the run executes each of its nodes once per call; a graph too small for concurrency, or a
  * function of one thread, runs none. */
 static void test_branches(void **state) {
     (void)state;
@@ -891,7 +891,10 @@ static void test_branches(void **state) {
                             "}\n",
                             &m);
     enum { NOUT = 7, NODES = 8 };
-    static const int64_t sizes[][2] = {{300, 400}, {3, 5}};
+    /* 24 x 80: every node is below the size from which its kernel splits over the pool
+       (the costliest, tanh then mul, 1,920 x 17 < 32,768), and the run moves about 145 KB
+       (VM_BRANCH_MIN is 128 KiB); 3 x 5: too small for a concurrent run */
+    static const int64_t sizes[][2] = {{24, 80}, {3, 5}};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         int64_t r = sizes[s][0], c = sizes[s][1];
         int64_t xs[2] = {r, c}, as[2] = {r, r < 100 ? r : 100}; /* too small to split */
@@ -958,6 +961,41 @@ static void test_branches(void **state) {
         tg_tensor_free(A);
         tg_tensor_free(v);
     }
+    tg_module_free(m);
+}
+
+/* Two independent maps, each large enough to split over the pool: they run one after the
+ * other, each over every thread, never as a concurrent run (on one thread each, the larger
+ * would hold up the run). */
+static void test_branches_split_alone(void **state) {
+    (void)state;
+    tg_module *m;
+    tg_graph *g = parse_one("func f(x: f64[300, 400], y: f64[300, 400]) {\n"
+                            "  p = fused{exp(%0)}(x)\n"
+                            "  q = fused{sin(%0)}(y)\n"
+                            "  return p, q\n"
+                            "}\n",
+                            &m);
+    int64_t xs[2] = {300, 400};
+    tg_tensor *x = tensor_of(TG_DT_F64, 2, xs), *y = tensor_of(TG_DT_F64, 2, xs);
+    for (int64_t i = 0; i < 300 * 400; i++) {
+        store(x, i, uniform(-2, 2));
+        store(y, i, uniform(-3, 3));
+    }
+    tg_tensor *in[2] = {x, y};
+    tg_compile_opts o = {.nthreads = 2, .no_rewrite = true};
+    tg_vm *vm = NULL;
+    assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
+    tg_tensor *got[2] = {0};
+    assert_int_equal(tg_vm_call(vm, in, 2, got, 2, false), TG_OK);
+    tg_vm_stats st;
+    tg_vm_get_stats(vm, &st);
+    assert_int_equal(st.branch_runs, 0);
+    tg_vm_free(vm);
+    tg_tensor_free(got[0]);
+    tg_tensor_free(got[1]);
+    tg_tensor_free(x);
+    tg_tensor_free(y);
     tg_module_free(m);
 }
 
@@ -1506,6 +1544,7 @@ int main(void) {
         cmocka_unit_test(test_runtime_errors_name_the_node),
         cmocka_unit_test(test_fused_nodes),
         cmocka_unit_test(test_branches),
+        cmocka_unit_test(test_branches_split_alone),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_sleef_accuracy),

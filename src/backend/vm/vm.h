@@ -137,12 +137,16 @@ tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const struct tg_plan *p
 tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost, tg_tensor *out,
                        tg_tensor *const *in, int nin);
 tg_status tg_vm_exec_ew(vm_exec *e);
+/* Whether an elementwise kernel of this cost over n elements splits over nthreads. */
+bool tg_vm_ew_splits(int64_t n, int cost, int nthreads);
 
 /* Reductions (vm_reduce.c). tg_vm_reduce_ok: the class applies to this node (static
  * types); exec returns TG_EUNSUPPORTED when the run-time layout needs the reference. */
 bool tg_vm_reduce_ok(const tg_node *n);
 size_t tg_vm_reduce_ws(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads);
 tg_status tg_vm_exec_reduce(vm_exec *e);
+/* Whether a reduction reading n elements splits over nthreads threads. */
+bool tg_vm_reduce_splits(int64_t n, int nthreads);
 
 /* dot / matmul through CBLAS (vm_blas.c). */
 bool tg_vm_blas_ok(const tg_node *n);
@@ -158,6 +162,9 @@ void tg_vm_blas_single_thread(void); /* asks the BLAS library for one thread */
 void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa);
 void tg_vm_fused_free(void *prep);
 size_t tg_vm_fused_ws(void *prep, const tg_type *in, const tg_type *out, int nthreads);
+/* Whether the node splits its work over nthreads threads when its iteration space has n
+ * elements (the largest of its inputs and outputs). */
+bool tg_vm_fused_splits(const void *prep, int64_t n, int nthreads);
 tg_status tg_vm_exec_fused(vm_exec *e);
 
 #endif

@@ -218,6 +218,10 @@ static bool ew_setup(ew_job *J, tg_tensor *out, tg_tensor *const *in, int nin) {
     return true;
 }
 
+bool tg_vm_ew_splits(int64_t n, int cost, int nthreads) {
+    return nthreads > 1 && n * (cost > 0 ? cost : 1) >= SPLIT_WORK;
+}
+
 tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost, tg_tensor *out,
                        tg_tensor *const *in, int nin) {
     ew_job J;
@@ -227,7 +231,7 @@ tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost
     if (!ew_setup(&J, out, in, nin)) return TG_OK;
     int64_t work = J.n * (cost > 0 ? cost : 1);
     int nth = pool ? tg_pool_size(pool) : 1;
-    if (nth > 1 && work >= SPLIT_WORK) {
+    if (tg_vm_ew_splits(J.n, cost, nth)) {
         int64_t want = work / (SPLIT_WORK / 2);
         tg_pool_run_n(pool, want < nth ? (int)want : nth, ew_task, &J);
     } else {

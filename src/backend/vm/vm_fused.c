@@ -80,6 +80,11 @@ void tg_vm_fused_free(void *prep) {
 
 static bool float_dt(int dt) { return dt == TG_DT_F32 || dt == TG_DT_F64; }
 
+bool tg_vm_fused_splits(const void *prep, int64_t n, int nthreads) {
+    const fz_prog *f = prep;
+    return f && nthreads > 1 && n * f->cost >= SPLIT_WORK && n > BLK;
+}
+
 void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
     char msg[256];
     tg_fused_prog *p = NULL;

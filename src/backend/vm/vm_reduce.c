@@ -373,9 +373,11 @@ static void chunks_task(void *arg, int ith, int nth) {
     }
 }
 
+bool tg_vm_reduce_splits(int64_t n, int nthreads) { return nthreads > 1 && n >= SPLIT_WORK; }
+
 static void run_rows(red_job *J, tg_pool *pool, int nth) {
     int64_t n = J->K * J->R, es = J->f64 ? 8 : 4;
-    if (nth <= 1 || n < SPLIT_WORK) {
+    if (!tg_vm_reduce_splits(n, nth)) {
         rows_task(J, 0, 1);
         return;
     }
