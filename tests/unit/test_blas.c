@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/vm/vm.h"
@@ -428,12 +429,104 @@ static void test_records(void **state) {
     assert_non_null(strstr(tg_last_error(), "does not broadcast"));
 }
 
+/* tg_vm_gemm, the product every backend calls (libxsmm's generated kernels for small
+ * products when built with it, else CBLAS), against a loop in double: both dtypes, every
+ * transpose pair, leading dimensions wider than the rows, alpha 1 and 0.5, beta 0 (over C
+ * full of NaN: none may leak), 1 and 2; extents that use libxsmm's direct kernel, its
+ * scratch blocks of rows with a shorter last block (300 columns of f64: 27 rows a block),
+ * and extents beyond its bounds (CBLAS). */
+static void test_gemm_entry(void **state) {
+    (void)state;
+    static const int64_t ext[][3] = {{3, 5, 7}, {64, 64, 64}, {100, 300, 37}, {1100, 3, 2}};
+    static const double scales[][2] = {{1, 0}, {1, 1}, {0.5, 0}, {0.5, 1}, {1, 2}, {0.5, 2}};
+    for (size_t e = 0; e < sizeof ext / sizeof ext[0]; e++) {
+        int64_t M = ext[e][0], N = ext[e][1], K = ext[e][2], pad = 3;
+        int64_t ldmax = (M > N ? M : N) + pad, big = (ldmax > K + pad ? ldmax : K + pad);
+        double *A = malloc(sizeof *A * (size_t)(big * big)),
+               *B = malloc(sizeof *B * (size_t)(big * big));
+        double *C0 = malloc(sizeof *C0 * (size_t)(M * (N + pad)));
+        void *a = malloc(8 * (size_t)(big * big)), *b = malloc(8 * (size_t)(big * big));
+        void *c = malloc(8 * (size_t)(M * (N + pad)));
+        assert_true(A && B && C0 && a && b && c);
+        for (int64_t i = 0; i < big * big; i++) {
+            A[i] = (double)((i * 7919) % 23) / 11.0 - 1.0;
+            B[i] = (double)((i * 104729) % 19) / 9.0 - 1.0;
+        }
+        for (int64_t i = 0; i < M * (N + pad); i++) C0[i] = (double)(i % 13) / 6.0 - 1.0;
+        for (int f64 = 0; f64 < 2; f64++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++)
+                    for (size_t sc = 0; sc < sizeof scales / sizeof scales[0]; sc++) {
+                        double alpha = scales[sc][0], beta = scales[sc][1];
+                        int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+                        for (int64_t i = 0; i < big * big; i++) {
+                            if (f64) {
+                                ((double *)a)[i] = A[i];
+                                ((double *)b)[i] = B[i];
+                            } else {
+                                ((float *)a)[i] = (float)A[i];
+                                ((float *)b)[i] = (float)B[i];
+                            }
+                        }
+                        for (int64_t i = 0; i < M * ldc; i++) {
+                            double v = beta == 0 ? NAN : C0[i];
+                            if (f64)
+                                ((double *)c)[i] = v;
+                            else
+                                ((float *)c)[i] = (float)v;
+                        }
+                        tg_vm_gemm(f64, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+                        double worst = 0;
+                        for (int64_t m = 0; m < M; m++)
+                            for (int64_t n = 0; n < N; n++) {
+                                double acc = 0, mag = 0;
+                                for (int64_t k = 0; k < K; k++) {
+                                    double x = ta ? A[k * lda + m] : A[m * lda + k];
+                                    double y = tb ? B[n * ldb + k] : B[k * ldb + n];
+                                    if (!f64) x = (float)x, y = (float)y;
+                                    acc += x * y;
+                                    mag += fabs(x * y);
+                                }
+                                double cv = f64 ? C0[m * ldc + n] : (float)C0[m * ldc + n];
+                                double want = alpha * acc + (beta == 0 ? 0 : beta * cv);
+                                double got =
+                                    f64 ? ((double *)c)[m * ldc + n] : ((float *)c)[m * ldc + n];
+                                double err = fabs(got - want) / (mag + fabs(beta * cv) + 1e-30);
+                                if (!(err <= worst)) worst = err; /* NaN counts */
+                            }
+                        if (!(worst <= (f64 ? 1e-13 : 1e-5)))
+                            fail_msg("gemm %lldx%lldx%lld f%d ta %d tb %d alpha %g beta %g: "
+                                     "relative error %g",
+                                     (long long)M, (long long)N, (long long)K, f64 ? 64 : 32, ta,
+                                     tb, alpha, beta, worst);
+                        /* the padding of C is untouched */
+                        for (int64_t m = 0; m < M; m++)
+                            for (int64_t n = N; n < ldc; n++) {
+                                double v =
+                                    f64 ? ((double *)c)[m * ldc + n] : ((float *)c)[m * ldc + n];
+                                double w = beta == 0
+                                               ? NAN
+                                               : (f64 ? C0[m * ldc + n] : (float)C0[m * ldc + n]);
+                                if (!(v == w || (isnan(v) && isnan(w))))
+                                    fail_msg("gemm %lldx%lldx%lld wrote past N", (long long)M,
+                                             (long long)N, (long long)K);
+                            }
+                    }
+        free(A);
+        free(B);
+        free(C0);
+        free(a);
+        free(b);
+        free(c);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layouts),      cmocka_unit_test(test_large),
-        cmocka_unit_test(test_empty),        cmocka_unit_test(test_nan_rules),
-        cmocka_unit_test(test_inplace_plan), cmocka_unit_test(test_records),
-        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_gemm_entry), cmocka_unit_test(test_layouts),
+        cmocka_unit_test(test_large),      cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_nan_rules),  cmocka_unit_test(test_inplace_plan),
+        cmocka_unit_test(test_records),    cmocka_unit_test(test_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

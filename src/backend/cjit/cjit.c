@@ -343,13 +343,7 @@ static int cb_red(tg_rt *rt, int i, red_loop loop, int cost, unsigned red) {
 static void rt_gemm(int f64, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
                     const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                     int64_t ldc) {
-    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-    if (f64)
-        cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb,
-                    beta, c, (int)ldc);
-    else
-        cblas_sgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b,
-                    (int)ldb, (float)beta, c, (int)ldc);
+    tg_vm_gemm(f64 != 0, ta != 0, tb != 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 static void rt_gemv(int f64, int ta, int64_t m, int64_t n, double alpha, const void *a, int64_t lda,

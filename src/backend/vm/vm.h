@@ -156,6 +156,12 @@ size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, in
 bool tg_vm_blas_splits(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads);
 tg_status tg_vm_exec_blas(vm_exec *e);
 void tg_vm_blas_single_thread(void); /* asks the BLAS library for one thread */
+/* C = alpha op(A) op(B) + beta C, row-major (CBLAS's gemm, lda/ldb/ldc in elements, extents
+ * within int): libxsmm's generated kernel for small products when built with it, else
+ * CBLAS. */
+void tg_vm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                int64_t ldc);
 
 /* Fused nodes (vm_fused.c). prep compiles the node's program (NULL when the node must
  * run its reference kernel); ws gives the scratch size for run-time types. */

@@ -136,7 +136,6 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
     c += (m0 * ldc_ + n0) * es;
     int lda = (int)J->A.ld, ldb = (int)J->B.ld, ldc = (int)ldc_;
     enum CBLAS_TRANSPOSE ta = J->A.trans ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE tb = J->B.trans ? CblasTrans : CblasNoTrans;
     /* element strides of A's row 0 and B's column 0 (for dot and gemv) */
     int sa = J->A.trans ? lda : 1, sb = J->B.trans ? 1 : ldb;
     double al = J->alpha;
@@ -162,13 +161,114 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
         else
             cblas_sgemv(CblasRowMajor, t, rows, cols, (float)al, (const float *)b, ldb,
                         (const float *)a, sa, (float)be, (float *)c, 1);
-    } else if (J->f64) {
-        cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, al, (const double *)a, lda,
-                    (const double *)b, ldb, be, (double *)c, ldc);
     } else {
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, (float)al, (const float *)a, lda,
-                    (const float *)b, ldb, (float)be, (float *)c, ldc);
+        tg_vm_gemm(J->f64, J->A.trans, J->B.trans, M, N, K, al, a, lda, b, ldb, be, c, ldc);
     }
+}
+
+/* ---- the matrix product: libxsmm's generated kernels for small ones, else CBLAS ----
+ * libxsmm (Debian: libxsmm-dev) generates machine code for a product of given extents
+ * once, then finds it in its registry (about 40 ns); for small and medium products it
+ * beats OpenBLAS, whose packing and blocking pay off only for large ones (one thread,
+ * AVX-512: 64 products 128x128x128 in f64 1.55x as fast, 256x256x256 f32 1.1-1.3x; a
+ * 1024^3 product 2.7x slower, hence the bounds below). Its kernels take column-major
+ * operands, so the row-major C = op(A) op(B) is computed as the column-major
+ * Cᵀ = op(B)ᵀ op(A)ᵀ: our B is its first operand, our A its second (a transposed A is
+ * its TRANS_B); a transposed B has no generated kernel in libxsmm 1.17 and goes to CBLAS.
+ * The kernels take alpha = 1 and beta = 0 or 1 (beta 0 never reads C: NaN there does not
+ * leak); other scales go through a scratch block of rows: T = op(A) op(B) for a few rows,
+ * then C = alpha T + beta C (beta 0: alpha T). */
+#if defined(TG_HAVE_LIBXSMM)
+#include <libxsmm.h>
+
+#define XSMM_MAX_DIM 1024               /* extents above this go to CBLAS */
+#define XSMM_MAX_MNK ((int64_t)1 << 26) /* and products above 256 x 256 x 1024 */
+#define XSMM_SCRATCH (64 << 10)         /* bytes of T (on the stack) */
+
+/* The kernel for C[m, n] (column-major) = A[m, k] B[k, n] (+ C when acc), or NULL. */
+static void *xsmm_kernel(bool f64, bool tb, int m, int n, int k, int lda, int ldb, int ldc,
+                         bool acc) {
+    int flags = tb ? LIBXSMM_GEMM_FLAG_TRANS_B : 0;
+    if (f64) {
+        const double one = 1.0, beta = acc ? 1.0 : 0.0;
+        return (void *)libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, NULL);
+    }
+    const float one = 1.0f, beta = acc ? 1.0f : 0.0f;
+    return (void *)libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, NULL);
+}
+
+static void xsmm_call(bool f64, void *kern, const void *a, const void *b, void *c) {
+    if (f64)
+        ((libxsmm_dmmfunction)kern)((const double *)a, (const double *)b, (double *)c);
+    else
+        ((libxsmm_smmfunction)kern)((const float *)a, (const float *)b, (float *)c);
+}
+
+/* C = alpha op(A) op(B) + beta C through libxsmm; false when it has no kernel for it. */
+static bool xsmm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                      const char *a, int64_t lda, const char *b, int64_t ldb, double beta, char *c,
+                      int64_t ldc) {
+    if (tb || M < 1 || N < 1 || K < 1 || M > XSMM_MAX_DIM || N > XSMM_MAX_DIM || K > XSMM_MAX_DIM ||
+        M * N * K > XSMM_MAX_MNK)
+        return false;
+    int64_t es = f64 ? 8 : 4;
+    if (alpha == 1.0 && (beta == 0.0 || beta == 1.0)) {
+        void *kern =
+            xsmm_kernel(f64, ta, (int)N, (int)M, (int)K, (int)ldb, (int)lda, (int)ldc, beta == 1.0);
+        if (!kern) return false;
+        xsmm_call(f64, kern, b, a, c);
+        return true;
+    }
+    /* blocks of rb rows of C through the scratch T (rb x N, contiguous) */
+    int64_t rb = XSMM_SCRATCH / (N * es);
+    if (rb < 1) return false;
+    if (rb > M) rb = M;
+    void *full = xsmm_kernel(f64, ta, (int)N, (int)rb, (int)K, (int)ldb, (int)lda, (int)N, false);
+    void *tail = M % rb ? xsmm_kernel(f64, ta, (int)N, (int)(M % rb), (int)K, (int)ldb, (int)lda,
+                                      (int)N, false)
+                        : full;
+    if (!full || !tail) return false;
+    _Alignas(64) char T[XSMM_SCRATCH];
+    for (int64_t m0 = 0; m0 < M; m0 += rb) {
+        int64_t r = M - m0 < rb ? M - m0 : rb;
+        xsmm_call(f64, r == rb ? full : tail, b, a + (ta ? m0 : m0 * lda) * es, T);
+        for (int64_t i = 0; i < r; i++) {
+            char *ci = c + (m0 + i) * ldc * es;
+            if (f64) {
+                double *y = (double *)ci;
+                const double *t = (const double *)T + i * N;
+                if (beta == 0.0)
+                    for (int64_t j = 0; j < N; j++) y[j] = alpha * t[j];
+                else
+                    for (int64_t j = 0; j < N; j++) y[j] = alpha * t[j] + beta * y[j];
+            } else {
+                float *y = (float *)ci;
+                const float *t = (const float *)T + i * N;
+                const float al = (float)alpha, be = (float)beta;
+                if (beta == 0.0)
+                    for (int64_t j = 0; j < N; j++) y[j] = al * t[j];
+                else
+                    for (int64_t j = 0; j < N; j++) y[j] = al * t[j] + be * y[j];
+            }
+        }
+    }
+    return true;
+}
+#endif
+
+void tg_vm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                int64_t ldc) {
+#if defined(TG_HAVE_LIBXSMM)
+    if (xsmm_gemm(f64, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+#endif
+    enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    if (f64)
+        cblas_dgemm(CblasRowMajor, TA, TB, (int)M, (int)N, (int)K, alpha, (const double *)a,
+                    (int)lda, (const double *)b, (int)ldb, beta, (double *)c, (int)ldc);
+    else
+        cblas_sgemm(CblasRowMajor, TA, TB, (int)M, (int)N, (int)K, (float)alpha, (const float *)a,
+                    (int)lda, (const float *)b, (int)ldb, (float)beta, (float *)c, (int)ldc);
 }
 
 /* ---- splitting a product over the pool ----
