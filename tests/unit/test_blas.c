@@ -10,7 +10,8 @@
  * contraction with partial products summed in thread order; 1 to 3 threads). The memory
  * plan: an in-place node shares its accumulator's block (fewer blocks than the plain op),
  * and not when the accumulator is aliased with another input. Also: the op records'
- * destroy maps. */
+ * destroy maps; tg_vm_gemm, the product every backend calls (libxsmm or CBLAS), against a
+ * loop in double; and a split product's parts using the whole product's kernel. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -521,12 +522,42 @@ static void test_gemm_entry(void **state) {
     }
 }
 
+/* A product above libxsmm's bounds (1024 x 256 x 512 = 2^27 multiply-adds) split by rows
+ * over 2 threads into halves within them: each half uses the kernel the whole product uses,
+ * so the result has the same bits on 1 and 2 threads. */
+static void test_split_same_kernel(void **state) {
+    (void)state;
+    tg_module *m = parse("func f(A: f64[1024,512], B: f64[512,256]) {\n"
+                         "  y = dot(A, B)\n  return y\n}\n");
+    tg_graph *g = tg_module_find(m, "f");
+    int64_t sa[3] = {1024, 512}, sb[3] = {512, 256};
+    tg_tensor *in[2] = {random_tensor(TG_DT_F64, 2, sa), random_tensor(TG_DT_F64, 2, sb)};
+    assert_true(splits(m, "f", "dot", 2));
+    tg_tensor *got[2] = {0};
+    for (int nth = 1; nth <= 2; nth++) {
+        tg_fn *vm = compile(g, TG_MODE_VM, nth, false);
+        assert_int_equal(tg_fn_call(vm, in, 2, &got[nth - 1], 1), TG_OK);
+        tg_fn_free(vm);
+    }
+    assert_memory_equal(tg_tensor_data(got[0]), tg_tensor_data(got[1]), 1024 * 256 * 8);
+    for (int k = 0; k < 2; k++) {
+        tg_tensor_free(got[k]);
+        tg_tensor_free(in[k]);
+    }
+    tg_module_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm_entry), cmocka_unit_test(test_layouts),
-        cmocka_unit_test(test_large),      cmocka_unit_test(test_empty),
-        cmocka_unit_test(test_nan_rules),  cmocka_unit_test(test_inplace_plan),
-        cmocka_unit_test(test_records),    cmocka_unit_test(test_split),
+        cmocka_unit_test(test_split_same_kernel),
+        cmocka_unit_test(test_gemm_entry),
+        cmocka_unit_test(test_layouts),
+        cmocka_unit_test(test_large),
+        cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_nan_rules),
+        cmocka_unit_test(test_inplace_plan),
+        cmocka_unit_test(test_records),
+        cmocka_unit_test(test_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,6 +123,11 @@ typedef struct gemm_job {
     char *part; /* SPLIT_K: the partial products of threads 1.., M x N each, contiguous */
 } gemm_job;
 
+static void gemm_call(bool small, bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                      double beta, void *c, int64_t ldc);
+static bool gemm_small(int64_t M, int64_t N, int64_t K);
+
 /* c[m0:m1, n0:n1] = alpha * A[m0:m1, k0:k1] B[k0:k1, n0:n1] + be * c (c: ldc apart). */
 static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k0,
                       int64_t k1, char *c, int64_t ldc_, double be) {
@@ -162,7 +167,10 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
             cblas_sgemv(CblasRowMajor, t, rows, cols, (float)al, (const float *)b, ldb,
                         (const float *)a, sa, (float)be, (float *)c, 1);
     } else {
-        tg_vm_gemm(J->f64, J->A.trans, J->B.trans, M, N, K, al, a, lda, b, ldb, be, c, ldc);
+        /* the whole product picks the kernel, so that a part computes each element as
+           the whole would (results do not depend on the thread count) */
+        gemm_call(gemm_small(J->M, J->N, J->K), J->f64, J->A.trans, J->B.trans, M, N, K, al, a, lda,
+                  b, ldb, be, c, ldc);
     }
 }
 
@@ -208,9 +216,7 @@ static void xsmm_call(bool f64, void *kern, const void *a, const void *b, void *
 static bool xsmm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                       const char *a, int64_t lda, const char *b, int64_t ldb, double beta, char *c,
                       int64_t ldc) {
-    if (tb || M < 1 || N < 1 || K < 1 || M > XSMM_MAX_DIM || N > XSMM_MAX_DIM || K > XSMM_MAX_DIM ||
-        M * N * K > XSMM_MAX_MNK)
-        return false;
+    if (tb || M < 1 || N < 1 || K < 1) return false;
     int64_t es = f64 ? 8 : 4;
     if (alpha == 1.0 && (beta == 0.0 || beta == 1.0)) {
         void *kern =
@@ -256,11 +262,31 @@ static bool xsmm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t 
 }
 #endif
 
+/* Whether a product of these extents is small enough for libxsmm. */
+static bool gemm_small(int64_t M, int64_t N, int64_t K) {
+#if defined(TG_HAVE_LIBXSMM)
+    return M <= XSMM_MAX_DIM && N <= XSMM_MAX_DIM && K <= XSMM_MAX_DIM && M * N * K <= XSMM_MAX_MNK;
+#else
+    (void)M, (void)N, (void)K;
+    return false;
+#endif
+}
+
 void tg_vm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                 const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                 int64_t ldc) {
+    gemm_call(gemm_small(M, N, K), f64, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* A product (or a part of one) with libxsmm when small says so and it has a kernel,
+ * else with CBLAS. */
+static void gemm_call(bool small, bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                      double beta, void *c, int64_t ldc) {
 #if defined(TG_HAVE_LIBXSMM)
-    if (xsmm_gemm(f64, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+    if (small && xsmm_gemm(f64, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+#else
+    (void)small;
 #endif
     enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
     if (f64)
