@@ -187,13 +187,22 @@ static void test_large(void **state) {
                       "func bigv(y: f64[700], A: f64[700,900], x: f64[900]) {\n"
                       "  r = gemv(y, A, x, alpha=1.0, beta=1.0)\n  return r\n}\n"
                       "func bigr(A: f64[700,300], x: f64[700], y: f64[300]) {\n"
-                      "  r = ger(A, x, y, alpha=1.0, beta=1.0)\n  return r\n}\n";
+                      "  r = ger(A, x, y, alpha=1.0, beta=1.0)\n  return r\n}\n"
+                      /* outputs over 8 MiB from a kept accumulator: streaming stores */
+                      "func bigs(A: f64[1100,1000], x: f64[1100], y: f64[1000]) {\n"
+                      "  r = ger(A, x[::-1], y, alpha=0.5, beta=2.0)\n  return r\n}\n"
+                      "func bigsf(A: f32[1100,2000], x: f32[1100], y: f32[2000]) {\n"
+                      "  r = ger(A, x, y, alpha=-1.5, beta=1.0)\n  return r\n}\n";
     run_case(src, "big", 3, (const int64_t[3][3]){{300, 200}, {300, 250}, {200, 250}},
              (const int[]){2, 2, 2}, TG_DT_F64);
     run_case(src, "bigv", 3, (const int64_t[3][3]){{700}, {700, 900}, {900}},
              (const int[]){1, 2, 1}, TG_DT_F64);
     run_case(src, "bigr", 3, (const int64_t[3][3]){{700, 300}, {700}, {300}},
              (const int[]){2, 1, 1}, TG_DT_F64);
+    run_case(src, "bigs", 3, (const int64_t[3][3]){{1100, 1000}, {1100}, {1000}},
+             (const int[]){2, 1, 1}, TG_DT_F64);
+    run_case(src, "bigsf", 3, (const int64_t[3][3]){{1100, 2000}, {1100}, {2000}},
+             (const int[]){2, 1, 1}, TG_DT_F32);
 }
 
 /* Empty extents: 0 rows, 0 columns, an empty contraction (beta * C). */
