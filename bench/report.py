@@ -29,12 +29,15 @@ PEERS = ("numpy", "torch", "cblas")
 # configuration of tgraph (sizes, dtypes, ...) is compared with the peer (None: the best
 # peer; "numpy", "cblas": the best of that kind) through its best tgraph line (backend or
 # variant; ablations such as `unfused` and `vm-no-blas` are left out), and the worst of
-# those ratios is what must meet the limit. ("time", ms, filter, text): the best median.
+# those ratios is what must meet the limit. ("self", limit, filter, text, twin): the same,
+# but each tgraph line is compared with its own twin, the line whose `filter` word is
+# replaced by `twin` (W3: x=reversed against x=forward, same backend and threads).
+# ("time", ms, filter, text): the best median.
 ABLATIONS = ("unfused", "vm-no-blas")
 TARGETS = OrderedDict([
     ("w1", [("ratio", 0.5, None, "W1 <= 0.5x the best peer", None)]),
     ("w2", [("ratio", 1.05, None, "W2 <= 1.05x a direct BLAS call", "cblas")]),
-    ("w3", [("ratio", 1.05, "x=reversed", "W3 reversed <= 1.05x a direct BLAS call", "cblas")]),
+    ("w3", [("self", 1.05, "x=reversed", "W3 reversed <= 1.05x forward", "x=forward")]),
     ("w4", [("ratio", 0.6, None, "W4 <= 0.6x NumPy", "numpy")]),
     ("w5", [("time", 0.5e-3, None, "W5 >= 2M calls/s (<= 0.5 us per call)")]),
     ("w6", [("ratio", 1.0, "threads=1", "W6 <= 1.0x the best peer at 1 thread", None),
@@ -120,9 +123,16 @@ def best_peer(res, name, kind=None):
     return best
 
 
-def ratio_target(res, names, wl, limit, filt, text, kind):
+def twin_of(res, name, filt, twin):
+    """The line name with its word filt replaced by twin, and its median (None if absent)."""
+    t = " ".join(twin if w == filt else w for w in name.split())
+    return (t, res[t][0]) if t != name and t in res else None
+
+
+def ratio_target(res, names, wl, limit, filt, text, kind, twin=None):
     """Rows of the targets table for one ratio rule: one per thread count, the worst over
-    configurations of the best tgraph line of each configuration."""
+    configurations of the best tgraph line of each configuration. The reference of a line
+    is its best peer (of that kind), or with twin its own twin line (twin_of)."""
     groups = {}
     for n in names:
         words = n.split()
@@ -130,7 +140,7 @@ def ratio_target(res, names, wl, limit, filt, text, kind):
             continue
         if filt is not None and filt not in words and filt not in n:
             continue
-        peer = best_peer(res, n, kind)
+        peer = twin_of(res, n, filt, twin) if twin else best_peer(res, n, kind)
         if not peer:
             continue
         kv = keyvals(n)
@@ -229,6 +239,9 @@ def main(argv):
             kind, limit, filt, text = rule[:4]
             if kind == "ratio":
                 lines += ratio_target(res, names, wl, limit, filt, text, rule[4])
+                continue
+            if kind == "self":
+                lines += ratio_target(res, names, wl, limit, filt, text, None, twin=rule[4])
                 continue
             tg = [n for n in names if n.split()[0] == wl and not is_peer(n)
                   and (filt is None or filt in n.split() or filt in n)]

@@ -2,7 +2,8 @@
 """test_report.py - checks bench/report.py on fixed result lines: medians of per-round
 medians, unit conversion, pairing of tgraph's configurations with peers of the same
 thread count (and with peers that name no thread count), the ratios, the targets table,
-notes about skipped programs, and that the chart is well-formed SVG with one bar per
+a target judged against a line's own twin (W3 reversed against forward), notes about
+skipped programs, and that the chart is well-formed SVG with one bar per
 ratio. Exits non-zero on the first mismatch (ctest: bench_report)."""
 import os
 import re
@@ -40,6 +41,9 @@ w4 vm-no-blas n=20 threads=1: median 0.500 ms, min 0.500 ms (10 runs)
 w4 numpy n=10 threads=1: median 4.000 ms, min 4.000 ms (10 runs)
 w4 numpy n=20 threads=1: median 4.000 ms, min 4.000 ms (10 runs)
 w4 cblas n=20 threads=1: median 1.000 ms, min 1.000 ms (10 runs)
+w3 vm n=8 x=forward threads=1: median 2.000 ms, min 2.000 ms (10 runs)
+w3 vm n=8 x=reversed threads=1: median 2.200 ms, min 2.200 ms (10 runs)
+w3 cblas n=8 x=reversed threads=1: median 1.000 ms, min 1.000 ms (10 runs)
 == round 2 of 2 ==
 w6 vm threads=1: median 6.000 ms, min 2.800 ms (10 runs)
 w6 vm threads=2: median 3.000 ms, min 2.900 ms (10 runs)
@@ -109,6 +113,10 @@ def main():
     # W2 against a direct BLAS call (not the best peer of any kind): 1.0 / 0.8 ms
     w2 = target(md, "W2 <= 1.05x a direct BLAS call, threads=1")
     assert w2[1].startswith("1.25x (worst: w2 n=256 f64 tgraph threads=1)") and w2[2] == "**no**"
+    # W3: reversed against tgraph's own forward line (2.2 / 2.0), not against cblas
+    w3 = target(md, "W3 reversed <= 1.05x forward, threads=1")
+    assert w3[1].startswith("1.10x (worst: w3 vm n=8 x=reversed threads=1)"), w3
+    assert w3[2] == "**no**", w3
     assert target(md, "W5 >= 2M calls/s (<= 0.5 us per call)")[2] == "yes"
     assert target(md, "W8 cold compile <= 1 s")[2] == "**no**"
     assert target(md, "W7 <= 0.95x NumPy")[1] == "not measured"
@@ -124,7 +132,7 @@ def main():
     root = ET.parse(svg_path).getroot()
     bars = [e for e in root.iter() if e.tag.endswith("rect") and e.get("height") == "20"]
     ratios = re.findall(r"\*\*([0-9.]+)x\*\*", md.split("## Targets")[0])
-    assert len(bars) == len(ratios) == 9, (len(bars), ratios)
+    assert len(bars) == len(ratios) == 10, (len(bars), ratios)
     print("bench_report: ok")
     return 0
 
