@@ -115,6 +115,68 @@ static void copy_contig(char *dst, const tg_tensor *t) {
     }
 }
 
+typedef struct acc_job {
+    const tg_tensor *c; /* accumulator (broadcasts to the output) */
+    char *out;          /* contiguous rows x cols */
+    int64_t rows, cols;
+    int64_t sr, sc; /* C's strides along the output's rows and columns (0: broadcast) */
+    double beta;
+    bool f64;
+} acc_job;
+
+static void acc_rows(const acc_job *J, int64_t lo, int64_t hi) {
+    const char *cb = tg_tensor_data(J->c);
+    for (int64_t i = lo; i < hi; i++) {
+        if (J->f64) {
+            const double *c = (const double *)cb + i * J->sr;
+            double *o = (double *)J->out + i * J->cols;
+            if (J->beta == 1.0 && J->sc == 1)
+                memcpy(o, c, (size_t)J->cols * 8);
+            else
+                for (int64_t j = 0; j < J->cols; j++) o[j] = J->beta * c[j * J->sc];
+        } else {
+            const float *c = (const float *)cb + i * J->sr;
+            float *o = (float *)J->out + i * J->cols;
+            float b = (float)J->beta;
+            if (J->beta == 1.0 && J->sc == 1)
+                memcpy(o, c, (size_t)J->cols * 4);
+            else
+                for (int64_t j = 0; j < J->cols; j++) o[j] = b * c[j * J->sc];
+        }
+    }
+}
+
+static void acc_task(void *arg, int ith, int nth) {
+    const acc_job *J = arg;
+    int64_t lo, hi;
+    tg_pool_share(J->rows, ith, nth, 1, &lo, &hi);
+    acc_rows(J, lo, hi);
+}
+
+/* The job out = beta * broadcast(C) (out rows x cols, contiguous; a vector is one row). */
+static void acc_prep(acc_job *J, const tg_tensor *c, tg_tensor *y, double beta) {
+    *J = (acc_job){.c = c, .out = tg_tensor_data(y), .beta = beta, .f64 = y->dtype == TG_DT_F64};
+    bool vec = y->ndim == 1;
+    J->rows = vec ? 1 : y->shape[0];
+    J->cols = vec ? y->shape[0] : y->shape[1];
+    int64_t s[2] = {0, 0}; /* C's strides aligned to the output's axes */
+    for (int d = 0; d < c->ndim; d++) {
+        int od = y->ndim - c->ndim + d;
+        s[od] = c->shape[d] == 1 ? 0 : c->strides[d];
+    }
+    J->sr = vec ? 0 : s[0];
+    J->sc = vec ? s[0] : s[1];
+}
+
+static void acc_fill(vm_exec *e, const tg_tensor *c, tg_tensor *y, double beta) {
+    acc_job J;
+    acc_prep(&J, c, y, beta);
+    if (J.rows * J.cols >= (1 << 16) && e->pool && e->nthreads > 1 && J.rows >= e->nthreads)
+        tg_pool_run(e->pool, acc_task, &J);
+    else
+        acc_rows(&J, 0, J.rows);
+}
+
 typedef struct gemm_job {
     bool f64;
     int64_t M, N, K;
@@ -124,11 +186,34 @@ typedef struct gemm_job {
     int64_t ldc;
     int split;  /* how the pool shares it (split_of) */
     char *part; /* SPLIT_K: the partial products of threads 1.., M x N each, contiguous */
+    /* a kept accumulator read in place of C: C = alpha A B + src->beta * src->c, C being
+       output only (beta unused); NULL: C holds the accumulator */
+    const acc_job *src;
 } gemm_job;
 
 static void gemm_call(bool small, bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                       double beta, void *c, int64_t ldc);
+static bool xsmm_src(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                     const char *a, const char *b, char *c, int64_t ldc);
+
+/* c[m0:m1, n0:n1] (c: the part's origin, ldc apart) = the kept accumulator's part. */
+static void src_fill(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1, char *c,
+                     int64_t ldc) {
+    const acc_job *S = J->src;
+    const char *cb = tg_tensor_data(S->c);
+    for (int64_t i = m0; i < m1; i++) {
+        if (J->f64) {
+            const double *s = (const double *)cb + i * S->sr;
+            double *o = (double *)c + (i - m0) * ldc - n0;
+            for (int64_t j = n0; j < n1; j++) o[j] = S->beta * s[j * S->sc];
+        } else {
+            const float *s = (const float *)cb + i * S->sr;
+            float *o = (float *)c + (i - m0) * ldc - n0, be = (float)S->beta;
+            for (int64_t j = n0; j < n1; j++) o[j] = be * s[j * S->sc];
+        }
+    }
+}
 static bool gemm_small(int64_t M, int64_t N, int64_t K);
 
 /* c[m0:m1, n0:n1] = alpha * A[m0:m1, k0:k1] B[k0:k1, n0:n1] + be * c (c: ldc apart). */
@@ -142,6 +227,11 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
                         where element k1 - 1 of the part is */
         b = J->B.p + (J->K - k1) * -J->B.ld * es;
     c += (m0 * ldc_ + n0) * es;
+    if (J->src) { /* libxsmm reads the accumulator where it is; else it is copied first */
+        if (xsmm_src(J, m0, m1, n0, n1, a, b, c, ldc_)) return;
+        src_fill(J, m0, m1, n0, n1, c, ldc_);
+        be = 1.0;
+    }
     int lda = (int)J->A.ld, ldb = (int)J->B.ld, ldc = (int)ldc_;
     enum CBLAS_TRANSPOSE ta = J->A.trans ? CblasTrans : CblasNoTrans;
     /* element strides of A's row 0 and B's column 0 (for dot and gemv) */
@@ -215,13 +305,15 @@ static void xsmm_call(bool f64, void *kern, const void *a, const void *b, void *
         ((libxsmm_smmfunction)kern)((const float *)a, (const float *)b, (float *)c);
 }
 
-/* C = alpha op(A) op(B) + beta C through libxsmm; false when it has no kernel for it. */
+/* C = alpha op(A) op(B) + beta S through libxsmm, S being C itself (src NULL; beta 0 does
+ * not read it, as in BLAS) or src with element strides (ssr, ssc) (0: broadcast; always
+ * read, so that 0 times its NaN stays NaN); false when it has no kernel for it. */
 static bool xsmm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                       const char *a, int64_t lda, const char *b, int64_t ldb, double beta, char *c,
-                      int64_t ldc) {
+                      int64_t ldc, const char *src, int64_t ssr, int64_t ssc) {
     if (tb || M < 1 || N < 1 || K < 1) return false;
     int64_t es = f64 ? 8 : 4;
-    if (alpha == 1.0 && (beta == 0.0 || beta == 1.0)) {
+    if (alpha == 1.0 && (beta == 0.0 || beta == 1.0) && !src) {
         void *kern =
             xsmm_kernel(f64, ta, (int)N, (int)M, (int)K, (int)ldb, (int)lda, (int)ldc, beta == 1.0);
         if (!kern) return false;
@@ -243,21 +335,23 @@ static bool xsmm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t 
         xsmm_call(f64, r == rb ? full : tail, b, a + (ta ? m0 : m0 * lda) * es, T);
         for (int64_t i = 0; i < r; i++) {
             char *ci = c + (m0 + i) * ldc * es;
+            const char *si = src ? src + (m0 + i) * ssr * es : ci;
+            int64_t sc = src ? ssc : 1;
             if (f64) {
                 double *y = (double *)ci;
-                const double *t = (const double *)T + i * N;
-                if (beta == 0.0)
+                const double *t = (const double *)T + i * N, *z = (const double *)si;
+                if (beta == 0.0 && !src) /* C is not read (a kept accumulator is: 0 NaN) */
                     for (int64_t j = 0; j < N; j++) y[j] = alpha * t[j];
                 else
-                    for (int64_t j = 0; j < N; j++) y[j] = alpha * t[j] + beta * y[j];
+                    for (int64_t j = 0; j < N; j++) y[j] = alpha * t[j] + beta * z[j * sc];
             } else {
                 float *y = (float *)ci;
-                const float *t = (const float *)T + i * N;
+                const float *t = (const float *)T + i * N, *z = (const float *)si;
                 const float al = (float)alpha, be = (float)beta;
-                if (beta == 0.0)
+                if (beta == 0.0 && !src)
                     for (int64_t j = 0; j < N; j++) y[j] = al * t[j];
                 else
-                    for (int64_t j = 0; j < N; j++) y[j] = al * t[j] + be * y[j];
+                    for (int64_t j = 0; j < N; j++) y[j] = al * t[j] + be * z[j * sc];
             }
         }
     }
@@ -287,7 +381,8 @@ static void gemm_call(bool small, bool f64, bool ta, bool tb, int64_t M, int64_t
                       double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                       double beta, void *c, int64_t ldc) {
 #if defined(TG_HAVE_LIBXSMM)
-    if (small && xsmm_gemm(f64, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+    if (small && xsmm_gemm(f64, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0, 0))
+        return;
 #else
     (void)small;
 #endif
@@ -381,10 +476,32 @@ static void add_parts(const gemm_job *J, int nth) {
         }
 }
 
+/* Part [m0, m1) x [n0, n1) of a job with a kept accumulator (J->src) through libxsmm,
+ * reading the accumulator where it is (a, b, c: the part's origins); false when libxsmm
+ * does not take it (the caller then copies the accumulator and goes on). */
+static bool xsmm_src(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                     const char *a, const char *b, char *c, int64_t ldc) {
+#if defined(TG_HAVE_LIBXSMM)
+    if (!gemm_small(J->M, J->N, J->K)) return false;
+    const acc_job *S = J->src;
+    int64_t es = J->f64 ? 8 : 4;
+    const char *src = (const char *)tg_tensor_data(S->c) + (m0 * S->sr + n0 * S->sc) * es;
+    return xsmm_gemm(J->f64, J->A.trans, J->B.trans, m1 - m0, n1 - n0, J->K, J->alpha, a, J->A.ld,
+                     b, J->B.ld, S->beta, c, ldc, src, S->sr, S->sc);
+#else
+    (void)J, (void)m0, (void)m1, (void)n0, (void)n1, (void)a, (void)b, (void)c, (void)ldc;
+    return false;
+#endif
+}
+
 /* Runs the job, over the pool when it is large (split_of); ws (room bytes, 64-byte
  * aligned) holds a K split's partial products. */
 static void gemm_run(gemm_job *J, tg_pool *pool, int nth, char *ws, size_t room) {
     if (J->M == 0 || J->N == 0) return;
+    if (J->src && J->K == 0) { /* an empty sum: the accumulator */
+        src_fill(J, 0, J->M, 0, J->N, J->C, J->ldc);
+        return;
+    }
     if (J->K == 0) { /* an empty sum: beta * C (beta is 0 or 1 here: C is already scaled) */
         int64_t es = J->f64 ? 8 : 4;
         if (J->beta == 0.0)
@@ -397,6 +514,11 @@ static void gemm_run(gemm_job *J, tg_pool *pool, int nth, char *ws, size_t room)
     if (J->split == SPLIT_K && (!ws || split_ws(J->M, J->N, es, nth) > room))
         J->split = J->N > J->M ? (J->N >= 2 * nth ? SPLIT_N : SPLIT_NONE)
                                : (J->M >= 2 * nth ? SPLIT_M : SPLIT_NONE);
+    if (J->split == SPLIT_K && J->src) { /* thread 0 adds to C: C holds the accumulator */
+        src_fill(J, 0, J->M, 0, J->N, J->C, J->ldc);
+        J->src = NULL;
+        J->beta = 1.0;
+    }
     if (J->split == SPLIT_NONE) {
         gemm_part(J, 0, J->M, 0, J->N, 0, J->K, J->C, J->ldc, J->beta);
         return;
@@ -611,68 +733,6 @@ static double scale_of(const vm_exec *e, int which) {
     return s;
 }
 
-typedef struct acc_job {
-    const tg_tensor *c; /* accumulator (broadcasts to the output) */
-    char *out;          /* contiguous rows x cols */
-    int64_t rows, cols;
-    int64_t sr, sc; /* C's strides along the output's rows and columns (0: broadcast) */
-    double beta;
-    bool f64;
-} acc_job;
-
-static void acc_rows(const acc_job *J, int64_t lo, int64_t hi) {
-    const char *cb = tg_tensor_data(J->c);
-    for (int64_t i = lo; i < hi; i++) {
-        if (J->f64) {
-            const double *c = (const double *)cb + i * J->sr;
-            double *o = (double *)J->out + i * J->cols;
-            if (J->beta == 1.0 && J->sc == 1)
-                memcpy(o, c, (size_t)J->cols * 8);
-            else
-                for (int64_t j = 0; j < J->cols; j++) o[j] = J->beta * c[j * J->sc];
-        } else {
-            const float *c = (const float *)cb + i * J->sr;
-            float *o = (float *)J->out + i * J->cols;
-            float b = (float)J->beta;
-            if (J->beta == 1.0 && J->sc == 1)
-                memcpy(o, c, (size_t)J->cols * 4);
-            else
-                for (int64_t j = 0; j < J->cols; j++) o[j] = b * c[j * J->sc];
-        }
-    }
-}
-
-static void acc_task(void *arg, int ith, int nth) {
-    const acc_job *J = arg;
-    int64_t lo, hi;
-    tg_pool_share(J->rows, ith, nth, 1, &lo, &hi);
-    acc_rows(J, lo, hi);
-}
-
-/* The job out = beta * broadcast(C) (out rows x cols, contiguous; a vector is one row). */
-static void acc_prep(acc_job *J, const tg_tensor *c, tg_tensor *y, double beta) {
-    *J = (acc_job){.c = c, .out = tg_tensor_data(y), .beta = beta, .f64 = y->dtype == TG_DT_F64};
-    bool vec = y->ndim == 1;
-    J->rows = vec ? 1 : y->shape[0];
-    J->cols = vec ? y->shape[0] : y->shape[1];
-    int64_t s[2] = {0, 0}; /* C's strides aligned to the output's axes */
-    for (int d = 0; d < c->ndim; d++) {
-        int od = y->ndim - c->ndim + d;
-        s[od] = c->shape[d] == 1 ? 0 : c->strides[d];
-    }
-    J->sr = vec ? 0 : s[0];
-    J->sc = vec ? s[0] : s[1];
-}
-
-static void acc_fill(vm_exec *e, const tg_tensor *c, tg_tensor *y, double beta) {
-    acc_job J;
-    acc_prep(&J, c, y, beta);
-    if (J.rows * J.cols >= (1 << 16) && e->pool && e->nthreads > 1 && J.rows >= e->nthreads)
-        tg_pool_run(e->pool, acc_task, &J);
-    else
-        acc_rows(&J, 0, J.rows);
-}
-
 /* The output is C's own memory (the in-place variants, when the plan gave it). */
 static bool same_memory(const tg_tensor *c, const tg_tensor *y) {
     if (c->ndim != y->ndim || tg_tensor_data(c) != tg_tensor_data(y)) return false;
@@ -875,7 +935,12 @@ static tg_status exec_lowered(vm_exec *e) {
     bool inplace = read_c && same_memory(c, y);
     double bblas = 0.0;                /* BLAS's beta */
     bool rows = kind == 3 && !inplace; /* ger from a kept accumulator: row by row, below */
+    /* gemm from a kept accumulator: read where it is (gemm_job.src), not copied first */
+    bool src = kind == 1 && read_c && !inplace;
+    acc_job acc;
     if (rows) {
+    } else if (src) {
+        acc_prep(&acc, c, y, beta);
     } else if (read_c && inplace) {
         bblas = beta;
         if (beta == 0.0 || kind == 3) { /* scale explicitly (0 * NaN is NaN; ger has no beta) */
@@ -888,7 +953,9 @@ static tg_status exec_lowered(vm_exec *e) {
     }
     if (total == 0) return TG_OK;
     if (kind != 3 && a->shape[ta_axis(n)] == 0) { /* an empty contraction: beta * C */
-        if (bblas == 0.0)
+        if (src)
+            acc_fill(e, c, y, beta);
+        else if (bblas == 0.0)
             memset(tg_tensor_data(y), 0, (size_t)(total * es));
         else if (bblas != 1.0)
             acc_fill(e, y, y, bblas);
@@ -901,7 +968,6 @@ static tg_status exec_lowered(vm_exec *e) {
                      .alpha = alpha,
                      .A = tg_tensor_data(y),
                      .zero = rows && !read_c};
-        acc_job acc;
         if (rows && read_c) { /* each row of C, scaled, then the row's axpy, in cache */
             acc_prep(&acc, c, y, beta);
             J.acc = &acc;
@@ -922,6 +988,7 @@ static tg_status exec_lowered(vm_exec *e) {
     J.f64 = f64;
     J.alpha = alpha;
     J.beta = bblas;
+    J.src = src ? &acc : NULL;
     /* op(A): [M, K] with strides (sam, sak) */
     int64_t M = a->shape[ta ? 1 : 0], K = a->shape[ta ? 0 : 1];
     int64_t sam = a->strides[ta ? 1 : 0], sak = a->strides[ta ? 0 : 1];
