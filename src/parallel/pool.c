@@ -9,10 +9,11 @@
  *
  * Waiting on both sides spins for about SPIN_NS (yielding the core now and then after
  * YIELD_NS, so that on a busy machine a worker that has not started yet can run on the
- * waiter's core), then sleeps on a condition variable. 2 ms: a compiled function called
- * in a loop, or with a little other work between calls, finds its threads awake; waking a
- * sleeping thread costs tens of microseconds on a virtual machine (with a 50 us spin, W6
- * at 2 threads interleaved with other work paid about 5% of its 1 ms step for it).
+ * waiter's core), then sleeps on a condition variable. Not longer: every compiled
+ * function owns a pool, and a worker still spinning for one function takes a core from
+ * the next function's pool (with a 2 ms spin, two 2-thread products called alternately
+ * ran at one thread's speed; with 50 us, waking a sleeping worker costs W6's 1 ms step at
+ * 2 threads about 5% when other work runs between calls).
  * Lost wake-ups are impossible by a Dekker-style handshake on sequentially consistent
  * atomics: a sleeper first announces itself (sleepers / caller_sleeping) and then checks
  * the condition under the mutex; a waker first makes the condition true and then reads
@@ -34,8 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SPIN_NS     2000000 /* how long a waiting thread spins before it sleeps */
-#define YIELD_NS    5000    /* then the spin also yields the core now and then */
+#define SPIN_NS     50000 /* how long a waiting thread spins before it sleeps */
+#define YIELD_NS    5000  /* then the spin also yields the core now and then */
 #define MAX_THREADS 1024
 
 typedef struct worker {
