@@ -132,8 +132,10 @@ def twin_of(res, name, filt, twin):
 def ratio_target(res, names, wl, limit, filt, text, kind, twin=None):
     """Rows of the targets table for one ratio rule: one per thread count, the worst over
     configurations of the best tgraph line of each configuration. The reference of a line
-    is its best peer (of that kind), or with twin its own twin line (twin_of)."""
+    is its best peer (of that kind); with twin, the best tgraph line of a configuration is
+    compared with the best of the twin lines (twin_of) of the same configuration."""
     groups = {}
+    best_twin = {}  # twin: configuration -> (best twin median, its line)
     for n in names:
         words = n.split()
         if words[0] != wl or is_peer(n) or any(a in words for a in ABLATIONS):
@@ -146,9 +148,17 @@ def ratio_target(res, names, wl, limit, filt, text, kind, twin=None):
         kv = keyvals(n)
         th = kv.pop("threads", None)
         key = (th, tuple(sorted(kv.items())))
+        if twin:  # the best line of the configuration, over the best twin
+            if key not in best_twin or peer[1] < best_twin[key]:
+                best_twin[key] = peer[1]
+            if key not in groups or res[n][0] < groups[key][2]:
+                groups[key] = (0.0, n, res[n][0])
+            continue
         r = res[n][0] / peer[1]
         if key not in groups or r < groups[key][0]:
             groups[key] = (r, n)
+    for key, (_, n, med) in list(groups.items()) if twin else []:
+        groups[key] = (med / best_twin[key], n)
     threads = sorted({k[0] for k in groups}, key=lambda t: (t is None, t or ""))
     if not threads:
         return [f"| {text} | not measured | - |"]

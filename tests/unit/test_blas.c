@@ -205,6 +205,44 @@ static void test_large(void **state) {
              (const int[]){2, 1, 1}, TG_DT_F32);
 }
 
+/* ger from a kept accumulator whose output is over 8 MiB is written with streaming stores
+ * (vm_blas.c, ger_row_stream); its rows have the bits the ordinary path gives the same
+ * rows of a small ger. */
+static void test_ger_stream_bits(void **state) {
+    (void)state;
+    for (int f32 = 0; f32 < 2; f32++) {
+        int64_t M = 1100, N = f32 ? 2000 : 1000, R = 7; /* 8.8 MB; the small one: R rows */
+        char src[512];
+        const char *t = f32 ? "f32" : "f64";
+        snprintf(src, sizeof src,
+                 "func big(A: %s[%lld,%lld], x: %s[%lld], y: %s[%lld]) {\n"
+                 "  r = ger(A, x, y, alpha=0.3, beta=1.5)\n  return r\n}\n"
+                 "func small(A: %s[%lld,%lld], x: %s[%lld], y: %s[%lld]) {\n"
+                 "  r = ger(A, x, y, alpha=0.3, beta=1.5)\n  return r\n}\n",
+                 t, (long long)M, (long long)N, t, (long long)M, t, (long long)N, t, (long long)R,
+                 (long long)N, t, (long long)R, t, (long long)N);
+        tg_module *m = parse(src);
+        tg_dtype dt = f32 ? TG_DT_F32 : TG_DT_F64;
+        tg_tensor *A = random_tensor(dt, 2, (int64_t[]){M, N}), *x = random_tensor(dt, 1, &M);
+        tg_tensor *y = random_tensor(dt, 1, &N);
+        tg_tensor *As = tg_tensor_new(NULL, dt, 2, (int64_t[]){R, N}),
+                  *xs = tg_tensor_new(NULL, dt, 1, &R);
+        size_t es = f32 ? 4 : 8;
+        memcpy(tg_tensor_data(As), tg_tensor_data(A), (size_t)(R * N) * es);
+        memcpy(tg_tensor_data(xs), tg_tensor_data(x), (size_t)R * es);
+        tg_tensor *in_big[3] = {A, x, y}, *in_small[3] = {As, xs, y}, *got[2] = {0};
+        for (int k = 0; k < 2; k++) {
+            tg_fn *vm = compile(tg_module_find(m, k ? "small" : "big"), TG_MODE_VM, 1, false);
+            assert_int_equal(tg_fn_call(vm, k ? in_small : in_big, 3, &got[k], 1), TG_OK);
+            tg_fn_free(vm);
+        }
+        assert_memory_equal(tg_tensor_data(got[0]), tg_tensor_data(got[1]), (size_t)(R * N) * es);
+        tg_tensor *all[7] = {A, x, y, As, xs, got[0], got[1]};
+        for (int k = 0; k < 7; k++) tg_tensor_free(all[k]);
+        tg_module_free(m);
+    }
+}
+
 /* Empty extents: 0 rows, 0 columns, an empty contraction (beta * C). */
 static void test_empty(void **state) {
     (void)state;
@@ -344,7 +382,8 @@ static void test_inplace_plan(void **state) {
 /* Products split over the pool (vm_blas.c, split_of): over N (X θ, X 10000 x 20), over
  * the contraction K with per-thread partial products summed in thread order (rᵀ X, Xᵀ r,
  * a long dot), at 1, 2 and 3 threads, with K not divisible by the thread count, K smaller
- * than the thread count and an empty K. */
+ * than the thread count and an empty K; kept accumulators (broadcast, reversed, under a K
+ * split) read by each part. */
 static const char *SPLITS =
     "func xt(C: f64[1,10001], t: f64[1,20], X: f64[10001,20]) {\n"
     "  y = gemm(C, t, X, alpha=1.0, beta=0.0, trans_b=true)\n  return y\n}\n"
@@ -359,7 +398,15 @@ static const char *SPLITS =
     "func k2(C: f64[3,40000], A: f64[3,2], B: f64[2,40000]) {\n"
     "  y = gemm(C, A, B, alpha=1.0, beta=1.0)\n  return y\n}\n"
     "func k0(C: f64[1,100000], A: f64[1,0], B: f64[0,100000]) {\n"
-    "  y = gemm(C, A, B, alpha=1.0, beta=3.0)\n  return y\n}\n";
+    "  y = gemm(C, A, B, alpha=1.0, beta=3.0)\n  return y\n}\n"
+    /* kept accumulators read in place by each thread's part: a broadcast row, reversed
+       axes, and a K split (thread 0 adds into a copy of it) */
+    "func bias(b: f64[256], A: f64[256,300], B: f64[300,256]) {\n"
+    "  y = gemm(b, A, B, alpha=0.5, beta=2.0)\n  return y\n}\n"
+    "func rev(C: f64[256,256], A: f64[256,300], B: f64[300,256]) {\n"
+    "  y = gemm(C[::-1, ::-1], A, B, alpha=1.0, beta=-1.0)\n  return y\n}\n"
+    "func ksrc(C: f64[4,5], A: f64[4,20000], B: f64[20000,5]) {\n"
+    "  y = gemm(C, A, B, alpha=1.5, beta=2.0)\n  return y\n}\n";
 
 /* Whether node 'op' of function name splits over nth threads (static types). */
 static bool splits(tg_module *m, const char *name, const char *op, int nth) {
@@ -394,6 +441,9 @@ static void test_split(void **state) {
         {"vv", "dot", {{80001}, {80001}}, {1, 1}, 2, true},
         {"k2", "gemm", {{3, 40000}, {3, 2}, {2, 40000}}, {2, 2, 2}, 3, true},
         {"k0", "gemm", {{1, 100000}, {1, 0}, {0, 100000}}, {2, 2, 2}, 3, false},
+        {"bias", "gemm", {{256}, {256, 300}, {300, 256}}, {1, 2, 2}, 3, true},
+        {"rev", "gemm", {{256, 256}, {256, 300}, {300, 256}}, {2, 2, 2}, 3, true},
+        {"ksrc", "gemm", {{4, 5}, {4, 20000}, {20000, 5}}, {2, 2, 2}, 3, true},
     };
     for (int dt = 0; dt < 2; dt++) {
         static char src[4096];
@@ -554,11 +604,30 @@ static void test_split_same_kernel(void **state) {
         tg_tensor_free(in[k]);
     }
     tg_module_free(m);
+    /* 45 rows over 12 threads in chunks of 4: the last thread's part is one row, which
+       stays a gemm (a gemv would sum in another order) */
+    m = parse("func f(A: f64[45,1024], B: f64[1024,45]) {\n  y = dot(A, B)\n  return y\n}\n");
+    g = tg_module_find(m, "f");
+    int64_t s2a[3] = {45, 1024}, s2b[3] = {1024, 45};
+    tg_tensor *in2[2] = {random_tensor(TG_DT_F64, 2, s2a), random_tensor(TG_DT_F64, 2, s2b)};
+    assert_true(splits(m, "f", "dot", 12));
+    for (int k = 0; k < 2; k++) {
+        tg_fn *vm = compile(g, TG_MODE_VM, k ? 12 : 1, false);
+        assert_int_equal(tg_fn_call(vm, in2, 2, &got[k], 1), TG_OK);
+        tg_fn_free(vm);
+    }
+    assert_memory_equal(tg_tensor_data(got[0]), tg_tensor_data(got[1]), 45 * 45 * 8);
+    for (int k = 0; k < 2; k++) {
+        tg_tensor_free(got[k]);
+        tg_tensor_free(in2[k]);
+    }
+    tg_module_free(m);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_same_kernel),
+        cmocka_unit_test(test_ger_stream_bits),
         cmocka_unit_test(test_gemm_entry),
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_large),

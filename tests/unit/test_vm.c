@@ -997,6 +997,37 @@ static void test_branches_split_alone(void **state) {
     tg_tensor_free(x);
     tg_tensor_free(y);
     tg_module_free(m);
+    /* each kernel class's own split rule: an outer product (ger rows), an elementwise op,
+       a fused sum over a broadcast iteration space larger than any operand; each beside
+       a small independent node (128 KiB moved: enough for a run) it would otherwise
+       share a concurrent run with */
+    static const char *big[] = {"outer(u, v)", "exp(a)", "fused{sum(mul(%0, %1), axis=[1])}(c, r)"};
+    for (int k = 0; k < 3; k++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "func f(u: f64[512], v: f64[256], a: f64[300, 400], c: f64[1000, 1], "
+                 "r: f64[1, 1000], w: f64[8192]) {\n  p = %s\n  s = add(w, w)\n"
+                 "  return p, s\n}\n",
+                 big[k]);
+        g = parse_one(src, &m);
+        static const int64_t shapes[6][2] = {{512},     {256},     {300, 400},
+                                             {1000, 1}, {1, 1000}, {8192}};
+        static const int nds[6] = {1, 1, 2, 2, 2, 1};
+        tg_tensor *args[6];
+        for (int i = 0; i < 6; i++) {
+            args[i] = tensor_of(TG_DT_F64, nds[i], shapes[i]);
+            for (int64_t e = 0; e < tg_tensor_size(args[i]); e++) store(args[i], e, uniform(-1, 1));
+        }
+        vm = NULL;
+        assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
+        assert_int_equal(tg_vm_call(vm, args, 6, got, 2, false), TG_OK);
+        tg_vm_get_stats(vm, &st);
+        if (st.branch_runs != 0) fail_msg("%s joined a concurrent run", big[k]);
+        tg_vm_free(vm);
+        for (int i = 0; i < 2; i++) tg_tensor_free(got[i]);
+        for (int i = 0; i < 6; i++) tg_tensor_free(args[i]);
+        tg_module_free(m);
+    }
 }
 
 /* ---- profile ---- */

@@ -138,8 +138,9 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
  *
  * A plan cuts the program into maximal runs of consecutive instructions that may run
  * concurrently: VM kernels (vector, reduction, BLAS, fused; they never allocate) of
- * planned or external values that destroy nothing, each moving fewer than
- * VM_BRANCH_NODE_MAX bytes (a larger node runs alone and splits its work over the pool).
+ * planned or external values that destroy nothing, each too small for its kernel to split
+ * its work over the pool (tg_vm_*_splits; a node that splits runs alone with the pool)
+ * and moving fewer than VM_BRANCH_NODE_MAX bytes.
  * A run becomes concurrent when it holds two instructions that do not depend on each
  * other and moves at least VM_BRANCH_MIN bytes in all; the other instructions run in
  * program order, as before. Inside a concurrent run, each instruction waits for its
@@ -256,7 +257,8 @@ static bool branch_ok(const tg_vm *vm, const tg_plan *p, int i, size_t *bytes) {
         int c = p->cls[n->out[o]->id];
         if (c != TG_PLAN_PLANNED && c != TG_PLAN_EXTERNAL) return false;
     }
-    int64_t most = 0, in0 = 0; /* elements of the largest operand, of the first input */
+    int64_t most = 0, in0 = 0; /* elements of the largest operand (an elementwise node's
+                                  output), of the first input (a reduction's) */
     for (int k = 0; k < n->nin + n->nout; k++) {
         const tg_var *v = k < n->nin ? n->in[k] : n->out[k - n->nin];
         const tg_type *t = &p->rt[v->id];
@@ -282,8 +284,12 @@ static bool branch_ok(const tg_vm *vm, const tg_plan *p, int i, size_t *bytes) {
         return !tg_vm_ew_splits(most, ins->info->cost, nw);
     case VM_REDUCE:
         return !tg_vm_reduce_splits(in0, nw);
-    case VM_FUSED:
-        return !tg_vm_fused_splits(ins->info->fused, most, nw);
+    case VM_FUSED: {
+        tg_type tin[TG_MAX_OUTS];
+        if (n->nin > TG_MAX_OUTS) return false;
+        for (int k = 0; k < n->nin; k++) tin[k] = p->rt[n->in[k]->id];
+        return !tg_vm_fused_splits(ins->info->fused, tin, nw);
+    }
     default:
         return true;
     }

@@ -168,9 +168,9 @@ void tg_vm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, dou
 void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa);
 void tg_vm_fused_free(void *prep);
 size_t tg_vm_fused_ws(void *prep, const tg_type *in, const tg_type *out, int nthreads);
-/* Whether the node splits its work over nthreads threads when its iteration space has n
- * elements (the largest of its inputs and outputs). */
-bool tg_vm_fused_splits(const void *prep, int64_t n, int nthreads);
+/* Whether the node splits its work over nthreads threads, for its inputs' run-time types
+ * (their broadcast is the iteration space). */
+bool tg_vm_fused_splits(const void *prep, const tg_type *in, int nthreads);
 tg_status tg_vm_exec_fused(vm_exec *e);
 
 #endif

@@ -1,5 +1,6 @@
-/* vm_blas.c - dot, matmul and outer of f32/f64 through CBLAS, and the lowered forms gemm,
- * gemv, ger (and their in-place variants; see the section at the end of the file).
+/* vm_blas.c - dot, matmul and outer of f32/f64 through CBLAS and libxsmm, and the lowered
+ * forms gemm, gemv, ger (and their in-place variants; see the section at the end of the
+ * file).
  *
  * Both become a loop over batches of C[M,N] = A[M,K] B[K,N] (dot: one batch, the leading
  * axes of a flattened into M when their strides allow; matmul: NumPy's broadcast batch
@@ -7,7 +8,10 @@
  * unit column stride is BLAS's no-transpose with ld = row stride, unit row stride is its
  * transpose with ld = column stride; only an operand that is neither (broadcast, negative
  * or scattered strides) is first copied into the workspace. M = N = 1 is a dot, N = 1 or
- * M = 1 a gemv, anything else a gemm; an empty contraction gives zeros.
+ * M = 1 a gemv, anything else a gemm (tg_vm_gemm: libxsmm's generated kernel for small
+ * products, CBLAS for the rest; chosen for the whole product, so that each thread's part
+ * of a split one computes its elements as one thread would); an empty contraction gives
+ * zeros.
  *
  * BLAS runs single-threaded (tg_vm_blas_single_thread at compile time): tgraph's pool
  * is the only one. Large products are split over the pool by rows or columns of C, or
@@ -73,8 +77,18 @@ size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, in
     return ws;
 }
 
+/* Whether ger and outer (a y of [M, N]) split their rows over nthreads. */
+static bool ger_splits(int64_t M, int64_t total, int nthreads) {
+    return nthreads > 1 && total >= (1 << 16) && M >= 2 * (int64_t)nthreads;
+}
+
 bool tg_vm_blas_splits(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
     int64_t M, N, K, nbatch;
+    if ((lowered_kind(n->op) == 3 || n->op == TG_OP_OUTER) && out[0].ndim == 2) {
+        int64_t total;
+        return tg_shape_size(2, out[0].shape, &total) &&
+               ger_splits(out[0].shape[0], total, nthreads);
+    }
     if (nthreads <= 1 || !contraction_of(n, in, out, &M, &N, &K, &nbatch)) return false;
     int64_t es = (int64_t)tg_dtype_size((tg_dtype)n->out[0]->type.dtype);
     if (nbatch == 1) return split_of(M, N, K, es, nthreads) != SPLIT_NONE;
@@ -237,12 +251,14 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
     /* element strides of A's row 0 and B's column 0 (for dot and gemv) */
     int sa = J->A.trans ? lda : 1, sb = J->B.trans ? 1 : ldb;
     double al = J->alpha;
-    if (M == 1 && N == 1 && be == 0.0 && al == 1.0) {
+    /* dot and gemv when the whole product is one (a one-row part of a split gemm stays a
+       gemm: each element is computed as on one thread) */
+    if (J->M == 1 && J->N == 1 && be == 0.0 && al == 1.0) {
         if (J->f64)
             *(double *)c = cblas_ddot((int)K, (const double *)a, sa, (const double *)b, sb);
         else
             *(float *)c = cblas_sdot((int)K, (const float *)a, sa, (const float *)b, sb);
-    } else if (N == 1) { /* c[m] = sum_k A(m, k) b[k] */
+    } else if (J->N == 1) { /* c[m] = sum_k A(m, k) b[k] */
         int rows = J->A.trans ? (int)K : (int)M, cols = J->A.trans ? (int)M : (int)K;
         if (J->f64)
             cblas_dgemv(CblasRowMajor, ta, rows, cols, al, (const double *)a, lda,
@@ -250,7 +266,7 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
         else
             cblas_sgemv(CblasRowMajor, ta, rows, cols, (float)al, (const float *)a, lda,
                         (const float *)b, sb, (float)be, (float *)c, ldc);
-    } else if (M == 1) { /* c[n] = sum_k a[k] B(k, n) */
+    } else if (J->M == 1) { /* c[n] = sum_k a[k] B(k, n) */
         enum CBLAS_TRANSPOSE t = J->B.trans ? CblasNoTrans : CblasTrans;
         int rows = J->B.trans ? (int)N : (int)K, cols = J->B.trans ? (int)K : (int)N;
         if (J->f64)
@@ -290,12 +306,14 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
 static void *xsmm_kernel(bool f64, bool tb, int m, int n, int k, int lda, int ldb, int ldc,
                          bool acc) {
     int flags = tb ? LIBXSMM_GEMM_FLAG_TRANS_B : 0;
+    /* no prefetch: a kernel made with one would read three more arguments */
+    const int pf = LIBXSMM_GEMM_PREFETCH_NONE;
     if (f64) {
         const double one = 1.0, beta = acc ? 1.0 : 0.0;
-        return (void *)libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, NULL);
+        return (void *)libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, &pf);
     }
     const float one = 1.0f, beta = acc ? 1.0f : 0.0f;
-    return (void *)libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, NULL);
+    return (void *)libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, &pf);
 }
 
 static void xsmm_call(bool f64, void *kern, const void *a, const void *b, void *c) {
@@ -976,7 +994,7 @@ static tg_status exec_lowered(vm_exec *e) {
         J.y = vec_base(b, &J.incy);
         J.stream = ger_stream_ok(&J);
         if (J.M > INT32_MAX || J.N > INT32_MAX) return TG_EUNSUPPORTED;
-        if (nth > 1 && total >= (1 << 16) && J.M >= 2 * nth)
+        if (ger_splits(J.M, total, nth))
             tg_pool_run(e->pool, ger_task, &J);
         else
             ger_part(&J, 0, J.M);
@@ -1052,7 +1070,7 @@ static tg_status exec_outer(vm_exec *e) {
     J.x = vec_base(a, &J.incx);
     J.y = vec_base(b, &J.incy);
     int nth = e->pool ? e->nthreads : 1;
-    if (nth > 1 && J.M * J.N >= (1 << 16) && J.M >= 2 * nth)
+    if (ger_splits(J.M, J.M * J.N, nth))
         tg_pool_run(e->pool, ger_task, &J);
     else
         ger_part(&J, 0, J.M);

@@ -80,9 +80,17 @@ void tg_vm_fused_free(void *prep) {
 
 static bool float_dt(int dt) { return dt == TG_DT_F32 || dt == TG_DT_F64; }
 
-bool tg_vm_fused_splits(const void *prep, int64_t n, int nthreads) {
+static bool space_of(int nin, const tg_type *in, int *nd, int64_t *S);
+
+bool tg_vm_fused_splits(const void *prep, const tg_type *in, int nthreads) {
     const fz_prog *f = prep;
-    return f && nthreads > 1 && n * f->cost >= SPLIT_WORK && n > BLK;
+    int nd;
+    int64_t S[TG_MAX_DIMS], n;
+    if (!f || nthreads <= 1 || !space_of(f->p->nin, in, &nd, S) || !tg_shape_size(nd, S, &n))
+        return false;
+    /* as tg_vm_exec_fused decides: maps from SPLIT_WORK and more than a block, reductions
+       from SPLIT_WORK */
+    return n * f->cost >= SPLIT_WORK && (f->p->reduces || n > BLK);
 }
 
 void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
