@@ -493,7 +493,7 @@ static void test_records(void **state) {
  * products when built with it, else CBLAS), against a loop in double: both dtypes, every
  * transpose pair, leading dimensions wider than the rows, alpha 1 and 0.5, beta 0 (over C
  * full of NaN: none may leak), 1 and 2; extents that use libxsmm's direct kernel, its
- * scratch blocks of rows with a shorter last block (300 columns of f64: 27 rows a block),
+ * scratch blocks of rows with a shorter last block (300 columns of f64: 13 rows a block),
  * and extents beyond its bounds (CBLAS). */
 static void test_gemm_entry(void **state) {
     (void)state;

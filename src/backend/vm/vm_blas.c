@@ -302,7 +302,7 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
 
 #define XSMM_MAX_DIM 1024               /* extents above this go to CBLAS */
 #define XSMM_MAX_MNK ((int64_t)1 << 26) /* and products above 256 x 256 x 1024 */
-#define XSMM_SCRATCH (64 << 10)         /* bytes of T (on the stack) */
+#define XSMM_SCRATCH (32 << 10)         /* bytes of T (on the stack of any caller) */
 
 /* The kernel for C[m, n] (column-major) = A[m, k] B[k, n] (+ C when acc), or NULL. */
 static void *xsmm_kernel(bool f64, bool tb, int m, int n, int k, int lda, int ldb, int ldc,
