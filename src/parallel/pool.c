@@ -9,11 +9,11 @@
  *
  * Waiting on both sides spins for about SPIN_NS (yielding the core now and then after
  * YIELD_NS, so that on a busy machine a worker that has not started yet can run on the
- * waiter's core), then sleeps on a condition variable. Not longer: every compiled
- * function owns a pool, and a worker still spinning for one function takes a core from
- * the next function's pool (with a 2 ms spin, two 2-thread products called alternately
- * ran at one thread's speed; with 50 us, waking a sleeping worker costs W6's 1 ms step at
- * 2 threads about 5% when other work runs between calls).
+ * waiter's core), then sleeps on a condition variable. Kept short because every compiled
+ * function owns a pool: a worker still spinning for one function competes for a core with
+ * the next function's threads. The price: waking a sleeping worker costs tens of
+ * microseconds on a virtual machine (a 2 ms spin made W6's 1 ms step at 2 threads about 6%
+ * faster when other work ran between its calls).
  * Lost wake-ups are impossible by a Dekker-style handshake on sequentially consistent
  * atomics: a sleeper first announces itself (sleepers / caller_sleeping) and then checks
  * the condition under the mutex; a waker first makes the condition true and then reads
