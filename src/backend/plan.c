@@ -566,7 +566,6 @@ static tg_status plan_types(tg_plan_prog *pg, tg_plan *p, plan_tmp *t) {
     const tg_tensor **vals = (const tg_tensor **)pg->args;
     for (int i = 0; i < pg->norder; i++) {
         tg_node *n = pg->order[i];
-        const tg_op_def *op = tg_op_table[n->op];
         bool ok = true;
         for (int k = 0; k < n->nin; k++) {
             ok = ok && p->known[n->in[k]->id];
@@ -580,17 +579,9 @@ static tg_status plan_types(tg_plan_prog *pg, tg_plan *p, plan_tmp *t) {
             continue;
         }
         tg_type tout[TG_MAX_OUTS];
-        tg_infer ic = {.op = op,
-                       .in = tin,
-                       .nin = n->nin,
-                       .attrs = n->attrs,
-                       .out = tout,
-                       .nout = op->nout,
-                       .values = vals,
-                       .runtime = true};
-        if (op->infer(&ic) != TG_OK)
-            return tg_plan_node_fail(pg->g, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
-        TG_ASSERT(ic.nout == n->nout);
+        char msg[512];
+        tg_status ist = tg_node_infer(n, tin, vals, tout, msg, sizeof msg);
+        if (ist != TG_OK) return tg_plan_node_fail(pg->g, n, ist, msg);
         /* alloc's extents (inputs 1...) all have plan-time values: the plan knows the
          * output's extents for sure (a static type's extent alone is a claim its kernel
          * checks) */

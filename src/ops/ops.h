@@ -78,6 +78,16 @@ typedef struct tg_kern {
  * holds nothing and msg (cap bytes) the kernel's message, without the node's place. */
 tg_status tg_kern_run(tg_ctx *ctx, const struct tg_node *n, tg_tensor *const *vin,
                       const tg_type *tout, tg_tensor **vout, char *msg, size_t cap);
+/* Runs node n's reference kernel into the outputs vout as they are (allocated by the
+ * caller, or NULL for views and self-allocating ops, which the kernel makes). On failure
+ * msg holds the kernel's message; the outputs are left to the caller. */
+tg_status tg_kern_call(tg_ctx *ctx, const struct tg_node *n, tg_tensor *const *vin,
+                       const tg_type *tout, tg_tensor **vout, char *msg, size_t cap);
+/* Infers node n's run-time output types tout (TG_MAX_OUTS slots) from input types tin and
+ * the input values known before the run (values: NULL, or entries NULL where unknown).
+ * On failure msg holds the op's message. */
+tg_status tg_node_infer(const struct tg_node *n, const tg_type *tin, const tg_tensor *const *values,
+                        tg_type *tout, char *msg, size_t cap);
 
 tg_status tg_kern_fail(tg_kern *k, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
 

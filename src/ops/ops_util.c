@@ -50,6 +50,17 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
             for (int q = 0; q < o; q++) tg_tensor_free(vout[q]);
             return TG_ENOMEM;
         }
+    tg_status st = tg_kern_call(ctx, n, vin, tout, vout, msg, cap);
+    if (st == TG_OK) return TG_OK;
+    for (int o = 0; o < n->nout; o++) {
+        tg_tensor_free(vout[o]);
+        vout[o] = NULL;
+    }
+    return st;
+}
+
+tg_status tg_kern_call(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, const tg_type *tout,
+                       tg_tensor **vout, char *msg, size_t cap) {
     tg_kern k = {.ctx = ctx,
                  .node = n,
                  .attrs = n->attrs,
@@ -58,13 +69,28 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
                  .out = vout,
                  .nout = n->nout,
                  .out_type = tout};
-    if (op->ref(&k) == TG_OK) return TG_OK;
+    if (tg_op_table[n->op]->ref(&k) == TG_OK) return TG_OK;
     snprintf(msg, cap, "%s", k.msg);
-    for (int o = 0; o < n->nout; o++) {
-        tg_tensor_free(vout[o]);
-        vout[o] = NULL;
-    }
     return k.status ? k.status : TG_EINVAL;
+}
+
+tg_status tg_node_infer(const tg_node *n, const tg_type *tin, const tg_tensor *const *values,
+                        tg_type *tout, char *msg, size_t cap) {
+    const tg_op_def *op = tg_op_table[n->op];
+    tg_infer ic = {.op = op,
+                   .in = tin,
+                   .nin = n->nin,
+                   .attrs = n->attrs,
+                   .out = tout,
+                   .nout = op->nout,
+                   .values = values,
+                   .runtime = true};
+    if (op->infer(&ic) == TG_OK) {
+        TG_ASSERT(ic.nout == n->nout);
+        return TG_OK;
+    }
+    snprintf(msg, cap, "%s", ic.msg);
+    return ic.status ? ic.status : TG_ESHAPE;
 }
 
 bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out) {

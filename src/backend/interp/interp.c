@@ -84,23 +84,10 @@ static void release(run_state *rs, tg_var *v) {
  * them; views may share memory with vin). Shared by the interpreter and constant folding. */
 static tg_status eval_node(tg_ctx *ctx, const tg_graph *g, const tg_node *n, const tg_type *tin,
                            tg_tensor *const *vin, tg_type *tout, tg_tensor **vout) {
-    const tg_op_def *op = tg_op_table[n->op];
-    char where[256];
-    tg_infer ic = {.op = op,
-                   .in = tin,
-                   .nin = n->nin,
-                   .attrs = n->attrs,
-                   .out = tout,
-                   .nout = op->nout,
-                   .runtime = true};
+    char where[256], msg[512];
     for (int o = 0; o < n->nout; o++) vout[o] = NULL;
-    if (op->infer(&ic) != TG_OK) {
-        node_where(g, n, where, sizeof where);
-        return tg_set_error(ic.status ? ic.status : TG_ESHAPE, "%s: %s", where, ic.msg);
-    }
-    TG_ASSERT(ic.nout == n->nout);
-    char msg[512];
-    tg_status st = tg_kern_run(ctx, n, vin, tout, vout, msg, sizeof msg);
+    tg_status st = tg_node_infer(n, tin, NULL, tout, msg, sizeof msg);
+    if (st == TG_OK) st = tg_kern_run(ctx, n, vin, tout, vout, msg, sizeof msg);
     if (st != TG_OK) {
         node_where(g, n, where, sizeof where);
         return tg_set_error(st, "%s: %s", where, msg);

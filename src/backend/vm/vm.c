@@ -412,17 +412,11 @@ tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_te
         tg_tensor *t = vout[o];
         memset(tg_tensor_data(t), 0, (size_t)tg_tensor_size(t) * tg_dtype_size(t->dtype));
     }
-    tg_kern k = {.ctx = ctx,
-                 .node = n,
-                 .attrs = n->attrs,
-                 .in = vin,
-                 .nin = n->nin,
-                 .out = vout,
-                 .nout = n->nout,
-                 .out_type = tout};
-    if (op->ref(&k) != TG_OK) {
+    char msg[512];
+    st = tg_kern_call(ctx, n, vin, tout, vout, msg, sizeof msg);
+    if (st != TG_OK) {
         for (int o = 0; o < n->nout && self; o++) tg_tensor_free(vout[o]);
-        return tg_plan_node_fail(g, n, k.status ? k.status : TG_EINVAL, k.msg);
+        return tg_plan_node_fail(g, n, st, msg);
     }
     for (int o = 0; o < n->nout && self; o++) {
         const tg_tensor *t = vout[o];
@@ -574,7 +568,6 @@ static tg_status run_branches(tg_vm *vm, tg_plan *p, int lo, int hi) {
 static tg_status run_dynamic(tg_vm *vm, tg_plan *p, int i) {
     vm_ins *ins = &vm->ins[i];
     tg_node *n = ins->node;
-    const tg_op_def *op = ins->op;
     tg_tensor **vin = vm->pg.args, **vout = vm->pg.args + n->nin;
     tg_type *tin = vm->pg.argt, tout[TG_MAX_OUTS];
     for (int k = 0; k < n->nin; k++) {
@@ -583,16 +576,10 @@ static tg_status run_dynamic(tg_vm *vm, tg_plan *p, int i) {
         tin[k] = p->known[v] ? p->rt[v] : vm->drt[v];
         TG_ASSERT(vin[k] != NULL);
     }
-    tg_infer ic = {.op = op,
-                   .in = tin,
-                   .nin = n->nin,
-                   .attrs = n->attrs,
-                   .out = tout,
-                   .nout = op->nout,
-                   .runtime = true};
-    if (op->infer(&ic) != TG_OK) return node_fail(vm, n, ic.status ? ic.status : TG_ESHAPE, ic.msg);
     char msg[512];
-    tg_status st = tg_kern_run(vm->ctx, n, vin, tout, vout, msg, sizeof msg);
+    tg_status st = tg_node_infer(n, tin, NULL, tout, msg, sizeof msg);
+    if (st != TG_OK) return node_fail(vm, n, st, msg);
+    st = tg_kern_run(vm->ctx, n, vin, tout, vout, msg, sizeof msg);
     if (st != TG_OK) return node_fail(vm, n, st, msg);
     for (int o = 0; o < n->nout; o++) {
         int v = n->out[o]->id;
