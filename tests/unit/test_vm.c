@@ -383,6 +383,18 @@ static void test_div_by_power_of_two(void **state) {
     }
 }
 
+/* Instructions of kernel class k in a VM made for g (one thread, no rewriting): which
+ * nodes run the VM's own kernels rather than their reference ones. */
+static int kind_count(tg_graph *g, vm_kind k) {
+    tg_compile_opts o = {.nthreads = 1, .no_rewrite = true};
+    tg_vm *probe = NULL;
+    assert_int_equal(tg_vm_new(g, &o, &probe), TG_OK);
+    tg_vm_stats st;
+    tg_vm_get_stats(probe, &st);
+    tg_vm_free(probe);
+    return st.kinds[k];
+}
+
 /* ---- reductions ---- */
 
 static void test_reductions(void **state) {
@@ -407,15 +419,8 @@ static void test_reductions(void **state) {
                 tg_var *y = tg_reduce(g, ops[o], x, axes[a], naxes[a], a % 2 == 1);
                 assert_non_null(y);
                 assert_int_equal(tg_graph_set_outputs(g, &y, 1), TG_OK);
-                if (strcmp(ops[o], "any") != 0) { /* the VM's own kernel, not the reference */
-                    tg_compile_opts po = {.nthreads = 1, .no_rewrite = true};
-                    tg_vm *probe = NULL;
-                    tg_vm_stats pst;
-                    assert_int_equal(tg_vm_new(g, &po, &probe), TG_OK);
-                    tg_vm_get_stats(probe, &pst);
-                    assert_int_equal(pst.kinds[VM_REDUCE], 1);
-                    tg_vm_free(probe);
-                }
+                if (strcmp(ops[o], "any") != 0) /* the VM's own kernel, not the reference */
+                    assert_int_equal(kind_count(g, VM_REDUCE), 1);
                 tg_fn *vm1 = compile_mode(g, TG_MODE_VM, 1, false);
                 tg_fn *vm2 = compile_mode(g, TG_MODE_VM, 2, false);
                 tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, false);
@@ -830,13 +835,7 @@ static void test_fused_nodes(void **state) {
         "}\n",
         &m);
     /* every node above runs the VM's blockwise kernel, not the reference */
-    tg_compile_opts o = {.nthreads = 1, .no_rewrite = true};
-    tg_vm *probe = NULL;
-    assert_int_equal(tg_vm_new(g, &o, &probe), TG_OK);
-    tg_vm_stats st;
-    tg_vm_get_stats(probe, &st);
-    assert_int_equal(st.kinds[VM_FUSED], 7);
-    tg_vm_free(probe);
+    assert_int_equal(kind_count(g, VM_FUSED), 7);
     static const int64_t dims[][2] = {{1, 1},      {3, 7},      {2, 1023}, {17, 1025},
                                       {1, 100003}, {100003, 2}, {64, 3000}};
     const size_t ndims = SLOW_BUILD ? 5 : sizeof dims / sizeof dims[0];
@@ -1457,14 +1456,8 @@ static void test_fused_masks_and_casts(void **state) {
                   "  return p, r, s, h, w, v, u, e\n"
                   "}\n",
                   &m);
-    tg_compile_opts o = {.nthreads = 1, .no_rewrite = true};
-    tg_vm *probe = NULL;
-    assert_int_equal(tg_vm_new(g, &o, &probe), TG_OK);
-    tg_vm_stats st;
-    tg_vm_get_stats(probe, &st);
-    assert_int_equal(st.kinds[VM_FUSED], 5);
-    assert_int_equal(st.kinds[VM_EW], 2);
-    tg_vm_free(probe);
+    assert_int_equal(kind_count(g, VM_FUSED), 5);
+    assert_int_equal(kind_count(g, VM_EW), 2);
     static const int64_t dims[][2] = {{1, 1},     {3, 7},      {5, 513},
                                       {17, 1025}, {2, 100003}, {256, 784}};
     for (int nt = 1; nt <= 2; nt++) {
@@ -1519,13 +1512,7 @@ static void test_softmax_rows(void **state) {
                             "  return a, b, c, d, e\n"
                             "}\n",
                             &m);
-    tg_compile_opts o = {.nthreads = 1, .no_rewrite = true};
-    tg_vm *probe = NULL;
-    assert_int_equal(tg_vm_new(g, &o, &probe), TG_OK);
-    tg_vm_stats st;
-    tg_vm_get_stats(probe, &st);
-    assert_int_equal(st.kinds[VM_REDUCE], 5);
-    tg_vm_free(probe);
+    assert_int_equal(kind_count(g, VM_REDUCE), 5);
     static const int64_t dims[][2] = {{1, 1},    {3, 10},    {256, 10}, {7, 513},
                                       {2, 1025}, {1, 70001}, {3001, 3}};
     static const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 88.0, -800.0};
