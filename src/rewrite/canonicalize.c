@@ -210,10 +210,20 @@ static tg_var *rw_sub_zero(tg_rw *rw, tg_node *n) {
     return x;
 }
 
-/* mul(x, 1) -> x (NaN * 1 is NaN, inf * 1 is inf): when no broadcast or dtype change. */
+/* Whether every element of v is x: v a constant, or a broadcast of one (gradients seed
+ * with broadcast_to(1, shape), which constant folding leaves unexpanded). */
+static bool uniform_is(const tg_var *v, double x) {
+    tg_node *b = producer(v, TG_OP_BROADCAST_TO);
+    return tg_rw_is_const(b ? b->in[0] : v, x);
+}
+
+/* mul(x, 1) and mul(1, x) -> x (NaN * 1 is NaN, inf * 1 is inf), the 1 being a constant
+ * or a broadcast of one: when the product has x's type (no broadcast, no dtype change). */
 static tg_var *rw_mul_one(tg_rw *rw, tg_node *n) {
     (void)rw;
-    return tg_rw_is_const(n->in[1], 1.0) && tg_rw_same_type(n->out[0], n->in[0]) ? n->in[0] : NULL;
+    for (int k = 0; k < 2; k++)
+        if (uniform_is(n->in[1 - k], 1.0) && tg_rw_same_type(n->out[0], n->in[k])) return n->in[k];
+    return NULL;
 }
 
 /* mul(x, 0) -> zeros like x, for integers and bool only (inf * 0 and NaN * 0 are NaN). */
