@@ -31,7 +31,9 @@ PEERS = ("numpy", "torch", "cblas")
 # variant; ablations such as `unfused` and `vm-no-blas` are left out), and the worst of
 # those ratios is what must meet the limit. ("self", limit, filter, text, twin): the same,
 # but each tgraph line is compared with its own twin, the line whose `filter` word is
-# replaced by `twin` (W3: x=reversed against x=forward, same backend and threads).
+# replaced by `twin` (W3: x=reversed against x=forward, same backend and threads); twin
+# may also be a pair (word, replacement) when the word that differs is not the filter
+# (W10: the lowering's `vm` line against its own `vm-no-blas` ablation).
 # ("time", ms, filter, text): the best median.
 ABLATIONS = ("unfused", "vm-no-blas")
 TARGETS = OrderedDict([
@@ -46,6 +48,9 @@ TARGETS = OrderedDict([
     ("w8", [("time", 1000.0, "cold", "W8 cold compile <= 1 s"),
             ("time", 20.0, "warm", "W8 warm (cached) <= 20 ms")]),
     ("w9", [("time", 0.05, "chains=1", "W9 logp+grad <= 50 us")]),
+    ("w10", [("self", 0.99, "linear=fwd+bwd+sgd",
+              "W10 training step (fwd+bwd+sgd) with the lowering <= 0.99x --no-blas",
+              ("vm", "vm-no-blas"))]),
 ])
 
 
@@ -124,8 +129,10 @@ def best_peer(res, name, kind=None):
 
 
 def twin_of(res, name, filt, twin):
-    """The line name with its word filt replaced by twin, and its median (None if absent)."""
-    t = " ".join(twin if w == filt else w for w in name.split())
+    """The line name with its word filt replaced by twin (or, twin being a pair (word,
+    replacement), with that word replaced), and its median (None if absent)."""
+    word, rep = twin if isinstance(twin, tuple) else (filt, twin)
+    t = " ".join(rep if w == word else w for w in name.split())
     return (t, res[t][0]) if t != name and t in res else None
 
 

@@ -2,7 +2,8 @@
 """test_report.py - checks bench/report.py on fixed result lines: medians of per-round
 medians, unit conversion, pairing of tgraph's configurations with peers of the same
 thread count (and with peers that name no thread count), the ratios, the targets table,
-a target judged against a line's own twin (W3 reversed against forward), notes about
+a target judged against a line's own twin (W3 reversed against forward, W10 the lowering
+against its --no-blas ablation), notes about
 skipped programs, and that the chart is well-formed SVG with one bar per
 ratio. Exits non-zero on the first mismatch (ctest: bench_report)."""
 import os
@@ -46,6 +47,12 @@ w3 vm n=8 x=reversed threads=1: median 2.200 ms, min 2.200 ms (10 runs)
 w3 cblas n=8 x=reversed threads=1: median 1.000 ms, min 1.000 ms (10 runs)
 w3 c n=8 x=forward threads=1: median 5.000 ms, min 5.000 ms (10 runs)
 w3 c n=8 x=reversed threads=1: median 5.000 ms, min 5.000 ms (10 runs)
+w10 vm linear=fwd+bwd+sgd threads=1: median 0.900 ms, min 0.800 ms (10 runs)
+w10 vm-no-blas linear=fwd+bwd+sgd threads=1: median 0.950 ms, min 0.900 ms (10 runs)
+w10 vm linear=fwd+bwd+sgd threads=2: median 0.500 ms, min 0.400 ms (10 runs)
+w10 vm-no-blas linear=fwd+bwd+sgd threads=2: median 0.500 ms, min 0.400 ms (10 runs)
+w10 vm linear=fwd+bwd threads=1: median 2.000 ms, min 2.000 ms (10 runs)
+w10 vm-no-blas linear=fwd+bwd threads=1: median 1.000 ms, min 1.000 ms (10 runs)
 == round 2 of 2 ==
 w6 vm threads=1: median 6.000 ms, min 2.800 ms (10 runs)
 w6 vm threads=2: median 3.000 ms, min 2.900 ms (10 runs)
@@ -120,6 +127,14 @@ def main():
     w3 = target(md, "W3 reversed <= 1.05x forward, threads=1")
     assert w3[1].startswith("1.10x (worst: w3 vm n=8 x=reversed threads=1)"), w3
     assert w3[2] == "**no**", w3
+    # W10: the lowering's line against its own --no-blas line, the training step only
+    # (0.90 / 0.95 ms; 0.5 / 0.5 ms is not faster); the fwd+bwd lines stay out of it
+    t = "W10 training step (fwd+bwd+sgd) with the lowering <= 0.99x --no-blas"
+    w10 = target(md, t + ", threads=1")
+    assert w10[1].startswith("0.95x (worst: w10 vm linear=fwd+bwd+sgd threads=1)"), w10
+    assert w10[2] == "yes", w10
+    assert target(md, t + ", threads=2")[1:] == [
+        "1.00x (worst: w10 vm linear=fwd+bwd+sgd threads=2)", "**no**"]
     assert target(md, "W5 >= 2M calls/s (<= 0.5 us per call)")[2] == "yes"
     assert target(md, "W8 cold compile <= 1 s")[2] == "**no**"
     assert target(md, "W7 <= 0.95x NumPy")[1] == "not measured"
