@@ -125,59 +125,64 @@ static void call_tg(tg_fn *f, work *w) {
 }
 
 /* Times tgraph (with and without the lowering) and the CBLAS peer at 1 and 2 threads,
- * interleaving tgraph and CBLAS calls in rounds of 3 (side both), or one of them (side tg,
- * side cblas: run.sh runs the two sides as separate processes, interleaved by rounds, so
- * that OpenBLAS's worker threads, which keep spinning after a multi-threaded call, never
- * share the cores with tgraph's calls). The check against the peer runs it on one
- * thread. */
+ * interleaving the calls in rounds of 3: the lowered function, the one compiled with
+ * no_blas, then the CBLAS peer (side both), so that the two tgraph versions, whose ratio
+ * W10 judges, see the same machine; or the tgraph side or the peer alone (side tg, side
+ * cblas: run.sh runs the two sides as separate processes, interleaved by rounds, so that
+ * OpenBLAS's worker threads, which keep spinning after a multi-threaded call, never share
+ * the cores with tgraph's calls). The check against the peer runs it on one thread. */
 static void run_work(work *w) {
-    double *tt = malloc(sizeof *tt * (size_t)runs), *tp = malloc(sizeof *tp * (size_t)runs);
+    double *tt[2], *tp = malloc(sizeof *tp * (size_t)runs);
+    for (int nb = 0; nb < 2; nb++) tt[nb] = malloc(sizeof *tt[nb] * (size_t)runs);
     for (int th = 1; th <= 2; th++) {
         if (only_threads && th != only_threads) continue;
-        for (int nb = 0; nb <= 1; nb++) {
-            if (nb && !side_tg) continue;
-            tg_fn *f = compile(w->g, th, nb == 1);
-            for (int k = 0; k < 2; k++) call_tg(f, w);
+        tg_fn *f[2] = {NULL, NULL};
+        for (int nb = 0; nb < 2 && side_tg; nb++) {
+            f[nb] = compile(w->g, th, nb == 1);
+            for (int k = 0; k < 2; k++) call_tg(f[nb], w);
             blas_threads(1);
             w->peer(w);
             double err = max_rel_diff(w->out[0], w->peer_out, w->peer_n);
             if (err > (tg_tensor_dtype(w->out[0]) == TG_DT_F32 ? 1e-3 : 1e-9)) {
-                fprintf(stderr, "bench_blas: %s %s: tgraph and CBLAS differ (%g)\n", w->name, w->kv,
-                        err);
+                fprintf(stderr, "bench_blas: %s %s%s: tgraph and CBLAS differ (%g)\n", w->name,
+                        w->kv, nb ? " (no_blas)" : "", err);
                 exit(1);
             }
-            for (int r = 0; r < runs;) {
-                int k0 = r, r1 = r + 3 < runs ? r + 3 : runs;
-                blas_threads(1);
-                for (int q = k0; q < r1 && side_tg; q++) {
-                    double t0 = clock_now();
-                    call_tg(f, w);
-                    tt[q] = clock_now() - t0;
-                }
-                r = r1;
-                if (nb || !side_peer) continue;
-                blas_threads(th);
+        }
+        for (int r = 0; r < runs;) {
+            int k0 = r, r1 = r + 3 < runs ? r + 3 : runs;
+            blas_threads(1);
+            for (int nb = 0; nb < 2 && side_tg; nb++)
                 for (int q = k0; q < r1; q++) {
                     double t0 = clock_now();
-                    w->peer(w);
-                    tp[q] = clock_now() - t0;
+                    call_tg(f[nb], w);
+                    tt[nb][q] = clock_now() - t0;
                 }
-                if (th > 1 && side_tg) spin_out();
+            r = r1;
+            if (!side_peer) continue;
+            blas_threads(th);
+            for (int q = k0; q < r1; q++) {
+                double t0 = clock_now();
+                w->peer(w);
+                tp[q] = clock_now() - t0;
             }
-            blas_threads(1);
-            char name[160];
+            if (th > 1 && side_tg) spin_out();
+        }
+        blas_threads(1);
+        char name[160];
+        for (int nb = 0; nb < 2 && side_tg; nb++) {
             snprintf(name, sizeof name, "%s %s %s threads=%d%s", w->name, nb ? "vm-no-blas" : "vm",
                      w->kv, th, cpu ? " cpu-time" : "");
-            if (side_tg) bench_report(name, tt, runs);
-            if (!nb && side_peer) {
-                snprintf(name, sizeof name, "%s cblas %s threads=%d%s", w->name, w->kv, th,
-                         cpu ? " cpu-time" : "");
-                bench_report(name, tp, runs);
-            }
-            tg_fn_free(f);
+            bench_report(name, tt[nb], runs);
+            tg_fn_free(f[nb]);
+        }
+        if (side_peer) {
+            snprintf(name, sizeof name, "%s cblas %s threads=%d%s", w->name, w->kv, th,
+                     cpu ? " cpu-time" : "");
+            bench_report(name, tp, runs);
         }
     }
-    free(tt);
+    for (int nb = 0; nb < 2; nb++) free(tt[nb]);
     free(tp);
 }
 
