@@ -331,38 +331,52 @@ static void xsmm_call(bool f64, void *kern, const void *a, const void *b, void *
  * kernel for it.
  *
  * Rows y[i, :] = alpha t[i, :] + beta z[i, :] for i < r (t: tt apart; z: src with strides
- * (zr, zc), or none: y = alpha t). t may be y itself. */
+ * (zr, zc), or none: y = alpha t). t may be y itself; N <= XSMM_MAX_DIM. The rows go
+ * through the VM's vector kernels of the best instruction set (this file is compiled for
+ * the baseline one, where such a loop runs four floats at a time): each product rounded,
+ * then the sum, as the scalar formula with contraction off. A z with another column
+ * stride than 0 or 1 takes the scalar loop. */
 static void xsmm_combine(bool f64, int64_t r, int64_t N, double alpha, const char *t, int64_t tt,
                          double beta, const char *z, int64_t zr, int64_t zc, char *y, int64_t ldy) {
     int64_t es = f64 ? 8 : 4;
-    /* the loops read y itself when t is y, and z contiguous when it is, so that the
-       compiler vectorizes them (its overlap check would fail on t == y) */
-#define XSMM_COMBINE_ROW(T_, al, be)                                                               \
-    do {                                                                                           \
-        const T_ *tv = (const T_ *)ti, *zv = (const T_ *)zi;                                       \
-        T_ *yv = (T_ *)yi;                                                                         \
-        if (!zv && tv == yv)                                                                       \
-            for (int64_t j = 0; j < N; j++) yv[j] = al * yv[j];                                    \
-        else if (!zv)                                                                              \
-            for (int64_t j = 0; j < N; j++) yv[j] = al * tv[j];                                    \
-        else if (tv == yv && zc == 1)                                                              \
-            for (int64_t j = 0; j < N; j++) yv[j] = al * yv[j] + be * zv[j];                       \
-        else if (tv == yv)                                                                         \
-            for (int64_t j = 0; j < N; j++) yv[j] = al * yv[j] + be * zv[j * zc];                  \
-        else                                                                                       \
-            for (int64_t j = 0; j < N; j++) yv[j] = al * tv[j] + be * zv[j * zc];                  \
-    } while (0)
+    tg_dtype dt = f64 ? TG_DT_F64 : TG_DT_F32, idt[2] = {dt, dt};
+    tg_vk_isa isa = tg_vk_isa_best();
+    tg_vk_args aa, am;
+    tg_vk_fn add = tg_vk_select(&tg_op_add, 2, idt, dt, isa, &aa);
+    tg_vk_fn mul = tg_vk_select(&tg_op_mul, 2, idt, dt, isa, &am);
+    const float alf = (float)alpha, bef = (float)beta;
+    const void *al = f64 ? (const void *)&alpha : (const void *)&alf;
+    const void *be = f64 ? (const void *)&beta : (const void *)&bef;
+    _Alignas(64) char bz[XSMM_MAX_DIM * 8]; /* beta z[i, :] */
     for (int64_t i = 0; i < r; i++) {
         const char *ti = t + i * tt * es, *zi = z ? z + i * zr * es : NULL;
         char *yi = y + i * ldy * es;
-        if (f64) {
-            XSMM_COMBINE_ROW(double, alpha, beta);
-        } else {
-            const float al = (float)alpha, be = (float)beta;
-            XSMM_COMBINE_ROW(float, al, be);
+        if (zi && zc != 0 && zc != 1) { /* a strided accumulator row: the plain loop */
+            for (int64_t j = 0; j < N; j++) {
+                if (f64)
+                    ((double *)yi)[j] =
+                        alpha * ((const double *)ti)[j] + beta * ((const double *)zi)[j * zc];
+                else
+                    ((float *)yi)[j] =
+                        alf * ((const float *)ti)[j] + bef * ((const float *)zi)[j * zc];
+            }
+            continue;
         }
+        const char *w = zi; /* beta z: scaled first, or kept aside when alpha t overwrites it */
+        if (zi && (beta != 1.0 || (alpha != 1.0 && zi == yi))) {
+            mul(&am, zc ? N : 1, bz, (const void *[]){zi, be}, (const int64_t[]){1, 0});
+            w = bz;
+        }
+        const char *u = ti; /* alpha t */
+        if (alpha != 1.0) {
+            mul(&am, N, yi, (const void *[]){ti, al}, (const int64_t[]){1, 0});
+            u = yi;
+        }
+        if (w)
+            add(&aa, N, yi, (const void *[]){u, w}, (const int64_t[]){1, zc});
+        else if (u != yi)
+            memcpy(yi, u, (size_t)(N * es));
     }
-#undef XSMM_COMBINE_ROW
 }
 
 static bool xsmm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
