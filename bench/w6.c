@@ -88,6 +88,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "w6: implausible loss %g\n", l);
             return 1;
         }
+        if (profile) tg_fn_profile_reset(f[c]); /* the warm-up made libxsmm's kernels */
     }
     for (int r = 0; r < runs; r++)
         for (int c = 0; c < nconf; c++) {
