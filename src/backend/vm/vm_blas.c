@@ -362,20 +362,26 @@ static void xsmm_combine(bool f64, int64_t r, int64_t N, double alpha, const cha
             }
             continue;
         }
-        const char *w = zi; /* beta z: scaled first, or kept aside when alpha t overwrites it */
-        if (zi && (beta != 1.0 || (alpha != 1.0 && zi == yi))) {
-            mul(&am, zc ? N : 1, bz, (const void *[]){zi, be}, (const int64_t[]){1, 0});
-            w = bz;
+        for (int64_t j0 = 0; j0 < N; j0 += XSMM_MAX_DIM) { /* pieces of at most bz's size */
+            int64_t n = N - j0 < XSMM_MAX_DIM ? N - j0 : XSMM_MAX_DIM;
+            const char *tj = ti + j0 * es, *zj = zi ? zi + j0 * zc * es : NULL;
+            char *yj = yi + j0 * es;
+            /* beta z: scaled first, or kept aside when alpha t overwrites it */
+            const char *w = zj;
+            if (zj && (beta != 1.0 || (alpha != 1.0 && zj == yj))) {
+                mul(&am, zc ? n : 1, bz, (const void *[]){zj, be}, (const int64_t[]){1, 0});
+                w = bz;
+            }
+            const char *u = tj; /* alpha t */
+            if (alpha != 1.0) {
+                mul(&am, n, yj, (const void *[]){tj, al}, (const int64_t[]){1, 0});
+                u = yj;
+            }
+            if (w)
+                add(&aa, n, yj, (const void *[]){u, w}, (const int64_t[]){1, zc});
+            else if (u != yj)
+                memcpy(yj, u, (size_t)(n * es));
         }
-        const char *u = ti; /* alpha t */
-        if (alpha != 1.0) {
-            mul(&am, N, yi, (const void *[]){ti, al}, (const int64_t[]){1, 0});
-            u = yi;
-        }
-        if (w)
-            add(&aa, N, yi, (const void *[]){u, w}, (const int64_t[]){1, zc});
-        else if (u != yi)
-            memcpy(yi, u, (size_t)(N * es));
     }
 }
 
