@@ -153,21 +153,26 @@ static tg_var *const_i64(tg_rw *rw, int n, const int64_t *vals) {
     return c ? tg_rw_find_equal_const(rw, c) : NULL;
 }
 
-/* shape(x) -> constant when every extent of x is static. */
+/* shape(x) -> constant when every extent of x is static and computing x cannot fail (a
+ * '?' extent upstream that does not fit must still be an error). */
 static tg_var *rw_shape_static(tg_rw *rw, tg_node *n) {
     const tg_type *t = &n->in[0]->type;
-    return tg_type_known(t) ? const_i64(rw, t->ndim, t->shape) : NULL;
+    return tg_type_known(t) && tg_rw_cannot_fail(n->in[0]) ? const_i64(rw, t->ndim, t->shape)
+                                                           : NULL;
 }
 
-/* size(x) -> constant when every extent of x is static. */
+/* size(x) -> constant when every extent of x is static and computing x cannot fail. */
 static tg_var *rw_size_static(tg_rw *rw, tg_node *n) {
     const tg_type *t = &n->in[0]->type;
     int64_t size;
-    if (!tg_type_known(t) || !tg_shape_size(t->ndim, t->shape, &size)) return NULL;
+    if (!tg_type_known(t) || !tg_shape_size(t->ndim, t->shape, &size) ||
+        !tg_rw_cannot_fail(n->in[0]))
+        return NULL;
     return const_i64(rw, -1, &size);
 }
 
-/* shape(x)[i] -> constant when extent i of x is static (the others may be '?'). */
+/* shape(x)[i] -> constant when extent i of x is static (the others may be '?') and
+ * computing x cannot fail. */
 static tg_var *rw_shape_index(tg_rw *rw, tg_node *n) {
     tg_node *s = producer(n->in[0], TG_OP_SHAPE);
     const int64_t *starts, *index;
@@ -176,7 +181,7 @@ static tg_var *rw_shape_index(tg_rw *rw, tg_node *n) {
         return NULL;
     const tg_type *t = &s->in[0]->type;
     int64_t i = starts[0] < 0 ? starts[0] + t->ndim : starts[0];
-    if (i < 0 || i >= t->ndim || t->shape[i] < 0) return NULL;
+    if (i < 0 || i >= t->ndim || t->shape[i] < 0 || !tg_rw_cannot_fail(s->in[0])) return NULL;
     tg_var *c = const_i64(rw, -1, &t->shape[i]);
     return c && tg_rw_same_type(c, n->out[0]) ? c : NULL;
 }
@@ -226,10 +231,12 @@ static tg_var *rw_mul_one(tg_rw *rw, tg_node *n) {
     return NULL;
 }
 
-/* mul(x, 0) -> zeros like x, for integers and bool only (inf * 0 and NaN * 0 are NaN). */
+/* mul(x, 0) -> zeros like x, for integers and bool only (inf * 0 and NaN * 0 are NaN), when
+ * computing x cannot fail (dropping it must not drop an error). */
 static tg_var *rw_mul_zero(tg_rw *rw, tg_node *n) {
     tg_var *x = n->in[0];
-    if (is_float(x) || !tg_rw_is_const(n->in[1], 0.0) || !tg_rw_same_type(n->out[0], x))
+    if (is_float(x) || !tg_rw_is_const(n->in[1], 0.0) || !tg_rw_same_type(n->out[0], x) ||
+        !tg_rw_cannot_fail(x))
         return NULL;
     tg_var *z = tg_grad_zeros_like(tg_rw_graph(rw), x);
     return z && tg_rw_same_type(z, n->out[0]) ? z : NULL;

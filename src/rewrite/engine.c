@@ -589,6 +589,63 @@ tg_var *tg_rw_find_equal_const(tg_rw *rw, tg_var *c) {
 
 bool tg_rw_is_constant(const tg_var *v) { return v && v->kind == TG_VAR_CONST && v->value; }
 
+#define CANNOT_FAIL_BUDGET 64 /* nodes tg_rw_cannot_fail visits before it says false */
+
+/* Whether the elementwise node n's inputs surely broadcast together: on every axis
+ * (right-aligned) the extents are equal and static, or all but one are a static 1. A '?'
+ * beside any other extent may not fit at run time. */
+static bool ew_fits(const tg_node *n) {
+    int nd = 0;
+    for (int k = 0; k < n->nin; k++)
+        if (n->in[k]->type.ndim > nd) nd = n->in[k]->type.ndim;
+    for (int d = 1; d <= nd; d++) {
+        int64_t e = 1; /* the extent every input other than a 1 must have */
+        int others = 0;
+        for (int k = 0; k < n->nin; k++) {
+            const tg_type *t = &n->in[k]->type;
+            if (t->ndim < d || t->shape[t->ndim - d] == 1) continue;
+            int64_t x = t->shape[t->ndim - d];
+            if (others++ == 0)
+                e = x;
+            else if (x < 0 || e < 0 || x != e)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* A node that cannot fail at run time given values that cannot: an elementwise op that
+ * checks nothing beyond its types (tg_ew_ref) whose inputs surely broadcast, a transpose
+ * or expand_dims, or a view between static types (broadcast_to, squeeze, reshape). */
+static bool node_total(const tg_node *n) {
+    const tg_op_def *op = tg_op_table[n->op];
+    if (op->kind == TG_KIND_ELEMWISE) return op->ref == tg_ew_ref && ew_fits(n);
+    if (n->op == TG_OP_TRANSPOSE || n->op == TG_OP_EXPAND_DIMS) return true;
+    if (n->op != TG_OP_BROADCAST_TO && n->op != TG_OP_SQUEEZE && n->op != TG_OP_RESHAPE)
+        return false;
+    for (int k = 0; k < n->nin; k++)
+        if (!tg_type_known(&n->in[k]->type)) return false;
+    return tg_type_known(&n->out[0]->type);
+}
+
+bool tg_rw_cannot_fail(const tg_var *v) {
+    const tg_var *stack[CANNOT_FAIL_BUDGET];
+    int sp = 0, visits = 0;
+    stack[sp++] = v;
+    while (sp > 0) {
+        const tg_var *u = stack[--sp];
+        if (u->kind != TG_VAR_NODE) continue; /* an input or a constant */
+        const tg_node *n = u->node;
+        if (++visits > CANNOT_FAIL_BUDGET || !node_total(n)) return false;
+        for (int k = 0; k < n->nin; k++) {
+            if (n->in[k]->kind != TG_VAR_NODE) continue;
+            if (sp == CANNOT_FAIL_BUDGET) return false;
+            stack[sp++] = n->in[k];
+        }
+    }
+    return true;
+}
+
 bool tg_rw_const_value(const tg_var *v, double *x) {
     if (!tg_rw_is_constant(v)) return false;
     const tg_tensor *t = v->value;
