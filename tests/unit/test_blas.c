@@ -11,7 +11,8 @@
  * plan: an in-place node shares its accumulator's block (fewer blocks than the plain op),
  * and not when the accumulator is aliased with another input. Also: the op records'
  * destroy maps; tg_vm_gemm, the product every backend calls (libxsmm or CBLAS), against a
- * loop in double; and a split product's parts using the whole product's kernel. */
+ * loop in double; a split product's parts using the whole product's kernel; and the
+ * rounding of the pass that applies a product's scales and accumulator, bit for bit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -618,11 +619,100 @@ static void test_split_same_kernel(void **state) {
     same_bits_split(45, 1024, 45, 12);
 }
 
+/* The pass that finishes a product, C = alpha P + beta Z, rounds as the formula written
+ * plainly does: alpha P rounded, beta Z rounded, then the sum (no contraction into an FMA,
+ * whatever instruction set the kernels use). A and B hold small integers, so P is exact
+ * and the expected value is computed here; bit for bit, for each kind of accumulator: a
+ * full matrix, a broadcast row, a broadcast column, every other column, both axes
+ * reversed, and the accumulator overwritten in place (gemm_inplace, its input negated
+ * first so that its block is the function's own; not with scales 1 and 1, where the
+ * kernel adds the product into C itself and there is no closing pass). */
+enum { CP_FULL, CP_ROW, CP_COL, CP_STEP2, CP_REV, CP_INPLACE, CP_KINDS };
+
+static void closing_pass_case(bool f64, int kind, double alpha, double beta) {
+    enum { M = 20, N = 40, K = 16 };
+    const char *dt = f64 ? "f64" : "f32";
+    static const char *const acc[CP_KINDS] = {"C", "C", "C", "C[:, ::2]", "C[::-1, ::-1]", ""};
+    int64_t cs[2] = {M, N};
+    int cnd = 2;
+    if (kind == CP_ROW) cnd = 1, cs[0] = N;
+    if (kind == CP_COL) cs[1] = 1;
+    if (kind == CP_STEP2) cs[1] = 2 * N;
+    char cty[64], src[512];
+    if (cnd == 1)
+        snprintf(cty, sizeof cty, "%s[%lld]", dt, (long long)cs[0]);
+    else
+        snprintf(cty, sizeof cty, "%s[%lld,%lld]", dt, (long long)cs[0], (long long)cs[1]);
+    if (kind == CP_INPLACE)
+        snprintf(src, sizeof src,
+                 "func f(C: %s, A: %s[%d,%d], B: %s[%d,%d]) {\n  e = neg(C)\n"
+                 "  y = gemm_inplace(e, A, B, alpha=%.17g, beta=%.17g)\n  return neg(y)\n}\n",
+                 cty, dt, M, K, dt, K, N, alpha, beta);
+    else
+        snprintf(src, sizeof src,
+                 "func f(C: %s, A: %s[%d,%d], B: %s[%d,%d]) {\n"
+                 "  return gemm(%s, A, B, alpha=%.17g, beta=%.17g)\n}\n",
+                 cty, dt, M, K, dt, K, N, acc[kind], alpha, beta);
+    tg_module *m = parse(src);
+    tg_dtype D = f64 ? TG_DT_F64 : TG_DT_F32;
+    tg_tensor *in[3] = {random_tensor(D, cnd, cs), tg_tensor_new(NULL, D, 2, (int64_t[]){M, K}),
+                        tg_tensor_new(NULL, D, 2, (int64_t[]){K, N})};
+    for (int k = 1; k < 3; k++)
+        for (int64_t i = 0; i < size_of(in[k]); i++) {
+            double v = (double)((int)(urand() * 4.0));
+            if (f64)
+                ((double *)tg_tensor_data(in[k]))[i] = v;
+            else
+                ((float *)tg_tensor_data(in[k]))[i] = (float)v;
+        }
+    tg_fn *vm = compile(tg_module_find(m, "f"), TG_MODE_VM, 1, false);
+    tg_tensor *out = NULL;
+    assert_int_equal(tg_fn_call(vm, in, 3, &out, 1), TG_OK);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double p = 0.0;
+            for (int k = 0; k < K; k++) p += at(in[1], i * K + k) * at(in[2], k * N + j);
+            int64_t zi = kind == CP_ROW     ? j
+                         : kind == CP_COL   ? i
+                         : kind == CP_STEP2 ? i * 2 * N + 2 * j
+                         : kind == CP_REV   ? (M - 1 - i) * N + (N - 1 - j)
+                                            : i * N + j;
+            double z = kind == CP_INPLACE ? -at(in[0], zi) : at(in[0], zi);
+            double want, got = at(out, i * N + j);
+            if (kind == CP_INPLACE) got = -got;
+            if (f64) {
+                volatile double ap = alpha * p, bz = beta * z;
+                want = ap + bz;
+            } else {
+                volatile float ap = (float)alpha * (float)p, bz = (float)beta * (float)z;
+                want = (float)(ap + bz);
+            }
+            if (want != got)
+                fail_msg("%s kind %d alpha %g beta %g at (%d, %d): %.17g, want %.17g", dt, kind,
+                         alpha, beta, i, j, got, want);
+        }
+    tg_tensor_free(out);
+    tg_fn_free(vm);
+    for (int k = 0; k < 3; k++) tg_tensor_free(in[k]);
+    tg_module_free(m);
+}
+
+static void test_closing_pass_bits(void **state) {
+    (void)state;
+    static const double sc[][2] = {{0.1, 0.3}, {1.0, 0.3}, {0.1, 1.0}, {1.0, 1.0}, {-1.5, -2.0}};
+    for (int f64 = 0; f64 < 2; f64++)
+        for (int kind = 0; kind < CP_KINDS; kind++)
+            for (size_t s = 0; s < sizeof sc / sizeof *sc; s++)
+                if (kind != CP_INPLACE || sc[s][0] != 1.0 || sc[s][1] != 1.0)
+                    closing_pass_case(f64, kind, sc[s][0], sc[s][1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_same_kernel),
         cmocka_unit_test(test_ger_stream_bits),
         cmocka_unit_test(test_gemm_entry),
+        cmocka_unit_test(test_closing_pass_bits),
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_empty),

@@ -24,6 +24,7 @@
 #include "vm.h"
 
 #include <cblas.h>
+#include <stdatomic.h>
 #include <math.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -293,8 +294,9 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
  * Cᵀ = op(B)ᵀ op(A)ᵀ: our B is its first operand, our A its second (a transposed A is
  * its TRANS_B); a transposed B has no generated kernel in libxsmm 1.17 and goes to CBLAS.
  * The kernels take alpha = 1 and beta = 0 or 1 (beta 0 never reads C: NaN there does not
- * leak); other scales cost one pass over C after the product (C = alpha C + beta S, S a
- * kept accumulator read where it is), or, for an accumulator overwritten in place, go
+ * leak); other scales cost one sweep over C's rows after the product (C = alpha C + beta S,
+ * S a kept accumulator read where it is; per row up to two multiplies and an add of the
+ * VM's vector kernels), or, for an accumulator overwritten in place, go
  * through a scratch block of rows: T = op(A) op(B) for a few rows, then C = alpha T +
  * beta C. */
 #if defined(TG_HAVE_LIBXSMM)
@@ -302,7 +304,9 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
 
 #define XSMM_MAX_DIM 1024               /* extents above this go to CBLAS */
 #define XSMM_MAX_MNK ((int64_t)1 << 26) /* and products above 256 x 256 x 1024 */
-#define XSMM_SCRATCH (32 << 10)         /* bytes of T (on the stack of any caller) */
+#define XSMM_SCRATCH                                                                               \
+    (32 << 10) /* bytes of T (on the stack of any caller; the                                      \
+                  closing pass adds 8 KiB of its own) */
 
 /* The kernel for C[m, n] (column-major) = A[m, k] B[k, n] (+ C when acc), or NULL. */
 static void *xsmm_kernel(bool f64, bool tb, int m, int n, int k, int lda, int ldb, int ldc,
@@ -331,7 +335,8 @@ static void xsmm_call(bool f64, void *kern, const void *a, const void *b, void *
  * kernel for it.
  *
  * Rows y[i, :] = alpha t[i, :] + beta z[i, :] for i < r (t: tt apart; z: src with strides
- * (zr, zc), or none: y = alpha t). t may be y itself; N <= XSMM_MAX_DIM. The rows go
+ * (zr, zc), or none: y = alpha t). t may be y itself, or z may (an accumulator overwritten
+ * in place, its row then set aside before y is written), not both. The rows go
  * through the VM's vector kernels of the best instruction set (this file is compiled for
  * the baseline one, where such a loop runs four floats at a time): each product rounded,
  * then the sum, as the scalar formula with contraction off. A z with another column
@@ -340,10 +345,12 @@ static void xsmm_combine(bool f64, int64_t r, int64_t N, double alpha, const cha
                          double beta, const char *z, int64_t zr, int64_t zc, char *y, int64_t ldy) {
     int64_t es = f64 ? 8 : 4;
     tg_dtype dt = f64 ? TG_DT_F64 : TG_DT_F32, idt[2] = {dt, dt};
-    tg_vk_isa isa = tg_vk_isa_best();
+    static _Atomic int best = -1; /* tg_vk_isa_best reads the environment: once */
+    int isa = atomic_load_explicit(&best, memory_order_relaxed);
+    if (isa < 0) atomic_store_explicit(&best, isa = (int)tg_vk_isa_best(), memory_order_relaxed);
     tg_vk_args aa, am;
-    tg_vk_fn add = tg_vk_select(&tg_op_add, 2, idt, dt, isa, &aa);
-    tg_vk_fn mul = tg_vk_select(&tg_op_mul, 2, idt, dt, isa, &am);
+    tg_vk_fn add = tg_vk_select(&tg_op_add, 2, idt, dt, (tg_vk_isa)isa, &aa);
+    tg_vk_fn mul = tg_vk_select(&tg_op_mul, 2, idt, dt, (tg_vk_isa)isa, &am);
     const float alf = (float)alpha, bef = (float)beta;
     const void *al = f64 ? (const void *)&alpha : (const void *)&alf;
     const void *be = f64 ? (const void *)&beta : (const void *)&bef;
