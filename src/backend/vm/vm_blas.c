@@ -284,6 +284,68 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
     }
 }
 
+/* ---- rows y = alpha t + beta z ----
+ * The pass that finishes a libxsmm product (C = alpha C + beta Z) and a ger's rows from a
+ * kept accumulator (beta C + a y). Rows y[i, :] = alpha t[i, :] + beta z[i, :] for i < r
+ * (t: tt apart; z with element strides (zr, zc), or none: y = alpha t). t may be y itself,
+ * or z may (an accumulator overwritten in place, its row then set aside before y is
+ * written), not both. The rows go through the VM's vector kernels of the best instruction
+ * set (this file is compiled for the baseline one, where such a loop runs four floats at
+ * a time): each product rounded, then the sum, as the scalar formula with contraction off.
+ * A z with another column stride than 0 or 1 takes the scalar loop. */
+#define ROW_PIECE 1024 /* elements of a row done at once (the scratch for beta z) */
+
+static void rows_axpby(bool f64, int64_t r, int64_t N, double alpha, const char *t, int64_t tt,
+                       double beta, const char *z, int64_t zr, int64_t zc, char *y, int64_t ldy) {
+    int64_t es = f64 ? 8 : 4;
+    tg_dtype dt = f64 ? TG_DT_F64 : TG_DT_F32, idt[2] = {dt, dt};
+    static _Atomic int best = -1; /* tg_vk_isa_best reads the environment: once */
+    int isa = atomic_load_explicit(&best, memory_order_relaxed);
+    if (isa < 0) atomic_store_explicit(&best, isa = (int)tg_vk_isa_best(), memory_order_relaxed);
+    tg_vk_args aa, am;
+    tg_vk_fn add = tg_vk_select(&tg_op_add, 2, idt, dt, (tg_vk_isa)isa, &aa);
+    tg_vk_fn mul = tg_vk_select(&tg_op_mul, 2, idt, dt, (tg_vk_isa)isa, &am);
+    const float alf = (float)alpha, bef = (float)beta;
+    const void *al = f64 ? (const void *)&alpha : (const void *)&alf;
+    const void *be = f64 ? (const void *)&beta : (const void *)&bef;
+    _Alignas(64) char bz[ROW_PIECE * 8]; /* beta z[i, :] */
+    for (int64_t i = 0; i < r; i++) {
+        const char *ti = t + i * tt * es, *zi = z ? z + i * zr * es : NULL;
+        char *yi = y + i * ldy * es;
+        if (zi && zc != 0 && zc != 1) { /* a strided accumulator row: the plain loop */
+            for (int64_t j = 0; j < N; j++) {
+                if (f64)
+                    ((double *)yi)[j] =
+                        alpha * ((const double *)ti)[j] + beta * ((const double *)zi)[j * zc];
+                else
+                    ((float *)yi)[j] =
+                        alf * ((const float *)ti)[j] + bef * ((const float *)zi)[j * zc];
+            }
+            continue;
+        }
+        for (int64_t j0 = 0; j0 < N; j0 += ROW_PIECE) { /* pieces of at most bz's size */
+            int64_t n = N - j0 < ROW_PIECE ? N - j0 : ROW_PIECE;
+            const char *tj = ti + j0 * es, *zj = zi ? zi + j0 * zc * es : NULL;
+            char *yj = yi + j0 * es;
+            /* beta z: scaled first, or kept aside when alpha t overwrites it */
+            const char *w = zj;
+            if (zj && (beta != 1.0 || (alpha != 1.0 && zj == yj))) {
+                mul(&am, zc ? n : 1, bz, (const void *[]){zj, be}, (const int64_t[]){1, 0});
+                w = bz;
+            }
+            const char *u = tj; /* alpha t */
+            if (alpha != 1.0) {
+                mul(&am, n, yj, (const void *[]){tj, al}, (const int64_t[]){1, 0});
+                u = yj;
+            }
+            if (w)
+                add(&aa, n, yj, (const void *[]){u, w}, (const int64_t[]){1, zc});
+            else if (u != yj)
+                memcpy(yj, u, (size_t)(n * es));
+        }
+    }
+}
+
 /* ---- the matrix product: libxsmm's generated kernels for small ones, else CBLAS ----
  * libxsmm (Debian: libxsmm-dev) generates machine code for a product of given extents
  * once, then finds it in its registry (about 40 ns); for small and medium products it
@@ -332,65 +394,7 @@ static void xsmm_call(bool f64, void *kern, const void *a, const void *b, void *
 /* C = alpha op(A) op(B) + beta S through libxsmm (xsmm_gemm, below), S being C itself
  * (src NULL; beta 0 does not read it, as in BLAS) or src with element strides (ssr, ssc)
  * (0: broadcast; always read, so that 0 times its NaN stays NaN); false when it has no
- * kernel for it.
- *
- * Rows y[i, :] = alpha t[i, :] + beta z[i, :] for i < r (t: tt apart; z: src with strides
- * (zr, zc), or none: y = alpha t). t may be y itself, or z may (an accumulator overwritten
- * in place, its row then set aside before y is written), not both. The rows go
- * through the VM's vector kernels of the best instruction set (this file is compiled for
- * the baseline one, where such a loop runs four floats at a time): each product rounded,
- * then the sum, as the scalar formula with contraction off. A z with another column
- * stride than 0 or 1 takes the scalar loop. */
-static void xsmm_combine(bool f64, int64_t r, int64_t N, double alpha, const char *t, int64_t tt,
-                         double beta, const char *z, int64_t zr, int64_t zc, char *y, int64_t ldy) {
-    int64_t es = f64 ? 8 : 4;
-    tg_dtype dt = f64 ? TG_DT_F64 : TG_DT_F32, idt[2] = {dt, dt};
-    static _Atomic int best = -1; /* tg_vk_isa_best reads the environment: once */
-    int isa = atomic_load_explicit(&best, memory_order_relaxed);
-    if (isa < 0) atomic_store_explicit(&best, isa = (int)tg_vk_isa_best(), memory_order_relaxed);
-    tg_vk_args aa, am;
-    tg_vk_fn add = tg_vk_select(&tg_op_add, 2, idt, dt, (tg_vk_isa)isa, &aa);
-    tg_vk_fn mul = tg_vk_select(&tg_op_mul, 2, idt, dt, (tg_vk_isa)isa, &am);
-    const float alf = (float)alpha, bef = (float)beta;
-    const void *al = f64 ? (const void *)&alpha : (const void *)&alf;
-    const void *be = f64 ? (const void *)&beta : (const void *)&bef;
-    _Alignas(64) char bz[XSMM_MAX_DIM * 8]; /* beta z[i, :] */
-    for (int64_t i = 0; i < r; i++) {
-        const char *ti = t + i * tt * es, *zi = z ? z + i * zr * es : NULL;
-        char *yi = y + i * ldy * es;
-        if (zi && zc != 0 && zc != 1) { /* a strided accumulator row: the plain loop */
-            for (int64_t j = 0; j < N; j++) {
-                if (f64)
-                    ((double *)yi)[j] =
-                        alpha * ((const double *)ti)[j] + beta * ((const double *)zi)[j * zc];
-                else
-                    ((float *)yi)[j] =
-                        alf * ((const float *)ti)[j] + bef * ((const float *)zi)[j * zc];
-            }
-            continue;
-        }
-        for (int64_t j0 = 0; j0 < N; j0 += XSMM_MAX_DIM) { /* pieces of at most bz's size */
-            int64_t n = N - j0 < XSMM_MAX_DIM ? N - j0 : XSMM_MAX_DIM;
-            const char *tj = ti + j0 * es, *zj = zi ? zi + j0 * zc * es : NULL;
-            char *yj = yi + j0 * es;
-            /* beta z: scaled first, or kept aside when alpha t overwrites it */
-            const char *w = zj;
-            if (zj && (beta != 1.0 || (alpha != 1.0 && zj == yj))) {
-                mul(&am, zc ? n : 1, bz, (const void *[]){zj, be}, (const int64_t[]){1, 0});
-                w = bz;
-            }
-            const char *u = tj; /* alpha t */
-            if (alpha != 1.0) {
-                mul(&am, n, yj, (const void *[]){tj, al}, (const int64_t[]){1, 0});
-                u = yj;
-            }
-            if (w)
-                add(&aa, n, yj, (const void *[]){u, w}, (const int64_t[]){1, zc});
-            else if (u != yj)
-                memcpy(yj, u, (size_t)(n * es));
-        }
-    }
-}
+ * kernel for it. */
 
 static bool xsmm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                       const char *a, int64_t lda, const char *b, int64_t ldb, double beta, char *c,
@@ -408,9 +412,9 @@ static bool xsmm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t 
         if (!kern) return false;
         xsmm_call(f64, kern, b, a, c);
         if (src)
-            xsmm_combine(f64, M, N, alpha, c, ldc, beta, src, ssr, ssc, c, ldc);
+            rows_axpby(f64, M, N, alpha, c, ldc, beta, src, ssr, ssc, c, ldc);
         else if (!acc && alpha != 1.0)
-            xsmm_combine(f64, M, N, alpha, c, ldc, 0.0, NULL, 0, 0, c, ldc);
+            rows_axpby(f64, M, N, alpha, c, ldc, 0.0, NULL, 0, 0, c, ldc);
         return true;
     }
     /* C holds the accumulator and the scales are not 1, 1: blocks of rb rows of the
@@ -428,7 +432,7 @@ static bool xsmm_gemm(bool f64, bool ta, bool tb, int64_t M, int64_t N, int64_t 
         int64_t r = M - m0 < rb ? M - m0 : rb;
         char *cm = c + m0 * ldc * es;
         xsmm_call(f64, r == rb ? full : tail, b, a + (ta ? m0 : m0 * lda) * es, T);
-        xsmm_combine(f64, r, N, alpha, T, N, beta, cm, ldc, 1, cm, ldc);
+        rows_axpby(f64, r, N, alpha, T, N, beta, cm, ldc, 1, cm, ldc);
     }
     return true;
 }
@@ -916,13 +920,22 @@ static void ger_rows(const ger_job *J, int64_t lo, int64_t hi) {
         return;
     }
 #endif
+    const acc_job *C = J->acc;
     for (int64_t i = lo; i < hi; i++) {
         char *row = J->A + i * J->N * es;
-        if (J->acc)
-            acc_rows(J->acc, i, i + 1);
+        const char *px = J->x + (J->incx > 0 ? i : J->M - 1 - i) * step * es;
+        if (C && C->sc == 1 && J->incy == 1) { /* beta C[i, :] + a y on the vector kernels */
+            double a = J->f64 ? J->alpha * *(const double *)px
+                              : (double)((float)J->alpha * *(const float *)px);
+            rows_axpby(J->f64, 1, J->N, C->beta,
+                       (const char *)tg_tensor_data(C->c) + i * C->sr * es, 0, a, J->y, 0, 1, row,
+                       J->N);
+            continue;
+        }
+        if (C)
+            acc_rows(C, i, i + 1);
         else
             memset(row, 0, (size_t)(J->N * es));
-        const char *px = J->x + (J->incx > 0 ? i : J->M - 1 - i) * step * es;
         if (J->f64)
             axpy_f64(J->N, J->alpha * *(const double *)px, (const double *)J->y, J->incy,
                      (double *)row);
