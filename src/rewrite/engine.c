@@ -614,29 +614,72 @@ static bool ew_fits(const tg_node *n) {
     return true;
 }
 
-/* A node that cannot fail at run time given values that cannot: an elementwise op that
- * checks nothing beyond its types (tg_ew_ref) whose inputs surely broadcast, a transpose
- * or expand_dims, or a view between static types (broadcast_to, squeeze, reshape). */
+/* Whether a tensor of type t can exist: its static extents (a '?' counted as 1, an
+ * existing tensor's extent) stay within the library's size limit (tg_shape_size). */
+static bool size_fits(const tg_type *t) {
+    int64_t shape[TG_MAX_DIMS], n;
+    for (int d = 0; d < t->ndim; d++) shape[d] = t->shape[d] < 0 ? 1 : t->shape[d];
+    return tg_shape_size(t->ndim, shape, &n);
+}
+
+/* A node that cannot fail at run time given values that cannot. Its outputs' sizes fit,
+ * and it is:
+ *  - an elementwise op that checks nothing beyond its types (tg_ew_ref) whose inputs
+ *    surely broadcast;
+ *  - a transpose or expand_dims;
+ *  - sum, mean or prod (max and min: over static extents, none 0);
+ *  - dot or matmul of matrices and vectors whose contracted extents are static and equal;
+ *  - a view between static types (broadcast_to, squeeze, reshape). */
 static bool node_total(const tg_node *n) {
+    for (int k = 0; k < n->nout; k++)
+        if (!size_fits(&n->out[k]->type)) return false;
     const tg_op_def *op = tg_op_table[n->op];
     if (op->kind == TG_KIND_ELEMWISE) return op->ref == tg_ew_ref && ew_fits(n);
-    if (n->op == TG_OP_TRANSPOSE || n->op == TG_OP_EXPAND_DIMS) return true;
-    if (n->op != TG_OP_BROADCAST_TO && n->op != TG_OP_SQUEEZE && n->op != TG_OP_RESHAPE)
+    const tg_type *a = &n->in[0]->type;
+    switch (n->op) {
+    case TG_OP_TRANSPOSE:
+    case TG_OP_EXPAND_DIMS:
+    case TG_OP_SUM:
+    case TG_OP_MEAN:
+    case TG_OP_PROD:
+        return true;
+    case TG_OP_MAX:
+    case TG_OP_MIN:
+        for (int d = 0; d < a->ndim; d++)
+            if (a->shape[d] <= 0) return false;
+        return true;
+    case TG_OP_DOT:
+    case TG_OP_MATMUL: {
+        const tg_type *b = &n->in[1]->type;
+        if (n->nin != 2 || a->ndim < 1 || a->ndim > 2 || b->ndim < 1 || b->ndim > 2) return false;
+        int64_t ka = a->shape[a->ndim - 1], kb = b->shape[b->ndim == 1 ? 0 : b->ndim - 2];
+        return ka >= 0 && ka == kb;
+    }
+    case TG_OP_BROADCAST_TO:
+    case TG_OP_SQUEEZE:
+    case TG_OP_RESHAPE:
+        for (int k = 0; k < n->nin; k++)
+            if (!tg_type_known(&n->in[k]->type)) return false;
+        return tg_type_known(&n->out[0]->type);
+    default:
         return false;
-    for (int k = 0; k < n->nin; k++)
-        if (!tg_type_known(&n->in[k]->type)) return false;
-    return tg_type_known(&n->out[0]->type);
+    }
 }
 
 bool tg_rw_cannot_fail(const tg_var *v) {
     const tg_var *stack[CANNOT_FAIL_BUDGET];
-    int sp = 0, visits = 0;
+    const tg_node *seen[CANNOT_FAIL_BUDGET]; /* nodes checked (shared ones once) */
+    int sp = 0, nseen = 0;
     stack[sp++] = v;
     while (sp > 0) {
         const tg_var *u = stack[--sp];
         if (u->kind != TG_VAR_NODE) continue; /* an input or a constant */
         const tg_node *n = u->node;
-        if (++visits > CANNOT_FAIL_BUDGET || !node_total(n)) return false;
+        bool again = false;
+        for (int i = 0; i < nseen && !again; i++) again = seen[i] == n;
+        if (again) continue;
+        if (nseen == CANNOT_FAIL_BUDGET || !node_total(n)) return false;
+        seen[nseen++] = n;
         for (int k = 0; k < n->nin; k++) {
             if (n->in[k]->kind != TG_VAR_NODE) continue;
             if (sp == CANNOT_FAIL_BUDGET) return false;

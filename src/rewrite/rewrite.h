@@ -127,12 +127,15 @@ bool tg_rw_const_value(const tg_var *v, double *x);
  * zero (integers and bool, whatever `negative` says). */
 bool tg_rw_is_signed_zero(const tg_var *v, bool negative);
 /* True when computing v cannot fail at run time: v is an input or a constant, or every
- * node it comes from is an elementwise op without checks of its own whose inputs surely
- * broadcast (no '?' extent beside another extent than 1), a transpose or expand_dims, or
- * a view between static types (broadcast_to, squeeze, reshape). A rule that drops v
+ * node it comes from has outputs within the size limit and is an elementwise op without
+ * checks of its own whose inputs surely broadcast (no '?' extent beside another extent
+ * than 1), a transpose or expand_dims, sum/mean/prod (max/min over static non-zero
+ * extents), a dot or matmul of matrices and vectors with static equal contracted extents,
+ * or a view between static types (broadcast_to, squeeze, reshape). A rule that drops v
  * and keeps only its static type (shape(v) -> constant, i * 0 -> zeros) needs it: a
  * value whose '?' extents do not fit must still fail as the unrewritten graph does.
- * Conservative: false for deep or wide graphs (past 64 nodes). */
+ * Running out of memory does not count (the rewritten graph may need less). Conservative:
+ * false past 64 distinct nodes. */
 bool tg_rw_cannot_fail(const tg_var *v);
 /* Equal types including weakness: what a replacement needs. */
 bool tg_rw_same_type(const tg_var *a, const tg_var *b);
