@@ -24,7 +24,7 @@
 #include "vm.h"
 
 #include <cblas.h>
-#include <stdatomic.h>
+#include <pthread.h>
 #include <math.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -295,16 +295,30 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
  * A z with another column stride than 0 or 1 takes the scalar loop. */
 #define ROW_PIECE 1024 /* elements of a row done at once (the scratch for beta z) */
 
+/* The add and mul kernels rows_axpby uses, f32 [0] and f64 [1], chosen once per process
+ * (tg_vk_isa_best reads the environment; the results do not depend on the ISA). */
+static struct row_kernels {
+    tg_vk_fn add, mul;
+    tg_vk_args aa, am;
+} row_k[2];
+static pthread_once_t row_k_once = PTHREAD_ONCE_INIT;
+
+static void row_k_init(void) {
+    tg_vk_isa isa = tg_vk_isa_best();
+    for (int d = 0; d < 2; d++) {
+        tg_dtype dt = d ? TG_DT_F64 : TG_DT_F32, idt[2] = {dt, dt};
+        row_k[d].add = tg_vk_select(&tg_op_add, 2, idt, dt, isa, &row_k[d].aa);
+        row_k[d].mul = tg_vk_select(&tg_op_mul, 2, idt, dt, isa, &row_k[d].am);
+    }
+}
+
 static void rows_axpby(bool f64, int64_t r, int64_t N, double alpha, const char *t, int64_t tt,
                        double beta, const char *z, int64_t zr, int64_t zc, char *y, int64_t ldy) {
     int64_t es = f64 ? 8 : 4;
-    tg_dtype dt = f64 ? TG_DT_F64 : TG_DT_F32, idt[2] = {dt, dt};
-    static _Atomic int best = -1; /* tg_vk_isa_best reads the environment: once */
-    int isa = atomic_load_explicit(&best, memory_order_relaxed);
-    if (isa < 0) atomic_store_explicit(&best, isa = (int)tg_vk_isa_best(), memory_order_relaxed);
-    tg_vk_args aa, am;
-    tg_vk_fn add = tg_vk_select(&tg_op_add, 2, idt, dt, (tg_vk_isa)isa, &aa);
-    tg_vk_fn mul = tg_vk_select(&tg_op_mul, 2, idt, dt, (tg_vk_isa)isa, &am);
+    pthread_once(&row_k_once, row_k_init);
+    const struct row_kernels *K = &row_k[f64];
+    tg_vk_fn add = K->add, mul = K->mul;
+    const tg_vk_args *aa = &K->aa, *am = &K->am;
     const float alf = (float)alpha, bef = (float)beta;
     const void *al = f64 ? (const void *)&alpha : (const void *)&alf;
     const void *be = f64 ? (const void *)&beta : (const void *)&bef;
@@ -330,16 +344,16 @@ static void rows_axpby(bool f64, int64_t r, int64_t N, double alpha, const char 
             /* beta z: scaled first, or kept aside when alpha t overwrites it */
             const char *w = zj;
             if (zj && (beta != 1.0 || (alpha != 1.0 && zj == yj))) {
-                mul(&am, zc ? n : 1, bz, (const void *[]){zj, be}, (const int64_t[]){1, 0});
+                mul(am, zc ? n : 1, bz, (const void *[]){zj, be}, (const int64_t[]){1, 0});
                 w = bz;
             }
             const char *u = tj; /* alpha t */
             if (alpha != 1.0) {
-                mul(&am, n, yj, (const void *[]){tj, al}, (const int64_t[]){1, 0});
+                mul(am, n, yj, (const void *[]){tj, al}, (const int64_t[]){1, 0});
                 u = yj;
             }
             if (w)
-                add(&aa, n, yj, (const void *[]){u, w}, (const int64_t[]){1, zc});
+                add(aa, n, yj, (const void *[]){u, w}, (const int64_t[]){1, zc});
             else if (u != yj)
                 memcpy(yj, u, (size_t)(n * es));
         }
