@@ -694,7 +694,15 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
     int norder = 0;
     tg_node **order = c ? tg_ir_toposort(g, &norder) : NULL;
     tg_var **map = c ? tg_mem_calloc(g->ctx, sizeof *map * (size_t)(g->vars.n + 1)) : NULL;
-    tg_var **tmp = c ? tg_mem_alloc(g->ctx, sizeof *tmp * (size_t)(g->vars.n + 1)) : NULL;
+    /* tmp holds one node's operands, then the outputs: a value may appear many times in
+       either, so it is sized by the widest node and the output count, not by vars.n */
+    int ntmp = g->outputs.n;
+    for (int i = 0; i < g->nodes.n; i++) {
+        const tg_node *n = g->nodes.items[i];
+        if (n->nin > ntmp) ntmp = n->nin;
+    }
+    ntmp++;
+    tg_var **tmp = c ? tg_mem_alloc(g->ctx, sizeof *tmp * (size_t)ntmp) : NULL;
     bool ok = c && order && map && tmp;
     if (c && !ok) { /* toposort reports a cycle; everything else here is memory */
         const char *m = tg_last_error();
@@ -750,7 +758,7 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
     if (c) c->line = c->col = 0;
     if (order) tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     if (map) tg_mem_free(g->ctx, map, sizeof *map * (size_t)(g->vars.n + 1));
-    if (tmp) tg_mem_free(g->ctx, tmp, sizeof *tmp * (size_t)(g->vars.n + 1));
+    if (tmp) tg_mem_free(g->ctx, tmp, sizeof *tmp * (size_t)ntmp);
     if (!ok) {
         if (c && c->status == TG_OK) tg_set_error(TG_EINTERNAL, "clone of '%s' failed", g->name);
         tg_graph_free(c);

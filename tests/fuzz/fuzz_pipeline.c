@@ -17,6 +17,10 @@
  *     except where g's value is not finite (stabilising rewrites turn inf and NaN into
  *     the finite value they stand for: log(softmax(x)) into log_softmax(x)).
  *     A mismatch aborts.
+ * Then the same function again with its values used many times (check_repeats): every
+ * output returned three times, and a stack of nine copies of the first output returned
+ * twice, which no mutation of the text is likely to write but which the compiler's
+ * scratch arrays must size for.
  * Everything runs in a context with a memory cap (FZ_MEM_LIMIT), so a graph asking for
  * absurd sizes ends in TG_ENOMEM, never in an out-of-memory kill.
  * Build with libFuzzer: cmake -DTG_FUZZ=ON with clang (docs/hardening.md); without it the
@@ -313,6 +317,29 @@ static void check_run(tg_ctx *ctx, tg_graph *g, tg_graph *opt, uint64_t seed, co
     }
 }
 
+/* g with its values used many times: each output returned three times, then a stack of
+ * nine copies of the first output, returned twice. This changes g (the caller's module is
+ * freed afterwards); a builder's error (a stack of a scalar of a strange dtype) only
+ * skips the check. */
+static void check_repeats(tg_ctx *ctx, tg_graph *g, uint64_t seed, const char *src, size_t len) {
+    enum { COPIES = 3, WIDE = 9 };
+    int nret = tg_graph_output_count(g);
+    if (g->updates.n != 0 || nret <= 0 || COPIES * nret + 2 > FZ_MAX_OUTPUTS) return;
+    tg_var *outs[FZ_MAX_OUTPUTS], *xs[WIDE];
+    int n = 0;
+    for (int c = 0; c < COPIES; c++)
+        for (int i = 0; i < nret; i++) outs[n++] = tg_graph_output(g, i);
+    for (int k = 0; k < WIDE; k++) xs[k] = outs[0];
+    tg_var *wide = tg_apply(g, "stack", xs, WIDE, &TG_A_INT("axis", 0), 1);
+    if (!wide) return;
+    outs[n++] = wide;
+    outs[n++] = wide;
+    if (tg_graph_set_outputs(g, outs, n) != TG_OK) return;
+    tg_graph *opt = check_optimize(ctx, g, src, len);
+    check_run(ctx, g, opt, seed, src, len);
+    tg_graph_free(opt);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -335,6 +362,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             tg_graph *opt = check_optimize(ctx, g, src, len);
             check_run(ctx, g, opt, seed + (uint64_t)i, src, len);
             tg_graph_free(opt);
+            check_repeats(ctx, g, seed + (uint64_t)i, src, len);
         }
         tg_module_free(m);
     }

