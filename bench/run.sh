@@ -70,6 +70,13 @@ raw=$(mktemp "${TMPDIR:-/tmp}/tgbench.XXXXXX")
 one=$(mktemp "${TMPDIR:-/tmp}/tgbench.XXXXXX")
 trap 'rm -f "$raw" "$one"' EXIT
 
+# the directory of OpenBLAS's pthread build, for the CBLAS peer (Debian: libopenblas0-pthread)
+peer_blas=""
+for d in /usr/lib/*/openblas-pthread /usr/lib/openblas-pthread; do
+    if [ -e "$d/libopenblas.so.0" ]; then peer_blas="LD_LIBRARY_PATH=$d"; break; fi
+done
+[ -n "$peer_blas" ] || echo "note: OpenBLAS's pthread build not found; the CBLAS peer runs serial"
+
 cores=$(nproc 2>/dev/null || echo "?")
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
 load0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
@@ -91,12 +98,12 @@ while [ "$r" -le "$rounds" ]; do
             fi
             set -- "$py" "$here/$prog"
         fi
-        # tgraph calls BLAS on one thread and splits the work itself: its programs run with
-        # OPENBLAS_NUM_THREADS=1, so that OpenBLAS starts no worker threads (they would spin
-        # for about 0.1 s after loading, on the cores tgraph's pool uses: docs/vm.md). The
-        # CBLAS and NumPy peers keep OpenBLAS's threads.
+        # tgraph calls BLAS on one thread and splits the work itself: it links OpenBLAS's
+        # serial build (CMakeLists.txt). The CBLAS peer is the same program with the pthread
+        # build put in its place (same soname, found first through LD_LIBRARY_PATH), so that
+        # it keeps OpenBLAS's threads; NumPy keeps its own.
         blas_env=""
-        case "$kind $args" in bin*--side\ cblas*) ;; bin*) blas_env=OPENBLAS_NUM_THREADS=1 ;; esac
+        case "$kind $args" in bin*--side\ cblas*) blas_env=$peer_blas ;; esac
         # shellcheck disable=SC2086
         if env $blas_env "$@" $args >"$one" 2>&1; then st=0; else st=$?; fi
         [ "$st" -eq 0 ] || echo "$wl $prog $args: failed (exit status $st)" >>"$one"

@@ -4,7 +4,7 @@
 #   sh scripts/deps.sh          what the build and the tests need
 #   sh scripts/deps.sh demo     that, plus the Fashion-MNIST data `make demo` trains on
 set -e
-pkgs="cmake make gcc pkg-config libopenblas-dev libxsmm-dev libcmocka-dev libsleef-dev zlib1g-dev python3-numpy"
+pkgs="cmake make gcc pkg-config libopenblas-serial-dev libopenblas-dev libxsmm-dev libcmocka-dev libsleef-dev zlib1g-dev python3-numpy"
 if [ "${1:-}" = demo ]; then pkgs="$pkgs dataset-fashion-mnist"; fi
 missing=""
 for p in $pkgs; do
