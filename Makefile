@@ -4,7 +4,7 @@
 #   make demo       train the Fashion-MNIST example (installs the data when missing, as root)
 #   make demo-cli   the command-line tour: examples/demo.sh with build/tgraph
 #   make asan       build and test under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make tsan       build and run the thread pool, VM and memory-cap tests under ThreadSanitizer
+#   make tsan       run the pool, VM, memory-cap and debug-mode tests under ThreadSanitizer
 #   make fuzz       build the libFuzzer targets (clang, build-fuzz/); then run one with
 #                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)
 #   make bench      run W1-W9 beside NumPy and PyTorch: bench/results.md (bench/run.sh)
@@ -45,9 +45,9 @@ asan: deps
 
 tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=thread $(CMAKE_FLAGS)
-	cmake --build build-tsan -j $(JOBS) --target test_pool test_vm test_memcap
+	cmake --build build-tsan -j $(JOBS) --target test_pool test_vm test_memcap test_debug
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure \
-		-R 'test_pool|test_vm|test_memcap'
+		-R 'test_pool|test_vm|test_memcap|test_debug'
 
 fuzz: deps
 	CC=clang cmake -S . -B build-fuzz -DTG_FUZZ=ON $(CMAKE_FLAGS)

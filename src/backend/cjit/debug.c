@@ -10,6 +10,15 @@
  * the larger magnitude, plus, for nodes that may sum (anything but single elementwise
  * ops), rtol times the largest magnitude of the reference output (summation
  * order differs between backends). NaN positions and infinities must match.
+ *
+ * Threads: the fields below mu hold the state of one call (the pending node, its reference
+ * outputs and input checksums, the leaf values), so tg_dbg_call holds mu for the whole call,
+ * before it writes any of them; calls of one function are serialized, as the backends'
+ * own calls are (mu is always taken before the backend's lock).
+ *
+ * Inputs: a node may have any number of inputs; the checksum and input arrays are sized
+ * for the node with the most. The op record's destroys mask has one bit per input for the
+ * first 32 inputs only: an input beyond them is one the node does not destroy.
  */
 #include "debug.h"
 
@@ -17,7 +26,9 @@
 #include "../vm/vm.h"
 #include "cjit.h"
 
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 struct tg_dbg {
@@ -25,17 +36,20 @@ struct tg_dbg {
     tg_graph *g;
     tg_node **order;
     int norder;
+    int maxin; /* most inputs of one node of order (at least 1) */
     tg_vm *vm;
     tg_cj *cj;
-    const char *backend; /* "vm" or "c" */
-    int next;            /* order index of the node the pending data is for */
+    const char *backend;      /* "vm" or "c" */
+    int break_op, clobber_op; /* test hooks, -1 when off */
+    pthread_mutex_t mu;       /* one call at a time: held while any field below is used */
+    int next;                 /* order index of the node the pending data is for */
     tg_tensor *ref[TG_MAX_OUTS];
     int nref;
     bool ref_failed;
     char ref_msg[512];
-    uint64_t sums[64];        /* checksums of the pending node's inputs */
-    tg_tensor **leaf;         /* per var: inputs and constants, before a call */
-    int break_op, clobber_op; /* test hooks, -1 when off */
+    uint64_t *sums;   /* [maxin]: checksums of the pending node's inputs */
+    tg_tensor **vin;  /* [maxin]: the pending node's input values */
+    tg_tensor **leaf; /* per var: inputs and constants, before a call */
 };
 
 static int env_op(const char *name) {
@@ -67,8 +81,8 @@ static tg_status prepare(tg_dbg *d, int i, tg_tensor *const *val) {
     drop_ref(d);
     d->next = i;
     const tg_node *n = d->order[i];
-    tg_tensor *vin[64];
-    if (n->nin > 64 || n->nout > TG_MAX_OUTS) return TG_OK;
+    tg_tensor **vin = d->vin;
+    TG_ASSERT(n->nin <= d->maxin && n->nout <= TG_MAX_OUTS); /* maxin: over all of order */
     for (int k = 0; k < n->nin; k++) {
         vin[k] = val[n->in[k]->id];
         if (!vin[k])
@@ -182,6 +196,12 @@ static bool compare(const tg_node *n, const tg_tensor *got, const tg_tensor *ref
     return false;
 }
 
+/* Whether op declares that it destroys its input k. The destroys mask has a fixed width;
+ * inputs beyond it are never destroyed (and shifting by them would be undefined). */
+static bool destroys_input(const tg_op_def *op, int k) {
+    return k < (int)(sizeof op->destroys * CHAR_BIT) && (op->destroys >> k & 1u);
+}
+
 /* Adds 1 to element 0 of t (test hooks). */
 static void poke(tg_tensor *t) {
     if (tg_tensor_size(t) <= 0) return;
@@ -215,9 +235,8 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
             return tg_set_error(TG_ECHECK, "debug (%s backend): %s: output %d %s", d->backend, at,
                                 o, msg);
     }
-    uint32_t destroys = tg_op_table[n->op]->destroys;
-    for (int k = 0; k < n->nin && k < 64; k++) {
-        if (destroys >> k & 1u) continue;
+    for (int k = 0; k < n->nin; k++) {
+        if (destroys_input(tg_op_table[n->op], k)) continue;
         const tg_tensor *t = val[n->in[k]->id];
         if (t && shares_output(n, t, val))
             continue; /* the memory plan gave an output the
@@ -245,13 +264,19 @@ tg_status tg_dbg_new(tg_graph *g, const tg_compile_opts *opts, tg_dbg **out) {
     tg_ctx *ctx = g->ctx;
     tg_dbg *d = tg_mem_calloc(ctx, sizeof *d);
     if (!d) return TG_ENOMEM;
+    pthread_mutex_init(&d->mu, NULL); /* first: tg_dbg_free destroys it */
     d->ctx = ctx;
     d->g = g;
     d->break_op = env_op("TGRAPH_TEST_BREAK_OP");
     d->clobber_op = env_op("TGRAPH_TEST_CLOBBER_OP");
     d->order = tg_ir_toposort(g, &d->norder);
     d->leaf = tg_mem_calloc(ctx, sizeof *d->leaf * (size_t)(g->vars.n + 1));
-    if (!d->order || !d->leaf) {
+    d->maxin = 1;
+    for (int i = 0; d->order && i < d->norder; i++)
+        if (d->order[i]->nin > d->maxin) d->maxin = d->order[i]->nin;
+    d->sums = tg_mem_calloc(ctx, sizeof *d->sums * (size_t)d->maxin);
+    d->vin = tg_mem_calloc(ctx, sizeof *d->vin * (size_t)d->maxin);
+    if (!d->order || !d->leaf || !d->sums || !d->vin) {
         tg_dbg_free(d);
         return TG_ENOMEM;
     }
@@ -285,24 +310,27 @@ void tg_dbg_free(tg_dbg *d) {
     tg_cj_free(d->cj);
     if (d->order) tg_mem_free(ctx, d->order, sizeof *d->order * (size_t)(d->g->nodes.n + 1));
     if (d->leaf) tg_mem_free(ctx, d->leaf, sizeof *d->leaf * (size_t)(d->g->vars.n + 1));
+    if (d->sums) tg_mem_free(ctx, d->sums, sizeof *d->sums * (size_t)d->maxin);
+    if (d->vin) tg_mem_free(ctx, d->vin, sizeof *d->vin * (size_t)d->maxin);
+    pthread_mutex_destroy(&d->mu);
     tg_mem_free(ctx, d, sizeof *d);
 }
 
 tg_status tg_dbg_call(tg_dbg *d, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                       bool into) {
     tg_graph *g = d->g;
+    pthread_mutex_lock(&d->mu);
     for (int v = 0; v < g->vars.n; v++) {
         tg_var *var = g->vars.items[v];
         d->leaf[v] = var->kind == TG_VAR_CONST ? var->value : NULL;
     }
     for (int i = 0; i < g->inputs.n; i++) d->leaf[((tg_var *)g->inputs.items[i])->id] = in[i];
     d->next = 0;
-    if (d->norder > 0) {
-        tg_status st = prepare(d, 0, d->leaf);
-        if (st != TG_OK) return st;
-    }
-    tg_status st = d->vm ? tg_vm_call(d->vm, in, nin, out, nout, into)
-                         : tg_cj_call(d->cj, in, nin, out, nout, into);
+    tg_status st = d->norder > 0 ? prepare(d, 0, d->leaf) : TG_OK;
+    if (st == TG_OK)
+        st = d->vm ? tg_vm_call(d->vm, in, nin, out, nout, into)
+                   : tg_cj_call(d->cj, in, nin, out, nout, into);
     drop_ref(d);
+    pthread_mutex_unlock(&d->mu);
     return st;
 }
