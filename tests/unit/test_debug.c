@@ -211,11 +211,53 @@ static void test_many_inputs(void **state) {
     remove_cache();
 }
 
+/* ---- sums that cancel ---- */
+
+/* A dot whose terms cancel: x[n-1] is minus the sum of the others taken in order, so the
+ * reference (which adds in order) gives exactly 0 and a backend that adds in another order
+ * a rounding error of the terms' size. The tolerance scales with the terms, so that is
+ * no difference; a wrong value of that size times 1e6 still is. */
+static void test_cancelling_sum(void **state) {
+    (void)state;
+    fresh_cache();
+    enum { N = 1024 };
+    tg_module *m = parse("func main(x: f64[1024], y: f64[1024]) {\n"
+                         "  d = dot(x, y)\n"
+                         "  return d\n"
+                         "}\n");
+    tg_tensor *in[2] = {tg_tensor_new(NULL, TG_DT_F64, 1, (int64_t[]){N}),
+                        tg_tensor_new(NULL, TG_DT_F64, 1, (int64_t[]){N})};
+    double *x = tg_tensor_data(in[0]), *y = tg_tensor_data(in[1]), s = 0.0;
+    uint64_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (double)(r >> 11) / 9007199254740992.0 - 0.5;
+        y[i] = 1.0;
+    }
+    for (int i = 0; i < N - 1; i++) s += x[i];
+    x[N - 1] = -s;
+    tg_mode backends[2] = {TG_MODE_VM, TG_MODE_C};
+    for (int b = 0; b < 2; b++) {
+        tg_fn *f = compile_debug(m, backends[b]);
+        tg_tensor *out = NULL;
+        tg_status st = tg_fn_call(f, in, 2, &out, 1);
+        if (st != TG_OK) fail_msg("backend %d: %s", b, tg_last_error());
+        assert_true(fabs(*(double *)tg_tensor_data(out)) < 1e-12);
+        tg_tensor_free(out);
+        tg_fn_free(f);
+    }
+    tg_tensor_free(in[0]);
+    tg_tensor_free(in[1]);
+    tg_module_free(m);
+    remove_cache();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_vm),
         cmocka_unit_test(test_threads_c),
         cmocka_unit_test(test_many_inputs),
+        cmocka_unit_test(test_cancelling_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,8 +8,11 @@
  *
  * Tolerance: integers and bools exactly; floats within rtol (1e-4 for f32, 1e-9 for f64) of
  * the larger magnitude, plus, for nodes that may sum (anything but single elementwise
- * ops), rtol times the largest magnitude of the reference output (summation
- * order differs between backends). NaN positions and infinities must match.
+ * ops), rtol times the larger of the largest magnitude of the reference output and a bound
+ * on the terms summed (summation order differs between backends, and terms that cancel
+ * leave a rounding error of their size, not of the result's): the largest magnitude of an
+ * input, times that of a second input when the node has two or more float inputs (a
+ * product's terms). NaN positions and infinities must match.
  *
  * Threads: the fields below mu hold the state of one call (the pending node, its reference
  * outputs and input checksums, the leaf values), so tg_dbg_call holds mu for the whole call,
@@ -47,6 +50,7 @@ struct tg_dbg {
     int nref;
     bool ref_failed;
     char ref_msg[512];
+    double terms;     /* the pending node's bound on its terms (tolerance, above) */
     uint64_t *sums;   /* [maxin]: checksums of the pending node's inputs */
     tg_tensor **vin;  /* [maxin]: the pending node's input values */
     tg_tensor **leaf; /* per var: inputs and constants, before a call */
@@ -76,6 +80,39 @@ static void drop_ref(tg_dbg *d) {
     d->ref_failed = false;
 }
 
+/* The largest finite magnitude among t's elements (0 for a non-float tensor). */
+static double max_abs(const tg_tensor *t) {
+    double m = 0.0;
+    int64_t n = tg_tensor_size(t);
+    if (n <= 0 || !tg_dtype_is_float(t->dtype)) return m;
+    int64_t idx[TG_MAX_DIMS] = {0};
+    do {
+        double v = fabs(tg_load_f64(tg_tensor_at(t, idx), t->dtype));
+        if (isfinite(v) && v > m) m = v;
+    } while (tg_index_next(t->ndim, t->shape, idx));
+    return m;
+}
+
+/* A bound on the terms a summing node adds: the largest input magnitude, times the second
+ * largest when two or more inputs are floats (the terms of a product). */
+static double terms_bound(const tg_node *n, tg_tensor *const *vin) {
+    if (tg_op_table[n->op]->kind == TG_KIND_ELEMWISE) return 0.0;
+    double m1 = 0.0, m2 = 0.0;
+    int nf = 0;
+    for (int k = 0; k < n->nin; k++) {
+        if (!tg_dtype_is_float(vin[k]->dtype)) continue;
+        double m = max_abs(vin[k]);
+        nf++;
+        if (m > m1) {
+            m2 = m1;
+            m1 = m;
+        } else if (m > m2) {
+            m2 = m;
+        }
+    }
+    return nf >= 2 ? m1 * m2 : m1;
+}
+
 /* Reference outputs and input checksums of order[i], from the values val (by var id). */
 static tg_status prepare(tg_dbg *d, int i, tg_tensor *const *val) {
     drop_ref(d);
@@ -89,6 +126,7 @@ static tg_status prepare(tg_dbg *d, int i, tg_tensor *const *val) {
             return tg_set_error(TG_EINTERNAL, "debug: an input of node %d is missing", n->id);
         d->sums[k] = checksum(vin[k]);
     }
+    d->terms = terms_bound(n, vin);
     tg_tensor *ref[TG_MAX_OUTS];
     if (tg_interp_eval(d->ctx, d->g, n, vin, ref) != TG_OK) {
         d->ref_failed = true;
@@ -131,8 +169,8 @@ static bool shares_output(const tg_node *n, const tg_tensor *t, tg_tensor *const
 }
 
 /* Compares got with the reference; on a difference writes the message and returns false. */
-static bool compare(const tg_node *n, const tg_tensor *got, const tg_tensor *ref, char *msg,
-                    size_t len) {
+static bool compare(const tg_node *n, const tg_tensor *got, const tg_tensor *ref, double terms,
+                    char *msg, size_t len) {
     char ty[TG_TYPE_STR_MAX], tr[TG_TYPE_STR_MAX];
     tg_type a = {.dtype = (uint8_t)got->dtype, .ndim = (uint8_t)got->ndim};
     tg_type b = {.dtype = (uint8_t)ref->dtype, .ndim = (uint8_t)ref->ndim};
@@ -149,7 +187,7 @@ static bool compare(const tg_node *n, const tg_tensor *got, const tg_tensor *ref
     int64_t cnt = tg_tensor_size(ref);
     if (cnt <= 0) return true;
     bool fl = tg_dtype_is_float(ref->dtype);
-    double rtol = ref->dtype == TG_DT_F32 ? 1e-4 : 1e-9, scale = 0.0;
+    double rtol = ref->dtype == TG_DT_F32 ? 1e-4 : 1e-9, scale = isfinite(terms) ? terms : 0.0;
     const tg_op_def *op = tg_op_table[n->op];
     bool sums = op->kind != TG_KIND_ELEMWISE; /* fused nodes too: they may reduce */
     if (fl && sums)
@@ -231,7 +269,7 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
     for (int o = 0; o < d->nref; o++) {
         const tg_tensor *got = val[n->out[o]->id];
         if (!got) continue;
-        if (!compare(n, got, d->ref[o], msg, sizeof msg))
+        if (!compare(n, got, d->ref[o], d->terms, msg, sizeof msg))
             return tg_set_error(TG_ECHECK, "debug (%s backend): %s: output %d %s", d->backend, at,
                                 o, msg);
     }
