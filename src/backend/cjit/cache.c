@@ -3,7 +3,8 @@
  * The cache directory is $TGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/tgraph, else
  * ~/.cache/tgraph. It is created with mode 0700 and refused when it is not a directory,
  * is owned by another user, or is writable by group or others: loading a .so that someone
- * else could have written is running their code.
+ * else could have written is running their code. A symbolic link is resolved once and the
+ * directory it leads to is checked and used (never the link again during a build).
  *
  * An entry is <key>.so with its source <key>.c beside it, where key is a 128-bit hash of
  * the emitted source (which includes tg_rt.h, hence the runtime ABI), the compiler's
@@ -12,19 +13,29 @@
  * <ref>.ref file, ref being the same hash without the compiler (command and identity),
  * names the entry last built for that source and flags: a run whose compiler cannot be
  * run (missing, or TGRAPH_CC=/bin/false) still finds it, so a warm cache needs no
- * compiler.
+ * compiler. The compiled unit ends with two strings, tg_cj_key and tg_cj_ref, compared
+ * with the key and ref looked for right after dlopen and before any generated function
+ * runs: an entry swapped for another's (copied over, or a .ref naming another entry) is
+ * not used but rebuilt, as a corrupt one is.
  *
  * Writers never lock: each writes temporary files (tmp.<pid>.<n>.*) in the directory and
  * rename()s them into place, so a reader sees a whole entry or none, and two processes
  * building the same entry both succeed (the last rename wins; both files are valid).
  * Every .so ends with a trailer (magic, length, hash of the bytes before it) checked
- * before loading, so a truncated or corrupted entry is detected and rebuilt.
+ * before loading, so a truncated or corrupted entry is detected and rebuilt. A failed
+ * build removes its temporary files (the source is kept as <key>.c); SIGXFSZ is held back
+ * while building, so a write past `ulimit -f` is an error. Compiles in flight are
+ * recorded (fixed slots) for tg_cache_interrupt, which a signal handler may call to stop
+ * their compilers and remove their files.
  *
  * Compiler: $TGRAPH_CC (default `cc`, may hold arguments, split at spaces), flags
  * $TGRAPH_CFLAGS (default -O3 -march=native, plus -mprefer-vector-width=512 on CPUs with
  * AVX-512), always with -std=c11 -fPIC -shared
  * -ffp-contract=off -fno-math-errno first (no contraction into FMA: results must equal
- * the reference's roundings; the user's flags come after and may override).
+ * the reference's roundings; the user's flags come after and may override). It runs in a
+ * process group of its own, for at most $TGRAPH_CC_TIMEOUT seconds (default 60; 0: no
+ * limit; `--version` at most 10), after which the whole group is killed and the build
+ * fails (the caller falls back to the VM).
  */
 #include "cjit.h"
 
