@@ -577,6 +577,9 @@ tg_status tg_npy_save(const char *path, const tg_tensor *t) {
     int mode;
     size_t hl = make_header(t, hdr, sizeof hdr);
     save_target(path, final, tmp, sizeof final, &mode);
+    if (tmp[0] && mode >= 0 &&
+        faccessat(AT_FDCWD, final, W_OK, AT_EACCESS) != 0) /* as writing in place would */
+        return tg_set_error(TG_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
     const char *wpath = tmp[0] ? tmp : path;
     tg_xfsz x;
     tg_xfsz_begin(&x); /* past ulimit -f: EFBIG, not a killed process and a partial file */
