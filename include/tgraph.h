@@ -381,6 +381,9 @@ TG_API void tg_fn_free(tg_fn *f);
 TG_API tg_status tg_cache_list(FILE *f);
 /* Removes every entry and left-over temporary file; *removed (may be NULL) counts files. */
 TG_API tg_status tg_cache_clear(int *removed);
+/* Kills the compilers this process is running for the cache and removes their temporary
+ * files. Async-signal-safe: for a SIGINT/SIGTERM handler that then ends the process. */
+TG_API void tg_cache_interrupt(void);
 
 #ifdef __cplusplus
 }

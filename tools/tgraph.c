@@ -1052,7 +1052,31 @@ static int cmd_cache(int argc, char **argv) {
 /* Commands of the design that later work adds. */
 static const char *const later_commands[] = {NULL}; /* none at present */
 
+/* SIGINT, SIGTERM, SIGHUP: stop the C compilers the cache runs and remove their temporary
+ * files, then end as the signal would have. */
+static void on_signal(int sig) {
+    tg_cache_interrupt();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* A write past the file-size limit (ulimit -f) fails with EFBIG, reported with the file's
+ * name, instead of killing the process; the end signals clean up the compiler cache. */
+static void set_signals(void) {
+    signal(SIGXFSZ, SIG_IGN);
+    const int ends[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t k = 0; k < sizeof ends / sizeof ends[0]; k++) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(ends[k], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(ends[k], &sa, NULL); /* left ignored when started ignoring it (nohup) */
+    }
+}
+
 int main(int argc, char **argv) {
+    set_signals();
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USAGE;

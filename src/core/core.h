@@ -10,6 +10,7 @@
 
 #include "tgraph.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -49,6 +50,20 @@ char *tg_mem_strdup(tg_ctx *ctx, const char *s); /* free with tg_mem_free(ctx, p
 /* Overflow-checked size arithmetic: false when the result does not fit. */
 bool tg_size_mul(size_t a, size_t b, size_t *out);
 bool tg_size_add(size_t a, size_t b, size_t *out);
+
+/* ---- files (file.c) ---- */
+/* SIGXFSZ held back in the calling thread while the library writes files: a write past
+ * the file-size limit (ulimit -f) fails with EFBIG instead of killing the process.
+ * tg_xfsz_end discards a SIGXFSZ the writes raised and restores the mask (and errno). */
+typedef struct tg_xfsz {
+    sigset_t old;     /* the mask before */
+    bool was_pending; /* a SIGXFSZ was pending before: left alone */
+} tg_xfsz;
+void tg_xfsz_begin(tg_xfsz *x);
+void tg_xfsz_end(tg_xfsz *x);
+/* buf = path.tmp.<pid>.<n>, a name unique in this process for a file written beside path
+ * and renamed onto it; false when it does not fit in n bytes. */
+bool tg_file_tmp_name(char *buf, size_t n, const char *path);
 
 /* ---- arenas: bump allocation in growing chunks, released all at once ---- */
 typedef struct tg_arena_chunk tg_arena_chunk;

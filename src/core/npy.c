@@ -13,13 +13,20 @@
  * tensor is allocated. Every message starts with the file name (or "<memory>").
  * Writing produces exactly what NumPy 1.24's np.save writes: format 1.0, little-endian,
  * C order (any source strides), header padded with spaces and '\n' so the data starts at
- * a multiple of 64, including NumPy's spare space for growing the first axis.
+ * a multiple of 64, including NumPy's spare space for growing the first axis. A file is
+ * written whole or not at all: into a temporary file beside it (path.tmp.<pid>.<n>), then
+ * renamed onto it, with SIGXFSZ held back so that a write past `ulimit -f` is an EFBIG
+ * error naming the file; on any error the previous file, if any, is left untouched.
+ * Devices and FIFOs (e.g. /dev/stdout) are written directly.
  */
 #include "core.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define TG_NPY_MAX_HEADER ((size_t)1 << 20)
 #define NPY_MAGIC         "\x93NUMPY"
@@ -535,13 +542,64 @@ static tg_status write_data(FILE *f, const tg_tensor *t) {
     return TG_OK;
 }
 
+/* Where tg_npy_save writes path whole: into *tmp (beside the final file, renamed onto
+ * it) with *mode kept from an existing file (-1: the default), or directly (*tmp == ""):
+ * for a path that is not a regular file (a device, a FIFO) or whose directory has no room
+ * for the name. A symbolic link to a file is followed: the file it names is replaced. */
+static void save_target(const char *path, char *final, char *tmp, size_t n, int *mode) {
+    struct stat sb, lsb;
+    snprintf(final, n, "%s", path);
+    tmp[0] = '\0';
+    *mode = -1;
+    if (stat(path, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode)) return;
+        *mode = (int)(sb.st_mode & 07777);
+        if (lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode)) {
+            char *real = realpath(path, NULL);
+            if (!real) return;
+            int w = snprintf(final, n, "%s", real);
+            free(real);
+            if (w < 0 || (size_t)w >= n) {
+                snprintf(final, n, "%s", path);
+                return;
+            }
+        }
+    } else if (errno != ENOENT) {
+        return;
+    }
+    if (!tg_file_tmp_name(tmp, n, final)) tmp[0] = '\0';
+}
+
 tg_status tg_npy_save(const char *path, const tg_tensor *t) {
     if (!path) return tg_set_error(TG_EINVAL, "tg_npy_save: path is NULL");
     if (!t) return tg_set_error(TG_EINVAL, "%s: tg_npy_save: tensor is NULL", path);
-    char hdr[1024];
+    char hdr[1024], final[4096], tmp[4096];
+    int mode;
     size_t hl = make_header(t, hdr, sizeof hdr);
-    FILE *f = fopen(path, "wb");
-    if (!f) return tg_set_error(TG_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+    save_target(path, final, tmp, sizeof final, &mode);
+    if (tmp[0] && mode >= 0 &&
+        faccessat(AT_FDCWD, final, W_OK, AT_EACCESS) != 0) /* as writing in place would */
+        return tg_set_error(TG_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+    const char *wpath = tmp[0] ? tmp : path;
+    tg_xfsz x;
+    tg_xfsz_begin(&x); /* past ulimit -f: EFBIG, not a killed process and a partial file */
+    FILE *f = NULL;
+    if (tmp[0]) {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode >= 0 ? mode : 0666);
+        if (fd >= 0 && mode >= 0) (void)fchmod(fd, (mode_t)mode); /* the umask aside */
+        f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+        if (fd >= 0 && !f) {
+            close(fd);
+            unlink(tmp);
+        }
+    } else {
+        f = fopen(path, "wb");
+    }
+    if (!f) {
+        int err = errno;
+        tg_xfsz_end(&x);
+        return tg_set_error(TG_EIO, "%s: cannot open for writing: %s", path, strerror(err));
+    }
     tg_status st = fwrite(hdr, 1, hl, f) == hl ? TG_OK : TG_EIO;
     if (st == TG_OK) st = write_data(f, t);
     int err = st != TG_OK ? errno : 0;
@@ -549,10 +607,15 @@ tg_status tg_npy_save(const char *path, const tg_tensor *t) {
         st = TG_EIO;
         err = errno;
     }
-    if (st != TG_OK) {
-        remove(path);
-        return tg_set_error(TG_EIO, "%s: write error: %s", path,
-                            err ? strerror(err) : "short write");
+    if (st == TG_OK && tmp[0] && rename(tmp, final) != 0) {
+        st = TG_EIO;
+        err = errno;
     }
+    if (st != TG_OK) remove(wpath); /* the old file, if any, is left as it was */
+    tg_xfsz_end(&x);
+    if (st != TG_OK)
+        return tg_set_error(TG_EIO, "%s: write error: %s%s", path,
+                            err ? strerror(err) : "short write",
+                            err == EFBIG ? " (the file-size limit, ulimit -f)" : "");
     return TG_OK;
 }

@@ -3,7 +3,8 @@
  * The cache directory is $TGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/tgraph, else
  * ~/.cache/tgraph. It is created with mode 0700 and refused when it is not a directory,
  * is owned by another user, or is writable by group or others: loading a .so that someone
- * else could have written is running their code.
+ * else could have written is running their code. A symbolic link is resolved once and the
+ * directory it leads to is checked and used (never the link again during a build).
  *
  * An entry is <key>.so with its source <key>.c beside it, where key is a 128-bit hash of
  * the emitted source (which includes tg_rt.h, hence the runtime ABI), the compiler's
@@ -12,19 +13,29 @@
  * <ref>.ref file, ref being the same hash without the compiler (command and identity),
  * names the entry last built for that source and flags: a run whose compiler cannot be
  * run (missing, or TGRAPH_CC=/bin/false) still finds it, so a warm cache needs no
- * compiler.
+ * compiler. The compiled unit ends with two strings, tg_cj_key and tg_cj_ref, compared
+ * with the key and ref looked for right after dlopen and before any generated function
+ * runs: an entry swapped for another's (copied over, or a .ref naming another entry) is
+ * not used but rebuilt, as a corrupt one is.
  *
  * Writers never lock: each writes temporary files (tmp.<pid>.<n>.*) in the directory and
  * rename()s them into place, so a reader sees a whole entry or none, and two processes
  * building the same entry both succeed (the last rename wins; both files are valid).
  * Every .so ends with a trailer (magic, length, hash of the bytes before it) checked
- * before loading, so a truncated or corrupted entry is detected and rebuilt.
+ * before loading, so a truncated or corrupted entry is detected and rebuilt. A failed
+ * build removes its temporary files (the source is kept as <key>.c); SIGXFSZ is held back
+ * while building, so a write past `ulimit -f` is an error. Compiles in flight are
+ * recorded (fixed slots) for tg_cache_interrupt, which a signal handler may call to stop
+ * their compilers and remove their files.
  *
  * Compiler: $TGRAPH_CC (default `cc`, may hold arguments, split at spaces), flags
  * $TGRAPH_CFLAGS (default -O3 -march=native, plus -mprefer-vector-width=512 on CPUs with
  * AVX-512), always with -std=c11 -fPIC -shared
  * -ffp-contract=off -fno-math-errno first (no contraction into FMA: results must equal
- * the reference's roundings; the user's flags come after and may override).
+ * the reference's roundings; the user's flags come after and may override). It runs in a
+ * process group of its own, for at most $TGRAPH_CC_TIMEOUT seconds (default 60; 0: no
+ * limit; `--version` at most 10), after which the whole group is killed and the build
+ * fails (the caller falls back to the VM).
  */
 #include "cjit.h"
 
@@ -32,10 +43,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,21 +124,43 @@ tg_status tg_cj_cache_dir(char *buf, size_t n, bool create) {
         if (parent[0] && (st = mkdir_private(parent)) != TG_OK) return st;
         if ((st = mkdir_private(buf)) != TG_OK) return st;
     }
+    /* the rule, in every refusal */
+    static const char *const rule =
+        "tgraph requires a directory owned by you that only you can write (mode 0700), "
+        "or a symbolic link to one; set TGRAPH_CACHE_DIR to choose another";
+    char shown[4200]; /* the directory as messages name it */
+    snprintf(shown, sizeof shown, "%s", buf);
     struct stat sb;
     if (lstat(buf, &sb) != 0)
         return tg_set_error(TG_ECHECK, "cache directory %s: %s", buf, strerror(errno));
+    if (S_ISLNK(sb.st_mode)) { /* a link: the directory it leads to is checked and used */
+        char *real = realpath(buf, NULL);
+        if (!real)
+            return tg_set_error(TG_ECHECK,
+                                "cache directory %s is a symbolic link that leads nowhere (%s): "
+                                "refused; %s",
+                                buf, strerror(errno), rule);
+        snprintf(shown, sizeof shown, "%s (a symbolic link to %s)", buf, real);
+        int rw = snprintf(buf, n, "%s", real);
+        free(real);
+        if (rw < 0 || (size_t)rw >= n)
+            return tg_set_error(TG_ECHECK, "cache directory path too long");
+        if (lstat(buf, &sb) != 0)
+            return tg_set_error(TG_ECHECK, "cache directory %s: %s", shown, strerror(errno));
+    }
     if (!S_ISDIR(sb.st_mode))
-        return tg_set_error(TG_ECHECK, "cache directory %s is not a directory: refused", buf);
+        return tg_set_error(TG_ECHECK, "cache directory %s is not a directory: refused; %s", shown,
+                            rule);
     if (sb.st_uid != geteuid())
         return tg_set_error(TG_ECHECK,
-                            "cache directory %s is owned by another user (uid %u): refused "
-                            "(a shared cache would load code others wrote)",
-                            buf, (unsigned)sb.st_uid);
+                            "cache directory %s is owned by another user (uid %u): refused (a "
+                            "shared cache would load code others wrote); %s",
+                            shown, (unsigned)sb.st_uid, rule);
     if (sb.st_mode & (S_IWGRP | S_IWOTH))
         return tg_set_error(TG_ECHECK,
                             "cache directory %s is writable by %s (mode %03o): refused (others "
                             "could plant code in it); chmod 700 it",
-                            buf, sb.st_mode & S_IWOTH ? "others" : "its group",
+                            shown, sb.st_mode & S_IWOTH ? "others" : "its group",
                             (unsigned)(sb.st_mode & 0777));
     return TG_OK;
 }
@@ -147,9 +184,127 @@ static bool split_args(const char *s, char *store, size_t store_n, char **argv, 
     return true;
 }
 
-/* Runs argv with stdout and stderr to out_fd (or /dev/null when < 0); returns the exit
- * status (0 success), -1 when it could not be started. */
-static int run_proc(char *const *argv, int out_fd) {
+/* ---- compiles in flight, for tg_cache_interrupt ----
+ *
+ * A signal handler reads these, so they are fixed arrays of atomics and bytes: each slot
+ * holds the prefix of a compile's temporary files (dir/tmp.<pid>.<n>.) and the process
+ * group of its compiler while one runs. The only other state of this file besides the
+ * compiler identity memo; a full table just leaves a compile unregistered. */
+#define MAX_FLIGHT 16
+typedef struct flight {
+    atomic_int state; /* 0 free, 1 being filled, 2 set */
+    atomic_int pgid;  /* the compiler's process group while it runs, else 0 */
+    char base[4200];  /* prefix of the temporary files */
+} flight;
+static flight flights[MAX_FLIGHT];
+static const char *const tmp_exts[] = {"c", "so", "log", "ref", "version"};
+
+static int flight_begin(const char *base) {
+    for (int i = 0; i < MAX_FLIGHT; i++) {
+        int free_ = 0;
+        if (!atomic_compare_exchange_strong(&flights[i].state, &free_, 1)) continue;
+        snprintf(flights[i].base, sizeof flights[i].base, "%s", base);
+        atomic_store(&flights[i].pgid, 0);
+        atomic_store(&flights[i].state, 2);
+        return i;
+    }
+    return -1;
+}
+
+static void flight_end(int i) {
+    if (i >= 0) atomic_store(&flights[i].state, 0);
+}
+
+void tg_cache_interrupt(void) { /* async-signal-safe: kill, unlink, memcpy */
+    for (int i = 0; i < MAX_FLIGHT; i++) {
+        flight *f = &flights[i];
+        if (atomic_load(&f->state) != 2) continue;
+        int pg = atomic_load(&f->pgid);
+        if (pg > 0) kill(-pg, SIGKILL);
+        char path[4300];
+        size_t b = strnlen(f->base, sizeof f->base - 1);
+        memcpy(path, f->base, b);
+        for (size_t e = 0; e < TG_COUNTOF(tmp_exts); e++) {
+            size_t l = strlen(tmp_exts[e]);
+            memcpy(path + b, tmp_exts[e], l + 1);
+            unlink(path);
+        }
+    }
+}
+
+/* ---- processes ---- */
+
+/* Seconds a compile may take ($TGRAPH_CC_TIMEOUT, default 60; 0: no limit); false with an
+ * error when the variable is not a number of seconds. */
+static bool cc_timeout(double *out) {
+    const char *e = getenv("TGRAPH_CC_TIMEOUT");
+    *out = 60;
+    if (!e || !*e) return true;
+    char *end;
+    errno = 0;
+    double v = strtod(e, &end);
+    if (errno || end == e || *end || !isfinite(v) || v < 0 || v > 1e6) {
+        tg_set_error(TG_ECHECK, "TGRAPH_CC_TIMEOUT='%s' is not a number of seconds", e);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits at most timeout_s seconds (0: no limit) for pid to end, without reaping it (so
+ * its process group cannot be reused before the caller is done with it): true when it
+ * ended. */
+static bool wait_child(pid_t pid, double timeout_s) {
+    siginfo_t info;
+    if (timeout_s <= 0) {
+        while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0)
+            if (errno != EINTR) return true;
+        return true;
+    }
+    double end = now_s() + timeout_s;
+    int pfd = -1;
+#ifdef SYS_pidfd_open
+    pfd = (int)syscall(SYS_pidfd_open, pid, 0); /* readable when pid ends (Linux 5.3) */
+#endif
+    long nap_us = 200;
+    bool ended = false;
+    for (;;) {
+        info.si_pid = 0;
+        int r = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT);
+        if ((r == 0 && info.si_pid == pid) || (r < 0 && errno != EINTR)) {
+            ended = true;
+            break;
+        }
+        double left = end - now_s();
+        if (left <= 0) break;
+        if (pfd >= 0) {
+            struct pollfd p = {.fd = pfd, .events = POLLIN};
+            poll(&p, 1, (int)ceil(left * 1000));
+        } else { /* no pidfd: short naps, growing to 20 ms */
+            double nap = fmin((double)nap_us * 1e-6, left);
+            struct timespec ts = {(time_t)nap, (long)((nap - floor(nap)) * 1e9)};
+            nanosleep(&ts, NULL);
+            nap_us = nap_us < 20000 ? nap_us * 2 : 20000;
+        }
+    }
+    if (pfd >= 0) close(pfd);
+    return ended;
+}
+
+enum { RUN_NOSTART = -1, RUN_TIMEOUT = -2 };
+
+/* Runs argv in a process group of its own with stdout and stderr to out_fd (or /dev/null
+ * when < 0), for at most timeout_s seconds (0: no limit), after which the whole group is
+ * killed. Returns the exit status (0 success), 128 + the signal that ended it,
+ * RUN_NOSTART when it could not be started, RUN_TIMEOUT when it ran out of time. fl: the
+ * flight slot that records the group for tg_cache_interrupt (-1: none). */
+static int run_proc(char *const *argv, int out_fd, double timeout_s, int fl) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     if (out_fd >= 0) {
@@ -160,15 +315,31 @@ static int run_proc(char *const *argv, int out_fd) {
         posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     }
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t none;
+    sigemptyset(&none); /* not the caller's mask (tg_cj_build holds SIGXFSZ back) */
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+    posix_spawnattr_setpgroup(&at, 0); /* its own group: a timeout kills all it started */
     pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
+    posix_spawnattr_destroy(&at);
+    if (rc != 0) return RUN_NOSTART;
+    if (fl >= 0) atomic_store(&flights[fl].pgid, (int)pid);
+    bool ended = wait_child(pid, timeout_s);
+    if (!ended) { /* not reaped yet: its group id is still its own */
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+    }
+    if (fl >= 0) atomic_store(&flights[fl].pgid, 0);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return -1;
-    if (WIFEXITED(status)) return WEXITSTATUS(status) == 127 ? -1 : WEXITSTATUS(status);
-    return 128;
+        if (errno != EINTR) return RUN_NOSTART;
+    if (!ended) return RUN_TIMEOUT;
+    if (WIFEXITED(status)) return WEXITSTATUS(status) == 127 ? RUN_NOSTART : WEXITSTATUS(status);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 128;
 }
 
 typedef struct compiler {
@@ -219,16 +390,25 @@ static bool compiler_get(compiler *c) {
 }
 
 /* The compiler's identity: the output of `cc --version`, memoized per command for the
- * life of the process (the only state here; guarded). false when it cannot be run. */
+ * life of the process (guarded). ID_NONE when it cannot be run, ID_TIMEOUT when it did not
+ * answer within VERSION_TIMEOUT seconds (or the compile limit, when lower). */
+#define VERSION_TIMEOUT 10.0
+enum { ID_NONE = 0, ID_OK = 1, ID_TIMEOUT = 2 };
 static pthread_mutex_t id_mu = PTHREAD_MUTEX_INITIALIZER;
 static char id_cmd[1024], id_text[2048];
 static int id_ok = -1;
 
-static bool compiler_identity(const compiler *c, const char *dir, char *out, size_t n) {
+static unsigned long tmp_counter(void) {
+    static _Atomic unsigned long counter;
+    return atomic_fetch_add(&counter, 1);
+}
+
+static int compiler_identity(const compiler *c, const char *dir, double limit, char *out,
+                             size_t n) {
     pthread_mutex_lock(&id_mu);
     if (id_ok >= 0 && strcmp(id_cmd, c->cmdline) == 0) {
         snprintf(out, n, "%s", id_text);
-        bool ok = id_ok == 1;
+        int ok = id_ok;
         pthread_mutex_unlock(&id_mu);
         return ok;
     }
@@ -237,23 +417,28 @@ static bool compiler_identity(const compiler *c, const char *dir, char *out, siz
     for (int i = 0; i < c->ncmd; i++) argv[argc++] = c->argv[i];
     argv[argc++] = "--version";
     argv[argc] = NULL;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s/tmp.%ld.version", dir, (long)getpid());
+    char base[4200], tmp[4300];
+    snprintf(base, sizeof base, "%s/tmp.%ld.%lu.", dir, (long)getpid(), tmp_counter());
+    snprintf(tmp, sizeof tmp, "%sversion", base);
+    int fl = flight_begin(base);
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    bool ok = false;
+    int ok = ID_NONE;
     id_text[0] = '\0';
     if (fd >= 0) {
-        ok = run_proc(argv, fd) == 0;
-        if (ok) {
+        double t = limit > 0 && limit < VERSION_TIMEOUT ? limit : VERSION_TIMEOUT;
+        int rc = run_proc(argv, fd, limit > 0 ? t : 0, fl);
+        ok = rc == 0 ? ID_OK : rc == RUN_TIMEOUT ? ID_TIMEOUT : ID_NONE;
+        if (ok == ID_OK) {
             ssize_t r = pread(fd, id_text, sizeof id_text - 1, 0);
             id_text[r > 0 ? r : 0] = '\0';
-            ok = r > 0;
+            ok = r > 0 ? ID_OK : ID_NONE;
         }
         close(fd);
         unlink(tmp);
     }
+    flight_end(fl);
     snprintf(id_cmd, sizeof id_cmd, "%s", c->cmdline);
-    id_ok = ok ? 1 : 0;
+    id_ok = ok;
     snprintf(out, n, "%s", id_text);
     pthread_mutex_unlock(&id_mu);
     return ok;
@@ -282,27 +467,35 @@ static void cpu_identity(char *out, size_t n) {
 
 /* ---- files ---- */
 
-static unsigned long tmp_counter(void) {
-    static _Atomic unsigned long counter;
-    return atomic_fetch_add(&counter, 1);
+static const char *efbig_hint(int err) {
+    return err == EFBIG ? " (the file-size limit, ulimit -f)" : "";
 }
 
-static tg_status write_file(const char *path, const void *data, size_t n) {
+/* Writes a then b to a new file at path (mode 0600); on failure the file is removed. */
+static tg_status write_file(const char *path, const void *a, size_t na, const void *b, size_t nb) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return tg_set_error(TG_ECHECK, "cannot write %s: %s", path, strerror(errno));
-    const char *p = data;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            close(fd);
-            return tg_set_error(TG_ECHECK, "cannot write %s: %s", path, strerror(errno));
+    const void *part[2] = {a, b};
+    size_t len[2] = {na, nb};
+    int err = 0;
+    for (int k = 0; k < 2 && !err; k++) {
+        const char *p = part[k];
+        size_t n = len[k];
+        while (n > 0) {
+            ssize_t w = write(fd, p, n);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) {
+                err = w < 0 ? errno : EIO;
+                break;
+            }
+            p += w;
+            n -= (size_t)w;
         }
-        p += w;
-        n -= (size_t)w;
     }
-    if (close(fd) != 0) return tg_set_error(TG_ECHECK, "cannot write %s", path);
-    return TG_OK;
+    if (close(fd) != 0 && !err) err = errno;
+    if (!err) return TG_OK;
+    unlink(path);
+    return tg_set_error(TG_ECHECK, "cannot write %s: %s%s", path, strerror(err), efbig_hint(err));
 }
 
 /* Reads a whole file (ctx-allocated, *n bytes; free with tg_mem_free(ctx, p, *n + 1)).
@@ -378,16 +571,24 @@ static tg_status append_trailer(tg_ctx *ctx, const char *path) {
     tg_mem_free(ctx, p, n + 1);
     int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0) return tg_set_error(TG_ECHECK, "cannot write %s: %s", path, strerror(errno));
-    bool ok = write(fd, t, sizeof t) == (ssize_t)sizeof t;
-    ok = close(fd) == 0 && ok;
-    return ok ? TG_OK : tg_set_error(TG_ECHECK, "cannot write %s", path);
+    ssize_t w = write(fd, t, sizeof t);
+    int err = w == (ssize_t)sizeof t ? 0 : w < 0 ? errno : EIO;
+    if (close(fd) != 0 && !err) err = errno;
+    return err ? tg_set_error(TG_ECHECK, "cannot write %s: %s%s", path, strerror(err),
+                              efbig_hint(err))
+               : TG_OK;
 }
 
-static bool lib_open(tg_cj_lib *lib, const char *path) {
+/* Loads the entry at path when it is the one built for key and ref (the tg_cj_key and
+ * tg_cj_ref strings the compiled unit exports, appended by tg_cj_build): an entry swapped
+ * for another's, or of another runtime ABI, is refused before any of its functions runs. */
+static bool lib_open(tg_cj_lib *lib, const char *path, const char *key, const char *ref) {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) return false;
     const int *abi = dlsym(h, "tg_cj_abi");
-    if (!abi || *abi != TG_RT_ABI) {
+    const char *k = dlsym(h, "tg_cj_key"), *r = dlsym(h, "tg_cj_ref");
+    if (!abi || *abi != TG_RT_ABI || !k || !r || strncmp(k, key, 33) != 0 ||
+        strncmp(r, ref, 33) != 0) {
         dlclose(h);
         return false;
     }
@@ -421,16 +622,63 @@ static void first_line(tg_ctx *ctx, const char *path, char *out, size_t n) {
     tg_mem_free(ctx, p, len + 1);
 }
 
-tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) {
-    memset(out, 0, sizeof *out);
+/* Compiles the unit at tc (the kept source goes to cpath) into tso with the log in tlog;
+ * on failure every temporary file is gone and the error names the kept source. */
+static tg_status compile(tg_ctx *ctx, const compiler *cc, double limit, int fl, const char *tc,
+                         const char *tso, const char *tlog, const char *cpath) {
+    char *argv[MAX_ARGS];
+    int argc = 0;
+    for (int i = 0; i < cc->argc; i++) argv[argc++] = cc->argv[i];
+    argv[argc++] = "-o";
+    argv[argc++] = (char *)tso;
+    argv[argc++] = (char *)tc;
+    char libs[64];
+    snprintf(libs, sizeof libs, "%s", mvec_libs);
+    if (strstr(cc->flags, "-DTG_RT_MVEC")) argv[argc++] = libs;
+    argv[argc] = NULL;
+    int fd = open(tlog, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = fd >= 0 ? run_proc(argv, fd, limit, fl) : RUN_NOSTART;
+    if (fd >= 0) close(fd);
+    if (rc == 0) {
+        unlink(tlog);
+        return TG_OK;
+    }
+    char line[300] = "";
+    if (rc != RUN_TIMEOUT) first_line(ctx, tlog, line, sizeof line);
+    unlink(tlog);
+    unlink(tso);
+    if (rename(tc, cpath) != 0) unlink(tc);
+    if (rc == RUN_NOSTART)
+        return tg_set_error(TG_ECHECK,
+                            "the C compiler '%s' cannot be run; the source is kept in %s",
+                            cc->cmdline, cpath);
+    if (rc == RUN_TIMEOUT)
+        return tg_set_error(TG_ECHECK,
+                            "the C compiler '%s' did not finish within %g s (TGRAPH_CC_TIMEOUT) "
+                            "and was stopped; the source is kept in %s",
+                            cc->cmdline, limit, cpath);
+    if (rc > 128)
+        return tg_set_error(TG_ECHECK,
+                            "the C compiler '%s' was killed by signal %d%s%s; the source is kept "
+                            "in %s",
+                            cc->cmdline, rc - 128, line[0] ? ": " : "", line, cpath);
+    return tg_set_error(TG_ECHECK,
+                        "the C compiler '%s' failed (exit %d)%s%s; the source is kept in %s",
+                        cc->cmdline, rc, line[0] ? ": " : "", line, cpath);
+}
+
+static tg_status build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) {
     char dir[3000];
     tg_status st = tg_cj_cache_dir(dir, sizeof dir, true);
     if (st != TG_OK) return st;
     compiler cc;
     if (!compiler_get(&cc))
         return tg_set_error(TG_ECHECK, "TGRAPH_CC or TGRAPH_CFLAGS is too long or empty");
+    double limit;
+    if (!cc_timeout(&limit)) return TG_ECHECK;
     char id[2048];
-    bool have_cc = compiler_identity(&cc, dir, id, sizeof id);
+    int ident = compiler_identity(&cc, dir, limit, id, sizeof id);
+    bool have_cc = ident == ID_OK;
     hash128 ref, key;
     char cpu[4096];
     cpu_identity(cpu, sizeof cpu);
@@ -452,15 +700,17 @@ tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) 
         char *name = read_file(ctx, refpath, &n, &oom);
         if (oom) return TG_ENOMEM;
         if (name) {
+            char kname[40] = "";
             bool okname = n == 32 && strspn(name, "0123456789abcdef") == 32;
             if (okname) {
+                snprintf(kname, sizeof kname, "%s", name);
                 snprintf(path, sizeof path, "%s/%s.so", dir, name);
                 snprintf(out->source, sizeof out->source, "%s/%s.c", dir, name);
             }
             tg_mem_free(ctx, name, n + 1);
             int v = okname ? so_valid(ctx, path) : 0;
             if (v < 0) return TG_ENOMEM;
-            if (v > 0 && lib_open(out, path)) return TG_OK;
+            if (v > 0 && lib_open(out, path, kname, kref)) return TG_OK;
         }
     }
     snprintf(path, sizeof path, "%s/%s.so", dir, kfull);
@@ -469,69 +719,64 @@ tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) 
     if (have_cc) {
         int v = so_valid(ctx, path);
         if (v < 0) return TG_ENOMEM;
-        if (v > 0 && lib_open(out, path)) return TG_OK;
+        if (v > 0 && lib_open(out, path, kfull, kref)) return TG_OK;
     }
     /* a miss: compile into temporary files, then rename them into place */
-    char tc[4096], tso[4096], tlog[4096];
-    unsigned long k = tmp_counter();
-    snprintf(tc, sizeof tc, "%s/tmp.%ld.%lu.c", dir, (long)getpid(), k);
-    snprintf(tso, sizeof tso, "%s/tmp.%ld.%lu.so", dir, (long)getpid(), k);
-    snprintf(tlog, sizeof tlog, "%s/tmp.%ld.%lu.log", dir, (long)getpid(), k);
-    if ((st = write_file(tc, src, len)) != TG_OK) return st;
-    if (!have_cc) {
-        rename(tc, cpath);
-        return tg_set_error(TG_ECHECK,
-                            "the C compiler '%s' cannot be run; the source is kept in %s",
-                            cc.cmdline, cpath);
+    char base[4096], tc[4200], tso[4200], tlog[4200], tref[4200];
+    snprintf(base, sizeof base, "%s/tmp.%ld.%lu.", dir, (long)getpid(), tmp_counter());
+    snprintf(tc, sizeof tc, "%sc", base);
+    snprintf(tso, sizeof tso, "%sso", base);
+    snprintf(tlog, sizeof tlog, "%slog", base);
+    snprintf(tref, sizeof tref, "%sref", base);
+    /* the unit says which entry it is: lib_open compares these with the key it looks for */
+    char tail[160];
+    int tl = snprintf(tail, sizeof tail,
+                      "\nconst char tg_cj_key[] = \"%s\";\nconst char tg_cj_ref[] = \"%s\";\n",
+                      kfull, kref);
+    int fl = flight_begin(base);
+    st = write_file(tc, src, len, tail, (size_t)tl);
+    if (st == TG_OK && !have_cc) {
+        if (rename(tc, cpath) != 0) unlink(tc);
+        if (ident == ID_TIMEOUT)
+            st = tg_set_error(TG_ECHECK,
+                              "the C compiler '%s' did not answer '--version' within %g s "
+                              "(TGRAPH_CC_TIMEOUT) and was stopped; the source is kept in %s",
+                              cc.cmdline, limit < VERSION_TIMEOUT ? limit : VERSION_TIMEOUT, cpath);
+        else
+            st = tg_set_error(TG_ECHECK,
+                              "the C compiler '%s' cannot be run; the source is kept in %s",
+                              cc.cmdline, cpath);
     }
-    char *argv[MAX_ARGS];
-    int argc = 0;
-    for (int i = 0; i < cc.argc; i++) argv[argc++] = cc.argv[i];
-    argv[argc++] = "-o";
-    argv[argc++] = tso;
-    argv[argc++] = tc;
-    char libs[64];
-    snprintf(libs, sizeof libs, "%s", mvec_libs);
-    if (strstr(cc.flags, "-DTG_RT_MVEC")) argv[argc++] = libs;
-    argv[argc] = NULL;
-    int fd = open(tlog, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int rc = fd >= 0 ? run_proc(argv, fd) : -1;
-    if (fd >= 0) close(fd);
-    if (rc != 0) {
-        char line[300];
-        first_line(ctx, tlog, line, sizeof line);
-        unlink(tlog);
-        unlink(tso);
-        rename(tc, cpath);
-        if (rc < 0)
-            return tg_set_error(TG_ECHECK,
-                                "the C compiler '%s' cannot be run; the source is kept "
-                                "in %s",
-                                cc.cmdline, cpath);
-        return tg_set_error(TG_ECHECK,
-                            "the C compiler '%s' failed (exit %d)%s%s; the source is "
-                            "kept in %s",
-                            cc.cmdline, rc, line[0] ? ": " : "", line, cpath);
-    }
-    unlink(tlog);
-    if ((st = append_trailer(ctx, tso)) != TG_OK) {
+    if (st == TG_OK) st = compile(ctx, &cc, limit, fl, tc, tso, tlog, cpath);
+    if (st == TG_OK && (st = append_trailer(ctx, tso)) != TG_OK) {
         unlink(tso);
         unlink(tc);
-        return st;
     }
-    if (rename(tc, cpath) != 0 || rename(tso, path) != 0) {
+    if (st == TG_OK && (rename(tc, cpath) != 0 || rename(tso, path) != 0)) {
+        st = tg_set_error(TG_ECHECK, "cannot rename into the cache %s: %s", dir, strerror(errno));
         unlink(tso);
         unlink(tc);
-        return tg_set_error(TG_ECHECK, "cannot rename into the cache %s: %s", dir, strerror(errno));
     }
-    char tref[4096];
-    snprintf(tref, sizeof tref, "%s/tmp.%ld.%lu.ref", dir, (long)getpid(), k);
-    if (write_file(tref, kfull, 32) == TG_OK && rename(tref, refpath) != 0) unlink(tref);
+    if (st == TG_OK && write_file(tref, kfull, 32, "", 0) == TG_OK && rename(tref, refpath) != 0)
+        unlink(tref);
+    flight_end(fl);
+    if (st != TG_OK) return st;
     out->compiled = true;
-    if (!lib_open(out, path))
+    if (!lib_open(out, path, kfull, kref)) {
+        const char *why = dlerror();
         return tg_set_error(TG_ECHECK, "cannot load %s: %s; the source is kept in %s", path,
-                            dlerror(), cpath);
+                            why ? why : "not the entry of its key", cpath);
+    }
     return TG_OK;
+}
+
+tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) {
+    memset(out, 0, sizeof *out);
+    tg_xfsz x;
+    tg_xfsz_begin(&x); /* past ulimit -f: an EFBIG error, not a killed process */
+    tg_status st = build(ctx, src, len, out);
+    tg_xfsz_end(&x);
+    return st;
 }
 
 void tg_cj_lib_close(tg_cj_lib *lib) {
