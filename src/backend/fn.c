@@ -209,8 +209,13 @@ static void update_error(const tg_fn *f, tg_status st) {
         tg_tensor *c = f->states[s].cur;
         tg_type t = f->states[s].var->type;
         for (int d = 0; d < c->ndim; d++) t.shape[d] = c->shape[d];
-        tg_set_error(st, "state '%s': the new value is %s, the state is %s", f->states[s].var->name,
-                     got, tg_type_str(&t, ty, sizeof ty));
+        const tg_var *sv = f->states[s].var;
+        char where[256] = "";
+        if (sv->upd_line > 0)
+            snprintf(where, sizeof where, "%s:%d:%d: update of ",
+                     f->g->file ? f->g->file : "<input>", sv->upd_line, sv->upd_col);
+        tg_set_error(st, "%sstate '%s': the new value is %s, the state is %s", where, sv->name, got,
+                     tg_type_str(&t, ty, sizeof ty));
     }
 }
 

@@ -56,7 +56,13 @@ void *tg_ir_fail(tg_graph *g, tg_status st, const char *fmt, ...) {
     return NULL;
 }
 
-static void *fail_oom(tg_graph *g) { return tg_ir_fail(g, TG_ENOMEM, "out of memory"); }
+/* Keeps the allocator's reason when it is the memory cap (docs/hardening.md). */
+static void *fail_oom(tg_graph *g) {
+    const char *m = tg_last_error();
+    char why[TG_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", m && strstr(m, "memory limit") ? m : "out of memory");
+    return tg_ir_fail(g, TG_ENOMEM, "%s", why);
+}
 
 /* ---- graphs ---- */
 
@@ -234,6 +240,8 @@ tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value) {
         g->updates.n--;
         return fail_oom(g), g->status;
     }
+    state->upd_line = g->line;
+    state->upd_col = g->col;
     return TG_OK;
 }
 
@@ -745,8 +753,12 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
         ok = (tmp[i] = map[v->id]) != NULL;
     }
     if (ok) ok = tg_graph_set_outputs(c, tmp, g->nret) == TG_OK;
-    for (int j = 0; ok && j < g->updates.n; j++)
-        ok = tg_update(c, map[((tg_var *)g->updates.items[j])->id], tmp[g->nret + j]) == TG_OK;
+    for (int j = 0; ok && j < g->updates.n; j++) {
+        const tg_var *s = g->updates.items[j];
+        c->line = s->upd_line; /* the update keeps its position */
+        c->col = s->upd_col;
+        ok = tg_update(c, map[s->id], tmp[g->nret + j]) == TG_OK;
+    }
     if (c) c->line = c->col = 0;
     if (order) tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     if (map) tg_mem_free(g->ctx, map, sizeof *map * (size_t)(g->vars.n + 1));
