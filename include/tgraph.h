@@ -77,7 +77,7 @@ typedef void *(*tg_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
 typedef struct tg_ctx tg_ctx;
 TG_API tg_ctx *tg_ctx_new(tg_alloc_fn alloc, void *ud); /* alloc NULL: malloc/free */
 TG_API void tg_ctx_free(tg_ctx *ctx); /* last: frees only the context, not what it allocated */
-TG_API tg_ctx *tg_ctx_default(void); /* process-wide context with the default allocator */
+TG_API tg_ctx *tg_ctx_default(void);  /* process-wide context with the default allocator */
 /* Memory cap (docs/hardening.md): a context made by tg_ctx_new counts the bytes it has
  * live; with a limit set, an allocation that would pass it fails with TG_ENOMEM and a
  * message saying the cap was hit, as if the allocator had refused it. 0 removes the cap.
