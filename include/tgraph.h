@@ -5,6 +5,11 @@
  * library returns are borrowed unless the function name says _new or _dup.
  * Graph builders are sticky: after the first error in a graph every builder returns
  * NULL and the first message is kept (tg_graph_status / tg_graph_error).
+ * Bad arguments (NULL handles, NULL arrays with positive counts, negative counts or
+ * ranks, out-of-range enums) give TG_EINVAL and a message naming the function; accessors
+ * return NULL, -1, TG_DT_COUNT, false or NaN instead (docs/c-api.md).
+ * Order of frees (docs/c-api.md): functions, then the pools they share and the graphs or
+ * modules they were compiled from, then tensors; the context last.
  */
 #ifndef TGRAPH_H
 #define TGRAPH_H
@@ -71,8 +76,8 @@ TG_API bool tg_dtype_is_int(tg_dtype dt); /* signed or unsigned, not bool */
 typedef void *(*tg_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
 typedef struct tg_ctx tg_ctx;
 TG_API tg_ctx *tg_ctx_new(tg_alloc_fn alloc, void *ud); /* alloc NULL: malloc/free */
-TG_API void tg_ctx_free(tg_ctx *ctx);
-TG_API tg_ctx *tg_ctx_default(void); /* process-wide context with the default allocator */
+TG_API void tg_ctx_free(tg_ctx *ctx); /* last: frees only the context, not what it allocated */
+TG_API tg_ctx *tg_ctx_default(void);  /* process-wide context with the default allocator */
 /* Memory cap (docs/hardening.md): a context made by tg_ctx_new counts the bytes it has
  * live; with a limit set, an allocation that would pass it fails with TG_ENOMEM and a
  * message saying the cap was hit, as if the allocator had refused it. 0 removes the cap.
@@ -342,7 +347,8 @@ typedef struct tg_compile_opts {
                               instead of running the VM after a warning on stderr */
 } tg_compile_opts;
 typedef struct tg_fn tg_fn;
-/* Compiles g (which must stay alive while the function is used). opts may be NULL. */
+/* Compiles g (which must stay alive while the function is used, and be freed after it:
+ * TG_MODE_REFERENCE and no_rewrite run g itself). opts may be NULL. */
 TG_API tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out);
 /* Runs f: inputs in the graph's input order, states left out (tg_state); outputs (the
  * returned values: updates are not outputs) receive new tensors the caller
@@ -374,7 +380,7 @@ TG_API const char *tg_fn_state_name(const tg_fn *f, int i);
 TG_API int tg_fn_state_find(const tg_fn *f, const char *name); /* -1 when none */
 TG_API tg_tensor *tg_fn_state(tg_fn *f, int i);
 TG_API tg_status tg_fn_state_set(tg_fn *f, int i, const tg_tensor *t);
-TG_API void tg_fn_free(tg_fn *f);
+TG_API void tg_fn_free(tg_fn *f); /* before its graph (or module) and its shared pool */
 
 /* ---- the C JIT's cache (TG_MODE_C, docs/cjit.md) --------------------------------- */
 /* Prints the cache directory, then one line per compiled entry (bytes, date, .so path). */

@@ -59,7 +59,13 @@ static const char *mode_name(tg_mode m) {
 }
 
 tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
-    if (!g || !out) return tg_set_error(TG_EINVAL, "compile: graph or result pointer is NULL");
+    if (!g || !out)
+        return tg_set_error(TG_EINVAL, "tg_graph_compile: %s is NULL", g ? "out" : "graph");
+    if (opts &&
+        ((unsigned)opts->mode > TG_MODE_DEBUG || (unsigned)opts->debug_backend > TG_MODE_DEBUG))
+        return tg_set_error(TG_EINVAL, "tg_graph_compile: invalid mode %d",
+                            (unsigned)opts->mode > TG_MODE_DEBUG ? (int)opts->mode
+                                                                 : (int)opts->debug_backend);
     *out = NULL;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     tg_mode mode = opts ? opts->mode : TG_MODE_VM;
@@ -209,8 +215,13 @@ static void update_error(const tg_fn *f, tg_status st) {
         tg_tensor *c = f->states[s].cur;
         tg_type t = f->states[s].var->type;
         for (int d = 0; d < c->ndim; d++) t.shape[d] = c->shape[d];
-        tg_set_error(st, "state '%s': the new value is %s, the state is %s", f->states[s].var->name,
-                     got, tg_type_str(&t, ty, sizeof ty));
+        const tg_var *sv = f->states[s].var;
+        char where[256] = "";
+        if (sv->upd_line > 0)
+            snprintf(where, sizeof where, "%s:%d:%d: update of ",
+                     f->g->file ? f->g->file : "<input>", sv->upd_line, sv->upd_col);
+        tg_set_error(st, "%sstate '%s': the new value is %s, the state is %s", where, sv->name, got,
+                     tg_type_str(&t, ty, sizeof ty));
     }
 }
 
@@ -258,28 +269,43 @@ static tg_status call_with_state(tg_fn *f, tg_tensor *const *in, tg_tensor **out
     return st;
 }
 
-int tg_fn_state_count(const tg_fn *f) { return f ? f->nstate : 0; }
+int tg_fn_state_count(const tg_fn *f) {
+    if (!f) return tg_set_error(TG_EINVAL, "tg_fn_state_count: function is NULL"), -1;
+    return f->nstate;
+}
 
 const char *tg_fn_state_name(const tg_fn *f, int i) {
-    return f && i >= 0 && i < f->nstate ? f->states[i].var->name : NULL;
+    if (!f || i < 0 || i >= f->nstate) {
+        tg_set_error(f ? TG_EINDEX : TG_EINVAL, "tg_fn_state_name: %s",
+                     f ? "no such state" : "function is NULL");
+        return NULL;
+    }
+    return f->states[i].var->name;
 }
 
 int tg_fn_state_find(const tg_fn *f, const char *name) {
-    for (int i = 0; f && name && i < f->nstate; i++)
+    if (!f || !name)
+        return tg_set_error(TG_EINVAL, "tg_fn_state_find: %s is NULL", f ? "name" : "function"), -1;
+    for (int i = 0; i < f->nstate; i++)
         if (strcmp(f->states[i].var->name, name) == 0) return i;
     return -1;
 }
 
 tg_tensor *tg_fn_state(tg_fn *f, int i) {
     if (!f || i < 0 || i >= f->nstate) {
-        tg_set_error(TG_EINDEX, "state %d: the function has %d states", i, f ? f->nstate : 0);
+        if (!f)
+            tg_set_error(TG_EINVAL, "tg_fn_state: function is NULL");
+        else
+            tg_set_error(TG_EINDEX, "tg_fn_state: state %d: the function has %d states", i,
+                         f->nstate);
         return NULL;
     }
     return f->states[i].cur;
 }
 
 tg_status tg_fn_state_set(tg_fn *f, int i, const tg_tensor *t) {
-    if (!f || !t) return tg_set_error(TG_EINVAL, "state_set: function or tensor is NULL");
+    if (!f || !t)
+        return tg_set_error(TG_EINVAL, "tg_fn_state_set: %s is NULL", f ? "tensor" : "function");
     if (i < 0 || i >= f->nstate)
         return tg_set_error(TG_EINDEX, "state %d: the function has %d states", i, f->nstate);
     fn_state *s = &f->states[i];
@@ -321,7 +347,10 @@ tg_status tg_fn_state_set(tg_fn *f, int i, const tg_tensor *t) {
 
 static tg_status fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                          bool into) {
-    if (!f) return tg_set_error(TG_EINVAL, "call: function is NULL");
+    const char *fn = into ? "tg_fn_call_into" : "tg_fn_call";
+    if (!f) return tg_set_error(TG_EINVAL, "%s: function is NULL", fn);
+    if (nin < 0 || nout < 0)
+        return tg_set_error(TG_EINVAL, "%s: negative %s count", fn, nin < 0 ? "input" : "output");
     tg_graph *g = f->g;
     int nuser = g->inputs.n - f->nstate;
     if (nin != nuser)
@@ -330,7 +359,7 @@ static tg_status fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **ou
     if (nout != g->nret)
         return tg_set_error(TG_EINVAL, "function '%s' returns %d outputs, room for %d", g->name,
                             g->nret, nout);
-    if (nout > 0 && !out) return tg_set_error(TG_EINVAL, "call: output array is NULL");
+    if (nout > 0 && !out) return tg_set_error(TG_EINVAL, "%s: output array is NULL", fn);
     for (int i = 0, k = 0; i < g->inputs.n; i++) {
         tg_var *v = g->inputs.items[i];
         if (v->state) continue;
@@ -355,7 +384,8 @@ void tg_fn_profile_reset(tg_fn *f) {
 }
 
 tg_status tg_fn_profile_print(tg_fn *f, FILE *out) {
-    if (!f || !out) return tg_set_error(TG_EINVAL, "profile: function or file is NULL");
+    if (!f || !out)
+        return tg_set_error(TG_EINVAL, "tg_fn_profile_print: %s is NULL", f ? "file" : "function");
     if (!f->vm) return tg_set_error(TG_EINVAL, "profile: only TG_MODE_VM functions keep one");
     return tg_vm_profile_print(f->vm, out);
 }

@@ -55,6 +55,20 @@ tg_status tg_plan_node_fail(const tg_graph *g, const tg_node *n, tg_status st, c
     return tg_set_error(st, "%s: %s", where, msg);
 }
 
+tg_status tg_plan_node_tensor(const tg_graph *g, const tg_node *n, tg_ctx *ctx, const tg_type *rt,
+                              tg_tensor **out) {
+    char ty[TG_TYPE_STR_MAX], msg[TG_ERRMSG_MAX];
+    tg_type_str(rt, ty, sizeof ty);
+    if (tg_plan_type_bytes(rt) == SIZE_MAX) {
+        snprintf(msg, sizeof msg, "output %s is too large", ty);
+        return tg_plan_node_fail(g, n, TG_ELIMIT, msg);
+    }
+    *out = tg_tensor_empty(ctx, (tg_dtype)rt->dtype, rt->ndim, rt->shape);
+    if (*out) return TG_OK;
+    snprintf(msg, sizeof msg, "output %s: %s", ty, tg_last_error());
+    return tg_plan_node_fail(g, n, TG_ENOMEM, msg);
+}
+
 /* ---- the program ---- */
 
 /* The library kernel class of instruction i, from its static types. */
@@ -634,12 +648,34 @@ static tg_status plan_blocks(tg_plan_prog *pg, tg_plan *p, plan_tmp *t) {
     return TG_OK;
 }
 
+/* A block that could not be allocated: the error names the node whose output needed the
+ * most of it (a block serves several values in turn). */
+static tg_status block_fail(const tg_plan_prog *pg, const tg_plan *p, int b, tg_status st) {
+    const tg_node *worst = NULL;
+    size_t most = 0;
+    for (int i = 0; i < pg->norder; i++) {
+        const tg_node *n = pg->order[i];
+        for (int o = 0; o < n->nout; o++) {
+            int v = n->out[o]->id;
+            size_t need = tg_plan_type_bytes(&p->rt[v]);
+            if (p->cls[v] == TG_PLAN_PLANNED && p->blk[v] == b && (!worst || need > most)) {
+                worst = n;
+                most = need;
+            }
+        }
+    }
+    if (!worst) return st;
+    char msg[TG_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", tg_last_error());
+    return tg_plan_node_fail(pg->g, worst, st, msg);
+}
+
 /* The memory of the blocks and the workspace; the pool when a value is large enough for
  * a kernel to split it (or the backend made concurrent runs); the planned tensors. */
 static tg_status plan_memory(tg_plan_prog *pg, tg_plan *p) {
     tg_status st = TG_OK;
     for (int b = 0; b < p->nblocks; b++)
-        if ((st = block_alloc(pg->ctx, &p->blocks[b])) != TG_OK) return st;
+        if ((st = block_alloc(pg->ctx, &p->blocks[b])) != TG_OK) return block_fail(pg, p, b, st);
     p->ws_stride = (p->ws_bytes + 63) / 64 * 64;
     if (p->ws_bytes) {
         p->ws.size = p->ws_slices > 0 ? p->ws_stride * (size_t)p->ws_slices : p->ws_bytes;
@@ -775,8 +811,13 @@ tg_status tg_plan_bind(const tg_plan_prog *pg, tg_plan *p, tg_tensor *const *in,
             val[v] = t; /* borrowed: written in place */
             continue;
         }
-        val[v] = tg_tensor_empty(pg->ctx, (tg_dtype)rt->dtype, rt->ndim, rt->shape);
-        if (!val[v]) return TG_ENOMEM;
+        tg_var *var = g->outputs.items[i];
+        if (var->node) {
+            tg_status st = tg_plan_node_tensor(g, var->node, pg->ctx, rt, &val[v]);
+            if (st != TG_OK) return st;
+        } else if (!(val[v] = tg_tensor_empty(pg->ctx, (tg_dtype)rt->dtype, rt->ndim, rt->shape))) {
+            return TG_ENOMEM;
+        }
         owned[v] = 1;
     }
     return TG_OK;

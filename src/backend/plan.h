@@ -143,6 +143,10 @@ size_t tg_plan_type_bytes(const tg_type *t); /* SIZE_MAX when it overflows */
 /* "3:14: add" or "node 5 (add)"; and an error naming the node that way. */
 void tg_plan_node_where(const tg_graph *g, const tg_node *n, char *buf, size_t len);
 tg_status tg_plan_node_fail(const tg_graph *g, const tg_node *n, tg_status st, const char *msg);
+/* *out: a new tensor of run-time type rt for an output of node n; the error names the node
+ * (and the type) when it is too large (TG_ELIMIT) or memory runs out. */
+tg_status tg_plan_node_tensor(const tg_graph *g, const tg_node *n, tg_ctx *ctx, const tg_type *rt,
+                              tg_tensor **out);
 /* Checked builds: the first block of p (-1: the workspace) whose sentinel was changed, at
  * byte *byte, restored; -2 when none. */
 int tg_plan_guard_find(tg_plan *p, size_t *byte);

@@ -235,24 +235,44 @@ void tg_tensor_free(tg_tensor *t) {
 
 /* ---- accessors ---- */
 
-tg_dtype tg_tensor_dtype(const tg_tensor *t) { return t->dtype; }
-int tg_tensor_ndim(const tg_tensor *t) { return t->ndim; }
-const int64_t *tg_tensor_shape(const tg_tensor *t) { return t->shape; }
-const int64_t *tg_tensor_strides(const tg_tensor *t) { return t->strides; }
-int64_t tg_tensor_offset(const tg_tensor *t) { return t->offset; }
-tg_ctx *tg_tensor_ctx(const tg_tensor *t) { return t->buf->ctx; }
+/* A NULL tensor: the accessors set tg_last_error naming themselves and return NULL, -1,
+ * TG_DT_COUNT, false or NaN (include/tgraph.h). */
+static bool null_tensor(const tg_tensor *t, const char *fn) {
+    if (!t) tg_set_error(TG_EINVAL, "%s: tensor is NULL", fn);
+    return !t;
+}
+
+tg_dtype tg_tensor_dtype(const tg_tensor *t) {
+    return null_tensor(t, "tg_tensor_dtype") ? TG_DT_COUNT : t->dtype;
+}
+int tg_tensor_ndim(const tg_tensor *t) { return null_tensor(t, "tg_tensor_ndim") ? -1 : t->ndim; }
+const int64_t *tg_tensor_shape(const tg_tensor *t) {
+    return null_tensor(t, "tg_tensor_shape") ? NULL : t->shape;
+}
+const int64_t *tg_tensor_strides(const tg_tensor *t) {
+    return null_tensor(t, "tg_tensor_strides") ? NULL : t->strides;
+}
+int64_t tg_tensor_offset(const tg_tensor *t) {
+    return null_tensor(t, "tg_tensor_offset") ? -1 : t->offset;
+}
+tg_ctx *tg_tensor_ctx(const tg_tensor *t) {
+    return null_tensor(t, "tg_tensor_ctx") ? NULL : t->buf->ctx;
+}
 
 int64_t tg_tensor_size(const tg_tensor *t) {
+    if (null_tensor(t, "tg_tensor_size")) return -1;
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) n *= t->shape[i]; /* validated: cannot overflow */
     return n;
 }
 
 void *tg_tensor_data(const tg_tensor *t) {
+    if (null_tensor(t, "tg_tensor_data")) return NULL;
     return (char *)t->buf->data + t->offset * (int64_t)tg_dtype_infos[t->dtype].size;
 }
 
 bool tg_tensor_is_contiguous(const tg_tensor *t) {
+    if (null_tensor(t, "tg_tensor_is_contiguous")) return false;
     int64_t expect = 1;
     for (int i = 0; i < t->ndim; i++)
         if (t->shape[i] == 0) return true;
@@ -308,6 +328,7 @@ void tg_tensor_copy_into(tg_tensor *dst, const tg_tensor *src) {
 }
 
 double tg_tensor_get_f64(const tg_tensor *t, int64_t flat) {
+    if (null_tensor(t, "tg_tensor_get_f64")) return NAN;
     const int64_t n = tg_tensor_size(t);
     if (flat < 0 || flat >= n) {
         tg_set_error(TG_EINDEX, "tg_tensor_get_f64: index %lld is outside 0..%lld", (long long)flat,

@@ -141,7 +141,7 @@ static double excess(double a, double num, double rtol, double atol) {
 tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin, const tg_grad_check_opts *opts,
                         tg_grad_check_report *rep) {
     if (rep) *rep = (tg_grad_check_report){.input = -1, .index = -1};
-    if (!g) return tg_set_error(TG_EINVAL, "grad check: graph is NULL");
+    if (!g) return tg_set_error(TG_EINVAL, "tg_grad_check: graph is NULL");
     if (tg_graph_status(g) != TG_OK)
         return tg_set_error(tg_graph_status(g), "grad check: the graph has an error: %s",
                             tg_graph_error(g));
@@ -153,10 +153,11 @@ tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin, const tg_gra
         return tg_set_error(TG_ETYPE, "grad check: the output must be a float, got %s",
                             tg_dtype_name(tg_var_dtype(yv)));
     if (nin != tg_graph_input_count(g) || (nin > 0 && !in))
-        return tg_set_error(TG_EINVAL, "grad check: '%s' takes %d inputs, got %d", tg_graph_name(g),
-                            tg_graph_input_count(g), nin);
+        return tg_set_error(TG_EINVAL, "tg_grad_check: '%s' takes %d inputs, got %d%s",
+                            tg_graph_name(g), tg_graph_input_count(g), nin,
+                            nin > 0 && !in ? " (NULL)" : "");
     for (int i = 0; i < nin; i++)
-        if (!in[i]) return tg_set_error(TG_EINVAL, "grad check: input %d is NULL", i);
+        if (!in[i]) return tg_set_error(TG_EINVAL, "tg_grad_check: input %d is NULL", i);
 
     check_state s = {.ctx = g->ctx, .g = g, .nin = nin};
     s.args = tg_mem_calloc(s.ctx, sizeof *s.args * (size_t)(nin + 1));

@@ -190,10 +190,13 @@ done:
 
 tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts,
                  tg_var *const *wrt, int nwrt, tg_disconnected disconnected, tg_var **out) {
-    if (!g) return tg_set_error(TG_EINVAL, "vjp: graph is NULL");
+    if (!g) return tg_set_error(TG_EINVAL, "tg_vjp: graph is NULL");
     if (g->status != TG_OK) return g->status;
     if (nouts < 1 || nwrt < 0 || !outs || !cot || (nwrt > 0 && (!wrt || !out)))
-        return fail(g, TG_EINVAL, "vjp: invalid arguments");
+        return fail(g, TG_EINVAL, "tg_vjp: invalid arguments (%s)",
+                    nouts < 1 || nwrt < 0 ? "a count is not positive" : "an array is NULL");
+    if ((unsigned)disconnected > TG_DISCONNECTED_ZERO)
+        return fail(g, TG_EINVAL, "tg_vjp: invalid disconnected mode %d", (int)disconnected);
     char lab[128];
     for (int i = 0; i < nouts; i++) {
         if (!owns(g, outs[i]) || !owns(g, cot[i]))
@@ -262,9 +265,16 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
 
 tg_status tg_grad(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
                   tg_disconnected disconnected, tg_var **out) {
-    if (!g) return tg_set_error(TG_EINVAL, "grad: graph is NULL");
+    if (!g) return tg_set_error(TG_EINVAL, "tg_grad: graph is NULL");
     if (g->status != TG_OK) return g->status;
-    if (!owns(g, cost)) return fail(g, TG_EINVAL, "grad: cost is missing");
+    if (!owns(g, cost)) return fail(g, TG_EINVAL, "tg_grad: cost is missing");
+    if (nwrt < 0 || (nwrt > 0 && (!wrt || !out)))
+        return fail(g, TG_EINVAL, "tg_grad: %s",
+                    nwrt < 0 ? "negative count"
+                    : !wrt   ? "wrt is NULL"
+                             : "out is NULL");
+    if ((unsigned)disconnected > TG_DISCONNECTED_ZERO)
+        return fail(g, TG_EINVAL, "tg_grad: invalid disconnected mode %d", (int)disconnected);
     char t[TG_TYPE_STR_MAX];
     if (cost->type.ndim != 0)
         return fail(g, TG_ESHAPE,

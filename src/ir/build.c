@@ -5,18 +5,22 @@
 
 tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, int nin,
                          const tg_attr *attrs, int nattrs, tg_var **out, int *nout) {
-    if (!g) return tg_set_error(TG_EINVAL, "apply: graph is NULL");
+    if (!g) return tg_set_error(TG_EINVAL, "tg_apply: graph is NULL");
     if (g->status != TG_OK) return g->status;
     int opi = op ? tg_op_lookup(op) : -1;
     if (opi < 0) return tg_ir_fail(g, TG_ENAME, "unknown op '%s'", op ? op : "(null)"), g->status;
     if (nin < 0 || (nin > 0 && !in))
-        return tg_ir_fail(g, TG_EINVAL, "%s: invalid input list", op), g->status;
+        return tg_ir_fail(g, TG_EINVAL, "%s: %s", op,
+                          nin < 0 ? "negative input count" : "the input list is NULL"),
+               g->status;
     for (int i = 0; i < nin; i++)
         if (!in[i]) return tg_ir_fail(g, TG_EINVAL, "%s: input %d is NULL", op, i), g->status;
     tg_node *n = tg_ir_node_make(g, opi, in, nin, attrs, nattrs);
     if (!n) return g->status;
     if (nout) {
         int cap = *nout;
+        if (cap < 0)
+            return tg_ir_fail(g, TG_EINVAL, "%s: negative output room %d", op, cap), g->status;
         if (out && n->nout > cap)
             return tg_ir_fail(g, TG_EINVAL, "%s: produces %d outputs, room for %d", op, n->nout,
                               cap),
@@ -29,9 +33,8 @@ tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, int nin
 
 tg_var *tg_apply(tg_graph *g, const char *op, tg_var *const *in, int nin, const tg_attr *attrs,
                  int nattrs) {
-    if (!g || g->status != TG_OK) return NULL;
-    for (int i = 0; i < nin; i++)
-        if (!in[i]) return NULL; /* an earlier builder failed; its error is kept */
+    if (!g) return tg_set_error(TG_EINVAL, "tg_apply: graph is NULL"), NULL;
+    if (g->status != TG_OK) return NULL; /* an earlier builder failed; its error is kept */
     tg_var *out[TG_MAX_OUTS];
     int nout = TG_MAX_OUTS;
     if (tg_apply_multi(g, op, in, nin, attrs, nattrs, out, &nout) != TG_OK) return NULL;
@@ -57,8 +60,10 @@ tg_var *tg_clip(tg_graph *g, tg_var *x, tg_var *lo, tg_var *hi) {
 }
 
 tg_var *tg_cast(tg_graph *g, tg_var *x, tg_dtype dt) {
+    if (!g) return tg_set_error(TG_EINVAL, "tg_cast: graph is NULL"), NULL;
     if ((unsigned)dt >= TG_DT_COUNT)
-        return g ? tg_ir_fail(g, TG_EINVAL, "cast: invalid dtype %d", (int)dt) : NULL;
+        return g->status == TG_OK ? tg_ir_fail(g, TG_EINVAL, "cast: invalid dtype %d", (int)dt)
+                                  : NULL;
     tg_attr a = TG_A_STR("dtype", tg_dtype_name(dt));
     return tg_apply(g, "cast", &x, 1, &a, 1);
 }
@@ -81,16 +86,18 @@ tg_var *tg_reshape(tg_graph *g, tg_var *x, int ndim, const int64_t *shape) {
 }
 
 tg_var *tg_transpose(tg_graph *g, tg_var *x, const int64_t *axes) {
-    if (!axes) return tg_apply(g, "transpose", &x, 1, NULL, 0);
-    if (!x) return NULL;
+    if (!axes || !x) return tg_apply(g, "transpose", &x, 1, NULL, 0); /* x NULL: its error */
     tg_attr a = TG_A_INTS("axes", axes, x->type.ndim);
     return tg_apply(g, "transpose", &x, 1, &a, 1);
 }
 
 tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx) {
-    if (!g || g->status != TG_OK || !x) return NULL;
+    if (!g) return tg_set_error(TG_EINVAL, "tg_slice_apply: graph is NULL"), NULL;
+    if (g->status != TG_OK) return NULL;
+    if (!x) return tg_ir_fail(g, TG_EINVAL, "tg_slice_apply: x is NULL");
     if (nidx < 0 || nidx > TG_MAX_DIMS || (nidx > 0 && !idx))
-        return tg_ir_fail(g, TG_EINVAL, "slice: invalid index list");
+        return tg_ir_fail(g, TG_EINVAL, "tg_slice_apply: invalid index list (%d entries%s)", nidx,
+                          nidx > 0 && !idx ? ", NULL" : "");
     int64_t st[TG_MAX_DIMS], sp[TG_MAX_DIMS], step[TG_MAX_DIMS], ix[TG_MAX_DIMS];
     for (int i = 0; i < nidx; i++) {
         st[i] = idx[i].start;

@@ -56,7 +56,13 @@ void *tg_ir_fail(tg_graph *g, tg_status st, const char *fmt, ...) {
     return NULL;
 }
 
-static void *fail_oom(tg_graph *g) { return tg_ir_fail(g, TG_ENOMEM, "out of memory"); }
+/* Keeps the allocator's reason when it is the memory cap (docs/hardening.md). */
+static void *fail_oom(tg_graph *g) {
+    const char *m = tg_last_error();
+    char why[TG_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", m && strstr(m, "memory limit") ? m : "out of memory");
+    return tg_ir_fail(g, TG_ENOMEM, "%s", why);
+}
 
 /* ---- graphs ---- */
 
@@ -90,25 +96,56 @@ void tg_graph_free(tg_graph *g) {
     tg_mem_free(g->ctx, g, sizeof *g);
 }
 
-const char *tg_graph_name(const tg_graph *g) { return g->name; }
-tg_status tg_graph_status(const tg_graph *g) { return g->status; }
-const char *tg_graph_error(const tg_graph *g) { return g->error; }
-int tg_graph_input_count(const tg_graph *g) { return g->inputs.n; }
-int tg_graph_output_count(const tg_graph *g) { return g->nret; }
-int tg_graph_node_count(const tg_graph *g) { return g->nodes.n; }
+/* The accessors below take NULL handles: they set tg_last_error naming themselves and
+ * return NULL, -1, TG_DT_COUNT or TG_EINVAL (include/tgraph.h). */
+static bool null_arg(const void *p, const char *fn, const char *what) {
+    if (!p) tg_set_error(TG_EINVAL, "%s: %s is NULL", fn, what);
+    return !p;
+}
 
+const char *tg_graph_name(const tg_graph *g) {
+    return null_arg(g, "tg_graph_name", "graph") ? NULL : g->name;
+}
+tg_status tg_graph_status(const tg_graph *g) {
+    return null_arg(g, "tg_graph_status", "graph") ? TG_EINVAL : g->status;
+}
+const char *tg_graph_error(const tg_graph *g) {
+    return null_arg(g, "tg_graph_error", "graph") ? tg_last_error() : g->error;
+}
+int tg_graph_input_count(const tg_graph *g) {
+    return null_arg(g, "tg_graph_input_count", "graph") ? -1 : g->inputs.n;
+}
+int tg_graph_output_count(const tg_graph *g) {
+    return null_arg(g, "tg_graph_output_count", "graph") ? -1 : g->nret;
+}
+int tg_graph_node_count(const tg_graph *g) {
+    return null_arg(g, "tg_graph_node_count", "graph") ? -1 : g->nodes.n;
+}
+
+static bool bad_index(const tg_graph *g, int i, int n, const char *fn) {
+    if (null_arg(g, fn, "graph")) return true;
+    if (i >= 0 && i < n) return false;
+    tg_set_error(TG_EINDEX, "%s: index %d is outside 0..%d of graph '%s'", fn, i, n - 1, g->name);
+    return true;
+}
 tg_var *tg_graph_input(const tg_graph *g, int i) {
-    return i >= 0 && i < g->inputs.n ? g->inputs.items[i] : NULL;
+    return bad_index(g, i, g ? g->inputs.n : 0, "tg_graph_input") ? NULL : g->inputs.items[i];
 }
-
 tg_var *tg_graph_output(const tg_graph *g, int i) {
-    return i >= 0 && i < g->nret ? g->outputs.items[i] : NULL;
+    return bad_index(g, i, g ? g->nret : 0, "tg_graph_output") ? NULL : g->outputs.items[i];
 }
 
-const char *tg_var_name(const tg_var *v) { return v->name; }
-tg_dtype tg_var_dtype(const tg_var *v) { return (tg_dtype)v->type.dtype; }
-int tg_var_ndim(const tg_var *v) { return v->type.ndim; }
+const char *tg_var_name(const tg_var *v) {
+    return null_arg(v, "tg_var_name", "variable") ? NULL : v->name;
+}
+tg_dtype tg_var_dtype(const tg_var *v) {
+    return null_arg(v, "tg_var_dtype", "variable") ? TG_DT_COUNT : (tg_dtype)v->type.dtype;
+}
+int tg_var_ndim(const tg_var *v) {
+    return null_arg(v, "tg_var_ndim", "variable") ? -1 : v->type.ndim;
+}
 int64_t tg_var_dim(const tg_var *v, int axis) {
+    if (null_arg(v, "tg_var_dim", "variable")) return -1;
     return axis >= 0 && axis < v->type.ndim ? v->type.shape[axis] : -1;
 }
 
@@ -127,7 +164,12 @@ static tg_var *var_new(tg_graph *g, tg_var_kind kind, const tg_type *t) {
 }
 
 tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n) {
+    if (!g) return tg_set_error(TG_EINVAL, "tg_graph_set_outputs: graph is NULL");
     if (g->status != TG_OK) return g->status;
+    if (n < 0 || (n > 0 && !outs))
+        return tg_ir_fail(g, TG_EINVAL, "tg_graph_set_outputs: %s",
+                          n < 0 ? "negative count" : "outputs is NULL"),
+               g->status;
     for (int i = 0; i < n; i++)
         if (!owns_var(g, outs[i]))
             return tg_ir_fail(g, TG_EINVAL, "output %d is not a variable of graph '%s'", i,
@@ -153,13 +195,18 @@ tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n) {
 
 static tg_var *input_new(tg_graph *g, const char *name, tg_dtype dt, int ndim, const int64_t *shape,
                          bool state) {
-    if (!g || g->status != TG_OK) return NULL;
-    if (!name || !*name) return tg_ir_fail(g, TG_EINVAL, "input needs a name");
+    const char *fn = state ? "tg_state" : "tg_input";
+    if (!g) return tg_set_error(TG_EINVAL, "%s: graph is NULL", fn), NULL;
+    if (g->status != TG_OK) return NULL;
+    if (!name || !*name) return tg_ir_fail(g, TG_EINVAL, "%s: input needs a name", fn);
     if ((unsigned)dt >= TG_DT_COUNT)
-        return tg_ir_fail(g, TG_EINVAL, "input '%s': invalid dtype %d", name, (int)dt);
+        return tg_ir_fail(g, TG_EINVAL, "%s: input '%s': invalid dtype %d", fn, name, (int)dt);
     if (ndim < 0 || ndim > TG_MAX_DIMS)
-        return tg_ir_fail(g, TG_ELIMIT, "input '%s': rank %d is outside 0..%d", name, ndim,
-                          TG_MAX_DIMS);
+        return tg_ir_fail(g, ndim < 0 ? TG_EINVAL : TG_ELIMIT,
+                          "%s: input '%s': rank %d is outside 0..%d", fn, name, ndim, TG_MAX_DIMS);
+    if (ndim > 0 && !shape)
+        return tg_ir_fail(g, TG_EINVAL, "%s: input '%s': shape is NULL for rank %d", fn, name,
+                          ndim);
     for (int i = 0; i < g->inputs.n; i++)
         if (strcmp(((tg_var *)g->inputs.items[i])->name, name) == 0)
             return tg_ir_fail(g, TG_EINVAL, "input '%s' is declared twice", name);
@@ -200,12 +247,12 @@ static bool update_fits(const tg_type *s, const tg_type *v) {
 }
 
 tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value) {
-    if (!g) return tg_set_error(TG_EINVAL, "update: graph is NULL");
+    if (!g) return tg_set_error(TG_EINVAL, "tg_update: graph is NULL");
     if (g->status != TG_OK) return g->status;
     if (!state || !value)
-        return tg_ir_fail(g, TG_EINVAL, "update: state or value is NULL"), g->status;
+        return tg_ir_fail(g, TG_EINVAL, "tg_update: state or value is NULL"), g->status;
     if (!owns_var(g, state) || !owns_var(g, value))
-        return tg_ir_fail(g, TG_EINVAL, "update: variable of another graph"), g->status;
+        return tg_ir_fail(g, TG_EINVAL, "tg_update: variable of another graph"), g->status;
     const char *nm = state->name ? state->name : "?";
     if (!tg_var_is_state(state))
         return tg_ir_fail(g, TG_EINVAL,
@@ -234,6 +281,8 @@ tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value) {
         g->updates.n--;
         return fail_oom(g), g->status;
     }
+    state->upd_line = g->line;
+    state->upd_col = g->col;
     return TG_OK;
 }
 
@@ -252,14 +301,19 @@ tg_var *tg_ir_const(tg_graph *g, tg_tensor *value, char lit) {
 }
 
 tg_var *tg_constant(tg_graph *g, const tg_tensor *value) {
-    if (!g || g->status != TG_OK) return NULL;
-    if (!value) return tg_ir_fail(g, TG_EINVAL, "constant: value is NULL");
+    if (!g) return tg_set_error(TG_EINVAL, "tg_constant: graph is NULL"), NULL;
+    if (g->status != TG_OK) return NULL;
+    if (!value) return tg_ir_fail(g, TG_EINVAL, "tg_constant: value is NULL");
     tg_tensor *copy = tg_tensor_dup(value);
     return copy ? tg_ir_const(g, copy, 0) : fail_oom(g);
 }
 
 static tg_var *literal(tg_graph *g, tg_dtype dt, const void *data, char lit) {
-    if (!g || g->status != TG_OK) return NULL;
+    static const char *const fn[] = {"tg_literal_bool", "tg_literal_int", "tg_literal_float"};
+    if (!g)
+        return tg_set_error(TG_EINVAL, "%s: graph is NULL", fn[(lit == 'i') + 2 * (lit == 'f')]),
+               NULL;
+    if (g->status != TG_OK) return NULL;
     return tg_ir_const(g, tg_tensor_from_data(g->ctx, dt, 0, NULL, data), lit);
 }
 
@@ -384,6 +438,15 @@ static tg_aval *attrs_normalize(tg_graph *g, const tg_op_def *op, const tg_attr 
             return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' given twice", op->name, a->name);
         seen[j] = true;
         bool oom = false;
+        bool no_str = (a->kind == TG_ATTR_STR || a->kind == TG_ATTR_FUNC) && !a->s;
+        bool no_list = (a->kind == TG_ATTR_INTS && a->n > 0 && !a->ints) ||
+                       (a->kind == TG_ATTR_FLOATS && a->n > 0 && !a->floats);
+        if (no_str || no_list ||
+            ((a->kind == TG_ATTR_INTS || a->kind == TG_ATTR_FLOATS) && a->n < 0))
+            return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s': %s", op->name, a->name,
+                              no_str    ? "the string is NULL"
+                              : no_list ? "the list is NULL"
+                                        : "the list has a negative length");
         if (!attr_convert(g, &op->attrs[j], a, &vals[j], &oom))
             return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' expects %s, got %s", op->name,
                               a->name, attr_type_want((tg_attr_type)op->attrs[j].type),
@@ -686,6 +749,7 @@ tg_status tg_ir_replace(tg_graph *g, tg_var *old, tg_var *new) {
 /* ---- clone ---- */
 
 tg_graph *tg_graph_clone(const tg_graph *g) {
+    if (!g) return tg_set_error(TG_EINVAL, "tg_graph_clone: graph is NULL"), NULL;
     if (g->status != TG_OK) {
         tg_set_error(g->status, "cannot clone a graph with an error: %s", g->error);
         return NULL;
@@ -753,8 +817,12 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
         ok = (tmp[i] = map[v->id]) != NULL;
     }
     if (ok) ok = tg_graph_set_outputs(c, tmp, g->nret) == TG_OK;
-    for (int j = 0; ok && j < g->updates.n; j++)
-        ok = tg_update(c, map[((tg_var *)g->updates.items[j])->id], tmp[g->nret + j]) == TG_OK;
+    for (int j = 0; ok && j < g->updates.n; j++) {
+        const tg_var *s = g->updates.items[j];
+        c->line = s->upd_line; /* the update keeps its position */
+        c->col = s->upd_col;
+        ok = tg_update(c, map[s->id], tmp[g->nret + j]) == TG_OK;
+    }
     if (c) c->line = c->col = 0;
     if (order) tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     if (map) tg_mem_free(g->ctx, map, sizeof *map * (size_t)(g->vars.n + 1));
@@ -813,6 +881,7 @@ static tg_status verify_node(const tg_graph *g, const tg_node *n, tg_type *tout)
 }
 
 tg_status tg_graph_verify(const tg_graph *g) {
+    if (!g) return tg_set_error(TG_EINVAL, "tg_graph_verify: graph is NULL");
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     tg_type *tout = tg_mem_alloc(g->ctx, sizeof *tout * TG_MAX_OUTS);
     if (!tout) return TG_ENOMEM;

@@ -62,6 +62,8 @@ struct tg_var {
     tg_tensor *value; /* TG_VAR_CONST: the value (owned by the graph) */
     char lit;         /* constant from a literal: 'i', 'f', 'b'; 0 otherwise */
     bool state;       /* TG_VAR_INPUT declared `mut` (tg_state) */
+    int upd_line;     /* state: source position of its update (`W <- ...`) when parsed */
+    int upd_col;
 };
 
 struct tg_node {

@@ -104,19 +104,28 @@ tg_status tg_module_load(tg_ctx *ctx, const char *path, tg_module **out) {
     return st;
 }
 
-int tg_module_func_count(const tg_module *m) { return m ? m->funcs.n : 0; }
+int tg_module_func_count(const tg_module *m) {
+    if (!m) return tg_set_error(TG_EINVAL, "tg_module_func_count: module is NULL"), -1;
+    return m->funcs.n;
+}
 
 tg_graph *tg_module_func(const tg_module *m, int i) {
-    return m && i >= 0 && i < m->funcs.n ? m->funcs.items[i] : NULL;
+    if (!m || i < 0 || i >= m->funcs.n) {
+        tg_set_error(m ? TG_EINDEX : TG_EINVAL, "tg_module_func: %s",
+                     m ? "no function of that index" : "module is NULL");
+        return NULL;
+    }
+    return m->funcs.items[i];
 }
 
 tg_graph *tg_module_find(const tg_module *m, const char *name) {
-    if (!m || !name) return NULL;
+    if (!m || !name)
+        return tg_set_error(TG_EINVAL, "tg_module_find: %s is NULL", m ? "name" : "module"), NULL;
     for (int i = 0; i < m->funcs.n; i++) {
         tg_graph *g = m->funcs.items[i];
         if (strcmp(tg_graph_name(g), name) == 0) return g;
     }
-    return NULL;
+    return tg_set_error(TG_ENAME, "tg_module_find: no function '%s'", name), NULL;
 }
 
 tg_status tg_module_print(const tg_module *m, FILE *f) {

@@ -44,12 +44,21 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
     const tg_op_def *op = tg_op_table[n->op];
     bool self = op->views || op->self_alloc;
     for (int o = 0; o < n->nout; o++) vout[o] = NULL;
-    for (int o = 0; o < n->nout && !self; o++)
-        if (!(vout[o] = tg_tensor_new(ctx, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape))) {
-            snprintf(msg, cap, "%s", tg_last_error());
-            for (int q = 0; q < o; q++) tg_tensor_free(vout[q]);
-            return TG_ENOMEM;
-        }
+    for (int o = 0; o < n->nout && !self; o++) {
+        char ty[TG_TYPE_STR_MAX];
+        int64_t size;
+        bool fits = tg_shape_size(tout[o].ndim, tout[o].shape, &size);
+        if (fits &&
+            (vout[o] = tg_tensor_new(ctx, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape)))
+            continue;
+        tg_type_str(&tout[o], ty, sizeof ty);
+        if (fits)
+            snprintf(msg, cap, "output %s: %s", ty, tg_last_error());
+        else
+            snprintf(msg, cap, "output %s is too large", ty);
+        for (int q = 0; q < o; q++) tg_tensor_free(vout[q]);
+        return fits ? TG_ENOMEM : TG_ELIMIT;
+    }
     tg_status st = tg_kern_call(ctx, n, vin, tout, vout, msg, cap);
     if (st == TG_OK) return TG_OK;
     for (int o = 0; o < n->nout; o++) {

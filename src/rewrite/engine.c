@@ -96,7 +96,12 @@ static tg_status fail(tg_rw *rw, tg_status st, const char *fmt, ...) {
     return st;
 }
 
-static tg_status oom(tg_rw *rw) { return fail(rw, TG_ENOMEM, "rewrite: out of memory"); }
+static tg_status oom(tg_rw *rw) { /* keeps the memory cap's message (docs/hardening.md) */
+    const char *m = tg_last_error();
+    if (m && strstr(m, "memory limit"))
+        return fail(rw, TG_ENOMEM, "%s: %s", rw->pass ? rw->pass : "rewrite", m);
+    return fail(rw, TG_ENOMEM, "rewrite: out of memory");
+}
 
 tg_status tg_rw_error_status(void) {
     const char *m = tg_last_error();

@@ -586,6 +586,19 @@ typedef struct builder {
     bool *built;    /* per group: replaced by a fused node */
 } builder;
 
+/* Memory ran out fusing the group that ends at node n: the message names that node and
+ * keeps the allocator's reason (the memory cap, docs/hardening.md). */
+static tg_status oom_at(const tg_graph *g, const tg_node *n) {
+    char why[TG_ERRMSG_MAX];
+    const char *m = tg_last_error();
+    snprintf(why, sizeof why, "%s", m && strstr(m, "memory") ? m : "out of memory");
+    if (n->line > 0)
+        return tg_set_error(TG_ENOMEM, "%s:%d:%d: %s: fusing: %s", g->file ? g->file : "<input>",
+                            n->line, n->col, tg_op_table[n->op]->name, why);
+    return tg_set_error(TG_ENOMEM, "node %d (%s): fusing: %s", n->id, tg_op_table[n->op]->name,
+                        why);
+}
+
 /* Builds the fused node of group gi from its members (topological order); false when the
  * group is left unfused, with *st set on errors that must stop the pass. */
 static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int nm, tg_status *st) {
@@ -674,7 +687,7 @@ static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int n
     if (tin) tg_mem_free(g->ctx, tin, sizeof *tin * (size_t)(nin + 1));
     tg_fused_free(q);
     tg_fused_free(p);
-    if (err == TG_ENOMEM) err = tg_set_error(TG_ENOMEM, "fuse: out of memory");
+    if (err == TG_ENOMEM) err = oom_at(g, mem[nm - 1]);
     if (err != TG_OK || !ok || !text) {
         if (err == TG_ELIMIT) err = TG_OK; /* too large: leave the group unfused */
         *st = err;

@@ -117,7 +117,8 @@ tg_status tg_rw_pipeline(tg_graph **gp, const tg_rw_opts *opts, tg_rw_report *re
 }
 
 tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_graph **out) {
-    if (!g || !out) return tg_set_error(TG_EINVAL, "optimize: graph or result pointer is NULL");
+    if (!g || !out)
+        return tg_set_error(TG_EINVAL, "tg_graph_optimize: %s is NULL", g ? "out" : "graph");
     *out = NULL;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     tg_rw_opts ro = {0};
