@@ -253,7 +253,7 @@ static void test_reductions_and_blas(void **state) {
     tg_cj_str src = {.ctx = o->ctx};
     tg_cj_emit_prelude(&src);
     assert_int_equal(tg_cj_emit_graph(&src, o, order, n, 0, how), TG_OK);
-    assert_non_null(strstr(src.p, "rt->red(rt, "));
+    assert_non_null(strstr(src.p, "{.red = g0_n"));
     assert_non_null(strstr(src.p, "rt->gemm(1, "));
     assert_non_null(strstr(src.p, "rt->gemv(1, "));
     tg_cj_str_free(&src);
