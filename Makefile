@@ -7,7 +7,7 @@
 #   make tsan       run the pool, VM, memory-cap and debug-mode tests under ThreadSanitizer
 #   make fuzz       build the libFuzzer targets (clang, build-fuzz/); then run one with
 #                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)
-#   make bench      run W1-W9 beside NumPy and PyTorch: bench/results.md (bench/run.sh)
+#   make bench      run W1-W11 beside NumPy and PyTorch: bench/results.md (bench/run.sh)
 #   make format     reformat every C file with clang-format; make format-check only checks
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)

@@ -51,6 +51,8 @@ TARGETS = OrderedDict([
     ("w10", [("self", 0.99, "linear=fwd+bwd+sgd",
               "W10 training step (fwd+bwd+sgd) with the lowering <= 0.99x --no-blas",
               ("vm", "vm-no-blas"))]),
+    ("w11", [("time", 3000.0, "cold graph=mixed",
+              "W11 C JIT cold compile of a 3,010-node graph <= 3 s")]),
 ])
 
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W9) for
+# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11) for
 # tgraph and for its peers (NumPy, PyTorch, direct CBLAS calls) in this one invocation,
 # in ROUNDS interleaved rounds (each round runs every program once, so slow phases of a
 # busy machine hit all of them alike), then writes bench/results.md (a table per workload
@@ -52,6 +52,7 @@ w9 bin bench_w9 -n $runs
 w9 bin bench_w9 -n $runs --mode c
 w9 py w9_peers.py -n $runs --threads 1
 w9 py w9_peers.py -n $runs --threads 2
+w11 bin bench_w11 --cold 3
 w2 bin bench_blas -n $runs --side tg
 w2 bin bench_blas -n $runs --side cblas
 w2 py blas_peers.py -n $runs

@@ -253,7 +253,7 @@ static void test_reductions_and_blas(void **state) {
     tg_cj_str src = {.ctx = o->ctx};
     tg_cj_emit_prelude(&src);
     assert_int_equal(tg_cj_emit_graph(&src, o, order, n, 0, how), TG_OK);
-    assert_non_null(strstr(src.p, "rt->red(rt, "));
+    assert_non_null(strstr(src.p, "{.red = g0_n"));
     assert_non_null(strstr(src.p, "rt->gemm(1, "));
     assert_non_null(strstr(src.p, "rt->gemv(1, "));
     tg_cj_str_free(&src);
@@ -280,6 +280,60 @@ static void test_reductions_and_blas(void **state) {
         tg_tensor_free(xs[t]);
     }
     tg_tensor_free(base);
+    remove_cache();
+}
+
+/* Instructions whose code is the same share one generated function (BLAS calls with other
+ * alpha, views of other values), and the graph's function is a table of steps: the source
+ * grows with the distinct code, not with the node count. Results still match the reference. */
+static void test_shared_functions(void **state) {
+    (void)state;
+    fresh_cache();
+    const char *text = "func main(x: f64[4,6], w: f64[6,6]) {\n"
+                       "  a = tanh(add(mul(dot(x, w), 2.0), x))\n"
+                       "  b = tanh(add(mul(dot(a, w), 3.0), a))\n"
+                       "  c = tanh(add(mul(dot(b, w), 0.5), b))\n"
+                       "  t = transpose(reshape(c, shape=[6,4]))\n"
+                       "  u = transpose(reshape(b, shape=[6,4]))\n"
+                       "  return add(t, u), a\n"
+                       "}\n";
+    tg_module *m = parse(text);
+    tg_graph *o = NULL;
+    assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
+    int n = 0;
+    tg_node **order = tg_ir_toposort(o, &n);
+    uint8_t how[64];
+    assert_true(n < 64);
+    tg_cj_str src = {.ctx = o->ctx};
+    assert_int_equal(tg_cj_emit_graph(&src, o, order, n, 0, how), TG_OK);
+    int calls = 0;
+    for (int i = 0; i < n; i++) calls += how[i] == TG_CJ_CALL;
+    assert_true(calls >= 7); /* 3 gemm, 2 reshape, 2 transpose */
+    static const char *const once[] = {"/* gemm -> f64 */", "/* tanh -> f64 */", "/* reshape */",
+                                       "/* transpose */"};
+    for (size_t k = 0; k < sizeof once / sizeof once[0]; k++) {
+        const char *p = strstr(src.p, once[k]);
+        assert_non_null(p);
+        assert_null(strstr(p + 1, once[k])); /* one function for all of them */
+    }
+    assert_non_null(strstr(src.p, "{.call = g0_n0}}, /* 2 gemm */"));
+    assert_non_null(strstr(src.p, "0x1.8p+1")); /* alpha 3.0 among the numbers */
+    assert_non_null(strstr(src.p, "return tg_rt_run(rt, g0_steps, "));
+    tg_cj_str_free(&src);
+    tg_mem_free(o->ctx, order, sizeof *order * (size_t)(o->nodes.n + 1));
+    tg_graph_free(o);
+    tg_module_free(m);
+    tg_tensor *in[2] = {ramp(TG_DT_F64, 2, (int64_t[]){4, 6}, 1.0),
+                        ramp(TG_DT_F64, 2, (int64_t[]){6, 6}, 0.5)};
+    tg_tensor *c[2] = {0}, *r[2] = {0};
+    assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 2, c, 2), TG_OK);
+    assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 2, r, 2), TG_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_close(c[i], r[i], 1e-12);
+        tg_tensor_free(c[i]);
+        tg_tensor_free(r[i]);
+    }
+    for (int i = 0; i < 2; i++) tg_tensor_free(in[i]);
     remove_cache();
 }
 
@@ -719,6 +773,7 @@ int main(void) {
         cmocka_unit_test(test_layouts_and_dtypes),
         cmocka_unit_test(test_emission),
         cmocka_unit_test(test_reductions_and_blas),
+        cmocka_unit_test(test_shared_functions),
         cmocka_unit_test(test_gemm_as_gemv),
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_shape_arithmetic_planned),

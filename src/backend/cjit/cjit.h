@@ -35,15 +35,17 @@ void tg_cj_str_free(tg_cj_str *s);
 /* ---- emission (emit.c) ---- */
 /* How instruction i of a graph runs: generated code, or a call-back into the library. */
 enum {
-    TG_CJ_KERNEL = 0, /* rt->kernel(rt, i): the library's kernel */
-    TG_CJ_EW = 1,     /* rt->ew(rt, i, loop, cost): a generated elementwise loop */
-    TG_CJ_CALL = 2,   /* a generated function of the node, called directly */
-    TG_CJ_RED = 3,    /* rt->red(rt, i, loop, cost, axes): a generated reduction loop */
+    TG_CJ_KERNEL = TG_RT_KERNEL, /* rt->kernel(rt, i): the library's kernel */
+    TG_CJ_EW = TG_RT_EW,         /* rt->ew(rt, i, loop, cost): a generated elementwise loop */
+    TG_CJ_CALL = TG_RT_CALL,     /* a generated function of the node, called directly */
+    TG_CJ_RED = TG_RT_RED,       /* rt->red(rt, i, loop, cost, axes): a generated reduction loop */
 };
 
 /* Appends to s the C code of graph g, whose instructions are order[0..norder) (a
- * topological order), as `int tg_cj_<k>(tg_rt *rt)`. how[i] receives how instruction i
- * runs (TG_CJ_EW or TG_CJ_CALL: generated code; TG_CJ_KERNEL: the library's kernel). */
+ * topological order), as `int tg_cj_<k>(tg_rt *rt)`: the distinct generated functions
+ * (instructions whose code is the same text share the first one's), then the table of
+ * steps that tg_rt_run walks. how[i] receives how instruction i runs (TG_CJ_EW,
+ * TG_CJ_CALL or TG_CJ_RED: generated code; TG_CJ_KERNEL: the library's kernel). */
 tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *order, int norder,
                            int k, uint8_t *how);
 /* The prelude of every generated unit: tg_rt.h's text and the ABI check symbol. */

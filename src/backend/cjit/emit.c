@@ -1,5 +1,9 @@
 /* emit.c - the C JIT's emitters: one per op (or op kind) in a registry, each writing the C
- * code of one node, and the whole-graph function that runs the nodes in order.
+ * code of one node, and the whole-graph function: a table of steps, one per node in order,
+ * that tg_rt_run (tg_rt.h) walks. Each distinct function is emitted once: a node whose
+ * function has the same text as an earlier node's uses that one, and views and BLAS calls
+ * take their variables and numbers as arguments (from tables beside the steps), so the
+ * source, and the compiler's time, grow with the distinct code rather than with the nodes.
  *
  * What is emitted:
  *  - elementwise nodes: an inner loop (tg_rt_loop) over one row of the output, with the
@@ -213,12 +217,16 @@ static bool body_one(tg_cj_str *s, const void *data) {
 
 /* ---- the emitter interface ---- */
 typedef struct emit_ctx {
-    tg_cj_str *s;
+    tg_cj_str *s; /* receives the node's function, named e->fn */
     const tg_graph *g;
     const tg_node *n;
-    int k;        /* graph number in the unit */
-    int ins;      /* instruction number */
-    char fn[64];  /* the loop's name, when the emitter writes one */
+    int k;                      /* graph number in the unit */
+    int ins;                    /* instruction number */
+    char fn[64];                /* the function's name in s (FN_HOLE: emit_graph names it) */
+    int v[2 * TG_MAX_OUTS + 2]; /* TG_CJ_CALL: the variables the function reads as v[k] */
+    int nv;
+    double lit[4]; /* TG_CJ_CALL: the numbers it reads as lit[k] (BLAS's alpha and beta) */
+    int nlit;
     int cost;     /* per-element cost for the thread split */
     int kind;     /* TG_CJ_EW: fn is a loop for rt->ew; TG_CJ_CALL: fn(rt) runs the node;
                      TG_CJ_RED: fn is a reduction loop for rt->red */
@@ -226,8 +234,24 @@ typedef struct emit_ctx {
 } emit_ctx;
 
 /* An emitter writes the code of node e->n and returns true, or writes nothing and returns
- * false (the node then calls the library's kernel). */
+ * false (the node then calls the library's kernel). Its function's text must not depend on
+ * the instruction's number or variables (a TG_CJ_CALL function takes them as arguments),
+ * so that instructions with the same code share one function. */
 typedef bool (*emit_fn)(emit_ctx *e);
+
+/* The name written for the function while it is emitted; emit_graph replaces it. */
+#define FN_HOLE "tg_cj_fn_"
+
+static void set_name(emit_ctx *e) { snprintf(e->fn, sizeof e->fn, "%s", FN_HOLE); }
+
+/* The index k in the function's argument v (v[k]) of variable id. */
+static int use_var(emit_ctx *e, int id) {
+    for (int k = 0; k < e->nv; k++)
+        if (e->v[k] == id) return k;
+    TG_ASSERT(e->nv < (int)TG_COUNTOF(e->v));
+    e->v[e->nv] = id;
+    return e->nv++;
+}
 
 static bool emit_ew(emit_ctx *e) {
     const tg_node *n = e->n;
@@ -239,7 +263,7 @@ static bool emit_ew(emit_ctx *e) {
     if (!tpl) return false;
     ew_one one = {.tpl = tpl, .nin = n->nin, .res = sig.out[0]};
     bool ok = true;
-    snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
+    set_name(e);
     tg_cj_str_printf(e->s, "/* %s -> %s */\n", tg_op_table[n->op]->name, tg_dtype_name(sig.out[0]));
     put_loop(e->s, e->fn, &sig, body_one, &one, &ok);
     e->cost = 1;
@@ -431,7 +455,7 @@ static bool emit_fused(emit_ctx *e) {
     if (typed && p->reduces) {
         bool ok = fused_red_ok(p, &mask) && n->nin <= 30 && n->nout <= 30;
         if (ok) {
-            snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
+            set_name(e);
             tg_cj_str_printf(e->s, "/* fused reduction, %d instructions */\n", p->ninstr);
             ok = put_red_loop(e->s, e->fn, p, n);
             e->cost = p->ninstr > 0 ? p->ninstr : 1;
@@ -446,7 +470,7 @@ static bool emit_fused(emit_ctx *e) {
         ew_sig sig = {.nin = n->nin, .nout = n->nout};
         for (int k = 0; k < n->nin; k++) sig.in[k] = (tg_dtype)n->in[k]->type.dtype;
         for (int o = 0; o < n->nout; o++) sig.out[o] = (tg_dtype)n->out[o]->type.dtype;
-        snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
+        set_name(e);
         tg_cj_str_printf(e->s, "/* fused, %d instructions */\n", p->ninstr);
         ew_fused f = {p};
         put_loop(e->s, e->fn, &sig, body_fused, &f, &ok);
@@ -530,16 +554,19 @@ static bool emit_blas(emit_ctx *e) {
     /* alpha 0 lets BLAS skip the product (and its NaN and inf): the library's kernel */
     if (!isfinite(alpha) || !isfinite(beta) || alpha == 0.0) return false;
     tg_cj_str *s = e->s;
-    snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
-    tg_cj_str_printf(s, "/* %s -> %s */\nstatic int %s(tg_rt *rt) {\n", tg_op_table[op]->name,
-                     tg_dtype_name(dt), e->fn);
-    tg_cj_str_printf(s, "    const tg_rt_val *a = &rt->val[%d], *b = &rt->val[%d];\n",
-                     n->in[ia]->id, n->in[ib]->id);
-    if (ic >= 0) tg_cj_str_printf(s, "    const tg_rt_val *c = &rt->val[%d];\n", n->in[ic]->id);
+    set_name(e);
+    tg_cj_str_printf(
+        s, "/* %s -> %s */\nstatic int %s(tg_rt *rt, int i, const int *v, const double *lit) {\n",
+        tg_op_table[op]->name, tg_dtype_name(dt), e->fn);
+    int va = use_var(e, n->in[ia]->id), vb = use_var(e, n->in[ib]->id);
+    int vc = ic >= 0 ? use_var(e, n->in[ic]->id) : -1, vy = use_var(e, n->out[0]->id);
+    tg_cj_str_printf(s, "    const tg_rt_val *a = &rt->val[v[%d]], *b = &rt->val[v[%d]];\n", va,
+                     vb);
+    if (ic >= 0) tg_cj_str_printf(s, "    const tg_rt_val *c = &rt->val[v[%d]];\n", vc);
     tg_cj_str_printf(s,
-                     "    tg_rt_val *y = &rt->val[%d];\n    int ta, tb = 0;\n"
+                     "    tg_rt_val *y = &rt->val[v[%d]];\n    int ta, tb = 0;\n"
                      "    int64_t lda, ldb = 0;\n",
-                     n->out[0]->id);
+                     vy);
     int f64 = dt == TG_DT_F64;
     if (!gemv) {
         tg_cj_str_printf(
@@ -548,23 +575,21 @@ static bool emit_blas(emit_ctx *e) {
             "    if (M < 1 || N < 1 || K < 1 || !tg_rt_mat(a, &ta, &lda) ||\n"
             "        !tg_rt_mat(b, &tb, &ldb) || !tg_rt_contig(y) ||\n"
             "        (rt->nthreads > 1 && (double)M * (double)N * (double)K >= 2097152.0))\n"
-            "        return rt->kernel(rt, %d);\n",
-            trans_a ? 0 : 1, e->ins);
+            "        return rt->kernel(rt, i);\n",
+            trans_a ? 0 : 1);
     } else {
-        tg_cj_str_printf(s,
-                         "    int64_t M = y->shape[0], K = b->shape[0];\n"
-                         "    int64_t incx = K == 1 ? 1 : b->stride[0];\n"
-                         "    if (M < 1 || K < 1 || incx < 1 || !tg_rt_mat(a, &ta, &lda) ||\n"
-                         "        !tg_rt_contig(y) ||\n"
-                         "        (rt->nthreads > 1 && (double)M * (double)K >= 2097152.0))\n"
-                         "        return rt->kernel(rt, %d);\n",
-                         e->ins);
+        tg_cj_str_printf(s, "    int64_t M = y->shape[0], K = b->shape[0];\n"
+                            "    int64_t incx = K == 1 ? 1 : b->stride[0];\n"
+                            "    if (M < 1 || K < 1 || incx < 1 || !tg_rt_mat(a, &ta, &lda) ||\n"
+                            "        !tg_rt_contig(y) ||\n"
+                            "        (rt->nthreads > 1 && (double)M * (double)K >= 2097152.0))\n"
+                            "        return rt->kernel(rt, i);\n");
     }
     if (ic >= 0 && beta != 0.0) { /* the accumulator, when read, has the output's shape */
         int nd = gemm ? 2 : 1;
-        tg_cj_str_printf(
-            s, "    if (c->ndim != %d || c->shape[0] != M%s) return rt->kernel(rt, %d);\n", nd,
-            gemm ? " || c->shape[1] != N" : "", e->ins);
+        tg_cj_str_printf(s,
+                         "    if (c->ndim != %d || c->shape[0] != M%s) return rt->kernel(rt, i);\n",
+                         nd, gemm ? " || c->shape[1] != N" : "");
         tg_cj_str_printf(s, "    if (c->data != y->data) {\n");
         put_acc_copy(s, dt, nd);
         tg_cj_str_printf(s, "    }\n");
@@ -575,21 +600,23 @@ static bool emit_blas(emit_ctx *e) {
             "    const int opa = %d ^ ta, opb = %d ^ tb;\n"
             "    if (N == 1)\n"
             "        rt->gemv(%d, opa, ta ? a->shape[1] : a->shape[0], ta ? a->shape[0] : "
-            "a->shape[1], %a, a->data, lda, b->data, opb ? 1 : ldb, %a, y->data, 1);\n"
+            "a->shape[1], lit[0], a->data, lda, b->data, opb ? 1 : ldb, lit[1], y->data, 1);\n"
             "    else if (M == 1)\n"
             "        rt->gemv(%d, !opb, tb ? b->shape[1] : b->shape[0], tb ? b->shape[0] : "
-            "b->shape[1], %a, b->data, ldb, a->data, opa ? lda : 1, %a, y->data, 1);\n"
+            "b->shape[1], lit[0], b->data, ldb, a->data, opa ? lda : 1, lit[1], y->data, 1);\n"
             "    else\n"
-            "        rt->gemm(%d, opa, opb, M, N, K, %a, a->data, lda, b->data, ldb, %a, y->data, "
-            "N);\n",
-            trans_a, trans_b, f64, alpha, beta, f64, alpha, beta, f64, alpha, beta);
+            "        rt->gemm(%d, opa, opb, M, N, K, lit[0], a->data, lda, b->data, ldb, lit[1], "
+            "y->data, N);\n",
+            trans_a, trans_b, f64, f64, f64);
     else /* the stored matrix: A itself, or its transpose (ta) */
         tg_cj_str_printf(s,
                          "    rt->gemv(%d, %d ^ ta, ta ? a->shape[1] : a->shape[0], "
-                         "ta ? a->shape[0] : a->shape[1], %a, a->data, lda, b->data, incx, %a, "
-                         "y->data, 1);\n",
-                         f64, trans_a, alpha, beta);
+                         "ta ? a->shape[0] : a->shape[1], lit[0], a->data, lda, b->data, incx, "
+                         "lit[1], y->data, 1);\n",
+                         f64, trans_a);
     tg_cj_str_printf(s, "    return 0;\n}\n\n");
+    e->lit[e->nlit++] = alpha;
+    e->lit[e->nlit++] = beta;
     e->kind = TG_CJ_CALL;
     return true;
 }
@@ -603,18 +630,18 @@ static bool emit_blas(emit_ctx *e) {
 
 static void view_head(emit_ctx *e, const char *what) {
     const tg_node *n = e->n;
-    snprintf(e->fn, sizeof e->fn, "g%d_n%d", e->k, e->ins);
-    tg_cj_str_printf(e->s,
-                     "/* %s */\nstatic int %s(tg_rt *rt) {\n"
-                     "    const tg_rt_val *x = &rt->val[%d];\n"
-                     "    tg_rt_val *y = &rt->val[%d];\n",
-                     what, e->fn, n->in[0]->id, n->out[0]->id);
+    set_name(e);
+    int vx = use_var(e, n->in[0]->id), vy = use_var(e, n->out[0]->id);
+    tg_cj_str_printf(
+        e->s,
+        "/* %s */\nstatic int %s(tg_rt *rt, int i, const int *v, const double *lit) {\n"
+        "    const tg_rt_val *x = &rt->val[v[%d]];\n"
+        "    tg_rt_val *y = &rt->val[v[%d]];\n",
+        what, e->fn, vx, vy);
     e->kind = TG_CJ_CALL;
 }
 
-static void view_tail(emit_ctx *e) {
-    tg_cj_str_printf(e->s, "    return rt->view(rt, %d);\n}\n\n", e->ins);
-}
+static void view_tail(emit_ctx *e) { tg_cj_str_printf(e->s, "    return rt->view(rt, i);\n}\n\n"); }
 
 /* Output axis i takes input axis src[i] (-1: a new axis of stride 0). */
 static bool emit_axes_view(emit_ctx *e, const char *what, const int *src, int ond) {
@@ -717,10 +744,8 @@ static bool emit_reshape(emit_ctx *e) {
     int ond = n->out[0]->type.ndim;
     if (!view_ok(n) || n->nin != 1) return false;
     view_head(e, "reshape");
-    tg_cj_str_printf(e->s,
-                     "    if (!tg_rt_contig(x)) return rt->kernel(rt, %d); /* a copy */\n"
-                     "    y->data = x->data;\n",
-                     e->ins);
+    tg_cj_str_printf(e->s, "    if (!tg_rt_contig(x)) return rt->kernel(rt, i); /* a copy */\n"
+                           "    y->data = x->data;\n");
     tg_cj_str_printf(e->s, "    int64_t st = 1;\n");
     for (int i = ond - 1; i >= 0; i--)
         tg_cj_str_printf(e->s, "    y->stride[%d] = st;\n    st *= y->shape[%d];\n", i, i);
@@ -834,41 +859,115 @@ void tg_cj_emit_prelude(tg_cj_str *s) {
     tg_cj_str_printf(s, "const int tg_cj_abi = TG_RT_ABI;\n\n");
 }
 
+/* The distinct functions emitted so far: open addressing on the text's hash. */
+typedef struct fn_set {
+    tg_ctx *ctx;
+    tg_cj_str text; /* every distinct function's text, with FN_HOLE for its name */
+    struct fn_slot {
+        uint64_t hash;
+        size_t off, len; /* in text */
+        int ins;         /* 1 + the instruction named after; 0: an empty slot */
+    } * slot;
+    size_t cap; /* a power of two, more than twice the entries */
+} fn_set;
+
+static uint64_t text_hash(const char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The instruction whose function has text f (n bytes), or -1 after adding f as ins's;
+ * -2 when out of memory. */
+static int fn_find_or_add(fn_set *set, const char *f, size_t n, int ins) {
+    uint64_t h = text_hash(f, n);
+    size_t mask = set->cap - 1, i = (size_t)h & mask;
+    for (; set->slot[i].ins; i = (i + 1) & mask) {
+        const struct fn_slot *x = &set->slot[i];
+        if (x->hash == h && x->len == n && memcmp(set->text.p + x->off, f, n) == 0)
+            return x->ins - 1;
+    }
+    size_t off = set->text.n;
+    tg_cj_str_printf(&set->text, "%s", f);
+    if (set->text.oom) return -2;
+    set->slot[i] = (struct fn_slot){.hash = h, .off = off, .len = n, .ins = ins + 1};
+    return -1;
+}
+
+/* Appends function text f to s with its name (FN_HOLE's one occurrence) being name. */
+static void put_named(tg_cj_str *s, const char *f, const char *name) {
+    const char *hole = strstr(f, FN_HOLE "(");
+    TG_ASSERT(hole != NULL);
+    tg_cj_str_printf(s, "%.*s%s%s", (int)(hole - f), f, name, hole + strlen(FN_HOLE));
+}
+
+static const char *const step_kind[] = {"TG_RT_KERNEL", "TG_RT_EW", "TG_RT_CALL", "TG_RT_RED"};
+
 tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *order, int norder,
                            int k, uint8_t *how) {
-    tg_cj_str body = {.ctx = s->ctx};
-    tg_cj_str_printf(&body, "int tg_cj_%d(tg_rt *rt) {\n", k);
-    for (int i = 0; i < norder; i++) {
+    tg_ctx *ctx = s->ctx;
+    tg_cj_str steps = {.ctx = ctx}, vars = {.ctx = ctx}, lits = {.ctx = ctx}, f = {.ctx = ctx};
+    fn_set set = {.ctx = ctx, .text = {.ctx = ctx}};
+    set.cap = 16;
+    while (set.cap <= 2 * (size_t)norder) set.cap *= 2;
+    set.slot = tg_mem_calloc(ctx, sizeof *set.slot * set.cap);
+    bool oom = !set.slot;
+    int nvars = 0, nlits = 0;
+    for (int i = 0; i < norder && !oom; i++) {
         const tg_node *n = order[i];
         emit_fn fn = emitter_for(n->op);
-        emit_ctx e = {.s = s, .g = g, .n = n, .k = k, .ins = i, .kind = TG_CJ_EW};
-        size_t mark = s->n;
+        emit_ctx e = {.s = &f, .g = g, .n = n, .k = k, .ins = i, .kind = TG_CJ_EW};
+        f.n = 0;
+        if (f.p) f.p[0] = '\0';
         how[i] = TG_CJ_KERNEL;
-        if (fn && !tg_op_table[n->op]->self_alloc) {
-            if (fn(&e)) {
-                how[i] = (uint8_t)e.kind;
-            } else if (!s->oom) { /* drop whatever a failed emitter wrote */
-                s->n = mark;
-                s->p[mark] = '\0';
+        if (fn && !tg_op_table[n->op]->self_alloc && fn(&e) && !f.oom) how[i] = (uint8_t)e.kind;
+        if (f.oom) break;
+        const char *name = "0";
+        char own[64];
+        if (how[i] != TG_CJ_KERNEL) { /* the first instruction with this text names it */
+            int first = fn_find_or_add(&set, f.p, f.n, i);
+            if (first == -2) break;
+            if (first == -1) {
+                snprintf(own, sizeof own, "g%d_n%d", k, i);
+                put_named(s, f.p, own);
+            } else {
+                snprintf(own, sizeof own, "g%d_n%d", k, first);
             }
+            name = own;
         }
-        if (how[i] == TG_CJ_EW)
-            tg_cj_str_printf(&body, "    if (rt->ew(rt, %d, %s, %d)) return 1; /* %s */\n", i, e.fn,
-                             e.cost, tg_op_table[n->op]->name);
-        else if (how[i] == TG_CJ_RED)
-            tg_cj_str_printf(&body, "    if (rt->red(rt, %d, %s, %d, 0x%xu)) return 1; /* %s */\n",
-                             i, e.fn, e.cost, e.red, tg_op_table[n->op]->name);
-        else if (how[i] == TG_CJ_CALL)
-            tg_cj_str_printf(&body, "    if (%s(rt)) return 1; /* %s */\n", e.fn,
-                             tg_op_table[n->op]->name);
-        else
-            tg_cj_str_printf(&body, "    if (rt->kernel(rt, %d)) return 1; /* %s */\n", i,
-                             tg_op_table[n->op]->name);
-        tg_cj_str_printf(&body, "    if (TG_RT_AFTER(rt, %d)) return 1;\n", i);
+        bool call = how[i] == TG_CJ_CALL;
+        tg_cj_str_printf(&steps, "    {%s, %d, 0x%xu, %d, %d, {.%s = %s}}, /* %d %s */\n",
+                         step_kind[how[i]], how[i] == TG_CJ_EW || how[i] == TG_CJ_RED ? e.cost : 0,
+                         how[i] == TG_CJ_RED ? e.red : 0u, call ? nvars : 0, call ? nlits : 0,
+                         how[i] == TG_CJ_RED    ? "red"
+                         : how[i] == TG_CJ_CALL ? "call"
+                                                : "ew",
+                         how[i] == TG_CJ_KERNEL ? "0" : name, i, tg_op_table[n->op]->name);
+        if (call) {
+            for (int j = 0; j < e.nv; j++) tg_cj_str_printf(&vars, "%d, ", e.v[j]);
+            for (int j = 0; j < e.nlit; j++) tg_cj_str_printf(&lits, "%a, ", e.lit[j]); /* finite */
+            nvars += e.nv;
+            nlits += e.nlit;
+        }
     }
-    tg_cj_str_printf(&body, "    return 0;\n}\n");
-    tg_cj_str_printf(s, "%s", body.p ? body.p : "");
-    bool oom = s->oom || body.oom;
-    tg_cj_str_free(&body);
+    oom = oom || f.oom || set.text.oom || steps.oom || vars.oom || lits.oom;
+    if (!oom) {
+        tg_cj_str_printf(s, "static const int g%d_vars[] = {%s0};\n", k, vars.p ? vars.p : "");
+        tg_cj_str_printf(s, "static const double g%d_lits[] = {%s0.0};\n", k, lits.p ? lits.p : "");
+        tg_cj_str_printf(s, "static const tg_rt_step g%d_steps[%d] = {\n%s};\n\n", k,
+                         norder > 0 ? norder : 1,
+                         steps.p ? steps.p : "    {TG_RT_KERNEL, 0, 0x0u, 0, 0, {.ew = 0}},\n");
+        tg_cj_str_printf(s,
+                         "int tg_cj_%d(tg_rt *rt) {\n"
+                         "    return tg_rt_run(rt, g%d_steps, %d, g%d_vars, g%d_lits);\n}\n",
+                         k, k, norder, k, k);
+    }
+    oom = oom || s->oom;
+    tg_cj_str_free(&steps);
+    tg_cj_str_free(&vars);
+    tg_cj_str_free(&lits);
+    tg_cj_str_free(&f);
+    tg_cj_str_free(&set.text);
+    tg_mem_free(ctx, set.slot, set.slot ? sizeof *set.slot * set.cap : 0);
     return oom ? tg_set_error(TG_ENOMEM, "out of memory emitting C") : TG_OK;
 }

@@ -106,6 +106,48 @@ static inline int tg_rt_contig(const tg_rt_val *v) {
 
 #define TG_RT_AFTER(rt, i) ((rt)->after && (rt)->after((rt), (i)))
 
+/* ---- the program ----
+ * A graph's function runs a table of steps, one per instruction in order, through
+ * tg_rt_run: the table is data, so its compile time grows linearly with the graph (a
+ * straight-line function of thousands of calls is slow to optimise), and generated
+ * functions take what differs between instructions (variables, numbers) as arguments, so
+ * that instructions with the same code share one function. */
+enum { TG_RT_KERNEL = 0, TG_RT_EW = 1, TG_RT_CALL = 2, TG_RT_RED = 3 };
+typedef void (*tg_rt_red_loop)(int phase, int64_t n, char *const *p, const int64_t *s, double *acc);
+/* A generated function of instruction `ins` (a view, a BLAS call): v[k] are the variables
+ * it reads and writes, lit[k] its numbers. */
+typedef int (*tg_rt_call)(tg_rt *rt, int ins, const int *v, const double *lit);
+typedef struct tg_rt_step {
+    int kind;     /* TG_RT_KERNEL: rt->kernel; TG_RT_EW: rt->ew(fn.ew); TG_RT_CALL:
+                     fn.call(rt, ins, vars + v, lits + lit); TG_RT_RED: rt->red(fn.red) */
+    int cost;     /* TG_RT_EW, TG_RT_RED: per-element cost for the thread split */
+    unsigned red; /* TG_RT_RED: the reduced axes */
+    int v, lit;   /* TG_RT_CALL: offsets of the instruction's arguments in vars and lits */
+    union {
+        tg_rt_loop ew;
+        tg_rt_red_loop red;
+        tg_rt_call call;
+    } fn;
+} tg_rt_step;
+
+static inline int tg_rt_run(tg_rt *rt, const tg_rt_step *step, int n, const int *vars,
+                            const double *lits) {
+    for (int i = 0; i < n; i++) {
+        const tg_rt_step *s = &step[i];
+        int r;
+        if (s->kind == TG_RT_EW)
+            r = rt->ew(rt, i, s->fn.ew, s->cost);
+        else if (s->kind == TG_RT_CALL)
+            r = s->fn.call(rt, i, vars + s->v, lits + s->lit);
+        else if (s->kind == TG_RT_RED)
+            r = rt->red(rt, i, s->fn.red, s->cost, s->red);
+        else
+            r = rt->kernel(rt, i);
+        if (r || TG_RT_AFTER(rt, i)) return 1;
+    }
+    return 0;
+}
+
 /* ---- vector math ----
  * With TG_RT_MVEC (the driver defines it where glibc's libmvec is present and links it),
  * libm's functions are declared `simd`, as glibc's own headers do under -ffast-math: GCC
