@@ -281,7 +281,13 @@ typedef struct tg_module tg_module;
  * status and tg_last_error() holds "file:line:col: message". */
 TG_API tg_status tg_module_parse(tg_ctx *ctx, const char *src, size_t len, const char *filename,
                                  tg_module **out);
+/* Reads and parses a .tg file (tg_module_read of the opened file; messages name path). */
 TG_API tg_status tg_module_load(tg_ctx *ctx, const char *path, tg_module **out);
+/* Reads the open stream f (a file, pipe or stdin) to its end and parses it; `name` is
+ * used in messages. The text is read through ctx, so its memory cap applies, and stops
+ * with an error past 1 GiB or at a NUL byte: a pipe or device is never read without
+ * bound. f stays open. */
+TG_API tg_status tg_module_read(tg_ctx *ctx, FILE *f, const char *name, tg_module **out);
 TG_API void tg_module_free(tg_module *m);
 TG_API int tg_module_func_count(const tg_module *m);
 TG_API tg_graph *tg_module_func(const tg_module *m, int i);

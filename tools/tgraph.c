@@ -428,49 +428,12 @@ static int setup_threads(options *o) {
 
 /* ---- files -------------------------------------------------------------------------- */
 
-/* Reads a whole file ("-" is stdin). NULL with a message printed on failure. */
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        fail("cannot read '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int err = ferror(f) ? errno : 0;
-    if (f != stdin) fclose(f);
-    if (!buf) {
-        fail("cannot read '%s': out of memory", path);
-        return NULL;
-    }
-    if (err) {
-        fail("cannot read '%s': %s", path, strerror(err));
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
+/* Parses FILE.tg ("-" is stdin). The library reads it through cli_ctx, so the memory cap
+ * holds for the text too, and stops pipes and devices at its limit. NULL after a message. */
 static tg_module *load_module(const char *path) {
-    size_t len = 0;
-    char *src = read_file(path, &len);
-    if (!src) return NULL;
     tg_module *m = NULL;
-    tg_status st = tg_module_parse(cli_ctx, src, len, path, &m);
-    free(src);
+    tg_status st = strcmp(path, "-") == 0 ? tg_module_read(cli_ctx, stdin, "-", &m)
+                                          : tg_module_load(cli_ctx, path, &m);
     if (st != TG_OK || !m) {
         fail("%s", lib_error(st));
         tg_module_free(m);
