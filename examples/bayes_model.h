@@ -29,7 +29,7 @@
 #define BR_PRIOR_SD 5.0        /* beta_j ~ Normal(0, 5) */
 
 static inline tg_var *br_idx(tg_graph *g, tg_var *v, int64_t i) {
-    tg_slice s = {.start = i, .stop = TG_SLICE_NONE, .step = 1, .is_index = true};
+    tg_slice s = {.start = i, .is_index = true};
     return tg_slice_apply(g, v, &s, 1);
 }
 
@@ -68,9 +68,9 @@ static inline tg_graph *br_build_logp(int64_t chains) {
     tg_var *X = tg_state(g, "X", TG_DT_F64, 2, (int64_t[]){BR_N, BR_P});
     tg_var *y = tg_state(g, "y", TG_DT_F64, 1, (int64_t[]){BR_N});
     tg_var *theta = tg_input(g, "theta", TG_DT_F64, 2, (int64_t[]){chains, BR_D});
-    tg_slice all = {.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = 1};
+    tg_slice all = {.omit = TG_SLICE_OMIT_ALL};
     tg_slice bs[2] = {all, {.start = 0, .stop = BR_P, .step = 1}};
-    tg_slice ss[2] = {all, {.start = BR_P, .stop = TG_SLICE_NONE, .step = 1, .is_index = true}};
+    tg_slice ss[2] = {all, {.start = BR_P, .is_index = true}};
     tg_var *beta = tg_slice_apply(g, theta, bs, 2); /* [C,P] */
     tg_var *ls = tg_slice_apply(g, theta, ss, 2);   /* [C]: log sigma */
     /* residuals with the chains as rows: [C,N], reduced along the contiguous axis */

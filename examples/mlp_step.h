@@ -132,7 +132,7 @@ static inline tg_status init_params(tg_fn *step, int64_t seed) {
     tg_var *w[2];
     for (int i = 0; i < 2; i++) {
         const int p = i ? P_W2 : P_W1;
-        tg_slice at = {.start = i, .stop = TG_SLICE_NONE, .step = 1, .is_index = true};
+        tg_slice at = {.start = i, .is_index = true};
         tg_var *ki = tg_slice_apply(g, ks, &at, 1);
         tg_attr na2[2] = {TG_A_INTS("shape", param_shape[p], 2), TG_A_STR("dtype", "f32")};
         w[i] = tg_mul(g, tg_apply(g, "normal", &ki, 1, na2, 2),

@@ -190,6 +190,8 @@ typedef struct tg_attr {
     const int64_t *ints;  /* INTS */
     const double *floats; /* FLOATS */
     int n;                /* length of ints / floats */
+    const bool *none;     /* INTS: none[k] makes entry k `none` (ints[k] is then ignored);
+                             NULL: no entry is none. Only some attributes take it (slices) */
 } tg_attr;
 
 #define TG_A_INT(nm, v)   ((tg_attr){.name = (nm), .kind = TG_ATTR_INT, .i = (v)})
@@ -231,12 +233,19 @@ TG_API tg_var *tg_reduce(tg_graph *g, const char *op, tg_var *x, const int64_t *
                          bool keepdims);
 TG_API tg_var *tg_reshape(tg_graph *g, tg_var *x, int ndim, const int64_t *shape);
 TG_API tg_var *tg_transpose(tg_graph *g, tg_var *x, const int64_t *axes /* NULL: reverse */);
-/* Basic slicing x[start:stop:step, ...]: one entry per axis from the front. */
+/* Basic slicing x[start:stop:step, ...]: one entry per axis from the front. A part left
+ * out (x[:3], x[2:], x[::2]) is marked in `omit`, never by a value: every int64_t, INT64_MIN
+ * included, is an ordinary bound or step. {.start = 1, .stop = 3, .step = 1} is x[1:3];
+ * {.omit = TG_SLICE_OMIT_ALL} is x[:]; {.start = -1, .is_index = true} is x[-1]. */
 typedef struct tg_slice {
-    int64_t start, stop, step; /* NumPy meaning; TG_SLICE_NONE for an omitted bound */
+    int64_t start, stop, step; /* NumPy meaning, where not omitted */
     bool is_index;             /* x[i]: take `start`, drop the axis */
+    unsigned omit;             /* TG_SLICE_NO_START | TG_SLICE_NO_STOP | TG_SLICE_NO_STEP */
 } tg_slice;
-#define TG_SLICE_NONE INT64_MIN
+#define TG_SLICE_NO_START 1u
+#define TG_SLICE_NO_STOP  2u
+#define TG_SLICE_NO_STEP  4u /* step 1 */
+#define TG_SLICE_OMIT_ALL (TG_SLICE_NO_START | TG_SLICE_NO_STOP | TG_SLICE_NO_STEP)
 TG_API tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx);
 
 /* ---- gradients (reverse mode) --------------------------------------------------- */
@@ -286,7 +295,13 @@ typedef struct tg_module tg_module;
  * status and tg_last_error() holds "file:line:col: message". */
 TG_API tg_status tg_module_parse(tg_ctx *ctx, const char *src, size_t len, const char *filename,
                                  tg_module **out);
+/* Reads and parses a .tg file (tg_module_read of the opened file; messages name path). */
 TG_API tg_status tg_module_load(tg_ctx *ctx, const char *path, tg_module **out);
+/* Reads the open stream f (a file, pipe or stdin) to its end and parses it; `name` is
+ * used in messages. The text is read through ctx, so its memory cap applies, and stops
+ * with an error past 1 GiB or at a NUL byte: a pipe or device is never read without
+ * bound. f stays open. */
+TG_API tg_status tg_module_read(tg_ctx *ctx, FILE *f, const char *name, tg_module **out);
 TG_API void tg_module_free(tg_module *m);
 TG_API int tg_module_func_count(const tg_module *m);
 TG_API tg_graph *tg_module_func(const tg_module *m, int i);

@@ -15,9 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
-#include <time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
@@ -267,6 +268,33 @@ static int parse_binding(const char *cmd, const char *flag, char *arg, binding *
     return 0;
 }
 
+/* The folder part of path (up to its last '/', "." if none) stat'ed into *st; *base
+ * points at the name after it. */
+static bool stat_dir(const char *path, struct stat *st, const char **base) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    *base = slash ? slash + 1 : path;
+    if (!slash) return stat(".", st) == 0;
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof dir) return false;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return stat(dir, st) == 0;
+}
+
+/* Whether two --out paths name the same file: the same text; or, for files that exist,
+ * the same device and inode; or the same name in the same folder ("out.npy" and
+ * "./out.npy" before either is written). */
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    const char *ba, *bb;
+    if (strcmp(a, b) == 0) return true;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return stat_dir(a, &sa, &ba) && stat_dir(b, &sb, &bb) && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino && strcmp(ba, bb) == 0;
+}
+
 static bool is_later_opt(const char *arg) {
     for (size_t k = 0; k < sizeof later_opts / sizeof later_opts[0]; k++) {
         size_t n = strlen(later_opts[k]);
@@ -361,6 +389,12 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
         }
     }
     if (!o->file) return usage_fail(cmd, "missing the .tg file to read");
+    for (int k = 0; k < o->nout; k++) /* two outputs written to one file: one would be lost */
+        for (int j = 0; j < k; j++)
+            if (strcmp(o->outs[j].name, o->outs[k].name) != 0 &&
+                same_file(o->outs[j].path, o->outs[k].path))
+                return usage_fail(cmd, "--out gives the same file '%s' to '%s' and '%s'",
+                                  o->outs[k].path, o->outs[j].name, o->outs[k].name);
     if (o->debug_backend && (!o->mode || strcmp(o->mode, "debug") != 0))
         return usage_fail(cmd, "--debug-backend needs --mode debug");
     if (o->mode) {
@@ -377,51 +411,29 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
     return 0;
 }
 
-/* ---- files -------------------------------------------------------------------------- */
-
-/* Reads a whole file ("-" is stdin). NULL with a message printed on failure. */
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        fail("cannot read '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int err = ferror(f) ? errno : 0;
-    if (f != stdin) fclose(f);
-    if (!buf) {
-        fail("cannot read '%s': out of memory", path);
-        return NULL;
-    }
-    if (err) {
-        fail("cannot read '%s': %s", path, strerror(err));
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
+/* Without --threads, run and bench take TGRAPH_NUM_THREADS under --threads' own rules
+ * (1 to 1024): a value outside them is an error, never silently replaced by the core count. */
+static int setup_threads(options *o) {
+    const char *s = getenv("TGRAPH_NUM_THREADS");
+    if (o->threads || (strcmp(o->cmd, "run") != 0 && strcmp(o->cmd, "bench") != 0) || !s || !*s)
+        return 0;
+    long n = parse_count(s, 1024);
+    if (n < 0)
+        return fail("TGRAPH_NUM_THREADS='%s' is not a number of threads (1 to 1024, as for "
+                    "--threads)",
+                    s);
+    o->threads = (int)n;
+    return 0;
 }
 
+/* ---- files -------------------------------------------------------------------------- */
+
+/* Parses FILE.tg ("-" is stdin). The library reads it through cli_ctx, so the memory cap
+ * holds for the text too, and stops pipes and devices at its limit. NULL after a message. */
 static tg_module *load_module(const char *path) {
-    size_t len = 0;
-    char *src = read_file(path, &len);
-    if (!src) return NULL;
     tg_module *m = NULL;
-    tg_status st = tg_module_parse(cli_ctx, src, len, path, &m);
-    free(src);
+    tg_status st = strcmp(path, "-") == 0 ? tg_module_read(cli_ctx, stdin, "-", &m)
+                                          : tg_module_load(cli_ctx, path, &m);
     if (st != TG_OK || !m) {
         fail("%s", lib_error(st));
         tg_module_free(m);
@@ -1108,6 +1120,7 @@ int main(int argc, char **argv) {
         options o = {.cmd = commands[k].name};
         int rc = parse_args(argc - 2, argv + 2, &o, commands[k].help);
         if (rc == 0) rc = setup_ctx();
+        if (rc == 0) rc = setup_threads(&o);
         if (rc == 0) rc = commands[k].fn(&o);
         free(o.ins);
         free(o.outs);

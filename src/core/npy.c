@@ -10,7 +10,10 @@
  * parser of the Python dict literal NumPy writes (exactly the keys descr, fortran_order
  * and shape, in any order, optional trailing comma, whitespace); the element count is
  * overflow-checked and the data length must equal what the header promises before any
- * tensor is allocated. Every message starts with the file name (or "<memory>").
+ * tensor is allocated. Every message starts with the file name (or "<memory>"); an
+ * allocation refused by the context's memory cap says so, with the cap. A pipe or device
+ * is read in order and never past what its header promises (plus one byte, to see that the
+ * data ends there), so an endless one (/dev/zero) cannot grow memory without bound.
  * Writing produces exactly what NumPy 1.24's np.save writes: format 1.0, little-endian,
  * C order (any source strides), header padded with spaces and '\n' so the data starts at
  * a multiple of 64, including NumPy's spare space for growing the first axis. A file is
@@ -337,6 +340,14 @@ static void sink_write(sink *k, const unsigned char *src, size_t nbytes) {
     }
 }
 
+/* "<path>: out of memory for <what>: <the allocator's message>", which names the cap. */
+static tg_status load_oom(const char *path, const char *what, size_t nbytes) {
+    char msg[TG_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", tg_last_error());
+    return tg_set_error(TG_ENOMEM, "%s: out of memory for %s of %zu bytes: %s", path, what, nbytes,
+                        msg[0] ? msg : "out of memory");
+}
+
 static tg_status load_mem(tg_ctx *ctx, const char *name, const unsigned char *p, size_t len,
                           tg_tensor **out) {
     size_t hstart = 0, hlen = 0;
@@ -349,9 +360,7 @@ static tg_status load_mem(tg_ctx *ctx, const char *name, const unsigned char *p,
     if ((st = parse_dict(name, (const char *)p + hstart, hlen, &h)) != TG_OK) return st;
     if ((st = check_data_len(name, &h, len - hstart - hlen)) != TG_OK) return st;
     tg_tensor *t = tg_tensor_empty(ctx, h.dt, h.ndim, h.shape);
-    if (!t)
-        return tg_set_error(TG_ENOMEM, "%s: out of memory for a tensor of %zu bytes", name,
-                            h.nbytes);
+    if (!t) return load_oom(name, "a tensor", h.nbytes);
     sink k;
     sink_init(&k, t, &h);
     if (h.nbytes) sink_write(&k, p + hstart + hlen, h.nbytes);
@@ -373,34 +382,59 @@ static tg_status read_exact(FILE *f, const char *path, void *buf, size_t n) {
     return tg_set_error(TG_EFORMAT, "%s: unexpected end of file", path);
 }
 
-/* Streams that are not regular files (pipes): read everything, then parse in memory. */
+/* Streams that are not regular files (pipes, devices): read in order, never more than the
+ * header promises. The preamble and header come first (at most TG_NPY_MAX_HEADER bytes);
+ * the tensor is then allocated through ctx, so the memory cap is checked before any data
+ * is read, and takes exactly the promised bytes; one more byte means trailing data. An
+ * endless device (/dev/zero) thus fails at its first bytes, or after the promised ones. */
 static tg_status load_stream(tg_ctx *ctx, FILE *f, const char *path, tg_tensor **out) {
-    size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = tg_mem_alloc(ctx, cap);
-    if (!buf) return tg_set_error(TG_ENOMEM, "%s: out of memory reading the file", path);
-    tg_status st = TG_OK;
-    for (;;) {
-        if (len == cap) {
-            size_t ncap;
-            unsigned char *nb = NULL;
-            if (tg_size_mul(cap, 2, &ncap)) nb = tg_mem_realloc(ctx, buf, cap, ncap);
-            if (!nb) {
-                st = tg_set_error(TG_ENOMEM, "%s: out of memory reading the file", path);
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) st = tg_set_error(TG_EIO, "%s: read error: %s", path, strerror(errno));
-            break;
-        }
+    unsigned char pre[12];
+    size_t npre = fread(pre, 1, 10, f), hstart = 0, hlen = 0;
+    if (npre == 10 && (pre[6] == 2 || pre[6] == 3)) npre += fread(pre + 10, 1, 2, f);
+    if (ferror(f)) return tg_set_error(TG_EIO, "%s: read error: %s", path, strerror(errno));
+    tg_status st = parse_preamble(path, pre, npre, &hstart, &hlen);
+    if (st != TG_OK) return st;
+    char *htext = tg_mem_alloc(ctx, hlen);
+    if (!htext) return load_oom(path, "the .npy header", hlen);
+    size_t got = fread(htext, 1, hlen, f);
+    npy_hdr h = {0};
+    if (got < hlen)
+        st = ferror(f) ? tg_set_error(TG_EIO, "%s: read error: %s", path, strerror(errno))
+                       : tg_set_error(TG_EFORMAT, "%s: truncated .npy header (%zu of %zu bytes)",
+                                      path, got, hlen);
+    if (st == TG_OK) st = parse_dict(path, htext, hlen, &h);
+    tg_mem_free(ctx, htext, hlen);
+    if (st != TG_OK) return st;
+    tg_tensor *t = tg_tensor_empty(ctx, h.dt, h.ndim, h.shape);
+    if (!t) return load_oom(path, "a tensor", h.nbytes);
+    sink k;
+    sink_init(&k, t, &h);
+    unsigned char chunk[8192]; /* a multiple of every element size */
+    size_t done = 0;
+    while (done < h.nbytes) {
+        size_t want = h.nbytes - done;
+        unsigned char *dst = k.fortran ? chunk : (unsigned char *)t->buf->data + done;
+        if (k.fortran && want > sizeof chunk) want = sizeof chunk;
+        size_t n = fread(dst, 1, want, f); /* short only at the end or on an error */
+        done += n;
+        if (n < want) break;
+        sink_write(&k, dst, n); /* whole elements: want is a multiple of the size */
     }
-    if (st == TG_OK) st = load_mem(ctx, path, buf, len, out);
-    tg_mem_free(ctx, buf, cap);
-    return st;
+    if (done < h.nbytes)
+        st = ferror(f) ? tg_set_error(TG_EIO, "%s: read error: %s", path, strerror(errno))
+                       : tg_set_error(TG_EFORMAT,
+                                      "%s: truncated .npy data: the header promises %zu bytes, "
+                                      "the file has %zu",
+                                      path, h.nbytes, done);
+    else if (fgetc(f) != EOF)
+        st = tg_set_error(TG_EFORMAT, "%s: unexpected bytes after the %zu bytes of .npy data", path,
+                          h.nbytes);
+    if (st != TG_OK) {
+        tg_tensor_free(t);
+        return st;
+    }
+    *out = t;
+    return TG_OK;
 }
 
 static tg_status load_file(tg_ctx *ctx, FILE *f, const char *path, size_t fsize, tg_tensor **out) {
@@ -414,7 +448,7 @@ static tg_status load_file(tg_ctx *ctx, FILE *f, const char *path, size_t fsize,
                             fsize - hstart, hlen);
     /* The preamble may have read into the header (version 1.0): keep those bytes. */
     char *htext = tg_mem_alloc(ctx, hlen);
-    if (!htext) return tg_set_error(TG_ENOMEM, "%s: out of memory for the .npy header", path);
+    if (!htext) return load_oom(path, "the .npy header", hlen);
     size_t have = npre - hstart;
     if (have > hlen) have = hlen;
     memcpy(htext, pre + hstart, have);
@@ -431,9 +465,7 @@ static tg_status load_file(tg_ctx *ctx, FILE *f, const char *path, size_t fsize,
     }
     if ((st = check_data_len(path, &h, fsize - hstart - hlen)) != TG_OK) return st;
     tg_tensor *t = tg_tensor_empty(ctx, h.dt, h.ndim, h.shape);
-    if (!t)
-        return tg_set_error(TG_ENOMEM, "%s: out of memory for a tensor of %zu bytes", path,
-                            h.nbytes);
+    if (!t) return load_oom(path, "a tensor", h.nbytes);
     sink k;
     sink_init(&k, t, &h);
     if (!k.fortran) {

@@ -43,7 +43,7 @@ tg_var *tg_grad_zeros_like(tg_graph *g, tg_var *v) {
             continue;
         }
         if (!shape) shape = tg_apply(g, "shape", &v, 1, NULL, 0);
-        tg_slice at = {.start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE, .is_index = 1};
+        tg_slice at = {.start = i, .is_index = true};
         ins[i + 1] = tg_slice_apply(g, shape, &at, 1);
     }
     return ins[0] ? tg_apply(g, "alloc", ins, v->type.ndim + 1, NULL, 0) : NULL;

@@ -99,13 +99,18 @@ tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx) {
         return tg_ir_fail(g, TG_EINVAL, "tg_slice_apply: invalid index list (%d entries%s)", nidx,
                           nidx > 0 && !idx ? ", NULL" : "");
     int64_t st[TG_MAX_DIMS], sp[TG_MAX_DIMS], step[TG_MAX_DIMS], ix[TG_MAX_DIMS];
+    bool none[3][TG_MAX_DIMS]; /* omitted parts: `none` entries, apart from every value */
     for (int i = 0; i < nidx; i++) {
         st[i] = idx[i].start;
         sp[i] = idx[i].stop;
         step[i] = idx[i].step;
         ix[i] = idx[i].is_index;
+        none[0][i] = (idx[i].omit & TG_SLICE_NO_START) != 0;
+        none[1][i] = (idx[i].omit & TG_SLICE_NO_STOP) != 0 || idx[i].is_index;
+        none[2][i] = (idx[i].omit & TG_SLICE_NO_STEP) != 0 || idx[i].is_index;
     }
     tg_attr a[4] = {TG_A_INTS("starts", st, nidx), TG_A_INTS("stops", sp, nidx),
                     TG_A_INTS("steps", step, nidx), TG_A_INTS("index", ix, nidx)};
+    for (int q = 0; q < 3; q++) a[q].none = none[q];
     return tg_apply(g, "slice", &x, 1, a, 4);
 }

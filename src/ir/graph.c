@@ -343,12 +343,30 @@ static const char *attr_type_want(tg_attr_type t) {
     return names[t];
 }
 
+/* The `none` entries of an int list: kept (as a mask, their values zeroed) where the spec
+ * takes them (TG_NULL_ITEMS), refused elsewhere. No mask is stored when no entry is none. */
+static bool ints_none(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, tg_aval *v, bool *oom) {
+    int k = 0;
+    while (a->none && k < a->n && !a->none[k]) k++;
+    if (!a->none || k == a->n) return true;
+    if (!(s->nullable & TG_NULL_ITEMS)) return false;
+    bool *mask = tg_arena_memdup(&g->arena, a->none, sizeof *a->none * (size_t)a->n);
+    if (!mask) {
+        *oom = true;
+        return true;
+    }
+    for (int j = 0; j < a->n; j++)
+        if (mask[j]) ((int64_t *)v->ints)[j] = 0;
+    v->none = mask;
+    return true;
+}
+
 /* Converts one user attribute to the schema's form; false if the kind does not fit. */
 static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, tg_aval *out,
                          bool *oom) {
     tg_aval v = {.kind = a->kind, .i = a->i, .f = a->f, .s = a->s, .n = a->n};
     if (a->kind == TG_ATTR_NONE) {
-        if (!s->nullable) return false;
+        if (!(s->nullable & TG_NULL_WHOLE)) return false;
         *out = (tg_aval){.kind = TG_ATTR_NONE};
         return true;
     }
@@ -389,6 +407,7 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
             v.ints =
                 a->n ? tg_arena_memdup(&g->arena, a->ints, sizeof *a->ints * (size_t)a->n) : NULL;
             if (a->n && !v.ints) *oom = true;
+            if (!*oom && !ints_none(g, s, a, &v, oom)) return false;
         } else {
             return false;
         }
@@ -447,10 +466,14 @@ static tg_aval *attrs_normalize(tg_graph *g, const tg_op_def *op, const tg_attr 
                               no_str    ? "the string is NULL"
                               : no_list ? "the list is NULL"
                                         : "the list has a negative length");
-        if (!attr_convert(g, &op->attrs[j], a, &vals[j], &oom))
+        if (!attr_convert(g, &op->attrs[j], a, &vals[j], &oom)) {
+            bool nones = false;
+            for (int m = 0; a->kind == TG_ATTR_INTS && a->none && m < a->n; m++)
+                nones = nones || a->none[m];
             return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' expects %s, got %s", op->name,
                               a->name, attr_type_want((tg_attr_type)op->attrs[j].type),
-                              attr_kind_name(a->kind));
+                              nones ? "a list holding none" : attr_kind_name(a->kind));
+        }
         if (oom) return fail_oom(g);
         if (g->status != TG_OK) return NULL;
     }
@@ -474,6 +497,10 @@ static tg_aval *attrs_copy(tg_graph *g, const tg_op_def *op, const tg_aval *src)
         if (src[j].n > 0 && src[j].ints &&
             !(vals[j].ints =
                   tg_arena_memdup(&g->arena, src[j].ints, sizeof *src[j].ints * (size_t)src[j].n)))
+            return fail_oom(g);
+        if (src[j].n > 0 && src[j].none &&
+            !(vals[j].none =
+                  tg_arena_memdup(&g->arena, src[j].none, sizeof *src[j].none * (size_t)src[j].n)))
             return fail_oom(g);
         if (src[j].n > 0 && src[j].floats &&
             !(vals[j].floats = tg_arena_memdup(&g->arena, src[j].floats,

@@ -46,7 +46,19 @@ typedef struct tg_aval {
     const int64_t *ints;  /* INTS */
     const double *floats; /* FLOATS */
     int n;                /* length */
+    const bool *none;     /* INTS: entry k is `none` where none[k] (ints[k] is then 0); NULL
+                             when no entry is (only attributes whose spec has TG_NULL_ITEMS) */
 } tg_aval;
+
+/* Whether entry k of an int list is `none`. */
+static inline bool tg_aval_none_at(const tg_aval *a, int k) { return a->none && a->none[k]; }
+
+/* Whether two int lists of length n have `none` at the same entries. */
+static inline bool tg_aval_same_nones(const tg_aval *a, const tg_aval *b, int n) {
+    for (int k = 0; k < n; k++)
+        if (tg_aval_none_at(a, k) != tg_aval_none_at(b, k)) return false;
+    return true;
+}
 
 /* ---- variables and nodes ---- */
 typedef enum { TG_VAR_INPUT, TG_VAR_CONST, TG_VAR_NODE } tg_var_kind;

@@ -1,15 +1,18 @@
 /* module.c - modules: the functions of one .tg text, parsed from memory or loaded from a
  * file, looked up by index or name, printed back.
  *
- * Owns: tg_module_parse/load/free/func_count/func/find/print.
+ * Owns: tg_module_parse/read/load/free/func_count/func/find/print.
  * Invariants: a module owns its graphs (m->funcs, in the order of the text) and frees
  * them with itself; a failed parse or load returns no module and leaks nothing. Files
- * are read whole, in chunks, up to TG_TEXT_MAX_BYTES, so pipes and FIFOs work too.
+ * are read whole through the context (its memory cap applies), in chunks, up to
+ * TG_TEXT_MAX_BYTES, so pipes and FIFOs work too and nothing is read without bound; a NUL
+ * byte (binary data, /dev/zero) is refused as soon as it is read.
  */
 #include "text.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 static tg_module *module_new(tg_ctx *ctx) {
     tg_module *m = tg_mem_calloc(ctx, sizeof *m);
@@ -45,41 +48,75 @@ tg_status tg_module_parse(tg_ctx *ctx, const char *src, size_t len, const char *
     return TG_OK;
 }
 
-/* Reads the whole file at path into a ctx buffer (*buf of *cap bytes, *len used). */
-static tg_status read_file(tg_ctx *ctx, const char *path, char **buf, size_t *cap, size_t *len) {
+/* "cannot read 'path': <the allocator's message>", which names the memory cap. */
+static tg_status read_oom(const char *name) {
+    char msg[TG_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", tg_last_error());
+    return tg_set_error(TG_ENOMEM, "cannot read '%s': %s", name, msg[0] ? msg : "out of memory");
+}
+
+/* Reads f to its end into a ctx buffer (*buf of *cap bytes, *len used). Every byte is
+ * counted by ctx (its cap applies) and the text stops at TG_TEXT_MAX_BYTES: a regular
+ * file is sized first, a pipe or device grows in chunks, so neither reads without bound.
+ * A NUL byte ends the read with the lexer's error at its place: binary data (/dev/zero)
+ * is not .tg text, and is not read further. */
+static tg_status read_stream(tg_ctx *ctx, FILE *f, const char *name, char **buf, size_t *cap,
+                             size_t *len) {
+    struct stat sb;
     *buf = NULL;
     *cap = *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tg_set_error(TG_EIO, "cannot open '%s': %s", path, strerror(errno));
+    size_t first = 65536; /* first buffer: the whole file when its size is known */
+    if (fstat(fileno(f), &sb) == 0) {
+        if (S_ISDIR(sb.st_mode))
+            return tg_set_error(TG_EIO, "cannot read '%s': %s", name, strerror(EISDIR));
+        if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= TG_TEXT_MAX_BYTES)
+            return tg_set_error(TG_ELIMIT, "cannot read '%s': larger than %zu bytes", name,
+                                TG_TEXT_MAX_BYTES);
+        if (S_ISREG(sb.st_mode)) first = (size_t)sb.st_size + 1; /* + 1: sees the end */
+    }
     tg_status st = TG_OK;
     for (;;) {
         if (*len == *cap) {
-            size_t ncap = *cap ? *cap * 2 : 65536;
+            size_t ncap = *cap ? *cap * 2 : first;
+            if (ncap > TG_TEXT_MAX_BYTES) ncap = TG_TEXT_MAX_BYTES;
             if (*cap >= TG_TEXT_MAX_BYTES) {
-                st = tg_set_error(TG_ELIMIT, "cannot read '%s': larger than %zu bytes", path,
+                st = tg_set_error(TG_ELIMIT, "cannot read '%s': larger than %zu bytes", name,
                                   TG_TEXT_MAX_BYTES);
                 break;
             }
             char *nb = tg_mem_realloc(ctx, *buf, *cap, ncap);
             if (!nb) {
-                st = TG_ENOMEM;
+                st = read_oom(name);
                 break;
             }
             *buf = nb;
             *cap = ncap;
         }
         size_t got = fread(*buf + *len, 1, *cap - *len, f);
+        const char *nul = got ? memchr(*buf + *len, '\0', got) : NULL;
+        if (nul) { /* where the lexer would stop: line and byte column */
+            size_t line = 1, bol = 0;
+            for (size_t i = 0; *buf + i < nul; i++) {
+                if ((*buf)[i] != '\n') continue;
+                line++;
+                bol = i + 1;
+            }
+            st = tg_set_error(TG_ESYNTAX,
+                              "%s:%zu:%zu: unexpected character byte 0x00 (a .tg file is text; "
+                              "not read further)",
+                              name, line, (size_t)(nul - *buf) - bol + 1);
+            break;
+        }
         *len += got;
         if (got == 0) {
             if (ferror(f))
-                st = tg_set_error(TG_EIO, "cannot read '%s': %s", path,
+                st = tg_set_error(TG_EIO, "cannot read '%s': %s", name,
                                   errno ? strerror(errno) : "read error");
             break;
         }
     }
-    fclose(f);
     if (st == TG_OK && *len >= TG_TEXT_MAX_BYTES)
-        st = tg_set_error(TG_ELIMIT, "cannot read '%s': larger than %zu bytes", path,
+        st = tg_set_error(TG_ELIMIT, "cannot read '%s': larger than %zu bytes", name,
                           TG_TEXT_MAX_BYTES);
     if (st != TG_OK) {
         tg_mem_free(ctx, *buf, *cap);
@@ -89,18 +126,30 @@ static tg_status read_file(tg_ctx *ctx, const char *path, char **buf, size_t *ca
     return st;
 }
 
-tg_status tg_module_load(tg_ctx *ctx, const char *path, tg_module **out) {
-    if (!out) return tg_set_error(TG_EINVAL, "tg_module_load: out is NULL");
+tg_status tg_module_read(tg_ctx *ctx, FILE *f, const char *name, tg_module **out) {
+    if (!out) return tg_set_error(TG_EINVAL, "tg_module_read: out is NULL");
     *out = NULL;
-    if (!path) return tg_set_error(TG_EINVAL, "tg_module_load: path is NULL");
+    if (!f) return tg_set_error(TG_EINVAL, "tg_module_read: f is NULL");
+    if (!name) name = "<input>";
     if (!ctx) ctx = tg_ctx_default();
     char *buf;
     size_t cap, len;
     errno = 0;
-    tg_status st = read_file(ctx, path, &buf, &cap, &len);
+    tg_status st = read_stream(ctx, f, name, &buf, &cap, &len);
     if (st != TG_OK) return st;
-    st = tg_module_parse(ctx, buf, len, path, out);
+    st = tg_module_parse(ctx, buf, len, name, out);
     tg_mem_free(ctx, buf, cap);
+    return st;
+}
+
+tg_status tg_module_load(tg_ctx *ctx, const char *path, tg_module **out) {
+    if (!out) return tg_set_error(TG_EINVAL, "tg_module_load: out is NULL");
+    *out = NULL;
+    if (!path) return tg_set_error(TG_EINVAL, "tg_module_load: path is NULL");
+    FILE *f = fopen(path, "rb");
+    if (!f) return tg_set_error(TG_EIO, "cannot open '%s': %s", path, strerror(errno));
+    tg_status st = tg_module_read(ctx, f, path, out);
+    fclose(f);
     return st;
 }
 

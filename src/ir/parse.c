@@ -392,10 +392,17 @@ static NOINLINE bool parse_attr_value(parser *p, tg_attr *a) {
             a->floats = v;
         } else {
             int64_t *v = scratch_alloc(p, sizeof *v * (size_t)(n + 1), &t);
-            if (!v) return false;
-            for (int k = 0; k < n; k++) v[k] = items[k].kind == 'n' ? INT64_MIN : items[k].i;
+            bool *none = scratch_alloc(p, sizeof *none * (size_t)(n + 1), &t);
+            if (!v || !none) return false;
+            bool any_none = false;
+            for (int k = 0; k < n; k++) { /* `none` is kept apart from every integer */
+                none[k] = items[k].kind == 'n';
+                v[k] = none[k] ? 0 : items[k].i;
+                any_none |= none[k];
+            }
             a->kind = TG_ATTR_INTS;
             a->ints = v;
+            a->none = any_none ? none : NULL;
         }
         a->n = n;
         return true;
@@ -622,7 +629,11 @@ static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***in
         static const char *const keys[4] = {"starts", "stops", "steps", "index"};
         for (int k = 0; k < 4; k++) {
             if (!GROW(p, *attrs, *ca, *na, optok)) return false;
-            (*attrs)[(*na)++] = TG_A_INTS(keys[k], n->attrs[k].ints, n->attrs[k].n);
+            (*attrs)[(*na)++] = (tg_attr){.name = keys[k],
+                                          .kind = TG_ATTR_INTS,
+                                          .ints = n->attrs[k].ints,
+                                          .n = n->attrs[k].n,
+                                          .none = n->attrs[k].none};
         }
         ins[0] = n->in[0];
         return true;
@@ -758,11 +769,9 @@ static bool parse_call(parser *p, int *nout) {
 /* x[..., idx, ...] with one index array at position k and full slices elsewhere:
  * take(x, idx, axis=k); a bool array at position 0 selects with mask_select. */
 static NOINLINE bool index_array(parser *p, tg_var *x, tg_var *arr, int k, const tg_tok *at_tok,
-                                 const int64_t *st, const int64_t *sp, const int64_t *step,
-                                 const int64_t *ix, int n) {
+                                 const bool (*none)[TG_MAX_DIMS], const int64_t *ix, int n) {
     for (int i = 0; i < n; i++)
-        if (i != k &&
-            (ix[i] || st[i] != TG_SLICE_NONE || sp[i] != TG_SLICE_NONE || step[i] != TG_SLICE_NONE))
+        if (i != k && (ix[i] || !none[0][i] || !none[1][i] || !none[2][i]))
             return FAIL_TOK(p, at_tok, TG_EUNSUPPORTED,
                             "an index array can only be combined with full slices ':' (index "
                             "first, then take the result)");
@@ -788,7 +797,8 @@ static NOINLINE bool parse_index(parser *p, tg_var *x) {
     tg_tok lb = p->tok;
     if (!enter(p, &lb)) return false;
     advance(p);
-    int64_t st[TG_MAX_DIMS], sp[TG_MAX_DIMS], step[TG_MAX_DIMS], ix[TG_MAX_DIMS];
+    int64_t v[3][TG_MAX_DIMS], ix[TG_MAX_DIMS]; /* starts, stops, steps; index flags */
+    bool none[3][TG_MAX_DIMS];                  /* parts left out (never a value) */
     int n = 0, arr_at = -1;
     tg_var *arr = NULL;
     tg_tok arr_tok = lb;
@@ -803,12 +813,18 @@ static NOINLINE bool parse_index(parser *p, tg_var *x) {
             arr_tok = p->tok;
             if (!parse_expr1(p, &arr)) return false;
             arr_at = n;
-            st[n] = sp[n] = step[n] = TG_SLICE_NONE;
+            for (int part = 0; part < 3; part++) {
+                v[part][n] = 0;
+                none[part][n] = true;
+            }
             ix[n++] = 0;
             if (!accept(p, TG_TK_COMMA)) break;
             continue;
         }
-        int64_t v[3] = {TG_SLICE_NONE, TG_SLICE_NONE, TG_SLICE_NONE};
+        for (int q = 0; q < 3; q++) {
+            v[q][n] = 0;
+            none[q][n] = true;
+        }
         int part = 0;
         bool any = false;
         for (;;) {
@@ -817,7 +833,8 @@ static NOINLINE bool parse_index(parser *p, tg_var *x) {
                 if (!parse_number(p, &l)) return false;
                 if (l.kind != 'i')
                     return fail_at(p, l.line, l.col, TG_ESYNTAX, "an index must be an integer");
-                v[part] = l.i;
+                v[part][n] = l.i;
+                none[part][n] = false;
                 any = true;
             } else if (at(p, TG_TK_FLOAT)) {
                 return FAIL_TOK(p, &p->tok, TG_ESYNTAX, "an index must be an integer");
@@ -828,9 +845,6 @@ static NOINLINE bool parse_index(parser *p, tg_var *x) {
             any = true;
         }
         if (!any) return expected(p, "an index");
-        st[n] = v[0];
-        sp[n] = v[1];
-        step[n] = v[2];
         ix[n] = part == 0;
         n++;
         if (!accept(p, TG_TK_COMMA)) break;
@@ -838,9 +852,10 @@ static NOINLINE bool parse_index(parser *p, tg_var *x) {
     if (n == 0) return expected(p, "an index");
     if (!expect(p, TG_TK_RBRACKET, "',' or ']'")) return false;
     leave(p);
-    if (arr) return index_array(p, x, arr, arr_at, &arr_tok, st, sp, step, ix, n);
-    tg_attr a[4] = {TG_A_INTS("starts", st, n), TG_A_INTS("stops", sp, n),
-                    TG_A_INTS("steps", step, n), TG_A_INTS("index", ix, n)};
+    if (arr) return index_array(p, x, arr, arr_at, &arr_tok, none, ix, n);
+    tg_attr a[4] = {TG_A_INTS("starts", v[0], n), TG_A_INTS("stops", v[1], n),
+                    TG_A_INTS("steps", v[2], n), TG_A_INTS("index", ix, n)};
+    for (int q = 0; q < 3; q++) a[q].none = none[q];
     set_pos(p, &lb);
     int cap = 1;
     if (tg_apply_multi(p->g, "slice", &x, 1, a, 4, p->outs, &cap) != TG_OK)

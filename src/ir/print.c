@@ -156,7 +156,7 @@ static void put_aval(FILE *f, const tg_attr_spec *s, const tg_aval *a) {
         fputc('[', f);
         for (int k = 0; k < a->n; k++) {
             if (k) fputs(", ", f);
-            if (a->ints[k] == INT64_MIN)
+            if (tg_aval_none_at(a, k))
                 fputs("none", f);
             else
                 fprintf(f, "%lld", (long long)a->ints[k]);
@@ -188,7 +188,7 @@ static bool aval_equal(const tg_aval *a, const tg_aval *b) {
     case TG_ATTR_FUNC:
         return a->s && b->s ? strcmp(a->s, b->s) == 0 : a->s == b->s;
     case TG_ATTR_INTS:
-        if (a->n != b->n) return false;
+        if (a->n != b->n || !tg_aval_same_nones(a, b, a->n)) return false;
         for (int k = 0; k < a->n; k++)
             if (a->ints[k] != b->ints[k]) return false;
         return true;
@@ -261,10 +261,10 @@ static bool put_slice(const printer *pr, const tg_node *n) {
             fprintf(f, "%lld", (long long)st);
             continue;
         }
-        if (st != TG_SLICE_NONE) fprintf(f, "%lld", (long long)st);
+        if (!tg_aval_none_at(a[0], k)) fprintf(f, "%lld", (long long)st);
         fputc(':', f);
-        if (sp != TG_SLICE_NONE) fprintf(f, "%lld", (long long)sp);
-        if (step != TG_SLICE_NONE) fprintf(f, ":%lld", (long long)step);
+        if (!tg_aval_none_at(a[1], k)) fprintf(f, "%lld", (long long)sp);
+        if (!tg_aval_none_at(a[2], k)) fprintf(f, ":%lld", (long long)step);
     }
     fputs("]\n", f);
     return true;

@@ -513,7 +513,7 @@ static bool attrs_normalize(eparser *e, const tg_op_def *def, const uattr *ua, i
         tg_aval v = u->v;
         bool ok = true;
         if (v.kind == TG_ATTR_NONE) {
-            ok = sp->nullable;
+            ok = (sp->nullable & TG_NULL_WHOLE) != 0;
         } else {
             switch ((tg_attr_type)sp->type) {
             case TG_AS_INT:

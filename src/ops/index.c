@@ -523,9 +523,9 @@ const tg_op_def tg_op_take_along = {
 /* The slice op's schema, in its order (TG_SLICE_A_*), so that the attributes can be
  * handed to the slice record unchanged. */
 static const tg_attr_spec subtensor_attrs[] = {
-    [TG_SLICE_A_STARTS] = {"starts", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
-    [TG_SLICE_A_STOPS] = {"stops", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
-    [TG_SLICE_A_STEPS] = {"steps", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STARTS] = {"starts", TG_AS_INTS, 0, TG_NULL_ITEMS, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STOPS] = {"stops", TG_AS_INTS, 0, TG_NULL_ITEMS, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STEPS] = {"steps", TG_AS_INTS, 0, TG_NULL_ITEMS, {.kind = TG_ATTR_INTS}},
     [TG_SLICE_A_INDEX] = {"index", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
 };
 
@@ -624,6 +624,7 @@ static tg_status vjp_subtensor(tg_graph *g, const tg_node *n, tg_var *const *gou
         const tg_aval *a = &n->attrs[i];
         at[i] = TG_A_INTS(names[i], a->kind == TG_ATTR_INTS ? a->ints : NULL,
                           a->kind == TG_ATTR_INTS ? a->n : 0);
+        at[i].none = a->kind == TG_ATTR_INTS ? a->none : NULL;
     }
     tg_var *gy = gout[0];
     if (tg_ops_float_in(n, 0))

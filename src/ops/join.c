@@ -189,16 +189,18 @@ static tg_status axis_fail(tg_infer *ic, int64_t axis, int ndim) {
 static tg_var *extent_var(tg_graph *g, tg_var *v, int axis) {
     if (v->type.shape[axis] >= 0) return tg_literal_int(g, v->type.shape[axis]);
     tg_var *shape = tg_apply(g, "shape", &v, 1, NULL, 0);
-    tg_slice at = {.start = axis, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE, .is_index = true};
+    tg_slice at = {.start = axis, .is_index = true};
     return tg_slice_apply(g, shape, &at, 1);
 }
 
-/* v[:, ..., start:stop] along `axis` (TG_SLICE_NONE for an open bound). */
-static tg_var *slice_axis(tg_graph *g, tg_var *v, int axis, int64_t start, int64_t stop) {
+/* v[:, ..., start:stop] along `axis` (v[:, ..., start:] when open_stop). */
+static tg_var *slice_axis(tg_graph *g, tg_var *v, int axis, int64_t start, int64_t stop,
+                          bool open_stop) {
     tg_slice s[TG_MAX_DIMS];
-    for (int i = 0; i < axis; i++)
-        s[i] = (tg_slice){.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE};
-    s[axis] = (tg_slice){.start = start, .stop = stop, .step = TG_SLICE_NONE};
+    for (int i = 0; i < axis; i++) s[i] = (tg_slice){.omit = TG_SLICE_OMIT_ALL};
+    s[axis] = (tg_slice){.start = start,
+                         .stop = stop,
+                         .omit = TG_SLICE_NO_STEP | (open_stop ? TG_SLICE_NO_STOP : 0)};
     return tg_slice_apply(g, v, s, axis + 1);
 }
 
@@ -318,15 +320,15 @@ static tg_status vjp_concatenate(tg_graph *g, const tg_node *n, tg_var *const *g
                 post += e;
         }
         if (tg_ops_float_in(n, i)) {
-            int64_t stop_back = post ? -post : TG_SLICE_NONE;
+            int64_t stop_back = -post; /* with post == 0: to the end */
             if (len == 0)
-                gin[i] = slice_axis(g, gy, ax, 0, 0);
+                gin[i] = slice_axis(g, gy, ax, 0, 0, false);
             else if (pre_known && post_known)
-                gin[i] = slice_axis(g, gy, ax, pre, stop_back);
+                gin[i] = slice_axis(g, gy, ax, pre, stop_back, post == 0);
             else if (len > 0 && post_known)
-                gin[i] = slice_axis(g, gy, ax, -(len + post), stop_back);
+                gin[i] = slice_axis(g, gy, ax, -(len + post), stop_back, post == 0);
             else if (pre_known && len > 0)
-                gin[i] = slice_axis(g, gy, ax, pre, pre + len);
+                gin[i] = slice_axis(g, gy, ax, pre, pre + len, false);
             else {
                 tg_var *start = pre_known ? tg_literal_int(g, pre) : pre_v;
                 tg_var *b[2] = {start, tg_add(g, start, extent_var(g, x, ax))};
@@ -421,12 +423,10 @@ static tg_status vjp_stack(tg_graph *g, const tg_node *n, tg_var *const *gout, t
     if (!tg_axis_norm(n->attrs[0].i, n->out[0]->type.ndim, &ax))
         return tg_ir_fail(g, TG_EINTERNAL, "stack gradient: bad axis"), g->status;
     tg_slice s[TG_MAX_DIMS];
-    for (int d = 0; d < ax; d++)
-        s[d] = (tg_slice){.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE};
+    for (int d = 0; d < ax; d++) s[d] = (tg_slice){.omit = TG_SLICE_OMIT_ALL};
     for (int i = 0; i < n->nin; i++) {
         if (!tg_ops_float_in(n, i)) continue;
-        s[ax] =
-            (tg_slice){.start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE, .is_index = true};
+        s[ax] = (tg_slice){.start = i, .is_index = true};
         gin[i] = tg_slice_apply(g, gout[0], s, ax + 1);
     }
     return g->status;

@@ -31,9 +31,12 @@ typedef struct tg_attr_spec {
     const char *name; /* keyword */
     uint8_t type;     /* tg_attr_type */
     uint8_t required; /* must be given */
-    uint8_t nullable; /* `none` accepted (stored as TG_ATTR_NONE) */
+    uint8_t nullable; /* TG_NULL_WHOLE: `none` accepted (stored as TG_ATTR_NONE);
+                         TG_NULL_ITEMS: INTS whose entries may be `none` (tg_aval.none) */
     tg_aval def;      /* value when absent and not required */
 } tg_attr_spec;
+#define TG_NULL_WHOLE 1
+#define TG_NULL_ITEMS 2
 
 /* ---- inference ---- */
 typedef struct tg_infer {
@@ -217,8 +220,9 @@ tg_var *tg_grad_reshape_like(tg_graph *g, tg_var *x, tg_var *like);   /* x with 
 tg_var *tg_grad_broadcast_like(tg_graph *g, tg_var *v, tg_var *like); /* v broadcast to it */
 
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
- * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim.
- * TG_SLICE_NONE marks an omitted bound or step; index[i] == 1 makes axis i `x[starts[i]]`. */
+ * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim. A
+ * `none` entry of starts, stops or steps (tg_aval.none) is an omitted bound or step; every
+ * integer is a value. index[i] == 1 makes axis i `x[starts[i]]`. */
 enum { TG_SLICE_A_STARTS, TG_SLICE_A_STOPS, TG_SLICE_A_STEPS, TG_SLICE_A_INDEX };
 /* Writes the index expression of normalized slice attributes, "[1:, ::-1, 0]", into buf
  * (cap bytes). false (buf "") when the attributes are malformed or buf is too small. */

@@ -20,6 +20,7 @@
  */
 #include "ops.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -250,11 +251,28 @@ static tg_status infer_sample(tg_infer *ic) {
         return tg_infer_fail(ic, TG_ETYPE, "dtype must be f32 or f64, got %s", tg_dtype_name(dt));
     type_set(&ic->out[0], dt);
     if (shape_from_attr(ic, &ic->attrs[0], &ic->out[0]) != TG_OK) return ic->status;
-    if (ic->op->nattrs > 2 && !(ic->attrs[2].f < ic->attrs[3].f))
-        return tg_infer_fail(ic, TG_EINVAL, "minval (%g) must be below maxval (%g)", ic->attrs[2].f,
-                             ic->attrs[3].f);
+    if (ic->op->nattrs > 2) {
+        double lo = ic->attrs[2].f, hi = ic->attrs[3].f;
+        double big = dt == TG_DT_F32 ? FLT_MAX : DBL_MAX;
+        if (!(lo < hi))
+            return tg_infer_fail(ic, TG_EINVAL, "minval (%g) must be below maxval (%g)", lo, hi);
+        if (!(fabs(lo) <= big && fabs(hi) <= big))
+            return tg_infer_fail(ic, TG_EINVAL,
+                                 "minval (%g) and maxval (%g) must be finite %s values", lo, hi,
+                                 tg_dtype_name(dt));
+    }
     ic->nout = 1;
     return TG_OK;
+}
+
+/* lo + (hi - lo) * u for u in [0, 1). When hi - lo overflows (a range wider than the
+ * largest double, as in [-1e308, 1e308]), the same in halves: halving such large bounds is
+ * exact, and 2 * (lo/2 + (hi/2 - lo/2) * u) stays below hi. Ordinary ranges take the first
+ * form, so their values do not change. */
+static double scale_unit(double lo, double hi, double u) {
+    double span = hi - lo;
+    if (isfinite(span)) return lo + span * u;
+    return 2.0 * (0.5 * lo + (0.5 * hi - 0.5 * lo) * u);
 }
 
 static tg_status ref_uniform(tg_kern *k) {
@@ -269,14 +287,14 @@ static tg_status ref_uniform(tg_kern *k) {
             for (int64_t e = j; e < j + 2 && e < n; e++) {
                 uint32_t w = (uint32_t)(e & 1 ? b : b >> 32);
                 double u = (double)(w >> 8) * 0x1p-24; /* [0, 1), 24 bits */
-                float v = (float)(lo + (hi - lo) * u);
+                float v = (float)scale_unit(lo, hi, u);
                 y[e] = v < (float)lo ? (float)lo : v > top ? top : v;
             }
         }
     } else {
         double *y = tg_tensor_data(o), top = nextafter(hi, -INFINITY);
         for (int64_t j = 0; j < n; j++) {
-            double v = lo + (hi - lo) * unit53(block(key, (uint64_t)j), false);
+            double v = scale_unit(lo, hi, unit53(block(key, (uint64_t)j), false));
             y[j] = v < lo ? lo : v > top ? top : v;
         }
     }

@@ -5,7 +5,7 @@
  * out[0] itself, sharing the input's buffer, except reshape of a non-C-contiguous input,
  * which copies first. slice follows Python's slice.indices() clamping exactly and keeps
  * negative steps as negative strides; its attributes are four int lists of one length n
- * (starts, stops, steps, index flags; TG_SLICE_NONE for an omitted bound or step), and
+ * (starts, stops, steps, index flags; a `none` entry for an omitted bound or step), and
  * tg_slice_format prints them back in the `x[1:, ::-1, 0]` syntax. reshape also takes its
  * extents as 0-d integer inputs, reshape(x, d0, d1, ...), for extents known only at run
  * time. Gradients: each op's VJP applies the inverse shape op to the cotangent (reshape
@@ -101,8 +101,7 @@ bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims) {
             dims[i] = tg_literal_int(g, v->type.shape[i]);
         } else {
             if (!shape) shape = tg_apply(g, "shape", &v, 1, NULL, 0);
-            tg_slice at = {
-                .start = i, .stop = TG_SLICE_NONE, .step = TG_SLICE_NONE, .is_index = true};
+            tg_slice at = {.start = i, .is_index = true};
             dims[i] = tg_slice_apply(g, shape, &at, 1);
         }
         if (!dims[i]) return false;
@@ -722,17 +721,25 @@ const tg_op_def tg_op_broadcast_to = {
 /* ---- slice ---- */
 
 static const tg_attr_spec slice_attrs[] = {
-    [TG_SLICE_A_STARTS] = {"starts", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
-    [TG_SLICE_A_STOPS] = {"stops", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
-    [TG_SLICE_A_STEPS] = {"steps", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STARTS] = {"starts", TG_AS_INTS, 0, TG_NULL_ITEMS, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STOPS] = {"stops", TG_AS_INTS, 0, TG_NULL_ITEMS, {.kind = TG_ATTR_INTS}},
+    [TG_SLICE_A_STEPS] = {"steps", TG_AS_INTS, 0, TG_NULL_ITEMS, {.kind = TG_ATTR_INTS}},
     [TG_SLICE_A_INDEX] = {"index", TG_AS_INTS, 0, 0, {.kind = TG_ATTR_INTS}},
 };
 
 /* The slice attributes read back: n entries; absent lists are all-none / no index. */
 typedef struct slice_spec {
     int n;
-    const int64_t *starts, *stops, *steps, *index; /* NULL: all TG_SLICE_NONE / 0 */
+    const int64_t *starts, *stops, *steps, *index; /* NULL: all none / 0 */
+    const bool *nstart, *nstop, *nstep;            /* none masks; NULL: no entry is none */
 } slice_spec;
+
+/* One part of axis i: false when it is omitted (`none`, or the list is absent). */
+static bool part_at(const int64_t *v, const bool *none, int i, int64_t *out) {
+    if (!v || (none && none[i])) return false;
+    *out = v[i];
+    return true;
+}
 
 static bool slice_read(const tg_aval *attrs, slice_spec *s, char *err, size_t cap) {
     const int64_t *v[4];
@@ -755,17 +762,21 @@ static bool slice_read(const tg_aval *attrs, slice_spec *s, char *err, size_t ca
     s->stops = len[1] ? v[1] : NULL;
     s->steps = len[2] ? v[2] : NULL;
     s->index = len[3] ? v[3] : NULL;
+    s->nstart = len[0] ? attrs[0].none : NULL;
+    s->nstop = len[1] ? attrs[1].none : NULL;
+    s->nstep = len[2] ? attrs[2].none : NULL;
     for (int i = 0; i < n; i++) {
+        int64_t v0;
         if (s->index && s->index[i] != 0 && s->index[i] != 1) {
             snprintf(err, cap, "index flags must be 0 or 1, got %lld", (long long)s->index[i]);
             return false;
         }
         bool is_index = s->index && s->index[i];
-        if (is_index && (!s->starts || s->starts[i] == TG_SLICE_NONE)) {
+        if (is_index && !part_at(s->starts, s->nstart, i, &v0)) {
             snprintf(err, cap, "axis %d is an integer index without a value", i);
             return false;
         }
-        if (!is_index && s->steps && s->steps[i] == 0) {
+        if (!is_index && part_at(s->steps, s->nstep, i, &v0) && v0 == 0) {
             snprintf(err, cap, "slice step cannot be zero (axis %d)", i);
             return false;
         }
@@ -773,11 +784,15 @@ static bool slice_read(const tg_aval *attrs, slice_spec *s, char *err, size_t ca
     return true;
 }
 
-/* Python's slice.indices(len) followed by the element count. */
-static int64_t slice_count(int64_t len, int64_t start, int64_t stop, int64_t step, int64_t *first) {
-    if (step == TG_SLICE_NONE) step = 1;
+/* Python's slice.indices(len) followed by the element count, for axis i of s (which has
+ * a part there, not an index). Every int64_t is a bound or step, INT64_MIN included. */
+static int64_t slice_count(int64_t len, const slice_spec *s, int i, int64_t *first,
+                           int64_t *stepp) {
+    int64_t start, stop, step;
+    if (!part_at(s->steps, s->nstep, i, &step)) step = 1;
+    *stepp = step;
     int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? len : len - 1;
-    if (start == TG_SLICE_NONE) {
+    if (!part_at(s->starts, s->nstart, i, &start)) {
         start = step < 0 ? upper : lower;
     } else {
         if (start < 0) start += len;
@@ -786,7 +801,7 @@ static int64_t slice_count(int64_t len, int64_t start, int64_t stop, int64_t ste
         else if (start > upper)
             start = upper;
     }
-    if (stop == TG_SLICE_NONE) {
+    if (!part_at(s->stops, s->nstop, i, &stop)) {
         stop = step < 0 ? lower : upper;
     } else {
         if (stop < 0) stop += len;
@@ -796,8 +811,10 @@ static int64_t slice_count(int64_t len, int64_t start, int64_t stop, int64_t ste
             stop = upper;
     }
     *first = start;
-    if (step > 0) return start < stop ? (stop - start - 1) / step + 1 : 0;
-    return stop < start ? (start - stop - 1) / (-step) + 1 : 0;
+    /* start and stop lie in [-1, len]; |step| as unsigned, so -INT64_MIN does not overflow */
+    uint64_t mag = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step;
+    if (step > 0) return start < stop ? (int64_t)((uint64_t)(stop - start - 1) / mag) + 1 : 0;
+    return stop < start ? (int64_t)((uint64_t)(start - stop - 1) / mag) + 1 : 0;
 }
 
 static tg_status infer_slice(tg_infer *ic) {
@@ -828,10 +845,8 @@ static tg_status infer_slice(tg_infer *ic) {
         } else if (ext < 0) {
             o->shape[nd++] = -1;
         } else {
-            int64_t first;
-            int64_t cnt = slice_count(ext, s.starts ? s.starts[i] : TG_SLICE_NONE,
-                                      s.stops ? s.stops[i] : TG_SLICE_NONE,
-                                      s.steps ? s.steps[i] : TG_SLICE_NONE, &first);
+            int64_t first, step;
+            int64_t cnt = slice_count(ext, &s, i, &first, &step);
             if (bit && cnt == 1) o->nobcast |= 1u << nd;
             o->shape[nd++] = cnt;
         }
@@ -865,9 +880,8 @@ static tg_status ref_slice(tg_kern *k) {
                                     (long long)idx, i, (long long)ext);
             offset += (idx < 0 ? idx + ext : idx) * st;
         } else {
-            int64_t first, step = s.steps && s.steps[i] != TG_SLICE_NONE ? s.steps[i] : 1;
-            int64_t cnt = slice_count(ext, s.starts ? s.starts[i] : TG_SLICE_NONE,
-                                      s.stops ? s.stops[i] : TG_SLICE_NONE, step, &first);
+            int64_t first, step;
+            int64_t cnt = slice_count(ext, &s, i, &first, &step);
             if (cnt > 0) offset += first * st;
             shape[nd] = cnt;
             /* with two or more elements |step| < ext, so the product cannot overflow */
@@ -889,6 +903,7 @@ static tg_status vjp_slice(tg_graph *g, const tg_node *n, tg_var *const *gout, t
         const int64_t *v;
         int cnt = aval_ints(&n->attrs[i], &v);
         at[i] = TG_A_INTS(names[i], v, cnt);
+        at[i].none = cnt ? n->attrs[i].none : NULL;
     }
     tg_var *ins[2] = {tg_grad_zeros_like(g, n->in[0]), gout[0]};
     gin[0] = tg_apply(g, "set_subtensor", ins, 2, at, 4);
@@ -910,9 +925,11 @@ const tg_op_def tg_op_slice = {
     .vjp = vjp_slice,
 };
 
-/* One bound or step: nothing for TG_SLICE_NONE. */
-static bool put_bound(char *buf, size_t cap, size_t *used, int64_t v) {
-    if (v == TG_SLICE_NONE) return true;
+/* Part i of list v (none mask `none`): nothing where it is omitted. */
+static bool put_bound(char *buf, size_t cap, size_t *used, const int64_t *list, const bool *none,
+                      int i) {
+    int64_t v;
+    if (!part_at(list, none, i, &v)) return true;
     int w = snprintf(buf + *used, cap - *used, "%lld", (long long)v);
     if (w < 0 || (size_t)w >= cap - *used) return false;
     *used += (size_t)w;
@@ -938,15 +955,16 @@ bool tg_slice_format(const tg_aval *attrs, char *buf, size_t cap) {
     for (int i = 0; ok && i < s.n; i++) {
         if (i) ok = put_str(buf, cap, &used, ", ");
         if (s.index && s.index[i]) {
-            ok = ok && put_bound(buf, cap, &used, s.starts[i]);
+            ok = ok && put_bound(buf, cap, &used, s.starts, s.nstart, i);
             continue;
         }
-        ok = ok && put_bound(buf, cap, &used, s.starts ? s.starts[i] : TG_SLICE_NONE);
+        int64_t step;
+        ok = ok && put_bound(buf, cap, &used, s.starts, s.nstart, i);
         ok = ok && put_str(buf, cap, &used, ":");
-        ok = ok && put_bound(buf, cap, &used, s.stops ? s.stops[i] : TG_SLICE_NONE);
-        if (ok && s.steps && s.steps[i] != TG_SLICE_NONE) {
+        ok = ok && put_bound(buf, cap, &used, s.stops, s.nstop, i);
+        if (ok && part_at(s.steps, s.nstep, i, &step)) {
             ok = put_str(buf, cap, &used, ":");
-            ok = ok && put_bound(buf, cap, &used, s.steps[i]);
+            ok = ok && put_bound(buf, cap, &used, s.steps, s.nstep, i);
         }
     }
     ok = ok && put_str(buf, cap, &used, "]");

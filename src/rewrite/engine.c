@@ -434,7 +434,8 @@ static uint64_t hash_node(const tg_node *n) {
             if (a->s) h = mix_bytes(h, a->s, strlen(a->s));
             break;
         case TG_ATTR_INTS:
-            for (int k = 0; k < a->n; k++) h = mix(h, (uint64_t)a->ints[k]);
+            for (int k = 0; k < a->n; k++)
+                h = mix(h, tg_aval_none_at(a, k) ? 0x6e6f6e65u : (uint64_t)a->ints[k]);
             break;
         case TG_ATTR_FLOATS:
             for (int k = 0; k < a->n; k++) h = mix(h, dbl_bits(a->floats[k]));
@@ -460,7 +461,7 @@ static bool aval_same(const tg_aval *a, const tg_aval *b) {
     case TG_ATTR_FUNC:
         return a->s && b->s ? strcmp(a->s, b->s) == 0 : a->s == b->s;
     case TG_ATTR_INTS:
-        return a->n == b->n &&
+        return a->n == b->n && tg_aval_same_nones(a, b, a->n) &&
                (a->n == 0 || memcmp(a->ints, b->ints, sizeof *a->ints * (size_t)a->n) == 0);
     case TG_ATTR_FLOATS:
         if (a->n != b->n) return false;

@@ -34,7 +34,9 @@ static inline tg_type mk_type(tg_dtype dt, int nd, const int64_t *shape) {
 #define AV_INTS(...)                                                                               \
     ((tg_aval){                                                                                    \
         .kind = TG_ATTR_INTS, .ints = (const int64_t[]){__VA_ARGS__}, .n = NARGS64(__VA_ARGS__)})
-#define NONE_ TG_SLICE_NONE
+/* Tables of slices: marks a part left out; slice_attrs4 (test_shape.c) turns it into a
+ * `none` entry. Only a marker of these tables: to tgraph every int64_t is a value. */
+#define NONE_ (INT64_MAX - 1)
 
 typedef struct infer_res {
     tg_status st;              /* what infer returned */

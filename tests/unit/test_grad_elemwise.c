@@ -525,7 +525,7 @@ static void test_reversed_view_in_graph(void **state) {
     for (size_t d = 0; d < TG_COUNTOF(fdts); d++) {
         tg_graph *g = tg_graph_new(NULL, "rev");
         tg_var *x = input(g, "x", fdts[d], 1, SH(5)), *z = input(g, "z", fdts[d], 2, SH(2, 5));
-        tg_slice all = {.start = TG_SLICE_NONE, .stop = TG_SLICE_NONE, .step = -1};
+        tg_slice all = {.step = -1, .omit = TG_SLICE_NO_START | TG_SLICE_NO_STOP};
         tg_var *xr = tg_slice_apply(g, x, &all, 1);
         tg_var *y = tg_mul(g, tg_exp(g, xr), tg_sin(g, tg_add(g, z, x)));
         tg_tensor *t[2] = {rand_tensor(&r, fdts[d], 1, SH(5), (dom){DOM_RANGE, -1, 1}),

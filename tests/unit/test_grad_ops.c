@@ -442,14 +442,14 @@ static void test_broadcast_to(void **state) {
 static void test_slice(void **state) {
     (void)state;
     /* x[1:, ::-1, 0] */
-    tg_slice s[3] = {{1, TG_SLICE_NONE, TG_SLICE_NONE, false},
-                     {TG_SLICE_NONE, TG_SLICE_NONE, -1, false},
-                     {0, TG_SLICE_NONE, TG_SLICE_NONE, true}};
+    tg_slice s[3] = {{.start = 1, .omit = TG_SLICE_NO_STOP | TG_SLICE_NO_STEP},
+                     {.step = -1, .omit = TG_SLICE_NO_START | TG_SLICE_NO_STOP},
+                     {.start = 0, .is_index = true}};
     tg_graph *g = graph();
     tg_var *x = input(g, "x", F64, SH(3, 4, 2));
     check(g, tg_slice_apply(g, x, s, 3), (tg_tensor *[]){rnd(71, F64, SH(3, 4, 2))}, 1, "slice");
     g = graph(); /* '?' extents, a step of -2 from the end, an index from the end */
-    tg_slice s2[2] = {{-1, TG_SLICE_NONE, TG_SLICE_NONE, true}, {-1, 0, -2, false}};
+    tg_slice s2[2] = {{.start = -1, .is_index = true}, {.start = -1, .stop = 0, .step = -2}};
     x = input(g, "x", F64, SH(Q, Q));
     check(g, tg_slice_apply(g, x, s2, 2), (tg_tensor *[]){rnd(72, F64, SH(3, 5))}, 1, "slice ?");
 }
@@ -560,7 +560,7 @@ static void test_take(void **state) {
     tg_graph *g = graph();
     tg_var *x = input(g, "x", F64, SH(Q));
     tg_var *i = tg_constant(g, ind);
-    tg_slice row = {0, TG_SLICE_NONE, TG_SLICE_NONE, true};
+    tg_slice row = {.start = 0, .is_index = true};
     tg_var *y = tg_apply(g, "take", (tg_var *[]){x, tg_slice_apply(g, i, &row, 1)}, 2, NULL, 0);
     tg_tensor *in[] = {rnd(1, F64, SH(3))};
     tg_tensor *cot = tensor(F64, SH(3), V(1, 1, 1));
@@ -610,10 +610,12 @@ static void test_take_along(void **state) {
 static void test_subtensor(void **state) {
     (void)state;
     static const char *const ops[] = {"set_subtensor", "inc_subtensor"};
-    int64_t st[2] = {1, TG_SLICE_NONE}, sp[2] = {TG_SLICE_NONE, TG_SLICE_NONE},
-            step[2] = {TG_SLICE_NONE, -2}, ix[2] = {0, 0};
+    int64_t st[2] = {1, 0}, sp[2] = {0, 0}, step[2] = {0, -2}, ix[2] = {0, 0};
     tg_attr at[4] = {TG_A_INTS("starts", st, 2), TG_A_INTS("stops", sp, 2),
                      TG_A_INTS("steps", step, 2), TG_A_INTS("index", ix, 2)};
+    at[0].none = (const bool[]){0, 1}; /* x[1:, ::-2]: the parts left out are `none` */
+    at[1].none = (const bool[]){1, 1};
+    at[2].none = (const bool[]){1, 0};
     for (int o = 0; o < 2; o++) {
         /* x[1:, ::-2] = y with y [2,2], y [1,2] (broadcast) and y 0-d */
         tg_graph *g = graph();

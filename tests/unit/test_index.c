@@ -84,7 +84,9 @@ static void free_all(tg_tensor **t, int n) {
     for (int i = 0; i < n; i++) tg_tensor_free(t[i]);
 }
 
-#define N_ TG_SLICE_NONE
+/* An int list attribute with `none` entries where nn[k] (their values are ignored). */
+#define A_INTS_NONE(nm, p, nn, cnt)                                                                \
+    ((tg_attr){.name = (nm), .kind = TG_ATTR_INTS, .ints = (p), .n = (cnt), .none = (nn)})
 
 /* ---- take ---- */
 
@@ -359,8 +361,8 @@ static void test_subtensor_values(void **state) {
     tg_attr rows[] = {TG_A_INTS("starts", ((int64_t[]){1}), 1),
                       TG_A_INTS("stops", ((int64_t[]){3}), 1)};
     /* x[::-2, ::-1] */
-    tg_attr neg[] = {TG_A_INTS("starts", ((int64_t[]){N_, N_}), 2),
-                     TG_A_INTS("stops", ((int64_t[]){N_, N_}), 2),
+    tg_attr neg[] = {A_INTS_NONE("starts", ((int64_t[]){0, 0}), ((bool[]){1, 1}), 2),
+                     A_INTS_NONE("stops", ((int64_t[]){0, 0}), ((bool[]){1, 1}), 2),
                      TG_A_INTS("steps", ((int64_t[]){-2, -1}), 2)};
     /* x[::-1] */
     tg_attr rev[] = {TG_A_INTS("steps", ((int64_t[]){-1}), 1)};
@@ -368,7 +370,7 @@ static void test_subtensor_values(void **state) {
     tg_attr one[] = {TG_A_INTS("starts", ((int64_t[]){1}), 1),
                      TG_A_INTS("index", ((int64_t[]){1}), 1)};
     /* x[:, -1] */
-    tg_attr last[] = {TG_A_INTS("starts", ((int64_t[]){N_, -1}), 2),
+    tg_attr last[] = {A_INTS_NONE("starts", ((int64_t[]){0, -1}), ((bool[]){1, 0}), 2),
                       TG_A_INTS("index", ((int64_t[]){0, 1}), 2)};
     tg_var *outs[] = {
         apply2(g, "set_subtensor", x, row, rows, 2),
@@ -413,9 +415,10 @@ static void test_subtensor_dtypes(void **state) {
     tg_var *xu = input(g, "xu", TG_DT_U8, SHAPE(3));
     tg_var *xf = input(g, "xf", TG_DT_F32, SHAPE(3));
     tg_var *yd = input(g, "yd", TG_DT_F64, SHAPE(2));
-    tg_attr cols[] = {TG_A_INTS("starts", ((int64_t[]){N_, 1}), 2)}; /* x[:, 1:] */
-    tg_attr head[] = {TG_A_INTS("stops", ((int64_t[]){2}), 1)};      /* x[:2] */
-    tg_attr tail[] = {TG_A_INTS("starts", ((int64_t[]){1}), 1)};     /* x[1:] */
+    tg_attr cols[] = {
+        A_INTS_NONE("starts", ((int64_t[]){0, 1}), ((bool[]){1, 0}), 2)}; /* x[:, 1:] */
+    tg_attr head[] = {TG_A_INTS("stops", ((int64_t[]){2}), 1)};           /* x[:2] */
+    tg_attr tail[] = {TG_A_INTS("starts", ((int64_t[]){1}), 1)};          /* x[1:] */
     tg_var *outs[] = {
         apply2(g, "set_subtensor", xi, yf, cols, 1),
         apply2(g, "inc_subtensor", xu, tg_literal_int(g, 10), head, 1),

@@ -15,7 +15,9 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void test_default_ctx_has_no_cap(void **state) {
     (void)state;
@@ -144,13 +146,90 @@ static void test_shared_between_threads(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Writes n bytes of `fill` after `head` (hlen bytes) to a fresh temporary file. */
+static void make_file(char *path, const void *head, size_t hlen, char fill, size_t n) {
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(head, 1, hlen, f), hlen);
+    char buf[4096];
+    memset(buf, fill, sizeof buf);
+    for (size_t done = 0; done < n; done += sizeof buf)
+        assert_true(fwrite(buf, 1, n - done < sizeof buf ? n - done : sizeof buf, f) > 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* What the library reads from files counts against the cap too: a .tg text or a .npy
+ * file larger than the cap fails before it is read, with a message naming the file and
+ * the cap; a pipe is read no further than the cap (the text) or than its header promises
+ * (.npy); an endless device (/dev/zero) fails at once. Nothing stays allocated. */
+static void test_files_over_cap(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new(NULL, NULL);
+    assert_int_equal(tg_ctx_set_mem_limit(ctx, 1 << 20), TG_OK);
+    char tg_path[] = "/tmp/tg_memcap_XXXXXX";
+    make_file(tg_path, "# ", 2, '#', 4 << 20); /* a 4 MiB comment */
+    tg_module *m = NULL;
+    assert_int_equal(tg_module_load(ctx, tg_path, &m), TG_ENOMEM);
+    assert_null(m);
+    assert_non_null(strstr(tg_last_error(), tg_path));
+    assert_non_null(strstr(tg_last_error(), "memory limit of 1048576 bytes reached"));
+    assert_true(tg_ctx_mem_peak(ctx) < (1 << 20));
+    /* the same text through a pipe: read in chunks, stopped at the cap */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cat %s", tg_path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_int_equal(tg_module_read(ctx, p, "piped.tg", &m), TG_ENOMEM);
+    assert_non_null(strstr(tg_last_error(), "cannot read 'piped.tg'"));
+    assert_non_null(strstr(tg_last_error(), "memory limit of 1048576 bytes reached"));
+    pclose(p);
+    unlink(tg_path);
+
+    /* a 4 MiB .npy: f32[1048576] */
+    static const char hdr[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (1048576,), }";
+    unsigned char head[128];
+    memset(head, ' ', sizeof head);
+    memcpy(head, "\x93NUMPY\x01\x00", 8);
+    head[8] = 128 - 10;
+    head[9] = 0;
+    memcpy(head + 10, hdr, sizeof hdr - 1);
+    head[127] = '\n';
+    char npy_path[] = "/tmp/tg_memcap_XXXXXX";
+    make_file(npy_path, head, sizeof head, 0, 4 << 20);
+    tg_tensor *t = NULL;
+    assert_int_equal(tg_npy_load(ctx, npy_path, &t), TG_ENOMEM);
+    assert_null(t);
+    assert_non_null(strstr(tg_last_error(), npy_path));
+    assert_non_null(strstr(tg_last_error(), "memory limit of 1048576 bytes reached"));
+    /* through a pipe: the cap is checked when the header is read, before the data */
+    snprintf(cmd, sizeof cmd, "cat %s", npy_path);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    char fdpath[64];
+    snprintf(fdpath, sizeof fdpath, "/dev/fd/%d", fileno(p));
+    assert_int_equal(tg_npy_load(ctx, fdpath, &t), TG_ENOMEM);
+    assert_non_null(strstr(tg_last_error(), "memory limit of 1048576 bytes reached"));
+    pclose(p);
+    unlink(npy_path);
+
+    /* endless devices */
+    assert_int_equal(tg_npy_load(ctx, "/dev/zero", &t), TG_EFORMAT);
+    assert_non_null(strstr(tg_last_error(), "/dev/zero: not a .npy file"));
+    assert_int_equal(tg_module_load(ctx, "/dev/zero", &m), TG_ESYNTAX);
+    assert_non_null(strstr(tg_last_error(), "/dev/zero:1:1: unexpected character byte 0x00"));
+    assert_int_equal(tg_npy_load(NULL, "/dev/zero", &t), TG_EFORMAT); /* no cap either */
+    assert_int_equal(tg_module_load(NULL, "/dev/zero", &m), TG_ESYNTAX);
+    assert_int_equal(tg_ctx_mem_used(ctx), 0);
+    tg_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default_ctx_has_no_cap),
-        cmocka_unit_test(test_accounting),
-        cmocka_unit_test(test_tensor_over_cap),
-        cmocka_unit_test(test_run_over_cap),
-        cmocka_unit_test(test_parse_over_cap),
+        cmocka_unit_test(test_default_ctx_has_no_cap), cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_tensor_over_cap),        cmocka_unit_test(test_run_over_cap),
+        cmocka_unit_test(test_parse_over_cap),         cmocka_unit_test(test_files_over_cap),
         cmocka_unit_test(test_shared_between_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -363,6 +363,51 @@ static void test_reparameterised_gradient(void **state) {
     tg_graph_free(h);
 }
 
+/* A range wider than the largest double ([-1e308, 1e308]: hi - lo overflows) gives values
+ * spread over the range, not maxval everywhere; ordinary ranges keep lo + (hi - lo) * u
+ * exactly, bit for bit (element j of f64 is the top 53 bits of block j). */
+static void test_wide_range(void **state) {
+    (void)state;
+    static const char src[] = "func main() {\n"
+                              "    k = key(seed=5)\n"
+                              "    a = uniform(k, shape=[1000], dtype=\"f64\", minval=-1e308, "
+                              "maxval=1e308)\n"
+                              "    b = uniform(k, shape=[1000], minval=-3e38, maxval=3e38)\n"
+                              "    c = uniform(k, shape=[64], dtype=\"f64\", minval=-2, maxval=5)\n"
+                              "    return a, b, c\n"
+                              "}\n";
+    static const tg_mode modes[] = {TG_MODE_REFERENCE, TG_MODE_VM, TG_MODE_C};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        tg_tensor *out[3] = {0};
+        run_src(src, modes[m], 1, out, 3);
+        for (int i = 0; i < 2; i++) {
+            double lo = i ? -3e38 : -1e308, hi = i ? 3e38 : 1e308, mn = hi, mx = lo, mean = 0;
+            for (int64_t j = 0; j < 1000; j++) {
+                double v = tg_tensor_get_f64(out[i], j);
+                if (!(v >= lo && v < hi))
+                    fail_msg("output %d, element %lld: %g", i, (long long)j, v);
+                mn = fmin(mn, v);
+                mx = fmax(mx, v);
+                mean += v / 1000;
+            }
+            assert_true(mn < 0.9 * lo && mx > 0.9 * hi); /* spread over the whole range */
+            assert_true(fabs(mean) < 0.1 * hi);
+        }
+        uint64_t k64 = 5;
+        const uint32_t key[2] = {(uint32_t)(k64 >> 32), (uint32_t)k64};
+        for (uint32_t j = 0; j < 64; j++) {
+            uint32_t ctr[2] = {0, j}, o[2];
+            tg_threefry2x32(key, ctr, o);
+            uint64_t b = (uint64_t)o[0] << 32 | o[1];
+            double want = -2.0 + 7.0 * ((double)(b >> 11) * 0x1p-53);
+            double got = tg_tensor_get_f64(out[2], j);
+            if (memcmp(&want, &got, sizeof got) != 0)
+                fail_msg("element %u: %.17g, expected %.17g", j, got, want);
+        }
+        for (int i = 0; i < 3; i++) tg_tensor_free(out[i]);
+    }
+}
+
 /* Misuse is reported with the op's name. */
 static void test_errors(void **state) {
     (void)state;
@@ -376,6 +421,8 @@ static void test_errors(void **state) {
          "normal: dtype must be f32 or f64, got i32"},
         {"func main() {\n    return uniform(key(seed=1), minval=1, maxval=1)\n}\n",
          "uniform: minval (1) must be below maxval (1)"},
+        {"func main() {\n    return uniform(key(seed=1), minval=-1e300, maxval=1)\n}\n",
+         "uniform: minval (-1e+300) and maxval (1) must be finite f32 values"},
         {"func main() {\n    return key()\n}\n", "key: takes the seed either as an input"},
         {"func main() {\n    return key_split(key(seed=1), n=0)\n}\n",
          "key_split: n must be at least 1"},
@@ -394,6 +441,13 @@ static void test_errors(void **state) {
             fail_msg("case %zu: got \"%s\"", i, tg_last_error());
         tg_module_free(m);
     }
+    /* infinite bounds (only the C API can write them) */
+    tg_graph *g = tg_graph_new(NULL, "main");
+    tg_attr a[2] = {TG_A_FLOAT("minval", -INFINITY), TG_A_FLOAT("maxval", 0.0)};
+    tg_var *k = tg_apply(g, "key", NULL, 0, (tg_attr[]){TG_A_INT("seed", 1)}, 1);
+    assert_null(tg_apply(g, "uniform", &k, 1, a, 2));
+    assert_non_null(strstr(tg_last_error(), "must be finite f32 values"));
+    tg_graph_free(g);
 }
 
 int main(void) {
@@ -405,6 +459,7 @@ int main(void) {
         cmocka_unit_test(test_permutation),
         cmocka_unit_test(test_key_independence),
         cmocka_unit_test(test_reparameterised_gradient),
+        cmocka_unit_test(test_wide_range),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

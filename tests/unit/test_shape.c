@@ -13,6 +13,9 @@
 
 #include "ops_testutil.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #define F32 TG_DT_F32
 #define I64 TG_DT_I64
 
@@ -378,11 +381,18 @@ static const struct {
 };
 /* clang-format on */
 
+/* Slice attributes from lists where NONE_ (a test-only marker) stands for a part left
+ * out: it becomes a `none` entry of the mask, as the parser makes it. The masks live in
+ * static storage until the next call. */
 static tg_aval slice_attrs4(tg_aval *a, const int64_t *st, const int64_t *sp, const int64_t *step,
                             const int64_t *ix, int n) {
-    a[TG_SLICE_A_STARTS] = (tg_aval){.kind = TG_ATTR_INTS, .ints = st, .n = n};
-    a[TG_SLICE_A_STOPS] = (tg_aval){.kind = TG_ATTR_INTS, .ints = sp, .n = n};
-    a[TG_SLICE_A_STEPS] = (tg_aval){.kind = TG_ATTR_INTS, .ints = step, .n = n};
+    static bool masks[3][TG_MAX_DIMS];
+    const int64_t *lists[3] = {st, sp, step};
+    for (int q = 0; q < 3; q++)
+        for (int i = 0; i < n && i < TG_MAX_DIMS; i++) masks[q][i] = lists[q][i] == NONE_;
+    a[TG_SLICE_A_STARTS] = (tg_aval){.kind = TG_ATTR_INTS, .ints = st, .n = n, .none = masks[0]};
+    a[TG_SLICE_A_STOPS] = (tg_aval){.kind = TG_ATTR_INTS, .ints = sp, .n = n, .none = masks[1]};
+    a[TG_SLICE_A_STEPS] = (tg_aval){.kind = TG_ATTR_INTS, .ints = step, .n = n, .none = masks[2]};
     a[TG_SLICE_A_INDEX] = (tg_aval){.kind = TG_ATTR_INTS, .ints = ix, .n = n};
     return a[0];
 }
@@ -536,7 +546,7 @@ static void test_slice_errors(void **state) {
     slice_attrs4(a, n2, n2, n2, z2, 2);
     CHECK_INFER_FAIL(tg_op_slice, a, TG_EINDEX, "too many indices for f32[3]", TY(F32, 3));
     /* malformed attributes */
-    slice_attrs4(a, n2, none1, n2, z2, 2);
+    slice_attrs4(a, n2, n2, n2, z2, 2); /* then stops cut to one entry */
     a[TG_SLICE_A_STOPS].n = 1;
     CHECK_INFER_FAIL(tg_op_slice, a, TG_EINVAL, "different lengths", TY(F32, 3, 3));
     slice_attrs4(a, none1, none1, none1, (const int64_t[]){2}, 1);
@@ -563,17 +573,87 @@ static void test_slice_format(void **state) {
 
 /* ---- through the public API (graph, builder, reference interpreter) ---- */
 
+/* INT64_MIN is a bound or step like any other (NumPy's results on [1, 2, 3]), never an
+ * omitted part: from the text, from the C API, in every backend, and after printing and
+ * parsing back. */
+static void test_slice_int64_min(void **state) {
+    (void)state;
+    static const char src[] = "func main(x: i64[3]) {\n"
+                              "  a = x[::-9223372036854775808]\n"
+                              "  b = x[-9223372036854775808:]\n"
+                              "  c = x[:-9223372036854775808]\n"
+                              "  d = x[-9223372036854775808::-1]\n"
+                              "  e = x[:-9223372036854775808:-1]\n"
+                              "  f = x[1::-9223372036854775808]\n"
+                              "  g = x[::9223372036854775807]\n"
+                              "  return a, b, c, d, e, f, g\n"
+                              "}\n";
+    static const struct {
+        int n;
+        int64_t v[3];
+    } want[7] = {{1, {3}}, {3, {1, 2, 3}}, {0, {0}}, {0, {0}}, {3, {3, 2, 1}}, {1, {2}}, {1, {1}}};
+    static const tg_mode modes[] = {TG_MODE_REFERENCE, TG_MODE_VM, TG_MODE_C};
+    char *printed = NULL;
+    for (int round = 0; round < 2; round++) { /* the text, then the text printed back */
+        const char *text = round ? printed : src;
+        tg_module *m = NULL;
+        if (tg_module_parse(NULL, text, strlen(text), "s.tg", &m) != TG_OK)
+            fail_msg("%s", tg_last_error());
+        if (!round) {
+            size_t len = 0;
+            FILE *f = open_memstream(&printed, &len);
+            assert_int_equal(tg_module_print(m, f), TG_OK);
+            fclose(f);
+            assert_non_null(strstr(printed, "x[::-9223372036854775808]"));
+        }
+        tg_tensor *x = mk_tensor(I64, SHAPE(3), VALS(1, 2, 3));
+        for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+            tg_compile_opts o = {.mode = modes[k]};
+            tg_fn *fn = NULL;
+            tg_tensor *out[7] = {0};
+            assert_int_equal(tg_graph_compile(tg_module_func(m, 0), &o, &fn), TG_OK);
+            if (tg_fn_call(fn, &x, 1, out, 7) != TG_OK) fail_msg("%s", tg_last_error());
+            for (int i = 0; i < 7; i++) {
+                assert_int_equal(tg_tensor_size(out[i]), want[i].n);
+                for (int j = 0; j < want[i].n; j++)
+                    if (tg_tensor_get_f64(out[i], j) != (double)want[i].v[j])
+                        fail_msg("mode %d, output %d, element %d: %g", (int)modes[k], i, j,
+                                 tg_tensor_get_f64(out[i], j));
+                tg_tensor_free(out[i]);
+            }
+            tg_fn_free(fn);
+        }
+        tg_tensor_free(x);
+        tg_module_free(m);
+    }
+    free(printed);
+
+    /* the C API: a step of INT64_MIN is a step; an omitted one is 1 */
+    tg_graph *g = tg_graph_new(NULL, "f");
+    tg_var *x = tg_input(g, "x", I64, 1, (const int64_t[]){3});
+    tg_slice big = {.step = INT64_MIN, .omit = TG_SLICE_NO_START | TG_SLICE_NO_STOP};
+    tg_slice all = {.start = INT64_MIN, .stop = INT64_MIN, .omit = TG_SLICE_OMIT_ALL};
+    tg_var *y = tg_slice_apply(g, x, &big, 1), *z = tg_slice_apply(g, x, &all, 1);
+    assert_non_null(y);
+    assert_int_equal(tg_var_dim(y, 0), 1);
+    assert_int_equal(tg_var_dim(z, 0), 3);
+    /* an index of INT64_MIN is out of bounds, not a missing value */
+    tg_slice at = {.start = INT64_MIN, .is_index = true};
+    assert_null(tg_slice_apply(g, x, &at, 1));
+    assert_non_null(strstr(tg_last_error(), "index -9223372036854775808 is out of bounds"));
+    tg_graph_free(g);
+}
+
 static void test_api(void **state) {
     (void)state;
     tg_graph *g = tg_graph_new(tg_ctx_default(), "f");
     tg_var *x = tg_input(g, "x", F32, 2, (const int64_t[]){TG_DIM_UNKNOWN, 4});
     /* y = x[1:, ::-1] ; z = reshape(transpose(y), [-1]) ; w = x[-1, 1] */
-    tg_slice sl[2] = {{1, TG_SLICE_NONE, TG_SLICE_NONE, false},
-                      {TG_SLICE_NONE, TG_SLICE_NONE, -1, false}};
+    tg_slice sl[2] = {{.start = 1, .omit = TG_SLICE_NO_STOP | TG_SLICE_NO_STEP},
+                      {.step = -1, .omit = TG_SLICE_NO_START | TG_SLICE_NO_STOP}};
     tg_var *y = tg_slice_apply(g, x, sl, 2);
     tg_var *z = tg_reshape(g, tg_transpose(g, y, NULL), 1, (const int64_t[]){-1});
-    tg_slice ix[2] = {{-1, TG_SLICE_NONE, TG_SLICE_NONE, true},
-                      {1, TG_SLICE_NONE, TG_SLICE_NONE, true}};
+    tg_slice ix[2] = {{.start = -1, .is_index = true}, {.start = 1, .is_index = true}};
     tg_var *w = tg_slice_apply(g, x, ix, 2);
     tg_attr ba[1] = {TG_A_INTS("shape", ((const int64_t[]){2, 3}), 2)};
     tg_var *b = tg_apply(g, "broadcast_to", &w, 1, ba, 1);
@@ -618,12 +698,12 @@ static void test_api(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reshape_infer), cmocka_unit_test(test_reshape_values),
-        cmocka_unit_test(test_transpose),     cmocka_unit_test(test_expand_dims),
-        cmocka_unit_test(test_squeeze),       cmocka_unit_test(test_broadcast_to),
-        cmocka_unit_test(test_slice_table),   cmocka_unit_test(test_slice_nd),
-        cmocka_unit_test(test_slice_errors),  cmocka_unit_test(test_slice_format),
-        cmocka_unit_test(test_api),
+        cmocka_unit_test(test_reshape_infer),   cmocka_unit_test(test_reshape_values),
+        cmocka_unit_test(test_transpose),       cmocka_unit_test(test_expand_dims),
+        cmocka_unit_test(test_squeeze),         cmocka_unit_test(test_broadcast_to),
+        cmocka_unit_test(test_slice_table),     cmocka_unit_test(test_slice_nd),
+        cmocka_unit_test(test_slice_errors),    cmocka_unit_test(test_slice_format),
+        cmocka_unit_test(test_slice_int64_min), cmocka_unit_test(test_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

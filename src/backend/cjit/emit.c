@@ -759,6 +759,23 @@ static const int64_t *slice_list(const tg_aval *a, int n) {
     return a->kind == TG_ATTR_INTS && a->n == n ? a->ints : NULL;
 }
 
+/* Part i of a slice list: false when omitted (absent list or a `none` entry). */
+static bool slice_part(const tg_aval *a, int n, int i, int64_t *out) {
+    const int64_t *v = slice_list(a, n);
+    if (!v || i >= n || tg_aval_none_at(a, i)) return false;
+    *out = v[i];
+    return true;
+}
+
+/* "(-9223372036854775807LL - 1)" for INT64_MIN, whose literal C cannot write. */
+static const char *i64_lit(int64_t v, char *buf, size_t cap) {
+    if (v == INT64_MIN)
+        snprintf(buf, cap, "(-9223372036854775807LL - 1)");
+    else
+        snprintf(buf, cap, "%lldLL", (long long)v);
+    return buf;
+}
+
 static bool emit_slice(emit_ctx *e) {
     const tg_node *n = e->n;
     int nd = n->in[0]->type.ndim, ond = n->out[0]->type.ndim;
@@ -770,8 +787,6 @@ static bool emit_slice(emit_ctx *e) {
         if (n->attrs[i].kind == TG_ATTR_INTS && n->attrs[i].n != len && n->attrs[i].n != 0)
             return false;
     if (len > nd) return false;
-    const int64_t *starts = slice_list(&n->attrs[TG_SLICE_A_STARTS], len);
-    const int64_t *steps = slice_list(&n->attrs[TG_SLICE_A_STEPS], len);
     const int64_t *index = slice_list(&n->attrs[TG_SLICE_A_INDEX], len);
     int dropped = 0;
     for (int i = 0; i < len; i++) dropped += index && index[i];
@@ -780,40 +795,44 @@ static bool emit_slice(emit_ctx *e) {
     tg_cj_str_printf(e->s, "    char *d = x->data;\n    int64_t first;\n");
     int j = 0;
     for (int i = 0; i < nd; i++) {
-        int64_t start = starts && i < len ? starts[i] : TG_SLICE_NONE;
-        int64_t step = steps && i < len ? steps[i] : TG_SLICE_NONE;
-        if (step == TG_SLICE_NONE) step = 1;
+        int64_t start = 0, step = 1;
+        bool has_start = slice_part(&n->attrs[TG_SLICE_A_STARTS], len, i, &start);
+        slice_part(&n->attrs[TG_SLICE_A_STEPS], len, i, &step);
+        char sbuf[32], tbuf[32];
         if (i >= len) {
             tg_cj_str_printf(e->s, "    y->stride[%d] = x->stride[%d];\n", j++, i);
             continue;
         }
         size_t es = tg_dtype_size((tg_dtype)n->in[0]->type.dtype);
         if (index && index[i]) { /* x[k]: k checked against the extent by the inference */
-            if (start == TG_SLICE_NONE) return false;
+            if (!has_start) return false;
             tg_cj_str_printf(e->s,
-                             "    first = %lldLL;\n"
+                             "    first = %s;\n"
                              "    if (first < 0) first += x->shape[%d];\n"
                              "    d += first * x->stride[%d] * %zu;\n",
-                             (long long)start, i, i, es);
+                             i64_lit(start, sbuf, sizeof sbuf), i, i, es);
             continue;
         }
         /* Python's slice.indices(): the first element, clamped to [lower, upper] */
         char upper[64];
         snprintf(upper, sizeof upper, step > 0 ? "x->shape[%d]" : "x->shape[%d] - 1", i);
         const char *lower = step > 0 ? "0" : "-1";
-        if (start == TG_SLICE_NONE)
+        if (!has_start)
             tg_cj_str_printf(e->s, "    first = %s;\n", step < 0 ? upper : lower);
         else
             tg_cj_str_printf(e->s,
-                             "    first = %lldLL;\n"
+                             "    first = %s;\n"
                              "    if (first < 0) first += x->shape[%d];\n"
                              "    if (first < %s) first = %s;\n"
                              "    else if (first > %s) first = %s;\n",
-                             (long long)start, i, lower, lower, upper, upper);
-        tg_cj_str_printf(e->s,
-                         "    if (y->shape[%d] > 0) d += first * x->stride[%d] * %zu;\n"
-                         "    y->stride[%d] = x->stride[%d] * %lldLL;\n",
-                         j, i, es, j, i, (long long)step);
+                             i64_lit(start, sbuf, sizeof sbuf), i, lower, lower, upper, upper);
+        /* with one element or none the step does not matter (and may be as large as
+         * INT64_MIN, whose product with the stride would overflow) */
+        tg_cj_str_printf(
+            e->s,
+            "    if (y->shape[%d] > 0) d += first * x->stride[%d] * %zu;\n"
+            "    y->stride[%d] = y->shape[%d] > 1 ? x->stride[%d] * %s : x->stride[%d];\n",
+            j, i, es, j, j, i, i64_lit(step, tbuf, sizeof tbuf), i);
         j++;
     }
     tg_cj_str_printf(e->s, "    (void)first;\n    y->data = d;\n");
