@@ -257,7 +257,7 @@ static void test_builders(void **state) {
     NULLRET(tg_slice_apply(NULL, NULL, NULL, 0), "tg_slice_apply");
     BUILDER(tg_slice_apply(g, NULL, NULL, 0), TG_EINVAL, "tg_slice_apply");
     BUILDER(tg_slice_apply(g, x, NULL, 1), TG_EINVAL, "tg_slice_apply");
-    BUILDER(tg_slice_apply(g, x, &(tg_slice){0, 1, 1, false}, -1), TG_EINVAL, "tg_slice_apply");
+    BUILDER(tg_slice_apply(g, x, &(tg_slice){0, 1, 1, false, 0}, -1), TG_EINVAL, "tg_slice_apply");
     /* after a failure every builder returns NULL and the first message stays */
     tg_var *x;
     tg_graph *g = graph_x(&x);
