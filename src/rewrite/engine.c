@@ -552,17 +552,26 @@ tg_node *tg_rw_find_equal(tg_rw *rw, tg_node *n) {
     uint64_t h = hash_node(n);
     table *t = &rw->nodes;
     bool present = false;
+    size_t reuse = SIZE_MAX; /* the first slot of a dead node on the probe path */
     for (size_t j = t->cap ? h & (t->cap - 1) : 0; t->cap && t->s[j].p;
          j = (j + 1) & (t->cap - 1)) {
         tg_node *m = t->s[j].p;
+        if (!is_live(rw, m)) {
+            if (reuse == SIZE_MAX) reuse = j;
+            continue;
+        }
         if (t->s[j].h != h) continue;
         if (m == n) {
             present = true;
             continue;
         }
-        if (is_live(rw, m) && node_same(m, n)) return m;
+        if (node_same(m, n)) return m;
     }
-    if (!present && !table_insert(rw, t, h, n)) oom(rw);
+    if (present) return NULL;
+    if (reuse != SIZE_MAX) /* a dead node is never found again: its slot is free */
+        t->s[reuse] = (slot){h, n};
+    else if (!table_insert(rw, t, h, n))
+        oom(rw);
     return NULL;
 }
 

@@ -87,9 +87,13 @@ typedef struct fuser {
     int *mult;       /* per node id: uses of its value inside its group's text */
     fgroup *gs;      /* groups */
     int ngs;
-    int *vis;  /* per node id: search stamp */
-    int *gvis; /* per group: search stamp */
-    int *cvis; /* per group: 1 + id of the var whose readers it was listed for */
+    int *vis;     /* per node id: search stamp */
+    int *gvis;    /* per group: search stamp */
+    int *cvis;    /* per group: 1 + id of the var whose readers it was listed for */
+    int *first;   /* per group (step 3): position of its first member when step 3 began */
+    uint8_t *big; /* per group (step 3): FUSE_REACH_BUDGET nodes or more lie after it */
+    int *slot;    /* per group: its slot in the batch being searched (when sstamp) */
+    int *sstamp;  /* per group: the search stamp slot[] belongs to */
     int stamp;
     int *stack;       /* node ids, for searches */
     int made;         /* fused nodes made */
@@ -224,9 +228,14 @@ static tg_status setup(fuser *f) {
     f->vis = fz_calloc(f, nn, sizeof *f->vis);
     f->gvis = fz_calloc(f, nn, sizeof *f->gvis);
     f->cvis = fz_calloc(f, nn, sizeof *f->cvis);
+    f->first = fz_calloc(f, nn, sizeof *f->first);
+    f->big = fz_calloc(f, nn, sizeof *f->big);
+    f->slot = fz_calloc(f, nn, sizeof *f->slot);
+    f->sstamp = fz_calloc(f, nn, sizeof *f->sstamp);
     f->stack = fz_calloc(f, nn, sizeof *f->stack);
     if (!f->pos || !f->ustart || !f->outuse || !f->grp || !f->next || !f->mult || !f->gs ||
-        !f->vis || !f->gvis || !f->cvis || !f->stack)
+        !f->vis || !f->gvis || !f->cvis || !f->first || !f->big || !f->slot || !f->sstamp ||
+        !f->stack)
         return TG_ENOMEM;
     for (size_t i = 0; i < nn; i++) f->pos[i] = f->grp[i] = f->next[i] = -1;
     size_t nuse = 0;
@@ -270,6 +279,10 @@ static void teardown(fuser *f) {
     fz_free(f, f->vis, nn, sizeof *f->vis);
     fz_free(f, f->gvis, nn, sizeof *f->gvis);
     fz_free(f, f->cvis, nn, sizeof *f->cvis);
+    fz_free(f, f->first, nn, sizeof *f->first);
+    fz_free(f, f->big, nn, sizeof *f->big);
+    fz_free(f, f->slot, nn, sizeof *f->slot);
+    fz_free(f, f->sstamp, nn, sizeof *f->sstamp);
     fz_free(f, f->stack, nn, sizeof *f->stack);
 }
 
@@ -462,6 +475,36 @@ static void absorb_reductions(fuser *f) {
 
 /* ---- step 3: siblings ---- */
 
+/* Whether two groups may merge is a question of paths: a path from one to the other (through
+ * any nodes and groups, a group counting as one vertex) would make the merged node a cycle.
+ * A search from a group walks everything after it, FUSE_REACH_BUDGET nodes at most: a group
+ * with more nodes after it is "big", and a big group merges with nothing (the search could
+ * not prove the merge safe). Two facts keep the searches few:
+ *  - The readers of a value are taken MAXC at a time (a batch). One search per group of the
+ *    batch finds the batch's groups it reaches (a bit mask), rather than one search per pair;
+ *    the groups that start last are searched first.
+ *  - Big is for good: merges only add paths. A group that reaches a big group is big too, so
+ *    a search that meets one stops there.
+ * After a merge the masks are exact still (kept so below) but a group that reaches the
+ * merged one may have become big: the batch's masks are searched again when next needed. */
+enum { MAXC = 32 };
+
+typedef struct batch {
+    int cand[MAXC];       /* the groups, as readers() listed them (gfind gives the current) */
+    int nc;               /* how many */
+    uint32_t reach[MAXC]; /* per slot, when known: the slots whose groups its group reaches */
+    uint32_t known;       /* slots whose reach (and whether their group is big) is known */
+    int order[MAXC];      /* slots, the group starting last first (the order of searches) */
+} batch;
+
+/* Slots of the batch whose group is g. */
+static uint32_t slots_of(fuser *f, const batch *bt, int g) {
+    uint32_t m = 0;
+    for (int t = 0; t < bt->nc; t++)
+        if (gfind(f, bt->cand[t]) == g) m |= (uint32_t)1 << t;
+    return m;
+}
+
 static void push_users(fuser *f, const tg_node *n, int *sp) {
     for (int o = 0; o < n->nout; o++) {
         int v = n->out[o]->id;
@@ -474,22 +517,37 @@ static void push_users(fuser *f, const tg_node *n, int *sp) {
     }
 }
 
-/* True when a path leads from group a to group b through any nodes and groups (a group
- * counts as one vertex), or when the search ran out of budget. */
-static bool reaches(fuser *f, int a, int b) {
+/* Searches from slot s's group: the slots it reaches, for every slot of that group, or
+ * marks the group big (past the budget, the pass's budget spent, or a big group met). */
+static void search_reach(fuser *f, batch *bt, int s) {
+    int a = gfind(f, bt->cand[s]);
+    uint32_t res = 0, mine = slots_of(f, bt, a);
     f->stamp++;
+    for (int t = 0; t < bt->nc; t++) {
+        int gt = gfind(f, bt->cand[t]);
+        f->slot[gt] = t; /* valid while sstamp matches */
+        f->sstamp[gt] = f->stamp;
+    }
     int sp = 0;
     long budget = FUSE_REACH_BUDGET;
     f->gvis[a] = f->stamp;
-    for (int m = f->gs[a].head; m >= 0; m = f->next[m]) f->vis[m] = f->stamp;
-    for (int m = f->gs[a].head; m >= 0; m = f->next[m]) push_users(f, f->g->nodes.items[m], &sp);
-    while (sp > 0) {
-        if (--budget < 0 || --f->search_left < 0) return true;
+    for (int m = f->gs[a].head; m >= 0 && !f->big[a]; m = f->next[m]) f->vis[m] = f->stamp;
+    for (int m = f->gs[a].head; m >= 0 && !f->big[a]; m = f->next[m])
+        push_users(f, f->g->nodes.items[m], &sp);
+    while (sp > 0 && !f->big[a]) {
+        if (--budget < 0 || --f->search_left < 0) {
+            f->big[a] = 1;
+            break;
+        }
         const tg_node *u = f->g->nodes.items[f->stack[--sp]];
         int gu = node_group(f, u);
-        if (gu == b) return true;
+        if (gu >= 0 && f->big[gu]) {
+            f->big[a] = 1;
+            break;
+        }
         if (gu >= 0 && f->gvis[gu] != f->stamp) {
             f->gvis[gu] = f->stamp;
+            if (f->sstamp[gu] == f->stamp) res |= slots_of(f, bt, gu);
             for (int m = f->gs[gu].head; m >= 0; m = f->next[m]) {
                 if (f->vis[m] == f->stamp) continue;
                 f->vis[m] = f->stamp;
@@ -498,7 +556,36 @@ static bool reaches(fuser *f, int a, int b) {
         }
         push_users(f, u, &sp);
     }
-    return false;
+    for (int t = 0; t < bt->nc; t++)
+        if (mine >> t & 1) bt->reach[t] = res & ~mine;
+    bt->known |= mine;
+}
+
+/* Makes slot s known, searching first from the groups that start later, so that a search
+ * meets the big groups after it. */
+static void know(fuser *f, batch *bt, int s) {
+    for (int i = 0; i < bt->nc && !(bt->known >> s & 1); i++) {
+        int t = bt->order[i];
+        if (!(bt->known >> t & 1)) search_reach(f, bt, t);
+    }
+}
+
+/* Merges group a into group b (b stays the representative). The masks stay exact: the
+ * merged group reaches what either reached, and whatever reached either now reaches the
+ * merged group and all it reaches. Whether a group is big is searched again. */
+static void merge_pair(fuser *f, batch *bt, int b, int a) {
+    uint32_t both = slots_of(f, bt, a) | slots_of(f, bt, b), rm = 0;
+    for (int t = 0; t < bt->nc; t++)
+        if (both >> t & 1) rm |= bt->reach[t];
+    rm &= ~both;
+    merge_into(f, b, a);
+    for (int t = 0; t < bt->nc; t++) {
+        if (both >> t & 1)
+            bt->reach[t] = rm;
+        else if (bt->reach[t] & both)
+            bt->reach[t] |= rm | both;
+    }
+    bt->known = 0;
 }
 
 static bool static_shape(const tg_type *t) {
@@ -531,19 +618,33 @@ static int readers(fuser *f, const tg_var *x, int *k, int *cand, int maxc) {
 }
 
 static void merge_siblings(fuser *f) {
-    enum { MAXC = 32 };
-    int cand[MAXC];
+    batch bt;
+    for (int gi = 0; gi < f->ngs; gi++) f->first[gi] = -1;
+    for (int i = 0; i < f->norder; i++) {
+        int gi = node_group(f, f->order[i]);
+        if (gi >= 0 && f->first[gi] < 0) f->first[gi] = i;
+    }
     for (int v = 0; v < f->nv; v++) {
         const tg_var *x = f->g->vars.items[v];
         if (f->ustart[v + 1] - f->ustart[v] < 2 || is_literal(x)) continue;
         for (int k = f->ustart[v]; k < f->ustart[v + 1];) {
-            int nc = readers(f, x, &k, cand, MAXC);
-            for (int i = 1; i < nc; i++) {
+            bt.nc = readers(f, x, &k, bt.cand, MAXC);
+            bt.known = 0;
+            for (int i = 0; i < bt.nc; i++) { /* by first position, the last first */
+                int j = i, p = f->first[gfind(f, bt.cand[i])];
+                for (; j > 0 && f->first[gfind(f, bt.cand[bt.order[j - 1]])] < p; j--)
+                    bt.order[j] = bt.order[j - 1];
+                bt.order[j] = i;
+            }
+            for (int i = 1; i < bt.nc; i++) {
                 for (int j = 0; j < i; j++) {
-                    int a = gfind(f, cand[i]), b = gfind(f, cand[j]);
+                    int a = gfind(f, bt.cand[i]), b = gfind(f, bt.cand[j]);
                     if (a == b || !siblings_fit(f, b, a, x)) continue;
-                    if (reaches(f, a, b) || reaches(f, b, a)) continue;
-                    merge_into(f, b, a);
+                    know(f, &bt, i);
+                    know(f, &bt, j);
+                    if (f->big[a] || f->big[b] || (bt.reach[i] >> j & 1) || (bt.reach[j] >> i & 1))
+                        continue;
+                    merge_pair(f, &bt, b, a);
                     break;
                 }
             }
