@@ -13,7 +13,7 @@
  * The work grows linearly with N; the target (bench/report.py) is 100k nodes of either
  * chain in under 1.5 s on the 2-core build machine.
  *
- * usage: bench_rewrite [-n RUNS] [--sizes N,N,...]   (result lines, bench/run.sh)
+ * usage: bench_rewrite [-n RUNS] [--sizes N,N,...] [--chain cancel|mixed]  (result lines)
  *        bench_rewrite --emit cancel|mixed N          (the chain as .tg text on stdout, for
  *                                                      `tgraph opt FILE --stats`)
  */
@@ -80,20 +80,22 @@ static tg_graph *chain(const char *kind, int n) {
 
 int main(int argc, char **argv) {
     int runs = 5;
-    const char *sizes = "25000,50000,100000";
+    const char *sizes = "25000,50000,100000", *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
             runs = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             sizes = argv[++i];
+        } else if (strcmp(argv[i], "--chain") == 0 && i + 1 < argc) {
+            only = argv[++i];
         } else if (strcmp(argv[i], "--emit") == 0 && i + 2 < argc) {
             tg_graph *g = chain(argv[i + 1], atoi(argv[i + 2]));
             if (tg_graph_print(g, stdout) != TG_OK) die("print");
             tg_graph_free(g);
             return 0;
         } else {
-            fprintf(stderr, "usage: bench_rewrite [-n RUNS] [--sizes N,N,...] | "
-                            "--emit cancel|mixed N\n");
+            fprintf(stderr, "usage: bench_rewrite [-n RUNS] [--sizes N,N,...] [--chain "
+                            "cancel|mixed] | --emit cancel|mixed N\n");
             return 2;
         }
     }
@@ -104,6 +106,7 @@ int main(int argc, char **argv) {
     for (const char *p = sizes; *p;) {
         int n = atoi(p);
         for (int k = 0; k < 2; k++) {
+            if (only && strcmp(only, kinds[k]) != 0) continue;
             tg_graph *g = chain(kinds[k], n);
             for (int r = 0; r < runs; r++) {
                 tg_graph *out = NULL;

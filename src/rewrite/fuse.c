@@ -216,23 +216,24 @@ static tg_status setup(fuser *f) {
     f->nn = g->nodes.n;
     f->nv = g->vars.n;
     size_t nn = (size_t)f->nn, nv = (size_t)f->nv;
-    f->order = tg_ir_toposort(g, &f->norder);
+    if (!f->order) f->order = tg_ir_toposort(g, &f->norder); /* copy_cheap made copies */
     if (!f->order) return strstr(tg_last_error(), "cycle") ? TG_EINTERNAL : TG_ENOMEM;
+    size_t ng = (size_t)f->norder; /* groups (and nodes on a search stack): live nodes at most */
     f->pos = fz_calloc(f, nn, sizeof *f->pos);
     f->ustart = fz_calloc(f, nv + 1, sizeof *f->ustart);
     f->outuse = fz_calloc(f, nv, sizeof *f->outuse);
     f->grp = fz_calloc(f, nn, sizeof *f->grp);
     f->next = fz_calloc(f, nn, sizeof *f->next);
     f->mult = fz_calloc(f, nn, sizeof *f->mult);
-    f->gs = fz_calloc(f, nn, sizeof *f->gs);
+    f->gs = fz_calloc(f, ng, sizeof *f->gs);
     f->vis = fz_calloc(f, nn, sizeof *f->vis);
-    f->gvis = fz_calloc(f, nn, sizeof *f->gvis);
-    f->cvis = fz_calloc(f, nn, sizeof *f->cvis);
-    f->first = fz_calloc(f, nn, sizeof *f->first);
-    f->big = fz_calloc(f, nn, sizeof *f->big);
-    f->slot = fz_calloc(f, nn, sizeof *f->slot);
-    f->sstamp = fz_calloc(f, nn, sizeof *f->sstamp);
-    f->stack = fz_calloc(f, nn, sizeof *f->stack);
+    f->gvis = fz_calloc(f, ng, sizeof *f->gvis);
+    f->cvis = fz_calloc(f, ng, sizeof *f->cvis);
+    f->first = fz_calloc(f, ng, sizeof *f->first);
+    f->big = fz_calloc(f, ng, sizeof *f->big);
+    f->slot = fz_calloc(f, ng, sizeof *f->slot);
+    f->sstamp = fz_calloc(f, ng, sizeof *f->sstamp);
+    f->stack = fz_calloc(f, ng, sizeof *f->stack);
     if (!f->pos || !f->ustart || !f->outuse || !f->grp || !f->next || !f->mult || !f->gs ||
         !f->vis || !f->gvis || !f->cvis || !f->first || !f->big || !f->slot || !f->sstamp ||
         !f->stack)
@@ -265,7 +266,7 @@ static tg_status setup(fuser *f) {
 }
 
 static void teardown(fuser *f) {
-    size_t nn = (size_t)f->nn, nv = (size_t)f->nv;
+    size_t nn = (size_t)f->nn, nv = (size_t)f->nv, ng = (size_t)f->norder;
     if (f->order) tg_mem_free(f->ctx, f->order, sizeof *f->order * (nn + 1));
     size_t nuse = f->ustart ? (size_t)f->ustart[nv] : 0;
     fz_free(f, f->unode, nuse, sizeof *f->unode);
@@ -275,15 +276,15 @@ static void teardown(fuser *f) {
     fz_free(f, f->grp, nn, sizeof *f->grp);
     fz_free(f, f->next, nn, sizeof *f->next);
     fz_free(f, f->mult, nn, sizeof *f->mult);
-    fz_free(f, f->gs, nn, sizeof *f->gs);
+    fz_free(f, f->gs, ng, sizeof *f->gs);
     fz_free(f, f->vis, nn, sizeof *f->vis);
-    fz_free(f, f->gvis, nn, sizeof *f->gvis);
-    fz_free(f, f->cvis, nn, sizeof *f->cvis);
-    fz_free(f, f->first, nn, sizeof *f->first);
-    fz_free(f, f->big, nn, sizeof *f->big);
-    fz_free(f, f->slot, nn, sizeof *f->slot);
-    fz_free(f, f->sstamp, nn, sizeof *f->sstamp);
-    fz_free(f, f->stack, nn, sizeof *f->stack);
+    fz_free(f, f->gvis, ng, sizeof *f->gvis);
+    fz_free(f, f->cvis, ng, sizeof *f->cvis);
+    fz_free(f, f->first, ng, sizeof *f->first);
+    fz_free(f, f->big, ng, sizeof *f->big);
+    fz_free(f, f->slot, ng, sizeof *f->slot);
+    fz_free(f, f->sstamp, ng, sizeof *f->sstamp);
+    fz_free(f, f->stack, ng, sizeof *f->stack);
 }
 
 /* ---- step 0: cheap values recomputed by their readers ---- */
@@ -308,11 +309,16 @@ static tg_status copy_cheap(fuser *f) {
     tg_node **order = tg_ir_toposort(g, &norder);
     if (!order) return strstr(tg_last_error(), "cycle") ? TG_EINTERNAL : TG_ENOMEM;
     size_t nn = (size_t)g->nodes.n, nv = (size_t)g->vars.n;
-    int *nrd = fz_calloc(f, nv, sizeof *nrd);       /* reader nodes; -1: a reader cannot copy */
-    int *seen = fz_calloc(f, nv, sizeof *seen);     /* 1 + id of the last reader counted */
-    int *first = fz_calloc(f, nv, sizeof *first);   /* 1 + id of the reader keeping the value */
-    tg_var **copy = fz_calloc(f, nv, sizeof *copy); /* the copy made for reader seen[v] */
+    int *nrd = NULL, *seen = NULL, *first = NULL;
+    tg_var **copy = NULL;
     tg_status st = TG_OK;
+    bool any = false; /* a cheap node to copy, maybe */
+    for (int i = 0; i < norder && !any; i++) any = cheap(order[i]);
+    if (!any) goto done;
+    nrd = fz_calloc(f, nv, sizeof *nrd);     /* reader nodes; -1: a reader cannot copy */
+    seen = fz_calloc(f, nv, sizeof *seen);   /* 1 + id of the last reader counted */
+    first = fz_calloc(f, nv, sizeof *first); /* 1 + id of the reader keeping the value */
+    copy = fz_calloc(f, nv, sizeof *copy);   /* the copy made for reader seen[v] */
     if (!nrd || !seen || !first || !copy) {
         st = TG_ENOMEM;
         goto done;
@@ -365,7 +371,12 @@ static tg_status copy_cheap(fuser *f) {
         }
     }
 done:
-    tg_mem_free(g->ctx, order, sizeof *order * (nn + 1));
+    if (st == TG_OK && (size_t)g->nodes.n == nn) { /* no copy: setup takes the order */
+        f->order = order;
+        f->norder = norder;
+    } else {
+        tg_mem_free(g->ctx, order, sizeof *order * (nn + 1));
+    }
     fz_free(f, nrd, nv, sizeof *nrd);
     fz_free(f, seen, nv, sizeof *seen);
     fz_free(f, first, nv, sizeof *first);
@@ -808,17 +819,17 @@ static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int n
  * value they replace at the fused node's output. */
 static tg_status build_all(fuser *f) {
     tg_graph *g = f->g;
-    size_t nn = (size_t)f->nn, nv = (size_t)f->nv;
+    size_t nn = (size_t)f->nn, nv = (size_t)f->nv, ng = (size_t)f->norder;
     builder b = {0};
-    int *start = fz_calloc(f, nn + 1, sizeof *start);
-    tg_node **mem = fz_calloc(f, nn, sizeof *mem);
+    int *start = fz_calloc(f, ng + 1, sizeof *start); /* per group */
+    tg_node **mem = fz_calloc(f, ng, sizeof *mem);
     b.slot = fz_calloc(f, nn, sizeof *b.slot);
     b.islot = fz_calloc(f, nv, sizeof *b.islot);
     b.istamp = fz_calloc(f, nv, sizeof *b.istamp);
     b.ins = fz_calloc(f, nv, sizeof *b.ins);
     b.exits = fz_calloc(f, nv, sizeof *b.exits);
     b.map = fz_calloc(f, nv, sizeof *b.map);
-    b.built = fz_calloc(f, nn, sizeof *b.built);
+    b.built = fz_calloc(f, ng, sizeof *b.built);
     tg_status st = TG_OK;
     if (!start || !mem || !b.slot || !b.islot || !b.istamp || !b.ins || !b.exits || !b.map ||
         !b.built) {
@@ -830,9 +841,9 @@ static tg_status build_all(fuser *f) {
         int gi = node_group(f, f->order[i]);
         if (gi >= 0) start[gi + 1]++;
     }
-    for (size_t gi = 0; gi < nn; gi++) start[gi + 1] += start[gi];
+    for (size_t gi = 0; gi < ng; gi++) start[gi + 1] += start[gi];
     {
-        int *fill = fz_calloc(f, nn, sizeof *fill);
+        int *fill = fz_calloc(f, ng, sizeof *fill);
         if (!fill) {
             st = TG_ENOMEM;
             goto done;
@@ -841,7 +852,7 @@ static tg_status build_all(fuser *f) {
             int gi = node_group(f, f->order[i]);
             if (gi >= 0) mem[start[gi] + fill[gi]++] = f->order[i];
         }
-        fz_free(f, fill, nn, sizeof *fill);
+        fz_free(f, fill, ng, sizeof *fill);
     }
     for (int gi = 0; gi < f->ngs && st == TG_OK; gi++) {
         int nm = start[gi + 1] - start[gi];
@@ -867,15 +878,15 @@ static tg_status build_all(fuser *f) {
         if (v < f->nv && b.map[v]) g->outputs.items[i] = b.map[v];
     }
 done:
-    fz_free(f, start, nn + 1, sizeof *start);
-    fz_free(f, mem, nn, sizeof *mem);
+    fz_free(f, start, ng + 1, sizeof *start);
+    fz_free(f, mem, ng, sizeof *mem);
     fz_free(f, b.slot, nn, sizeof *b.slot);
     fz_free(f, b.islot, nv, sizeof *b.islot);
     fz_free(f, b.istamp, nv, sizeof *b.istamp);
     fz_free(f, b.ins, nv, sizeof *b.ins);
     fz_free(f, b.exits, nv, sizeof *b.exits);
     fz_free(f, b.map, nv, sizeof *b.map);
-    fz_free(f, b.built, nn, sizeof *b.built);
+    fz_free(f, b.built, ng, sizeof *b.built);
     return st;
 }
 
