@@ -98,6 +98,7 @@ typedef struct fuser {
     int *stack;       /* node ids, for searches */
     int made;         /* fused nodes made */
     long search_left; /* node visits left to sibling searches (the pass stays linear) */
+    long work;        /* steps of the pass's loops (tg_pass_stats.work) */
 } fuser;
 
 static void *fz_calloc(fuser *f, size_t n, size_t elem) {
@@ -188,6 +189,7 @@ static void merge_into(fuser *f, int b, int a) {
 /* True when some user of v is not a member of group gi (or v is a graph output). */
 static bool leaves(fuser *f, const tg_var *v, int gi) {
     if (f->outuse[v->id] > 0) return true;
+    f->work += 1 + f->ustart[v->id + 1] - f->ustart[v->id];
     for (int k = f->ustart[v->id]; k < f->ustart[v->id + 1]; k++)
         if (node_group(f, f->unode[k]) != gi) return true;
     return false;
@@ -245,6 +247,7 @@ static tg_status setup(fuser *f) {
         f->pos[n->id] = i;
         for (int k = 0; k < n->nin; k++) f->ustart[n->in[k]->id + 1]++;
         nuse += (size_t)n->nin;
+        f->work += 1 + n->nin;
     }
     for (size_t v = 0; v < nv; v++) f->ustart[v + 1] += f->ustart[v];
     f->unode = fz_calloc(f, nuse, sizeof *f->unode);
@@ -395,6 +398,7 @@ static void absorb_producers(fuser *f) {
         bool join = true;
         long m = f->outuse[v->id] > 0 ? 1 : 0;
         for (int k = f->ustart[v->id]; k < f->ustart[v->id + 1] && join; k++) {
+            f->work++;
             const tg_node *u = f->unode[k];
             int gu = node_group(f, u);
             if (gu < 0 || f->gs[gu].kind != K_EW || !same_shape(&v->type, &f->gs[gu].shape) ||
@@ -546,6 +550,7 @@ static void search_reach(fuser *f, batch *bt, int s) {
     for (int m = f->gs[a].head; m >= 0 && !f->big[a]; m = f->next[m])
         push_users(f, f->g->nodes.items[m], &sp);
     while (sp > 0 && !f->big[a]) {
+        f->work++;
         if (--budget < 0 || --f->search_left < 0) {
             f->big[a] = 1;
             break;
@@ -620,6 +625,7 @@ static bool siblings_fit(const fuser *f, int a, int b, const tg_var *x) {
 static int readers(fuser *f, const tg_var *x, int *k, int *cand, int maxc) {
     int xg = x->kind == TG_VAR_NODE ? node_group(f, x->node) : -1, nc = 0;
     for (; *k < f->ustart[x->id + 1] && nc < maxc; (*k)++) {
+        f->work++;
         int gu = node_group(f, f->unode[*k]);
         if (gu < 0 || gu == xg || f->cvis[gu] == x->id + 1) continue;
         f->cvis[gu] = x->id + 1;
@@ -635,6 +641,25 @@ static void merge_siblings(fuser *f) {
         int gi = node_group(f, f->order[i]);
         if (gi >= 0 && f->first[gi] < 0) f->first[gi] = i;
     }
+    /* A group is big from the start when a path of more than FUSE_REACH_BUDGET nodes leaves
+     * one of its members (all of them lie after the group: no path comes back into it). The
+     * longest paths are counted in reverse order, per position, on the search stack. */
+    int *depth = f->stack;
+    for (int i = f->norder - 1; i >= 0; i--) {
+        const tg_node *n = f->order[i];
+        int d = 0;
+        for (int o = 0; o < n->nout; o++) {
+            int v = n->out[o]->id;
+            f->work += 1 + f->ustart[v + 1] - f->ustart[v];
+            for (int k = f->ustart[v]; k < f->ustart[v + 1]; k++) {
+                int du = 1 + depth[f->pos[f->unode[k]->id]];
+                if (du > d) d = du;
+            }
+        }
+        depth[i] = d > FUSE_REACH_BUDGET ? FUSE_REACH_BUDGET + 1 : d;
+        int gi = node_group(f, n);
+        if (gi >= 0 && depth[i] > FUSE_REACH_BUDGET) f->big[gi] = 1;
+    }
     for (int v = 0; v < f->nv; v++) {
         const tg_var *x = f->g->vars.items[v];
         if (f->ustart[v + 1] - f->ustart[v] < 2 || is_literal(x)) continue;
@@ -649,6 +674,7 @@ static void merge_siblings(fuser *f) {
             }
             for (int i = 1; i < bt.nc; i++) {
                 for (int j = 0; j < i; j++) {
+                    f->work++;
                     int a = gfind(f, bt.cand[i]), b = gfind(f, bt.cand[j]);
                     if (a == b || !siblings_fit(f, b, a, x)) continue;
                     know(f, &bt, i);
@@ -912,6 +938,7 @@ tg_status tg_fuse(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
         for (int i = report->npasses - 1; i >= 0; i--) {
             if (strcmp(report->passes[i].name, "fuse") != 0) continue;
             report->passes[i].visits += f.norder;
+            report->passes[i].work += f.work;
             report->passes[i].applied += f.made;
             break;
         }
