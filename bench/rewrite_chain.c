@@ -4,7 +4,7 @@
  *
  *  - cancel: neg(neg(...neg(x)...)), whose pairs cancel: the graph optimises to x, through
  *    a cascade of merges and neg_neg rewrites;
- *  - mixed: a repeated block of about 25 nodes where many rules fire and fusion groups
+ *  - mixed: a repeated block of 24 nodes where many rules fire and fusion groups
  *    form: add/mul with constants (commute_const, mul_one, mul_neg_one), exp/log, neg pairs,
  *    reshape and transpose pairs, add(h, neg(y)) (add_neg; the copies of neg(y) merge),
  *    log(1 + exp(h)) and exp(h) - 1 (stabilize), dot(h, W) + b (blas), tanh, and a
