@@ -12,6 +12,9 @@
  *  - Node and variable ids index every per-node and per-variable array; arrays grow as rules
  *    create nodes (which g->nodes and g->vars list in creation order).
  *  - Everything is iterative: the worklist, the kill and revive cascades, the cycle check.
+ *  - Linear work: nothing rescans the graph after a rewrite. A node table slot holding a
+ *    dead node is free (the next insertion on its probe path takes it), so keys that a
+ *    cascade makes again and again do not pile up. rw->steps counts the loops' steps.
  */
 #include "rewrite.h"
 

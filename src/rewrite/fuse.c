@@ -19,7 +19,8 @@
  *     axes with the same keepdims: the elementwise values are then never materialised.
  *  3. Siblings: groups of the same kind and shape that read a common input merge into one
  *     multi-output node, when no path leads from one to the other (searched through the
- *     groups, with a bounded budget: an unfinished search refuses the merge).
+ *     groups, with a bounded budget: a group with more nodes after it than a search may
+ *     visit is "big" and merges with nothing; one search per group of a batch of readers).
  * Groups of one node stay as they are. Each remaining group becomes one fused node; the
  * values it provides are replaced by the node's outputs.
  *
