@@ -1,10 +1,11 @@
 #!/bin/sh
-# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11) for
-# tgraph and for its peers (NumPy, PyTorch, direct CBLAS calls) in this one invocation,
-# in ROUNDS interleaved rounds (each round runs every program once, so slow phases of a
-# busy machine hit all of them alike), then writes bench/results.md (a table per workload
-# with tgraph's ratio to the best peer, and the suite's targets) and bench/results.svg (a
-# bar chart of the ratios) through bench/report.py.
+# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11; rw, the
+# optimiser's compile time on long chains) for tgraph and for its peers (NumPy, PyTorch,
+# direct CBLAS calls) in this one invocation, in ROUNDS interleaved rounds (each round runs
+# every program once, so slow phases of a busy machine hit all of them alike), then writes
+# bench/results.md (a table per workload with tgraph's ratio to the best peer, and the
+# suite's targets) and bench/results.svg (a bar chart of the ratios) through
+# bench/report.py.
 #
 # usage: bench/run.sh [BUILD_DIR] [-n RUNS] [-r ROUNDS] [-o OUT.md]
 #   BUILD_DIR  where the bench_* programs are built (default build/; `make bench` builds them)
@@ -56,6 +57,7 @@ w11 bin bench_w11 --cold 3
 w2 bin bench_blas -n $runs --side tg
 w2 bin bench_blas -n $runs --side cblas
 w2 py blas_peers.py -n $runs
+rw bin bench_rewrite
 EOF
 }
 

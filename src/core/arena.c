@@ -13,10 +13,13 @@
 #include "core.h"
 
 #include <stdint.h>
+#include <sys/mman.h>
 
 #define TG_ARENA_ALIGN     16
 #define TG_ARENA_FIRST     ((size_t)4096)
 #define TG_ARENA_MAX_CHUNK ((size_t)1 << 24)
+#define TG_ARENA_HUGE      ((size_t)4 << 20) /* chunks from this size ask for huge pages */
+#define TG_ARENA_HUGE_PAGE ((uintptr_t)2 << 20)
 
 struct tg_arena_chunk {
     tg_arena_chunk *next; /* older chunk */
@@ -54,8 +57,18 @@ static tg_arena_chunk *chunk_new(tg_arena *a, size_t cap) {
         tg_set_error(TG_ENOMEM, "out of memory: arena request of %zu bytes is too large", cap);
         return NULL;
     }
-    tg_arena_chunk *c = tg_mem_calloc(a->ctx, n);
+    tg_arena_chunk *c = tg_mem_alloc(a->ctx, n);
     if (!c) return NULL;
+#ifdef MADV_HUGEPAGE
+    /* a big graph's chunks ask for transparent huge pages: faulting in fresh 4 KiB pages
+     * one by one costs more than everything else building or rewriting the graph does */
+    if (n >= TG_ARENA_HUGE) {
+        uintptr_t lo = ((uintptr_t)c + TG_ARENA_HUGE_PAGE - 1) & ~(TG_ARENA_HUGE_PAGE - 1);
+        uintptr_t hi = ((uintptr_t)c + n) & ~(TG_ARENA_HUGE_PAGE - 1);
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
+    memset(c, 0, n);
     uintptr_t start = (uintptr_t)(c + 1);
     size_t pad = (TG_ARENA_ALIGN - start % TG_ARENA_ALIGN) % TG_ARENA_ALIGN;
     c->alloc_size = n;

@@ -12,6 +12,9 @@
  *  - Node and variable ids index every per-node and per-variable array; arrays grow as rules
  *    create nodes (which g->nodes and g->vars list in creation order).
  *  - Everything is iterative: the worklist, the kill and revive cascades, the cycle check.
+ *  - Linear work: nothing rescans the graph after a rewrite. A node table slot holding a
+ *    dead node is free (the next insertion on its probe path takes it), so keys that a
+ *    cascade makes again and again do not pile up. rw->steps counts the loops' steps.
  */
 #include "rewrite.h"
 
@@ -74,6 +77,7 @@ struct tg_rw {
     int mark;        /* g->nodes.n when the current rule started */
     bool redirected; /* the current rule moved at least one use */
     long total, limit, visits;
+    long steps;   /* steps of the engine's own loops (tg_pass_stats.work) */
     tg_status st; /* first error */
 };
 
@@ -145,6 +149,7 @@ static bool add_use(tg_rw *rw, tg_var *v, tg_node *n, int k) {
     if (rw->npool == rw->cappool &&
         !grow(rw->ctx, (void **)&rw->pool, &rw->cappool, rw->npool + 1, sizeof *rw->pool))
         return false;
+    rw->steps++;
     rw->pool[rw->npool] = (use){n, k, rw->vi[v->id].head};
     rw->vi[v->id].head = rw->npool++;
     rw->vi[v->id].uses++;
@@ -170,7 +175,8 @@ static void wpush(tg_rw *rw, tg_node *n) {
     rw->flags[n->id] |= QUEUED;
 }
 
-static bool unused(const tg_rw *rw, const tg_node *n) {
+static bool unused(tg_rw *rw, const tg_node *n) {
+    rw->steps += n->nout;
     for (int i = 0; i < n->nout; i++)
         if (rw->vi[n->out[i]->id].uses > 0) return false;
     return true;
@@ -187,6 +193,7 @@ static void maybe_kill(tg_rw *rw, tg_node *n) {
     }
     while (rw->nstack > 0) {
         tg_node *m = rw->stack[--rw->nstack];
+        rw->steps += 1 + m->nin;
         for (int k = 0; k < m->nin; k++) {
             tg_var *v = m->in[k];
             if (--rw->vi[v->id].uses > 0 || v->kind != TG_VAR_NODE) continue;
@@ -212,6 +219,7 @@ static void revive(tg_rw *rw, tg_node *n) {
     }
     while (rw->nstack > 0) {
         tg_node *m = rw->stack[--rw->nstack];
+        rw->steps++;
         for (int k = 0; k < m->nin; k++) {
             tg_var *v = m->in[k];
             if (!add_use(rw, v, m, k)) {
@@ -255,6 +263,7 @@ static void register_new(tg_rw *rw) {
 /* Re-infers u with its current inputs: true when it gives exactly u's output types. */
 static bool infer_same(tg_rw *rw, tg_node *u) {
     const tg_op_def *op = tg_op_table[u->op];
+    rw->steps++;
     if (u->nin > rw->captin) {
         int cap = rw->captin;
         if (!grow(rw->ctx, (void **)&rw->tin, &cap, u->nin, sizeof *rw->tin)) {
@@ -292,6 +301,7 @@ static bool depends_new(tg_rw *rw, tg_var *from, tg_var *target) {
     int top = rw->nstack;
     for (int i = base; i < top && !found; i++) {
         tg_node *m = rw->stack[i];
+        rw->steps++;
         for (int k = 0; k < m->nin && !found; k++) {
             tg_var *v = m->in[k];
             if (v == target) found = true;
@@ -347,6 +357,7 @@ tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *by) {
     while (e >= 0) {
         use *en = &rw->pool[e];
         int next = en->next;
+        rw->steps++;
         tg_node *u = en->node;
         if (is_live(rw, u) && u->in[en->k] == old) {
             u->in[en->k] = by;
@@ -367,6 +378,7 @@ tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *by) {
     }
     rw->vi[old->id].head = kept;
     if (rw->vi[old->id].outuses > 0) {
+        rw->steps += g->outputs.n;
         for (int i = 0; i < g->outputs.n; i++) {
             if (g->outputs.items[i] != old) continue;
             g->outputs.items[i] = by;
@@ -539,7 +551,7 @@ static bool table_insert(tg_rw *rw, table *t, uint64_t h, void *p) {
         for (size_t i = 0; i < t->cap; i++) {
             if (!t->s[i].p) continue;
             size_t j = t->s[i].h & (ncap - 1);
-            while (ns[j].p) j = (j + 1) & (ncap - 1);
+            while (ns[j].p) j = (j + 1) & (ncap - 1), rw->steps++;
             ns[j] = t->s[i];
         }
         tg_mem_free(rw->ctx, t->s, t->cap * sizeof *t->s);
@@ -547,7 +559,7 @@ static bool table_insert(tg_rw *rw, table *t, uint64_t h, void *p) {
         t->cap = ncap;
     }
     size_t j = h & (t->cap - 1);
-    while (t->s[j].p) j = (j + 1) & (t->cap - 1);
+    while (t->s[j].p) j = (j + 1) & (t->cap - 1), rw->steps++;
     t->s[j] = (slot){h, p};
     t->n++;
     return true;
@@ -558,17 +570,27 @@ tg_node *tg_rw_find_equal(tg_rw *rw, tg_node *n) {
     uint64_t h = hash_node(n);
     table *t = &rw->nodes;
     bool present = false;
+    size_t reuse = SIZE_MAX; /* the first slot of a dead node on the probe path */
     for (size_t j = t->cap ? h & (t->cap - 1) : 0; t->cap && t->s[j].p;
          j = (j + 1) & (t->cap - 1)) {
         tg_node *m = t->s[j].p;
+        rw->steps++;
+        if (!is_live(rw, m)) {
+            if (reuse == SIZE_MAX) reuse = j;
+            continue;
+        }
         if (t->s[j].h != h) continue;
         if (m == n) {
             present = true;
             continue;
         }
-        if (is_live(rw, m) && node_same(m, n)) return m;
+        if (node_same(m, n)) return m;
     }
-    if (!present && !table_insert(rw, t, h, n)) oom(rw);
+    if (present) return NULL;
+    if (reuse != SIZE_MAX) /* a dead node is never found again: its slot is free */
+        t->s[reuse] = (slot){h, n};
+    else if (!table_insert(rw, t, h, n))
+        oom(rw);
     return NULL;
 }
 
@@ -583,6 +605,7 @@ tg_var *tg_rw_find_equal_const(tg_rw *rw, tg_var *c) {
     for (size_t j = t->cap ? h & (t->cap - 1) : 0; t->cap && t->s[j].p;
          j = (j + 1) & (t->cap - 1)) {
         tg_var *d = t->s[j].p;
+        rw->steps++;
         if (t->s[j].h != h) continue;
         if (d == c) return c;
         if (const_same(d, c)) return d;
@@ -840,6 +863,7 @@ static tg_status seed(tg_rw *rw) {
     }
     rw->nseen = g->nodes.n;
     rw->limit = 16L * norder + 1000;
+    rw->steps += norder + g->outputs.n; /* the toposort, the output slots */
     tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     return ok ? rw->st : oom(rw);
 }
@@ -858,6 +882,7 @@ static void visit(tg_rw *rw, tg_node *n) {
         g->line = n->line; /* nodes the rule builds take the position of the one it rewrites */
         g->col = n->col;
         double t0 = rw->report ? now() : 0.0;
+        rw->steps++;
         tg_var *v = rule->fn(rw, n);
         if (rw->report && rw->stat[r] >= 0) {
             tg_rule_stats *s = &rw->report->rules[rw->stat[r]];
@@ -873,6 +898,7 @@ static void visit(tg_rw *rw, tg_node *n) {
             break;
         }
         register_new(rw);
+        rw->steps += 2L * (g->nodes.n - rw->mark);
         if (v && v != n->out[0] && rw->st == TG_OK) tg_rw_replace(rw, n->out[0], v);
         if (rw->st != TG_OK) break;
         /* nodes the rule built but nothing uses go at once; the others are visited next */
@@ -921,12 +947,14 @@ tg_status tg_rw_apply(tg_graph *g, const char *pass, const tg_rule *rules, int n
         rw.flags[n->id] &= (uint8_t)~QUEUED;
         if (!is_live(&rw, n)) continue;
         rw.visits++;
+        rw.steps++;
         visit(&rw, n);
     }
     if (report) {
         for (int i = report->npasses - 1; i >= 0; i--) {
             if (strcmp(report->passes[i].name, rw.pass) != 0) continue;
             report->passes[i].visits += rw.visits;
+            report->passes[i].work += rw.steps;
             report->passes[i].applied += rw.total;
             break;
         }
@@ -949,16 +977,16 @@ void tg_rw_report_free(tg_ctx *ctx, tg_rw_report *r) {
 void tg_rw_report_print(const tg_rw_report *r, const char *func, FILE *f) {
     fprintf(f, "compile-time report for '%s': %d nodes in, %d out, %.3f ms\n", func ? func : "?",
             r->nodes_in, r->nodes_out, 1e3 * r->total_seconds);
-    fprintf(f, "  %-14s %9s %9s %7s %7s %7s %8s\n", "step", "ms", "rules ms", "before", "after",
-            "visits", "rewrites");
+    fprintf(f, "  %-14s %9s %9s %7s %7s %7s %8s %9s\n", "step", "ms", "rules ms", "before", "after",
+            "visits", "rewrites", "work");
     if (r->copy_seconds > 0) fprintf(f, "  %-14s %9.3f\n", "(copy)", 1e3 * r->copy_seconds);
     for (int i = 0; i < r->npasses; i++) {
         const tg_pass_stats *p = &r->passes[i];
         double rules = 0;
         for (int k = 0; k < r->nrules; k++)
             if (strcmp(r->rules[k].pass, p->name) == 0) rules += r->rules[k].seconds;
-        fprintf(f, "  %-14s %9.3f %9.3f %7d %7d %7ld %8ld\n", p->name, 1e3 * p->seconds,
-                1e3 * rules, p->nodes_before, p->nodes_after, p->visits, p->applied);
+        fprintf(f, "  %-14s %9.3f %9.3f %7d %7d %7ld %8ld %9ld\n", p->name, 1e3 * p->seconds,
+                1e3 * rules, p->nodes_before, p->nodes_after, p->visits, p->applied, p->work);
     }
     fprintf(f, "  %-14s %9.3f\n", "(compact)", 1e3 * r->compact_seconds);
     if (r->nrules == 0) return;

@@ -19,7 +19,8 @@
  *     axes with the same keepdims: the elementwise values are then never materialised.
  *  3. Siblings: groups of the same kind and shape that read a common input merge into one
  *     multi-output node, when no path leads from one to the other (searched through the
- *     groups, with a bounded budget: an unfinished search refuses the merge).
+ *     groups, with a bounded budget: a group with more nodes after it than a search may
+ *     visit is "big" and merges with nothing; one search per group of a batch of readers).
  * Groups of one node stay as they are. Each remaining group becomes one fused node; the
  * values it provides are replaced by the node's outputs.
  *
@@ -87,13 +88,18 @@ typedef struct fuser {
     int *mult;       /* per node id: uses of its value inside its group's text */
     fgroup *gs;      /* groups */
     int ngs;
-    int *vis;  /* per node id: search stamp */
-    int *gvis; /* per group: search stamp */
-    int *cvis; /* per group: 1 + id of the var whose readers it was listed for */
+    int *vis;     /* per node id: search stamp */
+    int *gvis;    /* per group: search stamp */
+    int *cvis;    /* per group: 1 + id of the var whose readers it was listed for */
+    int *first;   /* per group (step 3): position of its first member when step 3 began */
+    uint8_t *big; /* per group (step 3): FUSE_REACH_BUDGET nodes or more lie after it */
+    int *slot;    /* per group: its slot in the batch being searched (when sstamp) */
+    int *sstamp;  /* per group: the search stamp slot[] belongs to */
     int stamp;
     int *stack;       /* node ids, for searches */
     int made;         /* fused nodes made */
     long search_left; /* node visits left to sibling searches (the pass stays linear) */
+    long work;        /* steps of the pass's loops (tg_pass_stats.work) */
 } fuser;
 
 static void *fz_calloc(fuser *f, size_t n, size_t elem) {
@@ -184,6 +190,7 @@ static void merge_into(fuser *f, int b, int a) {
 /* True when some user of v is not a member of group gi (or v is a graph output). */
 static bool leaves(fuser *f, const tg_var *v, int gi) {
     if (f->outuse[v->id] > 0) return true;
+    f->work += 1 + f->ustart[v->id + 1] - f->ustart[v->id];
     for (int k = f->ustart[v->id]; k < f->ustart[v->id + 1]; k++)
         if (node_group(f, f->unode[k]) != gi) return true;
     return false;
@@ -212,21 +219,27 @@ static tg_status setup(fuser *f) {
     f->nn = g->nodes.n;
     f->nv = g->vars.n;
     size_t nn = (size_t)f->nn, nv = (size_t)f->nv;
-    f->order = tg_ir_toposort(g, &f->norder);
+    if (!f->order) f->order = tg_ir_toposort(g, &f->norder); /* copy_cheap made copies */
     if (!f->order) return strstr(tg_last_error(), "cycle") ? TG_EINTERNAL : TG_ENOMEM;
+    size_t ng = (size_t)f->norder; /* groups (and nodes on a search stack): live nodes at most */
     f->pos = fz_calloc(f, nn, sizeof *f->pos);
     f->ustart = fz_calloc(f, nv + 1, sizeof *f->ustart);
     f->outuse = fz_calloc(f, nv, sizeof *f->outuse);
     f->grp = fz_calloc(f, nn, sizeof *f->grp);
     f->next = fz_calloc(f, nn, sizeof *f->next);
     f->mult = fz_calloc(f, nn, sizeof *f->mult);
-    f->gs = fz_calloc(f, nn, sizeof *f->gs);
+    f->gs = fz_calloc(f, ng, sizeof *f->gs);
     f->vis = fz_calloc(f, nn, sizeof *f->vis);
-    f->gvis = fz_calloc(f, nn, sizeof *f->gvis);
-    f->cvis = fz_calloc(f, nn, sizeof *f->cvis);
-    f->stack = fz_calloc(f, nn, sizeof *f->stack);
+    f->gvis = fz_calloc(f, ng, sizeof *f->gvis);
+    f->cvis = fz_calloc(f, ng, sizeof *f->cvis);
+    f->first = fz_calloc(f, ng, sizeof *f->first);
+    f->big = fz_calloc(f, ng, sizeof *f->big);
+    f->slot = fz_calloc(f, ng, sizeof *f->slot);
+    f->sstamp = fz_calloc(f, ng, sizeof *f->sstamp);
+    f->stack = fz_calloc(f, ng, sizeof *f->stack);
     if (!f->pos || !f->ustart || !f->outuse || !f->grp || !f->next || !f->mult || !f->gs ||
-        !f->vis || !f->gvis || !f->cvis || !f->stack)
+        !f->vis || !f->gvis || !f->cvis || !f->first || !f->big || !f->slot || !f->sstamp ||
+        !f->stack)
         return TG_ENOMEM;
     for (size_t i = 0; i < nn; i++) f->pos[i] = f->grp[i] = f->next[i] = -1;
     size_t nuse = 0;
@@ -235,6 +248,7 @@ static tg_status setup(fuser *f) {
         f->pos[n->id] = i;
         for (int k = 0; k < n->nin; k++) f->ustart[n->in[k]->id + 1]++;
         nuse += (size_t)n->nin;
+        f->work += 1 + n->nin;
     }
     for (size_t v = 0; v < nv; v++) f->ustart[v + 1] += f->ustart[v];
     f->unode = fz_calloc(f, nuse, sizeof *f->unode);
@@ -256,7 +270,7 @@ static tg_status setup(fuser *f) {
 }
 
 static void teardown(fuser *f) {
-    size_t nn = (size_t)f->nn, nv = (size_t)f->nv;
+    size_t nn = (size_t)f->nn, nv = (size_t)f->nv, ng = (size_t)f->norder;
     if (f->order) tg_mem_free(f->ctx, f->order, sizeof *f->order * (nn + 1));
     size_t nuse = f->ustart ? (size_t)f->ustart[nv] : 0;
     fz_free(f, f->unode, nuse, sizeof *f->unode);
@@ -266,11 +280,15 @@ static void teardown(fuser *f) {
     fz_free(f, f->grp, nn, sizeof *f->grp);
     fz_free(f, f->next, nn, sizeof *f->next);
     fz_free(f, f->mult, nn, sizeof *f->mult);
-    fz_free(f, f->gs, nn, sizeof *f->gs);
+    fz_free(f, f->gs, ng, sizeof *f->gs);
     fz_free(f, f->vis, nn, sizeof *f->vis);
-    fz_free(f, f->gvis, nn, sizeof *f->gvis);
-    fz_free(f, f->cvis, nn, sizeof *f->cvis);
-    fz_free(f, f->stack, nn, sizeof *f->stack);
+    fz_free(f, f->gvis, ng, sizeof *f->gvis);
+    fz_free(f, f->cvis, ng, sizeof *f->cvis);
+    fz_free(f, f->first, ng, sizeof *f->first);
+    fz_free(f, f->big, ng, sizeof *f->big);
+    fz_free(f, f->slot, ng, sizeof *f->slot);
+    fz_free(f, f->sstamp, ng, sizeof *f->sstamp);
+    fz_free(f, f->stack, ng, sizeof *f->stack);
 }
 
 /* ---- step 0: cheap values recomputed by their readers ---- */
@@ -295,11 +313,16 @@ static tg_status copy_cheap(fuser *f) {
     tg_node **order = tg_ir_toposort(g, &norder);
     if (!order) return strstr(tg_last_error(), "cycle") ? TG_EINTERNAL : TG_ENOMEM;
     size_t nn = (size_t)g->nodes.n, nv = (size_t)g->vars.n;
-    int *nrd = fz_calloc(f, nv, sizeof *nrd);       /* reader nodes; -1: a reader cannot copy */
-    int *seen = fz_calloc(f, nv, sizeof *seen);     /* 1 + id of the last reader counted */
-    int *first = fz_calloc(f, nv, sizeof *first);   /* 1 + id of the reader keeping the value */
-    tg_var **copy = fz_calloc(f, nv, sizeof *copy); /* the copy made for reader seen[v] */
+    int *nrd = NULL, *seen = NULL, *first = NULL;
+    tg_var **copy = NULL;
     tg_status st = TG_OK;
+    bool any = false; /* a cheap node to copy, maybe */
+    for (int i = 0; i < norder && !any; i++) any = cheap(order[i]);
+    if (!any) goto done;
+    nrd = fz_calloc(f, nv, sizeof *nrd);     /* reader nodes; -1: a reader cannot copy */
+    seen = fz_calloc(f, nv, sizeof *seen);   /* 1 + id of the last reader counted */
+    first = fz_calloc(f, nv, sizeof *first); /* 1 + id of the reader keeping the value */
+    copy = fz_calloc(f, nv, sizeof *copy);   /* the copy made for reader seen[v] */
     if (!nrd || !seen || !first || !copy) {
         st = TG_ENOMEM;
         goto done;
@@ -352,7 +375,12 @@ static tg_status copy_cheap(fuser *f) {
         }
     }
 done:
-    tg_mem_free(g->ctx, order, sizeof *order * (nn + 1));
+    if (st == TG_OK && (size_t)g->nodes.n == nn) { /* no copy: setup takes the order */
+        f->order = order;
+        f->norder = norder;
+    } else {
+        tg_mem_free(g->ctx, order, sizeof *order * (nn + 1));
+    }
     fz_free(f, nrd, nv, sizeof *nrd);
     fz_free(f, seen, nv, sizeof *seen);
     fz_free(f, first, nv, sizeof *first);
@@ -371,6 +399,7 @@ static void absorb_producers(fuser *f) {
         bool join = true;
         long m = f->outuse[v->id] > 0 ? 1 : 0;
         for (int k = f->ustart[v->id]; k < f->ustart[v->id + 1] && join; k++) {
+            f->work++;
             const tg_node *u = f->unode[k];
             int gu = node_group(f, u);
             if (gu < 0 || f->gs[gu].kind != K_EW || !same_shape(&v->type, &f->gs[gu].shape) ||
@@ -462,6 +491,36 @@ static void absorb_reductions(fuser *f) {
 
 /* ---- step 3: siblings ---- */
 
+/* Whether two groups may merge is a question of paths: a path from one to the other (through
+ * any nodes and groups, a group counting as one vertex) would make the merged node a cycle.
+ * A search from a group walks everything after it, FUSE_REACH_BUDGET nodes at most: a group
+ * with more nodes after it is "big", and a big group merges with nothing (the search could
+ * not prove the merge safe). Two facts keep the searches few:
+ *  - The readers of a value are taken MAXC at a time (a batch). One search per group of the
+ *    batch finds the batch's groups it reaches (a bit mask), rather than one search per pair;
+ *    the groups that start last are searched first.
+ *  - Big is for good: merges only add paths. A group that reaches a big group is big too, so
+ *    a search that meets one stops there.
+ * After a merge the masks are exact still (kept so below) but a group that reaches the
+ * merged one may have become big: the batch's masks are searched again when next needed. */
+enum { MAXC = 32 };
+
+typedef struct batch {
+    int cand[MAXC];       /* the groups, as readers() listed them (gfind gives the current) */
+    int nc;               /* how many */
+    uint32_t reach[MAXC]; /* per slot, when known: the slots whose groups its group reaches */
+    uint32_t known;       /* slots whose reach (and whether their group is big) is known */
+    int order[MAXC];      /* slots, the group starting last first (the order of searches) */
+} batch;
+
+/* Slots of the batch whose group is g. */
+static uint32_t slots_of(fuser *f, const batch *bt, int g) {
+    uint32_t m = 0;
+    for (int t = 0; t < bt->nc; t++)
+        if (gfind(f, bt->cand[t]) == g) m |= (uint32_t)1 << t;
+    return m;
+}
+
 static void push_users(fuser *f, const tg_node *n, int *sp) {
     for (int o = 0; o < n->nout; o++) {
         int v = n->out[o]->id;
@@ -474,22 +533,38 @@ static void push_users(fuser *f, const tg_node *n, int *sp) {
     }
 }
 
-/* True when a path leads from group a to group b through any nodes and groups (a group
- * counts as one vertex), or when the search ran out of budget. */
-static bool reaches(fuser *f, int a, int b) {
+/* Searches from slot s's group: the slots it reaches, for every slot of that group, or
+ * marks the group big (past the budget, the pass's budget spent, or a big group met). */
+static void search_reach(fuser *f, batch *bt, int s) {
+    int a = gfind(f, bt->cand[s]);
+    uint32_t res = 0, mine = slots_of(f, bt, a);
     f->stamp++;
+    for (int t = 0; t < bt->nc; t++) {
+        int gt = gfind(f, bt->cand[t]);
+        f->slot[gt] = t; /* valid while sstamp matches */
+        f->sstamp[gt] = f->stamp;
+    }
     int sp = 0;
     long budget = FUSE_REACH_BUDGET;
     f->gvis[a] = f->stamp;
-    for (int m = f->gs[a].head; m >= 0; m = f->next[m]) f->vis[m] = f->stamp;
-    for (int m = f->gs[a].head; m >= 0; m = f->next[m]) push_users(f, f->g->nodes.items[m], &sp);
-    while (sp > 0) {
-        if (--budget < 0 || --f->search_left < 0) return true;
+    for (int m = f->gs[a].head; m >= 0 && !f->big[a]; m = f->next[m]) f->vis[m] = f->stamp;
+    for (int m = f->gs[a].head; m >= 0 && !f->big[a]; m = f->next[m])
+        push_users(f, f->g->nodes.items[m], &sp);
+    while (sp > 0 && !f->big[a]) {
+        f->work++;
+        if (--budget < 0 || --f->search_left < 0) {
+            f->big[a] = 1;
+            break;
+        }
         const tg_node *u = f->g->nodes.items[f->stack[--sp]];
         int gu = node_group(f, u);
-        if (gu == b) return true;
+        if (gu >= 0 && f->big[gu]) {
+            f->big[a] = 1;
+            break;
+        }
         if (gu >= 0 && f->gvis[gu] != f->stamp) {
             f->gvis[gu] = f->stamp;
+            if (f->sstamp[gu] == f->stamp) res |= slots_of(f, bt, gu);
             for (int m = f->gs[gu].head; m >= 0; m = f->next[m]) {
                 if (f->vis[m] == f->stamp) continue;
                 f->vis[m] = f->stamp;
@@ -498,7 +573,36 @@ static bool reaches(fuser *f, int a, int b) {
         }
         push_users(f, u, &sp);
     }
-    return false;
+    for (int t = 0; t < bt->nc; t++)
+        if (mine >> t & 1) bt->reach[t] = res & ~mine;
+    bt->known |= mine;
+}
+
+/* Makes slot s known, searching first from the groups that start later, so that a search
+ * meets the big groups after it. */
+static void know(fuser *f, batch *bt, int s) {
+    for (int i = 0; i < bt->nc && !(bt->known >> s & 1); i++) {
+        int t = bt->order[i];
+        if (!(bt->known >> t & 1)) search_reach(f, bt, t);
+    }
+}
+
+/* Merges group a into group b (b stays the representative). The masks stay exact: the
+ * merged group reaches what either reached, and whatever reached either now reaches the
+ * merged group and all it reaches. Whether a group is big is searched again. */
+static void merge_pair(fuser *f, batch *bt, int b, int a) {
+    uint32_t both = slots_of(f, bt, a) | slots_of(f, bt, b), rm = 0;
+    for (int t = 0; t < bt->nc; t++)
+        if (both >> t & 1) rm |= bt->reach[t];
+    rm &= ~both;
+    merge_into(f, b, a);
+    for (int t = 0; t < bt->nc; t++) {
+        if (both >> t & 1)
+            bt->reach[t] = rm;
+        else if (bt->reach[t] & both)
+            bt->reach[t] |= rm | both;
+    }
+    bt->known = 0;
 }
 
 static bool static_shape(const tg_type *t) {
@@ -522,6 +626,7 @@ static bool siblings_fit(const fuser *f, int a, int b, const tg_var *x) {
 static int readers(fuser *f, const tg_var *x, int *k, int *cand, int maxc) {
     int xg = x->kind == TG_VAR_NODE ? node_group(f, x->node) : -1, nc = 0;
     for (; *k < f->ustart[x->id + 1] && nc < maxc; (*k)++) {
+        f->work++;
         int gu = node_group(f, f->unode[*k]);
         if (gu < 0 || gu == xg || f->cvis[gu] == x->id + 1) continue;
         f->cvis[gu] = x->id + 1;
@@ -531,19 +636,53 @@ static int readers(fuser *f, const tg_var *x, int *k, int *cand, int maxc) {
 }
 
 static void merge_siblings(fuser *f) {
-    enum { MAXC = 32 };
-    int cand[MAXC];
+    batch bt;
+    for (int gi = 0; gi < f->ngs; gi++) f->first[gi] = -1;
+    for (int i = 0; i < f->norder; i++) {
+        int gi = node_group(f, f->order[i]);
+        if (gi >= 0 && f->first[gi] < 0) f->first[gi] = i;
+    }
+    /* A group is big from the start when a path of more than FUSE_REACH_BUDGET nodes leaves
+     * one of its members (all of them lie after the group: no path comes back into it). The
+     * longest paths are counted in reverse order, per position, on the search stack. */
+    int *depth = f->stack;
+    for (int i = f->norder - 1; i >= 0; i--) {
+        const tg_node *n = f->order[i];
+        int d = 0;
+        for (int o = 0; o < n->nout; o++) {
+            int v = n->out[o]->id;
+            f->work += 1 + f->ustart[v + 1] - f->ustart[v];
+            for (int k = f->ustart[v]; k < f->ustart[v + 1]; k++) {
+                int du = 1 + depth[f->pos[f->unode[k]->id]];
+                if (du > d) d = du;
+            }
+        }
+        depth[i] = d > FUSE_REACH_BUDGET ? FUSE_REACH_BUDGET + 1 : d;
+        int gi = node_group(f, n);
+        if (gi >= 0 && depth[i] > FUSE_REACH_BUDGET) f->big[gi] = 1;
+    }
     for (int v = 0; v < f->nv; v++) {
         const tg_var *x = f->g->vars.items[v];
         if (f->ustart[v + 1] - f->ustart[v] < 2 || is_literal(x)) continue;
         for (int k = f->ustart[v]; k < f->ustart[v + 1];) {
-            int nc = readers(f, x, &k, cand, MAXC);
-            for (int i = 1; i < nc; i++) {
+            bt.nc = readers(f, x, &k, bt.cand, MAXC);
+            bt.known = 0;
+            for (int i = 0; i < bt.nc; i++) { /* by first position, the last first */
+                int j = i, p = f->first[gfind(f, bt.cand[i])];
+                for (; j > 0 && f->first[gfind(f, bt.cand[bt.order[j - 1]])] < p; j--)
+                    bt.order[j] = bt.order[j - 1];
+                bt.order[j] = i;
+            }
+            for (int i = 1; i < bt.nc; i++) {
                 for (int j = 0; j < i; j++) {
-                    int a = gfind(f, cand[i]), b = gfind(f, cand[j]);
+                    f->work++;
+                    int a = gfind(f, bt.cand[i]), b = gfind(f, bt.cand[j]);
                     if (a == b || !siblings_fit(f, b, a, x)) continue;
-                    if (reaches(f, a, b) || reaches(f, b, a)) continue;
-                    merge_into(f, b, a);
+                    know(f, &bt, i);
+                    know(f, &bt, j);
+                    if (f->big[a] || f->big[b] || (bt.reach[i] >> j & 1) || (bt.reach[j] >> i & 1))
+                        continue;
+                    merge_pair(f, &bt, b, a);
                     break;
                 }
             }
@@ -720,17 +859,17 @@ static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int n
  * value they replace at the fused node's output. */
 static tg_status build_all(fuser *f) {
     tg_graph *g = f->g;
-    size_t nn = (size_t)f->nn, nv = (size_t)f->nv;
+    size_t nn = (size_t)f->nn, nv = (size_t)f->nv, ng = (size_t)f->norder;
     builder b = {0};
-    int *start = fz_calloc(f, nn + 1, sizeof *start);
-    tg_node **mem = fz_calloc(f, nn, sizeof *mem);
+    int *start = fz_calloc(f, ng + 1, sizeof *start); /* per group */
+    tg_node **mem = fz_calloc(f, ng, sizeof *mem);
     b.slot = fz_calloc(f, nn, sizeof *b.slot);
     b.islot = fz_calloc(f, nv, sizeof *b.islot);
     b.istamp = fz_calloc(f, nv, sizeof *b.istamp);
     b.ins = fz_calloc(f, nv, sizeof *b.ins);
     b.exits = fz_calloc(f, nv, sizeof *b.exits);
     b.map = fz_calloc(f, nv, sizeof *b.map);
-    b.built = fz_calloc(f, nn, sizeof *b.built);
+    b.built = fz_calloc(f, ng, sizeof *b.built);
     tg_status st = TG_OK;
     if (!start || !mem || !b.slot || !b.islot || !b.istamp || !b.ins || !b.exits || !b.map ||
         !b.built) {
@@ -742,9 +881,9 @@ static tg_status build_all(fuser *f) {
         int gi = node_group(f, f->order[i]);
         if (gi >= 0) start[gi + 1]++;
     }
-    for (size_t gi = 0; gi < nn; gi++) start[gi + 1] += start[gi];
+    for (size_t gi = 0; gi < ng; gi++) start[gi + 1] += start[gi];
     {
-        int *fill = fz_calloc(f, nn, sizeof *fill);
+        int *fill = fz_calloc(f, ng, sizeof *fill);
         if (!fill) {
             st = TG_ENOMEM;
             goto done;
@@ -753,7 +892,7 @@ static tg_status build_all(fuser *f) {
             int gi = node_group(f, f->order[i]);
             if (gi >= 0) mem[start[gi] + fill[gi]++] = f->order[i];
         }
-        fz_free(f, fill, nn, sizeof *fill);
+        fz_free(f, fill, ng, sizeof *fill);
     }
     for (int gi = 0; gi < f->ngs && st == TG_OK; gi++) {
         int nm = start[gi + 1] - start[gi];
@@ -779,15 +918,15 @@ static tg_status build_all(fuser *f) {
         if (v < f->nv && b.map[v]) g->outputs.items[i] = b.map[v];
     }
 done:
-    fz_free(f, start, nn + 1, sizeof *start);
-    fz_free(f, mem, nn, sizeof *mem);
+    fz_free(f, start, ng + 1, sizeof *start);
+    fz_free(f, mem, ng, sizeof *mem);
     fz_free(f, b.slot, nn, sizeof *b.slot);
     fz_free(f, b.islot, nv, sizeof *b.islot);
     fz_free(f, b.istamp, nv, sizeof *b.istamp);
     fz_free(f, b.ins, nv, sizeof *b.ins);
     fz_free(f, b.exits, nv, sizeof *b.exits);
     fz_free(f, b.map, nv, sizeof *b.map);
-    fz_free(f, b.built, nn, sizeof *b.built);
+    fz_free(f, b.built, ng, sizeof *b.built);
     return st;
 }
 
@@ -813,6 +952,7 @@ tg_status tg_fuse(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
         for (int i = report->npasses - 1; i >= 0; i--) {
             if (strcmp(report->passes[i].name, "fuse") != 0) continue;
             report->passes[i].visits += f.norder;
+            report->passes[i].work += f.work;
             report->passes[i].applied += f.made;
             break;
         }

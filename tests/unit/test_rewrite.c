@@ -4,7 +4,8 @@
  * several outputs), uses kept where a constant would change a user's inference, NaN/inf
  * semantics of the identities (the graph as written and after the pipeline, both run with
  * the reference kernels, agree bit for bit), compilation never touching the user's graph,
- * determinism, 100,000-node chains, and allocation failures. Timings are printed by
+ * determinism, 100,000-node chains (and the work of each pass on them, which must grow
+ * linearly: a count of steps, not a time), and allocation failures. Timings are printed by
  * `tgraph opt --stats`, never asserted here.
  */
 #include <setjmp.h>
@@ -548,6 +549,82 @@ static void test_long_chains(void **state) {
     tg_graph_free(g);
 }
 
+/* ---- the work of each pass grows linearly with the graph ---- */
+
+/* One block of a chain where many rules fire and fusion groups form (bench/rewrite_chain.c
+ * times the same kind of chain). */
+static tg_var *mixed_block(tg_graph *g, tg_var *h, tg_var *y, tg_var *W, tg_var *b) {
+    const int64_t s84[2] = {8, 4}, s48[2] = {4, 8}, axis1 = 1;
+    tg_attr keep[2] = {TG_A_INTS("axis", &axis1, 1), TG_A_BOOL("keepdims", true)};
+    h = tg_mul(g, tg_literal_float(g, 2.0), tg_add(g, h, tg_literal_float(g, 1.0)));
+    h = tg_neg(g, tg_log(g, tg_exp(g, h)));
+    h = tg_mul(g, h, tg_literal_float(g, -1.0));
+    h = tg_reshape(g, tg_reshape(g, h, 2, s84), 2, s48);
+    h = tg_transpose(g, tg_transpose(g, h, NULL), NULL);
+    h = tg_add(g, h, tg_neg(g, y));
+    h = tg_log(g, tg_add(g, tg_literal_float(g, 1.0), tg_exp(g, h)));
+    h = tg_sub(g, tg_exp(g, h), tg_literal_float(g, 1.0));
+    h = tg_tanh(g, tg_add(g, tg_dot(g, tg_mul(g, h, tg_literal_float(g, 1.0)), W), b));
+    h = tg_add(g, h, y);
+    return tg_sub(g, h, tg_apply(g, "sum", &h, 1, keep, 2));
+}
+
+/* Runs the pipeline on a copy of g with a report, and checks that no pass did more than
+ * 32 steps per node of g (plus a constant: the sibling searches of fuse near the end of a
+ * chain). A merge table that lets equal keys pile up, a worklist that rescans, or sibling
+ * searches that walk the rest of a chain for every pair, all grow quadratically. */
+static tg_graph *optimize_counted(const tg_graph *g) {
+    tg_graph *c = tg_graph_clone(g);
+    assert_non_null(c);
+    tg_rw_report rep = {0};
+    tg_rw_opts o = {0};
+    assert_int_equal(tg_rw_pipeline(&c, &o, &rep), TG_OK);
+    long n = tg_graph_node_count(g);
+    assert_int_equal(rep.npasses, 6);
+    for (int i = 0; i < rep.npasses; i++) {
+        if (rep.passes[i].work > 32 * n + 1000000)
+            print_message("pass %s: %ld steps for %ld nodes\n", rep.passes[i].name,
+                          rep.passes[i].work, n);
+        assert_true(rep.passes[i].work <= 32 * n + 1000000);
+    }
+    assert_true(rep.passes[0].work >= n); /* the count counts */
+    tg_rw_report_free(g->ctx, &rep);
+    return c;
+}
+
+static void test_linear_work(void **state) {
+    (void)state;
+    const int n = 100000;
+    const int64_t s[2] = {4, 8}, sw[2] = {8, 8};
+    /* neg(neg(...)): pairs cancel, each equal to a node merged before */
+    tg_graph *g = tg_graph_new(NULL, "cancel");
+    tg_var *x = tg_input(g, "x", TG_DT_F32, 2, s), *h = x;
+    for (int i = 0; i < n; i++) h = tg_neg(g, h);
+    assert_int_equal(tg_graph_set_outputs(g, &h, 1), TG_OK);
+    tg_graph *r = optimize_counted(g);
+    assert_int_equal(tg_graph_node_count(r), 0);
+    assert_string_equal(tg_var_name(tg_graph_output(r, 0)), "x");
+    tg_graph_free(r);
+    tg_graph_free(g);
+    /* the mixed chain: merges, identities, stabilize, gemm, fusion with reductions */
+    g = tg_graph_new(NULL, "mixed");
+    h = tg_input(g, "x", TG_DT_F32, 2, s);
+    tg_var *y = tg_input(g, "y", TG_DT_F32, 2, s), *W = tg_input(g, "W", TG_DT_F32, 2, sw);
+    tg_var *b = tg_input(g, "b", TG_DT_F32, 2, s);
+    while (h && tg_graph_node_count(g) < n) h = mixed_block(g, h, y, W, b);
+    assert_non_null(h);
+    assert_int_equal(tg_graph_set_outputs(g, &h, 1), TG_OK);
+    r = optimize_counted(g);
+    int blocks = count_op(r, TG_OP_GEMM);
+    assert_true(blocks > 3000);
+    assert_int_equal(count_op(r, TG_OP_FUSED), 2 * blocks);
+    assert_int_equal(count_op(r, TG_OP_SUM), blocks);
+    assert_int_equal(count_op(r, TG_OP_SUB), 1); /* the last block's, fused with nothing */
+    assert_int_equal(count_op(r, -1), 4 * blocks + 1);
+    tg_graph_free(r);
+    tg_graph_free(g);
+}
+
 /* ---- allocation failures ---- */
 
 static const char oom_src[] = "func f(x: f64[3], i: i32[3]) {\n"
@@ -606,6 +683,7 @@ int main(void) {
         cmocka_unit_test(test_optimize_api),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_long_chains),
+        cmocka_unit_test(test_linear_work),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
