@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define TG_API      extern
-#define TG_VERSION  "0.1.0"
+#define TG_VERSION  "0.2.0"
 #define TG_MAX_DIMS 8 /* most dimensions a tensor or type may have */
 
 /* ---- status codes --------------------------------------------------------------- */
@@ -403,7 +403,12 @@ TG_API tg_status tg_cache_list(FILE *f);
 /* Removes every entry and left-over temporary file; *removed (may be NULL) counts files. */
 TG_API tg_status tg_cache_clear(int *removed);
 /* Kills the compilers this process is running for the cache and removes their temporary
- * files. Async-signal-safe: for a SIGINT/SIGTERM handler that then ends the process. */
+ * files. Async-signal-safe: for a SIGINT/SIGTERM handler that then ends the process.
+ * A compiler runs in a process group of its own (so that a time limit stops all it
+ * started), so a terminal's Ctrl-C does not reach it: a program that compiles with
+ * TG_MODE_C and handles SIGINT or SIGTERM should call this from its handler (the tgraph
+ * tool does), or a compiler that hangs outlives it until TGRAPH_CC_TIMEOUT has no one
+ * left to enforce it. */
 TG_API void tg_cache_interrupt(void);
 
 #ifdef __cplusplus

@@ -50,29 +50,17 @@ struct tg_fn {
 static tg_status states_init(tg_fn *f);
 static void states_free(tg_fn *f);
 
-static const char *mode_name(tg_mode m) {
-    static const char *const names[] = {[TG_MODE_REFERENCE] = "reference",
-                                        [TG_MODE_VM] = "vm",
-                                        [TG_MODE_C] = "c",
-                                        [TG_MODE_DEBUG] = "debug"};
-    return (unsigned)m < TG_COUNTOF(names) && names[m] ? names[m] : "?";
-}
-
 tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
     if (!g || !out)
         return tg_set_error(TG_EINVAL, "tg_graph_compile: %s is NULL", g ? "out" : "graph");
+    *out = NULL;
     if (opts &&
         ((unsigned)opts->mode > TG_MODE_DEBUG || (unsigned)opts->debug_backend > TG_MODE_DEBUG))
         return tg_set_error(TG_EINVAL, "tg_graph_compile: invalid mode %d",
                             (unsigned)opts->mode > TG_MODE_DEBUG ? (int)opts->mode
                                                                  : (int)opts->debug_backend);
-    *out = NULL;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     tg_mode mode = opts ? opts->mode : TG_MODE_VM;
-    if (mode != TG_MODE_REFERENCE && mode != TG_MODE_VM && mode != TG_MODE_C &&
-        mode != TG_MODE_DEBUG)
-        return tg_set_error(TG_EUNSUPPORTED, "mode '%s' is not available in this build",
-                            mode_name(mode));
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     tg_status st = tg_graph_verify(g);
     if (st != TG_OK) return st;

@@ -612,7 +612,6 @@ tg_status tg_npy_save(const char *path, const tg_tensor *t) {
     if (tmp[0] && mode >= 0 &&
         faccessat(AT_FDCWD, final, W_OK, AT_EACCESS) != 0) /* as writing in place would */
         return tg_set_error(TG_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
-    const char *wpath = tmp[0] ? tmp : path;
     tg_xfsz x;
     tg_xfsz_begin(&x); /* past ulimit -f: EFBIG, not a killed process and a partial file */
     FILE *f = NULL;
@@ -623,6 +622,9 @@ tg_status tg_npy_save(const char *path, const tg_tensor *t) {
         if (fd >= 0 && !f) {
             close(fd);
             unlink(tmp);
+        } else if (fd < 0 && mode >= 0 && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+            tmp[0] = '\0'; /* a writable file in a directory we may not write: in place */
+            f = fopen(path, "wb");
         }
     } else {
         f = fopen(path, "wb");
@@ -643,7 +645,9 @@ tg_status tg_npy_save(const char *path, const tg_tensor *t) {
         st = TG_EIO;
         err = errno;
     }
-    if (st != TG_OK) remove(wpath); /* the old file, if any, is left as it was */
+    /* only our temporary file is removed: never the target (a device such as /dev/full, a
+       FIFO, or a file written in place) */
+    if (st != TG_OK && tmp[0]) remove(tmp);
     tg_xfsz_end(&x);
     if (st != TG_OK)
         return tg_set_error(TG_EIO, "%s: write error: %s%s", path,

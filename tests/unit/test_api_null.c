@@ -308,6 +308,8 @@ static void test_modules_and_optimize(void **state) {
     STATUS(tg_module_parse(NULL, "", 0, "f.tg", NULL), TG_EINVAL, "tg_module_parse");
     STATUS(tg_module_load(NULL, NULL, &m), TG_EINVAL, "tg_module_load");
     STATUS(tg_module_load(NULL, "f.tg", NULL), TG_EINVAL, "tg_module_load");
+    STATUS(tg_module_read(NULL, NULL, "f.tg", &m), TG_EINVAL, "tg_module_read");
+    STATUS(tg_module_read(NULL, stdin, "f.tg", NULL), TG_EINVAL, "tg_module_read");
     tg_module_free(NULL);
     VALUE(tg_module_func_count(NULL), -1, "tg_module_func_count");
     NULLRET(tg_module_func(NULL, 0), "tg_module_func");

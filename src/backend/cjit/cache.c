@@ -426,7 +426,7 @@ static int compiler_identity(const compiler *c, const char *dir, double limit, c
     id_text[0] = '\0';
     if (fd >= 0) {
         double t = limit > 0 && limit < VERSION_TIMEOUT ? limit : VERSION_TIMEOUT;
-        int rc = run_proc(argv, fd, limit > 0 ? t : 0, fl);
+        int rc = run_proc(argv, fd, t, fl); /* limited even when compiles are not (0) */
         ok = rc == 0 ? ID_OK : rc == RUN_TIMEOUT ? ID_TIMEOUT : ID_NONE;
         if (ok == ID_OK) {
             ssize_t r = pread(fd, id_text, sizeof id_text - 1, 0);
@@ -738,10 +738,11 @@ static tg_status build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out)
     if (st == TG_OK && !have_cc) {
         if (rename(tc, cpath) != 0) unlink(tc);
         if (ident == ID_TIMEOUT)
-            st = tg_set_error(TG_ECHECK,
-                              "the C compiler '%s' did not answer '--version' within %g s "
-                              "(TGRAPH_CC_TIMEOUT) and was stopped; the source is kept in %s",
-                              cc.cmdline, limit < VERSION_TIMEOUT ? limit : VERSION_TIMEOUT, cpath);
+            st = tg_set_error(
+                TG_ECHECK,
+                "the C compiler '%s' did not answer '--version' within %g s "
+                "(TGRAPH_CC_TIMEOUT) and was stopped; the source is kept in %s",
+                cc.cmdline, limit > 0 && limit < VERSION_TIMEOUT ? limit : VERSION_TIMEOUT, cpath);
         else
             st = tg_set_error(TG_ECHECK,
                               "the C compiler '%s' cannot be run; the source is kept in %s",

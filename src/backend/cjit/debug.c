@@ -10,9 +10,10 @@
  * the larger magnitude, plus, for nodes that may sum (anything but single elementwise
  * ops), rtol times the larger of the largest magnitude of the reference output and a bound
  * on the terms summed (summation order differs between backends, and terms that cancel
- * leave a rounding error of their size, not of the result's): the largest magnitude of an
- * input, times that of a second input when the node has two or more float inputs (a
- * product's terms). NaN positions and infinities must match.
+ * leave a rounding error of their size, not of the result's): for a product (linear
+ * algebra) the largest magnitude of an input times the second largest, for a reduction or
+ * another node that may sum the largest input magnitude (terms_bound). NaN positions and
+ * infinities must match.
  *
  * Threads: the fields below mu hold the state of one call (the pending node, its reference
  * outputs and input checksums, the leaf values), so tg_dbg_call holds mu for the whole call,
@@ -93,10 +94,13 @@ static double max_abs(const tg_tensor *t) {
     return m;
 }
 
-/* A bound on the terms a summing node adds: the largest input magnitude, times the second
- * largest when two or more inputs are floats (the terms of a product). */
+/* A bound on the terms a summing node adds: for a product (linear algebra) the largest
+ * input magnitude times the second largest; for a reduction or another node that may sum
+ * (fused, softmax) the largest input magnitude; none for a node that only moves values
+ * (shape, indexing, construction) or a single elementwise op. */
 static double terms_bound(const tg_node *n, tg_tensor *const *vin) {
-    if (tg_op_table[n->op]->kind == TG_KIND_ELEMWISE) return 0.0;
+    int kind = tg_op_table[n->op]->kind;
+    if (kind != TG_KIND_LINALG && kind != TG_KIND_REDUCE && kind != TG_KIND_OTHER) return 0.0;
     double m1 = 0.0, m2 = 0.0;
     int nf = 0;
     for (int k = 0; k < n->nin; k++) {
@@ -110,7 +114,7 @@ static double terms_bound(const tg_node *n, tg_tensor *const *vin) {
             m2 = m;
         }
     }
-    return nf >= 2 ? m1 * m2 : m1;
+    return kind == TG_KIND_LINALG && nf >= 2 ? m1 * m2 : m1;
 }
 
 /* Reference outputs and input checksums of order[i], from the values val (by var id). */
