@@ -1084,7 +1084,8 @@ void tg_cj_lib_close(tg_cj_lib *lib) {
 
 /* ---- listing and clearing ---- */
 
-/* Whether a file name is one the cache writes: <32 hex>.{so,c,ref} or tmp.*. */
+/* Whether a file name is one the cache writes: <32 hex>.{so,c,ref}, <32 hex>.<unit>.c or
+ * tmp.*. */
 static bool cache_name(const char *name, const char **ext) {
     if (strncmp(name, "tmp.", 4) == 0) {
         *ext = "tmp";
@@ -1092,6 +1093,11 @@ static bool cache_name(const char *name, const char **ext) {
     }
     if (strspn(name, "0123456789abcdef") != 32 || name[32] != '.') return false;
     const char *e = name + 33;
+    size_t d = strspn(e, "0123456789");
+    if (d > 0 && d < 4 && e[d] == '.' && strcmp(e + d + 1, "c") == 0) { /* a unit's source */
+        *ext = "c";
+        return true;
+    }
     *ext = e;
     return strcmp(e, "so") == 0 || strcmp(e, "c") == 0 || strcmp(e, "ref") == 0;
 }
