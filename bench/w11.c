@@ -18,6 +18,9 @@
  *    (TGRAPH_CACHE_DIR, a private temporary directory), plus the first call; each sample in
  *    a fresh child process. "w11 compile warm": the same with the entry in the cache.
  *
+ * graph=distinct has more than 64 distinct functions, so it compiles as several units at
+ * once (docs/cjit.md); TGRAPH_CC_SPLIT=0 in the environment measures it as one unit.
+ *
  * usage: bench_w11 [--cold N] [--blocks B] [--only mixed|distinct]
  */
 #include "tgraph.h"

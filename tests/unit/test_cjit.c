@@ -430,6 +430,106 @@ static void test_views(void **state) {
     remove_cache();
 }
 
+/* A source split into units (TGRAPH_CC_SPLIT: functions per unit) computes what the one-unit
+ * source computes, bit for bit: every kind of generated function (elementwise and fused
+ * loops, a fused reduction, BLAS calls, views) in units of its own, declared and called
+ * from unit 0's table. The split is deterministic, unit 0 alone holds tg_cj_abi, and a
+ * small graph stays one unit, the text of tg_cj_emit_graph. */
+static const char *split_text = "func main(x: f64[?,6], w: f64[6,5], v: f64[6]) {\n"
+                                "  m = max(x, axis=1, keepdims=true)\n"
+                                "  e = sum(exp(sub(x, m)), axis=1)\n"
+                                "  d = tanh(dot(x, w))\n"
+                                "  g = dot(x, v)\n"
+                                "  t = transpose(x)[::-1]\n"
+                                "  return e, d, sigmoid(g), mul(t, 2)\n"
+                                "}\n";
+
+static void test_split_units(void **state) {
+    (void)state;
+    fresh_cache();
+    tg_module *m = parse(split_text);
+    tg_graph *o = NULL;
+    assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
+    int n = 0;
+    tg_node **order = tg_ir_toposort(o, &n);
+    uint8_t how[64];
+    assert_true(n < 64);
+    tg_cj_str one = {.ctx = o->ctx}, u1[TG_CJ_MAX_UNITS], u2[TG_CJ_MAX_UNITS];
+    tg_cj_emit_prelude(&one);
+    assert_int_equal(tg_cj_emit_graph(&one, o, order, n, 0, how), TG_OK);
+    int n1 = 0, n2 = 0, nfn = 0;
+    for (const char *p = one.p; (p = strstr(p, "\nTG_RT_FN ")); p++) nfn++;
+    assert_true(nfn >= 4);
+    /* a bound above the count: one unit, the same text */
+    assert_int_equal(tg_cj_emit_units(o->ctx, o, order, n, how, nfn, u1, &n1), TG_OK);
+    assert_int_equal(n1, 1);
+    assert_string_equal(u1[0].p, one.p);
+    tg_cj_str_free(&u1[0]);
+    /* one function per unit, twice: the same units */
+    assert_int_equal(tg_cj_emit_units(o->ctx, o, order, n, how, 1, u1, &n1), TG_OK);
+    assert_int_equal(tg_cj_emit_units(o->ctx, o, order, n, how, 1, u2, &n2), TG_OK);
+    assert_int_equal(n1, nfn + 1);
+    assert_int_equal(n2, n1);
+    for (int u = 0; u < n1; u++) {
+        assert_string_equal(u1[u].p, u2[u].p);
+        assert_true(strncmp(u1[u].p, "#define TG_RT_SPLIT 1\n", 22) == 0);
+        assert_true((strstr(u1[u].p, "const int tg_cj_abi") != NULL) == (u == 0));
+        assert_true((strstr(u1[u].p, "int tg_cj_0(tg_rt *rt)") != NULL) == (u == 0));
+        if (u > 0) assert_non_null(strstr(u1[u].p, "\nTG_RT_FN "));
+        tg_cj_str_free(&u1[u]);
+        tg_cj_str_free(&u2[u]);
+    }
+    /* three functions per unit: fewer units */
+    assert_int_equal(tg_cj_emit_units(o->ctx, o, order, n, how, 3, u1, &n1), TG_OK);
+    assert_int_equal(n1, 1 + (nfn + 2) / 3);
+    for (int u = 0; u < n1; u++) tg_cj_str_free(&u1[u]);
+    tg_cj_str_free(&one);
+    tg_mem_free(o->ctx, order, sizeof *order * (size_t)(o->nodes.n + 1));
+    tg_graph_free(o);
+    tg_module_free(m);
+
+    /* compiled and run: the split (1 and 2 functions per unit) against one unit */
+    tg_tensor *base = ramp(TG_DT_F64, 2, (int64_t[]){6, 7}, 3.0);
+    tg_tensor *in[3] = {tg_tensor_view(base, 2, (int64_t[]){7, 6}, (int64_t[]){1, 7}, 0),
+                        ramp(TG_DT_F64, 2, (int64_t[]){6, 5}, 1.0),
+                        ramp(TG_DT_F64, 1, (int64_t[]){6}, 1.0)};
+    tg_tensor *ref[4] = {0}, *c[4] = {0};
+    setenv("TGRAPH_CC_SPLIT", "0", 1);
+    assert_int_equal(run_mode(split_text, TG_MODE_C, 0, in, 3, ref, 4), TG_OK);
+    assert_int_equal(count_files("\\.so"), 1);
+    assert_int_equal(count_files("\\.1\\.c"), 0);
+    const char *bounds[] = {"1", "2"};
+    for (int b = 0; b < 2; b++) {
+        setenv("TGRAPH_CC_SPLIT", bounds[b], 1);
+        for (int rep = 0; rep < 2; rep++) { /* cold, then warm */
+            assert_int_equal(run_mode(split_text, TG_MODE_C, 0, in, 3, c, 4), TG_OK);
+            assert_int_equal(count_files("\\.so"), 2 + b);
+            for (int i = 0; i < 4; i++) {
+                assert_close(c[i], ref[i], 0.0);
+                tg_tensor_free(c[i]);
+            }
+        }
+    }
+    assert_int_equal(count_files("\\.1\\.c"), 2); /* unit 1 of each split entry, kept */
+    char last[32]; /* one function per unit: units 1..nfn; two: fewer */
+    snprintf(last, sizeof last, "\\.%d\\.c", nfn);
+    assert_int_equal(count_files(last), 1);
+    assert_int_equal(count_files("tmp\\..*"), 0);
+    /* a bad bound is an error naming the variable */
+    setenv("TGRAPH_CC_SPLIT", "many", 1);
+    assert_int_equal(run_mode(split_text, TG_MODE_C, 0, in, 3, c, 4), TG_ECHECK);
+    assert_non_null(strstr(tg_last_error(), "TGRAPH_CC_SPLIT='many'"));
+    unsetenv("TGRAPH_CC_SPLIT");
+    for (int i = 0; i < 4; i++) tg_tensor_free(ref[i]);
+    for (int i = 0; i < 3; i++) tg_tensor_free(in[i]);
+    tg_tensor_free(base);
+    /* tgraph cache --clear removes the units' sources too */
+    int removed = 0;
+    assert_int_equal(tg_cache_clear(&removed), TG_OK);
+    assert_int_equal(count_files("\\.c"), 0);
+    remove_cache();
+}
+
 /* A gradient through a `?` extent (shape arithmetic feeding alloc) keeps a static plan:
  * the shared plan evaluates the shape at plan time, so the C JIT does not fall back to the
  * VM, for every row count, and agrees with the reference. A shape that depends on values
@@ -776,6 +876,7 @@ int main(void) {
         cmocka_unit_test(test_shared_functions),
         cmocka_unit_test(test_gemm_as_gemv),
         cmocka_unit_test(test_views),
+        cmocka_unit_test(test_split_units),
         cmocka_unit_test(test_shape_arithmetic_planned),
         cmocka_unit_test(test_hit_and_truncated),
         cmocka_unit_test(test_two_processes),

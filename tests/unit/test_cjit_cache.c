@@ -258,6 +258,102 @@ static void test_cc_timeout(void **state) {
     remove_cache();
 }
 
+/* A graph of at least two generated functions (a view and a fused reduction), so that
+ * TGRAPH_CC_SPLIT=1 splits it into units: main(x) = sum(exp(k * (x + x[::-1]))). */
+static void split_graph_text(char *buf, size_t n, double k) {
+    snprintf(buf, n,
+             "func main(x: f64[3]) {\n  r = x[::-1]\n  return sum(exp(mul(add(x, r), %.1f)))\n}\n",
+             k);
+}
+
+static double split_expect(double k) { return 3 * exp(0.4 * k); }
+
+/* A compiler for split sources: answers --version, "compiles" units by creating their
+ * object, but on unit 2 (a source ending in .2.c) leaves a child of its own behind and
+ * hangs, and on unit 1 fails after a second when `fail1` is set. Each hanging process
+ * writes its pid to pidf. */
+static void write_split_cc(const char *cc, const char *pidf, bool fail1) {
+    char body[2000];
+    snprintf(body, sizeof body,
+             "case \"$1\" in --version) echo splitcc 1.0; exit 0;; esac\n"
+             "out=''; src=''; prev=''\n"
+             "for a in \"$@\"; do [ \"$prev\" = -o ] && out=$a; case $a in *.c) src=$a;; esac; "
+             "prev=$a; done\n"
+             "case $src in\n"
+             "  *.2.c) sleep 30 &\n echo $! > '%s'\n sleep 30;;\n"
+             "  *.1.c) if [ %d = 1 ]; then sleep 1; echo 'unit 1: error: no'; exit 1; fi;;\n"
+             "esac\n"
+             ": > \"$out\"\n",
+             pidf, fail1 ? 1 : 0);
+    write_script(cc, body);
+}
+
+static void test_split_timeout(void **state) {
+    (void)state;
+    fresh_cache();
+    char dir[400], cc[600], pidf[600], text[256];
+    split_graph_text(text, sizeof text, 2.0);
+    /* the real compiler, split: the right result, the units' sources kept */
+    setenv("TGRAPH_CC_SPLIT", "1", 1);
+    double y = 0;
+    assert_int_equal(run_c(text, true, &y), TG_OK);
+    assert_float_equal(y, split_expect(2.0), 1e-9);
+    assert_int_equal(count_in(cache_dir, "\\.2\\.c$"), 1);
+    assert_int_equal(count_in(cache_dir, "tmp"), 0);
+    remove_cache();
+
+    /* unit 2 hangs: every compiler stopped at the limit, no temporary file left */
+    fresh_cache();
+    setenv("TGRAPH_CC_SPLIT", "1", 1);
+    snprintf(dir, sizeof dir, "%s.other", cache_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(pidf, sizeof pidf, "%s/pid", dir);
+    snprintf(cc, sizeof cc, "%s/splitcc", dir);
+    write_split_cc(cc, pidf, false);
+    setenv("TGRAPH_CC", cc, 1);
+    setenv("TGRAPH_CC_TIMEOUT", "0.5", 1);
+    double t0 = now_s();
+    assert_int_equal(run_c(text, true, &y), TG_ECHECK);
+    assert_true(now_s() - t0 < 10);
+    assert_non_null(strstr(tg_last_error(), "did not finish within 0.5 s"));
+    assert_non_null(strstr(tg_last_error(), "kept in"));
+    pid_t kid = read_pid(pidf);
+    assert_true(kid > 0);
+    for (int i = 0; i < 100 && !gone(kid); i++) usleep(10000);
+    assert_true(gone(kid)); /* the hanging unit's whole group was stopped */
+    assert_int_equal(count_in(cache_dir, "tmp"), 0);
+    assert_int_equal(count_in(cache_dir, "\\.so$"), 0);
+    assert_int_equal(count_in(cache_dir, "\\.2\\.c$"), 1); /* the sources are kept */
+    assert_int_equal(run_c(text, false, &y), TG_OK);       /* fallback: the VM */
+    assert_float_equal(y, split_expect(2.0), 1e-9);
+    remove_cache();
+
+    /* unit 1 fails while unit 2 hangs (no limit): the failure stops unit 2 at once, and the
+     * error names unit 1's source and the compiler's message */
+    fresh_cache();
+    setenv("TGRAPH_CC_SPLIT", "1", 1);
+    snprintf(dir, sizeof dir, "%s.other", cache_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(pidf, sizeof pidf, "%s/pid", dir);
+    snprintf(cc, sizeof cc, "%s/splitcc", dir);
+    write_split_cc(cc, pidf, true);
+    setenv("TGRAPH_CC", cc, 1);
+    setenv("TGRAPH_CC_TIMEOUT", "0", 1);
+    t0 = now_s();
+    assert_int_equal(run_c(text, true, &y), TG_ECHECK);
+    assert_true(now_s() - t0 < 10);
+    assert_non_null(strstr(tg_last_error(), "failed (exit 1): unit 1: error: no"));
+    assert_non_null(strstr(tg_last_error(), ".1.c"));
+    kid = read_pid(pidf);
+    if (kid > 0) { /* unit 2 had started (one CPU runs the units one at a time) */
+        for (int i = 0; i < 100 && !gone(kid); i++) usleep(10000);
+        assert_true(gone(kid));
+    }
+    assert_int_equal(count_in(cache_dir, "tmp"), 0);
+    unsetenv("TGRAPH_CC_SPLIT");
+    remove_cache();
+}
+
 /* tg_cache_interrupt from a SIGTERM handler in a child compiling with a hanging compiler. */
 static void on_term(int sig) {
     (void)sig;
@@ -300,6 +396,44 @@ static void test_interrupt(void **state) {
     for (int i = 0; i < 100 && !gone(kid); i++) usleep(10000);
     assert_true(gone(kid));
     assert_int_equal(count_in(cache_dir, "tmp"), 0);
+    remove_cache();
+}
+
+/* The same with a split source whose unit 2 hangs: tg_cache_interrupt stops it and
+ * removes every unit's temporary files. */
+static void test_split_interrupt(void **state) {
+    (void)state;
+    fresh_cache();
+    char dir[400], cc[600], pidf[600], text[256];
+    split_graph_text(text, sizeof text, 3.0);
+    snprintf(dir, sizeof dir, "%s.other", cache_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(pidf, sizeof pidf, "%s/pid", dir);
+    snprintf(cc, sizeof cc, "%s/splitcc", dir);
+    write_split_cc(cc, pidf, false);
+    setenv("TGRAPH_CC", cc, 1);
+    setenv("TGRAPH_CC_SPLIT", "1", 1);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGTERM, on_term);
+        double y;
+        run_c(text, true, &y);
+        _exit(0);
+    }
+    pid_t kid = 0;
+    for (int i = 0; i < 1000 && (kid = read_pid(pidf)) <= 0; i++) usleep(10000);
+    assert_true(kid > 0);
+    assert_true(count_in(cache_dir, "tmp.*\\.2\\.c") > 0); /* compiling unit 2 */
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 42);
+    for (int i = 0; i < 100 && !gone(kid); i++) usleep(10000);
+    assert_true(gone(kid));
+    assert_int_equal(count_in(cache_dir, "tmp"), 0);
+    unsetenv("TGRAPH_CC_SPLIT");
     remove_cache();
 }
 
@@ -422,8 +556,9 @@ static void test_symlinked_dir(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_swapped_entry), cmocka_unit_test(test_cc_timeout),
-        cmocka_unit_test(test_interrupt),     cmocka_unit_test(test_file_size_limit),
+        cmocka_unit_test(test_swapped_entry),   cmocka_unit_test(test_cc_timeout),
+        cmocka_unit_test(test_split_timeout),   cmocka_unit_test(test_interrupt),
+        cmocka_unit_test(test_split_interrupt), cmocka_unit_test(test_file_size_limit),
         cmocka_unit_test(test_symlinked_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

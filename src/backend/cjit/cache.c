@@ -45,6 +45,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <math.h>
@@ -191,24 +192,44 @@ static bool split_args(const char *s, char *store, size_t store_n, char **argv, 
  * group of its compiler while one runs. The only other state of this file besides the
  * compiler identity memo; a full table just leaves a compile unregistered. */
 #define MAX_FLIGHT 16
+#define MAX_PAR    16 /* compilers run at once by one build */
 typedef struct flight {
-    atomic_int state; /* 0 free, 1 being filled, 2 set */
-    atomic_int pgid;  /* the compiler's process group while it runs, else 0 */
-    char base[4200];  /* prefix of the temporary files */
+    atomic_int state;         /* 0 free, 1 being filled, 2 set */
+    atomic_int pgid[MAX_PAR]; /* the compilers' process groups while they run, else 0 */
+    atomic_int nunits;        /* the units of the source (their files: see unit_file) */
+    char base[4200];          /* prefix of the temporary files */
 } flight;
 static flight flights[MAX_FLIGHT];
-static const char *const tmp_exts[] = {"c", "so", "log", "ref", "version"};
+static const char *const tmp_exts[] = {"c", "so", "log", "ref", "version", "o"};
+static const char *const unit_exts[] = {"c", "o", "log"};
 
 static int flight_begin(const char *base) {
     for (int i = 0; i < MAX_FLIGHT; i++) {
         int free_ = 0;
         if (!atomic_compare_exchange_strong(&flights[i].state, &free_, 1)) continue;
         snprintf(flights[i].base, sizeof flights[i].base, "%s", base);
-        atomic_store(&flights[i].pgid, 0);
+        for (int k = 0; k < MAX_PAR; k++) atomic_store(&flights[i].pgid[k], 0);
+        atomic_store(&flights[i].nunits, 1);
         atomic_store(&flights[i].state, 2);
         return i;
     }
     return -1;
+}
+
+/* The slot of process group k of flight fl (NULL: none). */
+static atomic_int *pg_slot(int fl, int k) { return fl >= 0 ? &flights[fl].pgid[k] : NULL; }
+
+/* The temporary file of unit u (> 0) with extension ext: base<u>.<ext>, written into out
+ * (at least strlen(base) + 16 bytes) without stdio (a signal handler calls it). */
+static void unit_file(char *out, const char *base, size_t b, int u, const char *ext) {
+    memcpy(out, base, b);
+    char d[12];
+    int nd = 0;
+    for (unsigned v = (unsigned)u; v; v /= 10) d[nd++] = (char)('0' + v % 10);
+    for (int i = 0; i < nd; i++) out[b + (size_t)i] = d[nd - 1 - i];
+    out[b + (size_t)nd] = '.';
+    size_t l = strlen(ext);
+    memcpy(out + b + (size_t)nd + 1, ext, l + 1);
 }
 
 static void flight_end(int i) {
@@ -219,8 +240,10 @@ void tg_cache_interrupt(void) { /* async-signal-safe: kill, unlink, memcpy */
     for (int i = 0; i < MAX_FLIGHT; i++) {
         flight *f = &flights[i];
         if (atomic_load(&f->state) != 2) continue;
-        int pg = atomic_load(&f->pgid);
-        if (pg > 0) kill(-pg, SIGKILL);
+        for (int k = 0; k < MAX_PAR; k++) {
+            int pg = atomic_load(&f->pgid[k]);
+            if (pg > 0) kill(-pg, SIGKILL);
+        }
         char path[4300];
         size_t b = strnlen(f->base, sizeof f->base - 1);
         memcpy(path, f->base, b);
@@ -229,6 +252,12 @@ void tg_cache_interrupt(void) { /* async-signal-safe: kill, unlink, memcpy */
             memcpy(path + b, tmp_exts[e], l + 1);
             unlink(path);
         }
+        int nu = atomic_load(&f->nunits);
+        for (int u = 1; u < nu && u < TG_CJ_MAX_UNITS; u++)
+            for (size_t e = 0; e < TG_COUNTOF(unit_exts); e++) {
+                unit_file(path, f->base, b, u, unit_exts[e]);
+                unlink(path);
+            }
     }
 }
 
@@ -299,12 +328,10 @@ static bool wait_child(pid_t pid, double timeout_s) {
 
 enum { RUN_NOSTART = -1, RUN_TIMEOUT = -2 };
 
-/* Runs argv in a process group of its own with stdout and stderr to out_fd (or /dev/null
- * when < 0), for at most timeout_s seconds (0: no limit), after which the whole group is
- * killed. Returns the exit status (0 success), 128 + the signal that ended it,
- * RUN_NOSTART when it could not be started, RUN_TIMEOUT when it ran out of time. fl: the
- * flight slot that records the group for tg_cache_interrupt (-1: none). */
-static int run_proc(char *const *argv, int out_fd, double timeout_s, int fl) {
+/* Starts argv in a process group of its own with stdout and stderr to out_fd (or /dev/null
+ * when < 0) and stdin from /dev/null; its group is recorded in *slot (NULL: nowhere) for
+ * tg_cache_interrupt. Returns its pid, or -1 when it could not be started. */
+static pid_t spawn_proc(char *const *argv, int out_fd, atomic_int *slot) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     if (out_fd >= 0) {
@@ -326,20 +353,113 @@ static int run_proc(char *const *argv, int out_fd, double timeout_s, int fl) {
     int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
-    if (rc != 0) return RUN_NOSTART;
-    if (fl >= 0) atomic_store(&flights[fl].pgid, (int)pid);
-    bool ended = wait_child(pid, timeout_s);
+    if (rc != 0) return -1;
+    if (slot) atomic_store(slot, (int)pid);
+    return pid;
+}
+
+/* Ends the wait for pid (started by spawn_proc with slot): kills its group first unless it
+ * ended, forgets the group, then reaps it (so the group id cannot be reused while it is
+ * recorded). Returns as run_proc does. */
+static int reap_proc(pid_t pid, atomic_int *slot, bool ended) {
     if (!ended) { /* not reaped yet: its group id is still its own */
         kill(-pid, SIGKILL);
         kill(pid, SIGKILL);
     }
-    if (fl >= 0) atomic_store(&flights[fl].pgid, 0);
+    if (slot) atomic_store(slot, 0);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) return RUN_NOSTART;
     if (!ended) return RUN_TIMEOUT;
     if (WIFEXITED(status)) return WEXITSTATUS(status) == 127 ? RUN_NOSTART : WEXITSTATUS(status);
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 128;
+}
+
+/* Runs argv as spawn_proc starts it, for at most timeout_s seconds (0: no limit), after
+ * which the whole group is killed. Returns the exit status (0 success), 128 + the signal
+ * that ended it, RUN_NOSTART when it could not be started, RUN_TIMEOUT when it ran out of
+ * time. slot: where the group is recorded for tg_cache_interrupt (NULL: nowhere). */
+static int run_proc(char *const *argv, int out_fd, double timeout_s, atomic_int *slot) {
+    pid_t pid = spawn_proc(argv, out_fd, slot);
+    if (pid < 0) return RUN_NOSTART;
+    return reap_proc(pid, slot, wait_child(pid, timeout_s));
+}
+
+/* Runs argv[0..n) (their output to fd[u]), at most par at once (par <= MAX_PAR), each in a
+ * process group of its own recorded in flight fl, all within one limit of limit_s seconds
+ * (0: none). Stops at the first failure: every compiler still running is killed (its
+ * whole group) and reaped. Returns 0 when all succeeded, else what run_proc returns for
+ * the first that failed (RUN_TIMEOUT when the limit passed), with *bad its index. */
+static int run_many(char **const *argv, const int *fd, int n, int par, double limit_s, int fl,
+                    int *bad) {
+    struct job {
+        pid_t pid; /* 0: a free place */
+        int pfd;   /* readable when it ends; -1: none */
+        int u;
+    } job[MAX_PAR];
+    for (int k = 0; k < par; k++) job[k] = (struct job){0, -1, -1};
+    double end = limit_s > 0 ? now_s() + limit_s : 0;
+    int next = 0, running = 0, rc = 0;
+    *bad = -1;
+    for (;;) {
+        for (int k = 0; k < par && rc == 0 && next < n; k++) {
+            if (job[k].pid) continue;
+            pid_t pid = spawn_proc(argv[next], fd[next], pg_slot(fl, k));
+            if (pid < 0) {
+                rc = RUN_NOSTART;
+                *bad = next;
+                break;
+            }
+            int pfd = -1;
+#ifdef SYS_pidfd_open
+            pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+#endif
+            job[k] = (struct job){pid, pfd, next++};
+            running++;
+        }
+        if (running == 0) break;
+        bool any = false, late = end > 0 && now_s() >= end;
+        for (int k = 0; k < par; k++) {
+            if (!job[k].pid) continue;
+            siginfo_t info;
+            info.si_pid = 0;
+            int r = waitid(P_PID, (id_t)job[k].pid, &info, WEXITED | WNOHANG | WNOWAIT);
+            bool ended = (r == 0 && info.si_pid == job[k].pid) || (r < 0 && errno != EINTR);
+            if (!ended && rc == 0 && !late) continue;
+            /* ended, or to be stopped: the limit passed or another one failed */
+            int x = reap_proc(job[k].pid, pg_slot(fl, k), ended);
+            if (x != 0 && rc == 0) {
+                rc = x;
+                *bad = job[k].u;
+            }
+            if (job[k].pfd >= 0) close(job[k].pfd);
+            job[k] = (struct job){0, -1, -1};
+            running--;
+            any = true;
+        }
+        if (rc != 0 && running > 0) continue; /* stop the others now */
+        if (rc != 0) break;
+        if (any) continue;
+        /* none ended: wait for one (or the limit) */
+        double left = end > 0 ? end - now_s() : -1;
+        struct pollfd p[MAX_PAR];
+        int np = 0;
+        bool all_fds = true;
+        for (int k = 0; k < par; k++) {
+            if (!job[k].pid) continue;
+            if (job[k].pfd < 0)
+                all_fds = false;
+            else
+                p[np++] = (struct pollfd){.fd = job[k].pfd, .events = POLLIN};
+        }
+        if (all_fds) {
+            poll(p, (nfds_t)np, left < 0 ? -1 : (int)ceil(fmax(left, 0) * 1000));
+        } else { /* no pidfd: short naps */
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return rc;
 }
 
 typedef struct compiler {
@@ -426,7 +546,7 @@ static int compiler_identity(const compiler *c, const char *dir, double limit, c
     id_text[0] = '\0';
     if (fd >= 0) {
         double t = limit > 0 && limit < VERSION_TIMEOUT ? limit : VERSION_TIMEOUT;
-        int rc = run_proc(argv, fd, t, fl); /* limited even when compiles are not (0) */
+        int rc = run_proc(argv, fd, t, pg_slot(fl, 0)); /* limited even when compiles are not */
         ok = rc == 0 ? ID_OK : rc == RUN_TIMEOUT ? ID_TIMEOUT : ID_NONE;
         if (ok == ID_OK) {
             ssize_t r = pread(fd, id_text, sizeof id_text - 1, 0);
@@ -622,6 +742,29 @@ static void first_line(tg_ctx *ctx, const char *path, char *out, size_t n) {
     tg_mem_free(ctx, p, len + 1);
 }
 
+/* The error of a compiler run that ended with rc (not 0); line: the first line of its
+ * messages; what: "" or " linking"; kept: where the source is kept. */
+static tg_status cc_error(const compiler *cc, int rc, const char *line, double limit,
+                          const char *what, const char *kept) {
+    if (rc == RUN_NOSTART)
+        return tg_set_error(TG_ECHECK,
+                            "the C compiler '%s' cannot be run; the source is kept in %s",
+                            cc->cmdline, kept);
+    if (rc == RUN_TIMEOUT)
+        return tg_set_error(TG_ECHECK,
+                            "the C compiler '%s' did not finish within %g s (TGRAPH_CC_TIMEOUT) "
+                            "and was stopped; the source is kept in %s",
+                            cc->cmdline, limit, kept);
+    if (rc > 128)
+        return tg_set_error(TG_ECHECK,
+                            "the C compiler '%s' was killed by signal %d%s%s%s; the source is "
+                            "kept in %s",
+                            cc->cmdline, rc - 128, what, line[0] ? ": " : "", line, kept);
+    return tg_set_error(TG_ECHECK,
+                        "the C compiler '%s' failed%s (exit %d)%s%s; the source is kept in %s",
+                        cc->cmdline, what, rc, line[0] ? ": " : "", line, kept);
+}
+
 /* Compiles the unit at tc (the kept source goes to cpath) into tso with the log in tlog;
  * on failure every temporary file is gone and the error names the kept source. */
 static tg_status compile(tg_ctx *ctx, const compiler *cc, double limit, int fl, const char *tc,
@@ -637,7 +780,7 @@ static tg_status compile(tg_ctx *ctx, const compiler *cc, double limit, int fl, 
     if (strstr(cc->flags, "-DTG_RT_MVEC")) argv[argc++] = libs;
     argv[argc] = NULL;
     int fd = open(tlog, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int rc = fd >= 0 ? run_proc(argv, fd, limit, fl) : RUN_NOSTART;
+    int rc = fd >= 0 ? run_proc(argv, fd, limit, pg_slot(fl, 0)) : RUN_NOSTART;
     if (fd >= 0) close(fd);
     if (rc == 0) {
         unlink(tlog);
@@ -648,26 +791,145 @@ static tg_status compile(tg_ctx *ctx, const compiler *cc, double limit, int fl, 
     unlink(tlog);
     unlink(tso);
     if (rename(tc, cpath) != 0) unlink(tc);
-    if (rc == RUN_NOSTART)
-        return tg_set_error(TG_ECHECK,
-                            "the C compiler '%s' cannot be run; the source is kept in %s",
-                            cc->cmdline, cpath);
-    if (rc == RUN_TIMEOUT)
-        return tg_set_error(TG_ECHECK,
-                            "the C compiler '%s' did not finish within %g s (TGRAPH_CC_TIMEOUT) "
-                            "and was stopped; the source is kept in %s",
-                            cc->cmdline, limit, cpath);
-    if (rc > 128)
-        return tg_set_error(TG_ECHECK,
-                            "the C compiler '%s' was killed by signal %d%s%s; the source is kept "
-                            "in %s",
-                            cc->cmdline, rc - 128, line[0] ? ": " : "", line, cpath);
-    return tg_set_error(TG_ECHECK,
-                        "the C compiler '%s' failed (exit %d)%s%s; the source is kept in %s",
-                        cc->cmdline, rc, line[0] ? ": " : "", line, cpath);
+    return cc_error(cc, rc, line, limit, "", cpath);
 }
 
-static tg_status build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) {
+/* The temporary file of unit u with extension ext (unit 0: base<ext>, as a one-unit build's). */
+static void tmp_unit(char *out, size_t n, const char *base, int u, const char *ext) {
+    if (u == 0)
+        snprintf(out, n, "%s%s", base, ext);
+    else
+        unit_file(out, base, strlen(base), u, ext);
+}
+
+/* Where unit u's source is kept: stem.c for unit 0, stem.<u>.c for the others. */
+static void kept_unit(char *out, size_t n, const char *stem, int u) {
+    if (u == 0)
+        snprintf(out, n, "%s.c", stem);
+    else
+        snprintf(out, n, "%s.%d.c", stem, u);
+}
+
+/* Online CPUs this process may run on. */
+static int cpus(void) {
+    int n = 0;
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
+    if (n < 1) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c >= 1 ? (int)(c > MAX_PAR ? MAX_PAR : c) : 1;
+    }
+    return n;
+}
+
+/* Compiles units 0..nu-1 (their sources written at tmp_unit(u, "c")) concurrently with
+ * `cc -c`, then links the objects into tso, all within limit seconds; stem: where the
+ * sources are kept (stem.c, stem.<u>.c). On failure every compiler is stopped, the
+ * objects, logs and tso are gone, the sources are kept, and the error names the failing
+ * unit's source. */
+static tg_status compile_units(tg_ctx *ctx, const compiler *cc, double limit, int fl,
+                               const char *base, const char *stem, int nu, const char *tso) {
+    typedef struct unit_job {
+        char c[4200], o[4200], log[4200];
+        char *argv[MAX_ARGS];
+        int fd;
+    } unit_job;
+    int nlink = cc->argc + nu + 4;
+    unit_job *J = tg_mem_calloc(ctx, sizeof *J * (size_t)nu);
+    char ***argv = tg_mem_calloc(ctx, sizeof *argv * (size_t)nu);
+    int *fd = tg_mem_calloc(ctx, sizeof *fd * (size_t)nu);
+    char **largv = tg_mem_calloc(ctx, sizeof *largv * (size_t)nlink);
+    tg_status st = TG_OK;
+    if (!J || !argv || !fd || !largv) st = TG_ENOMEM;
+    int rc = 0, bad = 0, nopen = 0; /* units whose log is open */
+    bool linking = false;
+    double t0 = now_s();
+    char libs[64];
+    snprintf(libs, sizeof libs, "%s", mvec_libs);
+    for (int u = 0; u < nu && st == TG_OK; u++) {
+        unit_job *j = &J[u];
+        tmp_unit(j->c, sizeof j->c, base, u, "c");
+        tmp_unit(j->o, sizeof j->o, base, u, "o");
+        tmp_unit(j->log, sizeof j->log, base, u, "log");
+        int argc = 0;
+        for (int i = 0; i < cc->argc; i++) j->argv[argc++] = cc->argv[i];
+        j->argv[argc++] = "-c";
+        j->argv[argc++] = "-o";
+        j->argv[argc++] = j->o;
+        j->argv[argc++] = j->c;
+        j->argv[argc] = NULL;
+        argv[u] = j->argv;
+        fd[u] = j->fd = open(j->log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (j->fd < 0) {
+            rc = RUN_NOSTART;
+            bad = -1;
+            break;
+        }
+        nopen++;
+    }
+    int par = cpus();
+    if (par > nu) par = nu;
+    if (par > MAX_PAR) par = MAX_PAR;
+    if (st == TG_OK && rc == 0) rc = run_many(argv, fd, nu, par, limit, fl, &bad);
+    if (st == TG_OK && rc == 0) { /* link, within what is left of the limit */
+        int argc = 0;
+        for (int i = 0; i < cc->argc; i++) largv[argc++] = cc->argv[i];
+        largv[argc++] = "-o";
+        largv[argc++] = (char *)tso;
+        for (int u = 0; u < nu; u++) largv[argc++] = J[u].o;
+        if (strstr(cc->flags, "-DTG_RT_MVEC")) largv[argc++] = libs;
+        largv[argc] = NULL;
+        double left = limit > 0 ? limit - (now_s() - t0) : 0;
+        linking = true;
+        bad = 0;
+        close(J[0].fd); /* the link's messages replace unit 0's */
+        J[0].fd = open(J[0].log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (J[0].fd < 0)
+            rc = RUN_NOSTART;
+        else if (limit > 0 && left <= 0)
+            rc = RUN_TIMEOUT;
+        else
+            rc = run_proc(largv, J[0].fd, limit > 0 ? left : 0, pg_slot(fl, 0));
+    }
+    char line[300] = "", kept[4200];
+    if (st == TG_OK && rc != 0 && rc != RUN_TIMEOUT && bad >= 0)
+        first_line(ctx, J[bad].log, line, sizeof line);
+    for (int u = 0; u < nopen; u++) {
+        if (J[u].fd >= 0) close(J[u].fd);
+        unlink(J[u].log);
+        unlink(J[u].o);
+    }
+    if (st == TG_OK && rc != 0) {
+        unlink(tso);
+        kept_unit(kept, sizeof kept, stem, rc == RUN_TIMEOUT || bad < 0 || linking ? 0 : bad);
+        st = cc_error(cc, rc, line, limit, linking ? " linking" : "", kept);
+    }
+    tg_mem_free(ctx, J, J ? sizeof *J * (size_t)nu : 0);
+    tg_mem_free(ctx, argv, argv ? sizeof *argv * (size_t)nu : 0);
+    tg_mem_free(ctx, fd, fd ? sizeof *fd * (size_t)nu : 0);
+    tg_mem_free(ctx, largv, largv ? sizeof *largv * (size_t)nlink : 0);
+    return st;
+}
+
+/* Renames the written sources of units 0..nu-1 to where they are kept (removes them where
+ * that fails); false when some rename failed. */
+static bool keep_sources(const char *base, const char *stem, int nu) {
+    bool ok = true;
+    for (int u = 0; u < nu; u++) {
+        char tc[4200], kept[4200];
+        tmp_unit(tc, sizeof tc, base, u, "c");
+        kept_unit(kept, sizeof kept, stem, u);
+        if (rename(tc, kept) != 0) {
+            unlink(tc);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static tg_status build(tg_ctx *ctx, const tg_cj_unit *units, int nu, tg_cj_lib *out) {
     char dir[3000];
     tg_status st = tg_cj_cache_dir(dir, sizeof dir, true);
     if (st != TG_OK) return st;
@@ -683,14 +945,22 @@ static tg_status build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out)
     char cpu[4096];
     cpu_identity(cpu, sizeof cpu);
     hash_init(&ref);
-    hash_bytes(&ref, src, len);
+    if (nu == 1) {
+        hash_bytes(&ref, units[0].p, units[0].n);
+    } else { /* every unit, each with its length */
+        for (int u = 0; u < nu; u++) {
+            uint64_t n = units[u].n;
+            hash_bytes(&ref, &n, sizeof n);
+            hash_bytes(&ref, units[u].p, units[u].n);
+        }
+    }
     hash_str(&ref, cpu);
     hash_str(&ref, cc.flags);
     hash_str(&ref, TG_VERSION);
     key = ref;
     hash_str(&key, cc.cmdline);
     hash_str(&key, id);
-    char kref[40], kfull[40], path[4096], cpath[4096], refpath[4096];
+    char kref[40], kfull[40], path[4096], stem[4096], cpath[4200], refpath[4096];
     hex(&ref, kref);
     hex(&key, kfull);
     snprintf(refpath, sizeof refpath, "%s/%s.ref", dir, kref);
@@ -714,29 +984,43 @@ static tg_status build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out)
         }
     }
     snprintf(path, sizeof path, "%s/%s.so", dir, kfull);
-    snprintf(cpath, sizeof cpath, "%s/%s.c", dir, kfull);
-    snprintf(out->source, sizeof out->source, "%s", cpath);
+    snprintf(stem, sizeof stem, "%s/%s", dir, kfull);
+    snprintf(cpath, sizeof cpath, "%s.c", stem);
+    snprintf(out->source, sizeof out->source, "%s/%s.c", dir, kfull);
     if (have_cc) {
         int v = so_valid(ctx, path);
         if (v < 0) return TG_ENOMEM;
         if (v > 0 && lib_open(out, path, kfull, kref)) return TG_OK;
     }
     /* a miss: compile into temporary files, then rename them into place */
-    char base[4096], tc[4200], tso[4200], tlog[4200], tref[4200];
+    char base[4096], tso[4200], tlog[4200], tref[4200];
     snprintf(base, sizeof base, "%s/tmp.%ld.%lu.", dir, (long)getpid(), tmp_counter());
-    snprintf(tc, sizeof tc, "%sc", base);
     snprintf(tso, sizeof tso, "%sso", base);
     snprintf(tlog, sizeof tlog, "%slog", base);
     snprintf(tref, sizeof tref, "%sref", base);
-    /* the unit says which entry it is: lib_open compares these with the key it looks for */
+    /* unit 0 says which entry it is: lib_open compares these with the key it looks for */
     char tail[160];
     int tl = snprintf(tail, sizeof tail,
                       "\nconst char tg_cj_key[] = \"%s\";\nconst char tg_cj_ref[] = \"%s\";\n",
                       kfull, kref);
     int fl = flight_begin(base);
-    st = write_file(tc, src, len, tail, (size_t)tl);
+    if (fl >= 0) atomic_store(&flights[fl].nunits, nu);
+    int written = 0;
+    for (; written < nu && st == TG_OK; written++) {
+        char tc[4200];
+        tmp_unit(tc, sizeof tc, base, written, "c");
+        st = write_file(tc, units[written].p, units[written].n, written == 0 ? tail : "",
+                        written == 0 ? (size_t)tl : 0);
+    }
+    if (st != TG_OK) { /* write_file removed the one it failed on */
+        for (int u = 0; u + 1 < written; u++) {
+            char tc[4200];
+            tmp_unit(tc, sizeof tc, base, u, "c");
+            unlink(tc);
+        }
+    }
     if (st == TG_OK && !have_cc) {
-        if (rename(tc, cpath) != 0) unlink(tc);
+        keep_sources(base, stem, nu);
         if (ident == ID_TIMEOUT)
             st = tg_set_error(
                 TG_ECHECK,
@@ -748,15 +1032,22 @@ static tg_status build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out)
                               "the C compiler '%s' cannot be run; the source is kept in %s",
                               cc.cmdline, cpath);
     }
-    if (st == TG_OK) st = compile(ctx, &cc, limit, fl, tc, tso, tlog, cpath);
-    if (st == TG_OK && (st = append_trailer(ctx, tso)) != TG_OK) {
-        unlink(tso);
-        unlink(tc);
+    if (st == TG_OK && nu == 1) {
+        char tc[4200];
+        tmp_unit(tc, sizeof tc, base, 0, "c");
+        st = compile(ctx, &cc, limit, fl, tc, tso, tlog, cpath);
+    } else if (st == TG_OK) {
+        st = compile_units(ctx, &cc, limit, fl, base, stem, nu, tso);
+        if (st != TG_OK) keep_sources(base, stem, nu);
     }
-    if (st == TG_OK && (rename(tc, cpath) != 0 || rename(tso, path) != 0)) {
+    if (st == TG_OK && (st = append_trailer(ctx, tso)) != TG_OK) unlink(tso);
+    if (st == TG_OK && !keep_sources(base, stem, nu)) {
         st = tg_set_error(TG_ECHECK, "cannot rename into the cache %s: %s", dir, strerror(errno));
         unlink(tso);
-        unlink(tc);
+    }
+    if (st == TG_OK && rename(tso, path) != 0) {
+        st = tg_set_error(TG_ECHECK, "cannot rename into the cache %s: %s", dir, strerror(errno));
+        unlink(tso);
     }
     if (st == TG_OK && write_file(tref, kfull, 32, "", 0) == TG_OK && rename(tref, refpath) != 0)
         unlink(tref);
@@ -771,13 +1062,20 @@ static tg_status build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out)
     return TG_OK;
 }
 
-tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) {
+tg_status tg_cj_build_units(tg_ctx *ctx, const tg_cj_unit *units, int n, tg_cj_lib *out) {
     memset(out, 0, sizeof *out);
+    if (n < 1 || n > TG_CJ_MAX_UNITS)
+        return tg_set_error(TG_EINVAL, "C JIT: %d translation units (1 to %d)", n, TG_CJ_MAX_UNITS);
     tg_xfsz x;
     tg_xfsz_begin(&x); /* past ulimit -f: an EFBIG error, not a killed process */
-    tg_status st = build(ctx, src, len, out);
+    tg_status st = build(ctx, units, n, out);
     tg_xfsz_end(&x);
     return st;
+}
+
+tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out) {
+    tg_cj_unit u = {src, len};
+    return tg_cj_build_units(ctx, &u, 1, out);
 }
 
 void tg_cj_lib_close(tg_cj_lib *lib) {
@@ -787,7 +1085,8 @@ void tg_cj_lib_close(tg_cj_lib *lib) {
 
 /* ---- listing and clearing ---- */
 
-/* Whether a file name is one the cache writes: <32 hex>.{so,c,ref} or tmp.*. */
+/* Whether a file name is one the cache writes: <32 hex>.{so,c,ref}, <32 hex>.<unit>.c or
+ * tmp.*. */
 static bool cache_name(const char *name, const char **ext) {
     if (strncmp(name, "tmp.", 4) == 0) {
         *ext = "tmp";
@@ -795,6 +1094,11 @@ static bool cache_name(const char *name, const char **ext) {
     }
     if (strspn(name, "0123456789abcdef") != 32 || name[32] != '.') return false;
     const char *e = name + 33;
+    size_t d = strspn(e, "0123456789");
+    if (d > 0 && d < 4 && e[d] == '.' && strcmp(e + d + 1, "c") == 0) { /* a unit's source */
+        *ext = "c";
+        return true;
+    }
     *ext = e;
     return strcmp(e, "so") == 0 || strcmp(e, "c") == 0 || strcmp(e, "ref") == 0;
 }

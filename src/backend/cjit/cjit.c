@@ -28,6 +28,8 @@
 #include "../plan.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <dlfcn.h>
 #include <pthread.h>
 
@@ -390,17 +392,41 @@ void tg_cj_free(tg_cj *cj) {
 }
 
 /* The source of the graph, then the library (or kernels_only when nothing is emitted). */
+/* Distinct generated functions per translation unit ($TGRAPH_CC_SPLIT, default
+ * SPLIT_DEFAULT; 0: one unit whatever the size); false with an error when the variable is
+ * not a count. */
+#define SPLIT_DEFAULT 64
+static bool split_bound(int *out) {
+    const char *e = getenv("TGRAPH_CC_SPLIT");
+    *out = SPLIT_DEFAULT;
+    if (!e || !*e) return true;
+    char *end;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (errno || end == e || *end || v < 0 || v > 1000000) {
+        tg_set_error(TG_ECHECK, "TGRAPH_CC_SPLIT='%s' is not a count of functions", e);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
 static tg_status cj_build(tg_cj *cj) {
-    tg_cj_str src = {.ctx = cj->ctx};
-    tg_cj_emit_prelude(&src);
-    tg_status st = tg_cj_emit_graph(&src, cj->g, cj->pg.order, cj->pg.norder, 0, cj->how);
+    tg_cj_str units[TG_CJ_MAX_UNITS];
+    int nunits = 0, bound;
+    if (!split_bound(&bound)) return TG_ECHECK;
+    tg_status st = tg_cj_emit_units(cj->ctx, cj->g, cj->pg.order, cj->pg.norder, cj->how, bound,
+                                    units, &nunits);
     int emitted = 0;
     for (int i = 0; i < cj->pg.norder; i++) emitted += cj->how[i] != TG_CJ_KERNEL;
-    if (st == TG_OK && emitted == 0) /* nothing to compile: every node is a call-back */
+    if (st == TG_OK && emitted == 0) { /* nothing to compile: every node is a call-back */
         cj->main = kernels_only;
-    else if (st == TG_OK)
-        st = tg_cj_build(cj->ctx, src.p, src.n, &cj->lib);
-    tg_cj_str_free(&src);
+    } else if (st == TG_OK) {
+        tg_cj_unit u[TG_CJ_MAX_UNITS];
+        for (int k = 0; k < nunits; k++) u[k] = (tg_cj_unit){units[k].p, units[k].n};
+        st = tg_cj_build_units(cj->ctx, u, nunits, &cj->lib);
+    }
+    for (int k = 0; k < nunits; k++) tg_cj_str_free(&units[k]);
     if (st == TG_OK && !cj->main) {
         *(void **)&cj->main = dlsym(cj->lib.handle, "tg_cj_0");
         if (!cj->main)

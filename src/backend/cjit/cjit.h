@@ -51,6 +51,18 @@ tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *orde
 /* The prelude of every generated unit: tg_rt.h's text and the ABI check symbol. */
 void tg_cj_emit_prelude(tg_cj_str *s);
 
+/* The most translation units one source is split into. */
+#define TG_CJ_MAX_UNITS 64
+/* Emits graph g (instructions order[0..norder), as graph 0) as units[0..*nunits), strings of
+ * ctx to free with tg_cj_str_free. When it has at most per_unit distinct functions (or
+ * per_unit <= 0): one unit, tg_cj_emit_prelude's and tg_cj_emit_graph's text. Otherwise
+ * unit 0 holds the declarations of the functions, the table of steps, the graph's
+ * function and tg_cj_abi, and units 1..m hold the functions in order, m = ceil(functions /
+ * per_unit) (at most TG_CJ_MAX_UNITS - 1), cut into shares of about equal bytes; each unit
+ * starts with TG_RT_SPLIT and tg_rt.h's text (the functions are hidden, not static). */
+tg_status tg_cj_emit_units(tg_ctx *ctx, const tg_graph *g, tg_node *const *order, int norder,
+                           uint8_t *how, int per_unit, tg_cj_str *units, int *nunits);
+
 /* ---- the compiler driver and the cache (cache.c) ---- */
 typedef struct tg_cj_lib {
     void *handle;      /* dlopen handle */
@@ -62,6 +74,14 @@ typedef struct tg_cj_lib {
  * returns TG_ECHECK (no compiler, compiler failed, unusable cache directory) with a
  * message naming the kept source where there is one, or another code. */
 tg_status tg_cj_build(tg_ctx *ctx, const char *src, size_t len, tg_cj_lib *out);
+/* The same for a source in several units (tg_cj_emit_units), n in 1..TG_CJ_MAX_UNITS: the
+ * key covers every unit; more than one are compiled concurrently (`cc -c`, as many at once
+ * as there are online CPUs) and linked into the one .so. */
+typedef struct tg_cj_unit {
+    const char *p;
+    size_t n;
+} tg_cj_unit;
+tg_status tg_cj_build_units(tg_ctx *ctx, const tg_cj_unit *units, int n, tg_cj_lib *out);
 void tg_cj_lib_close(tg_cj_lib *lib);
 /* The cache directory ($XDG_CACHE_HOME/tgraph or ~/.cache/tgraph; TGRAPH_CACHE_DIR
  * overrides both), created 0700 when `create`, and checked: owned by this user, not

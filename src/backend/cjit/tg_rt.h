@@ -3,7 +3,8 @@
  * generated source (through tg_rt_text.c, made by CMake from this file), so both sides
  * always see the same definitions and the cache key, which hashes the source, covers it.
  *
- * The generated translation unit defines one function per compiled graph,
+ * The generated source (one translation unit, or several linked into one shared object)
+ * defines one function per compiled graph,
  *     int tg_cj_<k>(tg_rt *rt)          (k: the graph's place in the unit, from 0)
  * returning 0 on success, non-zero when a call-back failed (the library holds the message).
  * It reads and writes values through rt->val (one tg_rt_val per variable of the graph,
@@ -27,6 +28,15 @@
 
 #define TG_RT_ABI      1
 #define TG_RT_MAX_DIMS 8
+
+/* The linkage of the generated functions: file-local in a source compiled as one unit; where
+ * the source is split into several units (TG_RT_SPLIT, defined at the top of each), shared
+ * between the units of the one shared object but not exported from it. */
+#ifdef TG_RT_SPLIT
+#define TG_RT_FN __attribute__((visibility("hidden")))
+#else
+#define TG_RT_FN static
+#endif
 
 /* One value during a call: a strided view (strides in elements, as tg_tensor's). */
 typedef struct tg_rt_val {
