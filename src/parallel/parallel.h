@@ -37,6 +37,10 @@ int tg_pool_sleeping(tg_pool *p);
  * else the number of cores this process may run on. Always >= 1. */
 int tg_pool_default_threads(void);
 
+/* The number of CPUs this process may run on (its affinity mask, else the online count).
+ * Always >= 1. */
+int tg_cpu_count(void);
+
 /* The [lo, hi) share of thread ith of nth over n items, boundaries rounded to multiples
  * of `align` (>= 1) so that vector kernels see the same blocks whatever nth is. */
 static inline void tg_pool_share(int64_t n, int ith, int nth, int64_t align, int64_t *lo,

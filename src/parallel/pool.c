@@ -28,6 +28,7 @@
 #include "parallel.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -153,6 +154,11 @@ int tg_pool_default_threads(void) {
         if (errno == 0 && end && *end == '\0' && v >= 1)
             return v > MAX_THREADS ? MAX_THREADS : (int)v;
     }
+    int n = tg_cpu_count();
+    return n > MAX_THREADS ? MAX_THREADS : n;
+}
+
+int tg_cpu_count(void) {
     int n = 0;
 #ifdef CPU_COUNT
     cpu_set_t set;
@@ -160,7 +166,7 @@ int tg_pool_default_threads(void) {
 #endif
     if (n < 1) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n = c >= 1 ? (int)(c > MAX_THREADS ? MAX_THREADS : c) : 1;
+        n = c >= 1 ? (c > INT_MAX ? INT_MAX : (int)c) : 1;
     }
     return n;
 }

@@ -38,6 +38,7 @@
  * fails (the caller falls back to the VM).
  */
 #include "cjit.h"
+#include "../../parallel/parallel.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -45,7 +46,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <math.h>
@@ -810,20 +810,6 @@ static void kept_unit(char *out, size_t n, const char *stem, int u) {
         snprintf(out, n, "%s.%d.c", stem, u);
 }
 
-/* Online CPUs this process may run on. */
-static int cpus(void) {
-    int n = 0;
-#ifdef CPU_COUNT
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
-#endif
-    if (n < 1) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n = c >= 1 ? (int)(c > MAX_PAR ? MAX_PAR : c) : 1;
-    }
-    return n;
-}
-
 /* Compiles units 0..nu-1 (their sources written at tmp_unit(u, "c")) concurrently with
  * `cc -c`, then links the objects into tso, all within limit seconds; stem: where the
  * sources are kept (stem.c, stem.<u>.c). On failure every compiler is stopped, the
@@ -869,7 +855,7 @@ static tg_status compile_units(tg_ctx *ctx, const compiler *cc, double limit, in
         }
         nopen++;
     }
-    int par = cpus();
+    int par = tg_cpu_count();
     if (par > nu) par = nu;
     if (par > MAX_PAR) par = MAX_PAR;
     if (st == TG_OK && rc == 0) rc = run_many(argv, fd, nu, par, limit, fl, &bad);
