@@ -1,8 +1,9 @@
 /* emit.c - the C JIT's emitters: one per op (or op kind) in a registry, each writing the C
  * code of one node, and the whole-graph function: a table of steps, one per node in order,
  * that tg_rt_run (tg_rt.h) walks. Each distinct function is emitted once: a node whose
- * function has the same text as an earlier node's uses that one, and views and BLAS calls
- * take their variables and numbers as arguments (from tables beside the steps), so the
+ * function has the same text as an earlier node's uses that one, views and BLAS calls
+ * take their variables and numbers as arguments, and loops their constants (from tables
+ * beside the steps), so the
  * source, and the compiler's time, grow with the distinct code rather than with the nodes.
  *
  * What is emitted:
