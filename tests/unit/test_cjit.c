@@ -337,6 +337,71 @@ static void test_shared_functions(void **state) {
     remove_cache();
 }
 
+/* Fused loops that differ only by their constants share one generated function (the
+ * constants are its argument, from a table beside the steps), for float and integer
+ * dtypes, and each still gives the reference's results. */
+static void test_loops_share_constants(void **state) {
+    (void)state;
+    fresh_cache();
+    static const char *const texts[] = {
+        "func main(x: f32[5,6]) {\n"
+        "  a = add(mul(x, 3.0), 1.5)\n"
+        "  b = add(mul(transpose(a), 0.1), -2.75)\n"
+        "  return a, b\n"
+        "}\n",
+        "func main(x: f64[5,6]) {\n"
+        "  a = add(mul(x, 3.0), 1.5)\n"
+        "  b = add(mul(transpose(a), 0.1), -2.75)\n"
+        "  return a, b\n"
+        "}\n",
+        "func main(x: i32[5,6]) {\n"
+        "  a = add(mul(x, 3), 7)\n"
+        "  b = add(mul(transpose(a), -5), 2147483647)\n"
+        "  return a, b\n"
+        "}\n",
+    };
+    static const tg_dtype dts[] = {TG_DT_F32, TG_DT_F64, TG_DT_I32};
+    for (int t = 0; t < 3; t++) {
+        tg_module *m = parse(texts[t]);
+        tg_graph *o = NULL;
+        assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
+        int n = 0;
+        tg_node **order = tg_ir_toposort(o, &n);
+        uint8_t how[64];
+        assert_true(n < 64);
+        tg_cj_str src = {.ctx = o->ctx};
+        assert_int_equal(tg_cj_emit_graph(&src, o, order, n, 0, how), TG_OK);
+        /* two loop steps, one function: the first names it, the second reuses it */
+        const char *first = strstr(src.p, "{.ew = g0_n");
+        assert_non_null(first);
+        const char *second = strstr(first + 1, "{.ew = g0_n");
+        assert_non_null(second);
+        assert_int_equal(strcspn(first, "}"), strcspn(second, "}"));
+        assert_memory_equal(first, second, strcspn(first, "}"));
+        const char *fn = strstr(src.p, "/* fused, ");
+        assert_non_null(fn);
+        assert_null(strstr(fn + 1, "/* fused, "));
+        assert_non_null(strstr(src.p, "static const tg_rt_num g0_nums[] = {"));
+        assert_non_null(strstr(fn, "kc0 = ")); /* copied into a local before the loop */
+        tg_cj_str_free(&src);
+        tg_mem_free(o->ctx, order, sizeof *order * (size_t)(o->nodes.n + 1));
+        tg_graph_free(o);
+        tg_module_free(m);
+        tg_tensor *in[1] = {ramp(dts[t], 2, (int64_t[]){5, 6}, 2.0)};
+        tg_tensor *c[2] = {0}, *r[2] = {0};
+        assert_int_equal(run_mode(texts[t], TG_MODE_C, 0, in, 1, c, 2), TG_OK);
+        assert_int_equal(run_mode(texts[t], TG_MODE_REFERENCE, 0, in, 1, r, 2), TG_OK);
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(tg_tensor_dtype(c[i]), dts[t]);
+            assert_close(c[i], r[i], 0.0);
+            tg_tensor_free(c[i]);
+            tg_tensor_free(r[i]);
+        }
+        tg_tensor_free(in[0]);
+    }
+    remove_cache();
+}
+
 /* gemm with one row or one column of result runs as a gemv: every operand layout. */
 static void test_gemm_as_gemv(void **state) {
     (void)state;
@@ -874,6 +939,7 @@ int main(void) {
         cmocka_unit_test(test_emission),
         cmocka_unit_test(test_reductions_and_blas),
         cmocka_unit_test(test_shared_functions),
+        cmocka_unit_test(test_loops_share_constants),
         cmocka_unit_test(test_gemm_as_gemv),
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_split_units),

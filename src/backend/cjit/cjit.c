@@ -124,9 +124,10 @@ static int cb_kernel(tg_rt *rt, int i) {
 /* The elementwise loop driver: the broadcast iteration space of the node's outputs. */
 typedef struct ew_job {
     tg_rt_loop loop;
-    int na;    /* operands: outputs then inputs */
-    int nd;    /* collapsed axes */
-    int64_t n; /* elements */
+    const tg_rt_num *k; /* the loop's constants */
+    int na;             /* operands: outputs then inputs */
+    int nd;             /* collapsed axes */
+    int64_t n;          /* elements */
     int64_t shape[TG_MAX_DIMS];
     int64_t str[64][TG_MAX_DIMS]; /* per operand and axis, in bytes */
     char *base[64];
@@ -152,7 +153,7 @@ static void ew_range(const ew_job *J, int64_t lo, int64_t hi) {
             for (int d = 0; d < nd; d++) off += idx[d] * J->str[k][d];
             ptr[k] = J->base[k] + off;
         }
-        J->loop(len, ptr, s);
+        J->loop(len, ptr, s, J->k);
         lo += len;
         idx[nd - 1] = 0;
         for (int d = nd - 2; d >= 0; d--) {
@@ -169,13 +170,14 @@ static void ew_task(void *arg, int ith, int nth) {
     ew_range(J, lo, hi);
 }
 
-static int cb_ew(tg_rt *rt, int i, tg_rt_loop loop, int cost) {
+static int cb_ew(tg_rt *rt, int i, tg_rt_loop loop, const tg_rt_num *nums, int cost) {
     tg_cj *cj = rt->host;
     tg_node *n = cj->pg.order[i];
     tg_tensor *o0 = cj->val[n->out[0]->id];
     int nd = o0->ndim;
     ew_job J;
     J.loop = loop;
+    J.k = nums;
     J.na = n->nout + n->nin;
     for (int o = 1; o < n->nout; o++) { /* outputs of one shape only */
         const tg_tensor *t = cj->val[n->out[o]->id];
@@ -231,10 +233,11 @@ static int cb_ew(tg_rt *rt, int i, tg_rt_loop loop, int cost) {
 }
 
 /* The reduction driver: each output element reduces the rows of the reduced axes. */
-typedef void (*red_loop)(int phase, int64_t n, char *const *p, const int64_t *s, double *acc);
+typedef tg_rt_red_loop red_loop;
 
 typedef struct red_job {
     red_loop loop;
+    const tg_rt_num *k; /* the loop's constants */
     int nin, nout;
     int nk, nr; /* kept and reduced axes (the last reduced one innermost) */
     int64_t kshape[TG_MAX_DIMS], rshape[TG_MAX_DIMS];
@@ -261,7 +264,7 @@ static void red_range(const red_job *J, int64_t lo, int64_t hi) {
             rem /= J->kshape[d];
             for (int k = 0; k < J->nin; k++) ip[k] += i * J->kstr[k][d];
         }
-        J->loop(0, 0, NULL, NULL, acc);
+        J->loop(0, 0, NULL, NULL, acc, J->k);
         for (int64_t r = 0; r < rows; r++) {
             int64_t q = r;
             for (int k = 0; k < J->nin; k++) rp[k] = ip[k];
@@ -270,10 +273,10 @@ static void red_range(const red_job *J, int64_t lo, int64_t hi) {
                 q /= J->rshape[d];
                 for (int k = 0; k < J->nin; k++) rp[k] += i * J->rstr[k][d];
             }
-            J->loop(1, inner, rp, s, acc);
+            J->loop(1, inner, rp, s, acc, J->k);
         }
         for (int o = 0; o < J->nout; o++) op[o] = J->obase[o] + e * J->osz[o];
-        J->loop(2, J->count, op, NULL, acc);
+        J->loop(2, J->count, op, NULL, acc, J->k);
     }
 }
 
@@ -284,7 +287,7 @@ static void red_task(void *arg, int ith, int nth) {
     red_range(J, lo, hi);
 }
 
-static int cb_red(tg_rt *rt, int i, red_loop loop, int cost, unsigned red) {
+static int cb_red(tg_rt *rt, int i, red_loop loop, const tg_rt_num *nums, int cost, unsigned red) {
     tg_cj *cj = rt->host;
     tg_node *n = cj->pg.order[i];
     if (n->nin > 32 || n->nout > 32) return cb_kernel(rt, i);
@@ -294,6 +297,7 @@ static int cb_red(tg_rt *rt, int i, red_loop loop, int cost, unsigned red) {
     if (nd == 0 || (red >> nd) != 0 || !(red >> (nd - 1) & 1u)) return cb_kernel(rt, i);
     red_job J;
     J.loop = loop;
+    J.k = nums;
     J.nin = n->nin;
     J.nout = n->nout;
     J.nk = J.nr = 0;

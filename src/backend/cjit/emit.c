@@ -1,8 +1,9 @@
 /* emit.c - the C JIT's emitters: one per op (or op kind) in a registry, each writing the C
  * code of one node, and the whole-graph function: a table of steps, one per node in order,
  * that tg_rt_run (tg_rt.h) walks. Each distinct function is emitted once: a node whose
- * function has the same text as an earlier node's uses that one, and views and BLAS calls
- * take their variables and numbers as arguments (from tables beside the steps), so the
+ * function has the same text as an earlier node's uses that one, views and BLAS calls
+ * take their variables and numbers as arguments, and loops their constants (from tables
+ * beside the steps), so the
  * source, and the compiler's time, grow with the distinct code rather than with the nodes.
  *
  * What is emitted:
@@ -81,22 +82,45 @@ static const char *ctype(tg_dtype dt) {
     return names[dt];
 }
 
-/* A literal of dtype dt, exactly. */
-static void put_const(tg_cj_str *s, tg_dtype dt, int64_t i, double f) {
+/* An initializer of a tg_rt_num holding a constant of dtype dt, exactly: .i for integer
+ * and bool dtypes, .f (the double value) for float ones. */
+static void put_num(tg_cj_str *s, tg_dtype dt, int64_t i, double f) {
     if (!tg_dtype_is_float(dt)) {
         if (i == INT64_MIN)
-            tg_cj_str_printf(s, "((%s)INT64_MIN)", ctype(dt));
+            tg_cj_str_printf(s, "{.i = INT64_MIN}, ");
         else
-            tg_cj_str_printf(s, "((%s)%lldLL)", ctype(dt), (long long)i);
+            tg_cj_str_printf(s, "{.i = %lldLL}, ", (long long)i);
         return;
     }
-    const char *t = ctype(dt);
     if (isnan(f))
-        tg_cj_str_printf(s, "((%s)NAN)", t);
+        tg_cj_str_printf(s, "{.f = NAN}, ");
     else if (isinf(f))
-        tg_cj_str_printf(s, "((%s)%sINFINITY)", t, f < 0 ? "-" : "");
+        tg_cj_str_printf(s, "{.f = %sINFINITY}, ", f < 0 ? "-" : "");
     else
-        tg_cj_str_printf(s, "((%s)%a)", t, f);
+        tg_cj_str_printf(s, "{.f = %a}, ", f);
+}
+
+/* The constants of a loop: their values go to a table beside the steps (the loop receives
+ * them as its argument k), and the loop copies them into locals kc<j> (j: the instruction)
+ * before its loops, converted to their dtype, so that the loop's text does not depend on
+ * them and the compiler sees them as loop invariants. */
+typedef struct loop_nums {
+    tg_cj_str *tab; /* receives the table's entries */
+    int n;          /* entries written */
+} loop_nums;
+
+static void put_consts(tg_cj_str *s, const tg_fused_prog *p, loop_nums *kn) {
+    for (int j = 0; p && j < p->ninstr; j++) {
+        const tg_fused_instr *in = &p->instr[j];
+        if (in->op != TG_FUSED_CONST) continue;
+        tg_dtype dt = (tg_dtype)p->type[p->nin + j].dtype;
+        const char *t = ctype(dt);
+        tg_cj_str_printf(s, "    const %s kc%d = (%s)k[%d].%s;\n", t, j, t, kn->n,
+                         tg_dtype_is_float(dt) ? "f" : "i");
+        put_num(kn->tab, dt, in->ci, in->cf);
+        kn->n++;
+    }
+    tg_cj_str_printf(s, "    (void)k;\n");
 }
 
 /* Writes the C expression template `tpl` with %k replaced by args[k] and %T by the C type
@@ -147,9 +171,13 @@ typedef struct ew_sig {
 typedef bool (*body_fn)(tg_cj_str *s, const void *data);
 
 static void put_loop(tg_cj_str *s, const char *name, const ew_sig *sig, body_fn body,
-                     const void *data, bool *ok) {
+                     const void *data, const tg_fused_prog *kp, loop_nums *kn, bool *ok) {
     int na = sig->nout + sig->nin;
-    tg_cj_str_printf(s, "TG_RT_FN void %s(int64_t n, char *const *p, const int64_t *s) {\n", name);
+    tg_cj_str_printf(s,
+                     "TG_RT_FN void %s(int64_t n, char *const *p, const int64_t *s, "
+                     "const tg_rt_num *k) {\n",
+                     name);
+    put_consts(s, kp, kn);
     /* contiguous variant */
     tg_cj_str_printf(s, "    if (");
     for (int k = 0; k < na; k++) {
@@ -227,6 +255,7 @@ typedef struct emit_ctx {
     int nv;
     double lit[4]; /* TG_CJ_CALL: the numbers it reads as lit[k] (BLAS's alpha and beta) */
     int nlit;
+    loop_nums kn; /* TG_CJ_EW, TG_CJ_RED: the loop's constants */
     int cost;     /* per-element cost for the thread split */
     int kind;     /* TG_CJ_EW: fn is a loop for rt->ew; TG_CJ_CALL: fn(rt) runs the node;
                      TG_CJ_RED: fn is a reduction loop for rt->red */
@@ -265,7 +294,7 @@ static bool emit_ew(emit_ctx *e) {
     bool ok = true;
     set_name(e);
     tg_cj_str_printf(e->s, "/* %s -> %s */\n", tg_op_table[n->op]->name, tg_dtype_name(sig.out[0]));
-    put_loop(e->s, e->fn, &sig, body_one, &one, &ok);
+    put_loop(e->s, e->fn, &sig, body_one, &one, NULL, &e->kn, &ok);
     e->cost = 1;
     return ok;
 }
@@ -285,9 +314,8 @@ static bool body_fused(tg_cj_str *s, const void *data) {
         int slot = p->nin + j;
         tg_dtype res = (tg_dtype)p->type[slot].dtype;
         tg_cj_str_printf(s, "            const %s t%d = ", ctype(res), j);
-        if (in->op == TG_FUSED_CONST) {
-            put_const(s, res, in->ci, in->cf);
-            tg_cj_str_printf(s, ";\n");
+        if (in->op == TG_FUSED_CONST) { /* hoisted by put_consts */
+            tg_cj_str_printf(s, "kc%d;\n", j);
             continue;
         }
         tg_dtype idt[TG_FUSED_MAX_ARGS];
@@ -383,12 +411,13 @@ static void put_combine(tg_cj_str *s, int op, int o, const char *ind) {
         tg_cj_str_printf(s, "%sc%d = c%d + (double)o%d;\n", ind, o, o, o);
 }
 
-static bool put_red_loop(tg_cj_str *s, const char *name, const tg_fused_prog *p, const tg_node *n) {
+static bool put_red_loop(tg_cj_str *s, const char *name, const tg_fused_prog *p, const tg_node *n,
+                         loop_nums *kn) {
     bool ok = true;
     ew_fused f = {p};
     tg_cj_str_printf(s,
                      "TG_RT_FN void %s(int phase, int64_t n, char *const *p, const int64_t *s, "
-                     "double *acc) {\n    if (phase == 0) {\n",
+                     "double *acc, const tg_rt_num *k) {\n    if (phase == 0) {\n",
                      name);
     for (int o = 0; o < p->nout; o++) {
         int op = p->out[o].reduce;
@@ -405,6 +434,7 @@ static bool put_red_loop(tg_cj_str *s, const char *name, const tg_fused_prog *p,
                          p->out[o].reduce == TG_OP_MEAN ? " / (double)n" : "");
     }
     tg_cj_str_printf(s, "        return;\n    }\n");
+    put_consts(s, p, kn);
     for (int o = 0; o < p->nout; o++) tg_cj_str_printf(s, "    double c%d = acc[%d];\n", o, o);
     tg_cj_str_printf(s, "    if (");
     for (int k = 0; k < n->nin; k++)
@@ -457,7 +487,7 @@ static bool emit_fused(emit_ctx *e) {
         if (ok) {
             set_name(e);
             tg_cj_str_printf(e->s, "/* fused reduction, %d instructions */\n", p->ninstr);
-            ok = put_red_loop(e->s, e->fn, p, n);
+            ok = put_red_loop(e->s, e->fn, p, n, &e->kn);
             e->cost = p->ninstr > 0 ? p->ninstr : 1;
             e->kind = TG_CJ_RED;
             e->red = mask;
@@ -473,7 +503,7 @@ static bool emit_fused(emit_ctx *e) {
         set_name(e);
         tg_cj_str_printf(e->s, "/* fused, %d instructions */\n", p->ninstr);
         ew_fused f = {p};
-        put_loop(e->s, e->fn, &sig, body_fused, &f, &ok);
+        put_loop(e->s, e->fn, &sig, body_fused, &f, p, &e->kn, &ok);
         e->cost = p->ninstr > 0 ? p->ninstr : 1;
     }
     tg_fused_free(p);
@@ -958,21 +988,24 @@ static tg_status emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *ord
                             int k, uint8_t *how, fn_list *fl) {
     tg_ctx *ctx = s->ctx;
     tg_cj_str steps = {.ctx = ctx}, vars = {.ctx = ctx}, lits = {.ctx = ctx}, f = {.ctx = ctx};
+    tg_cj_str nums = {.ctx = ctx}, kf = {.ctx = ctx}; /* the constants: all, the node's */
     fn_set set = {.ctx = ctx, .text = {.ctx = ctx}};
     set.cap = 16;
     while (set.cap <= 2 * (size_t)norder) set.cap *= 2;
     set.slot = tg_mem_calloc(ctx, sizeof *set.slot * set.cap);
     bool oom = !set.slot;
-    int nvars = 0, nlits = 0;
+    int nvars = 0, nlits = 0, nnums = 0;
     for (int i = 0; i < norder && !oom; i++) {
         const tg_node *n = order[i];
         emit_fn fn = emitter_for(n->op);
         emit_ctx e = {.s = &f, .g = g, .n = n, .k = k, .ins = i, .kind = TG_CJ_EW};
-        f.n = 0;
+        e.kn.tab = &kf;
+        f.n = kf.n = 0;
         if (f.p) f.p[0] = '\0';
+        if (kf.p) kf.p[0] = '\0';
         how[i] = TG_CJ_KERNEL;
         if (fn && !tg_op_table[n->op]->self_alloc && fn(&e) && !f.oom) how[i] = (uint8_t)e.kind;
-        if (f.oom) break;
+        if (f.oom || kf.oom) break;
         const char *name = "0";
         char own[64];
         if (how[i] != TG_CJ_KERNEL) { /* the first instruction with this text names it */
@@ -987,10 +1020,13 @@ static tg_status emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *ord
             }
             name = own;
         }
-        bool call = how[i] == TG_CJ_CALL;
+        bool call = how[i] == TG_CJ_CALL, loop = how[i] == TG_CJ_EW || how[i] == TG_CJ_RED;
         tg_cj_str_printf(&steps, "    {%s, %d, 0x%xu, %d, %d, {.%s = %s}}, /* %d %s */\n",
-                         step_kind[how[i]], how[i] == TG_CJ_EW || how[i] == TG_CJ_RED ? e.cost : 0,
-                         how[i] == TG_CJ_RED ? e.red : 0u, call ? nvars : 0, call ? nlits : 0,
+                         step_kind[how[i]], loop ? e.cost : 0, how[i] == TG_CJ_RED ? e.red : 0u,
+                         call ? nvars : 0,
+                         call                 ? nlits
+                         : loop && e.kn.n > 0 ? nnums
+                                              : 0,
                          how[i] == TG_CJ_RED    ? "red"
                          : how[i] == TG_CJ_CALL ? "call"
                                                 : "ew",
@@ -1001,24 +1037,34 @@ static tg_status emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *ord
             nvars += e.nv;
             nlits += e.nlit;
         }
+        if (loop && e.kn.n > 0) {
+            tg_cj_str_printf(&nums, "%s", kf.p);
+            nnums += e.kn.n;
+        }
     }
-    oom = oom || f.oom || set.text.oom || steps.oom || vars.oom || lits.oom || (fl && fl->oom);
+    oom = oom || f.oom || set.text.oom || steps.oom || vars.oom || lits.oom || nums.oom || kf.oom ||
+          (fl && fl->oom);
     if (fl) fl->table = s->n;
     if (!oom) {
         tg_cj_str_printf(s, "static const int g%d_vars[] = {%s0};\n", k, vars.p ? vars.p : "");
         tg_cj_str_printf(s, "static const double g%d_lits[] = {%s0.0};\n", k, lits.p ? lits.p : "");
+        tg_cj_str_printf(s, "static const tg_rt_num g%d_nums[] = {%s{.i = 0}};\n", k,
+                         nums.p ? nums.p : "");
         tg_cj_str_printf(s, "static const tg_rt_step g%d_steps[%d] = {\n%s};\n\n", k,
                          norder > 0 ? norder : 1,
                          steps.p ? steps.p : "    {TG_RT_KERNEL, 0, 0x0u, 0, 0, {.ew = 0}},\n");
-        tg_cj_str_printf(s,
-                         "int tg_cj_%d(tg_rt *rt) {\n"
-                         "    return tg_rt_run(rt, g%d_steps, %d, g%d_vars, g%d_lits);\n}\n",
-                         k, k, norder, k, k);
+        tg_cj_str_printf(
+            s,
+            "int tg_cj_%d(tg_rt *rt) {\n"
+            "    return tg_rt_run(rt, g%d_steps, %d, g%d_vars, g%d_lits, g%d_nums);\n}\n",
+            k, k, norder, k, k, k);
     }
     oom = oom || s->oom;
     tg_cj_str_free(&steps);
     tg_cj_str_free(&vars);
     tg_cj_str_free(&lits);
+    tg_cj_str_free(&nums);
+    tg_cj_str_free(&kf);
     tg_cj_str_free(&f);
     tg_cj_str_free(&set.text);
     tg_mem_free(ctx, set.slot, set.slot ? sizeof *set.slot * set.cap : 0);
@@ -1035,9 +1081,10 @@ tg_status tg_cj_emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *orde
 /* The declaration of a generated function of kind how (the emitters' signatures). */
 static void put_decl(tg_cj_str *s, uint8_t how, int k, int ins) {
     static const char *const sig[] = {
-        [TG_CJ_EW] = "void g%d_n%d(int64_t n, char *const *p, const int64_t *s);\n",
+        [TG_CJ_EW] = "void g%d_n%d(int64_t n, char *const *p, const int64_t *s, "
+                     "const tg_rt_num *k);\n",
         [TG_CJ_RED] = "void g%d_n%d(int phase, int64_t n, char *const *p, const int64_t *s, "
-                      "double *acc);\n",
+                      "double *acc, const tg_rt_num *k);\n",
         [TG_CJ_CALL] = "int g%d_n%d(tg_rt *rt, int i, const int *v, const double *lit);\n",
     };
     tg_cj_str_printf(s, "TG_RT_FN ");

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TG_RT_ABI      1
+#define TG_RT_ABI      2
 #define TG_RT_MAX_DIMS 8
 
 /* The linkage of the generated functions: file-local in a source compiled as one unit; where
@@ -46,9 +46,17 @@ typedef struct tg_rt_val {
     int ndim;                       /* rank */
 } tg_rt_val;
 
+/* A scalar constant of a generated loop: .i for integer and bool dtypes, .f for float ones
+ * (an f32 constant is a double holding its exact value). */
+typedef union tg_rt_num {
+    int64_t i;
+    double f;
+} tg_rt_num;
+
 /* An elementwise inner loop over n elements: p[0..nout) are the outputs, then the inputs,
- * each advanced by s[k] bytes per element. */
-typedef void (*tg_rt_loop)(int64_t n, char *const *p, const int64_t *s);
+ * each advanced by s[k] bytes per element; k: its scalar constants, in the order of the
+ * loop's instructions. */
+typedef void (*tg_rt_loop)(int64_t n, char *const *p, const int64_t *s, const tg_rt_num *k);
 
 typedef struct tg_rt tg_rt;
 struct tg_rt {
@@ -56,16 +64,18 @@ struct tg_rt {
     void *host;     /* the library's call state (opaque here) */
     tg_rt_val *val; /* per variable of the graph (by id) */
     /* Runs `loop` over the output space of instruction `ins` (broadcasting its inputs),
-     * `cost` a rough per-element cost for the thread split. */
-    int (*ew)(tg_rt *rt, int ins, tg_rt_loop loop, int cost);
+     * passing it the constants k; `cost` a rough per-element cost for the thread split. */
+    int (*ew)(tg_rt *rt, int ins, tg_rt_loop loop, const tg_rt_num *k, int cost);
     /* Runs the reduction `loop` of instruction `ins` (a fused node whose outputs reduce):
      * for each output element, loop(0, ...) starts the accumulators acc, loop(1, n, p, s,
      * acc) adds n values along one row of the reduced axes (p, s: the inputs), and
      * loop(2, count, p, NULL, acc) stores the results at p[0..nout) (count: the values
-     * reduced). `red` has bit d set for each reduced axis of the iteration space. */
+     * reduced); every call passes the constants k. `red` has bit d set for each reduced
+     * axis of the iteration space. */
     int (*red)(tg_rt *rt, int ins,
-               void (*loop)(int phase, int64_t n, char *const *p, const int64_t *s, double *acc),
-               int cost, unsigned red);
+               void (*loop)(int phase, int64_t n, char *const *p, const int64_t *s, double *acc,
+                            const tg_rt_num *k),
+               const tg_rt_num *k, int cost, unsigned red);
     /* Instruction `ins` is a view: generated code set the address and strides of its
      * output in rt->val (the library set the extents); this makes the library see it. */
     int (*view)(tg_rt *rt, int ins);
@@ -120,19 +130,22 @@ static inline int tg_rt_contig(const tg_rt_val *v) {
  * A graph's function runs a table of steps, one per instruction in order, through
  * tg_rt_run: the table is data, so its compile time grows linearly with the graph (a
  * straight-line function of thousands of calls is slow to optimise), and generated
- * functions take what differs between instructions (variables, numbers) as arguments, so
- * that instructions with the same code share one function. */
+ * functions take what differs between instructions (variables, numbers, the constants of
+ * loops) as arguments, so that instructions with the same code share one function. */
 enum { TG_RT_KERNEL = 0, TG_RT_EW = 1, TG_RT_CALL = 2, TG_RT_RED = 3 };
-typedef void (*tg_rt_red_loop)(int phase, int64_t n, char *const *p, const int64_t *s, double *acc);
+typedef void (*tg_rt_red_loop)(int phase, int64_t n, char *const *p, const int64_t *s, double *acc,
+                               const tg_rt_num *k);
 /* A generated function of instruction `ins` (a view, a BLAS call): v[k] are the variables
  * it reads and writes, lit[k] its numbers. */
 typedef int (*tg_rt_call)(tg_rt *rt, int ins, const int *v, const double *lit);
 typedef struct tg_rt_step {
-    int kind;     /* TG_RT_KERNEL: rt->kernel; TG_RT_EW: rt->ew(fn.ew); TG_RT_CALL:
-                     fn.call(rt, ins, vars + v, lits + lit); TG_RT_RED: rt->red(fn.red) */
+    int kind;     /* TG_RT_KERNEL: rt->kernel; TG_RT_EW: rt->ew(fn.ew, nums + lit); TG_RT_CALL:
+                     fn.call(rt, ins, vars + v, lits + lit); TG_RT_RED: rt->red(fn.red,
+                     nums + lit) */
     int cost;     /* TG_RT_EW, TG_RT_RED: per-element cost for the thread split */
     unsigned red; /* TG_RT_RED: the reduced axes */
-    int v, lit;   /* TG_RT_CALL: offsets of the instruction's arguments in vars and lits */
+    int v, lit;   /* TG_RT_CALL: offsets of the instruction's arguments in vars and lits;
+                     TG_RT_EW, TG_RT_RED: lit is the offset of the loop's constants in nums */
     union {
         tg_rt_loop ew;
         tg_rt_red_loop red;
@@ -141,16 +154,16 @@ typedef struct tg_rt_step {
 } tg_rt_step;
 
 static inline int tg_rt_run(tg_rt *rt, const tg_rt_step *step, int n, const int *vars,
-                            const double *lits) {
+                            const double *lits, const tg_rt_num *nums) {
     for (int i = 0; i < n; i++) {
         const tg_rt_step *s = &step[i];
         int r;
         if (s->kind == TG_RT_EW)
-            r = rt->ew(rt, i, s->fn.ew, s->cost);
+            r = rt->ew(rt, i, s->fn.ew, nums + s->lit, s->cost);
         else if (s->kind == TG_RT_CALL)
             r = s->fn.call(rt, i, vars + s->v, lits + s->lit);
         else if (s->kind == TG_RT_RED)
-            r = rt->red(rt, i, s->fn.red, s->cost, s->red);
+            r = rt->red(rt, i, s->fn.red, nums + s->lit, s->cost, s->red);
         else
             r = rt->kernel(rt, i);
         if (r || TG_RT_AFTER(rt, i)) return 1;
