@@ -288,6 +288,17 @@ static void write_split_cc(const char *cc, const char *pidf, bool fail1) {
     write_script(cc, body);
 }
 
+/* A fake split compiler (write_split_cc) in a folder beside the cache, made TGRAPH_CC; cc and
+ * pidf receive its path and its pid file's (600 bytes each). */
+static void use_split_cc(char *dir, size_t ndir, char *cc, char *pidf, bool fail1) {
+    snprintf(dir, ndir, "%s.other", cache_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(pidf, 600, "%s/pid", dir);
+    snprintf(cc, 600, "%s/splitcc", dir);
+    write_split_cc(cc, pidf, fail1);
+    setenv("TGRAPH_CC", cc, 1);
+}
+
 static void test_split_timeout(void **state) {
     (void)state;
     fresh_cache();
@@ -305,12 +316,7 @@ static void test_split_timeout(void **state) {
     /* unit 2 hangs: every compiler stopped at the limit, no temporary file left */
     fresh_cache();
     setenv("TGRAPH_CC_SPLIT", "1", 1);
-    snprintf(dir, sizeof dir, "%s.other", cache_dir);
-    assert_int_equal(mkdir(dir, 0700), 0);
-    snprintf(pidf, sizeof pidf, "%s/pid", dir);
-    snprintf(cc, sizeof cc, "%s/splitcc", dir);
-    write_split_cc(cc, pidf, false);
-    setenv("TGRAPH_CC", cc, 1);
+    use_split_cc(dir, sizeof dir, cc, pidf, false);
     setenv("TGRAPH_CC_TIMEOUT", "0.5", 1);
     double t0 = now_s();
     assert_int_equal(run_c(text, true, &y), TG_ECHECK);
@@ -332,12 +338,7 @@ static void test_split_timeout(void **state) {
      * error names unit 1's source and the compiler's message */
     fresh_cache();
     setenv("TGRAPH_CC_SPLIT", "1", 1);
-    snprintf(dir, sizeof dir, "%s.other", cache_dir);
-    assert_int_equal(mkdir(dir, 0700), 0);
-    snprintf(pidf, sizeof pidf, "%s/pid", dir);
-    snprintf(cc, sizeof cc, "%s/splitcc", dir);
-    write_split_cc(cc, pidf, true);
-    setenv("TGRAPH_CC", cc, 1);
+    use_split_cc(dir, sizeof dir, cc, pidf, true);
     setenv("TGRAPH_CC_TIMEOUT", "0", 1);
     t0 = now_s();
     assert_int_equal(run_c(text, true, &y), TG_ECHECK);
@@ -406,12 +407,7 @@ static void test_split_interrupt(void **state) {
     fresh_cache();
     char dir[400], cc[600], pidf[600], text[256];
     split_graph_text(text, sizeof text, 3.0);
-    snprintf(dir, sizeof dir, "%s.other", cache_dir);
-    assert_int_equal(mkdir(dir, 0700), 0);
-    snprintf(pidf, sizeof pidf, "%s/pid", dir);
-    snprintf(cc, sizeof cc, "%s/splitcc", dir);
-    write_split_cc(cc, pidf, false);
-    setenv("TGRAPH_CC", cc, 1);
+    use_split_cc(dir, sizeof dir, cc, pidf, false);
     setenv("TGRAPH_CC_SPLIT", "1", 1);
     pid_t pid = fork();
     assert_true(pid >= 0);
