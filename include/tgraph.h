@@ -125,7 +125,10 @@ typedef struct tg_graph tg_graph; /* owns every node and variable it creates */
 typedef struct tg_var tg_var;     /* borrowed from its graph; never freed on its own */
 
 TG_API tg_graph *tg_graph_new(tg_ctx *ctx, const char *name);
-TG_API void tg_graph_free(tg_graph *g); /* NULL is a no-op */
+/* Gives up the caller's graph. A graph that other graphs call (tg_call, FUNC attributes)
+ * stays alive until the last of them is freed too; the caller must not use it after
+ * this. NULL is a no-op. */
+TG_API void tg_graph_free(tg_graph *g);
 TG_API const char *tg_graph_name(const tg_graph *g);
 TG_API tg_status tg_graph_status(const tg_graph *g);  /* first error, or TG_OK */
 TG_API const char *tg_graph_error(const tg_graph *g); /* its message ("" when none) */
@@ -178,7 +181,7 @@ typedef enum {
     TG_ATTR_STR,    /* s */
     TG_ATTR_INTS,   /* ints[0..n) */
     TG_ATTR_FLOATS, /* floats[0..n) */
-    TG_ATTR_FUNC,   /* s: name of another function of the module (`@name`) */
+    TG_ATTR_FUNC,   /* func: another function (`@name` in .tg) */
 } tg_attr_kind;
 
 typedef struct tg_attr {
@@ -186,7 +189,8 @@ typedef struct tg_attr {
     tg_attr_kind kind;    /* which of the fields below is meant */
     int64_t i;            /* INT, BOOL */
     double f;             /* FLOAT */
-    const char *s;        /* STR, FUNC */
+    const char *s;        /* STR */
+    tg_graph *func;       /* FUNC: a graph of the same context; the node keeps it alive */
     const int64_t *ints;  /* INTS */
     const double *floats; /* FLOATS */
     int n;                /* length of ints / floats */
@@ -200,7 +204,8 @@ typedef struct tg_attr {
 #define TG_A_STR(nm, v)   ((tg_attr){.name = (nm), .kind = TG_ATTR_STR, .s = (v)})
 #define TG_A_INTS(nm, p, cnt)                                                                      \
     ((tg_attr){.name = (nm), .kind = TG_ATTR_INTS, .ints = (p), .n = (cnt)})
-#define TG_A_NONE(nm) ((tg_attr){.name = (nm), .kind = TG_ATTR_NONE})
+#define TG_A_NONE(nm)     ((tg_attr){.name = (nm), .kind = TG_ATTR_NONE})
+#define TG_A_FUNC(nm, fg) ((tg_attr){.name = (nm), .kind = TG_ATTR_FUNC, .func = (fg)})
 
 /* Generic builder: applies the op named `op` to `in` with keyword attributes.
  * Returns the first output; tg_apply_multi returns all of them (n_out in, count out). */
@@ -247,6 +252,19 @@ typedef struct tg_slice {
 #define TG_SLICE_NO_STEP  4u /* step 1 */
 #define TG_SLICE_OMIT_ALL (TG_SLICE_NO_START | TG_SLICE_NO_STOP | TG_SLICE_NO_STEP)
 TG_API tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx);
+
+/* ---- calls: functions that call functions (docs/text-format.md, "Calls") ---------- */
+#define TG_CALL_MAX_DEPTH 64 /* deepest nesting of calls (f calls g calls h ...) */
+/* Calls `callee` (a graph of g's context, with its outputs set and no state) on args, one
+ * per callee input. Argument dtypes must equal the parameters' (weak literals adopt
+ * them); static extents must agree, a '?' extent of the callee accepts any. The outputs
+ * are the callee's returned values typed for these arguments: *nouts holds the room of
+ * outs on entry and the callee's output count on return. A call that would make a cycle
+ * (callee calls g, directly or not) is an error naming it. The node keeps callee alive.
+ * Calls are inlined first thing in the rewrite pipeline (tg_optimize_opts.no_inline keeps
+ * them, and the backends then run the callee as a sub-graph). */
+TG_API tg_status tg_call(tg_graph *g, tg_graph *callee, tg_var *const *args, int nargs,
+                         tg_var **outs, int *nouts);
 
 /* ---- gradients (reverse mode) --------------------------------------------------- */
 /* What to do when the result does not depend on an input asked for. */
@@ -310,9 +328,11 @@ TG_API tg_status tg_module_print(const tg_module *m, FILE *f);
 #define TG_PARSE_MAX_DEPTH 256 /* deepest nesting of calls and brackets the parser takes */
 
 /* ---- optimising: the rewrite pipeline ------------------------------------------- */
-/* canonicalize -> stabilize -> specialize -> blas -> fuse -> inplace (docs/rewrites.md). */
+/* inline -> canonicalize -> stabilize -> specialize -> blas -> fuse -> inplace
+ * (docs/rewrites.md). */
 typedef struct tg_optimize_opts {
     bool no_blas;            /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
+    bool no_inline;          /* keep calls as calls (the backends run them as sub-graphs) */
     bool verify;             /* verify the IR after every pass (always on in debug builds) */
     const char *print_after; /* print the graph after the pass of this name; "all": each */
     FILE *print_to;          /* where those go (NULL: stdout) */
@@ -360,6 +380,9 @@ typedef struct tg_compile_opts {
     tg_mode debug_backend; /* TG_MODE_DEBUG: the backend checked, TG_MODE_VM (0) or TG_MODE_C */
     bool no_fallback;      /* TG_MODE_C: fail (TG_ECHECK) when no compiler can build the code,
                               instead of running the VM after a warning on stderr */
+    bool no_inline;        /* keep calls as calls: each backend runs a callee as a sub-graph
+                              (reference: interpreted; vm, c, debug: compiled once per callee
+                              in the same mode), instead of inlining it first */
 } tg_compile_opts;
 typedef struct tg_fn tg_fn;
 /* Compiles g (which must stay alive while the function is used, and be freed after it:

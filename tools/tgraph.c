@@ -129,6 +129,7 @@ static const char usage_main[] =
 static const char usage_run[] =
     "usage: tgraph run FILE.tg [--func F] --in NAME=PATH.npy ... [--out NAME=PATH.npy ...]\n"
     "                  [--mode reference|vm|c|debug] [--debug-backend vm|c] [--no-blas]\n"
+    "                  [--no-inline]\n"
     "                  [--threads N]\n"
     "\n"
     "Runs one function of FILE.tg. Each parameter gets its value from an --in option,\n"
@@ -149,6 +150,8 @@ static const char usage_run[] =
     "                       node against the reference kernels)\n"
     "  --debug-backend B    the backend debug mode checks: vm (default) or c\n"
     "  --no-blas            keep dot and the ops around it (no gemm/gemv/ger)\n"
+    "  --no-inline          keep calls of functions as calls (each backend runs the callee\n"
+    "                       as a sub-graph) instead of inlining them first\n"
     "  --threads N          threads the vm splits large kernels over (default:\n"
     "                       TGRAPH_NUM_THREADS, else every core)\n"
     "  -h, --help           show this text\n"
@@ -157,15 +160,18 @@ static const char usage_run[] =
     "the function returns several values each is preceded by 'NAME = '.\n";
 
 static const char usage_opt[] =
-    "usage: tgraph opt FILE.tg [--func F] [--no-blas] [--print-after=PASS | --print-after-all]\n"
+    "usage: tgraph opt FILE.tg [--func F] [--no-blas] [--no-inline]\n"
+    "                  [--print-after=PASS | --print-after-all]\n"
     "                  [--stats] [--verify]\n"
     "\n"
     "Prints the graph after the optimisation pipeline as .tg text that parses back.\n"
-    "Passes, in order: canonicalize, stabilize, specialize, blas, fuse, inplace.\n"
+    "Passes, in order: inline, canonicalize, stabilize, specialize, blas, fuse, inplace.\n"
     "\n"
     "options:\n"
     "  --func F             print only function F (default: every function of the file)\n"
     "  --no-blas            keep dot and the ops around it (no gemm/gemv/ger)\n"
+    "  --no-inline          keep calls of functions as calls (each backend runs the callee\n"
+    "                       as a sub-graph) instead of inlining them first\n"
     "  --print-after=PASS   also print the graph after pass PASS, under '# after PASS'\n"
     "  --print-after-all    also print the graph after every pass\n"
     "  --stats              print the compile-time report (time per pass and per rule,\n"
@@ -188,6 +194,7 @@ static const char usage_dot[] =
 static const char usage_bench[] =
     "usage: tgraph bench FILE.tg [--func F] --in NAME=PATH.npy ... [-n RUNS] [--profile]\n"
     "                    [--mode reference|vm|c|debug] [--threads N] [--no-blas]\n"
+    "                    [--no-inline]\n"
     "\n"
     "Times calls of one function of FILE.tg on the given inputs: one warm-up call, then\n"
     "RUNS calls that write into the outputs of the first one (no allocation per call).\n"
@@ -203,6 +210,8 @@ static const char usage_bench[] =
     "  --threads N          threads the vm splits large kernels over (default:\n"
     "                       TGRAPH_NUM_THREADS, else every core)\n"
     "  --no-blas            keep dot and the ops around it (no gemm/gemv/ger)\n"
+    "  --no-inline          keep calls of functions as calls (each backend runs the callee\n"
+    "                       as a sub-graph) instead of inlining them first\n"
     "  -h, --help           show this text\n";
 
 /* ---- command line ------------------------------------------------------------------- */
@@ -221,6 +230,7 @@ typedef struct options {
     const char *debug_backend; /* run: --debug-backend or NULL */
     bool opt;                  /* dot --opt */
     bool no_blas;              /* --no-blas */
+    bool no_inline;            /* --no-inline */
     const char *print_after;   /* opt: --print-after=PASS, or "all" */
     bool stats;                /* opt: --stats */
     bool verify;               /* opt: --verify */
@@ -361,6 +371,8 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
             o->opt = true;
         } else if (strcmp(arg, "--no-blas") == 0) {
             o->no_blas = true;
+        } else if (strcmp(cmd, "dot") != 0 && strcmp(arg, "--no-inline") == 0) {
+            o->no_inline = true;
         } else if (strcmp(cmd, "opt") == 0 && strcmp(arg, "--print-after-all") == 0) {
             if (o->print_after) return usage_fail(cmd, "--print-after given twice");
             o->print_after = "all";
@@ -369,8 +381,8 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
             int k = 0;
             while (val && tg_pass_name(k) && strcmp(tg_pass_name(k), val) != 0) k++;
             if (!val || !tg_pass_name(k))
-                return usage_fail(cmd, "--print-after expects a pass: canonicalize, stabilize, "
-                                       "specialize, blas, fuse or inplace");
+                return usage_fail(cmd, "--print-after expects a pass: inline, canonicalize, "
+                                       "stabilize, specialize, blas, fuse or inplace");
             o->print_after = val;
         } else if (strcmp(cmd, "opt") == 0 && strcmp(arg, "--stats") == 0) {
             o->stats = true;
@@ -713,7 +725,10 @@ static int cmd_run(const options *o) {
     if ((rc = load_inputs(o, g, in)) != 0) goto done;
     rc = EXIT_FAIL;
 
-    tg_compile_opts copts = {.mode = TG_MODE_VM, .no_blas = o->no_blas, .nthreads = o->threads};
+    tg_compile_opts copts = {.mode = TG_MODE_VM,
+                             .no_blas = o->no_blas,
+                             .no_inline = o->no_inline,
+                             .nthreads = o->threads};
     if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
@@ -834,8 +849,11 @@ static int cmd_bench(const options *o) {
     }
     if ((rc = load_inputs(o, g, in)) != 0) goto done;
     rc = EXIT_FAIL;
-    tg_compile_opts copts = {
-        .mode = TG_MODE_VM, .no_blas = o->no_blas, .nthreads = o->threads, .profile = o->profile};
+    tg_compile_opts copts = {.mode = TG_MODE_VM,
+                             .no_blas = o->no_blas,
+                             .no_inline = o->no_inline,
+                             .nthreads = o->threads,
+                             .profile = o->profile};
     if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
@@ -881,6 +899,7 @@ done:
 /* The graph after the pipeline (a new graph), or NULL after a message. */
 static tg_graph *optimized(const options *o, const tg_graph *g) {
     tg_optimize_opts oo = {.no_blas = o->no_blas,
+                           .no_inline = o->no_inline,
                            .verify = o->verify,
                            .print_after = o->print_after,
                            .print_to = stdout,

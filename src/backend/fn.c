@@ -69,7 +69,9 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
         /* the pipeline works on a clone: the user's graph is never modified */
         owned = tg_graph_clone(g);
         if (!owned) return tg_rw_error_status();
-        tg_rw_opts ro = {.verify = opts && opts->verify, .no_blas = opts && opts->no_blas};
+        tg_rw_opts ro = {.verify = opts && opts->verify,
+                         .no_blas = opts && opts->no_blas,
+                         .no_inline = opts && opts->no_inline};
         st = tg_rw_pipeline(&owned, &ro, NULL);
         if (st != TG_OK) {
             tg_graph_free(owned);

@@ -31,6 +31,15 @@ tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, int nin
     return TG_OK;
 }
 
+tg_status tg_call(tg_graph *g, tg_graph *callee, tg_var *const *args, int nargs, tg_var **outs,
+                  int *nouts) {
+    if (!g) return tg_set_error(TG_EINVAL, "tg_call: graph is NULL");
+    if (g->status != TG_OK) return g->status;
+    if (!callee) return tg_ir_fail(g, TG_EINVAL, "tg_call: callee is NULL"), g->status;
+    tg_attr a = TG_A_FUNC("fn", callee);
+    return tg_apply_multi(g, "call", args, nargs, &a, 1, outs, nouts);
+}
+
 tg_var *tg_apply(tg_graph *g, const char *op, tg_var *const *in, int nin, const tg_attr *attrs,
                  int nattrs) {
     if (!g) return tg_set_error(TG_EINVAL, "tg_apply: graph is NULL"), NULL;

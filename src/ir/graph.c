@@ -71,6 +71,7 @@ tg_graph *tg_graph_new(tg_ctx *ctx, const char *name) {
     tg_graph *g = tg_mem_calloc(ctx, sizeof *g);
     if (!g) return NULL;
     g->ctx = ctx;
+    g->refs = 1;
     tg_arena_init(&g->arena, ctx);
     g->error = "";
     g->name = tg_arena_strdup(&g->arena, name ? name : "main");
@@ -81,19 +82,172 @@ tg_graph *tg_graph_new(tg_ctx *ctx, const char *name) {
     return g;
 }
 
-void tg_graph_free(tg_graph *g) {
-    if (!g) return;
+void tg_graph_retain(tg_graph *g) { g->refs++; }
+
+/* Frees g's memory; pushes the callees it held a reference on to `drop`, whose room
+ * (*cap) grows when it can (else the callee is leaked rather than freed twice). */
+static void graph_destroy(tg_graph *g, tg_graph ***drop, int *n, int *cap) {
+    tg_ctx *ctx = g->ctx;
+    for (int i = 0; i < g->callees.n; i++) {
+        if (*n == *cap) {
+            int ncap = *cap ? *cap * 2 : 16;
+            tg_graph **p = tg_mem_realloc(ctx, *drop, sizeof **drop * (size_t)*cap,
+                                          sizeof **drop * (size_t)ncap);
+            if (!p) break;
+            *drop = p;
+            *cap = ncap;
+        }
+        (*drop)[(*n)++] = g->callees.items[i];
+    }
     for (int i = 0; i < g->vars.n; i++) {
         tg_var *v = g->vars.items[i];
         if (v->kind == TG_VAR_CONST) tg_tensor_free(v->value);
     }
-    tg_vec_fini(g->ctx, &g->nodes);
-    tg_vec_fini(g->ctx, &g->vars);
-    tg_vec_fini(g->ctx, &g->inputs);
-    tg_vec_fini(g->ctx, &g->outputs);
-    tg_vec_fini(g->ctx, &g->updates);
+    tg_vec_fini(ctx, &g->nodes);
+    tg_vec_fini(ctx, &g->vars);
+    tg_vec_fini(ctx, &g->inputs);
+    tg_vec_fini(ctx, &g->outputs);
+    tg_vec_fini(ctx, &g->updates);
+    tg_vec_fini(ctx, &g->callees);
     tg_arena_fini(&g->arena);
-    tg_mem_free(g->ctx, g, sizeof *g);
+    tg_mem_free(ctx, g, sizeof *g);
+}
+
+/* Iterative: a chain of callees is released with a worklist, not by recursion. */
+void tg_graph_free(tg_graph *g) {
+    if (!g || --g->refs > 0) return;
+    tg_ctx *ctx = g->ctx;
+    tg_graph **drop = NULL;
+    int n = 0, cap = 0;
+    graph_destroy(g, &drop, &n, &cap);
+    while (n > 0) {
+        tg_graph *c = drop[--n];
+        if (--c->refs == 0) graph_destroy(c, &drop, &n, &cap);
+    }
+    tg_mem_free(ctx, drop, sizeof *drop * (size_t)cap);
+}
+
+/* The graphs reachable from `from` through calls, each with the depth of the calls below
+ * it, found by an iterative depth-first walk. When `target` is among them, *path (room
+ * for TG_CALL_MAX_DEPTH + 2) receives the chain from `from` to the graph that calls
+ * target, and *npath its length; the walk stops there. Returns the depth of `from`, or
+ * -1 for out of memory. Walks deeper than TG_CALL_MAX_DEPTH stop and report that depth. */
+typedef struct call_walk {
+    const tg_graph **seen; /* visited graphs */
+    int *depth;            /* their depths (-1 while on the stack) */
+    int n, cap;
+} call_walk;
+
+static int walk_find(const call_walk *w, const tg_graph *g) {
+    for (int i = 0; i < w->n; i++)
+        if (w->seen[i] == g) return i;
+    return -1;
+}
+
+static bool walk_add(tg_ctx *ctx, call_walk *w, const tg_graph *g) {
+    if (w->n == w->cap) {
+        int ncap = w->cap ? w->cap * 2 : 16;
+        const tg_graph **s =
+            tg_mem_realloc(ctx, w->seen, sizeof *s * (size_t)w->cap, sizeof *s * (size_t)ncap);
+        if (s) w->seen = s;
+        int *d =
+            s ? tg_mem_realloc(ctx, w->depth, sizeof *d * (size_t)w->cap, sizeof *d * (size_t)ncap)
+              : NULL;
+        if (!d) return false;
+        w->depth = d;
+        w->cap = ncap;
+    }
+    w->seen[w->n] = g;
+    w->depth[w->n++] = -1;
+    return true;
+}
+
+static int call_walk_run(tg_ctx *ctx, const tg_graph *from, const tg_graph *target,
+                         const tg_graph **path, int *npath) {
+    struct frame {
+        const tg_graph *g;
+        int next, best;
+    } stack[TG_CALL_MAX_DEPTH + 2];
+    call_walk w = {0};
+    int sp = 0, result = 0;
+    *npath = 0;
+    if (!walk_add(ctx, &w, from)) goto oom;
+    stack[sp++] = (struct frame){from, 0, 0};
+    while (sp > 0) {
+        struct frame *f = &stack[sp - 1];
+        if (f->next < f->g->callees.n) {
+            const tg_graph *c = f->g->callees.items[f->next++];
+            if (c == target) {
+                for (int i = 0; i < sp; i++) path[i] = stack[i].g;
+                *npath = sp;
+                result = sp;
+                break;
+            }
+            int k = walk_find(&w, c);
+            if (k >= 0) { /* done before (a DAG: never on the stack) */
+                if (w.depth[k] + 1 > f->best) f->best = w.depth[k] + 1;
+                continue;
+            }
+            if (sp == TG_CALL_MAX_DEPTH + 1) { /* already too deep: stop here */
+                result = sp;
+                break;
+            }
+            if (!walk_add(ctx, &w, c)) goto oom;
+            stack[sp++] = (struct frame){c, 0, 0};
+        } else {
+            w.depth[walk_find(&w, f->g)] = f->best;
+            int d = f->best;
+            sp--;
+            if (sp > 0 && d + 1 > stack[sp - 1].best) stack[sp - 1].best = d + 1;
+            if (sp == 0) result = d;
+        }
+    }
+    tg_mem_free(ctx, w.seen, sizeof *w.seen * (size_t)w.cap);
+    tg_mem_free(ctx, w.depth, sizeof *w.depth * (size_t)w.cap);
+    return result;
+oom:
+    tg_mem_free(ctx, w.seen, sizeof *w.seen * (size_t)w.cap);
+    tg_mem_free(ctx, w.depth, sizeof *w.depth * (size_t)w.cap);
+    return -1;
+}
+
+int tg_graph_call_depth(const tg_graph *g) {
+    const tg_graph *path[TG_CALL_MAX_DEPTH + 2];
+    int np;
+    return call_walk_run(g->ctx, g, NULL, path, &np);
+}
+
+/* Checks that g may hold a reference on callee fn: same context, outputs set, no cycle,
+ * not too deep; records fn among g's callees (one reference per graph, not per node).
+ * Returns false with g's error set. */
+static bool callee_add(tg_graph *g, tg_graph *fn, const char *opname) {
+    for (int i = 0; i < g->callees.n; i++)
+        if (g->callees.items[i] == fn) return true;
+    if (fn->ctx != g->ctx)
+        return tg_ir_fail(g, TG_EINVAL, "%s: function '%s' belongs to another context", opname,
+                          fn->name) != NULL;
+    if (fn->status != TG_OK)
+        return tg_ir_fail(g, TG_EINVAL, "%s: function '%s' has an error: %s", opname, fn->name,
+                          fn->error) != NULL;
+    const tg_graph *path[TG_CALL_MAX_DEPTH + 2];
+    int np = 0;
+    int depth = fn == g ? 0 : call_walk_run(g->ctx, fn, g, path, &np);
+    if (depth < 0) return fail_oom(g) != NULL;
+    if (fn == g || np > 0) { /* g -> fn -> ... -> g */
+        char chain[TG_ERRMSG_MAX];
+        int off = snprintf(chain, sizeof chain, "%s", g->name);
+        for (int i = 0; i < np && off < (int)sizeof chain; i++)
+            off += snprintf(chain + off, sizeof chain - (size_t)off, " -> %s", path[i]->name);
+        if (off < (int)sizeof chain)
+            snprintf(chain + off, sizeof chain - (size_t)off, " -> %s", g->name);
+        return tg_ir_fail(g, TG_EINVAL, "call cycle: %s", chain) != NULL;
+    }
+    if (depth + 1 > TG_CALL_MAX_DEPTH)
+        return tg_ir_fail(g, TG_ELIMIT, "%s: calls nest deeper than %d (through '%s')", opname,
+                          TG_CALL_MAX_DEPTH, fn->name) != NULL;
+    if (!tg_vec_push(g->ctx, &g->callees, fn)) return fail_oom(g) != NULL;
+    tg_graph_retain(fn);
+    return true;
 }
 
 /* The accessors below take NULL handles: they set tg_last_error naming themselves and
@@ -390,6 +544,8 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
         break;
     case TG_AS_FUNC:
         if (a->kind != TG_ATTR_FUNC) return false;
+        v.s = NULL;
+        v.fn = a->func;
         break;
     case TG_AS_SCALAR:
         if (a->kind != TG_ATTR_INT && a->kind != TG_ATTR_FLOAT && a->kind != TG_ATTR_BOOL)
@@ -423,7 +579,7 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
         break;
     }
     }
-    if ((v.kind == TG_ATTR_STR || v.kind == TG_ATTR_FUNC) && v.s) {
+    if (v.kind == TG_ATTR_STR && v.s) {
         v.s = tg_arena_strdup(&g->arena, v.s);
         if (!v.s) *oom = true;
     }
@@ -457,15 +613,16 @@ static tg_aval *attrs_normalize(tg_graph *g, const tg_op_def *op, const tg_attr 
             return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' given twice", op->name, a->name);
         seen[j] = true;
         bool oom = false;
-        bool no_str = (a->kind == TG_ATTR_STR || a->kind == TG_ATTR_FUNC) && !a->s;
+        bool no_str = (a->kind == TG_ATTR_STR && !a->s) || (a->kind == TG_ATTR_FUNC && !a->func);
         bool no_list = (a->kind == TG_ATTR_INTS && a->n > 0 && !a->ints) ||
                        (a->kind == TG_ATTR_FLOATS && a->n > 0 && !a->floats);
         if (no_str || no_list ||
             ((a->kind == TG_ATTR_INTS || a->kind == TG_ATTR_FLOATS) && a->n < 0))
-            return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s': %s", op->name, a->name,
-                              no_str    ? "the string is NULL"
-                              : no_list ? "the list is NULL"
-                                        : "the list has a negative length");
+            return tg_ir_fail(
+                g, TG_EINVAL, "%s: attribute '%s': %s", op->name, a->name,
+                no_str ? (a->kind == TG_ATTR_FUNC ? "the function is NULL" : "the string is NULL")
+                : no_list ? "the list is NULL"
+                          : "the list has a negative length");
         if (!attr_convert(g, &op->attrs[j], a, &vals[j], &oom)) {
             bool nones = false;
             for (int m = 0; a->kind == TG_ATTR_INTS && a->none && m < a->n; m++)
@@ -576,6 +733,8 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
         return tg_ir_fail(g, TG_EINVAL, "%s: expects %d to %d inputs, got %d", op->name, op->min_in,
                           op->max_in, nin);
     }
+    for (int j = 0; j < op->nattrs; j++)
+        if (attrs[j].kind == TG_ATTR_FUNC && !callee_add(g, attrs[j].fn, op->name)) return NULL;
     tg_var **in = tg_arena_alloc(&g->arena, sizeof *in * (size_t)(nin + 1));
     tg_type *tin = tg_mem_alloc(g->ctx, sizeof *tin * (size_t)(nin + 1));
     tg_type *tout = tg_mem_alloc(g->ctx, sizeof *tout * TG_MAX_OUTS);
@@ -860,6 +1019,79 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
         return NULL;
     }
     return c;
+}
+
+/* ---- copying a callee's body (inlining, backward functions) ---- */
+
+/* A strong stand-in for a weak argument: a parameter is strong, so the body must see the
+ * argument as a typed value (a weak literal would promote differently inside). */
+static tg_var *strong_arg(tg_graph *g, tg_var *a) {
+    if (!a->type.weak) return a;
+    if (a->kind == TG_VAR_CONST) {
+        tg_tensor *val = tg_tensor_dup(a->value);
+        tg_var *v = val ? tg_ir_const(g, val, 0) : fail_oom(g);
+        if (v) v->type.weak = 0;
+        return v;
+    }
+    tg_aval *cast = tg_arena_alloc(&g->arena, sizeof *cast);
+    if (!cast) return fail_oom(g);
+    *cast = (tg_aval){.kind = TG_ATTR_INT, .i = a->type.dtype};
+    tg_node *c = node_build(g, TG_OP_CAST, &a, 1, cast);
+    if (c) c->out[0]->type.weak = 0;
+    return c ? c->out[0] : NULL;
+}
+
+tg_status tg_ir_copy_body(tg_graph *g, const tg_graph *fn, tg_var *const *args, tg_var **outs) {
+    if (g->status != TG_OK) return g->status;
+    int norder = 0, ntmp = 1, line = g->line, col = g->col;
+    tg_node **order = tg_ir_toposort(fn, &norder);
+    tg_var **map = tg_mem_calloc(g->ctx, sizeof *map * (size_t)(fn->vars.n + 1));
+    for (int i = 0; i < fn->nodes.n; i++) {
+        const tg_node *n = fn->nodes.items[i];
+        if (n->nin + 1 > ntmp) ntmp = n->nin + 1;
+    }
+    tg_var **tmp = tg_mem_alloc(g->ctx, sizeof *tmp * (size_t)ntmp);
+    bool ok = order && map && tmp;
+    if (!ok) fail_oom(g);
+    for (int i = 0; ok && i < fn->inputs.n; i++) {
+        tg_var *v = fn->inputs.items[i];
+        ok = (map[v->id] = strong_arg(g, args[i])) != NULL;
+    }
+    for (int i = 0; ok && i < norder; i++) {
+        const tg_node *n = order[i];
+        for (int k = 0; ok && k < n->nin; k++) {
+            tg_var *v = n->in[k];
+            if (v->kind == TG_VAR_CONST && !map[v->id]) {
+                tg_tensor *val = tg_tensor_dup(v->value);
+                map[v->id] = val ? tg_ir_const(g, val, v->lit) : fail_oom(g);
+                if (map[v->id]) map[v->id]->type = v->type;
+            }
+            ok = (tmp[k] = map[v->id]) != NULL;
+        }
+        if (!ok) break;
+        g->line = n->line;
+        g->col = n->col;
+        tg_node *m = tg_ir_node_make_norm(g, n->op, tmp, n->nin, n->attrs);
+        ok = m && m->nout == n->nout;
+        for (int k = 0; ok && k < n->nout; k++) map[n->out[k]->id] = m->out[k];
+    }
+    for (int i = 0; ok && i < fn->nret; i++) {
+        tg_var *v = fn->outputs.items[i];
+        if (v->kind == TG_VAR_CONST && !map[v->id]) {
+            tg_tensor *val = tg_tensor_dup(v->value);
+            map[v->id] = val ? tg_ir_const(g, val, v->lit) : fail_oom(g);
+            if (map[v->id]) map[v->id]->type = v->type;
+        }
+        ok = (outs[i] = map[v->id]) != NULL;
+    }
+    g->line = line;
+    g->col = col;
+    if (order) tg_mem_free(fn->ctx, order, sizeof *order * (size_t)(fn->nodes.n + 1));
+    tg_mem_free(g->ctx, map, sizeof *map * (size_t)(fn->vars.n + 1));
+    tg_mem_free(g->ctx, tmp, sizeof *tmp * (size_t)ntmp);
+    if (!ok && g->status == TG_OK)
+        tg_ir_fail(g, TG_EINTERNAL, "copying the body of '%s' failed", fn->name);
+    return g->status;
 }
 
 /* ---- verification ---- */

@@ -42,7 +42,8 @@ typedef struct tg_aval {
     tg_attr_kind kind;    /* NONE when absent and the schema allows none */
     int64_t i;            /* INT, BOOL */
     double f;             /* FLOAT */
-    const char *s;        /* STR, FUNC */
+    const char *s;        /* STR */
+    struct tg_graph *fn;  /* FUNC: the callee (a reference held by the node, tg_graph_retain) */
     const int64_t *ints;  /* INTS */
     const double *floats; /* FLOATS */
     int n;                /* length */
@@ -112,6 +113,12 @@ struct tg_graph {
     char *error;      /* its message (arena), "" when none */
     int line, col;    /* position stamped on new nodes (parser sets it) */
     const char *file; /* for messages, may be NULL */
+    int def_line;     /* position of the `func` header when parsed, else 0 */
+    int def_col;
+    int refs;       /* references: the creator's, plus one per node of any graph whose
+                       FUNC attribute names this graph (graph.c: tg_graph_free) */
+    tg_vec callees; /* tg_graph*: the distinct graphs named by FUNC attributes of nodes
+                       of this graph (each counted once in its refs) */
 };
 
 /* Records the first error of g (later ones are ignored) and sets tg_last_error.
@@ -135,6 +142,22 @@ tg_node **tg_ir_toposort(const tg_graph *g, int *n);
 /* Points every use of `old` (node inputs and graph outputs) at `new`, which must have
  * the same type and must not depend on old. */
 tg_status tg_ir_replace(tg_graph *g, tg_var *old, tg_var *new);
+
+/* ---- functions as values ----
+ * A FUNC attribute holds a graph: a node keeps a reference on it, so a callee lives as
+ * long as any graph that calls it (freeing is iterative). Calls never form a cycle: the
+ * node builder refuses a FUNC attribute whose graph reaches the graph being built, and
+ * one whose calls nest deeper than TG_CALL_MAX_DEPTH. */
+void tg_graph_retain(tg_graph *g);
+/* Copies the body of fn into g, as a call inlined: fn's inputs become args (one per input
+ * of fn, of fitting types; a weak argument is made strong, as a parameter is), each node
+ * reachable from fn's returned values is made again in g (so re-inferred on the
+ * arguments' types, keeping its position in fn's text), and outs[0..nret) receive the
+ * copies of fn's returned values. Calls inside fn are copied as calls. Returns TG_OK or
+ * g's (sticky) error. */
+tg_status tg_ir_copy_body(tg_graph *g, const tg_graph *fn, tg_var *const *args, tg_var **outs);
+/* Depth of the calls below g: 0 when g calls nothing. */
+int tg_graph_call_depth(const tg_graph *g);
 
 /* ---- modules ---- */
 struct tg_module {

@@ -29,6 +29,14 @@ void tg_lex_init(tg_lexer *lx, const char *src, size_t len) {
     lx->cloc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
 }
 
+void tg_lex_seek(tg_lexer *lx, const tg_tok *t) {
+    lx->cur = t->p;
+    lx->line = t->line;
+    lx->line_start = t->p - (t->col - 1);
+    lx->depth = 0;
+    lx->failed = lx->after_fused = lx->raw_next = false;
+}
+
 void tg_lex_fini(tg_lexer *lx) {
     if (lx->cloc != (locale_t)0) freelocale(lx->cloc);
     lx->cloc = (locale_t)0;

@@ -179,10 +179,5 @@ tg_graph *tg_module_find(const tg_module *m, const char *name) {
 
 tg_status tg_module_print(const tg_module *m, FILE *f) {
     if (!m || !f) return tg_set_error(TG_EINVAL, "tg_module_print: module or file is NULL");
-    for (int i = 0; i < m->funcs.n; i++) {
-        if (i > 0) fputc('\n', f);
-        tg_status st = tg_graph_print(m->funcs.items[i], f);
-        if (st != TG_OK) return st;
-    }
-    return TG_OK;
+    return tg_txt_print_unit((const tg_graph *const *)m->funcs.items, m->funcs.n, m->ctx, f);
 }

@@ -34,8 +34,9 @@ typedef struct parser {
     int depth;                 /* current nesting of calls, indexing and lists */
     tg_module *m;              /* receives the functions */
     tg_graph *g;               /* function being parsed */
-    tg_txt_map all_funcs;      /* every `func NAME` of the text (found by a first scan) */
-    tg_txt_map funcs;          /* functions defined so far */
+    tg_txt_map all_funcs;      /* every `func NAME` of the text (found by a first scan);
+                                  val: 1 + its index in text order */
+    tg_txt_map funcs;          /* functions defined so far; val: the graph */
     tg_txt_map names;          /* bindings of the current function: var and position */
     tg_txt_map updated;        /* states of the current function updated so far */
     tg_arena scratch;          /* temporaries of the current statement(s) */
@@ -311,6 +312,22 @@ static bool bind(parser *p, const tg_tok *t, tg_var *v) {
     return true;
 }
 
+/* ---- functions ---- */
+
+/* Names the parser reads as built-in forms rather than ops (a function may not take one). */
+static bool is_special_form(const char *name) {
+    static const char *const forms[] = {"const", "grad", "vjp", "jacobian", "hessian"};
+    for (size_t i = 0; i < TG_COUNTOF(forms); i++)
+        if (strcmp(name, forms[i]) == 0) return true;
+    return false;
+}
+
+/* The graph of function `nm` of this text, parsed already (callees come first). */
+static tg_graph *func_graph(parser *p, const tg_tok *nm) {
+    const tg_txt_entry *e = tg_txt_map_find(&p->funcs, nm->p, nm->len);
+    return e ? e->val : NULL;
+}
+
 /* ---- expressions ---- */
 
 static bool parse_expr(parser *p, tg_var **first, int *nout);
@@ -361,12 +378,12 @@ static NOINLINE bool parse_attr_value(parser *p, tg_attr *a) {
         advance(p);
         tg_tok nm = p->tok;
         if (nm.kind != TG_TK_NAME) return expected(p, "a function name after '@'");
-        if (!tg_txt_map_find(&p->all_funcs, nm.p, nm.len))
-            return FAIL_TOK(p, &nm, TG_ENAME, "unknown function '%.*s'", (int)nm.len, nm.p);
         a->kind = TG_ATTR_FUNC;
-        a->s = scratch_str(p, nm.p, nm.len, &nm);
+        a->func = func_graph(p, &nm);
+        if (!a->func)
+            return FAIL_TOK(p, &nm, TG_ENAME, "unknown function '%.*s'", (int)nm.len, nm.p);
         advance(p);
-        return a->s != NULL;
+        return true;
     }
     if (at(p, TG_TK_LBRACKET)) {
         lit *items;
@@ -668,6 +685,26 @@ static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***in
 /* call := NAME "(" [arg ("," arg)* [","]] ")"   arg := expr | NAME "=" attr | "@" NAME
  * At entry the current token is the op name and the next one is "(". The outputs go to
  * p->outs[0..*nout). */
+/* f(x, y): a call of function f of this text (parsed before this one). */
+static NOINLINE bool build_func_call(parser *p, const tg_tok *optok, const char *name, tg_var **ins,
+                                     int nin, int na, int nf, int *nout) {
+    tg_graph *fn = func_graph(p, optok);
+    if (!fn)
+        return FAIL_TOK(p, optok, TG_ENAME, "'%s' is neither an op nor a function of this file",
+                        name);
+    if (na > 0 || nf > 0)
+        return FAIL_TOK(p, optok, TG_EINVAL,
+                        "a call of function '%s' takes its arguments only (no attributes or "
+                        "@functions)",
+                        name);
+    set_pos(p, optok);
+    int cap = TG_MAX_OUTS;
+    if (tg_call(p->g, fn, ins, nin, p->outs, &cap) != TG_OK)
+        return builder_failed(p, optok->line, optok->col);
+    *nout = cap;
+    return true;
+}
+
 static bool parse_call(parser *p, int *nout) {
     tg_tok optok = p->tok;
     advance(p);
@@ -747,10 +784,11 @@ static bool parse_call(parser *p, int *nout) {
         for (int j = 0; j < def->nattrs && k < nf; j++) {
             if (def->attrs[j].type != TG_AS_FUNC) continue;
             if (!GROW(p, attrs, ca, na, &fpos[k])) return false;
-            attrs[na] = (tg_attr){.name = def->attrs[j].name,
-                                  .kind = TG_ATTR_FUNC,
-                                  .s = scratch_str(p, fpos[k].p, fpos[k].len, &fpos[k])};
-            if (!attrs[na].s) return false;
+            attrs[na] = (tg_attr){
+                .name = def->attrs[j].name, .kind = TG_ATTR_FUNC, .func = func_graph(p, &fpos[k])};
+            if (!attrs[na].func)
+                return FAIL_TOK(p, &fpos[k], TG_ENAME, "unknown function '%.*s'", (int)fpos[k].len,
+                                fpos[k].p);
             na++;
             k++;
         }
@@ -758,6 +796,7 @@ static bool parse_call(parser *p, int *nout) {
             return FAIL_TOK(p, &fpos[k], TG_EINVAL, "%s: takes %d function argument%s", opname, k,
                             k == 1 ? "" : "s");
     }
+    if (opi < 0) return build_func_call(p, &optok, opname, ins, nin, na, nf, nout);
     set_pos(p, &optok);
     int cap = TG_MAX_OUTS;
     if (tg_apply_multi(p->g, opname, ins, nin, attrs, na, p->outs, &cap) != TG_OK)
@@ -1053,14 +1092,23 @@ static bool parse_func(parser *p) {
     if (prev)
         return FAIL_TOK(p, &nm, TG_ESYNTAX, "function '%.*s' is already defined at %d:%d",
                         (int)nm.len, nm.p, prev->line, prev->col);
+    char *name = scratch_str(p, nm.p, nm.len, &nm);
+    if (!name) return false;
+    if (tg_op_lookup(name) >= 0 || is_special_form(name))
+        return FAIL_TOK(p, &nm, TG_EINVAL,
+                        "function '%s' has the name of the %s '%s': a call of it would mean the "
+                        "%s (rename the function)",
+                        name, tg_op_lookup(name) >= 0 ? "op" : "built-in form", name,
+                        tg_op_lookup(name) >= 0 ? "op" : "built-in form");
     tg_txt_entry *e = tg_txt_map_add(&p->funcs, nm.p, nm.len);
     if (!e) return oom(p, nm.line, nm.col);
     e->line = nm.line;
     e->col = nm.col;
-    char *name = scratch_str(p, nm.p, nm.len, &nm);
-    if (!name) return false;
     tg_graph *g = tg_graph_new(p->ctx, name);
     if (!g) return oom(p, nm.line, nm.col);
+    e->val = g;
+    g->def_line = nm.line;
+    g->def_col = nm.col;
     if (!tg_vec_push(p->ctx, &p->m->funcs, g)) {
         tg_graph_free(g);
         return oom(p, nm.line, nm.col);
@@ -1106,22 +1154,172 @@ static bool parse_func(parser *p) {
     return true;
 }
 
-/* First scan: the name of every function, so that `@f` may come before `func f`. */
-static bool scan_funcs(parser *p, const char *src, size_t len) {
-    tg_lexer lx;
-    tg_tok a, b;
-    tg_lex_init(&lx, src, len);
-    tg_lex_next(&lx, &a);
-    bool ok = true;
-    while (ok && a.kind != TG_TK_EOF && a.kind != TG_TK_ERROR) {
-        tg_lex_next(&lx, &b);
-        if (tg_tok_is(&a, "func") && b.kind == TG_TK_NAME &&
-            !tg_txt_map_find(&p->all_funcs, b.p, b.len))
-            ok = tg_txt_map_add(&p->all_funcs, b.p, b.len) != NULL;
-        a = b;
+/* ---- the order of functions ----
+ * A function is parsed after the functions it calls (`f(x)`, `@f`), so that a call is
+ * typed from its callee's body; a first scan finds every `func NAME`, a second the calls
+ * of each function; calls that form a cycle are an error naming it. */
+typedef struct fref {
+    int callee;    /* index in text order */
+    int line, col; /* the call */
+} fref;
+typedef struct fdef {
+    tg_tok start; /* the `func` token */
+    tg_tok name;
+    fref *refs;
+    int nrefs, crefs;
+    tg_graph *g; /* once parsed */
+} fdef;
+typedef struct forder {
+    fdef *f;
+    int n, cap;
+    int *order; /* parse order: indices into f */
+} forder;
+
+static void forder_fini(tg_ctx *ctx, forder *fo) {
+    for (int i = 0; i < fo->n; i++)
+        tg_mem_free(ctx, fo->f[i].refs, sizeof *fo->f[i].refs * (size_t)fo->f[i].crefs);
+    tg_mem_free(ctx, fo->f, sizeof *fo->f * (size_t)fo->cap);
+    tg_mem_free(ctx, fo->order, sizeof *fo->order * (size_t)(fo->n + 1));
+}
+
+static bool ref_add(tg_ctx *ctx, fdef *d, int callee, const tg_tok *t) {
+    for (int k = 0; k < d->nrefs; k++)
+        if (d->refs[k].callee == callee) return true;
+    if (d->nrefs == d->crefs) {
+        int nc = d->crefs ? d->crefs * 2 : 8;
+        fref *r =
+            tg_mem_realloc(ctx, d->refs, sizeof *r * (size_t)d->crefs, sizeof *r * (size_t)nc);
+        if (!r) return false;
+        d->refs = r;
+        d->crefs = nc;
     }
-    tg_lex_fini(&lx);
-    return ok || oom(p, 1, 1);
+    d->refs[d->nrefs++] = (fref){callee, t->line, t->col};
+    return true;
+}
+
+/* Both scans. A lexical error ends them: it is reported where the parser meets it. */
+static bool scan_funcs(parser *p, const char *src, size_t len, forder *fo) {
+    for (int pass = 0; pass < 2; pass++) {
+        tg_lexer lx;
+        tg_tok a, b;
+        tg_lex_init(&lx, src, len);
+        tg_lex_next(&lx, &a);
+        bool ok = true;
+        fdef *cur = NULL;
+        bool after_func = false; /* a is the name after `func` */
+        while (ok && a.kind != TG_TK_EOF && a.kind != TG_TK_ERROR) {
+            tg_lex_next(&lx, &b);
+            tg_txt_entry *e;
+            if (tg_tok_is(&a, "func")) { /* every `func`, even a bad one: parse_func judges */
+                e = b.kind == TG_TK_NAME ? tg_txt_map_find(&p->all_funcs, b.p, b.len) : NULL;
+                if (pass == 0) {
+                    if (b.kind == TG_TK_NAME && !e) {
+                        ok = (e = tg_txt_map_add(&p->all_funcs, b.p, b.len)) != NULL;
+                        if (ok) e->val = (void *)(intptr_t)(fo->n + 1);
+                    }
+                    if (ok && fo->n == fo->cap) {
+                        int nc = fo->cap ? fo->cap * 2 : 8;
+                        fdef *f = tg_mem_realloc(p->ctx, fo->f, sizeof *f * (size_t)fo->cap,
+                                                 sizeof *f * (size_t)nc);
+                        ok = f != NULL;
+                        if (ok) fo->f = f, fo->cap = nc;
+                    }
+                    if (ok) fo->f[fo->n++] = (fdef){.start = a, .name = b};
+                } else {
+                    fdef *d = e ? &fo->f[(intptr_t)e->val - 1] : NULL;
+                    cur = d && d->start.p == a.p ? d : NULL; /* a second definition: an error */
+                }
+            } else if (pass == 1 && cur && !after_func &&
+                       ((a.kind == TG_TK_NAME && b.kind == TG_TK_LPAREN) ||
+                        (a.kind == TG_TK_AT && b.kind == TG_TK_NAME))) {
+                const tg_tok *nm = a.kind == TG_TK_NAME ? &a : &b;
+                if ((e = tg_txt_map_find(&p->all_funcs, nm->p, nm->len)))
+                    ok = ref_add(p->ctx, cur, (int)(intptr_t)e->val - 1, nm);
+            }
+            after_func = tg_tok_is(&a, "func");
+            a = b;
+        }
+        if (ok && a.kind == TG_TK_ERROR) /* the text cannot be read past it */
+            ok = fail_at(p, a.line, a.col, TG_ESYNTAX, "%s", lx.msg);
+        else if (!ok)
+            oom(p, 1, 1);
+        tg_lex_fini(&lx);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* Callees before callers (an iterative depth-first walk in text order); a cycle is an
+ * error at the first call of the cycle: "call cycle: f -> g -> f". */
+static bool order_funcs(parser *p, forder *fo) {
+    int n = fo->n, norder = 0;
+    fo->order = tg_mem_alloc(p->ctx, sizeof *fo->order * (size_t)(n + 1));
+    uint8_t *color = tg_mem_calloc(p->ctx, (size_t)n + 1);
+    struct frame {
+        int f, next;
+    } *stack = tg_mem_alloc(p->ctx, sizeof *stack * (size_t)(n + 1));
+    bool ok = fo->order && color && stack;
+    if (!ok) oom(p, 1, 1);
+    for (int r = 0; ok && r < n; r++) {
+        if (color[r]) continue;
+        int sp = 0;
+        stack[sp++] = (struct frame){r, 0};
+        color[r] = 1;
+        while (ok && sp > 0) {
+            struct frame *fr = &stack[sp - 1];
+            fdef *d = &fo->f[fr->f];
+            if (fr->next == d->nrefs) {
+                color[fr->f] = 2;
+                fo->order[norder++] = fr->f;
+                sp--;
+                continue;
+            }
+            int c = d->refs[fr->next++].callee;
+            if (color[c] == 2) continue;
+            if (color[c] == 0) {
+                color[c] = 1;
+                stack[sp++] = (struct frame){c, 0};
+                continue;
+            }
+            int from = sp - 1; /* c is on the stack: the cycle runs from c to the top */
+            while (stack[from].f != c) from--;
+            char chain[TG_ERRMSG_MAX];
+            int off = 0;
+            for (int i = from; i < sp && off < (int)sizeof chain; i++) {
+                const tg_tok *nm = &fo->f[stack[i].f].name;
+                off += snprintf(chain + off, sizeof chain - (size_t)off, "%.*s -> ", (int)nm->len,
+                                nm->p);
+            }
+            if (off < (int)sizeof chain)
+                snprintf(chain + off, sizeof chain - (size_t)off, "%.*s", (int)fo->f[c].name.len,
+                         fo->f[c].name.p);
+            const fref *first = &fo->f[c].refs[stack[from].next - 1];
+            ok = fail_at(p, first->line, first->col, TG_EINVAL, "call cycle: %s", chain);
+        }
+    }
+    tg_mem_free(p->ctx, color, (size_t)n + 1);
+    tg_mem_free(p->ctx, stack, sizeof *stack * (size_t)(n + 1));
+    return ok;
+}
+
+/* Parses the functions in dependency order, each from its `func` token; after each, what
+ * follows it in the text must be the next function or the end (nothing else lives at the
+ * top level). The module lists the functions in text order. */
+static void parse_funcs(parser *p, forder *fo) {
+    for (int k = 0; k < fo->n && !failed(p); k++) {
+        int i = fo->order[k];
+        tg_lex_seek(&p->lx, &fo->f[i].start);
+        p->have_ahead = false;
+        advance(p);
+        if (!parse_func(p)) return;
+        fo->f[i].g = p->m->funcs.items[p->m->funcs.n - 1];
+        skip_newlines(p);
+        if (i + 1 < fo->n ? p->tok.p != fo->f[i + 1].start.p : !at(p, TG_TK_EOF)) {
+            expected(p, i + 1 < fo->n ? "'func'" : "'func' or end of file");
+            return;
+        }
+    }
+    for (int i = 0; i < fo->n; i++) p->m->funcs.items[i] = fo->f[i].g;
 }
 
 tg_status tg_txt_parse(tg_module *m, const char *src, size_t len, const char *filename) {
@@ -1138,20 +1336,17 @@ tg_status tg_txt_parse(tg_module *m, const char *src, size_t len, const char *fi
     tg_lex_init(&p->lx, src, len);
     if (len >= TG_TEXT_MAX_BYTES) {
         fail_at(p, 1, 1, TG_ELIMIT, "text larger than %zu bytes", TG_TEXT_MAX_BYTES);
-    } else if (scan_funcs(p, src, len)) {
-        advance(p);
-        for (;;) {
+    } else {
+        forder fo = {0};
+        if (scan_funcs(p, src, len, &fo)) {
+            advance(p);
             skip_newlines(p);
-            if (at(p, TG_TK_EOF)) {
-                if (m->funcs.n == 0) expected(p, "'func'");
-                break;
-            }
-            if (!tg_tok_is(&p->tok, "func")) {
+            if (fo.n == 0 || p->tok.p != fo.f[0].start.p)
                 expected(p, "'func'");
-                break;
-            }
-            if (!parse_func(p)) break;
+            else if (order_funcs(p, &fo))
+                parse_funcs(p, &fo);
         }
+        forder_fini(p->ctx, &fo);
     }
     if (p->g) p->g->line = p->g->col = 0;
     tg_lex_fini(&p->lx);

@@ -18,7 +18,21 @@
 
 #include <stdio.h>
 
+/* The functions printed together: a graph and the graphs it calls, or a module. Each
+ * gets a distinct printed name, so that calls parse back to the graph they name. */
+typedef struct unit_fn {
+    const tg_graph *g;
+    const char *name; /* printed name (arena) */
+} unit_fn;
+typedef struct unit {
+    unit_fn *fn;
+    int n, cap;
+    tg_txt_map used; /* names taken */
+    tg_arena arena;
+} unit;
+
 typedef struct printer {
+    const unit *u;
     const tg_graph *g;
     FILE *f;
     tg_node **order; /* toposort, or g->nodes when there are no outputs */
@@ -126,7 +140,13 @@ static void put_use(const printer *pr, const tg_var *v) {
     }
 }
 
-static void put_aval(FILE *f, const tg_attr_spec *s, const tg_aval *a) {
+static const char *unit_name(const unit *u, const tg_graph *g) {
+    for (int i = 0; u && i < u->n; i++)
+        if (u->fn[i].g == g) return u->fn[i].name;
+    return g ? g->name : "?";
+}
+
+static void put_aval(const unit *u, FILE *f, const tg_attr_spec *s, const tg_aval *a) {
     switch (a->kind) {
     case TG_ATTR_NONE:
         fputs("none", f);
@@ -150,7 +170,7 @@ static void put_aval(FILE *f, const tg_attr_spec *s, const tg_aval *a) {
         tg_txt_put_string(f, a->s ? a->s : "");
         break;
     case TG_ATTR_FUNC:
-        fprintf(f, "@%s", a->s ? a->s : "?");
+        fprintf(f, "@%s", unit_name(u, a->fn));
         break;
     case TG_ATTR_INTS:
         fputc('[', f);
@@ -185,8 +205,9 @@ static bool aval_equal(const tg_aval *a, const tg_aval *b) {
     case TG_ATTR_FLOAT:
         return a->f == b->f || (a->f != a->f && b->f != b->f);
     case TG_ATTR_STR:
-    case TG_ATTR_FUNC:
         return a->s && b->s ? strcmp(a->s, b->s) == 0 : a->s == b->s;
+    case TG_ATTR_FUNC:
+        return a->fn == b->fn;
     case TG_ATTR_INTS:
         if (a->n != b->n || !tg_aval_same_nones(a, b, a->n)) return false;
         for (int k = 0; k < a->n; k++)
@@ -287,6 +308,15 @@ static void put_node(const printer *pr, const tg_node *n) {
         fputs(")\n", f);
         return;
     }
+    if (n->op == TG_OP_CALL) { /* a call prints as the callee's name: `a, b = f(x, y)` */
+        fprintf(f, " = %s(", unit_name(pr->u, n->attrs[0].fn));
+        for (int k = 0; k < n->nin; k++) {
+            if (k) fputs(", ", f);
+            put_use(pr, n->in[k]);
+        }
+        fputs(")\n", f);
+        return;
+    }
     fprintf(f, " = %s(", def->name);
     bool first = true;
     /* leading function attributes print positionally (`pmap(@body, ...)`) */
@@ -295,7 +325,7 @@ static void put_node(const printer *pr, const tg_node *n) {
     for (int j = 0; j < def->nattrs; j++) {
         if (def->attrs[j].type != TG_AS_FUNC) continue;
         if (positional && n->attrs[j].kind == TG_ATTR_FUNC) {
-            fprintf(f, "%s@%s", first ? "" : ", ", n->attrs[j].s ? n->attrs[j].s : "?");
+            fprintf(f, "%s@%s", first ? "" : ", ", unit_name(pr->u, n->attrs[j].fn));
             first = false;
             npos++;
         } else {
@@ -313,31 +343,30 @@ static void put_node(const printer *pr, const tg_node *n) {
         if (s->type == TG_AS_FUNC && seen_func++ < npos) continue;
         if (!s->required && aval_equal(&n->attrs[j], &s->def)) continue;
         fprintf(f, "%s%s=", first ? "" : ", ", s->name);
-        put_aval(f, s, &n->attrs[j]);
+        put_aval(pr->u, f, s, &n->attrs[j]);
         first = false;
     }
     fputs(")\n", f);
 }
 
-/* The function's name as an identifier (a graph built in C may have any name). */
-static void put_func_name(FILE *f, const char *name) {
-    if (tg_txt_is_name(name)) {
-        fputs(name, f);
-        return;
-    }
-    if (!name || !*name) {
-        fputs("main", f);
-        return;
-    }
+/* The function's name as an identifier in buf (a graph built in C may have any name). */
+static void func_ident(const char *name, char *buf, size_t cap) {
+    if (!name || !*name) name = "main";
+    size_t o = 0;
     const unsigned char *s = (const unsigned char *)name;
-    if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_'))
-        fputc('_', f);
-    for (; *s; s++) {
+    if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_') &&
+        o + 1 < cap)
+        buf[o++] = '_';
+    for (; *s && o + 1 < cap; s++) {
         bool ok = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
                   (*s >= '0' && *s <= '9') || *s == '_';
-        fputc(ok ? *s : '_', f);
+        buf[o++] = ok ? (char)*s : '_';
     }
-    if (tg_txt_reserved(name, strlen(name))) fputc('_', f);
+    buf[o] = '\0';
+    if (tg_txt_reserved(buf, o) && o + 1 < cap) {
+        buf[o++] = '_';
+        buf[o] = '\0';
+    }
 }
 
 static void put_graph(printer *pr) {
@@ -345,7 +374,7 @@ static void put_graph(printer *pr) {
     FILE *f = pr->f;
     char tbuf[TG_TYPE_STR_MAX];
     fputs("func ", f);
-    put_func_name(f, g->name);
+    fputs(unit_name(pr->u, g), f);
     fputc('(', f);
     for (int i = 0; i < g->inputs.n; i++) {
         const tg_var *v = g->inputs.items[i];
@@ -389,9 +418,8 @@ static void put_graph(printer *pr) {
     fputs("}\n", f);
 }
 
-tg_status tg_graph_print(const tg_graph *g, FILE *f) {
-    if (!g || !f) return tg_set_error(TG_EINVAL, "tg_graph_print: graph or file is NULL");
-    printer pr = {.g = g, .f = f, .nvars = g->vars.n};
+static tg_status print_one(const unit *u, const tg_graph *g, FILE *f) {
+    printer pr = {.u = u, .g = g, .f = f, .nvars = g->vars.n};
     tg_txt_map_init(&pr.used, g->ctx);
     tg_arena_init(&pr.arena, g->ctx);
     tg_status st = TG_OK;
@@ -421,4 +449,87 @@ tg_status tg_graph_print(const tg_graph *g, FILE *f) {
     tg_txt_map_fini(&pr.used);
     tg_arena_fini(&pr.arena);
     return st;
+}
+
+/* The function's name as an identifier that no other function of the unit has and no op
+ * has (a graph built in C may have any name; backward functions share their callee's). */
+static bool unit_add(unit *u, const tg_graph *g, tg_ctx *ctx) {
+    for (int i = 0; i < u->n; i++)
+        if (u->fn[i].g == g) return true;
+    if (u->n == u->cap) {
+        int ncap = u->cap ? u->cap * 2 : 8;
+        unit_fn *nf =
+            tg_mem_realloc(ctx, u->fn, sizeof *nf * (size_t)u->cap, sizeof *nf * (size_t)ncap);
+        if (!nf) return false;
+        u->fn = nf;
+        u->cap = ncap;
+    }
+    char base[200], buf[232];
+    func_ident(g->name, base, sizeof base);
+    int len = snprintf(buf, sizeof buf, "%s%s", base, tg_op_lookup(base) >= 0 ? "_fn" : "");
+    for (int k = 2; tg_txt_map_find(&u->used, buf, (size_t)len); k++)
+        len = snprintf(buf, sizeof buf, "%s_%d", base, k);
+    char *nm = tg_arena_strdup(&u->arena, buf);
+    if (!nm || !tg_txt_map_add(&u->used, nm, (size_t)len)) return false;
+    u->fn[u->n++] = (unit_fn){g, nm};
+    return true;
+}
+
+/* Adds the graphs that root calls, directly or not, callees before callers (an iterative
+ * depth-first walk; calls never form a cycle). */
+static bool unit_add_callees(unit *u, const tg_graph *root, tg_ctx *ctx) {
+    struct frame {
+        const tg_graph *g;
+        int next;
+    } stack[TG_CALL_MAX_DEPTH + 2];
+    int sp = 0;
+    stack[sp++] = (struct frame){root, 0};
+    while (sp > 0) {
+        struct frame *fr = &stack[sp - 1];
+        if (fr->next < fr->g->callees.n) {
+            const tg_graph *c = fr->g->callees.items[fr->next++];
+            bool seen = false;
+            for (int i = 0; i < u->n && !seen; i++) seen = u->fn[i].g == c;
+            if (!seen && sp < TG_CALL_MAX_DEPTH + 2) stack[sp++] = (struct frame){c, 0};
+        } else {
+            if (fr->g != root && !unit_add(u, fr->g, ctx)) return false;
+            sp--;
+        }
+    }
+    return true;
+}
+
+static void unit_fini(unit *u, tg_ctx *ctx) {
+    tg_mem_free(ctx, u->fn, sizeof *u->fn * (size_t)u->cap);
+    tg_txt_map_fini(&u->used);
+    tg_arena_fini(&u->arena);
+}
+
+/* Prints the functions of roots[0..n) (in that order, their names kept first) and the
+ * functions they call that are not among them (before the first root that calls them). */
+tg_status tg_txt_print_unit(const tg_graph *const *roots, int n, tg_ctx *ctx, FILE *f) {
+    unit u = {0};
+    tg_txt_map_init(&u.used, ctx);
+    tg_arena_init(&u.arena, ctx);
+    bool ok = true;
+    for (int i = 0; ok && i < n; i++) ok = unit_add(&u, roots[i], ctx);
+    int nroots = u.n;
+    for (int i = 0; ok && i < n; i++) ok = unit_add_callees(&u, roots[i], ctx);
+    tg_status st = ok ? TG_OK : tg_set_error(TG_ENOMEM, "out of memory printing functions");
+    int printed = 0;
+    for (int i = nroots; st == TG_OK && i < u.n; i++, printed++) { /* callees not given */
+        if (printed) fputc('\n', f);
+        st = print_one(&u, u.fn[i].g, f);
+    }
+    for (int i = 0; st == TG_OK && i < nroots; i++, printed++) {
+        if (printed) fputc('\n', f);
+        st = print_one(&u, u.fn[i].g, f);
+    }
+    unit_fini(&u, ctx);
+    return st;
+}
+
+tg_status tg_graph_print(const tg_graph *g, FILE *f) {
+    if (!g || !f) return tg_set_error(TG_EINVAL, "tg_graph_print: graph or file is NULL");
+    return tg_txt_print_unit(&g, 1, g->ctx, f);
 }

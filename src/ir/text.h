@@ -69,6 +69,9 @@ typedef struct tg_lexer {
 /* The text must hold fewer than TG_TEXT_MAX_BYTES bytes (callers check). */
 void tg_lex_init(tg_lexer *lx, const char *src, size_t len);
 void tg_lex_fini(tg_lexer *lx);
+/* Restarts lexing at token t (of the same text), which must start outside any ( or [:
+ * the parser reads the functions of a file in the order their calls need. */
+void tg_lex_seek(tg_lexer *lx, const tg_tok *t);
 void tg_lex_next(tg_lexer *lx, tg_tok *t);
 /* Writes what a token is for messages: "','", "'foo'", "end of line", "end of file". */
 void tg_tok_describe(const tg_tok *t, char *buf, size_t n);
@@ -81,6 +84,10 @@ bool tg_tok_is(const tg_tok *t, const char *name); /* a NAME spelled `name` */
 bool tg_txt_reserved(const char *s, size_t n);
 /* A name that prints and parses back as itself: an identifier, not reserved. */
 bool tg_txt_is_name(const char *s);
+/* Prints the functions roots[0..n) in order, preceded by the functions they call that are
+ * not among them (backward functions made by grad, graphs built in C), each under a name
+ * no other printed function or op has: the text parses back as one module. */
+tg_status tg_txt_print_unit(const tg_graph *const *roots, int n, tg_ctx *ctx, FILE *f);
 
 /* ---- a string-keyed hash map (open addressing; keys are borrowed spans) ---- */
 typedef struct tg_txt_entry {

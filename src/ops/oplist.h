@@ -51,9 +51,13 @@
     X(NORMAL, normal) X(BERNOULLI, bernoulli) X(CATEGORICAL, categorical)                  \
     X(PERMUTATION, permutation)
 
+/* call.c: a call of another function (inlined first thing in the pipeline) */
+#define TG_OPS_CALL(X) X(CALL, call)
+
 #define TG_OPS(X)                                                                          \
     TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_BLAS(X)      \
-    TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X) TG_OPS_RANDOM(X)
+    TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X) TG_OPS_RANDOM(X)             \
+    TG_OPS_CALL(X)
 
 /* clang-format on */
 

@@ -52,6 +52,7 @@ typedef struct tg_infer {
     tg_type *out;                   /* output types to fill (TG_MAX_OUTS slots) */
     int nout;                       /* preset to op->nout; ops with nout < 0 set it */
     bool runtime;                   /* concrete types at run time */
+    int depth;                      /* calls being inferred around this node (call.c) */
     tg_status status;               /* set by tg_infer_fail */
     char msg[512];                  /* message, without the op name (the caller adds it) */
 } tg_infer;
@@ -62,6 +63,19 @@ tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) TG_PRI
 bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out);
 
 /* ---- reference kernels ---- */
+/* A sub-graph executor: what a backend hands to kernels of ops with inner graphs (call;
+ * later pmap, scan, vectorize), so that they run their body without knowing (or calling
+ * up into) the backend: the interpreter for reference, a compiled sub-program for the VM,
+ * emitted code for the C JIT. run() runs `body` on in (one tensor per input of body) and
+ * writes its returned values into out[0..nout), allocated by the caller with the run-time
+ * types of the outputs (contiguous). On failure msg (cap bytes) holds the reason, which
+ * names the place in the body. Implementations embed this struct first. */
+typedef struct tg_subexec tg_subexec;
+struct tg_subexec {
+    tg_status (*run)(const tg_subexec *x, const tg_graph *body, tg_tensor *const *in, int nin,
+                     tg_tensor **out, int nout, char *msg, size_t cap);
+};
+
 typedef struct tg_kern {
     tg_ctx *ctx;             /* allocator for outputs the kernel makes itself */
     const tg_node *node;     /* the node (static types, op) */
@@ -72,6 +86,7 @@ typedef struct tg_kern {
                                 except for ops with .views, which set them */
     int nout;                /* count */
     const tg_type *out_type; /* run-time output types (all extents known) */
+    const tg_subexec *sub;   /* the backend's sub-graph executor; NULL where there is none */
     tg_status status;        /* set by tg_kern_fail */
     char msg[512];           /* message without the op name */
 } tg_kern;
@@ -80,12 +95,14 @@ typedef struct tg_kern {
  * tensors in vout, or the kernel's own for views and self-allocating ops. On failure vout
  * holds nothing and msg (cap bytes) the kernel's message, without the node's place. */
 tg_status tg_kern_run(tg_ctx *ctx, const struct tg_node *n, tg_tensor *const *vin,
-                      const tg_type *tout, tg_tensor **vout, char *msg, size_t cap);
+                      const tg_type *tout, tg_tensor **vout, const tg_subexec *sub, char *msg,
+                      size_t cap);
 /* Runs node n's reference kernel into the outputs vout as they are (allocated by the
  * caller, or NULL for views and self-allocating ops, which the kernel makes). On failure
  * msg holds the kernel's message; the outputs are left to the caller. */
 tg_status tg_kern_call(tg_ctx *ctx, const struct tg_node *n, tg_tensor *const *vin,
-                       const tg_type *tout, tg_tensor **vout, char *msg, size_t cap);
+                       const tg_type *tout, tg_tensor **vout, const tg_subexec *sub, char *msg,
+                       size_t cap);
 /* Infers node n's run-time output types tout (TG_MAX_OUTS slots) from input types tin and
  * the input values known before the run (values: NULL, or entries NULL where unknown).
  * On failure msg holds the op's message. */
@@ -218,6 +235,14 @@ bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims); /* v->type.ndim of the
 tg_var *tg_grad_reshape(tg_graph *g, tg_var *x, int ndim, tg_var *const *dims);
 tg_var *tg_grad_reshape_like(tg_graph *g, tg_var *x, tg_var *like);   /* x with like's shape */
 tg_var *tg_grad_broadcast_like(tg_graph *g, tg_var *v, tg_var *like); /* v broadcast to it */
+
+/* ---- calls (call.c) ----
+ * Output types of `body` called on arguments of types tin (one per input of body; values:
+ * NULL, or per input the value known before the run), as the call's inference gives them:
+ * the body's nodes are inferred again on these types. runtime: concrete types. On failure
+ * ic holds the message (naming the node of the body). */
+tg_status tg_call_types(tg_infer *ic, const tg_graph *body, const tg_type *tin,
+                        const tg_tensor *const *values, tg_type *out);
 
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
  * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim. A

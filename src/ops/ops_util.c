@@ -40,7 +40,7 @@
 /* ---- errors ---- */
 
 tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, const tg_type *tout,
-                      tg_tensor **vout, char *msg, size_t cap) {
+                      tg_tensor **vout, const tg_subexec *sub, char *msg, size_t cap) {
     const tg_op_def *op = tg_op_table[n->op];
     bool self = op->views || op->self_alloc;
     for (int o = 0; o < n->nout; o++) vout[o] = NULL;
@@ -59,7 +59,7 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
         for (int q = 0; q < o; q++) tg_tensor_free(vout[q]);
         return fits ? TG_ENOMEM : TG_ELIMIT;
     }
-    tg_status st = tg_kern_call(ctx, n, vin, tout, vout, msg, cap);
+    tg_status st = tg_kern_call(ctx, n, vin, tout, vout, sub, msg, cap);
     if (st == TG_OK) return TG_OK;
     for (int o = 0; o < n->nout; o++) {
         tg_tensor_free(vout[o]);
@@ -69,7 +69,7 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
 }
 
 tg_status tg_kern_call(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, const tg_type *tout,
-                       tg_tensor **vout, char *msg, size_t cap) {
+                       tg_tensor **vout, const tg_subexec *sub, char *msg, size_t cap) {
     tg_kern k = {.ctx = ctx,
                  .node = n,
                  .attrs = n->attrs,
@@ -77,7 +77,8 @@ tg_status tg_kern_call(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, con
                  .nin = n->nin,
                  .out = vout,
                  .nout = n->nout,
-                 .out_type = tout};
+                 .out_type = tout,
+                 .sub = sub};
     if (tg_op_table[n->op]->ref(&k) == TG_OK) return TG_OK;
     snprintf(msg, cap, "%s", k.msg);
     return k.status ? k.status : TG_EINVAL;

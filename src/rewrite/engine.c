@@ -442,8 +442,10 @@ static uint64_t hash_node(const tg_node *n) {
             h = mix(h, dbl_bits(a->f));
             break;
         case TG_ATTR_STR:
-        case TG_ATTR_FUNC:
             if (a->s) h = mix_bytes(h, a->s, strlen(a->s));
+            break;
+        case TG_ATTR_FUNC: /* the same function is the same graph */
+            h = mix(h, (uint64_t)(uintptr_t)a->fn);
             break;
         case TG_ATTR_INTS:
             for (int k = 0; k < a->n; k++)
@@ -470,8 +472,9 @@ static bool aval_same(const tg_aval *a, const tg_aval *b) {
     case TG_ATTR_FLOAT:
         return dbl_bits(a->f) == dbl_bits(b->f);
     case TG_ATTR_STR:
-    case TG_ATTR_FUNC:
         return a->s && b->s ? strcmp(a->s, b->s) == 0 : a->s == b->s;
+    case TG_ATTR_FUNC:
+        return a->fn == b->fn;
     case TG_ATTR_INTS:
         return a->n == b->n && tg_aval_same_nones(a, b, a->n) &&
                (a->n == 0 || memcmp(a->ints, b->ints, sizeof *a->ints * (size_t)a->n) == 0);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 static const tg_pass pipeline[] = {
+    {"inline", tg_inline},             /* calls replaced by their callees' bodies */
     {"canonicalize", tg_canonicalize}, /* merge, fold, identities, shapes, canonical forms */
     {"stabilize", tg_stabilize},       /* numerically stable forms */
     {"specialize", tg_specialize},     /* cheaper special cases */
@@ -31,7 +32,7 @@ static double now(void) {
 
 const char *const *tg_rw_pass_names(int *n) {
     static const char *const names[TG_COUNTOF(pipeline)] = {
-        "canonicalize", "stabilize", "specialize", "blas", "fuse", "inplace",
+        "inline", "canonicalize", "stabilize", "specialize", "blas", "fuse", "inplace",
     };
     *n = (int)TG_COUNTOF(pipeline);
     return names;
@@ -125,6 +126,7 @@ tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_
     if (opts) {
         ro.verify = opts->verify;
         ro.no_blas = opts->no_blas;
+        ro.no_inline = opts->no_inline;
         ro.print_after = opts->print_after;
         ro.print_to = opts->print_to;
         ro.stats = opts->stats_to != NULL;
@@ -134,8 +136,8 @@ tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_
         while (i < TG_COUNTOF(pipeline) && strcmp(pipeline[i].name, ro.print_after) != 0) i++;
         if (i == TG_COUNTOF(pipeline))
             return tg_set_error(TG_EINVAL,
-                                "unknown pass '%s' (passes: canonicalize, stabilize, specialize, "
-                                "blas, fuse, inplace)",
+                                "unknown pass '%s' (passes: inline, canonicalize, stabilize, "
+                                "specialize, blas, fuse, inplace)",
                                 ro.print_after);
     }
     tg_rw_report rep = {0};

@@ -59,6 +59,7 @@ typedef struct tg_rule_stats {
 typedef struct tg_rw_opts {
     bool verify;             /* verify the IR after every pass */
     bool no_blas;            /* keep dot + elementwise (--no-blas) */
+    bool no_inline;          /* keep calls (--no-inline): backends run them as sub-graphs */
     const char *print_after; /* print the graph after this pass ("all": every pass) */
     FILE *print_to;          /* where (default stdout) */
     bool stats;              /* collect per-rule and per-pass statistics */
@@ -153,6 +154,7 @@ typedef struct tg_pass {
     tg_status (*run)(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 } tg_pass;
 
+tg_status tg_inline(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 tg_status tg_canonicalize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 tg_status tg_stabilize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 tg_status tg_specialize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
