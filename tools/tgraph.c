@@ -137,8 +137,8 @@ static const char usage_run[] =
     "options:\n"
     "  --func F             the function to run (default: 'main', or the only function)\n"
     "  --in NAME=PATH       value of parameter NAME, a .npy file (one per parameter)\n"
-    "  --out NAME=PATH      write output NAME to PATH as .npy; NAME is the variable name\n"
-    "                       in `return`, or the output's position (0, 1, ...), or a\n"
+    "  --out NAME=PATH      write output NAME to PATH as .npy; NAME is the name the\n"
+    "                       output has in `return`, or its position (0, 1, ...), or a\n"
     "                       state (`mut` parameter): its value after the last call\n"
     "  -n K                 call the function K times (states carry over; the outputs\n"
     "                       of the last call are written)\n"
@@ -533,13 +533,14 @@ static bool is_state_name(const tg_graph *g, const char *name) {
     return false;
 }
 
-/* Name of output i as --out and the printout know it: its variable name, unless an
- * earlier output has the same name (or it has none), then its position. */
+/* Name of output i as --out and the printout know it: the name it is returned by
+ * (tg_graph_output_name: the name written in `return`), unless an earlier output has the
+ * same name (or it has none), then its position. */
 static const char *output_label(const tg_graph *g, int i, char *buf, size_t cap) {
-    const char *nm = tg_var_name(tg_graph_output(g, i));
+    const char *nm = tg_graph_output_name(g, i);
     bool taken = false;
     for (int j = 0; nm && j < i; j++) {
-        const char *o = tg_var_name(tg_graph_output(g, j));
+        const char *o = tg_graph_output_name(g, j);
         taken = taken || (o && strcmp(o, nm) == 0);
     }
     if (nm && *nm && !taken) return nm;
