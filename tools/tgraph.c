@@ -129,7 +129,7 @@ static const char usage_main[] =
 static const char usage_run[] =
     "usage: tgraph run FILE.tg [--func F] --in NAME=PATH.npy ... [--out NAME=PATH.npy ...]\n"
     "                  [--mode reference|vm|c|debug] [--debug-backend vm|c] [--no-blas]\n"
-    "                  [--threads N]\n"
+    "                  [--threads N] [-n K] [--profile]\n"
     "\n"
     "Runs one function of FILE.tg. Each parameter gets its value from an --in option,\n"
     "matched by name; the .npy file must have the declared dtype, rank and static extents.\n"
@@ -151,6 +151,9 @@ static const char usage_run[] =
     "  --no-blas            keep dot and the ops around it (no gemm/gemv/ger)\n"
     "  --threads N          threads the vm splits large kernels over (default:\n"
     "                       TGRAPH_NUM_THREADS, else every core)\n"
+    "  --profile            after the run, print the per-node table of its calls on\n"
+    "                       stderr: time, calls, share of the total and bytes read and\n"
+    "                       written per call (vm mode)\n"
     "  -h, --help           show this text\n"
     "\n"
     "Outputs not written with --out are printed NumPy-style on stdout, in order; when\n"
@@ -230,7 +233,7 @@ typedef struct options {
     int nout;
     int threads;  /* run, bench: --threads, 0 when not given */
     int runs;     /* bench: timed runs; run: calls in a row (-n, 0 when not given) */
-    bool profile; /* bench: --profile */
+    bool profile; /* run, bench: --profile */
 } options;
 
 /* Matches `arg` against option `name` given as "--name VALUE" or "--name=VALUE". Sets
@@ -355,7 +358,7 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
             long n = parse_count(val, 100000000);
             if (n < 0) return usage_fail(cmd, "-n expects a number of runs");
             o->runs = (int)n;
-        } else if (is_bench && strcmp(arg, "--profile") == 0) {
+        } else if (is_run && strcmp(arg, "--profile") == 0) {
             o->profile = true;
         } else if (strcmp(cmd, "dot") == 0 && strcmp(arg, "--opt") == 0) {
             o->opt = true;
@@ -714,7 +717,8 @@ static int cmd_run(const options *o) {
     if ((rc = load_inputs(o, g, in)) != 0) goto done;
     rc = EXIT_FAIL;
 
-    tg_compile_opts copts = {.mode = TG_MODE_VM, .no_blas = o->no_blas, .nthreads = o->threads};
+    tg_compile_opts copts = {
+        .mode = TG_MODE_VM, .no_blas = o->no_blas, .nthreads = o->threads, .profile = o->profile};
     if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
@@ -774,6 +778,11 @@ static int cmd_run(const options *o) {
     }
     if (fflush(stdout) != 0) {
         fail("cannot write the results: %s", strerror(errno));
+        goto done;
+    }
+    /* --profile: the table of every call, on stderr (stdout holds the outputs) */
+    if (o->profile && (st = tg_fn_profile_print(fn, stderr)) != TG_OK) {
+        fail("%s", lib_error(st));
         goto done;
     }
     rc = EXIT_OK;
