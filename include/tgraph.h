@@ -138,6 +138,15 @@ TG_API int tg_graph_input_count(const tg_graph *g);
 TG_API tg_var *tg_graph_input(const tg_graph *g, int i);
 TG_API int tg_graph_output_count(const tg_graph *g);
 TG_API tg_var *tg_graph_output(const tg_graph *g, int i);
+/* The name returned value i goes by (borrowed; NULL when it has none): the name written
+ * in `return`, else its variable's name when the outputs were set, else the one given
+ * with tg_graph_set_output_name. It belongs to the position, not to the variable: it
+ * survives tg_graph_clone and tg_graph_optimize even where rewrites replace or merge
+ * the variables (two outputs may then share one variable but keep their names). */
+TG_API const char *tg_graph_output_name(const tg_graph *g, int i);
+/* Names returned value i (copied; NULL removes the name). tg_graph_set_outputs resets
+ * every name to its variable's. */
+TG_API tg_status tg_graph_set_output_name(tg_graph *g, int i, const char *name);
 TG_API int tg_graph_node_count(const tg_graph *g);
 TG_API tg_status tg_graph_verify(const tg_graph *g);             /* checks IR invariants */
 TG_API tg_graph *tg_graph_clone(const tg_graph *g);              /* deep copy into a fresh arena */

@@ -129,8 +129,7 @@ static const char usage_main[] =
 static const char usage_run[] =
     "usage: tgraph run FILE.tg [--func F] --in NAME=PATH.npy ... [--out NAME=PATH.npy ...]\n"
     "                  [--mode reference|vm|c|debug] [--debug-backend vm|c] [--no-blas]\n"
-    "                  [--no-inline]\n"
-    "                  [--threads N]\n"
+    "                  [--no-inline] [--threads N] [-n K] [--profile]\n"
     "\n"
     "Runs one function of FILE.tg. Each parameter gets its value from an --in option,\n"
     "matched by name; the .npy file must have the declared dtype, rank and static extents.\n"
@@ -138,8 +137,8 @@ static const char usage_run[] =
     "options:\n"
     "  --func F             the function to run (default: 'main', or the only function)\n"
     "  --in NAME=PATH       value of parameter NAME, a .npy file (one per parameter)\n"
-    "  --out NAME=PATH      write output NAME to PATH as .npy; NAME is the variable name\n"
-    "                       in `return`, or the output's position (0, 1, ...), or a\n"
+    "  --out NAME=PATH      write output NAME to PATH as .npy; NAME is the name the\n"
+    "                       output has in `return`, or its position (0, 1, ...), or a\n"
     "                       state (`mut` parameter): its value after the last call\n"
     "  -n K                 call the function K times (states carry over; the outputs\n"
     "                       of the last call are written)\n"
@@ -154,6 +153,9 @@ static const char usage_run[] =
     "                       as a sub-graph) instead of inlining them first\n"
     "  --threads N          threads the vm splits large kernels over (default:\n"
     "                       TGRAPH_NUM_THREADS, else every core)\n"
+    "  --profile            after the run, print the per-node table of its calls on\n"
+    "                       stderr: time, calls, share of the total and bytes read and\n"
+    "                       written per call (vm mode)\n"
     "  -h, --help           show this text\n"
     "\n"
     "Outputs not written with --out are printed NumPy-style on stdout, in order; when\n"
@@ -240,7 +242,7 @@ typedef struct options {
     int nout;
     int threads;  /* run, bench: --threads, 0 when not given */
     int runs;     /* bench: timed runs; run: calls in a row (-n, 0 when not given) */
-    bool profile; /* bench: --profile */
+    bool profile; /* run, bench: --profile */
 } options;
 
 /* Matches `arg` against option `name` given as "--name VALUE" or "--name=VALUE". Sets
@@ -365,7 +367,7 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
             long n = parse_count(val, 100000000);
             if (n < 0) return usage_fail(cmd, "-n expects a number of runs");
             o->runs = (int)n;
-        } else if (is_bench && strcmp(arg, "--profile") == 0) {
+        } else if (is_run && strcmp(arg, "--profile") == 0) {
             o->profile = true;
         } else if (strcmp(cmd, "dot") == 0 && strcmp(arg, "--opt") == 0) {
             o->opt = true;
@@ -545,13 +547,14 @@ static bool is_state_name(const tg_graph *g, const char *name) {
     return false;
 }
 
-/* Name of output i as --out and the printout know it: its variable name, unless an
- * earlier output has the same name (or it has none), then its position. */
+/* Name of output i as --out and the printout know it: the name it is returned by
+ * (tg_graph_output_name: the name written in `return`), unless an earlier output has the
+ * same name (or it has none), then its position. */
 static const char *output_label(const tg_graph *g, int i, char *buf, size_t cap) {
-    const char *nm = tg_var_name(tg_graph_output(g, i));
+    const char *nm = tg_graph_output_name(g, i);
     bool taken = false;
     for (int j = 0; nm && j < i; j++) {
-        const char *o = tg_var_name(tg_graph_output(g, j));
+        const char *o = tg_graph_output_name(g, j);
         taken = taken || (o && strcmp(o, nm) == 0);
     }
     if (nm && *nm && !taken) return nm;
@@ -728,7 +731,8 @@ static int cmd_run(const options *o) {
     tg_compile_opts copts = {.mode = TG_MODE_VM,
                              .no_blas = o->no_blas,
                              .no_inline = o->no_inline,
-                             .nthreads = o->threads};
+                             .nthreads = o->threads,
+                             .profile = o->profile};
     if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
@@ -788,6 +792,11 @@ static int cmd_run(const options *o) {
     }
     if (fflush(stdout) != 0) {
         fail("cannot write the results: %s", strerror(errno));
+        goto done;
+    }
+    /* --profile: the table of every call, on stderr (stdout holds the outputs) */
+    if (o->profile && (st = tg_fn_profile_print(fn, stderr)) != TG_OK) {
+        fail("%s", lib_error(st));
         goto done;
     }
     rc = EXIT_OK;

@@ -107,6 +107,7 @@ static void graph_destroy(tg_graph *g, tg_graph ***drop, int *n, int *cap) {
     tg_vec_fini(ctx, &g->vars);
     tg_vec_fini(ctx, &g->inputs);
     tg_vec_fini(ctx, &g->outputs);
+    tg_vec_fini(ctx, &g->out_names);
     tg_vec_fini(ctx, &g->updates);
     tg_vec_fini(ctx, &g->callees);
     tg_arena_fini(&g->arena);
@@ -288,6 +289,10 @@ tg_var *tg_graph_input(const tg_graph *g, int i) {
 tg_var *tg_graph_output(const tg_graph *g, int i) {
     return bad_index(g, i, g ? g->nret : 0, "tg_graph_output") ? NULL : g->outputs.items[i];
 }
+const char *tg_graph_output_name(const tg_graph *g, int i) {
+    if (bad_index(g, i, g ? g->nret : 0, "tg_graph_output_name")) return NULL;
+    return i < g->out_names.n ? g->out_names.items[i] : NULL;
+}
 
 const char *tg_var_name(const tg_var *v) {
     return null_arg(v, "tg_var_name", "variable") ? NULL : v->name;
@@ -329,20 +334,48 @@ tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n) {
             return tg_ir_fail(g, TG_EINVAL, "output %d is not a variable of graph '%s'", i,
                               g->name),
                    g->status;
-    /* the returned values, then the update values kept from before */
-    tg_vec nv = {0};
+    /* the returned values, then the update values kept from before; each returned value
+       goes by its variable's name until tg_graph_set_output_name says otherwise */
+    tg_vec nv = {0}, names = {0};
     bool ok = true;
-    for (int i = 0; ok && i < n; i++) ok = tg_vec_push(g->ctx, &nv, outs[i]);
+    for (int i = 0; ok && i < n; i++)
+        ok =
+            tg_vec_push(g->ctx, &nv, outs[i]) && tg_vec_push(g->ctx, &names, (void *)outs[i]->name);
     for (int i = g->nret; ok && i < g->outputs.n; i++)
         ok = tg_vec_push(g->ctx, &nv, g->outputs.items[i]);
     if (!ok) {
         tg_vec_fini(g->ctx, &nv);
+        tg_vec_fini(g->ctx, &names);
         return fail_oom(g), g->status;
     }
     tg_vec_fini(g->ctx, &g->outputs);
+    tg_vec_fini(g->ctx, &g->out_names);
     g->outputs = nv;
+    g->out_names = names;
     g->nret = n;
     return TG_OK;
+}
+
+tg_status tg_ir_output_name_set(tg_graph *g, int i, const char *name, size_t len) {
+    if (g->status != TG_OK) return g->status;
+    if (i < 0 || i >= g->nret || i >= g->out_names.n)
+        return tg_ir_fail(g, TG_EINDEX,
+                          "tg_graph_set_output_name: index %d is outside 0..%d of graph '%s'", i,
+                          g->nret - 1, g->name),
+               g->status;
+    char *s = NULL;
+    if (name) {
+        if (!(s = tg_arena_alloc(&g->arena, len + 1))) return fail_oom(g), g->status;
+        memcpy(s, name, len);
+        s[len] = '\0';
+    }
+    g->out_names.items[i] = s;
+    return TG_OK;
+}
+
+tg_status tg_graph_set_output_name(tg_graph *g, int i, const char *name) {
+    if (!g) return tg_set_error(TG_EINVAL, "tg_graph_set_output_name: graph is NULL");
+    return tg_ir_output_name_set(g, i, name, name ? strlen(name) : 0);
 }
 
 /* ---- leaves: inputs, constants, literals ---- */
@@ -1003,6 +1036,10 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
         ok = (tmp[i] = map[v->id]) != NULL;
     }
     if (ok) ok = tg_graph_set_outputs(c, tmp, g->nret) == TG_OK;
+    for (int i = 0; ok && i < g->nret && i < g->out_names.n; i++) { /* names stay positional */
+        const char *nm = g->out_names.items[i];
+        ok = tg_ir_output_name_set(c, i, nm, nm ? strlen(nm) : 0) == TG_OK;
+    }
     for (int j = 0; ok && j < g->updates.n; j++) {
         const tg_var *s = g->updates.items[j];
         c->line = s->upd_line; /* the update keeps its position */
@@ -1154,6 +1191,9 @@ tg_status tg_graph_verify(const tg_graph *g) {
     if (st == TG_OK && g->outputs.n != g->nret + g->updates.n)
         st = tg_set_error(TG_EINTERNAL, "verify: %d outputs for %d returns and %d updates",
                           g->outputs.n, g->nret, g->updates.n);
+    if (st == TG_OK && g->out_names.n != g->nret)
+        st = tg_set_error(TG_EINTERNAL, "verify: %d output names for %d returns", g->out_names.n,
+                          g->nret);
     for (int j = 0; j < g->updates.n && st == TG_OK; j++) {
         const tg_var *s = g->updates.items[j], *v = g->outputs.items[g->nret + j];
         if (!owns_var(g, s) || !tg_var_is_state(s) || !update_fits(&s->type, &v->type))

@@ -108,6 +108,9 @@ struct tg_graph {
                          per update (outputs[nret + j] for updates[j]), so that
                          every pass keeps update values alive and rewritten */
     int nret;         /* values returned (tg_graph_output_count) */
+    tg_vec out_names; /* const char* (arena) or NULL, one per returned value: the name
+                         the output goes by (tg_graph_output_name). Positional, so it
+                         stays with the output when rewrites replace its variable */
     tg_vec updates;   /* tg_var*: the state inputs updated, in update order */
     tg_status status; /* first error */
     char *error;      /* its message (arena), "" when none */
@@ -134,6 +137,10 @@ tg_node *tg_ir_node_make(tg_graph *g, int op, tg_var *const *in, int nin, const 
 tg_node *tg_ir_node_make_norm(tg_graph *g, int op, tg_var *const *in, int nin,
                               const tg_aval *attrs);
 tg_var *tg_ir_const(tg_graph *g, tg_tensor *value /* ownership taken */, char lit);
+
+/* Names returned value i (a copy of name[0..len) in g's arena). TG_OK, or an error
+ * (index out of range, out of memory) recorded in g. */
+tg_status tg_ir_output_name_set(tg_graph *g, int i, const char *name, size_t len);
 
 /* Nodes reachable from the outputs, inputs before users. Iterative; caller frees
  * with tg_mem_free(g->ctx, p, (g->nodes.n + 1) * sizeof *p) (the array has room for every

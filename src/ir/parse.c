@@ -975,25 +975,38 @@ static bool parse_binding(parser *p) {
     return true;
 }
 
-/* "return" [expr ("," expr)*] NEWLINE (a bare return: a function that only updates state) */
+/* "return" [expr ("," expr)*] NEWLINE (a bare return: a function that only updates state).
+ * A value returned by name goes by that name (tg_graph_output_name), even where one
+ * variable has several names (`g_a, g_b = grad(...)` may bind both to one value). */
 static bool parse_return(parser *p) {
     tg_tok rt = p->tok;
     advance(p);
     tg_var **outs = NULL;
-    int n = 0, cap = 0;
+    tg_tok *names = NULL; /* per output: the NAME it is written as, or kind != NAME */
+    int n = 0, cap = 0, ncap = 0;
     if (at(p, TG_TK_NEWLINE) && p->g->updates.n > 0) {
         set_pos(p, &rt);
         if (tg_graph_set_outputs(p->g, NULL, 0) != TG_OK) return builder_failed(p, rt.line, rt.col);
         return expect_eol(p);
     }
     do {
-        if (!GROW(p, outs, cap, n, &p->tok)) return false;
+        if (!GROW(p, outs, cap, n, &p->tok) || !GROW(p, names, ncap, n, &p->tok)) return false;
+        names[n] = p->tok;
+        tg_tok_kind next = peek(p)->kind;
+        if (next != TG_TK_COMMA && next != TG_TK_NEWLINE && next != TG_TK_EOF)
+            names[n].kind = TG_TK_EOF; /* an expression, not a bare name */
+        else if (names[n].kind == TG_TK_NAME && !tg_txt_map_find(&p->names, p->tok.p, p->tok.len))
+            names[n].kind = TG_TK_EOF; /* `true`, `inf`: a literal, not a bound name */
         if (!parse_expr1(p, &outs[n])) return false;
         n++;
     } while (accept(p, TG_TK_COMMA));
     if (!expect_eol(p)) return false;
     set_pos(p, &rt);
     if (tg_graph_set_outputs(p->g, outs, n) != TG_OK) return builder_failed(p, rt.line, rt.col);
+    for (int i = 0; i < n; i++)
+        if (names[i].kind == TG_TK_NAME &&
+            tg_ir_output_name_set(p->g, i, names[i].p, names[i].len) != TG_OK)
+            return builder_failed(p, rt.line, rt.col);
     return true;
 }
 

@@ -159,6 +159,8 @@ static void test_graph_handles(void **state) {
     NULLRET(tg_graph_input(NULL, 0), "tg_graph_input");
     VALUE(tg_graph_output_count(NULL), -1, "tg_graph_output_count");
     NULLRET(tg_graph_output(NULL, 0), "tg_graph_output");
+    NULLRET(tg_graph_output_name(NULL, 0), "tg_graph_output_name");
+    STATUS(tg_graph_set_output_name(NULL, 0, "y"), TG_EINVAL, "tg_graph_set_output_name");
     VALUE(tg_graph_node_count(NULL), -1, "tg_graph_node_count");
     STATUS(tg_graph_verify(NULL), TG_EINVAL, "tg_graph_verify");
     NULLRET(tg_graph_clone(NULL), "tg_graph_clone");
@@ -174,12 +176,14 @@ static void test_graph_handles(void **state) {
     BUILDER_ST(tg_graph_set_outputs(g, NULL, 1), TG_EINVAL, "tg_graph_set_outputs");
     BUILDER_ST(tg_graph_set_outputs(g, &x, -1), TG_EINVAL, "tg_graph_set_outputs");
     BUILDER_ST(tg_graph_set_outputs(g, (tg_var *[]){NULL}, 1), TG_EINVAL, "output 0");
+    BUILDER_ST(tg_graph_set_output_name(g, 0, "y"), TG_EINDEX, "tg_graph_set_output_name");
 
     tg_var *x;
     tg_graph *g = graph_x(&x);
     NULLRET(tg_graph_input(g, 1), "tg_graph_input");
     NULLRET(tg_graph_input(g, -1), "tg_graph_input");
     NULLRET(tg_graph_output(g, 0), "tg_graph_output");
+    NULLRET(tg_graph_output_name(g, 0), "tg_graph_output_name");
     STATUS(tg_graph_print(g, NULL), TG_EINVAL, "tg_graph_print");
     STATUS(tg_graph_print_dot(g, NULL), TG_EINVAL, "tg_graph_print_dot");
     assert_int_equal(tg_graph_status(g), TG_OK); /* the accessors leave the graph alone */

@@ -607,6 +607,69 @@ static void test_parse_tuple_and_funcs(void **state) {
               "t.tg:2:7: 'split' gives 2 values but 1 name is bound");
 }
 
+/* The names outputs go by: those written in `return`, kept per position through clone and
+ * the rewrite pipeline, even where one variable stands for several outputs. */
+static void assert_out_names(const tg_graph *g, const char *a, const char *b) {
+    assert_int_equal(tg_graph_output_count(g), 2);
+    if (a) assert_string_equal(tg_graph_output_name(g, 0), a);
+    if (!a) assert_null(tg_graph_output_name(g, 0));
+    assert_string_equal(tg_graph_output_name(g, 1), b);
+}
+
+static void test_output_names(void **state) {
+    (void)state;
+    static const char *const src[] = {
+        /* grad gives one variable for both gradients */
+        "func main(x0: f64[3], x1: f64[3], w: f64[3]) {\n"
+        "  loss = sum(mul(add(x0, x1), w))\n"
+        "  g_x0, g_x1 = grad(loss, x0, x1)\n"
+        "  return g_x0, g_x1\n}\n",
+        /* merged by the pipeline into one variable */
+        "func main(x: f64[3]) {\n  a = exp(x)\n  b = exp(x)\n  return a, b\n}\n",
+        /* an alias and a rewrite that replaces the returned variable by the input */
+        "func main(x: f64[3]) {\n  a = x\n  b = mul(x, 1)\n  return a, b\n}\n",
+    };
+    static const char *const want[][2] = {{"g_x0", "g_x1"}, {"a", "b"}, {"a", "b"}};
+    for (size_t k = 0; k < sizeof src / sizeof src[0]; k++) {
+        tg_module *m = parse_ok(src[k]);
+        tg_graph *g = tg_module_func(m, 0);
+        assert_out_names(g, want[k][0], want[k][1]);
+        tg_graph *c = tg_graph_clone(g);
+        assert_non_null(c);
+        assert_out_names(c, want[k][0], want[k][1]);
+        tg_graph *o = NULL;
+        assert_int_equal(tg_graph_optimize(g, NULL, &o), TG_OK);
+        assert_out_names(o, want[k][0], want[k][1]);
+        if (k > 0) /* the variables were merged or replaced; the names stayed */
+            assert_ptr_equal(tg_graph_output(o, 0), tg_graph_output(o, 1));
+        assert_int_equal(tg_graph_verify(o), TG_OK);
+        tg_graph_free(o);
+        tg_graph_free(c);
+        tg_module_free(m);
+    }
+    /* an expression has no name of its own; a literal keyword is not a name */
+    tg_module *m = parse_ok("func main(x: f64[3]) {\n  return add(x, 1), x\n}\n");
+    assert_out_names(tg_module_func(m, 0), NULL, "x");
+    tg_module_free(m);
+    m = parse_ok("func main(x: f64[3]) {\n  return x, true\n}\n");
+    assert_null(tg_graph_output_name(tg_module_func(m, 0), 1));
+    tg_module_free(m);
+    /* built in C: the variables' names, until renamed */
+    tg_graph *g = tg_graph_new(NULL, "f");
+    tg_var *x = tg_input(g, "x", TG_DT_F32, 1, (int64_t[]){3});
+    tg_var *y = tg_exp(g, x);
+    assert_int_equal(tg_graph_set_outputs(g, (tg_var *[]){x, y}, 2), TG_OK);
+    assert_string_equal(tg_graph_output_name(g, 0), "x");
+    assert_null(tg_graph_output_name(g, 1));
+    assert_int_equal(tg_graph_set_output_name(g, 1, "y"), TG_OK);
+    assert_int_equal(tg_graph_set_output_name(g, 0, NULL), TG_OK);
+    assert_out_names(g, NULL, "y");
+    tg_graph *c = tg_graph_clone(g);
+    assert_out_names(c, NULL, "y");
+    tg_graph_free(c);
+    tg_graph_free(g);
+}
+
 static void test_parse_several_funcs(void **state) {
     (void)state;
     tg_module *m = parse_ok("func a(x: f32[]) {\n  return neg(x)\n}\n\n"
@@ -1024,6 +1087,7 @@ int main(void) {
         cmocka_unit_test(test_parse_const),
         cmocka_unit_test(test_parse_tuple_and_funcs),
         cmocka_unit_test(test_parse_several_funcs),
+        cmocka_unit_test(test_output_names),
         cmocka_unit_test(test_errors_syntax),
         cmocka_unit_test(test_errors_names),
         cmocka_unit_test(test_errors_builders),
