@@ -101,8 +101,8 @@ static tg_status pull_rows(tg_graph *g, tg_var *y, int64_t n, tg_var *const *wrt
     return g->status;
 }
 
-tg_status tg_jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
-                      tg_disconnected disconnected, tg_var **out) {
+static tg_status jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
+                          tg_disconnected disconnected, tg_var **out) {
     tg_status st = check_args(g, "tg_jacobian", "y", y, wrt, nwrt, disconnected, out);
     if (st != TG_OK) return st;
     char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX], lab[128], ylab[128];
@@ -149,13 +149,11 @@ tg_status tg_jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
         if (rows) tg_mem_free(g->ctx, rows, rsz);
         if (tmp) tg_mem_free(g->ctx, tmp, tsz);
     }
-    if (st != TG_OK)
-        for (int i = 0; i < nwrt; i++) out[i] = NULL;
     return st;
 }
 
-tg_status tg_hessian(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
-                     tg_disconnected disconnected, tg_var **out) {
+static tg_status hessian(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
+                         tg_disconnected disconnected, tg_var **out) {
     tg_status st = check_args(g, "tg_hessian", "cost", cost, wrt, nwrt, disconnected, out);
     if (st != TG_OK) return st;
     char a[TG_TYPE_STR_MAX], lab[128];
@@ -197,7 +195,22 @@ tg_status tg_hessian(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
         st = gi ? tg_jacobian(g, gi, &wrt[i], 1, TG_DISCONNECTED_ZERO, &out[i]) : g->status;
     }
     if (grads) tg_mem_free(g->ctx, grads, gsz);
-    if (st != TG_OK)
+    return st;
+}
+
+/* out[0..nwrt) NULL after a failure, where out could be written. */
+static tg_status clear_on_failure(tg_status st, int nwrt, tg_var **out) {
+    if (st != TG_OK && out)
         for (int i = 0; i < nwrt; i++) out[i] = NULL;
     return st;
+}
+
+tg_status tg_jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
+                      tg_disconnected disconnected, tg_var **out) {
+    return clear_on_failure(jacobian(g, y, wrt, nwrt, disconnected, out), nwrt, out);
+}
+
+tg_status tg_hessian(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
+                     tg_disconnected disconnected, tg_var **out) {
+    return clear_on_failure(hessian(g, cost, wrt, nwrt, disconnected, out), nwrt, out);
 }
