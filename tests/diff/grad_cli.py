@@ -7,9 +7,9 @@ Each case is a .tg program whose function returns a scalar loss and its gradient
 differences of the NumPy loss in float64, and the loss itself with NumPy's value.
 The vjp form is checked the same way (the loss is the sum of each output times its
 cotangent), and the jacobian and hessian forms against central differences of the NumPy
-value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z, the gradient of x(?,?) + b(1,?) with
-respect to b summed over axis 0 keeping shape (1,n), dot's (g.Y^T, X^T.g), and a small
-MLP with softmax cross-entropy.
+value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z, the
+gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (1,n), dot's
+(g.Y^T, X^T.g), and a small MLP with softmax cross-entropy.
 
 usage: grad_cli.py --tgraph PATH [--mode reference,vm]
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
