@@ -269,7 +269,8 @@ TG_API tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, in
  * out[i] has shape y.shape + wrt[i].shape and wrt[i]'s dtype; a 0-d y gives the gradient,
  * a 0-d wrt[i] gives y's shape. y must be a float of static shape with at most
  * TG_JACOBIAN_MAX elements, and y's rank plus wrt[i]'s at most TG_MAX_DIMS. The result is
- * ordinary graph, so jacobians of jacobians work. */
+ * ordinary graph, so jacobians of jacobians work. Errors are the graph's first error (as
+ * for every builder) and leave every out[i] NULL; the same holds for tg_hessian. */
 #define TG_JACOBIAN_MAX 1024 /* most elements of y in tg_jacobian (of wrt[i] in tg_hessian) */
 TG_API tg_status tg_jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
                              tg_disconnected disconnected, tg_var **out);
