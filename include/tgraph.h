@@ -291,6 +291,23 @@ TG_API tg_status tg_grad(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt
  * outs[j]'s type) for the values outs[0..nouts). */
 TG_API tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts,
                         tg_var *const *wrt, int nwrt, tg_disconnected disconnected, tg_var **out);
+/* Jacobian of y with respect to each wrt[i], in reverse mode (JAX's jacrev, PyTensor's
+ * jacobian): one tg_vjp per element of y with a one-hot cotangent, the results stacked.
+ * out[i] has shape y.shape + wrt[i].shape and wrt[i]'s dtype; a 0-d y gives the gradient,
+ * a 0-d wrt[i] gives y's shape. y must be a float of static shape with at most
+ * TG_JACOBIAN_MAX elements, and y's rank plus wrt[i]'s at most TG_MAX_DIMS. The result is
+ * ordinary graph, so jacobians of jacobians work. Errors are the graph's first error (as
+ * for every builder) and leave every out[i] NULL; the same holds for tg_hessian. */
+#define TG_JACOBIAN_MAX 1024 /* most elements of y in tg_jacobian (of wrt[i] in tg_hessian) */
+TG_API tg_status tg_jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
+                             tg_disconnected disconnected, tg_var **out);
+/* Hessian blocks of the 0-d float `cost`: out[i] = d2 cost / d wrt[i]^2, of shape
+ * wrt[i].shape + wrt[i].shape (the jacobian of the gradient, as PyTensor's hessian; the
+ * blocks between different wrt are not built). Each wrt[i] needs a static shape with at
+ * most TG_JACOBIAN_MAX elements. `disconnected` applies to the cost's dependence on each
+ * wrt[i]; a gradient that does not depend on its wrt[i] (a cost linear in it) gives zeros. */
+TG_API tg_status tg_hessian(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
+                            tg_disconnected disconnected, tg_var **out);
 
 /* Gradient checker (like PyTensor's verify_grad). g must have one float output y; the
  * check projects it on a random r (cost = sum(y * r)), builds the gradient of that cost

@@ -7,7 +7,7 @@
  * every cotangent has its value's dtype and rank and an extent compatible with each of
  * its value's; the walk is iterative; the graph's first error is kept (sticky).
  */
-#include "../ops/ops.h"
+#include "grad.h"
 
 #include <stdio.h>
 
@@ -61,7 +61,7 @@ static tg_status fail(tg_graph *g, tg_status st, const char *fmt, ...) {
     return g->status;
 }
 
-static bool owns(const tg_graph *g, const tg_var *v) {
+bool tg_grad_owns(const tg_graph *g, const tg_var *v) {
     return v && v->id >= 0 && v->id < g->vars.n && g->vars.items[v->id] == v;
 }
 
@@ -73,7 +73,7 @@ static bool compatible(const tg_type *a, const tg_type *b) {
     return true;
 }
 
-static const char *var_label(const tg_var *v, char *buf, size_t n) {
+const char *tg_grad_label(const tg_var *v, char *buf, size_t n) {
     if (v->name)
         snprintf(buf, n, "'%s'", v->name);
     else if (v->kind == TG_VAR_NODE)
@@ -199,7 +199,7 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
         return fail(g, TG_EINVAL, "tg_vjp: invalid disconnected mode %d", (int)disconnected);
     char lab[128];
     for (int i = 0; i < nouts; i++) {
-        if (!owns(g, outs[i]) || !owns(g, cot[i]))
+        if (!tg_grad_owns(g, outs[i]) || !tg_grad_owns(g, cot[i]))
             return fail(g, TG_EINVAL,
                         "vjp: output %d or its cotangent is missing or "
                         "belongs to another graph",
@@ -212,7 +212,7 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
         }
     }
     for (int i = 0; i < nwrt; i++) {
-        if (!owns(g, wrt[i]))
+        if (!tg_grad_owns(g, wrt[i]))
             return fail(g, TG_EINVAL,
                         "grad: argument %d is missing or belongs to "
                         "another graph",
@@ -221,7 +221,7 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
             return fail(g, TG_ETYPE,
                         "grad: cannot differentiate with respect to %s of "
                         "dtype %s (gradients are defined for float values)",
-                        var_label(wrt[i], lab, sizeof lab),
+                        tg_grad_label(wrt[i], lab, sizeof lab),
                         tg_dtype_name((tg_dtype)wrt[i]->type.dtype));
     }
     grad_walk w = {.g = g, .nvars = g->vars.n};
@@ -251,7 +251,7 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
             st = fail(g, TG_EINVAL,
                       "grad: the result does not depend on %s (pass "
                       "disconnected=\"zero\" to get zeros)",
-                      var_label(wrt[i], lab, sizeof lab));
+                      tg_grad_label(wrt[i], lab, sizeof lab));
         if (st == TG_OK && !c) st = g->status;
         out[i] = c;
     }
@@ -267,7 +267,7 @@ tg_status tg_grad(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
                   tg_disconnected disconnected, tg_var **out) {
     if (!g) return tg_set_error(TG_EINVAL, "tg_grad: graph is NULL");
     if (g->status != TG_OK) return g->status;
-    if (!owns(g, cost)) return fail(g, TG_EINVAL, "tg_grad: cost is missing");
+    if (!tg_grad_owns(g, cost)) return fail(g, TG_EINVAL, "tg_grad: cost is missing");
     if (nwrt < 0 || (nwrt > 0 && (!wrt || !out)))
         return fail(g, TG_EINVAL, "tg_grad: %s",
                     nwrt < 0 ? "negative count"
@@ -278,8 +278,8 @@ tg_status tg_grad(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
     char t[TG_TYPE_STR_MAX];
     if (cost->type.ndim != 0)
         return fail(g, TG_ESHAPE,
-                    "grad: the cost must be a scalar, got %s (use sum or "
-                    "mean, or vjp for non-scalar values)",
+                    "grad: the cost must be a scalar, got %s (reduce it with sum or mean, "
+                    "or use vjp with a cotangent of its type, or jacobian)",
                     tg_type_str(&cost->type, t, sizeof t));
     if (!tg_dtype_is_float((tg_dtype)cost->type.dtype))
         return fail(g, TG_ETYPE, "grad: the cost must be a float, got %s",

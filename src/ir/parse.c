@@ -599,31 +599,118 @@ static NOINLINE bool parse_const(parser *p, const tg_tok *optok) {
     return true;
 }
 
-/* grad(cost, x1, x2, ..., disconnected="error"|"zero"): one gradient per x, built at once
- * by tg_grad (the result is ordinary graph). */
-static NOINLINE bool build_grad(parser *p, const tg_tok *optok, tg_var **ins, int nin,
-                                const tg_attr *attrs, int na, int *nout) {
-    tg_disconnected mode = TG_DISCONNECTED_ERROR;
+/* ---- the derivative forms: grad, vjp, jacobian, hessian (docs/grad.md) ---- */
+
+/* Their attributes: disconnected="error"|"zero", and n_outputs=N where n_outputs is not
+ * NULL (vjp). */
+static NOINLINE bool derivative_attrs(parser *p, const tg_tok *optok, const char *form,
+                                      const tg_attr *attrs, int na, tg_disconnected *mode,
+                                      int64_t *n_outputs) {
+    *mode = TG_DISCONNECTED_ERROR;
     for (int k = 0; k < na; k++) {
-        bool zero = attrs[k].kind == TG_ATTR_STR && attrs[k].s && !strcmp(attrs[k].s, "zero");
-        bool err = attrs[k].kind == TG_ATTR_STR && attrs[k].s && !strcmp(attrs[k].s, "error");
-        if (strcmp(attrs[k].name, "disconnected") != 0)
-            return FAIL_TOK(p, optok, TG_EINVAL,
-                            "grad: unknown attribute '%s' (expected disconnected)", attrs[k].name);
+        const tg_attr *a = &attrs[k];
+        if (n_outputs && strcmp(a->name, "n_outputs") == 0) {
+            if (a->kind != TG_ATTR_INT)
+                return FAIL_TOK(p, optok, TG_EINVAL, "%s: n_outputs must be an integer", form);
+            if (a->i < 1)
+                return FAIL_TOK(p, optok, TG_EINVAL, "%s: n_outputs must be at least 1, got %lld",
+                                form, (long long)a->i);
+            *n_outputs = a->i;
+            continue;
+        }
+        bool zero = a->kind == TG_ATTR_STR && a->s && !strcmp(a->s, "zero");
+        bool err = a->kind == TG_ATTR_STR && a->s && !strcmp(a->s, "error");
+        if (strcmp(a->name, "disconnected") != 0)
+            return FAIL_TOK(p, optok, TG_EINVAL, "%s: unknown attribute '%s' (expected %s)", form,
+                            a->name, n_outputs ? "n_outputs or disconnected" : "disconnected");
         if (!zero && !err)
-            return FAIL_TOK(p, optok, TG_EINVAL,
-                            "grad: disconnected must be \"error\" or \"zero\"");
-        mode = zero ? TG_DISCONNECTED_ZERO : TG_DISCONNECTED_ERROR;
+            return FAIL_TOK(p, optok, TG_EINVAL, "%s: disconnected must be \"error\" or \"zero\"",
+                            form);
+        *mode = zero ? TG_DISCONNECTED_ZERO : TG_DISCONNECTED_ERROR;
     }
+    return true;
+}
+
+typedef tg_status (*derivative_fn)(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
+                                   tg_disconnected disconnected, tg_var **out);
+
+/* grad(cost, x1, x2, ...), jacobian(y, x1, ...) and hessian(cost, x1, ...), each with
+ * disconnected="error"|"zero": one result per x, built at once by tg_grad, tg_jacobian or
+ * tg_hessian (the result is ordinary graph). `first` says what the first argument is. */
+static NOINLINE bool build_derivative(parser *p, const tg_tok *optok, const char *form,
+                                      const char *first, derivative_fn fn, tg_var **ins, int nin,
+                                      const tg_attr *attrs, int na, int *nout) {
+    tg_disconnected mode;
+    if (!derivative_attrs(p, optok, form, attrs, na, &mode, NULL)) return false;
     if (nin < 2)
-        return FAIL_TOK(p, optok, TG_EINVAL, "grad: expects a cost and at least one variable");
+        return FAIL_TOK(p, optok, TG_EINVAL, "%s: expects %s and at least one variable", form,
+                        first);
     if (nin - 1 > TG_MAX_OUTS)
-        return FAIL_TOK(p, optok, TG_ELIMIT, "grad: at most %d variables", TG_MAX_OUTS);
+        return FAIL_TOK(p, optok, TG_ELIMIT, "%s: at most %d variables", form, TG_MAX_OUTS);
     set_pos(p, optok);
-    if (tg_grad(p->g, ins[0], ins + 1, nin - 1, mode, p->outs) != TG_OK)
+    if (fn(p->g, ins[0], ins + 1, nin - 1, mode, p->outs) != TG_OK)
         return builder_failed(p, optok->line, optok->col);
     *nout = nin - 1;
     return true;
+}
+
+/* vjp(y1, .., yN, ct1, .., ctN, x1, x2, ..., n_outputs=N, disconnected=...): the outputs,
+ * then their cotangents (each of its output's type), then the variables; one cotangent
+ * per x, built by tg_vjp. */
+static NOINLINE bool build_vjp(parser *p, const tg_tok *optok, tg_var **ins, int nin,
+                               const tg_attr *attrs, int na, int *nout) {
+    tg_disconnected mode;
+    int64_t no = 1;
+    if (!derivative_attrs(p, optok, "vjp", attrs, na, &mode, &no)) return false;
+    if (no > TG_MAX_OUTS)
+        return FAIL_TOK(p, optok, TG_ELIMIT, "vjp: at most %d outputs, got n_outputs=%lld",
+                        TG_MAX_OUTS, (long long)no);
+    if (nin < 2 * no + 1)
+        return FAIL_TOK(p, optok, TG_EINVAL,
+                        "vjp: expects %lld output%s, %lld cotangent%s and at least one variable "
+                        "(n_outputs=%lld), got %d argument%s",
+                        (long long)no, no == 1 ? "" : "s", (long long)no, no == 1 ? "" : "s",
+                        (long long)no, nin, nin == 1 ? "" : "s");
+    int nx = nin - 2 * (int)no;
+    if (nx > TG_MAX_OUTS)
+        return FAIL_TOK(p, optok, TG_ELIMIT, "vjp: at most %d variables", TG_MAX_OUTS);
+    for (int j = 0; j < no; j++) {
+        const tg_type *yt = &ins[j]->type, *ct = &ins[no + j]->type;
+        bool ok = yt->dtype == ct->dtype && yt->ndim == ct->ndim;
+        for (int d = 0; ok && d < yt->ndim; d++)
+            ok = yt->shape[d] < 0 || ct->shape[d] < 0 || yt->shape[d] == ct->shape[d];
+        char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
+        if (!ok)
+            return FAIL_TOK(p, optok, TG_ETYPE,
+                            "vjp: cotangent %d (argument %d) is %s but its output (argument %d) "
+                            "is %s; a cotangent has its output's dtype and shape",
+                            j + 1, (int)no + j + 1, tg_type_str(ct, a, sizeof a), j + 1,
+                            tg_type_str(yt, b, sizeof b));
+    }
+    set_pos(p, optok);
+    if (tg_vjp(p->g, ins, ins + no, (int)no, ins + 2 * no, nx, mode, p->outs) != TG_OK)
+        return builder_failed(p, optok->line, optok->col);
+    *nout = nx;
+    return true;
+}
+
+/* The derivative form named `name`: 1 built, 0 failed, -1 `name` is none of them. */
+static NOINLINE int derivative_form(parser *p, const tg_tok *optok, const char *name, tg_var **ins,
+                                    int nin, const tg_attr *attrs, int na, int *nout) {
+    static const struct {
+        const char *name, *first;
+        derivative_fn fn;
+    } forms[] = {
+        {"grad", "a cost", tg_grad},
+        {"jacobian", "a value", tg_jacobian},
+        {"hessian", "a cost", tg_hessian},
+    };
+    if (strcmp(name, "vjp") == 0) return build_vjp(p, optok, ins, nin, attrs, na, nout);
+    for (size_t k = 0; k < TG_COUNTOF(forms); k++)
+        if (strcmp(name, forms[k].name) == 0)
+            return build_derivative(p, optok, name, forms[k].first, forms[k].fn, ins, nin, attrs,
+                                    na, nout);
+    return -1;
 }
 
 /* set_subtensor(x[...], y) and inc_subtensor(x[...], y), as in PyTensor: when the first
@@ -774,7 +861,8 @@ static bool parse_call(parser *p, int *nout) {
         attrs[na] = TG_A_STR("expr", scratch_str(p, raw.p, raw.len, &raw));
         if (!attrs[na++].s) return false;
     }
-    if (strcmp(opname, "grad") == 0) return build_grad(p, &optok, ins, nin, attrs, na, nout);
+    int df = derivative_form(p, &optok, opname, ins, nin, attrs, na, nout);
+    if (df >= 0) return df == 1;
     if (nin >= 2 && !build_subtensor_sugar(p, opname, &ins, &nin, &attrs, &na, &ca, &optok))
         return false;
     int opi = tg_op_lookup(opname);

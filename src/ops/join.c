@@ -138,6 +138,13 @@ static tg_status check_bcast_to(tg_infer *ic, const tg_type *v, tg_type *o, bool
     return TG_OK;
 }
 
+/* The failure of tg_tensor_view: out of memory, or (a bug) a view outside the buffer. */
+static tg_status view_failed(tg_kern *k) {
+    const char *m = tg_last_error();
+    return tg_kern_fail(k, strstr(m, "out of memory") ? TG_ENOMEM : TG_EINTERNAL,
+                        "cannot make a view: %s", m);
+}
+
 /* Copies src into the block of dst that starts at `start` along `axis` and has src's
  * shape there (dst and src have the same rank). */
 static tg_status copy_block(tg_kern *k, tg_tensor *dst, int axis, int64_t start,
@@ -145,7 +152,7 @@ static tg_status copy_block(tg_kern *k, tg_tensor *dst, int axis, int64_t start,
     if (tg_tensor_size(src) == 0) return TG_OK;
     int64_t off = dst->offset + start * dst->strides[axis];
     tg_tensor *v = tg_tensor_view(dst, dst->ndim, src->shape, dst->strides, off);
-    if (!v) return tg_kern_fail(k, TG_EINTERNAL, "cannot make a view: %s", tg_last_error());
+    if (!v) return view_failed(k);
     tg_tensor_copy_into(v, src);
     tg_tensor_free(v);
     return TG_OK;
@@ -161,9 +168,7 @@ static tg_status copy_bcast(tg_kern *k, tg_tensor *dst, const tg_tensor *src) {
         strides[i] = a < 0 || src->shape[a] == 1 ? 0 : src->strides[a];
     }
     tg_tensor *v = tg_tensor_view(src, dst->ndim, dst->shape, strides, src->offset);
-    if (!v)
-        return tg_kern_fail(k, strstr(tg_last_error(), "out of memory") ? TG_ENOMEM : TG_EINTERNAL,
-                            "cannot make a view: %s", tg_last_error());
+    if (!v) return view_failed(k);
     tg_tensor_copy_into(dst, v);
     tg_tensor_free(v);
     return TG_OK;
@@ -410,7 +415,7 @@ static tg_status ref_stack(tg_kern *k) {
         if (tg_tensor_size(x) == 0) continue;
         tg_tensor *v =
             tg_tensor_view(y, x->ndim, x->shape, strides, y->offset + (int64_t)i * y->strides[ax]);
-        if (!v) return tg_kern_fail(k, TG_EINTERNAL, "cannot make a view: %s", tg_last_error());
+        if (!v) return view_failed(k);
         tg_tensor_copy_into(v, x);
         tg_tensor_free(v);
     }
@@ -555,7 +560,7 @@ static tg_status ref_split(tg_kern *k) {
         if (tg_tensor_size(y) == 0) continue;
         tg_tensor *v = tg_tensor_view(x, x->ndim, y->shape, x->strides,
                                       x->offset + p.start[i] * x->strides[ax]);
-        if (!v) return tg_kern_fail(k, TG_EINTERNAL, "cannot make a view: %s", tg_last_error());
+        if (!v) return view_failed(k);
         tg_tensor_copy_into(y, v);
         tg_tensor_free(v);
     }

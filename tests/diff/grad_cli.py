@@ -5,9 +5,11 @@ Each case is a .tg program whose function returns a scalar loss and its gradient
 (`grad(loss, ...)`), and the same loss written with NumPy. The script runs `tgraph run`
 (in each --mode) with random inputs, then compares every gradient with central finite
 differences of the NumPy loss in float64, and the loss itself with NumPy's value.
-The classic cases are included: d/dz sum(z^2) = 2z, the gradient of x(?,?) + b(1,?) with
-respect to b summed over axis 0 keeping shape (1,n), dot's (g.Y^T, X^T.g), and a small
-MLP with softmax cross-entropy.
+The vjp form is checked the same way (the loss is the sum of each output times its
+cotangent), and the jacobian and hessian forms against central differences of the NumPy
+value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z, the
+gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (1,n), dot's
+(g.Y^T, X^T.g), and a small MLP with softmax cross-entropy.
 
 usage: grad_cli.py --tgraph PATH [--mode reference,vm]
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
@@ -67,7 +69,71 @@ func main(x: f64[4,6]) {
   return loss, gx
 }""", {"x": (4, 6)}, lambda v: np.sum(v["x"][::-1, 1::2] ** 2) + np.max(np.exp(v["x"][1:3])),
      ["x"]),
+    ("vjp_two_outputs", """
+func main(X: f64[3,4], W: f64[4,2], C: f64[3,2], D: f64[4]) {
+  y = tanh(dot(X, W))
+  z = exp(sum(X, axis=0))
+  loss = add(sum(mul(y, C)), sum(mul(z, D)))
+  gX, gW = vjp(y, z, C, D, X, W, n_outputs=2)
+  return loss, gX, gW
+}""", {"X": (3, 4), "W": (4, 2), "C": (3, 2), "D": (4,)},
+     lambda v: np.sum(np.tanh(v["X"] @ v["W"]) * v["C"]) + np.sum(np.exp(v["X"].sum(0)) * v["D"]),
+     ["X", "W"]),
 ]
+
+# jacobian and hessian forms: (name, program, input shapes, NumPy function, wrt, kind); the
+# program returns J<w> (kind "jacobian", the NumPy function gives the value) or H<w> (kind
+# "hessian", the NumPy function gives the 0-d cost) for each w.
+DERIV_CASES = [
+    ("jacobian_rank2", """
+func main(x: f64[3], W: f64[2,3]) {
+  y = mul(expand_dims(tanh(dot(W, x)), axis=1), softmax(x, axis=0))
+  Jx, JW = jacobian(y, x, W)
+  return Jx, JW
+}""", {"x": (3,), "W": (2, 3)},
+     lambda v: np.tanh(v["W"] @ v["x"])[:, None] * (np.exp(v["x"]) / np.exp(v["x"]).sum()),
+     ["x", "W"], "jacobian"),
+    ("hessian_two_vars", """
+func main(x: f64[2,2], w: f64[3]) {
+  c = add(logsumexp(x), mul(sum(mul(w, mul(w, w))), sum(exp(x))))
+  Hx, Hw = hessian(c, x, w)
+  return Hx, Hw
+}""", {"x": (2, 2), "w": (3,)},
+     lambda v: (np.log(np.exp(v["x"]).sum()) + np.sum(v["w"] ** 3) * np.exp(v["x"]).sum()),
+     ["x", "w"], "hessian"),
+]
+
+
+def numeric_jacobian(f, vals, name, eps=1e-6):
+    x = vals[name]
+    y0 = np.asarray(f(vals))
+    j = np.zeros(y0.shape + x.shape)
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        x[i] = old + eps
+        fp = np.asarray(f(vals))
+        x[i] = old - eps
+        fm = np.asarray(f(vals))
+        x[i] = old
+        j[(Ellipsis,) + i] = (fp - fm) / (2 * eps)
+    return j
+
+
+def numeric_hessian(f, vals, name, eps=1e-4):
+    x = vals[name]
+    h = np.zeros(x.shape + x.shape)
+    for i in np.ndindex(x.shape):
+        for j in np.ndindex(x.shape):
+            acc = 0.0
+            for si, sj, w in ((1, 1, 1), (1, -1, -1), (-1, 1, -1), (-1, -1, 1)):
+                oi, oj = x[i], x[j]
+                x[i] = oi + si * eps
+                x[j] = x[j] + sj * eps
+                acc += w * f(vals)
+                x[j] = oj
+                x[i] = oi
+            h[i + j] = acc / (4 * eps * eps)
+    return h
 
 
 def numeric_grad(f, vals, name, eps=1e-6):
@@ -123,6 +189,36 @@ def run_case(tgraph, mode, case, work):
     return None
 
 
+def run_deriv_case(tgraph, mode, case, work):
+    name, src, shapes, f, wrt, kind = case
+    path = os.path.join(work, name + ".tg")
+    with open(path, "w") as fh:
+        fh.write(src.strip() + "\n")
+    vals, args = {}, [tgraph, "run", path] + mode_args(mode)
+    for k, s in shapes.items():
+        vals[k] = RNG.standard_normal(s) * 0.5
+        np.save(os.path.join(work, k + ".npy"), vals[k])
+        args += ["--in", f"{k}={os.path.join(work, k + '.npy')}"]
+    prefix = "J" if kind == "jacobian" else "H"
+    for w in wrt:
+        args += ["--out", f"{prefix}{w}={os.path.join(work, prefix + w + '.npy')}"]
+    res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    if res.returncode != 0:
+        return f"tgraph failed: {res.stderr.decode().strip()}"
+    for w in wrt:
+        got = np.load(os.path.join(work, prefix + w + ".npy"))
+        if kind == "jacobian":
+            want, tol = numeric_jacobian(f, vals, w), 1e-7
+        else:
+            want, tol = numeric_hessian(f, vals, w), 1e-5
+        if got.shape != want.shape:
+            return f"{prefix}{w}: shape {got.shape}, want {want.shape}"
+        if not np.allclose(got, want, rtol=tol, atol=tol):
+            err = np.max(np.abs(got - want))
+            return f"{prefix}{w}: max abs error {err:.3g}\n got {got}\n finite differences {want}"
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tgraph", required=True)
@@ -133,6 +229,14 @@ def main():
         for mode in a.mode.split(","):
             for case in CASES:
                 msg = run_case(a.tgraph, mode, case, work)
+                if msg:
+                    failed += 1
+                    print(f"FAIL {case[0]} [{mode}]: {msg}")
+                else:
+                    passed += 1
+                    print(f"PASS {case[0]} [{mode}]")
+            for case in DERIV_CASES:
+                msg = run_deriv_case(a.tgraph, mode, case, work)
                 if msg:
                     failed += 1
                     print(f"FAIL {case[0]} [{mode}]: {msg}")

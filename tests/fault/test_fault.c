@@ -11,8 +11,8 @@
  * (fusion and BLAS lowering included) and IR verification; compiling and running with the
  * reference interpreter and with the VM (one thread, and a pool of two, two calls so that
  * cached plans are reused) and with the C JIT (from a warm private cache: emission, cache
- * lookup, loading, the generated code's runtime calls); reverse-mode gradients built
- * through the C API; .npy reading from files and memory, and writing.
+ * lookup, loading, the generated code's runtime calls); reverse-mode gradients, and
+ * jacobians and hessians, built through the C API; .npy reading from files and memory, and writing.
  * FAULT_WORKLOAD=name runs one workload; FAULT_VERBOSE=1 prints each one's count;
  * FAULT_BACKTRACE=1 prints where each refused allocation was asked for. */
 #include <setjmp.h>
@@ -209,6 +209,38 @@ static tg_status wl_grad(tg_ctx *ctx, double *checksum) {
     return st;
 }
 
+/* A jacobian (two variables) and a hessian through the C API, run on the VM. */
+static tg_status wl_jacobian(tg_ctx *ctx, double *checksum) {
+    tg_graph *g = tg_graph_new(ctx, "jacobian");
+    if (!g) return TG_ENOMEM;
+    tg_var *x = tg_input(g, "x", TG_DT_F64, 1, (int64_t[]){2});
+    tg_var *W = tg_input(g, "W", TG_DT_F64, 2, (int64_t[]){2, 2});
+    tg_var *y = tg_tanh(g, tg_dot(g, W, x));
+    tg_var *c = tg_reduce(g, "sum", tg_mul(g, y, y), NULL, -1, false);
+    tg_var *r[3] = {0};
+    tg_status st =
+        y ? tg_jacobian(g, y, (tg_var *[]){x, W}, 2, TG_DISCONNECTED_ERROR, r) : tg_graph_status(g);
+    if (st == TG_OK) st = tg_hessian(g, c, &x, 1, TG_DISCONNECTED_ERROR, r + 2);
+    if (st == TG_OK) st = tg_graph_set_outputs(g, r, 3);
+    tg_fn *f = NULL;
+    if (st == TG_OK) {
+        tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 1};
+        st = tg_graph_compile(g, &o, &f);
+    }
+    tg_tensor *in[2] = {0}, *out[3] = {0};
+    if (st == TG_OK) st = make_inputs(ctx, g, in);
+    if (st == TG_OK) {
+        st = tg_fn_call(f, in, 2, out, 3);
+        *checksum = 0;
+        for (int o = 0; o < 3 && st == TG_OK; o++) *checksum += checksum_of(out[o]);
+        for (int o = 0; o < 3; o++) tg_tensor_free(out[o]);
+        for (int i = 0; i < 2; i++) tg_tensor_free(in[i]);
+    }
+    tg_fn_free(f);
+    tg_graph_free(g);
+    return st;
+}
+
 /* Reads .npy files (C and Fortran order, both byte orders, several versions) from disk and
  * from memory, writes each back and reads the copy. */
 static tg_status wl_npy(tg_ctx *ctx, double *checksum) {
@@ -340,6 +372,10 @@ static void test_grad(void **state) {
     (void)state;
     drive("grad", wl_grad, 30);
 }
+static void test_jacobian(void **state) {
+    (void)state;
+    drive("jacobian", wl_jacobian, 30);
+}
 static void test_npy(void **state) {
     (void)state;
     drive("npy", wl_npy, 12);
@@ -361,7 +397,8 @@ int main(void) {
         cmocka_unit_test(test_parse),     cmocka_unit_test(test_optimize),
         cmocka_unit_test(test_reference), cmocka_unit_test(test_vm),
         cmocka_unit_test(test_vm_pool),   cmocka_unit_test(test_grad),
-        cmocka_unit_test(test_npy),       cmocka_unit_test(test_cjit),
+        cmocka_unit_test(test_jacobian),  cmocka_unit_test(test_npy),
+        cmocka_unit_test(test_cjit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -293,6 +293,28 @@ static void test_grad(void **state) {
     BUILDER_ST(tg_vjp(g, &x, &x, -1, &x, 1, TG_DISCONNECTED_ERROR, out), TG_EINVAL, "tg_vjp");
     BUILDER_ST(tg_vjp(g, &x, &x, 1, NULL, 1, TG_DISCONNECTED_ERROR, out), TG_EINVAL, "tg_vjp");
     BUILDER_ST(tg_vjp(g, &x, &x, 1, &x, 1, (tg_disconnected)-1, out), TG_EINVAL, "tg_vjp");
+    STATUS(tg_jacobian(NULL, NULL, NULL, 0, TG_DISCONNECTED_ERROR, NULL), TG_EINVAL, "tg_jacobian");
+    BUILDER_ST(tg_jacobian(g, NULL, &x, 1, TG_DISCONNECTED_ERROR, out), TG_EINVAL, "tg_jacobian");
+    BUILDER_ST(tg_jacobian(g, x, NULL, 1, TG_DISCONNECTED_ERROR, out), TG_EINVAL, "tg_jacobian");
+    BUILDER_ST(tg_jacobian(g, x, &x, 1, TG_DISCONNECTED_ERROR, NULL), TG_EINVAL, "tg_jacobian");
+    BUILDER_ST(tg_jacobian(g, x, &x, -1, TG_DISCONNECTED_ERROR, out), TG_EINVAL, "tg_jacobian");
+    BUILDER_ST(tg_jacobian(g, x, (tg_var *[]){NULL}, 1, TG_DISCONNECTED_ERROR, out), TG_EINVAL,
+               "tg_jacobian");
+    BUILDER_ST(tg_jacobian(g, x, &x, 1, (tg_disconnected)2, out), TG_EINVAL, "tg_jacobian");
+    STATUS(tg_hessian(NULL, NULL, NULL, 0, TG_DISCONNECTED_ERROR, NULL), TG_EINVAL, "tg_hessian");
+    BUILDER_ST(tg_hessian(g, NULL, &x, 1, TG_DISCONNECTED_ERROR, out), TG_EINVAL, "tg_hessian");
+    BUILDER_ST(
+        tg_hessian(g, tg_reduce(g, "sum", x, NULL, -1, false), NULL, 1, TG_DISCONNECTED_ERROR, out),
+        TG_EINVAL, "tg_hessian");
+    BUILDER_ST(
+        tg_hessian(g, tg_reduce(g, "sum", x, NULL, -1, false), &x, 1, TG_DISCONNECTED_ERROR, NULL),
+        TG_EINVAL, "tg_hessian");
+    BUILDER_ST(
+        tg_hessian(g, tg_reduce(g, "sum", x, NULL, -1, false), &x, -1, TG_DISCONNECTED_ERROR, out),
+        TG_EINVAL, "tg_hessian");
+    BUILDER_ST(
+        tg_hessian(g, tg_reduce(g, "sum", x, NULL, -1, false), &x, 1, (tg_disconnected)7, out),
+        TG_EINVAL, "tg_hessian");
     (void)one;
     STATUS(tg_grad_check(NULL, NULL, 0, NULL, NULL), TG_EINVAL, "tg_grad_check");
     tg_var *x;
