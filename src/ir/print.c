@@ -475,28 +475,58 @@ static bool unit_add(unit *u, const tg_graph *g, tg_ctx *ctx) {
     return true;
 }
 
+/* The graphs that live nodes of g name in FUNC attributes (dead calls, left by inlining
+ * until the graph is compacted, are not printed), each once, into *out (ctx memory). */
+static bool live_callees(const tg_graph *g, tg_ctx *ctx, tg_vec *out) {
+    out->n = 0;
+    if (g->callees.n == 0) return true;
+    int n = 0;
+    tg_node **order = tg_ir_toposort(g, &n);
+    if (!order) return false;
+    bool ok = true;
+    for (int i = 0; ok && i < n; i++) {
+        const tg_node *nd = order[i];
+        const tg_op_def *op = tg_op_table[nd->op];
+        for (int j = 0; ok && j < op->nattrs; j++) {
+            if (nd->attrs[j].kind != TG_ATTR_FUNC) continue;
+            bool seen = false;
+            for (int k = 0; k < out->n && !seen; k++) seen = out->items[k] == nd->attrs[j].fn;
+            if (!seen) ok = tg_vec_push(ctx, out, nd->attrs[j].fn);
+        }
+    }
+    tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
+    return ok;
+}
+
 /* Adds the graphs that root calls, directly or not, callees before callers (an iterative
- * depth-first walk; calls never form a cycle). */
+ * depth-first walk; calls never form a cycle, and nest at most TG_CALL_MAX_DEPTH deep). */
 static bool unit_add_callees(unit *u, const tg_graph *root, tg_ctx *ctx) {
     struct frame {
         const tg_graph *g;
+        tg_vec calls;
         int next;
     } stack[TG_CALL_MAX_DEPTH + 2];
     int sp = 0;
-    stack[sp++] = (struct frame){root, 0};
-    while (sp > 0) {
+    bool ok = true;
+    stack[sp] = (struct frame){root, {0}, 0};
+    ok = live_callees(root, ctx, &stack[sp++].calls);
+    while (ok && sp > 0) {
         struct frame *fr = &stack[sp - 1];
-        if (fr->next < fr->g->callees.n) {
-            const tg_graph *c = fr->g->callees.items[fr->next++];
+        if (fr->next < fr->calls.n) {
+            const tg_graph *c = fr->calls.items[fr->next++];
             bool seen = false;
             for (int i = 0; i < u->n && !seen; i++) seen = u->fn[i].g == c;
-            if (!seen && sp < TG_CALL_MAX_DEPTH + 2) stack[sp++] = (struct frame){c, 0};
+            if (seen || sp == TG_CALL_MAX_DEPTH + 2) continue;
+            stack[sp] = (struct frame){c, {0}, 0};
+            ok = live_callees(c, ctx, &stack[sp++].calls);
         } else {
-            if (fr->g != root && !unit_add(u, fr->g, ctx)) return false;
+            if (fr->g != root) ok = unit_add(u, fr->g, ctx);
+            tg_vec_fini(ctx, &fr->calls);
             sp--;
         }
     }
-    return true;
+    while (sp > 0) tg_vec_fini(ctx, &stack[--sp].calls);
+    return ok;
 }
 
 static void unit_fini(unit *u, tg_ctx *ctx) {

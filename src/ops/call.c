@@ -124,8 +124,8 @@ tg_status tg_call_types(tg_infer *ic, const tg_graph *body, const tg_type *tin,
                          n->line, n->col);
             else
                 snprintf(where, sizeof where, "node %d", n->id);
-            st = tg_infer_fail(ic, sub->status ? sub->status : TG_ESHAPE,
-                               "in %s, at %s: %s: %s", body->name, where, op->name,
+            st = tg_infer_fail(ic, sub->status ? sub->status : TG_ESHAPE, "in %s, at %s: %s: %s",
+                               body->name, where, op->name,
                                sub->nout != n->nout ? "a different number of outputs" : sub->msg);
             break;
         }
@@ -158,8 +158,8 @@ static tg_status call_infer(tg_infer *ic) {
         const tg_type *a = &ic->in[i];
         bool fits = a->dtype == p->type.dtype && a->ndim == p->type.ndim;
         for (int d = 0; fits && d < a->ndim; d++)
-            fits = p->type.shape[d] < 0 || (a->shape[d] >= 0 ? a->shape[d] == p->type.shape[d]
-                                                              : !ic->runtime);
+            fits = p->type.shape[d] < 0 ||
+                   (a->shape[d] >= 0 ? a->shape[d] == p->type.shape[d] : !ic->runtime);
         if (fits) continue;
         char ta[TG_TYPE_STR_MAX], tb[TG_TYPE_STR_MAX], at[300];
         callee_place(fn, at, sizeof at);
@@ -175,8 +175,7 @@ static tg_status call_infer(tg_infer *ic) {
 static tg_status call_ref(tg_kern *k) {
     const tg_graph *fn = k->attrs[A_FN].fn;
     if (!k->sub)
-        return tg_kern_fail(k, TG_EUNSUPPORTED, "no sub-graph executor here to run '%s'",
-                            fn->name);
+        return tg_kern_fail(k, TG_EUNSUPPORTED, "no sub-graph executor here to run '%s'", fn->name);
     tg_status st = k->sub->run(k->sub, fn, k->in, k->nin, k->out, k->nout, k->msg, sizeof k->msg);
     if (st != TG_OK) k->status = st;
     return st;

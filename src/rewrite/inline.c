@@ -28,8 +28,8 @@ static bool map_room(inl *s) {
     if (need <= s->cap) return true;
     int ncap = s->cap;
     while (ncap < need) ncap = ncap ? ncap * 2 : 256;
-    tg_var **m = tg_mem_realloc(s->g->ctx, s->map, sizeof *m * (size_t)s->cap,
-                                sizeof *m * (size_t)ncap);
+    tg_var **m =
+        tg_mem_realloc(s->g->ctx, s->map, sizeof *m * (size_t)s->cap, sizeof *m * (size_t)ncap);
     if (!m) return false;
     memset(m + s->cap, 0, sizeof *m * (size_t)(ncap - s->cap));
     s->map = m;
