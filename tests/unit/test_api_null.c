@@ -240,6 +240,12 @@ static void test_builders(void **state) {
     tg_var *outs[1];
     nout = -1;
     BUILDER_ST(tg_apply_multi(g, "exp", &x, 1, NULL, 0, outs, &nout), TG_EINVAL, "exp");
+    /* calls: NULL graph, callee, arguments; a NULL FUNC attribute */
+    nout = 1;
+    STATUS(tg_call(NULL, NULL, NULL, 0, NULL, &nout), TG_EINVAL, "tg_call");
+    BUILDER_ST(tg_call(g, NULL, &x, 1, outs, &nout), TG_EINVAL, "tg_call");
+    BUILDER_ST(tg_call(g, g, NULL, 1, outs, &nout), TG_EINVAL, "call");
+    BUILDER(tg_apply(g, "call", &x, 1, &TG_A_FUNC("fn", NULL), 1), TG_EINVAL, "call");
 
     /* the typed shortcuts: NULL graph, NULL operands */
     NULLRET(tg_exp(NULL, NULL), "tg_apply");
