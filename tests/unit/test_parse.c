@@ -741,7 +741,7 @@ static void test_errors_syntax(void **state) {
               "t.tg:2:14: 'none' cannot be used as a value");
     parse_err("func return(x: f32[]) {\n  return x\n}", TG_ESYNTAX,
               "t.tg:1:6: 'return' is a reserved word");
-    parse_err("func f(x: f32[]) {\n  y = f(x\n", TG_ESYNTAX,
+    parse_err("func f(x: f32[]) {\n  y = neg(x\n", TG_ESYNTAX,
               "t.tg:3:1: expected ',' or ')' but found end of file");
 }
 
