@@ -91,6 +91,10 @@ tg_status tg_graph_print_dot(const tg_graph *g, FILE *f) {
         for (int k = 0; k < n->nin; k++) put_leaf(f, n->in[k], done);
         fprintf(f, "  n%d [shape=box, label=\"", n->id);
         put_escaped(f, tg_op_table[n->op]->name);
+        if (n->op == TG_OP_CALL) { /* "call sq": the callee, as the text names it */
+            fputc(' ', f);
+            put_escaped(f, n->attrs[0].fn->name);
+        }
         for (int k = 0; k < n->nout; k++) {
             fputs(k ? ", " : "\\n", f);
             if (n->out[k]->name) {

@@ -69,8 +69,13 @@ static tg_status inline_call(inl *s, tg_node *n, tg_vec *calls) {
     for (int k = 0; k < n->nout && same; k++) same = tg_rw_same_type(outs[k], n->out[k]);
     if (!same) return TG_OK; /* kept as a call (see the invariants) */
     if (!map_room(s)) return tg_set_error(TG_ENOMEM, "inline: out of memory");
-    for (int k = 0; k < n->nout; k++)
-        if (outs[k] != n->out[k]) s->map[n->out[k]->id] = outs[k];
+    for (int k = 0; k < n->nout; k++) {
+        if (outs[k] == n->out[k]) continue;
+        s->map[n->out[k]->id] = outs[k];
+        /* a value the body made takes the caller's name for it (`a = sq(x)` prints `a`) */
+        if (n->out[k]->name && outs[k]->kind == TG_VAR_NODE && outs[k]->node->id >= first)
+            outs[k]->name = n->out[k]->name;
+    }
     for (int i = first; i < g->nodes.n; i++) {
         tg_node *m = g->nodes.items[i];
         if (m->op == TG_OP_CALL && !tg_vec_push(g->ctx, calls, m))

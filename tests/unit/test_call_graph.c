@@ -140,8 +140,7 @@ static void test_grad_through_calls(void **state) {
 
     /* the gradient itself, against its closed form: d/da of sum(2 sq(a) exp(a) + a) */
     tg_var *gr[2];
-    assert_int_equal(tg_grad(g, loss, (tg_var *[]){a, b}, 2, TG_DISCONNECTED_ERROR, gr),
-                     TG_OK);
+    assert_int_equal(tg_grad(g, loss, (tg_var *[]){a, b}, 2, TG_DISCONNECTED_ERROR, gr), TG_OK);
     assert_int_equal(tg_var_dim(gr[0], 0), 3);
     assert_int_equal(tg_graph_set_outputs(g, gr, 2), TG_OK);
     tg_fn *fn = NULL;
