@@ -36,6 +36,9 @@ bool tg_type_equal(const tg_type *a, const tg_type *b); /* dtype, rank, shape (n
 char *tg_type_str(const tg_type *t, char *buf, size_t n);
 #define TG_TYPE_STR_MAX 160
 bool tg_type_known(const tg_type *t); /* every extent static */
+/* Run-time type of a tensor t that fills a variable of static type st: t's extents, with
+ * `nobcast` on each extent 1 that was not a static 1 (it came from a '?'). */
+void tg_type_of_tensor(const tg_type *st, const tg_tensor *t, tg_type *rt);
 
 /* ---- attribute values (normalized to each op's schema) ---- */
 typedef struct tg_aval {

@@ -31,3 +31,11 @@ char *tg_type_str(const tg_type *t, char *buf, size_t n) {
     if (used < n) snprintf(buf + used, n - used, "]");
     return buf;
 }
+
+void tg_type_of_tensor(const tg_type *st, const tg_tensor *t, tg_type *rt) {
+    *rt = (tg_type){.dtype = (uint8_t)t->dtype, .ndim = (uint8_t)t->ndim};
+    for (int i = 0; i < t->ndim; i++) {
+        rt->shape[i] = t->shape[i];
+        if (t->shape[i] == 1 && (i >= st->ndim || st->shape[i] != 1)) rt->nobcast |= 1u << i;
+    }
+}

@@ -109,6 +109,14 @@ tg_status tg_kern_call(tg_ctx *ctx, const struct tg_node *n, tg_tensor *const *v
 tg_status tg_node_infer(const struct tg_node *n, const tg_type *tin, const tg_tensor *const *values,
                         tg_type *tout, char *msg, size_t cap);
 
+/* Evaluates node n of g on the values in (one per input, any strides) as a call of a
+ * compiled function would: run-time inference, then the op's reference kernel (with the
+ * sub-graph executor sub, which may be NULL). out[0..nout) receive new tensors the caller
+ * frees (views may share memory with in); on failure none, and tg_last_error() names the
+ * node's place. Constant folding uses it, so a folded value is the value a run computes. */
+tg_status tg_node_eval(tg_ctx *ctx, const tg_graph *g, const tg_node *n, tg_tensor *const *in,
+                       const tg_subexec *sub, tg_tensor **out);
+
 tg_status tg_kern_fail(tg_kern *k, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
 
 /* ---- elementwise scalar functions (reference semantics) ----
@@ -223,7 +231,7 @@ static inline bool tg_ops_float_in(const tg_node *n, int i) {
     return tg_dtype_is_float((tg_dtype)n->in[i]->type.dtype);
 }
 
-/* ---- helpers for vector-Jacobian products (src/grad/grad.c) ----
+/* ---- helpers for vector-Jacobian products (vjp_util.c, shape.c) ----
  * Sums g over the axes along which a value of type `to` was broadcast to g's shape
  * (leading axes, and static-1 axes of `to`), giving exactly type `to`'s shape. */
 tg_var *tg_grad_unbroadcast(tg_graph *g, tg_var *grad, const tg_type *to);

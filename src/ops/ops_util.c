@@ -84,6 +84,39 @@ tg_status tg_kern_call(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, con
     return k.status ? k.status : TG_EINVAL;
 }
 
+tg_status tg_node_eval(tg_ctx *ctx, const tg_graph *g, const tg_node *n, tg_tensor *const *in,
+                       const tg_subexec *sub, tg_tensor **out) {
+    size_t insz = sizeof(tg_type) * (size_t)(n->nin + 1);
+    tg_type *tin = tg_mem_alloc(ctx, insz);
+    tg_type *tout = tg_mem_alloc(ctx, sizeof *tout * TG_MAX_OUTS);
+    char msg[512];
+    tg_status st = tin && tout ? TG_OK : tg_set_error(TG_ENOMEM, "out of memory");
+    for (int o = 0; o < n->nout; o++) out[o] = NULL;
+    for (int k = 0; k < n->nin && st == TG_OK; k++)
+        tg_type_of_tensor(&n->in[k]->type, in[k], &tin[k]);
+    if (st == TG_OK && (st = tg_node_infer(n, tin, NULL, tout, msg, sizeof msg)) == TG_OK)
+        st = tg_kern_run(ctx, n, in, tout, out, sub, msg, sizeof msg);
+    if (st != TG_OK && tin && tout) {
+        const char *name = tg_op_table[n->op]->name;
+        if (n->line > 0)
+            tg_set_error(st, "%s:%d:%d: %s: %s", g->file ? g->file : "<input>", n->line, n->col,
+                         name, msg);
+        else
+            tg_set_error(st, "node %d (%s): %s", n->id, name, msg);
+    }
+    for (int o = 0; o < n->nout && st == TG_OK; o++) { /* what the record promises */
+        const tg_type *s = &n->out[o]->type;
+        tg_type rt;
+        TG_ASSERT(out[o] != NULL);
+        tg_type_of_tensor(s, out[o], &rt);
+        TG_ASSERT(rt.dtype == s->dtype && rt.ndim == s->ndim);
+        for (int d = 0; d < s->ndim; d++) TG_ASSERT(s->shape[d] < 0 || s->shape[d] == rt.shape[d]);
+    }
+    if (tin) tg_mem_free(ctx, tin, insz);
+    if (tout) tg_mem_free(ctx, tout, sizeof *tout * TG_MAX_OUTS);
+    return st;
+}
+
 tg_status tg_node_infer(const tg_node *n, const tg_type *tin, const tg_tensor *const *values,
                         tg_type *tout, char *msg, size_t cap) {
     const tg_op_def *op = tg_op_table[n->op];

@@ -24,8 +24,6 @@
  */
 #include "rewrite.h"
 
-#include "../backend/interp/interp.h"
-
 #define FOLD_MAX      1000000 /* elements: bigger results (or inputs) are not folded */
 #define FOLD_GROW_MAX 256     /* elements: a fold that grows its inputs stays below this */
 
@@ -90,8 +88,9 @@ static bool has_func_attr(const tg_node *n) {
     return false;
 }
 
-/* A node whose inputs are all constants is evaluated with its reference kernel (the code
- * the interpreter runs), so the folded value is the value the program computes. */
+/* A node whose inputs are all constants is evaluated with its reference kernel
+ * (tg_node_eval: the code a run executes), so the folded value is the value the program
+ * computes. */
 static tg_var *rw_constant_fold(tg_rw *rw, tg_node *n) {
     tg_graph *g = tg_rw_graph(rw);
     int64_t insize = 0, outsize = 0;
@@ -114,7 +113,7 @@ static tg_var *rw_constant_fold(tg_rw *rw, tg_node *n) {
     if (n->nin > (int)TG_COUNTOF(in) && !(inp = tg_mem_alloc(g->ctx, insz)))
         return tg_ir_fail(g, TG_ENOMEM, "out of memory");
     for (int k = 0; k < n->nin; k++) inp[k] = n->in[k]->value;
-    tg_status st = tg_interp_eval(g->ctx, g, n, inp, out);
+    tg_status st = tg_node_eval(g->ctx, g, n, inp, NULL, out);
     if (inp != in) tg_mem_free(g->ctx, inp, insz);
     if (st == TG_ENOMEM) return tg_ir_fail(g, TG_ENOMEM, "out of memory");
     if (st != TG_OK) return NULL; /* the run will report it, at its place */
