@@ -142,4 +142,10 @@ static inline bool tg_index_next(int ndim, const int64_t *shape, int64_t *idx) {
  * overlap in memory. */
 void tg_tensor_copy_into(tg_tensor *dst, const tg_tensor *src);
 
+/* Shortest text that reads back as the same double (or float when `single`), always
+ * looking like a float literal: "1.0", "0.1", "1e+300", "inf", "-inf", "nan"; in the "C"
+ * numeric locale whatever the process's is (print.c). */
+#define TG_FLOAT_STR_MAX 40
+void tg_format_float(double x, bool single, char *buf, size_t n);
+
 #endif

@@ -25,6 +25,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <float.h>
+#include <locale.h>
+#include <string.h>
 
 #define LINE_WIDTH      75
 #define EDGE_ITEMS      3
@@ -478,4 +481,33 @@ tg_status tg_tensor_print(const tg_tensor *t, FILE *f) {
         st = tg_set_error(TG_EIO, "tg_tensor_print: write error");
     tg_mem_free(b.ctx, b.p, b.cap);
     return st;
+}
+
+/* ---- one float as text that reads back as itself ---- */
+
+void tg_format_float(double x, bool single, char *buf, size_t n) {
+    if (isnan(x)) {
+        snprintf(buf, n, "nan");
+        return;
+    }
+    if (isinf(x)) {
+        snprintf(buf, n, x < 0 ? "-inf" : "inf");
+        return;
+    }
+    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    locale_t old = c != (locale_t)0 ? uselocale(c) : (locale_t)0;
+    char tmp[TG_FLOAT_STR_MAX];
+    int lo = single ? 6 : 15, hi = single ? 9 : 17;
+    for (int prec = lo; prec <= hi; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, x);
+        double back = c != (locale_t)0 ? strtod_l(tmp, NULL, c) : strtod(tmp, NULL);
+        if (single ? fabs(back) <= FLT_MAX && (float)back == (float)x : back == x) break;
+    }
+    if (old != (locale_t)0) uselocale(old);
+    if (c != (locale_t)0) freelocale(c);
+    if (!strpbrk(tmp, ".eE")) {
+        size_t len = strlen(tmp);
+        if (len + 2 < sizeof tmp) memcpy(tmp + len, ".0", 3);
+    }
+    snprintf(buf, n, "%s", tmp);
 }

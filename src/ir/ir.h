@@ -169,14 +169,4 @@ tg_status tg_ir_copy_body(tg_graph *g, const tg_graph *fn, tg_var *const *args, 
 /* Depth of the calls below g: 0 when g calls nothing. */
 int tg_graph_call_depth(const tg_graph *g);
 
-/* ---- modules ---- */
-struct tg_module {
-    tg_ctx *ctx;
-    tg_vec funcs; /* tg_graph* */
-};
-
-/* ---- printing helpers shared by print.c and dot.c ---- */
-/* Formats a literal constant (scalar) for the .tg text: "2", "-0.5", "true", "inf". */
-void tg_ir_format_scalar(const tg_var *v, char *buf, size_t n);
-
 #endif

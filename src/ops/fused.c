@@ -23,11 +23,15 @@
  *    from the default context. The reference kernel uses the kernel's context.
  */
 #include "fused.h"
-#include "../ir/text.h"
+#include "../ir/ir.h"
+
+#include <locale.h>
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#define FUSED_MAX_NUMBER 128 /* longest number in an expression, as in .tg text */
 
 /* ---- ops allowed ---- */
 
@@ -283,10 +287,10 @@ static void elex(eparser *e, tok *t) {
             t->u = u;
             return;
         }
-        char buf[TG_TEXT_MAX_NUMBER + 1];
-        if (q - b > TG_TEXT_MAX_NUMBER) {
+        char buf[FUSED_MAX_NUMBER + 1];
+        if (q - b > FUSED_MAX_NUMBER) {
             t->k = T_BAD;
-            efail(e, b, TG_ESYNTAX, "number longer than %d characters", TG_TEXT_MAX_NUMBER);
+            efail(e, b, TG_ESYNTAX, "number longer than %d characters", FUSED_MAX_NUMBER);
             return;
         }
         memcpy(buf, s + b, q - b);
@@ -1175,8 +1179,8 @@ static void put_literal(sbuf *b, const tg_fused_instr *c) {
     } else if (c->lit == 'i') {
         sb_printf(b, "%lld", (long long)c->i);
     } else {
-        char buf[TG_TXT_FLOAT_MAX];
-        tg_txt_format_float(c->f, c->dtype == TG_DT_F32, buf, sizeof buf);
+        char buf[TG_FLOAT_STR_MAX];
+        tg_format_float(c->f, c->dtype == TG_DT_F32, buf, sizeof buf);
         sb_str(b, buf);
     }
 }
@@ -1196,8 +1200,8 @@ static void put_aval(sbuf *b, const tg_attr_spec *sp, const tg_aval *a) {
         sb_str(b, a->i ? "true" : "false");
         break;
     case TG_ATTR_FLOAT: {
-        char buf[TG_TXT_FLOAT_MAX];
-        tg_txt_format_float(a->f, false, buf, sizeof buf);
+        char buf[TG_FLOAT_STR_MAX];
+        tg_format_float(a->f, false, buf, sizeof buf);
         sb_str(b, buf);
         break;
     }

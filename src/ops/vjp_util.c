@@ -43,4 +43,3 @@ tg_var *tg_grad_zeros_like(tg_graph *g, tg_var *v) {
     }
     return ins[0] ? tg_apply(g, "alloc", ins, v->type.ndim + 1, NULL, 0) : NULL;
 }
-

@@ -1,5 +1,6 @@
 /* pipeline.c - the optimiser: one list of passes, read top to bottom, in the order of
- * DESIGN.md, and the public entry points tg_graph_optimize / tg_pass_name.
+ * DESIGN.md; tg_rw_optimize (behind the public tg_graph_optimize, src/text/optimize.c,
+ * which hands down the .tg printer) and tg_pass_name.
  *
  * Invariants:
  *  - Each pass runs once, in list order; after it the IR is verified (checked builds, i.e.
@@ -101,10 +102,10 @@ tg_status tg_rw_pipeline(tg_graph **gp, const tg_rw_opts *opts, tg_rw_report *re
         }
         if (slot >= 0) report->passes[slot].seconds = now() - t0;
         if (st != TG_OK) break;
-        if (opts->print_after &&
+        if (opts->print_after && opts->print &&
             (strcmp(opts->print_after, "all") == 0 || strcmp(opts->print_after, p->name) == 0)) {
             fprintf(pf, "# after %s\n", p->name);
-            st = tg_graph_print(g, pf);
+            st = opts->print(g, pf);
             if (st != TG_OK) break;
         }
         if (slot >= 0) report->passes[slot].nodes_after = live_nodes(*gp);
@@ -117,20 +118,12 @@ tg_status tg_rw_pipeline(tg_graph **gp, const tg_rw_opts *opts, tg_rw_report *re
     return st;
 }
 
-tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_graph **out) {
-    if (!g || !out)
-        return tg_set_error(TG_EINVAL, "tg_graph_optimize: %s is NULL", g ? "out" : "graph");
+tg_status tg_rw_optimize(const tg_graph *g, const tg_rw_opts *opts, FILE *stats_to,
+                         tg_graph **out) {
     *out = NULL;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
-    tg_rw_opts ro = {0};
-    if (opts) {
-        ro.verify = opts->verify;
-        ro.no_blas = opts->no_blas;
-        ro.no_inline = opts->no_inline;
-        ro.print_after = opts->print_after;
-        ro.print_to = opts->print_to;
-        ro.stats = opts->stats_to != NULL;
-    }
+    tg_rw_opts ro = *opts;
+    ro.stats = stats_to != NULL;
     if (ro.print_after && strcmp(ro.print_after, "all") != 0) {
         size_t i = 0;
         while (i < TG_COUNTOF(pipeline) && strcmp(pipeline[i].name, ro.print_after) != 0) i++;
@@ -149,7 +142,7 @@ tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_
     tg_status st = tg_rw_pipeline(&c, &ro, ro.stats ? &rep : NULL);
     if (ro.stats) {
         rep.nodes_in = g->nodes.n; /* as written, dead code included */
-        tg_rw_report_print(&rep, g->name, opts->stats_to);
+        tg_rw_report_print(&rep, g->name, stats_to);
         tg_rw_report_free(g->ctx, &rep);
     }
     if (st != TG_OK) {

@@ -62,7 +62,10 @@ typedef struct tg_rw_opts {
     bool no_inline;          /* keep calls (--no-inline): backends run them as sub-graphs */
     const char *print_after; /* print the graph after this pass ("all": every pass) */
     FILE *print_to;          /* where (default stdout) */
-    bool stats;              /* collect per-rule and per-pass statistics */
+    /* the printer print_after uses: the .tg printer, which lives in the text front end,
+     * a layer above this one, so the caller hands it down (NULL: print_after is ignored) */
+    tg_status (*print)(const tg_graph *g, FILE *f);
+    bool stats; /* collect per-rule and per-pass statistics */
 } tg_rw_opts;
 
 #define TG_RW_MAX_PASSES 16
@@ -162,6 +165,10 @@ tg_status tg_blas(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 tg_status tg_fuse(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 tg_status tg_inplace(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 
+/* Runs the pipeline on a copy of g (g is never changed): *out receives the rewritten
+ * graph. An unknown print_after pass is an error naming the passes; stats_to, when set,
+ * receives the compile-time report. */
+tg_status tg_rw_optimize(const tg_graph *g, const tg_rw_opts *opts, FILE *stats_to, tg_graph **out);
 /* Runs the whole pipeline on *g, which it owns: after a pass that changed the graph, *g is
  * replaced by a compacted clone (dead nodes dropped) and the old graph freed. On error *g
  * is still a valid graph to free. report may be NULL. */

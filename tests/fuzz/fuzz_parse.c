@@ -67,7 +67,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     st = tg_module_parse(NULL, t1, len1, "printed.tg", &m2);
     if (st != TG_OK) fprintf(stderr, "%s\n", t1);
     check(st == TG_OK, "printed text does not parse", tg_last_error());
-    check(tg_module_func_count(m2) == tg_module_func_count(m), "function count changed", NULL);
+    /* the printed module may hold more functions: the backward functions that grad made
+       for calls are printed (before their callers) as functions of their own */
+    check(tg_module_func_count(m2) >= tg_module_func_count(m), "functions were lost", NULL);
     char *t2 = print_text(m2, &len2);
     check(t2 != NULL, "printer failed on the reparsed module", tg_last_error());
     if (len1 != len2 || memcmp(t1, t2, len1) != 0) fprintf(stderr, "%s\n----\n%s\n", t1, t2);

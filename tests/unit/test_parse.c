@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/text.h"
+#include "text/text.h"
 #include "ops/ops.h"
 
 /* ---- helpers ---- */
@@ -321,8 +321,8 @@ static void test_float_format(void **state) {
         {123456789.0, false, "123456789.0"},
     };
     for (size_t i = 0; i < TG_COUNTOF(cases); i++) {
-        char buf[TG_TXT_FLOAT_MAX];
-        tg_txt_format_float(cases[i].x, cases[i].single, buf, sizeof buf);
+        char buf[TG_FLOAT_STR_MAX];
+        tg_format_float(cases[i].x, cases[i].single, buf, sizeof buf);
         assert_string_equal(buf, cases[i].want);
     }
 }

@@ -1,7 +1,7 @@
 /* lex.c - the .tg lexer and the small text helpers shared by the parser and printers:
  * reserved words, the string-keyed hash map, float and string formatting.
  *
- * Owns: tg_lex_*, tg_tok_*, tg_txt_reserved/is_name, tg_txt_map_*, tg_txt_format_float,
+ * Owns: tg_lex_*, tg_tok_*, tg_txt_reserved/is_name, tg_txt_map_*, tg_format_float,
  * tg_txt_put_string.
  * Invariants:
  *  - The lexer reads only inside [src, src+len): the text need not be NUL-terminated, and
@@ -450,34 +450,7 @@ tg_txt_entry *tg_txt_map_add(tg_txt_map *m, const char *key, size_t len) {
     return e;
 }
 
-/* ---- output of numbers and strings ---- */
-
-void tg_txt_format_float(double x, bool single, char *buf, size_t n) {
-    if (isnan(x)) {
-        snprintf(buf, n, "nan");
-        return;
-    }
-    if (isinf(x)) {
-        snprintf(buf, n, x < 0 ? "-inf" : "inf");
-        return;
-    }
-    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-    locale_t old = c != (locale_t)0 ? uselocale(c) : (locale_t)0;
-    char tmp[TG_TXT_FLOAT_MAX];
-    int lo = single ? 6 : 15, hi = single ? 9 : 17;
-    for (int prec = lo; prec <= hi; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, x);
-        double back = c != (locale_t)0 ? strtod_l(tmp, NULL, c) : strtod(tmp, NULL);
-        if (single ? fabs(back) <= FLT_MAX && (float)back == (float)x : back == x) break;
-    }
-    if (old != (locale_t)0) uselocale(old);
-    if (c != (locale_t)0) freelocale(c);
-    if (!strpbrk(tmp, ".eE")) {
-        size_t len = strlen(tmp);
-        if (len + 2 < sizeof tmp) memcpy(tmp + len, ".0", 3);
-    }
-    snprintf(buf, n, "%s", tmp);
-}
+/* ---- output of strings ---- */
 
 void tg_txt_put_string(FILE *f, const char *s) {
     fputc('"', f);

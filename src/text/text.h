@@ -11,9 +11,19 @@
 #ifndef TG_TEXT_H
 #define TG_TEXT_H
 
-#include "ir.h"
+#include "../ir/ir.h"
 
 #include <locale.h>
+
+/* ---- modules ---- */
+struct tg_module {
+    tg_ctx *ctx;
+    tg_vec funcs; /* tg_graph* */
+};
+
+/* ---- printing helpers shared by print.c and dot.c ---- */
+/* Formats a literal constant (scalar) for the .tg text: "2", "-0.5", "true", "inf". */
+void tg_ir_format_scalar(const tg_var *v, char *buf, size_t n);
 
 #define TG_TEXT_MAX_BYTES  ((size_t)1 << 30) /* largest .tg text parsed or loaded (1 GiB) */
 #define TG_TEXT_MAX_NUMBER 128               /* longest number literal, in bytes */
@@ -110,11 +120,7 @@ tg_txt_entry *tg_txt_map_find(const tg_txt_map *m, const char *key, size_t len);
 /* Adds a key that is not present; NULL when out of memory (error set). */
 tg_txt_entry *tg_txt_map_add(tg_txt_map *m, const char *key, size_t len);
 
-/* ---- number and string output ---- */
-#define TG_TXT_FLOAT_MAX 40
-/* Shortest text that reads back as the same double (or float when `single`), always
- * looking like a float literal: "1.0", "0.1", "1e+300", "inf", "-inf", "nan". */
-void tg_txt_format_float(double x, bool single, char *buf, size_t n);
+/* ---- string output ---- */
 /* Writes s as a "..." literal with escapes. */
 void tg_txt_put_string(FILE *f, const char *s);
 

@@ -69,7 +69,7 @@ void tg_ir_format_scalar(const tg_var *v, char *buf, size_t n) {
     else if (kind == 'i')
         snprintf(buf, n, "%lld", (long long)tg_load_i64(p, dt));
     else
-        tg_txt_format_float(tg_load_f64(p, dt), dt == TG_DT_F32, buf, n);
+        tg_format_float(tg_load_f64(p, dt), dt == TG_DT_F32, buf, n);
 }
 
 /* ---- names ---- */
@@ -124,8 +124,8 @@ static bool each_named(printer *pr, bool (*fn)(printer *, const tg_var *)) {
 /* ---- values ---- */
 
 static void put_float(FILE *f, double x, bool single) {
-    char buf[TG_TXT_FLOAT_MAX];
-    tg_txt_format_float(x, single, buf, sizeof buf);
+    char buf[TG_FLOAT_STR_MAX];
+    tg_format_float(x, single, buf, sizeof buf);
     fputs(buf, f);
 }
 
