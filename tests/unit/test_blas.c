@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -462,6 +463,49 @@ static void test_split(void **state) {
     }
 }
 
+/* Products that threads run at once (the pool's split parts, batches, concurrent nodes)
+ * each get the bits one thread alone gets. OpenBLAS's serial build shares a table of
+ * packing buffers between calls; vm_blas.c locks it (test_blas_oldcore runs this on a
+ * core whose kernels take a buffer for every call). */
+enum { CONC_THREADS = 3, CONC_CALLS = 2000, CONC_M = 4, CONC_N = 5, CONC_K = 6667 };
+
+typedef struct conc_arg {
+    float a[CONC_M * CONC_K], b[CONC_K * CONC_N], want[CONC_M * CONC_N];
+    int bad;
+} conc_arg;
+
+static void *conc_run(void *p) {
+    conc_arg *c = p;
+    for (int it = 0; it < CONC_CALLS; it++) {
+        float got[CONC_M * CONC_N];
+        tg_vm_gemm(false, false, false, CONC_M, CONC_N, CONC_K, 1.0, c->a, CONC_K, c->b, CONC_N,
+                   0.0, got, CONC_N);
+        if (memcmp(got, c->want, sizeof got) != 0) c->bad++;
+    }
+    return NULL;
+}
+
+static void test_concurrent_calls(void **state) {
+    (void)state;
+    static conc_arg args[CONC_THREADS];
+    for (int t = 0; t < CONC_THREADS; t++) {
+        conc_arg *c = &args[t];
+        for (int i = 0; i < CONC_M * CONC_K; i++) c->a[i] = (float)urand();
+        for (int i = 0; i < CONC_K * CONC_N; i++) c->b[i] = (float)urand();
+        tg_vm_gemm(false, false, false, CONC_M, CONC_N, CONC_K, 1.0, c->a, CONC_K, c->b, CONC_N,
+                   0.0, c->want, CONC_N);
+        c->bad = 0;
+    }
+    pthread_t th[CONC_THREADS];
+    for (int t = 0; t < CONC_THREADS; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, conc_run, &args[t]), 0);
+    for (int t = 0; t < CONC_THREADS; t++) assert_int_equal(pthread_join(th[t], NULL), 0);
+    for (int t = 0; t < CONC_THREADS; t++)
+        if (args[t].bad)
+            fail_msg("thread %d: %d of %d concurrent products differ from one thread's", t,
+                     args[t].bad, CONC_CALLS);
+}
+
 static void test_records(void **state) {
     (void)state;
     const char *inplace[] = {"gemm_inplace", "gemv_inplace", "ger_inplace"};
@@ -720,6 +764,7 @@ int main(void) {
         cmocka_unit_test(test_inplace_plan),
         cmocka_unit_test(test_records),
         cmocka_unit_test(test_split),
+        cmocka_unit_test(test_concurrent_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,6 +59,57 @@ void tg_vm_blas_single_thread(void) {
 #endif
 }
 
+/* ---- concurrent calls into OpenBLAS's serial build ----
+ * The pool calls BLAS from several threads at once (the parts of a split product,
+ * batches, concurrent runs of independent nodes). OpenBLAS takes the packing buffer of
+ * every level-2 and level-3 call from a table of slots shared by the process
+ * (blas_memory_alloc, blas_memory_free), which its serial build guards with a lock only
+ * when made with USE_LOCKING=1. Debian's serial build is not: two calls that start at
+ * once can take the same slot and pack over each other's operands, a wrong product with
+ * no error (seen on the kernels OpenBLAS picks for older x86 cores; test_blas_oldcore
+ * runs the split tests on one). OpenBLAS calls the two functions through its PLT, so the
+ * definitions below come first and run the library's own under one mutex, the lock
+ * USE_LOCKING adds: only taking and giving back a slot is serialized, the products run in
+ * parallel. Built when the BLAS is a shared OpenBLAS (TG_BLAS_LOCK); with another BLAS
+ * nothing calls them. */
+#if defined(TG_BLAS_LOCK) && defined(OPENBLAS_VERSION)
+#include <dlfcn.h>
+
+static pthread_mutex_t blas_slot_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* OpenBLAS's definition of name (the next one after ours), found once, under the lock. */
+static void *blas_next(const char *name, void **cache) {
+    if (!*cache) *cache = dlsym(RTLD_NEXT, name);
+    if (!*cache) {
+        fprintf(stderr, "tgraph: %s: the BLAS library's definition is not found\n", name);
+        abort();
+    }
+    return *cache;
+}
+
+__attribute__((visibility("default"))) void *blas_memory_alloc(int procpos);
+__attribute__((visibility("default"))) void blas_memory_free(void *buffer);
+
+void *blas_memory_alloc(int procpos) {
+    static void *real;
+    pthread_mutex_lock(&blas_slot_lock);
+    void *(*fn)(int);
+    *(void **)&fn = blas_next("blas_memory_alloc", &real);
+    void *p = fn(procpos);
+    pthread_mutex_unlock(&blas_slot_lock);
+    return p;
+}
+
+void blas_memory_free(void *buffer) {
+    static void *real;
+    pthread_mutex_lock(&blas_slot_lock);
+    void (*fn)(void *);
+    *(void **)&fn = blas_next("blas_memory_free", &real);
+    fn(buffer);
+    pthread_mutex_unlock(&blas_slot_lock);
+}
+#endif
+
 static bool contraction_of(const tg_node *n, const tg_type *in, const tg_type *out, int64_t *M,
                            int64_t *N, int64_t *K, int64_t *nbatch);
 static int split_of(int64_t M, int64_t N, int64_t K, int64_t es, int nth);
