@@ -148,9 +148,14 @@ TG_API const char *tg_graph_output_name(const tg_graph *g, int i);
  * every name to its variable's. */
 TG_API tg_status tg_graph_set_output_name(tg_graph *g, int i, const char *name);
 TG_API int tg_graph_node_count(const tg_graph *g);
-TG_API tg_status tg_graph_verify(const tg_graph *g);             /* checks IR invariants */
-TG_API tg_graph *tg_graph_clone(const tg_graph *g);              /* deep copy into a fresh arena */
-TG_API tg_status tg_graph_print(const tg_graph *g, FILE *f);     /* .tg text */
+TG_API tg_status tg_graph_verify(const tg_graph *g);         /* checks IR invariants */
+TG_API tg_graph *tg_graph_clone(const tg_graph *g);          /* deep copy into a fresh arena */
+TG_API tg_status tg_graph_print(const tg_graph *g, FILE *f); /* .tg text */
+/* Prints gs[0..n) and, once each, the functions they call, as one .tg file. A graph of gs
+ * that is a clone of a function it or another calls (tg_graph_clone, tg_graph_optimize:
+ * an optimized function of a module) stands for that function: calls of it print its
+ * name, and the function is not printed again. */
+TG_API tg_status tg_graphs_print(const tg_graph *const *gs, int n, FILE *f);
 TG_API tg_status tg_graph_print_dot(const tg_graph *g, FILE *f); /* Graphviz */
 
 /* Variables: name (may be NULL), dtype, rank, and static shape (-1 for '?'). */

@@ -928,19 +928,33 @@ static int cmd_opt(const options *o) {
     int rc = EXIT_OK;
     tg_graph *only = o->func ? select_func(m, o->file, o->func) : NULL;
     if (o->func && !only) rc = EXIT_FAIL;
-    for (int i = 0; rc == EXIT_OK && i < tg_module_func_count(m); i++) {
+    /* Each function optimized and printed in turn (after what --print-after shows of it).
+       With --no-inline the calls stay: the functions are printed at the end as one file,
+       where a call prints the name of its callee, whose optimized text is printed once,
+       as its own function. */
+    int nf = tg_module_func_count(m), nr = 0, np = 0;
+    tg_graph **res = rc == EXIT_OK ? calloc((size_t)nf + 1, sizeof *res) : NULL;
+    if (rc == EXIT_OK && !res) rc = fail("out of memory");
+    for (int i = 0; rc == EXIT_OK && i < nf; i++) {
         tg_graph *g = tg_module_func(m, i);
         if (only && g != only) continue;
-        tg_graph *r = optimized(o, g);
-        if (!r) {
+        if (!(res[nr] = optimized(o, g))) {
             rc = EXIT_FAIL;
-            break;
+        } else if (!o->no_inline) {
+            if (np++ > 0) fputc('\n', stdout);
+            tg_status st = tg_graph_print(res[nr], stdout);
+            if (st != TG_OK) rc = fail("%s", lib_error(st));
+            tg_graph_free(res[nr]);
+        } else {
+            nr++;
         }
-        if (i > 0 && !only) fputc('\n', stdout);
-        tg_status st = tg_graph_print(r, stdout);
-        tg_graph_free(r);
+    }
+    if (rc == EXIT_OK && nr > 0) {
+        tg_status st = tg_graphs_print((const tg_graph *const *)res, nr, stdout);
         if (st != TG_OK) rc = fail("%s", lib_error(st));
     }
+    for (int i = 0; i < nr; i++) tg_graph_free(res[i]);
+    free(res);
     if (rc == EXIT_OK && fflush(stdout) != 0)
         rc = fail("cannot write the graph: %s", strerror(errno));
     tg_module_free(m);

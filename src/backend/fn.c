@@ -9,6 +9,12 @@
  * Invariants: compiling never modifies the user's graph; a function keeps the graph it
  * runs (the user's, borrowed, or its own rewritten clone) alive as long as it lives.
  *
+ * Calls (docs/vm.md "Calls"): a `call` node left in the graph run (--no-inline, the reference
+ * mode, no_rewrite) runs its callee as a function compiled with the caller's options, once,
+ * when the caller is compiled. The backends reach it through the sub-graph executor
+ * (tg_subexec, ops.h) they hand to the call's kernel; each callee plans once per input
+ * signature and reuses its buffers, like any compiled function.
+ *
  * State (docs/state.md): the graph's outputs end with the new value of each updated state
  * (ir.h), so every backend computes them as ordinary outputs. The function owns two
  * buffers per updated state: a call passes the current one as the state's input and has
@@ -32,6 +38,14 @@ typedef struct fn_state {
     tg_tensor *spare; /* updated states: the buffer the next value is written into */
 } fn_state;
 
+/* The sub-graph executor of a function: its callees, compiled. */
+typedef struct fn_callees {
+    tg_subexec base;
+    const tg_graph **body; /* the callee graphs of the graph's call nodes (distinct) */
+    struct tg_fn **fn;     /* each compiled */
+    int n, cap;
+} fn_callees;
+
 struct tg_fn {
     tg_graph *g;       /* the graph run: the user's (borrowed), or `owned` */
     tg_graph *owned;   /* a rewritten clone, freed with the function */
@@ -45,10 +59,13 @@ struct tg_fn {
     tg_tensor **args;   /* with state: the backend's inputs (states and the caller's) */
     tg_tensor **res;    /* with state: the backend's outputs (returns, then new states) */
     pthread_mutex_t mu; /* with state: one call, set or swap at a time */
+    fn_callees calls;   /* the callees of its call nodes (calls.n == 0: none) */
 };
 
 static tg_status states_init(tg_fn *f);
 static void states_free(tg_fn *f);
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts);
+static void callees_free(tg_fn *f);
 
 tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
     if (!g || !out)
@@ -88,6 +105,7 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     f->owned = owned;
     f->mode = mode;
     st = states_init(f);
+    if (st == TG_OK) st = callees_init(f, opts);
     if (st != TG_OK) {
         tg_fn_free(f);
         return st;
@@ -106,6 +124,13 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     } else {
         st = tg_vm_new(run, opts, &f->vm);
     }
+    if (st == TG_OK && f->calls.n > 0) {
+        const tg_subexec *sub = &f->calls.base;
+        if (f->interp) tg_interp_set_sub(f->interp, sub);
+        if (f->vm) tg_vm_set_sub(f->vm, sub);
+        if (f->cj) tg_cj_set_sub(f->cj, sub);
+        if (f->dbg) tg_dbg_set_sub(f->dbg, sub);
+    }
     if (st != TG_OK) {
         tg_fn_free(f);
         return st;
@@ -122,6 +147,7 @@ void tg_fn_free(tg_fn *f) {
     tg_dbg_free(f->dbg);
     tg_interp_free(f->interp);
     states_free(f);
+    callees_free(f);
     tg_graph_free(f->owned);
     tg_mem_free(ctx, f, sizeof *f);
 }
@@ -148,6 +174,61 @@ static tg_status backend_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor
     if (f->cj) return tg_cj_call(f->cj, in, nin, out, nout, into);
     if (f->dbg) return tg_dbg_call(f->dbg, in, nin, out, nout, into);
     return tg_interp_call(f->interp, in, nin, out, nout, into);
+}
+
+/* ---- callees ---- */
+
+/* tg_subexec.run: the callee `body` on in, into the caller's outputs out. */
+static tg_status callee_run(const tg_subexec *x, const tg_graph *body, tg_tensor *const *in,
+                            int nin, tg_tensor **out, int nout, char *msg, size_t cap) {
+    const fn_callees *c = (const fn_callees *)x;
+    for (int i = 0; i < c->n; i++)
+        if (c->body[i] == body) {
+            tg_status st = tg_fn_call_into(c->fn[i], in, nin, out, nout);
+            if (st != TG_OK) snprintf(msg, cap, "in '%s': %s", body->name, tg_last_error());
+            return st;
+        }
+    snprintf(msg, cap, "'%s' is not a callee of this function", body->name);
+    return TG_EINTERNAL;
+}
+
+/* Compiles the callee of every call node of f->g, with the caller's options. */
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
+    tg_graph *g = f->g;
+    tg_ctx *ctx = g->ctx;
+    int ncall = 0;
+    for (int i = 0; i < g->nodes.n; i++) ncall += ((tg_node *)g->nodes.items[i])->op == TG_OP_CALL;
+    if (ncall == 0) return TG_OK;
+    f->calls.base.run = callee_run;
+    f->calls.body = tg_mem_calloc(ctx, sizeof *f->calls.body * (size_t)ncall);
+    f->calls.fn = tg_mem_calloc(ctx, sizeof *f->calls.fn * (size_t)ncall);
+    f->calls.cap = ncall;
+    if (!f->calls.body || !f->calls.fn) return TG_ENOMEM;
+    tg_compile_opts o = opts ? *opts : (tg_compile_opts){.mode = TG_MODE_VM};
+    for (int i = 0; i < g->nodes.n; i++) {
+        const tg_node *n = g->nodes.items[i];
+        if (n->op != TG_OP_CALL) continue;
+        const tg_graph *body = n->attrs[0].fn;
+        bool seen = false;
+        for (int k = 0; k < f->calls.n && !seen; k++) seen = f->calls.body[k] == body;
+        if (seen) continue;
+        tg_fn *cf = NULL;
+        /* the callee is compiled, not changed: tg_graph_compile takes a graph it never
+           modifies (it rewrites a clone) */
+        tg_status st = tg_graph_compile((tg_graph *)body, &o, &cf);
+        if (st != TG_OK) return st;
+        f->calls.body[f->calls.n] = body;
+        f->calls.fn[f->calls.n++] = cf;
+    }
+    return TG_OK;
+}
+
+static void callees_free(tg_fn *f) {
+    tg_ctx *ctx = f->g->ctx;
+    size_t ncall = (size_t)f->calls.cap;
+    for (int i = 0; i < f->calls.n; i++) tg_fn_free(f->calls.fn[i]);
+    if (f->calls.body) tg_mem_free(ctx, f->calls.body, sizeof *f->calls.body * ncall);
+    if (f->calls.fn) tg_mem_free(ctx, f->calls.fn, sizeof *f->calls.fn * ncall);
 }
 
 /* ---- state ---- */

@@ -74,19 +74,20 @@ typedef struct tg_plan {
 /* The program and its plans; embedded in the backend object. */
 typedef struct tg_plan_prog {
     tg_ctx *ctx;
-    tg_graph *g;       /* borrowed */
-    tg_node **order;   /* topological order of the needed nodes */
-    int norder;        /* instructions */
-    int nvars;         /* variables of g */
-    vm_ins_info *info; /* per instruction: the library kernel class (owns fused preps) */
-    uint8_t *reuse;    /* per instruction, set by the backend: its output may take the
-                          block of any input dying there (elementwise; tg_plan_reuse_ok) */
-    int *last;         /* per var: last instruction reading it; norder for outputs */
-    int *ext;          /* per var: last use of it or of a view of it */
-    int *nouts;        /* per var: times it appears among the outputs */
-    int *rel, *rel_at; /* vars whose last use is instruction i: rel[rel_at[i]..rel_at[i+1]) */
-    tg_type *const_rt; /* per var: run-time type of constants */
-    tg_pool *pool;     /* used by kernels; NULL for one thread (started by a large plan) */
+    tg_graph *g;           /* borrowed */
+    tg_node **order;       /* topological order of the needed nodes */
+    int norder;            /* instructions */
+    int nvars;             /* variables of g */
+    vm_ins_info *info;     /* per instruction: the library kernel class (owns fused preps) */
+    uint8_t *reuse;        /* per instruction, set by the backend: its output may take the
+                              block of any input dying there (elementwise; tg_plan_reuse_ok) */
+    int *last;             /* per var: last instruction reading it; norder for outputs */
+    int *ext;              /* per var: last use of it or of a view of it */
+    int *nouts;            /* per var: times it appears among the outputs */
+    int *rel, *rel_at;     /* vars whose last use is instruction i: rel[rel_at[i]..rel_at[i+1]) */
+    tg_type *const_rt;     /* per var: run-time type of constants */
+    tg_pool *pool;         /* used by kernels; NULL for one thread (started by a large plan) */
+    const tg_subexec *sub; /* runs the bodies of `call` nodes (fn.c); NULL: none */
     bool own_pool;
     int nthreads;
     tg_vk_isa isa;

@@ -322,9 +322,22 @@ static tg_var *var_new(tg_graph *g, tg_var_kind kind, const tg_type *t) {
     return v;
 }
 
+/* Whether g is called by a node of another graph (its FUNC attribute holds a reference):
+ * then its signature (inputs, returned values, state) is fixed, as callers were typed on
+ * it. The refusal sets the error and leaves g as it was, still valid. */
+static bool signature_fixed(const tg_graph *g, const char *what) {
+    if (g->refs <= 1) return false;
+    tg_set_error(TG_EINVAL,
+                 "%s: function '%s' is called by other functions, which were typed on its "
+                 "signature: it can no longer change",
+                 what, g->name);
+    return true;
+}
+
 tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n) {
     if (!g) return tg_set_error(TG_EINVAL, "tg_graph_set_outputs: graph is NULL");
     if (g->status != TG_OK) return g->status;
+    if (signature_fixed(g, "tg_graph_set_outputs")) return TG_EINVAL;
     if (n < 0 || (n > 0 && !outs))
         return tg_ir_fail(g, TG_EINVAL, "tg_graph_set_outputs: %s",
                           n < 0 ? "negative count" : "outputs is NULL"),
@@ -386,6 +399,7 @@ static tg_var *input_new(tg_graph *g, const char *name, tg_dtype dt, int ndim, c
     if (!g) return tg_set_error(TG_EINVAL, "%s: graph is NULL", fn), NULL;
     if (g->status != TG_OK) return NULL;
     if (!name || !*name) return tg_ir_fail(g, TG_EINVAL, "%s: input needs a name", fn);
+    if (signature_fixed(g, fn)) return NULL;
     if ((unsigned)dt >= TG_DT_COUNT)
         return tg_ir_fail(g, TG_EINVAL, "%s: input '%s': invalid dtype %d", fn, name, (int)dt);
     if (ndim < 0 || ndim > TG_MAX_DIMS)
@@ -440,6 +454,7 @@ tg_status tg_update(tg_graph *g, tg_var *state, tg_var *value) {
         return tg_ir_fail(g, TG_EINVAL, "tg_update: state or value is NULL"), g->status;
     if (!owns_var(g, state) || !owns_var(g, value))
         return tg_ir_fail(g, TG_EINVAL, "tg_update: variable of another graph"), g->status;
+    if (signature_fixed(g, "tg_update")) return TG_EINVAL;
     const char *nm = state->name ? state->name : "?";
     if (!tg_var_is_state(state))
         return tg_ir_fail(g, TG_EINVAL,
@@ -994,7 +1009,10 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
         else
             fail_oom(c);
     }
-    if (c) c->file = g->file;
+    if (c) {
+        c->file = g->file;
+        c->origin = g->origin ? g->origin : g;
+    }
     for (int i = 0; ok && i < g->inputs.n; i++) {
         tg_var *v = g->inputs.items[i];
         map[v->id] =

@@ -121,10 +121,13 @@ struct tg_graph {
     const char *file; /* for messages, may be NULL */
     int def_line;     /* position of the `func` header when parsed, else 0 */
     int def_col;
-    int refs;       /* references: the creator's, plus one per node of any graph whose
-                       FUNC attribute names this graph (graph.c: tg_graph_free) */
-    tg_vec callees; /* tg_graph*: the distinct graphs named by FUNC attributes of nodes
-                       of this graph (each counted once in its refs) */
+    int refs;               /* references: the creator's, plus one per node of any graph whose
+                               FUNC attribute names this graph (graph.c: tg_graph_free) */
+    tg_vec callees;         /* tg_graph*: the distinct graphs named by FUNC attributes of nodes
+                               of this graph (each counted once in its refs) */
+    const tg_graph *origin; /* the graph this one is a clone of (tg_graph_clone; the first
+                               of a chain of clones), else NULL. Compared, never read: it
+                               may have been freed (text/print.c) */
 };
 
 /* Records the first error of g (later ones are ignored) and sets tg_last_error.

@@ -23,6 +23,8 @@
 typedef struct unit_fn {
     const tg_graph *g;
     const char *name; /* printed name (arena) */
+    bool alias;       /* not printed: g is the graph that a root of that name is a clone of
+                         (tg_graphs_print), and its calls print that name */
 } unit_fn;
 typedef struct unit {
     unit_fn *fn;
@@ -471,7 +473,28 @@ static bool unit_add(unit *u, const tg_graph *g, tg_ctx *ctx) {
         len = snprintf(buf, sizeof buf, "%s_%d", base, k);
     char *nm = tg_arena_strdup(&u->arena, buf);
     if (!nm || !tg_txt_map_add(&u->used, nm, (size_t)len)) return false;
-    u->fn[u->n++] = (unit_fn){g, nm};
+    u->fn[u->n++] = (unit_fn){g, nm, false};
+    return true;
+}
+
+/* Lets root r, a clone of another graph (an optimized function), stand for it: calls of
+ * the original print r's name, and the original is not printed again. The name must
+ * match too, as the origin is compared by address and may have been freed. */
+static bool unit_alias(unit *u, const tg_graph *r, const char *name, tg_ctx *ctx) {
+    const tg_graph *o = r->origin;
+    if (!o || o == r) return true;
+    for (int i = 0; i < u->n; i++)
+        if (u->fn[i].g == o) return true;
+    if (strcmp(o->name, r->name) != 0) return true;
+    if (u->n == u->cap) {
+        int ncap = u->cap ? u->cap * 2 : 8;
+        unit_fn *nf =
+            tg_mem_realloc(ctx, u->fn, sizeof *nf * (size_t)u->cap, sizeof *nf * (size_t)ncap);
+        if (!nf) return false;
+        u->fn = nf;
+        u->cap = ncap;
+    }
+    u->fn[u->n++] = (unit_fn){o, name, true};
     return true;
 }
 
@@ -544,19 +567,32 @@ tg_status tg_txt_print_unit(const tg_graph *const *roots, int n, tg_ctx *ctx, FI
     bool ok = true;
     for (int i = 0; ok && i < n; i++) ok = unit_add(&u, roots[i], ctx);
     int nroots = u.n;
+    for (int i = 0; ok && i < nroots; i++) ok = unit_alias(&u, u.fn[i].g, u.fn[i].name, ctx);
     for (int i = 0; ok && i < n; i++) ok = unit_add_callees(&u, roots[i], ctx);
     tg_status st = ok ? TG_OK : tg_set_error(TG_ENOMEM, "out of memory printing functions");
     int printed = 0;
-    for (int i = nroots; st == TG_OK && i < u.n; i++, printed++) { /* callees not given */
-        if (printed) fputc('\n', f);
+    for (int i = nroots; st == TG_OK && i < u.n; i++) { /* callees not given */
+        if (u.fn[i].alias) continue;
+        if (printed++) fputc('\n', f);
         st = print_one(&u, u.fn[i].g, f);
     }
-    for (int i = 0; st == TG_OK && i < nroots; i++, printed++) {
-        if (printed) fputc('\n', f);
+    for (int i = 0; st == TG_OK && i < nroots; i++) {
+        if (printed++) fputc('\n', f);
         st = print_one(&u, u.fn[i].g, f);
     }
     unit_fini(&u, ctx);
     return st;
+}
+
+tg_status tg_graphs_print(const tg_graph *const *gs, int n, FILE *f) {
+    if (!gs || !f || n <= 0)
+        return tg_set_error(TG_EINVAL, "tg_graphs_print: %s",
+                            !f    ? "file is NULL"
+                            : !gs ? "graphs are NULL"
+                                  : "no graph to print");
+    for (int i = 0; i < n; i++)
+        if (!gs[i]) return tg_set_error(TG_EINVAL, "tg_graphs_print: graph %d is NULL", i);
+    return tg_txt_print_unit(gs, n, gs[0]->ctx, f);
 }
 
 tg_status tg_graph_print(const tg_graph *g, FILE *f) {

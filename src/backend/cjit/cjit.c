@@ -81,8 +81,12 @@ static tg_status run_kernel(tg_cj *cj, int i) {
     tg_plan *p = cj->cur;
     tg_node *n = cj->pg.order[i];
     tg_pool *pool = cj->pg.pool;
-    vm_lane ln = {cj->pg.args, cj->pg.argt, pool, pool ? tg_pool_size(pool) : 1,
-                  p->ws.buf ? p->ws.buf->data : NULL};
+    vm_lane ln = {cj->pg.args,
+                  cj->pg.argt,
+                  pool,
+                  pool ? tg_pool_size(pool) : 1,
+                  p->ws.buf ? p->ws.buf->data : NULL,
+                  cj->pg.sub};
     uint64_t copies = 0;
     tg_status st = tg_vm_run_node(cj->ctx, cj->g, p, cj->val, n, &cj->pg.info[i], &ln, &copies);
     if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
@@ -440,6 +444,11 @@ static tg_status cj_build(tg_cj *cj) {
     return st;
 }
 
+void tg_cj_set_sub(tg_cj *cj, const tg_subexec *sub) {
+    cj->pg.sub = sub;
+    if (cj->vm) tg_vm_set_sub(cj->vm, sub);
+}
+
 tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out) {
     static const tg_compile_opts none = {0};
     if (!opts) opts = &none;
@@ -541,6 +550,7 @@ static tg_status vm_fallback_make(tg_cj *cj) {
     if (cj->vm) return TG_OK;
     tg_status st = tg_vm_new(cj->g, &cj->opts, &cj->vm);
     if (st == TG_OK && cj->after) tg_vm_set_hook(cj->vm, cj->after, cj->after_ud);
+    if (st == TG_OK) tg_vm_set_sub(cj->vm, cj->pg.sub);
     return st;
 }
 

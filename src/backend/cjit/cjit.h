@@ -94,6 +94,8 @@ typedef struct tg_cj tg_cj;
  * val holds every live value by variable id. */
 typedef tg_status (*tg_cj_after_fn)(void *ud, const tg_node *n, tg_tensor *const *val);
 tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out);
+/* The executor that runs the bodies of g's `call` nodes (borrowed; it outlives cj). */
+void tg_cj_set_sub(tg_cj *cj, const tg_subexec *sub);
 void tg_cj_free(tg_cj *cj); /* NULL is a no-op */
 tg_status tg_cj_call(tg_cj *cj, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                      bool into);

@@ -45,6 +45,7 @@ struct tg_dbg {
     tg_cj *cj;
     const char *backend;      /* "vm" or "c" */
     int break_op, clobber_op; /* test hooks, -1 when off */
+    const tg_subexec *sub;    /* runs the bodies of `call` nodes (borrowed) */
     pthread_mutex_t mu;       /* one call at a time: held while any field below is used */
     int next;                 /* order index of the node the pending data is for */
     tg_tensor *ref[TG_MAX_OUTS];
@@ -132,7 +133,7 @@ static tg_status prepare(tg_dbg *d, int i, tg_tensor *const *val) {
     }
     d->terms = terms_bound(n, vin);
     tg_tensor *ref[TG_MAX_OUTS];
-    if (tg_interp_eval(d->ctx, d->g, n, vin, ref) != TG_OK) {
+    if (tg_interp_eval(d->ctx, d->g, n, vin, d->sub, ref) != TG_OK) {
         d->ref_failed = true;
         snprintf(d->ref_msg, sizeof d->ref_msg, "%s", tg_last_error());
         return TG_OK;
@@ -342,6 +343,12 @@ tg_status tg_dbg_new(tg_graph *g, const tg_compile_opts *opts, tg_dbg **out) {
     }
     *out = d;
     return TG_OK;
+}
+
+void tg_dbg_set_sub(tg_dbg *d, const tg_subexec *sub) {
+    d->sub = sub;
+    if (d->vm) tg_vm_set_sub(d->vm, sub);
+    if (d->cj) tg_cj_set_sub(d->cj, sub);
 }
 
 void tg_dbg_free(tg_dbg *d) {

@@ -19,6 +19,9 @@
 typedef struct tg_dbg tg_dbg;
 tg_status tg_dbg_new(tg_graph *g, const tg_compile_opts *opts, tg_dbg **out);
 void tg_dbg_free(tg_dbg *d); /* NULL is a no-op */
+/* The executor that runs the bodies of g's `call` nodes, for the checked backend and for
+ * the reference it is checked against (borrowed; it outlives d). */
+void tg_dbg_set_sub(tg_dbg *d, const tg_subexec *sub);
 tg_status tg_dbg_call(tg_dbg *d, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                       bool into);
 

@@ -13,12 +13,15 @@
 #include <stdio.h>
 
 struct tg_interp {
-    tg_graph *g;     /* the graph run (borrowed) */
-    tg_node **order; /* topological order of the nodes the outputs need */
-    int norder;      /* its length */
-    int *uses;       /* per var id: number of node inputs + outputs reading it */
-    int nvars;       /* g->vars.n at compile time */
+    tg_graph *g;           /* the graph run (borrowed) */
+    tg_node **order;       /* topological order of the nodes the outputs need */
+    int norder;            /* its length */
+    int *uses;             /* per var id: number of node inputs + outputs reading it */
+    int nvars;             /* g->vars.n at compile time */
+    const tg_subexec *sub; /* runs the bodies of `call` nodes (borrowed); NULL: none */
 };
+
+void tg_interp_set_sub(tg_interp *ip, const tg_subexec *sub) { ip->sub = sub; }
 
 tg_status tg_interp_new(tg_graph *g, tg_interp **out) {
     *out = NULL;
@@ -83,11 +86,12 @@ static void release(run_state *rs, tg_var *v) {
  * the run-time output types into tout and leaves new tensors in vout (the caller frees
  * them; views may share memory with vin). Shared by the interpreter and constant folding. */
 static tg_status eval_node(tg_ctx *ctx, const tg_graph *g, const tg_node *n, const tg_type *tin,
-                           tg_tensor *const *vin, tg_type *tout, tg_tensor **vout) {
+                           tg_tensor *const *vin, const tg_subexec *sub, tg_type *tout,
+                           tg_tensor **vout) {
     char where[256], msg[512];
     for (int o = 0; o < n->nout; o++) vout[o] = NULL;
     tg_status st = tg_node_infer(n, tin, NULL, tout, msg, sizeof msg);
-    if (st == TG_OK) st = tg_kern_run(ctx, n, vin, tout, vout, NULL, msg, sizeof msg);
+    if (st == TG_OK) st = tg_kern_run(ctx, n, vin, tout, vout, sub, msg, sizeof msg);
     if (st != TG_OK) {
         node_where(g, n, where, sizeof where);
         return tg_set_error(st, "%s: %s", where, msg);
@@ -104,14 +108,14 @@ static tg_status eval_node(tg_ctx *ctx, const tg_graph *g, const tg_node *n, con
 }
 
 tg_status tg_interp_eval(tg_ctx *ctx, const tg_graph *g, const tg_node *n, tg_tensor *const *in,
-                         tg_tensor **out) {
+                         const tg_subexec *sub, tg_tensor **out) {
     size_t insz = sizeof(tg_type) * (size_t)(n->nin + 1);
     tg_type *tin = tg_mem_alloc(ctx, insz);
     tg_type *tout = tg_mem_alloc(ctx, sizeof *tout * TG_MAX_OUTS);
     tg_status st = tin && tout ? TG_OK : TG_ENOMEM;
     for (int k = 0; k < n->nin && st == TG_OK; k++)
         tg_interp_runtime_type(&n->in[k]->type, in[k], &tin[k]);
-    if (st == TG_OK) st = eval_node(ctx, g, n, tin, in, tout, out);
+    if (st == TG_OK) st = eval_node(ctx, g, n, tin, in, sub, tout, out);
     if (st != TG_OK)
         for (int o = 0; o < n->nout; o++) {
             tg_tensor_free(out[o]);
@@ -140,7 +144,7 @@ static tg_status run_node(run_state *rs, tg_node *n) {
         vin[k] = rs->val[n->in[k]->id];
         TG_ASSERT(vin[k] != NULL);
     }
-    st = eval_node(g->ctx, g, n, tin, vin, tout, vout);
+    st = eval_node(g->ctx, g, n, tin, vin, rs->f->sub, tout, vout);
     if (st != TG_OK) goto done;
     for (int o = 0; o < n->nout; o++) {
         tg_var *v = n->out[o];

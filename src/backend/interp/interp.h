@@ -16,7 +16,7 @@
  * new tensors the caller frees; they may be views sharing memory with `in`. On error
  * every out[i] is NULL and tg_last_error() names the node. */
 tg_status tg_interp_eval(tg_ctx *ctx, const tg_graph *g, const tg_node *n, tg_tensor *const *in,
-                         tg_tensor **out);
+                         const tg_subexec *sub, tg_tensor **out);
 
 /* Run-time type of a tensor t that fills a variable of static type st: t's extents, with
  * `nobcast` set on extents of 1 that st declares '?' (they do not broadcast). */
@@ -25,6 +25,8 @@ void tg_interp_runtime_type(const tg_type *st, const tg_tensor *t, tg_type *rt);
 /* The interpreter as a backend: g (borrowed, verified) must outlive it. */
 typedef struct tg_interp tg_interp;
 tg_status tg_interp_new(tg_graph *g, tg_interp **out);
+/* The executor that runs the bodies of g's `call` nodes (borrowed; it outlives ip). */
+void tg_interp_set_sub(tg_interp *ip, const tg_subexec *sub);
 void tg_interp_free(tg_interp *ip); /* NULL is a no-op */
 /* A call with the contract of tg_fn_call / tg_fn_call_into (into: non-NULL out[i] on entry
  * receive output i). Inputs were checked by the caller (fn.c). */

@@ -99,6 +99,8 @@ void tg_vm_free(tg_vm *vm) {
     tg_mem_free(ctx, vm, sizeof *vm);
 }
 
+void tg_vm_set_sub(tg_vm *vm, const tg_subexec *sub) { vm->pg.sub = sub; }
+
 tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
     *out = NULL;
     tg_ctx *ctx = g->ctx;
@@ -413,7 +415,7 @@ tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_te
         memset(tg_tensor_data(t), 0, (size_t)tg_tensor_size(t) * tg_dtype_size(t->dtype));
     }
     char msg[512];
-    st = tg_kern_call(ctx, n, vin, tout, vout, NULL, msg, sizeof msg);
+    st = tg_kern_call(ctx, n, vin, tout, vout, ln->sub, msg, sizeof msg);
     if (st != TG_OK) {
         for (int o = 0; o < n->nout && self; o++) tg_tensor_free(vout[o]);
         return tg_plan_node_fail(g, n, st, msg);
@@ -488,8 +490,12 @@ static void seg_task(void *arg, int ith, int nth) {
     vm_sched *sc = vm->sched;
     TG_ASSERT(ith < sc->nw);
     size_t a0 = (size_t)ith * (size_t)vm->pg.maxargs;
-    vm_lane ln = {sc->args + a0, sc->argt + a0, NULL, 1,
-                  p->ws.buf ? (char *)p->ws.buf->data + (size_t)ith * p->ws_stride : NULL};
+    vm_lane ln = {sc->args + a0,
+                  sc->argt + a0,
+                  NULL,
+                  1,
+                  p->ws.buf ? (char *)p->ws.buf->data + (size_t)ith * p->ws_stride : NULL,
+                  vm->pg.sub};
     int n = S->hi - S->lo;
     for (;;) {
         int k = atomic_fetch_add_explicit(&S->head, 1, memory_order_relaxed);
@@ -579,7 +585,7 @@ static tg_status run_dynamic(tg_vm *vm, tg_plan *p, int i) {
     char msg[512];
     tg_status st = tg_node_infer(n, tin, NULL, tout, msg, sizeof msg);
     if (st != TG_OK) return node_fail(vm, n, st, msg);
-    st = tg_kern_run(vm->ctx, n, vin, tout, vout, NULL, msg, sizeof msg);
+    st = tg_kern_run(vm->ctx, n, vin, tout, vout, vm->pg.sub, msg, sizeof msg);
     if (st != TG_OK) return node_fail(vm, n, st, msg);
     for (int o = 0; o < n->nout; o++) {
         int v = n->out[o]->id;
@@ -613,8 +619,9 @@ static tg_status call_locked(tg_vm *vm, tg_tensor *const *in, tg_tensor **out, i
     if (st != TG_OK) goto done;
     /* the program: in order, but concurrent runs (plan_branches) over the pool; values
      * are released after the last use, or after the concurrent run holding it */
-    vm_lane alone = {vm->pg.args, vm->pg.argt, vm->pg.pool, vm->pg.nthreads,
-                     p->ws.buf ? p->ws.buf->data : NULL};
+    vm_lane alone = {
+        vm->pg.args, vm->pg.argt, vm->pg.pool, vm->pg.nthreads, p->ws.buf ? p->ws.buf->data : NULL,
+        vm->pg.sub};
     for (int i = 0, hi; i < vm->pg.norder && st == TG_OK; i = hi) {
         hi = i + 1;
         if (p->seg_hi && p->seg_hi[i] > i && !vm->hook) {

@@ -35,6 +35,8 @@ typedef struct tg_vm tg_vm;
 
 /* Compiles g (borrowed: it must outlive the VM). opts may be NULL. */
 tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out);
+/* The executor that runs the bodies of g's `call` nodes (borrowed; it outlives the VM). */
+void tg_vm_set_sub(tg_vm *vm, const tg_subexec *sub);
 void tg_vm_free(tg_vm *vm); /* NULL is a no-op */
 /* A call (see tg_fn_call and tg_fn_call_into in tgraph.h). With `into`, a non-NULL out[i]
  * on entry receives output i (dtype and shape must match); otherwise out[i] receives a
@@ -117,7 +119,8 @@ typedef struct vm_lane {
     tg_type *argt;    /* their run-time types */
     tg_pool *pool;    /* NULL: one thread */
     int nthreads;
-    void *ws; /* the workspace (the plan's ws_bytes) */
+    void *ws;              /* the workspace (the plan's ws_bytes) */
+    const tg_subexec *sub; /* runs the bodies of `call` nodes; NULL: none */
 } vm_lane;
 
 /* Runs node n of static plan p (src/backend/plan.h) on the values val (by variable id)
