@@ -2,7 +2,9 @@
  * the storage classes and the invariants).
  *
  * The program: the needed nodes in topological order, the last use of every value (views
- * extend the life of what they view), the library kernel class of every instruction.
+ * extend the life of what they view), and the kernel of every instruction, which the
+ * backend chooses (tg_plan_kernels: the plan asks it only for workspace sizes, in-place
+ * reuse, and whether a kernel of its own writes a planned block).
  * A plan, per signature of input shapes: run-time types from each op's inference (with
  * small shape arithmetic evaluated at plan time, so that the nodes after it keep planned
  * buffers), storage classes, and blocks assigned in program order and reused after the
@@ -10,7 +12,6 @@
  * allocated between calls; large ones are 2 MiB aligned and asked for huge pages.
  */
 #include "plan.h"
-#include "../ops/fused.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,58 +72,10 @@ tg_status tg_plan_node_tensor(const tg_graph *g, const tg_node *n, tg_ctx *ctx, 
 
 /* ---- the program ---- */
 
-/* The library kernel class of instruction i, from its static types. */
-static void choose_kernel(tg_plan_prog *pg, int i) {
-    tg_node *n = pg->order[i];
-    const tg_op_def *op = tg_op_table[n->op];
-    vm_ins_info *in = &pg->info[i];
-    in->kind = VM_REF;
-    in->isa = pg->isa;
-    if (n->op == TG_OP_ALLOC) { /* a broadcast copy of its value when the plan knows its
-                                   extents (an output it allocates otherwise) */
-        tg_dtype dt = (tg_dtype)n->in[0]->type.dtype;
-        in->vk =
-            tg_vk_select(&tg_op_cast, 1, &dt, (tg_dtype)n->out[0]->type.dtype, pg->isa, &in->vargs);
-        if (in->vk) in->kind = VM_EW;
-        return;
-    }
-    if (op->views || op->self_alloc) return;
-    if (op->kind == TG_KIND_ELEMWISE && n->nout == 1 && n->nin <= TG_VK_MAXIN) {
-        tg_dtype idt[TG_VK_MAXIN];
-        for (int k = 0; k < n->nin; k++) idt[k] = (tg_dtype)n->in[k]->type.dtype;
-        in->vk =
-            tg_vk_select(op, n->nin, idt, (tg_dtype)n->out[0]->type.dtype, pg->isa, &in->vargs);
-        if (in->vk) {
-            in->kind = VM_EW;
-            in->cost = tg_vk_cost(op);
-        }
-        return;
-    }
-    if (tg_vm_reduce_ok(n)) {
-        in->kind = VM_REDUCE;
-        return;
-    }
-    if (tg_vm_blas_ok(n)) {
-        in->kind = VM_BLAS;
-        return;
-    }
-    if (n->op == TG_OP_FUSED) {
-        in->fused = tg_vm_fused_prep(pg->ctx, n, pg->isa);
-        if (in->fused) in->kind = VM_FUSED;
-    }
-}
-
 bool tg_plan_reuse_ok(const tg_plan_prog *pg, int i) {
     const tg_node *n = pg->order[i];
     if (n->nout != 1 || tg_op_table[n->op]->destroys) return false;
-    if (pg->info[i].kind == VM_EW) return true;
-    if (pg->info[i].kind != VM_FUSED) return false;
-    tg_fused_prog *fp = NULL;
-    char msg[64];
-    if (tg_fused_node_prog(pg->ctx, n, &fp, msg, sizeof msg) != TG_OK) return false;
-    bool ok = fp->nout == 1 && fp->out[0].reduce < 0;
-    tg_fused_free(fp);
-    return ok;
+    return pg->kern->reuse_ok(pg, i);
 }
 
 static void plan_free(tg_plan_prog *pg, tg_plan *p);
@@ -131,11 +84,9 @@ void tg_plan_prog_fini(tg_plan_prog *pg) {
     tg_ctx *ctx = pg->ctx;
     size_t nv = (size_t)pg->nvars + 1, no = (size_t)pg->norder + 1;
     for (int i = 0; i < pg->nplans; i++) plan_free(pg, pg->plans[i]);
-    for (int i = 0; pg->info && i < pg->norder; i++)
-        if (pg->info[i].fused) tg_vm_fused_free(pg->info[i].fused);
+    if (pg->kern) pg->kern->release(pg);
     if (pg->own_pool) tg_pool_free(pg->pool);
     if (pg->order) tg_mem_free(ctx, pg->order, sizeof *pg->order * (size_t)(pg->g->nodes.n + 1));
-    tg_mem_free(ctx, pg->info, pg->info ? sizeof *pg->info * no : 0);
     tg_mem_free(ctx, pg->reuse, pg->reuse ? no : 0);
     tg_mem_free(ctx, pg->last, pg->last ? sizeof *pg->last * nv : 0);
     tg_mem_free(ctx, pg->ext, pg->ext ? sizeof *pg->ext * nv : 0);
@@ -191,7 +142,8 @@ static tg_status last_uses(tg_plan_prog *pg) {
     return TG_OK;
 }
 
-tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts *opts) {
+tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts *opts,
+                            const tg_plan_kernels *kern) {
     static const tg_compile_opts none = {0};
     if (!opts) opts = &none;
     tg_ctx *ctx = g->ctx;
@@ -199,11 +151,9 @@ tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts
     pg->ctx = ctx;
     pg->g = g;
     pg->nvars = g->vars.n;
-    pg->isa = tg_vk_isa_best();
     size_t nv = (size_t)pg->nvars + 1;
     pg->order = tg_ir_toposort(g, &pg->norder);
     size_t no = (size_t)pg->norder + 1;
-    pg->info = tg_mem_calloc(ctx, sizeof *pg->info * no);
     pg->reuse = tg_mem_calloc(ctx, no);
     pg->last = tg_mem_alloc(ctx, sizeof *pg->last * nv);
     pg->ext = tg_mem_alloc(ctx, sizeof *pg->ext * nv);
@@ -211,7 +161,7 @@ tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts
     pg->rel = tg_mem_alloc(ctx, sizeof *pg->rel * nv);
     pg->rel_at = tg_mem_calloc(ctx, sizeof *pg->rel_at * (no + 1));
     pg->const_rt = tg_mem_calloc(ctx, sizeof *pg->const_rt * nv);
-    if (!pg->order || !pg->info || !pg->reuse || !pg->last || !pg->ext || !pg->nouts || !pg->rel ||
+    if (!pg->order || !pg->reuse || !pg->last || !pg->ext || !pg->nouts || !pg->rel ||
         !pg->rel_at || !pg->const_rt || last_uses(pg) != TG_OK)
         return TG_ENOMEM;
     pg->maxargs = 1;
@@ -226,12 +176,9 @@ tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts
         tg_var *var = g->vars.items[v];
         if (var->kind == TG_VAR_CONST) tg_plan_tensor_rt(&var->type, var->value, &pg->const_rt[v]);
     }
-    bool blas = false;
-    for (int i = 0; i < pg->norder; i++) {
-        choose_kernel(pg, i);
-        blas = blas || pg->info[i].kind == VM_BLAS;
-    }
-    if (blas) tg_vm_blas_single_thread();
+    pg->kern = kern;
+    tg_status st = kern->choose(pg);
+    if (st != TG_OK) return st;
     /* the pool: a shared one, or our own, started by the first plan with work enough to
      * split (functions on small data never start threads) */
     pg->pool = opts->pool;
@@ -370,17 +317,7 @@ static void key_fill(const tg_plan_prog *pg, tg_tensor *const *in, int64_t *key)
 
 /* Workspace instruction i needs for these run-time types. */
 static size_t ins_ws(const tg_plan_prog *pg, int i, const tg_type *in, const tg_type *out) {
-    const tg_node *n = pg->order[i];
-    switch (pg->info[i].kind) {
-    case VM_REDUCE:
-        return tg_vm_reduce_ws(n, in, out, pg->nthreads);
-    case VM_BLAS:
-        return tg_vm_blas_ws(n, in, out, pg->nthreads);
-    case VM_FUSED:
-        return tg_vm_fused_ws(pg->info[i].fused, in, out, pg->nthreads);
-    default:
-        return 0;
-    }
+    return pg->kern->ws(pg, i, in, out);
 }
 
 /* The planned input that node n (instruction i) may overwrite with its output 0: one it
@@ -546,7 +483,7 @@ static tg_status out_classes(tg_plan_prog *pg, tg_plan *p, int i, tg_type *tout,
     const tg_op_def *op = tg_op_table[n->op];
     /* outputs the kernel makes: views, and self-allocating ops, except where the plan
      * knows the extents and a library kernel writes into a planned buffer (alloc: VM_EW) */
-    bool fills = n->op == TG_OP_ALLOC && pg->info[i].kind != VM_REF && values_known;
+    bool fills = n->op == TG_OP_ALLOC && pg->kern->library(pg, i) && values_known;
     for (int o = 0; o < n->nout; o++) {
         tg_var *v = n->out[o];
         bool all = true;

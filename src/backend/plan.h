@@ -21,7 +21,8 @@
 #ifndef TG_PLAN_H
 #define TG_PLAN_H
 
-#include "vm/vm.h"
+#include "../ops/ops.h"
+#include "../parallel/parallel.h"
 
 #define TG_PLAN_MAX 8 /* plans kept per function (least recently used goes) */
 
@@ -71,26 +72,46 @@ typedef struct tg_plan {
     unsigned long stamp; /* last use (LRU) */
 } tg_plan;
 
+struct tg_plan_prog;
+
+/* The kernel choice of a backend, which the plan asks about its instructions without
+ * knowing the kernels (the VM's, src/backend/vm/vm_kernels.c, serves the VM and the C
+ * JIT). */
+typedef struct tg_plan_kernels {
+    /* chooses the kernel of every instruction from the static types; may keep its data
+       in pg->kinfo */
+    tg_status (*choose)(struct tg_plan_prog *pg);
+    void (*release)(struct tg_plan_prog *pg); /* frees pg->kinfo (also after a failed choose) */
+    /* whether instruction i's output may take the block of an input dying there: its kernel
+       computes element by element from the same elements of its inputs */
+    bool (*reuse_ok)(const struct tg_plan_prog *pg, int i);
+    /* workspace instruction i needs for these run-time types */
+    size_t (*ws)(const struct tg_plan_prog *pg, int i, const tg_type *in, const tg_type *out);
+    /* whether instruction i runs a kernel of the backend (not the op's reference kernel),
+       which writes into a planned block */
+    bool (*library)(const struct tg_plan_prog *pg, int i);
+} tg_plan_kernels;
+
 /* The program and its plans; embedded in the backend object. */
 typedef struct tg_plan_prog {
     tg_ctx *ctx;
-    tg_graph *g;           /* borrowed */
-    tg_node **order;       /* topological order of the needed nodes */
-    int norder;            /* instructions */
-    int nvars;             /* variables of g */
-    vm_ins_info *info;     /* per instruction: the library kernel class (owns fused preps) */
-    uint8_t *reuse;        /* per instruction, set by the backend: its output may take the
-                              block of any input dying there (elementwise; tg_plan_reuse_ok) */
-    int *last;             /* per var: last instruction reading it; norder for outputs */
-    int *ext;              /* per var: last use of it or of a view of it */
-    int *nouts;            /* per var: times it appears among the outputs */
+    tg_graph *g;                 /* borrowed */
+    tg_node **order;             /* topological order of the needed nodes */
+    int norder;                  /* instructions */
+    int nvars;                   /* variables of g */
+    const tg_plan_kernels *kern; /* the backend's kernel choice */
+    void *kinfo;                 /* its per-instruction data (kern->choose) */
+    uint8_t *reuse;              /* per instruction, set by the backend: its output may take the
+                                    block of any input dying there (elementwise; tg_plan_reuse_ok) */
+    int *last;                   /* per var: last instruction reading it; norder for outputs */
+    int *ext;                    /* per var: last use of it or of a view of it */
+    int *nouts;                  /* per var: times it appears among the outputs */
     int *rel, *rel_at;     /* vars whose last use is instruction i: rel[rel_at[i]..rel_at[i+1]) */
     tg_type *const_rt;     /* per var: run-time type of constants */
     tg_pool *pool;         /* used by kernels; NULL for one thread (started by a large plan) */
-    const tg_subexec *sub; /* runs the bodies of `call` nodes (fn.c); NULL: none */
+    const tg_subexec *sub; /* runs the bodies of `call` nodes (src/driver/compile.c); NULL: none */
     bool own_pool;
     int nthreads;
-    tg_vk_isa isa;
     tg_tensor **args; /* maxargs: scratch for one instruction (inputs then outputs) */
     tg_type *argt;    /* their run-time types */
     int maxargs;
@@ -103,14 +124,15 @@ typedef struct tg_plan_prog {
     unsigned long stamp;
 } tg_plan_prog;
 
-/* Makes the program of g (borrowed) for opts (may be NULL): order, last uses, kernel
- * classes (reuse all 0), the thread count. tg_plan_prog_fini releases it and its plans
- * (also after a failed init). */
-tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts *opts);
+/* Makes the program of g (borrowed) for opts (may be NULL): order, last uses, the kernels
+ * kern chooses (reuse all 0), the thread count. tg_plan_prog_fini releases it and its
+ * plans (also after a failed init). */
+tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts *opts,
+                            const tg_plan_kernels *kern);
 void tg_plan_prog_fini(tg_plan_prog *pg);
 /* Whether instruction i computes its one output element by element from the same elements
- * of its inputs with a library kernel (a vector kernel, or a fused node without
- * reductions): then it may overwrite an input that dies there. */
+ * of its inputs with a kernel of the backend (the VM: a vector kernel, or a fused node
+ * without reductions): then it may overwrite an input that dies there. */
 bool tg_plan_reuse_ok(const tg_plan_prog *pg, int i);
 /* The plan for the shapes of `in` (checked against the inputs' types): cached, or made. */
 tg_status tg_plan_get(tg_plan_prog *pg, tg_tensor *const *in, tg_plan **out);

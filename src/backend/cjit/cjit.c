@@ -88,7 +88,8 @@ static tg_status run_kernel(tg_cj *cj, int i) {
                   p->ws.buf ? p->ws.buf->data : NULL,
                   cj->pg.sub};
     uint64_t copies = 0;
-    tg_status st = tg_vm_run_node(cj->ctx, cj->g, p, cj->val, n, &cj->pg.info[i], &ln, &copies);
+    tg_status st =
+        tg_vm_run_node(cj->ctx, cj->g, p, cj->val, n, tg_vm_info(&cj->pg, i), &ln, &copies);
     if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
     for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free */
         set_val(cj, n->out[o]->id, ln.args[n->nin + o]);
@@ -460,7 +461,7 @@ tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out) {
     cj->ctx = ctx;
     cj->g = g;
     cj->opts = *opts;
-    tg_status st = tg_plan_prog_init(&cj->pg, g, opts);
+    tg_status st = tg_plan_prog_init(&cj->pg, g, opts, &tg_vm_kernels);
     size_t nv = (size_t)cj->pg.nvars + 1, no = (size_t)cj->pg.norder + 1;
     if (st == TG_OK) {
         cj->how = tg_mem_calloc(ctx, no);

@@ -6,10 +6,10 @@
  *             memory plan of src/backend/plan.c, shared with the VM)
  *   debug.c   debug mode: every node checked against its reference kernel
  *
- * tg_graph_compile (src/backend/fn.c) hands TG_MODE_C graphs, already rewritten, to
+ * tg_graph_compile (src/driver/compile.c) hands TG_MODE_C graphs, already rewritten, to
  * tg_cj_new, which emits the graph's C source, finds its .so in the cache or compiles it,
  * and loads it. When no compiler can build it (missing, failing, no usable cache
- * directory) tg_cj_new returns TG_ECHECK with a message naming the kept source; fn.c
+ * directory) tg_cj_new returns TG_ECHECK with a message naming the kept source; compile.c
  * then warns once and runs the graph with the VM.
  */
 #ifndef TG_CJIT_H

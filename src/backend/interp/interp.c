@@ -1,6 +1,6 @@
 /* interp.c - the reference interpreter: runs a graph node by node with each op record's
  * reference kernel. It defines tgraph's semantics; every other backend is compared
- * against it. src/backend/fn.c compiles functions and hands TG_MODE_REFERENCE graphs here.
+ * against it. src/driver/compile.c compiles functions and hands TG_MODE_REFERENCE graphs here.
  *
  * Per call: every value gets a run-time type (concrete extents, `nobcast` on extents of 1
  * that were '?'), each node's outputs are inferred again from those types (so the same

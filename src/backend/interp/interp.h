@@ -1,5 +1,5 @@
 /* interp.h - private header of src/backend/interp: the reference interpreter as a backend
- * (tg_interp, used by src/backend/fn.c for TG_MODE_REFERENCE) and the one-node evaluator
+ * (tg_interp, used by src/driver/compile.c for TG_MODE_REFERENCE) and the one-node evaluator
  * other stages call (constant folding, debug mode).
  *
  * Invariant: tg_interp_eval runs exactly the code a call of a compiled function runs for
@@ -29,7 +29,7 @@ tg_status tg_interp_new(tg_graph *g, tg_interp **out);
 void tg_interp_set_sub(tg_interp *ip, const tg_subexec *sub);
 void tg_interp_free(tg_interp *ip); /* NULL is a no-op */
 /* A call with the contract of tg_fn_call / tg_fn_call_into (into: non-NULL out[i] on entry
- * receive output i). Inputs were checked by the caller (fn.c). */
+ * receive output i). Inputs were checked by the caller (src/driver/compile.c). */
 tg_status tg_interp_call(tg_interp *ip, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                          bool into);
 

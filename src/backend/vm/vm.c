@@ -99,6 +99,11 @@ void tg_vm_free(tg_vm *vm) {
     tg_mem_free(ctx, vm, sizeof *vm);
 }
 
+/* The instruction set the VM's kernels were chosen for (the same for every instruction). */
+static tg_vk_isa vm_isa(const tg_vm *vm) {
+    return vm->pg.norder > 0 ? tg_vm_info(&vm->pg, 0)->isa : tg_vk_isa_best();
+}
+
 void tg_vm_set_sub(tg_vm *vm, const tg_subexec *sub) { vm->pg.sub = sub; }
 
 tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
@@ -110,7 +115,7 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
     vm->ctx = ctx;
     vm->g = g;
     vm->profile = opts && opts->profile;
-    tg_status st = tg_plan_prog_init(&vm->pg, g, opts);
+    tg_status st = tg_plan_prog_init(&vm->pg, g, opts, &tg_vm_kernels);
     size_t nv = (size_t)vm->pg.nvars + 1, no = (size_t)vm->pg.norder + 1;
     if (st == TG_OK) {
         vm->ins = tg_mem_calloc(ctx, sizeof *vm->ins * no);
@@ -127,7 +132,7 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
         vm_ins *ins = &vm->ins[i];
         ins->node = vm->pg.order[i];
         ins->op = tg_op_table[ins->node->op];
-        ins->info = &vm->pg.info[i];
+        ins->info = tg_vm_info(&vm->pg, i);
         vm->pg.reuse[i] = tg_plan_reuse_ok(&vm->pg, i);
     }
     vm->pg.runs = plan_branches;
@@ -676,7 +681,7 @@ void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s) {
     memset(s, 0, sizeof *s);
     s->nplans = vm->pg.nplans;
     s->nthreads = vm->pg.nthreads;
-    s->isa = tg_vk_table_get(vm->pg.isa)->name;
+    s->isa = tg_vk_table_get(vm_isa(vm))->name;
     for (int i = 0; i < vm->pg.norder; i++) s->kinds[vm->ins[i].info->kind]++;
     tg_plan *p = NULL;
     for (int i = 0; i < vm->pg.nplans; i++)
@@ -770,7 +775,7 @@ tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
                     ins->node->id, ins->op->name, (unsigned long long)ins->copies);
     }
     fprintf(f, "total: %.3f ms in %d nodes, %d thread%s, %s kernels%s\n", total * 1e3, n,
-            vm->pg.nthreads, vm->pg.nthreads == 1 ? "" : "s", tg_vk_table_get(vm->pg.isa)->name,
+            vm->pg.nthreads, vm->pg.nthreads == 1 ? "" : "s", tg_vk_table_get(vm_isa(vm))->name,
             tg_vk_have_sleef() ? " with SLEEF" : "");
     if (vm->sched && vm->sched->runs) /* times of concurrent nodes overlap: shares add up
                                          to more than the wall time */

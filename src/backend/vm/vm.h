@@ -28,6 +28,7 @@
 
 #include "../../ops/ops.h"
 #include "../../parallel/parallel.h"
+#include "../plan.h"
 
 #include <stdio.h>
 
@@ -111,6 +112,13 @@ typedef struct vm_ins_info {
     void *fused;      /* VM_FUSED: compiled program (vm_fused.c), owned */
 } vm_ins_info;
 
+/* The VM's kernel choice (vm_kernels.c), which the C JIT shares: pg->kinfo holds one
+ * vm_ins_info per instruction. */
+extern const tg_plan_kernels tg_vm_kernels;
+static inline vm_ins_info *tg_vm_info(const tg_plan_prog *pg, int i) {
+    return (vm_ins_info *)pg->kinfo + i;
+}
+
 /* Where an instruction runs: its argument slots, the pool it may split its work over and
  * its workspace (VM alone, or the C JIT: the whole pool and workspace; in a concurrent
  * run: one thread and that worker's slice). */
@@ -130,10 +138,9 @@ typedef struct vm_lane {
  * the inputs then the outputs; outputs of views and self-allocating ops are new tensors
  * there, owned by the caller. *copies adds the operands the kernel copied. Errors name
  * the node. */
-struct tg_plan;
-tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const struct tg_plan *p,
-                         tg_tensor *const *val, const tg_node *n, const vm_ins_info *info,
-                         const vm_lane *ln, uint64_t *copies);
+tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_tensor *const *val,
+                         const tg_node *n, const vm_ins_info *info, const vm_lane *ln,
+                         uint64_t *copies);
 
 /* Elementwise (vm_ew.c): runs fn over the broadcast of in[0..nin) into out (contiguous
  * or not), gathering strided rows into blocks, split over the pool when large. */

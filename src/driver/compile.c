@@ -1,4 +1,4 @@
-/* fn.c - compiled functions (tg_fn): the layer between the public API and the backends.
+/* compile.c - compiled functions (tg_fn): the driver between the public API and the backends.
  *
  * tg_graph_compile verifies the user's graph, rewrites a clone of it with the pipeline of
  * src/rewrite (every mode but TG_MODE_REFERENCE, which runs the graph as written), and
@@ -21,11 +21,11 @@
  * the backend write the new value into the other (`into`: the VM computes it there, no
  * copy); only a call that succeeded swaps them, so a failed call changes no state.
  */
-#include "interp/interp.h"
+#include "../backend/interp/interp.h"
 #include "../rewrite/rewrite.h"
-#include "cjit/cjit.h"
-#include "cjit/debug.h"
-#include "vm/vm.h"
+#include "../backend/cjit/cjit.h"
+#include "../backend/cjit/debug.h"
+#include "../backend/vm/vm.h"
 
 #include <pthread.h>
 
