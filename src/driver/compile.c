@@ -2,9 +2,10 @@
  *
  * tg_graph_compile verifies the user's graph, rewrites a clone of it with the pipeline of
  * src/rewrite (every mode but TG_MODE_REFERENCE, which runs the graph as written), and
- * hands the result to one backend: the reference interpreter (src/backend/interp) or the
- * VM (src/backend/vm). A call checks the arguments against the graph's declared inputs and
- * outputs here, once for every backend, then forwards.
+ * hands the result to one backend through the same table of calls (fn_backend): the
+ * reference interpreter (src/backend/interp), the VM (src/backend/vm), the C JIT or debug
+ * mode (src/backend/cjit). A call checks the arguments against the graph's declared inputs
+ * and outputs here, once for every backend, then forwards.
  *
  * Invariants: compiling never modifies the user's graph; a function keeps the graph it
  * runs (the user's, borrowed, or its own rewritten clone) alive as long as it lives.
@@ -38,6 +39,59 @@ typedef struct fn_state {
     tg_tensor *spare; /* updated states: the buffer the next value is written into */
 } fn_state;
 
+/* A backend as the driver sees it: one table per backend, the same calls for all. */
+typedef struct fn_backend {
+    tg_status (*make)(tg_graph *g, const tg_compile_opts *opts, void **out);
+    void (*set_sub)(void *b, const tg_subexec *sub);
+    tg_status (*call)(void *b, tg_tensor *const *in, int nin, tg_tensor **out, int nout, bool into);
+    void (*free)(void *b);
+} fn_backend;
+
+static tg_status interp_make(tg_graph *g, const tg_compile_opts *opts, void **out) {
+    (void)opts;
+    return tg_interp_new(g, (tg_interp **)out);
+}
+static void interp_sub(void *b, const tg_subexec *sub) { tg_interp_set_sub(b, sub); }
+static tg_status interp_call(void *b, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                             bool into) {
+    return tg_interp_call(b, in, nin, out, nout, into);
+}
+static void interp_free(void *b) { tg_interp_free(b); }
+static const fn_backend be_interp = {interp_make, interp_sub, interp_call, interp_free};
+
+static tg_status vm_make(tg_graph *g, const tg_compile_opts *opts, void **out) {
+    return tg_vm_new(g, opts, (tg_vm **)out);
+}
+static void vm_sub(void *b, const tg_subexec *sub) { tg_vm_set_sub(b, sub); }
+static tg_status vm_call(void *b, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                         bool into) {
+    return tg_vm_call(b, in, nin, out, nout, into);
+}
+static void vm_free(void *b) { tg_vm_free(b); }
+static const fn_backend be_vm = {vm_make, vm_sub, vm_call, vm_free};
+
+static tg_status cj_make(tg_graph *g, const tg_compile_opts *opts, void **out) {
+    return tg_cj_new(g, opts, (tg_cj **)out);
+}
+static void cj_sub(void *b, const tg_subexec *sub) { tg_cj_set_sub(b, sub); }
+static tg_status cj_call(void *b, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                         bool into) {
+    return tg_cj_call(b, in, nin, out, nout, into);
+}
+static void cj_free(void *b) { tg_cj_free(b); }
+static const fn_backend be_cj = {cj_make, cj_sub, cj_call, cj_free};
+
+static tg_status dbg_make(tg_graph *g, const tg_compile_opts *opts, void **out) {
+    return tg_dbg_new(g, opts, (tg_dbg **)out);
+}
+static void dbg_sub(void *b, const tg_subexec *sub) { tg_dbg_set_sub(b, sub); }
+static tg_status dbg_call(void *b, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                          bool into) {
+    return tg_dbg_call(b, in, nin, out, nout, into);
+}
+static void dbg_free(void *b) { tg_dbg_free(b); }
+static const fn_backend be_dbg = {dbg_make, dbg_sub, dbg_call, dbg_free};
+
 /* The sub-graph executor of a function: its callees, compiled. */
 typedef struct fn_callees {
     tg_subexec base;
@@ -47,14 +101,12 @@ typedef struct fn_callees {
 } fn_callees;
 
 struct tg_fn {
-    tg_graph *g;       /* the graph run: the user's (borrowed), or `owned` */
-    tg_graph *owned;   /* a rewritten clone, freed with the function */
-    tg_mode mode;      /* the mode compiled for */
-    tg_interp *interp; /* TG_MODE_REFERENCE: the interpreter of `g` */
-    tg_vm *vm;         /* TG_MODE_VM: the executor of `g` (also TG_MODE_C's fallback) */
-    tg_cj *cj;         /* TG_MODE_C: the compiled code of `g` */
-    tg_dbg *dbg;       /* TG_MODE_DEBUG: the checked backend */
-    fn_state *states;  /* state inputs, in declaration order (nstate of them) */
+    tg_graph *g;          /* the graph run: the user's (borrowed), or `owned` */
+    tg_graph *owned;      /* a rewritten clone, freed with the function */
+    tg_mode mode;         /* the mode compiled for */
+    const fn_backend *be; /* the backend running `g` */
+    void *run;            /* its object */
+    fn_state *states;     /* state inputs, in declaration order (nstate of them) */
     int nstate;
     tg_tensor **args;   /* with state: the backend's inputs (states and the caller's) */
     tg_tensor **res;    /* with state: the backend's outputs (returns, then new states) */
@@ -110,26 +162,21 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
         tg_fn_free(f);
         return st;
     }
-    if (mode == TG_MODE_REFERENCE) {
-        st = tg_interp_new(run, &f->interp);
-    } else if (mode == TG_MODE_DEBUG) {
-        st = tg_dbg_new(run, opts, &f->dbg);
-    } else if (mode == TG_MODE_C) {
-        st = tg_cj_new(run, opts, &f->cj);
-        if (st == TG_ECHECK && !opts->no_fallback) { /* no compiler: the VM, with a warning */
-            fprintf(stderr, "tgraph: warning: %s; running '%s' with the vm backend\n",
-                    tg_last_error(), g->name);
-            st = tg_vm_new(run, opts, &f->vm);
-        }
-    } else {
-        st = tg_vm_new(run, opts, &f->vm);
+    const fn_backend *be = mode == TG_MODE_REFERENCE ? &be_interp
+                           : mode == TG_MODE_DEBUG   ? &be_dbg
+                           : mode == TG_MODE_C       ? &be_cj
+                                                     : &be_vm;
+    st = be->make(run, opts, &f->run);
+    if (st == TG_ECHECK && be == &be_cj && !opts->no_fallback) {
+        /* no compiler: the VM, with a warning */
+        fprintf(stderr, "tgraph: warning: %s; running '%s' with the vm backend\n", tg_last_error(),
+                g->name);
+        be = &be_vm;
+        st = be->make(run, opts, &f->run);
     }
-    if (st == TG_OK && f->calls.n > 0) {
-        const tg_subexec *sub = &f->calls.base;
-        if (f->interp) tg_interp_set_sub(f->interp, sub);
-        if (f->vm) tg_vm_set_sub(f->vm, sub);
-        if (f->cj) tg_cj_set_sub(f->cj, sub);
-        if (f->dbg) tg_dbg_set_sub(f->dbg, sub);
+    if (st == TG_OK) {
+        f->be = be;
+        if (f->calls.n > 0) be->set_sub(f->run, &f->calls.base);
     }
     if (st != TG_OK) {
         tg_fn_free(f);
@@ -142,10 +189,7 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
 void tg_fn_free(tg_fn *f) {
     if (!f) return;
     tg_ctx *ctx = f->g->ctx;
-    tg_vm_free(f->vm);
-    tg_cj_free(f->cj);
-    tg_dbg_free(f->dbg);
-    tg_interp_free(f->interp);
+    if (f->be) f->be->free(f->run);
     states_free(f);
     callees_free(f);
     tg_graph_free(f->owned);
@@ -170,10 +214,7 @@ static tg_status check_input(const tg_var *v, const tg_tensor *t, int i) {
 /* Runs the backend on the graph's full inputs and outputs. */
 static tg_status backend_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                               bool into) {
-    if (f->vm) return tg_vm_call(f->vm, in, nin, out, nout, into);
-    if (f->cj) return tg_cj_call(f->cj, in, nin, out, nout, into);
-    if (f->dbg) return tg_dbg_call(f->dbg, in, nin, out, nout, into);
-    return tg_interp_call(f->interp, in, nin, out, nout, into);
+    return f->be->call(f->run, in, nin, out, nout, into);
 }
 
 /* ---- callees ---- */
@@ -451,12 +492,13 @@ tg_status tg_fn_call_into(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **o
 }
 
 void tg_fn_profile_reset(tg_fn *f) {
-    if (f && f->vm) tg_vm_profile_reset(f->vm);
+    if (f && f->be == &be_vm) tg_vm_profile_reset(f->run);
 }
 
 tg_status tg_fn_profile_print(tg_fn *f, FILE *out) {
     if (!f || !out)
         return tg_set_error(TG_EINVAL, "tg_fn_profile_print: %s is NULL", f ? "file" : "function");
-    if (!f->vm) return tg_set_error(TG_EINVAL, "profile: only TG_MODE_VM functions keep one");
-    return tg_vm_profile_print(f->vm, out);
+    if (f->be != &be_vm)
+        return tg_set_error(TG_EINVAL, "profile: only TG_MODE_VM functions keep one");
+    return tg_vm_profile_print(f->run, out);
 }

@@ -23,8 +23,9 @@
 typedef struct unit_fn {
     const tg_graph *g;
     const char *name; /* printed name (arena) */
-    bool alias;       /* not printed: g is the graph that a root of that name is a clone of
-                         (tg_graphs_print), and its calls print that name */
+    bool alias;       /* not printed: g is the graph that a root is a clone of (tg_graphs_print),
+                         and its calls print the root's name */
+    const char *want; /* alias: the root's own name, which g must have (unit_add_callees) */
 } unit_fn;
 typedef struct unit {
     unit_fn *fn;
@@ -473,19 +474,19 @@ static bool unit_add(unit *u, const tg_graph *g, tg_ctx *ctx) {
         len = snprintf(buf, sizeof buf, "%s_%d", base, k);
     char *nm = tg_arena_strdup(&u->arena, buf);
     if (!nm || !tg_txt_map_add(&u->used, nm, (size_t)len)) return false;
-    u->fn[u->n++] = (unit_fn){g, nm, false};
+    u->fn[u->n++] = (unit_fn){g, nm, false, NULL};
     return true;
 }
 
 /* Lets root r, a clone of another graph (an optimized function), stand for it: calls of
- * the original print r's name, and the original is not printed again. The name must
- * match too, as the origin is compared by address and may have been freed. */
+ * the original print r's name, and the original is not printed again. The origin may have
+ * been freed, so it is only compared by address here; a callee found at that address
+ * must also have r's name (unit_add_callees), else the entry is dropped. */
 static bool unit_alias(unit *u, const tg_graph *r, const char *name, tg_ctx *ctx) {
     const tg_graph *o = r->origin;
     if (!o || o == r) return true;
     for (int i = 0; i < u->n; i++)
         if (u->fn[i].g == o) return true;
-    if (strcmp(o->name, r->name) != 0) return true;
     if (u->n == u->cap) {
         int ncap = u->cap ? u->cap * 2 : 8;
         unit_fn *nf =
@@ -494,7 +495,7 @@ static bool unit_alias(unit *u, const tg_graph *r, const char *name, tg_ctx *ctx
         u->fn = nf;
         u->cap = ncap;
     }
-    u->fn[u->n++] = (unit_fn){o, name, true};
+    u->fn[u->n++] = (unit_fn){o, name, true, r->name};
     return true;
 }
 
@@ -538,7 +539,13 @@ static bool unit_add_callees(unit *u, const tg_graph *root, tg_ctx *ctx) {
         if (fr->next < fr->calls.n) {
             const tg_graph *c = fr->calls.items[fr->next++];
             bool seen = false;
-            for (int i = 0; i < u->n && !seen; i++) seen = u->fn[i].g == c;
+            for (int i = 0; i < u->n && !seen; i++) {
+                if (u->fn[i].g != c) continue;
+                if (u->fn[i].alias && strcmp(c->name, u->fn[i].want) != 0)
+                    u->fn[i].g = NULL; /* another graph where a freed origin was */
+                else
+                    seen = true;
+            }
             if (seen || sp == TG_CALL_MAX_DEPTH + 2) continue;
             stack[sp] = (struct frame){c, {0}, 0};
             ok = live_callees(c, ctx, &stack[sp++].calls);

@@ -19,7 +19,8 @@ static void choose_kernel(tg_plan_prog *pg, vm_ins_info *in, tg_vk_isa isa, int 
     if (n->op == TG_OP_ALLOC) { /* a broadcast copy of its value when the plan knows its
                                    extents (an output it allocates otherwise) */
         tg_dtype dt = (tg_dtype)n->in[0]->type.dtype;
-        in->vk = tg_vk_select(&tg_op_cast, 1, &dt, (tg_dtype)n->out[0]->type.dtype, isa, &in->vargs);
+        in->vk =
+            tg_vk_select(&tg_op_cast, 1, &dt, (tg_dtype)n->out[0]->type.dtype, isa, &in->vargs);
         if (in->vk) in->kind = VM_EW;
         return;
     }
