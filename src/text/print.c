@@ -454,11 +454,8 @@ static tg_status print_one(const unit *u, const tg_graph *g, FILE *f) {
     return st;
 }
 
-/* The function's name as an identifier that no other function of the unit has and no op
- * has (a graph built in C may have any name; backward functions share their callee's). */
-static bool unit_add(unit *u, const tg_graph *g, tg_ctx *ctx) {
-    for (int i = 0; i < u->n; i++)
-        if (u->fn[i].g == g) return true;
+/* Appends e to the unit's functions. */
+static bool unit_push(unit *u, unit_fn e, tg_ctx *ctx) {
     if (u->n == u->cap) {
         int ncap = u->cap ? u->cap * 2 : 8;
         unit_fn *nf =
@@ -467,6 +464,15 @@ static bool unit_add(unit *u, const tg_graph *g, tg_ctx *ctx) {
         u->fn = nf;
         u->cap = ncap;
     }
+    u->fn[u->n++] = e;
+    return true;
+}
+
+/* The function's name as an identifier that no other function of the unit has and no op
+ * has (a graph built in C may have any name; backward functions share their callee's). */
+static bool unit_add(unit *u, const tg_graph *g, tg_ctx *ctx) {
+    for (int i = 0; i < u->n; i++)
+        if (u->fn[i].g == g) return true;
     char base[200], buf[232];
     func_ident(g->name, base, sizeof base);
     int len = snprintf(buf, sizeof buf, "%s%s", base, tg_op_lookup(base) >= 0 ? "_fn" : "");
@@ -474,8 +480,7 @@ static bool unit_add(unit *u, const tg_graph *g, tg_ctx *ctx) {
         len = snprintf(buf, sizeof buf, "%s_%d", base, k);
     char *nm = tg_arena_strdup(&u->arena, buf);
     if (!nm || !tg_txt_map_add(&u->used, nm, (size_t)len)) return false;
-    u->fn[u->n++] = (unit_fn){g, nm, false, NULL};
-    return true;
+    return unit_push(u, (unit_fn){g, nm, false, NULL}, ctx);
 }
 
 /* Lets root r, a clone of another graph (an optimized function), stand for it: calls of
@@ -487,16 +492,7 @@ static bool unit_alias(unit *u, const tg_graph *r, const char *name, tg_ctx *ctx
     if (!o || o == r) return true;
     for (int i = 0; i < u->n; i++)
         if (u->fn[i].g == o) return true;
-    if (u->n == u->cap) {
-        int ncap = u->cap ? u->cap * 2 : 8;
-        unit_fn *nf =
-            tg_mem_realloc(ctx, u->fn, sizeof *nf * (size_t)u->cap, sizeof *nf * (size_t)ncap);
-        if (!nf) return false;
-        u->fn = nf;
-        u->cap = ncap;
-    }
-    u->fn[u->n++] = (unit_fn){o, name, true, r->name};
-    return true;
+    return unit_push(u, (unit_fn){o, name, true, r->name}, ctx);
 }
 
 /* The graphs that live nodes of g name in FUNC attributes (dead calls, left by inlining
