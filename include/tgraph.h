@@ -23,7 +23,14 @@
 extern "C" {
 #endif
 
-#define TG_API      extern
+/* TG_API marks the exported functions. The library is compiled with hidden visibility
+ * and TG_BUILDING_LIBRARY defined, so libtgraph.so exports what this header declares and
+ * nothing else (docs/c-api.md, "ABI"); for a program including the header it is extern. */
+#if defined(TG_BUILDING_LIBRARY) && defined(__GNUC__)
+#define TG_API extern __attribute__((visibility("default")))
+#else
+#define TG_API extern
+#endif
 #define TG_VERSION  "0.2.0"
 #define TG_MAX_DIMS 8 /* most dimensions a tensor or type may have */
 
