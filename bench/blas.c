@@ -69,7 +69,8 @@ static tg_graph *parse_func(tg_module **m, const char *src) {
 }
 
 static tg_fn *compile(tg_graph *g, int threads, bool no_blas) {
-    tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = threads, .no_blas = no_blas};
+    tg_compile_opts o =
+        TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = threads, .no_blas = no_blas);
     tg_fn *f = NULL;
     if (tg_graph_compile(g, &o, &f) != TG_OK) die("compile");
     return f;

@@ -97,7 +97,8 @@ int main(int argc, char **argv) {
         tg_module *m = NULL;
         tg_fn *f = NULL;
         if (tg_module_parse(ctx, src, strlen(src), "step.tg", &m) != TG_OK) return fail("parse");
-        tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 1, .profile = profile && run == 3};
+        tg_compile_opts o =
+            TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = 1, .profile = profile && run == 3);
         if (tg_graph_compile(tg_module_func(m, 0), &o, &f) != TG_OK) return fail("compile");
         tg_tensor *in[4] = {NULL, NULL, x, y}, *out[3] = {NULL, NULL, NULL};
         tg_tensor *pW[2], *pb[2];

@@ -77,7 +77,8 @@ int main(int argc, char **argv) {
         int nf = count_fused(g, rewrite);
         for (int th = 1; th <= 2; th++) {
             if (only_threads && th != only_threads) continue;
-            tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = th, .no_rewrite = !rewrite};
+            tg_compile_opts o =
+                TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = th, .no_rewrite = !rewrite);
             tg_fn *f = NULL;
             if (tg_graph_compile(g, &o, &f) != TG_OK) {
                 fprintf(stderr, "w1: %s\n", tg_last_error());

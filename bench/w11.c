@@ -113,7 +113,7 @@ static double compile_sample(const char *src) {
         double t0 = bench_now();
         tg_module *m = NULL;
         if (tg_module_parse(NULL, src, strlen(src), "w11.tg", &m) != TG_OK) _exit(1);
-        tg_compile_opts o = {.mode = TG_MODE_C, .nthreads = 1, .no_fallback = true};
+        tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .nthreads = 1, .no_fallback = true);
         tg_fn *f = NULL;
         if (tg_graph_compile(tg_module_find(m, "main"), &o, &f) != TG_OK) {
             fprintf(stderr, "w11: compile: %s\n", tg_last_error());

@@ -61,7 +61,8 @@ int main(int argc, char **argv) {
                {"vm unfused", TG_MODE_VM, true},
                {"reference", TG_MODE_REFERENCE, false}};
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
-        tg_compile_opts o = {.mode = cfg[c].mode, .no_rewrite = cfg[c].no_rewrite, .nthreads = 1};
+        tg_compile_opts o =
+            TG_COMPILE_OPTS(.mode = cfg[c].mode, .no_rewrite = cfg[c].no_rewrite, .nthreads = 1);
         tg_fn *f = NULL;
         if (tg_graph_compile(g, &o, &f) != TG_OK) {
             fprintf(stderr, "w5: %s\n", tg_last_error());

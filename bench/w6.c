@@ -23,7 +23,7 @@ static uint64_t rng_next(uint64_t *s) {
 }
 
 static tg_fn *compile_step(tg_graph *g, tg_mode mode, int threads) {
-    tg_compile_opts o = {.mode = mode, .nthreads = threads, .profile = profile};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = threads, .profile = profile);
     tg_fn *f = NULL;
     if (tg_graph_compile(g, &o, &f) != TG_OK || init_params(f, 1) != TG_OK) {
         fprintf(stderr, "w6: %s\n", tg_last_error());

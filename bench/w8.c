@@ -100,7 +100,7 @@ static void work_fini(work *w) {
 }
 
 static tg_fn *compile(work *w, tg_mode mode) {
-    tg_compile_opts o = {.mode = mode, .nthreads = 1, .no_fallback = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = 1, .no_fallback = true);
     tg_fn *f = NULL;
     if (tg_graph_compile(tg_module_find(w->m, w->func), &o, &f) != TG_OK) die("compile");
     return f;

@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
     double *t[2];
     long batch = 1;
     for (int c = 0; c < nconf; c++) {
-        tg_compile_opts o = {.mode = mode, .nthreads = ths[c], .profile = profile};
+        tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = ths[c], .profile = profile);
         if (tg_graph_compile(g, &o, &f[c]) != TG_OK ||
             tg_fn_state_set(f[c], tg_fn_state_find(f[c], "X"), data[0]) != TG_OK ||
             tg_fn_state_set(f[c], tg_fn_state_find(f[c], "y"), data[1]) != TG_OK)

@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
     density dens = {0};
     tg_tensor *data[3] = {0}, *rnd[2] = {0}, *key = NULL;
     double *draws = NULL; /* [samples][C][D] */
-    tg_compile_opts co = {.mode = o.mode, .nthreads = o.threads};
+    tg_compile_opts co = TG_COMPILE_OPTS(.mode = o.mode, .nthreads = o.threads);
 
     /* 1. synthetic data from tgraph's random numbers */
     double t0 = now();

@@ -451,8 +451,8 @@ int main(int argc, char **argv) {
     t0 = now();
     pool = tg_pool_new(NULL, o.threads);
     if (!pool || !(gs = build_step(o.batch)) || !(ge = build_eval(EVAL_BATCH))) goto done;
-    tg_compile_opts co = {.mode = o.mode, .pool = pool};
-    tg_compile_opts cs = {.mode = o.mode, .pool = pool, .profile = o.profile != 0};
+    tg_compile_opts co = TG_COMPILE_OPTS(.mode = o.mode, .pool = pool);
+    tg_compile_opts cs = TG_COMPILE_OPTS(.mode = o.mode, .pool = pool, .profile = o.profile != 0);
     if (!(gp = build_shuffle(train.n, (int64_t)o.seed))) goto done;
     if (tg_graph_compile(gs, &cs, &step) != TG_OK || tg_graph_compile(ge, &co, &eval) != TG_OK ||
         tg_graph_compile(gp, &co, &shuffle) != TG_OK) {

@@ -23,9 +23,30 @@
 extern "C" {
 #endif
 
-#define TG_API      extern
-#define TG_VERSION  "0.2.0"
+/* TG_API marks the exported functions. The library is compiled with hidden visibility
+ * and TG_BUILDING_LIBRARY defined, so libtgraph.so exports what this header declares and
+ * nothing else (docs/c-api.md, "ABI"); for a program including the header it is extern. */
+#if defined(TG_BUILDING_LIBRARY) && defined(__GNUC__)
+#define TG_API extern __attribute__((visibility("default")))
+#else
+#define TG_API extern
+#endif
+#define TG_VERSION  "0.3.0"
 #define TG_MAX_DIMS 8 /* most dimensions a tensor or type may have */
+
+/* Versioned structs (docs/c-api.md, "ABI"): the option and report structs passed by
+ * pointer (tg_compile_opts, tg_optimize_opts, tg_grad_check_opts, tg_grad_check_report)
+ * start with `size_t size`, the sizeof of the struct the caller was compiled with, so that
+ * later versions can add fields at the end without breaking compiled programs. Each has a
+ * macro that sets it and takes the other fields as designated initializers:
+ *     tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .nthreads = 1);
+ *     tg_graph_compile(g, &TG_COMPILE_OPTS(.no_blas = true), &f);
+ * The library reads (for a report, writes) only the fields that fit in `size`, taking a
+ * field past it as zero, its default. A size of 0 (a struct set up without its macro) or
+ * one too small for any version is TG_EINVAL, naming the struct; a size past the library's
+ * own (a program built with a newer tgraph.h) is accepted when every field this library
+ * does not know is zero, TG_EUNSUPPORTED otherwise. An opts pointer may still be NULL: every
+ * field at its default. */
 
 /* ---- status codes --------------------------------------------------------------- */
 #define TG_STATUS_LIST(X)                                                                          \
@@ -321,13 +342,17 @@ TG_API tg_status tg_hessian(tg_graph *g, tg_var *cost, tg_var *const *wrt, int n
  * every element agrees within tolerance, TG_ECHECK with a message naming the worst input
  * and element otherwise (and other codes for errors). opts and rep may be NULL. */
 typedef struct tg_grad_check_opts {
+    size_t size;   /* sizeof(tg_grad_check_opts): set by TG_GRAD_CHECK_OPTS */
     double eps;    /* finite-difference step, relative to max(1, |x|); 0: 1e-6 for f64
                       graphs, 1e-3 for f32 (a graph is f32 when any float value in it is) */
     double rtol;   /* 0: 1e-5 for f64 graphs, 1e-2 for f32 */
     double atol;   /* 0: 1e-8 for f64 graphs, 1e-3 for f32 */
     uint64_t seed; /* of the projection r */
 } tg_grad_check_opts;
+#define TG_GRAD_CHECK_OPTS(...)                                                                    \
+    ((tg_grad_check_opts){.size = sizeof(tg_grad_check_opts), __VA_ARGS__})
 typedef struct tg_grad_check_report {
+    size_t size;     /* sizeof(tg_grad_check_report): set by TG_GRAD_CHECK_REPORT */
     int input;       /* input index of the worst element */
     int64_t index;   /* its flat C-order index */
     double analytic; /* gradient from the graph */
@@ -335,6 +360,8 @@ typedef struct tg_grad_check_report {
     double abs_err;  /* |analytic - numeric| */
     double rel_err;  /* abs_err / max(|analytic|, |numeric|) */
 } tg_grad_check_report;
+#define TG_GRAD_CHECK_REPORT(...)                                                                  \
+    ((tg_grad_check_report){.size = sizeof(tg_grad_check_report), __VA_ARGS__})
 TG_API tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin,
                                const tg_grad_check_opts *opts, tg_grad_check_report *rep);
 
@@ -362,6 +389,7 @@ TG_API tg_status tg_module_print(const tg_module *m, FILE *f);
 /* inline -> canonicalize -> stabilize -> specialize -> blas -> fuse -> inplace
  * (docs/rewrites.md). */
 typedef struct tg_optimize_opts {
+    size_t size;             /* sizeof(tg_optimize_opts): set by TG_OPTIMIZE_OPTS */
     bool no_blas;            /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
     bool no_inline;          /* keep calls as calls (the backends run them as sub-graphs) */
     bool verify;             /* verify the IR after every pass (always on in debug builds) */
@@ -369,6 +397,7 @@ typedef struct tg_optimize_opts {
     FILE *print_to;          /* where those go (NULL: stdout) */
     FILE *stats_to;          /* when set, the compile-time report (per pass, per rule) */
 } tg_optimize_opts;
+#define TG_OPTIMIZE_OPTS(...) ((tg_optimize_opts){.size = sizeof(tg_optimize_opts), __VA_ARGS__})
 /* Runs the pipeline on a copy of g; *out receives the rewritten graph, which the caller
  * frees with tg_graph_free. g itself is never modified. opts may be NULL. */
 TG_API tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_graph **out);
@@ -400,7 +429,8 @@ TG_API int tg_pool_size(const tg_pool *p); /* threads, the caller included */
  * does not declare it destroys. */
 typedef enum { TG_MODE_VM, TG_MODE_REFERENCE, TG_MODE_C, TG_MODE_DEBUG } tg_mode;
 typedef struct tg_compile_opts {
-    tg_mode mode;          /* see above; a zeroed struct (or opts NULL) means TG_MODE_VM */
+    size_t size;           /* sizeof(tg_compile_opts): set by TG_COMPILE_OPTS */
+    tg_mode mode;          /* see above; 0 (the default, as with opts NULL): TG_MODE_VM */
     bool no_rewrite;       /* TG_MODE_VM: skip the rewrite pipeline */
     bool no_blas;          /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
     bool verify;           /* verify the IR after every rewrite pass (always on in debug builds) */
@@ -415,6 +445,7 @@ typedef struct tg_compile_opts {
                               (reference: interpreted; vm, c, debug: compiled once per callee
                               in the same mode), instead of inlining it first */
 } tg_compile_opts;
+#define TG_COMPILE_OPTS(...) ((tg_compile_opts){.size = sizeof(tg_compile_opts), __VA_ARGS__})
 typedef struct tg_fn tg_fn;
 /* Compiles g (which must stay alive while the function is used, and be freed after it:
  * TG_MODE_REFERENCE and no_rewrite run g itself). opts may be NULL. */

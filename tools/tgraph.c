@@ -728,11 +728,9 @@ static int cmd_run(const options *o) {
     if ((rc = load_inputs(o, g, in)) != 0) goto done;
     rc = EXIT_FAIL;
 
-    tg_compile_opts copts = {.mode = TG_MODE_VM,
-                             .no_blas = o->no_blas,
-                             .no_inline = o->no_inline,
-                             .nthreads = o->threads,
-                             .profile = o->profile};
+    tg_compile_opts copts =
+        TG_COMPILE_OPTS(.mode = TG_MODE_VM, .no_blas = o->no_blas, .no_inline = o->no_inline,
+                        .nthreads = o->threads, .profile = o->profile);
     if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
@@ -858,11 +856,9 @@ static int cmd_bench(const options *o) {
     }
     if ((rc = load_inputs(o, g, in)) != 0) goto done;
     rc = EXIT_FAIL;
-    tg_compile_opts copts = {.mode = TG_MODE_VM,
-                             .no_blas = o->no_blas,
-                             .no_inline = o->no_inline,
-                             .nthreads = o->threads,
-                             .profile = o->profile};
+    tg_compile_opts copts =
+        TG_COMPILE_OPTS(.mode = TG_MODE_VM, .no_blas = o->no_blas, .no_inline = o->no_inline,
+                        .nthreads = o->threads, .profile = o->profile);
     if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
@@ -907,12 +903,10 @@ done:
 
 /* The graph after the pipeline (a new graph), or NULL after a message. */
 static tg_graph *optimized(const options *o, const tg_graph *g) {
-    tg_optimize_opts oo = {.no_blas = o->no_blas,
-                           .no_inline = o->no_inline,
-                           .verify = o->verify,
-                           .print_after = o->print_after,
-                           .print_to = stdout,
-                           .stats_to = o->stats ? stderr : NULL};
+    tg_optimize_opts oo =
+        TG_OPTIMIZE_OPTS(.no_blas = o->no_blas, .no_inline = o->no_inline, .verify = o->verify,
+                         .print_after = o->print_after, .print_to = stdout,
+                         .stats_to = o->stats ? stderr : NULL);
     tg_graph *r = NULL;
     tg_status st = tg_graph_optimize(g, &oo, &r);
     if (st != TG_OK || !r) {

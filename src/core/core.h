@@ -34,6 +34,27 @@ tg_status tg_set_error(tg_status st, const char *fmt, ...) TG_PRINTF(2, 3);
 tg_status tg_set_errorv(tg_status st, const char *fmt, va_list ap);
 #define TG_ERRMSG_MAX 1024
 
+/* ---- versioned structs of the public API (abi.c; tgraph.h, docs/c-api.md "ABI") ---- */
+/* Each starts with `size_t size`. Its first version ends with the field named here: the
+ * least size the library takes. A later version adds fields past the earlier one's sizeof. */
+#define TG_COMPILE_OPTS_FIRST      (offsetof(tg_compile_opts, no_inline) + sizeof(bool))
+#define TG_OPTIMIZE_OPTS_FIRST     (offsetof(tg_optimize_opts, stats_to) + sizeof(FILE *))
+#define TG_GRAD_CHECK_OPTS_FIRST   (offsetof(tg_grad_check_opts, seed) + sizeof(uint64_t))
+#define TG_GRAD_CHECK_REPORT_FIRST (offsetof(tg_grad_check_report, rel_err) + sizeof(double))
+/* Copies the caller's struct *src into dst, the library's version of it (dst_size bytes):
+ * the fields past the caller's size are zero (their defaults), and dst's size is dst_size.
+ * src NULL: every field zero. Errors name fn and the struct's type (TG_EINVAL for a size
+ * below `first` or absurdly large, TG_EUNSUPPORTED for a field set past dst_size). */
+tg_status tg_struct_in(void *dst, size_t dst_size, const void *src, size_t first, const char *fn,
+                       const char *type);
+/* Checks the size of the caller's output struct *p (NULL: none) before it is written;
+ * own: the library's sizeof of it. */
+tg_status tg_struct_out_check(const void *p, size_t own, size_t first, const char *fn,
+                              const char *type);
+/* Writes the library's src (src_size bytes) into the caller's checked *dst: the fields that
+ * fit in dst's size; dst's size, and fields past src_size, are left as they are. */
+void tg_struct_out(void *dst, const void *src, size_t src_size);
+
 /* ---- context and memory ---- */
 struct tg_ctx {
     tg_alloc_fn alloc;   /* never NULL */

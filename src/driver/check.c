@@ -140,7 +140,16 @@ static double excess(double a, double num, double rtol, double atol) {
 
 tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin, const tg_grad_check_opts *opts,
                         tg_grad_check_report *rep) {
-    if (rep) *rep = (tg_grad_check_report){.input = -1, .index = -1};
+    /* the caller's structs, in this version's (tgraph.h, "versioned structs") */
+    tg_grad_check_opts o;
+    tg_status st = tg_struct_in(&o, sizeof o, opts, TG_GRAD_CHECK_OPTS_FIRST, "tg_grad_check",
+                                "tg_grad_check_opts");
+    if (st == TG_OK)
+        st = tg_struct_out_check(rep, sizeof *rep, TG_GRAD_CHECK_REPORT_FIRST, "tg_grad_check",
+                                 "tg_grad_check_report");
+    if (st != TG_OK) return st;
+    opts = &o;
+    if (rep) tg_struct_out(rep, &(tg_grad_check_report){.input = -1, .index = -1}, sizeof *rep);
     if (!g) return tg_set_error(TG_EINVAL, "tg_grad_check: graph is NULL");
     if (tg_graph_status(g) != TG_OK)
         return tg_set_error(tg_graph_status(g), "grad check: the graph has an error: %s",
@@ -163,7 +172,6 @@ tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin, const tg_gra
     s.args = tg_mem_calloc(s.ctx, sizeof *s.args * (size_t)(nin + 1));
     s.grads = tg_mem_calloc(s.ctx, sizeof *s.grads * (size_t)(nin + 1));
     s.fidx = tg_mem_calloc(s.ctx, sizeof *s.fidx * (size_t)(nin + 1));
-    tg_status st = TG_OK;
     if (!s.args || !s.grads || !s.fidx) {
         st = tg_set_error(TG_ENOMEM, "grad check: out of memory");
         goto done;
@@ -262,7 +270,7 @@ tg_status tg_grad_check(tg_graph *g, tg_tensor *const *in, int nin, const tg_gra
         }
     }
     if (st != TG_OK) goto done;
-    if (rep) *rep = worst;
+    if (rep) tg_struct_out(rep, &worst, sizeof worst);
     if (worst.input >= 0 && worst_ex > 0)
         st = tg_set_error(TG_ECHECK,
                           "grad check failed for input '%s' element %lld: analytic "

@@ -123,6 +123,12 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     if (!g || !out)
         return tg_set_error(TG_EINVAL, "tg_graph_compile: %s is NULL", g ? "out" : "graph");
     *out = NULL;
+    /* the caller's options, in this version's struct (tgraph.h, "versioned structs") */
+    tg_compile_opts o;
+    tg_status st = tg_struct_in(&o, sizeof o, opts, TG_COMPILE_OPTS_FIRST, "tg_graph_compile",
+                                "tg_compile_opts");
+    if (st != TG_OK) return st;
+    opts = &o;
     if (opts &&
         ((unsigned)opts->mode > TG_MODE_DEBUG || (unsigned)opts->debug_backend > TG_MODE_DEBUG))
         return tg_set_error(TG_EINVAL, "tg_graph_compile: invalid mode %d",
@@ -131,7 +137,7 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     tg_mode mode = opts ? opts->mode : TG_MODE_VM;
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
-    tg_status st = tg_graph_verify(g);
+    st = tg_graph_verify(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
     if (mode != TG_MODE_REFERENCE && !(opts && opts->no_rewrite)) {
@@ -245,7 +251,7 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
     f->calls.fn = tg_mem_calloc(ctx, sizeof *f->calls.fn * (size_t)ncall);
     f->calls.cap = ncall;
     if (!f->calls.body || !f->calls.fn) return TG_ENOMEM;
-    tg_compile_opts o = opts ? *opts : (tg_compile_opts){.mode = TG_MODE_VM};
+    tg_compile_opts o = opts ? *opts : TG_COMPILE_OPTS(.mode = TG_MODE_VM);
     for (int i = 0; i < g->nodes.n; i++) {
         const tg_node *n = g->nodes.items[i];
         if (n->op != TG_OP_CALL) continue;

@@ -8,13 +8,15 @@
 tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_graph **out) {
     if (!g || !out)
         return tg_set_error(TG_EINVAL, "tg_graph_optimize: %s is NULL", g ? "out" : "graph");
-    tg_rw_opts ro = {.print = tg_graph_print};
-    if (opts) {
-        ro.verify = opts->verify;
-        ro.no_blas = opts->no_blas;
-        ro.no_inline = opts->no_inline;
-        ro.print_after = opts->print_after;
-        ro.print_to = opts->print_to;
-    }
-    return tg_rw_optimize(g, &ro, opts ? opts->stats_to : NULL, out);
+    tg_optimize_opts o; /* the caller's, in this version's struct (tgraph.h) */
+    tg_status st = tg_struct_in(&o, sizeof o, opts, TG_OPTIMIZE_OPTS_FIRST, "tg_graph_optimize",
+                                "tg_optimize_opts");
+    if (st != TG_OK) return st;
+    tg_rw_opts ro = {.print = tg_graph_print,
+                     .verify = o.verify,
+                     .no_blas = o.no_blas,
+                     .no_inline = o.no_inline,
+                     .print_after = o.print_after,
+                     .print_to = o.print_to};
+    return tg_rw_optimize(g, &ro, o.stats_to, out);
 }

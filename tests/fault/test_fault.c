@@ -130,7 +130,7 @@ static tg_status wl_optimize(tg_ctx *ctx, double *checksum) {
     *checksum = 0;
     FILE *devnull = fopen("/dev/null", "w");
     for (int i = 0; i < tg_module_func_count(m) && st == TG_OK; i++) {
-        tg_optimize_opts oo = {.verify = true};
+        tg_optimize_opts oo = TG_OPTIMIZE_OPTS(.verify = true);
         tg_graph *opt = NULL;
         st = tg_graph_optimize(tg_module_func(m, i), &oo, &opt);
         if (st == TG_OK) {
@@ -154,17 +154,17 @@ static tg_status wl_run(tg_ctx *ctx, const tg_compile_opts *opts, int calls, dou
 }
 
 static tg_status wl_reference(tg_ctx *ctx, double *checksum) {
-    tg_compile_opts o = {.mode = TG_MODE_REFERENCE};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE);
     return wl_run(ctx, &o, 1, checksum);
 }
 
 static tg_status wl_vm(tg_ctx *ctx, double *checksum) {
-    tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 1, .verify = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = 1, .verify = true);
     return wl_run(ctx, &o, 2, checksum);
 }
 
 static tg_status wl_vm_pool(tg_ctx *ctx, double *checksum) {
-    tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 2};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = 2);
     return wl_run(ctx, &o, 2, checksum);
 }
 
@@ -173,7 +173,7 @@ static tg_status wl_vm_pool(tg_ctx *ctx, double *checksum) {
  * and load it): emission, the cache lookup, loading and the generated code's calls into
  * the runtime all meet refused allocations. */
 static tg_status wl_cjit(tg_ctx *ctx, double *checksum) {
-    tg_compile_opts o = {.mode = TG_MODE_C, .nthreads = 1, .no_fallback = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .nthreads = 1, .no_fallback = true);
     return wl_run(ctx, &o, 2, checksum);
 }
 
@@ -192,7 +192,7 @@ static tg_status wl_grad(tg_ctx *ctx, double *checksum) {
     if (st == TG_OK) st = tg_graph_set_outputs(g, (tg_var *[]){cost, grads[0], grads[1]}, 3);
     tg_fn *f = NULL;
     if (st == TG_OK) {
-        tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 1};
+        tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = 1);
         st = tg_graph_compile(g, &o, &f);
     }
     tg_tensor *in[3] = {0}, *out[3] = {0};
@@ -224,7 +224,7 @@ static tg_status wl_jacobian(tg_ctx *ctx, double *checksum) {
     if (st == TG_OK) st = tg_graph_set_outputs(g, r, 3);
     tg_fn *f = NULL;
     if (st == TG_OK) {
-        tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 1};
+        tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = 1);
         st = tg_graph_compile(g, &o, &f);
     }
     tg_tensor *in[2] = {0}, *out[3] = {0};

@@ -183,7 +183,7 @@ static char *print_graph(const tg_graph *g, size_t *n) {
 
 /* The optimised graph (NULL when optimising failed cleanly), checked to print and parse. */
 static tg_graph *check_optimize(tg_ctx *ctx, const tg_graph *g, const char *src, size_t len) {
-    tg_optimize_opts oo = {.verify = true};
+    tg_optimize_opts oo = TG_OPTIMIZE_OPTS(.verify = true);
     tg_graph *opt = NULL;
     tg_status st = tg_graph_optimize(g, &oo, &opt);
     if (st != TG_OK) {
@@ -292,8 +292,8 @@ static void check_run(tg_ctx *ctx, tg_graph *g, tg_graph *opt, uint64_t seed, co
     if (nin > FZ_MAX_INPUTS || nout <= 0 || nout > FZ_MAX_OUTPUTS) return;
     if (!small_work(g) || !small_work(opt)) return;
     fz_run runs[3] = {{.name = "reference(g)"}, {.name = "vm(g)"}, {.name = "reference(opt)"}};
-    tg_compile_opts ro = {.mode = TG_MODE_REFERENCE},
-                    vo = {.mode = TG_MODE_VM, .nthreads = 1, .verify = true};
+    tg_compile_opts ro = TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE),
+                    vo = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = 1, .verify = true);
     tg_status st = tg_graph_compile(g, &ro, &runs[0].f);
     if (st == TG_OK) st = tg_graph_compile(g, &vo, &runs[1].f);
     if (st == TG_OK && opt) st = tg_graph_compile(opt, &ro, &runs[2].f);

@@ -375,11 +375,11 @@ static void test_functions(void **state) {
     assert_int_equal(tg_graph_set_outputs(g, &y, 1), TG_OK);
     assert_int_equal(tg_update(g, s, y), TG_OK);
     STATUS(tg_graph_compile(g, NULL, NULL), TG_EINVAL, "tg_graph_compile");
-    STATUS(tg_graph_compile(g, &(tg_compile_opts){.mode = (tg_mode)9}, &f), TG_EINVAL,
+    STATUS(tg_graph_compile(g, &TG_COMPILE_OPTS(.mode = (tg_mode)9), &f), TG_EINVAL,
            "tg_graph_compile");
-    STATUS(tg_graph_compile(g, &(tg_compile_opts){.mode = (tg_mode)-1}, &f), TG_EINVAL,
+    STATUS(tg_graph_compile(g, &TG_COMPILE_OPTS(.mode = (tg_mode)-1), &f), TG_EINVAL,
            "tg_graph_compile");
-    STATUS(tg_graph_compile(g, &(tg_compile_opts){.debug_backend = (tg_mode)7}, &f), TG_EINVAL,
+    STATUS(tg_graph_compile(g, &TG_COMPILE_OPTS(.debug_backend = (tg_mode)7), &f), TG_EINVAL,
            "tg_graph_compile");
     assert_null(f);
 

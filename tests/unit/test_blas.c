@@ -43,7 +43,7 @@ static tg_module *parse(const char *src) {
 }
 
 static tg_fn *compile(tg_graph *g, tg_mode mode, int nthreads, bool rewrite) {
-    tg_compile_opts o = {.mode = mode, .nthreads = nthreads, .no_rewrite = !rewrite};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = nthreads, .no_rewrite = !rewrite);
     tg_fn *f = NULL;
     if (tg_graph_compile(g, &o, &f) != TG_OK) fail_msg("compile: %s", tg_last_error());
     return f;
@@ -337,7 +337,7 @@ static int blocks_of(const char *src, const char *name, int nin, tg_tensor **in,
                      tg_tensor **result) {
     tg_module *m = parse(src);
     tg_graph *g = tg_module_find(m, name);
-    tg_compile_opts o = {.nthreads = 1, .no_rewrite = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 1, .no_rewrite = true);
     tg_vm *vm = NULL;
     assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
     assert_int_equal(tg_vm_call(vm, in, nin, result, 1, false), TG_OK);

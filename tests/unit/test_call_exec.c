@@ -52,7 +52,8 @@ static tg_module *parse(tg_ctx *ctx, const char *src) {
 }
 
 static tg_fn *compile(tg_graph *g, tg_mode mode, bool no_inline) {
-    tg_compile_opts o = {.mode = mode, .no_inline = no_inline, .debug_backend = TG_MODE_VM};
+    tg_compile_opts o =
+        TG_COMPILE_OPTS(.mode = mode, .no_inline = no_inline, .debug_backend = TG_MODE_VM);
     tg_fn *f = NULL;
     if (tg_graph_compile(g, &o, &f) != TG_OK) fail_msg("compile: %s", tg_last_error());
     return f;

@@ -71,7 +71,7 @@ static void test_types_from_the_body(void **state) {
     assert_non_null(c);
     assert_int_equal(tg_graph_verify(c), TG_OK);
     tg_graph_free(g); /* the clone still holds sq */
-    tg_optimize_opts keep = {.no_inline = true};
+    tg_optimize_opts keep = TG_OPTIMIZE_OPTS(.no_inline = true);
     tg_graph *o = NULL, *i = NULL;
     assert_int_equal(tg_graph_optimize(c, &keep, &o), TG_OK);
     assert_int_equal(tg_graph_optimize(c, NULL, &i), TG_OK);
@@ -132,8 +132,8 @@ static void test_grad_through_calls(void **state) {
     tg_graph_free(top);
     const double av[3] = {0.3, -0.7, 1.1}, bv[5] = {0.5, 1.5, -2.0, 0.1, 0.9};
     tg_tensor *in[2] = {vec(av, 3), vec(bv, 5)};
-    tg_grad_check_report rep;
-    tg_grad_check_opts o = {.seed = 7};
+    tg_grad_check_report rep = TG_GRAD_CHECK_REPORT();
+    tg_grad_check_opts o = TG_GRAD_CHECK_OPTS(.seed = 7);
     tg_status st = tg_grad_check(g, in, 2, &o, &rep);
     if (st != TG_OK) print_error("%s\n", tg_last_error());
     assert_int_equal(st, TG_OK);
@@ -248,7 +248,7 @@ static void test_merge_calls(void **state) {
     tg_var *x = in1(g, "x", 3);
     tg_var *outs[3] = {call1(g, sq, x), call1(g, sq, x), call1(g, sq2, x)};
     assert_int_equal(tg_graph_set_outputs(g, outs, 3), TG_OK);
-    tg_optimize_opts keep = {.no_inline = true};
+    tg_optimize_opts keep = TG_OPTIMIZE_OPTS(.no_inline = true);
     tg_graph *o = NULL;
     assert_int_equal(tg_graph_optimize(g, &keep, &o), TG_OK);
     assert_ptr_equal(tg_graph_output(o, 0), tg_graph_output(o, 1));

@@ -120,7 +120,7 @@ static tg_status run_mode(const char *text, tg_mode mode, tg_mode dbg, tg_tensor
                           tg_tensor **out, int nout) {
     tg_module *m = parse(text);
     tg_graph *g = tg_module_find(m, "main");
-    tg_compile_opts o = {.mode = mode, .debug_backend = dbg, .no_fallback = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .debug_backend = dbg, .no_fallback = true);
     tg_fn *f = NULL;
     tg_status st = tg_graph_compile(g, &o, &f);
     if (st == TG_OK) st = tg_fn_call(f, in, nin, out, nout);
@@ -611,7 +611,7 @@ static void test_shape_arithmetic_planned(void **state) {
     tg_module *m = parse(text);
     tg_graph *o = NULL;
     assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
-    tg_compile_opts opts = {.nthreads = 1};
+    tg_compile_opts opts = TG_COMPILE_OPTS(.nthreads = 1);
     tg_cj *cj = NULL;
     assert_int_equal(tg_cj_new(o, &opts, &cj), TG_OK);
     tg_tensor *W = ramp(TG_DT_F64, 2, (int64_t[]){5, 3}, 0.7);
@@ -732,7 +732,7 @@ static void test_two_processes(void **state) {
             tg_tensor *c[2] = {0};
             tg_module *m = NULL;
             if (tg_module_parse(NULL, mlp_text, strlen(mlp_text), "t.tg", &m) != TG_OK) _exit(3);
-            tg_compile_opts o = {.mode = TG_MODE_C, .no_fallback = true};
+            tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .no_fallback = true);
             tg_fn *f = NULL;
             if (tg_graph_compile(tg_module_find(m, "main"), &o, &f) != TG_OK) _exit(1);
             if (tg_fn_call(f, in, 3, c, 2) != TG_OK) _exit(2);
@@ -794,7 +794,7 @@ static void test_fallback_to_vm(void **state) {
     setenv("TGRAPH_CC", "/nonexistent/cc", 1);
     tg_module *m = parse(mlp_text);
     tg_graph *g = tg_module_find(m, "main");
-    tg_compile_opts o = {.mode = TG_MODE_C};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C);
     tg_fn *f = NULL;
     assert_int_equal(tg_graph_compile(g, &o, &f), TG_OK); /* the VM, after a warning */
     tg_tensor *in[3] = {ramp(TG_DT_F64, 2, (int64_t[]){2, 4}, 2.0),
@@ -829,7 +829,7 @@ static void test_unsafe_dir_refused(void **state) {
     fresh_cache();
     assert_int_equal(chmod(cache_dir, 0777), 0);
     tg_module *m = parse(mlp_text);
-    tg_compile_opts o = {.mode = TG_MODE_C, .no_fallback = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .no_fallback = true);
     tg_fn *f = NULL;
     assert_int_equal(tg_graph_compile(tg_module_find(m, "main"), &o, &f), TG_ECHECK);
     assert_non_null(strstr(tg_last_error(), "writable by others"));
@@ -874,7 +874,7 @@ static void test_allocation_failures(void **state) {
         tg_module *m = NULL;
         tg_status st = tg_module_parse(ctx, text, strlen(text), "t.tg", &m);
         tg_fn *f = NULL;
-        tg_compile_opts o = {.mode = TG_MODE_C, .no_fallback = true};
+        tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .no_fallback = true);
         if (st == TG_OK) st = tg_graph_compile(tg_module_find(m, "main"), &o, &f);
         tg_tensor *res[3] = {0};
         if (st == TG_OK) st = tg_fn_call(f, in, 2, res, 3);

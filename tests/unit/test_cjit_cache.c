@@ -105,7 +105,7 @@ static tg_status run_c(const char *text, bool no_fallback, double *y) {
     tg_module *m = NULL;
     tg_status st = tg_module_parse(NULL, text, strlen(text), "t.tg", &m);
     assert_int_equal(st, TG_OK);
-    tg_compile_opts o = {.mode = TG_MODE_C, .no_fallback = no_fallback};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .no_fallback = no_fallback);
     tg_fn *f = NULL;
     st = tg_graph_compile(tg_module_find(m, "main"), &o, &f);
     tg_tensor *in = tg_tensor_new(NULL, TG_DT_F64, 1, (int64_t[]){3});

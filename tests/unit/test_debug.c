@@ -50,7 +50,8 @@ static tg_module *parse(const char *text) {
 }
 
 static tg_fn *compile_debug(tg_module *m, tg_mode backend) {
-    tg_compile_opts o = {.mode = TG_MODE_DEBUG, .debug_backend = backend, .no_fallback = true};
+    tg_compile_opts o =
+        TG_COMPILE_OPTS(.mode = TG_MODE_DEBUG, .debug_backend = backend, .no_fallback = true);
     tg_fn *f = NULL;
     tg_status st = tg_graph_compile(tg_module_find(m, "main"), &o, &f);
     if (st != TG_OK) fail_msg("compile: %s", tg_last_error());

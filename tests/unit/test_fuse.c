@@ -60,7 +60,7 @@ static tg_graph *fused_clone(const tg_graph *g) {
 
 /* Runs g with the reference interpreter; returns the status (outputs in out). */
 static tg_status run_ref(tg_graph *g, tg_tensor *const *in, tg_tensor **out) {
-    tg_compile_opts co = {.mode = TG_MODE_REFERENCE};
+    tg_compile_opts co = TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE);
     tg_fn *f = NULL;
     tg_status st = tg_graph_compile(g, &co, &f);
     if (st != TG_OK) print_error("compile: %s\n", tg_last_error());

@@ -113,8 +113,8 @@ static void grad_ok(tg_graph *g, tg_var *out, tg_tensor *const *in, int nin, con
     if (!out) print_error("%s: building failed: %s\n", what, tg_graph_error(g));
     assert_non_null(out);
     assert_int_equal(tg_graph_set_outputs(g, &out, 1), TG_OK);
-    tg_grad_check_opts o = {.seed = 42};
-    tg_grad_check_report rep;
+    tg_grad_check_opts o = TG_GRAD_CHECK_OPTS(.seed = 42);
+    tg_grad_check_report rep = TG_GRAD_CHECK_REPORT();
     tg_status st = tg_grad_check(g, in, nin, &o, &rep);
     if (st != TG_OK) print_error("%s: %s\n", what, tg_last_error());
     assert_int_equal(st, TG_OK);
@@ -849,7 +849,7 @@ static void test_check_fails_on_wrong_gradient(void **state) {
     assert_int_equal(tg_graph_set_outputs(g, &y, 1), TG_OK);
     int nodes = tg_graph_node_count(g);
     tg_tensor *in = tensor(TG_DT_F64, 1, SH(3), V(1, 2, 0.5));
-    tg_grad_check_report rep;
+    tg_grad_check_report rep = TG_GRAD_CHECK_REPORT();
     tg_status st = tg_grad_check(g, &in, 1, NULL, &rep);
     assert_int_equal(st, TG_ECHECK);
     print_message("expected failure: %s\n", tg_last_error());
@@ -883,7 +883,7 @@ static void test_check_fails_on_wrong_gradient(void **state) {
     tg_tensor *t[3] = {tensor(TG_DT_I32, 1, SH(3), V(1, 2, 3)),
                        tensor(TG_DT_F32, 1, SH(3), V(0.1, 0.2, 0.3)),
                        tensor(TG_DT_F32, 1, SH(3), V(0.5, -1, 0.25))};
-    st = tg_grad_check(g, t, 3, &(tg_grad_check_opts){.seed = 3}, &rep);
+    st = tg_grad_check(g, t, 3, &TG_GRAD_CHECK_OPTS(.seed = 3), &rep);
     assert_int_equal(st, TG_ECHECK);
     assert_non_null(strstr(tg_last_error(), "input 'z' element 1"));
     assert_int_equal(rep.input, 2);
@@ -900,18 +900,18 @@ static void test_check_options(void **state) {
     tg_var *x = input(g, "x", TG_DT_F64, 1, SH(3)), *y = tg_exp(g, tg_mul(g, x, x));
     assert_int_equal(tg_graph_set_outputs(g, &y, 1), TG_OK);
     tg_tensor *in = tensor(TG_DT_F64, 1, SH(3), V(0.3, -0.7, 1.1));
-    tg_grad_check_report rep;
+    tg_grad_check_report rep = TG_GRAD_CHECK_REPORT();
     assert_int_equal(tg_grad_check(g, &in, 1, NULL, &rep), TG_OK);
     assert_true(rep.abs_err < 1e-6);
     /* a large eps: the truncation error of central differences shows */
-    tg_grad_check_opts o = {.eps = 0.1, .rtol = 1e-9, .atol = 1e-12};
+    tg_grad_check_opts o = TG_GRAD_CHECK_OPTS(.eps = 0.1, .rtol = 1e-9, .atol = 1e-12);
     assert_int_equal(tg_grad_check(g, &in, 1, &o, &rep), TG_ECHECK);
     assert_true(rep.abs_err > 1e-4);
     o.rtol = 0.2;
     assert_int_equal(tg_grad_check(g, &in, 1, &o, &rep), TG_OK);
     /* the seed changes the projection, not the verdict */
     for (uint64_t s = 0; s < 4; s++) {
-        tg_grad_check_opts os = {.seed = s};
+        tg_grad_check_opts os = TG_GRAD_CHECK_OPTS(.seed = s);
         assert_int_equal(tg_grad_check(g, &in, 1, &os, NULL), TG_OK);
     }
     tg_tensor_free(in);
@@ -920,7 +920,7 @@ static void test_check_options(void **state) {
 
 static void test_check_errors(void **state) {
     (void)state;
-    tg_grad_check_report rep;
+    tg_grad_check_report rep = TG_GRAD_CHECK_REPORT();
     tg_graph *g = tg_graph_new(NULL, "bad");
     tg_var *x = input(g, "x", TG_DT_F64, 1, SH(2)), *k = input(g, "k", TG_DT_I64, 1, SH(2));
     tg_tensor *in[2] = {tensor(TG_DT_F64, 1, SH(2), V(1, 2)), tensor(TG_DT_I64, 1, SH(2), V(1, 2))};

@@ -104,8 +104,8 @@ static void check(tg_graph *g, tg_var *out, tg_tensor **in, int nin, const char 
     if (!out) print_error("%s: building failed: %s\n", what, tg_graph_error(g));
     assert_non_null(out);
     assert_int_equal(tg_graph_set_outputs(g, &out, 1), TG_OK);
-    tg_grad_check_opts o = {.seed = 7};
-    tg_grad_check_report rep;
+    tg_grad_check_opts o = TG_GRAD_CHECK_OPTS(.seed = 7);
+    tg_grad_check_report rep = TG_GRAD_CHECK_REPORT();
     tg_status st = tg_grad_check(g, in, nin, &o, &rep);
     if (st != TG_OK) print_error("%s: %s\n", what, tg_last_error());
     assert_int_equal(st, TG_OK);
@@ -958,7 +958,7 @@ static void test_checker_catches(void **state) {
         tg_mul(g, x, tg_cast(g, tg_cast(g, tg_mul(g, x, tg_literal_float(g, 1e6)), I64), F64));
     assert_int_equal(tg_graph_set_outputs(g, &y, 1), TG_OK);
     tg_tensor *in[] = {tensor(F64, SH(3), V(0.25, -0.5, 0.75))};
-    tg_grad_check_opts o = {.seed = 1};
+    tg_grad_check_opts o = TG_GRAD_CHECK_OPTS(.seed = 1);
     assert_int_equal(tg_grad_check(g, in, 1, &o, NULL), TG_ECHECK);
     free_all(in, 1);
     tg_graph_free(g);

@@ -283,7 +283,7 @@ static void test_clone_repeated_values(void **state) {
         assert_int_equal(tg_graph_output_count(c), nout);
         tg_graph_free(c);
         for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-            tg_compile_opts o = {.mode = modes[m], .no_fallback = true};
+            tg_compile_opts o = TG_COMPILE_OPTS(.mode = modes[m], .no_fallback = true);
             tg_fn *f = NULL;
             assert_int_equal(tg_graph_compile(g, &o, &f), TG_OK);
             tg_tensor *in = vec_f32((float[]){1.5f, -2}, 2), *out[9] = {0};

@@ -47,7 +47,7 @@ static tg_status run_src(const char *src, tg_mode mode, tg_tensor **in, int nin,
                          int nout) {
     tg_module *m = parse(src);
     tg_fn *f = NULL;
-    tg_compile_opts o = {.mode = mode, .nthreads = 1};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = 1);
     tg_status st = tg_graph_compile(tg_module_find(m, "main"), &o, &f);
     if (st == TG_OK) st = tg_fn_call(f, in, nin, out, nout);
     tg_fn_free(f);

@@ -71,7 +71,7 @@ static void run2(tg_graph *g, tg_var *const *outs, int nout, tg_tensor *const *i
     }
     assert_int_equal(tg_graph_set_outputs(g, outs, nout), TG_OK);
     for (int m = 0; m < 2; m++) {
-        tg_compile_opts o = {.mode = modes[m]};
+        tg_compile_opts o = TG_COMPILE_OPTS(.mode = modes[m]);
         tg_fn *f = NULL;
         tg_status st = tg_graph_compile(g, &o, &f);
         if (st == TG_OK) st = tg_fn_call(f, in, nin, res + m * nout, nout);
@@ -224,7 +224,7 @@ static void test_jacobian_finite_differences(void **state) {
     tg_tensor *res[6];
     run2(g, outs, 3, in, 2, res);
     tg_fn *f = NULL;
-    tg_compile_opts ref = {.mode = TG_MODE_REFERENCE};
+    tg_compile_opts ref = TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE);
     assert_int_equal(tg_graph_compile(g, &ref, &f), TG_OK);
     const double hstep = 1e-6;
     double worst = 0;

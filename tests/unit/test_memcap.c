@@ -83,7 +83,7 @@ static tg_status run_capped(size_t limit, tg_mode mode, double *result) {
     tg_module *m = NULL;
     assert_int_equal(tg_module_parse(ctx, big_src, sizeof big_src - 1, "big.tg", &m), TG_OK);
     tg_fn *f = NULL;
-    tg_compile_opts o = {.mode = mode, .nthreads = 1};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = 1);
     assert_int_equal(tg_graph_compile(tg_module_func(m, 0), &o, &f), TG_OK);
     tg_tensor *x = tg_tensor_new(ctx, TG_DT_F64, 1, (int64_t[]){3}), *y = NULL;
     assert_non_null(x);

@@ -74,7 +74,7 @@ static void check_same(tg_mode mode) {
     assert_int_equal(tg_module_load(NULL, TG_FILE, &m), TG_OK);
     tg_graph *gt = tg_module_find(m, "train_step");
     assert_non_null(gt);
-    tg_compile_opts o = {.mode = mode, .nthreads = 1};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = 1);
     tg_fn *fc = NULL, *ft = NULL;
     assert_int_equal(tg_graph_compile(gc, &o, &fc), TG_OK);
     assert_int_equal(tg_graph_compile(gt, &o, &ft), TG_OK);

@@ -39,7 +39,7 @@ static void run_src(const char *src, tg_mode mode, int nthreads, tg_tensor **out
     tg_module *m = NULL;
     if (tg_module_parse(NULL, src, strlen(src), "r.tg", &m) != TG_OK)
         fail_msg("parse: %s", tg_last_error());
-    tg_compile_opts o = {.mode = mode, .nthreads = nthreads};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = nthreads);
     tg_fn *f = NULL;
     if (tg_graph_compile(tg_module_func(m, 0), &o, &f) != TG_OK)
         fail_msg("compile: %s", tg_last_error());
@@ -332,7 +332,7 @@ static void test_reparameterised_gradient(void **state) {
     tg_tensor *in[3] = {tg_tensor_from_data(NULL, TG_DT_F64, 1, (int64_t[]){6}, muv),
                         tg_tensor_from_data(NULL, TG_DT_F64, 0, NULL, &sv),
                         tg_tensor_from_data(NULL, TG_DT_I64, 0, NULL, &kv)};
-    tg_grad_check_report rep;
+    tg_grad_check_report rep = TG_GRAD_CHECK_REPORT();
     tg_status st = tg_grad_check(g, in, 3, NULL, &rep);
     if (st != TG_OK) fail_msg("grad check: %s", tg_last_error());
     /* d sum(mu + sigma*eps)/d sigma = sum(eps); d/dk: no gradient (an integer input) */

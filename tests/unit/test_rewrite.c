@@ -74,7 +74,7 @@ static tg_tensor *vec_f64(const double *v, int64_t n) {
 /* Runs g in `mode` on the inputs; fills out (nout of them). */
 static void run_mode(tg_graph *g, tg_mode mode, tg_tensor *const *in, int nin, tg_tensor **out,
                      int nout) {
-    tg_compile_opts o = {.mode = mode, .verify = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .verify = true);
     tg_fn *f = NULL;
     tg_status st = tg_graph_compile(g, &o, &f);
     if (st != TG_OK) print_message("compile: %s\n", tg_last_error());
@@ -89,7 +89,7 @@ static void run_mode(tg_graph *g, tg_mode mode, tg_tensor *const *in, int nin, t
  * alone do to the values, whatever executor later runs them. */
 static void run_rewritten(tg_graph *g, tg_tensor *const *in, int nin, tg_tensor **out, int nout) {
     tg_graph *r = NULL;
-    tg_optimize_opts o = {.verify = true};
+    tg_optimize_opts o = TG_OPTIMIZE_OPTS(.verify = true);
     tg_status st = tg_graph_optimize(g, &o, &r);
     if (st != TG_OK) print_message("optimize: %s\n", tg_last_error());
     assert_int_equal(st, TG_OK);
@@ -464,14 +464,15 @@ static void test_optimize_api(void **state) {
                          "  return y\n}\n",
                          &m);
     tg_graph *r = NULL;
-    tg_optimize_opts bad = {.print_after = "nonsense"};
+    tg_optimize_opts bad = TG_OPTIMIZE_OPTS(.print_after = "nonsense");
     assert_int_equal(tg_graph_optimize(g, &bad, &r), TG_EINVAL);
     assert_non_null(strstr(tg_last_error(), "unknown pass 'nonsense'"));
     assert_null(r);
     char *text = NULL, *stats = NULL;
     size_t len = 0, slen = 0;
     FILE *pf = open_memstream(&text, &len), *sf = open_memstream(&stats, &slen);
-    tg_optimize_opts o = {.print_after = "all", .print_to = pf, .stats_to = sf, .verify = true};
+    tg_optimize_opts o =
+        TG_OPTIMIZE_OPTS(.print_after = "all", .print_to = pf, .stats_to = sf, .verify = true);
     assert_int_equal(tg_graph_optimize(g, &o, &r), TG_OK);
     fclose(pf);
     fclose(sf);
@@ -529,14 +530,14 @@ static void test_long_chains(void **state) {
     tg_var *outs[2] = {v, w};
     assert_int_equal(tg_graph_set_outputs(g, outs, 2), TG_OK);
     tg_graph *r = NULL;
-    tg_optimize_opts o = {.verify = true};
+    tg_optimize_opts o = TG_OPTIMIZE_OPTS(.verify = true);
     assert_int_equal(tg_graph_optimize(g, &o, &r), TG_OK);
     assert_int_equal(count_op(r, TG_OP_ADD), 1);
     assert_int_equal(count_op(r, TG_OP_NEG), 0);
     int64_t xs[2] = {5, -7};
     tg_tensor *in = tg_tensor_from_data(NULL, TG_DT_I64, 1, (int64_t[]){2}, xs), *out[2];
     tg_fn *f = NULL;
-    tg_compile_opts co = {.mode = TG_MODE_VM, .no_rewrite = true};
+    tg_compile_opts co = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .no_rewrite = true);
     assert_int_equal(tg_graph_compile(r, &co, &f), TG_OK);
     assert_int_equal(tg_fn_call(f, &in, 1, out, 2), TG_OK);
     assert_int_equal(((int64_t *)tg_tensor_data(out[0]))[0], 5 + n);

@@ -73,7 +73,7 @@ static void test_sentinel_names_node(void **state) {
     tg_var *y;
     tg_graph *g = make_graph(&y);
     tg_vm *vm = NULL;
-    tg_compile_opts o = {.nthreads = 1};
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 1);
     assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
     float r = 0;
     corrupt c = {.target = var_id(y), .offset = 63};

@@ -608,7 +608,7 @@ static void test_slice_int64_min(void **state) {
         }
         tg_tensor *x = mk_tensor(I64, SHAPE(3), VALS(1, 2, 3));
         for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
-            tg_compile_opts o = {.mode = modes[k]};
+            tg_compile_opts o = TG_COMPILE_OPTS(.mode = modes[k]);
             tg_fn *fn = NULL;
             tg_tensor *out[7] = {0};
             assert_int_equal(tg_graph_compile(tg_module_func(m, 0), &o, &fn), TG_OK);

@@ -53,7 +53,7 @@ static tg_graph *stabilized(const tg_graph *g) {
 /* Runs g's single output on one input: with the reference interpreter (the graph as
  * written) when `reference`, else in the default mode (the rewrite pipeline first). */
 static tg_tensor *run_mode(tg_graph *g, tg_tensor *in, bool reference) {
-    tg_compile_opts opts = {.mode = reference ? TG_MODE_REFERENCE : TG_MODE_VM};
+    tg_compile_opts opts = TG_COMPILE_OPTS(.mode = reference ? TG_MODE_REFERENCE : TG_MODE_VM);
     tg_fn *f = NULL;
     tg_tensor *out = NULL;
     tg_status st = tg_graph_compile(g, reference ? &opts : NULL, &f);

@@ -46,7 +46,7 @@ static char *print_module(const tg_module *m) {
 }
 
 static tg_fn *compile(tg_graph *g, tg_mode mode) {
-    tg_compile_opts o = {.mode = mode, .nthreads = 1};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = 1);
     tg_fn *f = NULL;
     if (tg_graph_compile(g, &o, &f) != TG_OK) fail_msg("compile: %s", tg_last_error());
     return f;
@@ -267,7 +267,8 @@ static void test_aliased_updates(void **state) {
     for (size_t mi = 0; mi < sizeof MODES / sizeof MODES[0]; mi++) {
         for (int rw = 0; rw < 2; rw++) {
             tg_module *m = parse(src);
-            tg_compile_opts o = {.mode = MODES[mi], .nthreads = 1, .no_rewrite = rw == 0};
+            tg_compile_opts o =
+                TG_COMPILE_OPTS(.mode = MODES[mi], .nthreads = 1, .no_rewrite = rw == 0);
             tg_fn *f = NULL;
             assert_int_equal(tg_graph_compile(tg_module_func(m, 0), &o, &f), TG_OK);
             float av[4] = {1, 2, 3, 4}, bv[4] = {5, 6, 7, 8}, cv[4] = {1, 2, 3, 4};
@@ -440,7 +441,7 @@ static void test_training_memory_flat(void **state) {
     tg_ctx *ctx = tg_ctx_new(counting_alloc, &c);
     tg_module *m = NULL;
     assert_int_equal(tg_module_parse(ctx, src, strlen(src), "s.tg", &m), TG_OK);
-    tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 1};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = 1);
     tg_fn *f = NULL;
     assert_int_equal(tg_graph_compile(tg_module_func(m, 0), &o, &f), TG_OK);
     tg_tensor *x = tg_tensor_new(ctx, TG_DT_F32, 2, (int64_t[]){256, 64});
@@ -503,7 +504,7 @@ static void test_softmax_step_no_parameter_allocation(void **state) {
     tg_ctx *ctx = tg_ctx_new(counting_alloc, &c);
     tg_module *m = NULL;
     assert_int_equal(tg_module_parse(ctx, src, strlen(src), "s.tg", &m), TG_OK);
-    tg_compile_opts o = {.mode = TG_MODE_VM, .nthreads = 1};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = 1);
     tg_fn *f = NULL;
     assert_int_equal(tg_graph_compile(tg_module_func(m, 0), &o, &f), TG_OK);
     tg_tensor *x = tg_tensor_new(ctx, TG_DT_F32, 2, (int64_t[]){32, 64});

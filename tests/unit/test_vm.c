@@ -167,7 +167,7 @@ static tg_graph *op_graph(const char *op, int nin, const tg_dtype *dts) {
 }
 
 static tg_fn *compile_mode(tg_graph *g, tg_mode mode, int nthreads, bool rewrite) {
-    tg_compile_opts o = {.mode = mode, .nthreads = nthreads, .no_rewrite = !rewrite};
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = nthreads, .no_rewrite = !rewrite);
     tg_fn *f = NULL;
     tg_status st = tg_graph_compile(g, &o, &f);
     if (st != TG_OK) fail_msg("compile: %s", tg_last_error());
@@ -386,7 +386,7 @@ static void test_div_by_power_of_two(void **state) {
 /* Instructions of kernel class k in a VM made for g (one thread, no rewriting): which
  * nodes run the VM's own kernels rather than their reference ones. */
 static int kind_count(tg_graph *g, vm_kind k) {
-    tg_compile_opts o = {.nthreads = 1, .no_rewrite = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 1, .no_rewrite = true);
     tg_vm *probe = NULL;
     assert_int_equal(tg_vm_new(g, &o, &probe), TG_OK);
     tg_vm_stats st;
@@ -553,7 +553,7 @@ static void test_buffers_reused(void **state) {
             : i % 3 == 1 ? tg_add(g, v, x)
                          : tg_mul(g, v, tg_literal_float(g, 0.5));
     assert_int_equal(tg_graph_set_outputs(g, &v, 1), TG_OK);
-    tg_compile_opts o = {.nthreads = 2, .no_rewrite = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 2, .no_rewrite = true);
     tg_vm *vm = NULL;
     assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
     tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, false);
@@ -596,7 +596,7 @@ static void test_shape_signatures(void **state) {
     tg_var *z = tg_reduce(g, "sum", tg_tanh(g, tg_add(g, x, y)), (int64_t[]){1}, 1, false);
     tg_var *outs[2] = {z, tg_transpose(g, tg_exp(g, x), NULL)};
     assert_int_equal(tg_graph_set_outputs(g, outs, 2), TG_OK);
-    tg_compile_opts o = {.nthreads = 2};
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 2);
     tg_vm *vm = NULL;
     assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
     tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, false);
@@ -760,7 +760,7 @@ static void test_shape_arithmetic_planned(void **state) {
                             "  return l, gW\n"
                             "}\n",
                             &m);
-    tg_compile_opts o = {.nthreads = 1};
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 1);
     tg_vm *vm = NULL;
     assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
     tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, true);
@@ -914,7 +914,7 @@ static void test_branches(void **state) {
         for (int cfg = 0; cfg < 4; cfg++) {
             int nt = cfg < 3 ? cfg + 1 : 2;
             if (cfg == 3) setenv("TGRAPH_BRANCHES", "0", 1);
-            tg_compile_opts o = {.nthreads = nt, .no_rewrite = true};
+            tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = nt, .no_rewrite = true);
             tg_vm *vm = NULL;
             assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
             for (int call = 0; call < 3; call++) {
@@ -982,7 +982,7 @@ static void test_branches_split_alone(void **state) {
         store(y, i, uniform(-3, 3));
     }
     tg_tensor *in[2] = {x, y};
-    tg_compile_opts o = {.nthreads = 2, .no_rewrite = true};
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 2, .no_rewrite = true);
     tg_vm *vm = NULL;
     assert_int_equal(tg_vm_new(g, &o, &vm), TG_OK);
     tg_tensor *got[2] = {0};
@@ -1037,7 +1037,7 @@ static void test_profile(void **state) {
     tg_var *x = tg_input(g, "x", TG_DT_F64, 1, (int64_t[]){TG_DIM_UNKNOWN});
     tg_var *y = tg_reduce(g, "sum", tg_exp(g, x), NULL, -1, false);
     assert_int_equal(tg_graph_set_outputs(g, &y, 1), TG_OK);
-    tg_compile_opts o = {.profile = true, .no_rewrite = true, .nthreads = 1};
+    tg_compile_opts o = TG_COMPILE_OPTS(.profile = true, .no_rewrite = true, .nthreads = 1);
     tg_fn *f = NULL;
     assert_int_equal(tg_graph_compile(g, &o, &f), TG_OK);
     int64_t n = 1000;
@@ -1079,7 +1079,7 @@ static tg_status build_run(tg_ctx *ctx) {
     tg_var *outs[2] = {y, tg_add(g, w, tg_literal_float(g, 1.0))};
     tg_status st = tg_graph_set_outputs(g, outs, 2);
     tg_fn *f = NULL;
-    tg_compile_opts o = {.nthreads = 2};
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 2);
     if (st == TG_OK) st = tg_graph_compile(g, &o, &f);
     tg_tensor *in[2] = {NULL, NULL}, *out[2] = {NULL, NULL};
     if (st == TG_OK) {

@@ -87,6 +87,8 @@ static void *blas_next(const char *name, void **cache) {
     return *cache;
 }
 
+/* exported although the library hides all but tgraph.h (tests/abi/exports.sh lists them):
+   OpenBLAS's PLT finds them through the dynamic symbol table */
 __attribute__((visibility("default"))) void *blas_memory_alloc(int procpos);
 __attribute__((visibility("default"))) void blas_memory_free(void *buffer);
 
