@@ -572,8 +572,7 @@ static void put_acc_copy(tg_cj_str *s, tg_dtype dt, int nd) {
 static bool emit_blas(emit_ctx *e) {
     const tg_node *n = e->n;
     int op = n->op;
-    bool gemm = op == TG_OP_GEMM || op == TG_OP_GEMM_INPLACE;
-    bool gemv = op == TG_OP_GEMV || op == TG_OP_GEMV_INPLACE;
+    bool gemm = tg_op_table[op]->blas == TG_BLAS_GEMM, gemv = tg_op_table[op]->blas == TG_BLAS_GEMV;
     bool prod = op == TG_OP_DOT || op == TG_OP_MATMUL;
     if (n->nout != 1) return false;
     tg_dtype dt = (tg_dtype)n->out[0]->type.dtype;
