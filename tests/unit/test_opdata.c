@@ -44,8 +44,8 @@ static void fold_by_data(const tg_reduce_def *r, const double *x, int n, double 
     double m = -INFINITY; /* the shift of the exp forms: the maximum, a NaN winning */
     for (int i = 0; i < n && !isnan(m); i++)
         if (isnan(x[i]) || x[i] > m) m = x[i];
-    bool expf = r->fin == TG_FIN_LOGSUMEXP || r->fin == TG_FIN_SOFTMAX ||
-                r->fin == TG_FIN_LOG_SOFTMAX;
+    bool expf =
+        r->fin == TG_FIN_LOGSUMEXP || r->fin == TG_FIN_SOFTMAX || r->fin == TG_FIN_LOG_SOFTMAX;
     double s = r->fin == TG_FIN_SOFTMAX || isfinite(m) ? m : 0.0;
     double a = r->identity;
     int64_t arg = 0;
