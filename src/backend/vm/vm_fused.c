@@ -603,15 +603,15 @@ static void cols_range(const fz_run *F, char *scr, int64_t lo, int64_t hi, const
                     const tg_reduce_def *rd = red_of(p, o);
                     int s = p->out[o].slot, dt = F->f->sdt[s], comb = rd->combine;
                     double *a = F->acc + (size_t)o * (size_t)nout + (size_t)(lo + c);
-                    if (r == 0)
-                        for (int64_t i = 0; i < m; i++) a[i] = rd->identity;
-                    if (comb == TG_RED_SUM)
-                        for (int64_t i = 0; i < m; i++) a[i] += ldv(ptr[s], dt, i, str[s]);
-                    else if (comb == TG_RED_PROD)
-                        for (int64_t i = 0; i < m; i++) a[i] *= ldv(ptr[s], dt, i, str[s]);
-                    else
-                        for (int64_t i = 0; i < m; i++)
-                            a[i] = ext_step(a[i], ldv(ptr[s], dt, i, str[s]), comb == TG_RED_MAX);
+                    for (int64_t i = 0; i < m; i++) {
+                        double v = ldv(ptr[s], dt, i, str[s]), prev = r == 0 ? rd->identity : a[i];
+                        if (comb == TG_RED_SUM)
+                            a[i] = prev + v;
+                        else if (comb == TG_RED_PROD)
+                            a[i] = prev * v;
+                        else
+                            a[i] = ext_step(prev, v, comb == TG_RED_MAX);
+                    }
                 }
             }
             for (int o = 0; o < p->nout; o++)
