@@ -571,9 +571,9 @@ static void put_acc_copy(tg_cj_str *s, tg_dtype dt, int nd) {
 
 static bool emit_blas(emit_ctx *e) {
     const tg_node *n = e->n;
-    int op = n->op;
-    bool gemm = tg_op_table[op]->blas == TG_BLAS_GEMM, gemv = tg_op_table[op]->blas == TG_BLAS_GEMV;
-    bool prod = op == TG_OP_DOT || op == TG_OP_MATMUL;
+    int form = tg_op_table[n->op]->blas; /* the record's BLAS call */
+    bool gemm = form == TG_BLAS_GEMM, gemv = form == TG_BLAS_GEMV;
+    bool prod = form == TG_BLAS_NONE; /* dot, matmul: the table's other entries */
     if (n->nout != 1) return false;
     tg_dtype dt = (tg_dtype)n->out[0]->type.dtype;
     if (dt != TG_DT_F32 && dt != TG_DT_F64) return false;
@@ -608,7 +608,7 @@ static bool emit_blas(emit_ctx *e) {
     set_name(e);
     tg_cj_str_printf(
         s, "/* %s -> %s */\nTG_RT_FN int %s(tg_rt *rt, int i, const int *v, const double *lit) {\n",
-        tg_op_table[op]->name, tg_dtype_name(dt), e->fn);
+        tg_op_table[n->op]->name, tg_dtype_name(dt), e->fn);
     int va = use_var(e, n->in[ia]->id), vb = use_var(e, n->in[ib]->id);
     int vc = ic >= 0 ? use_var(e, n->in[ic]->id) : -1, vy = use_var(e, n->out[0]->id);
     tg_cj_str_printf(s, "    const tg_rt_val *a = &rt->val[v[%d]], *b = &rt->val[v[%d]];\n", va,

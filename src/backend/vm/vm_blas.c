@@ -37,10 +37,10 @@
 enum { SPLIT_NONE, SPLIT_M, SPLIT_N, SPLIT_K };
 
 /* The BLAS call a lowered op is (its record's `blas`; TG_BLAS_NONE for dot, matmul, outer). */
-static int lowered_kind(int op) { return tg_op_table[op]->blas; }
+static int blas_form(int op) { return tg_op_table[op]->blas; }
 
 bool tg_vm_blas_ok(const tg_node *n) {
-    if (lowered_kind(n->op) != TG_BLAS_NONE) {
+    if (blas_form(n->op) != TG_BLAS_NONE) {
         tg_dtype y = (tg_dtype)n->out[0]->type.dtype;
         for (int k = 0; k < n->nin; k++)
             if (n->in[k]->type.dtype != y) return false;
@@ -118,7 +118,7 @@ static size_t split_ws(int64_t M, int64_t N, int64_t es, int nth);
 
 size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
     int64_t na = 0, nb = 0, M, N, K, nbatch;
-    int k = lowered_kind(n->op) != TG_BLAS_NONE ? 1 : 0; /* the two operands (gemm: after C) */
+    int k = blas_form(n->op) != TG_BLAS_NONE ? 1 : 0; /* the two operands (gemm: after C) */
     if (!tg_shape_size(in[k].ndim, in[k].shape, &na) ||
         !tg_shape_size(in[k + 1].ndim, in[k + 1].shape, &nb))
         return 0;
@@ -137,7 +137,7 @@ static bool ger_splits(int64_t M, int64_t total, int nthreads) {
 
 bool tg_vm_blas_splits(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
     int64_t M, N, K, nbatch;
-    if ((lowered_kind(n->op) == TG_BLAS_GER || n->op == TG_OP_OUTER) && out[0].ndim == 2) {
+    if ((blas_form(n->op) == TG_BLAS_GER || n->op == TG_OP_OUTER) && out[0].ndim == 2) {
         int64_t total;
         return tg_shape_size(2, out[0].shape, &total) &&
                ger_splits(out[0].shape[0], total, nthreads);
@@ -734,7 +734,7 @@ static tg_status exec_lowered(vm_exec *e);
 static tg_status exec_outer(vm_exec *e);
 
 tg_status tg_vm_exec_blas(vm_exec *e) {
-    if (lowered_kind(e->node->op) != TG_BLAS_NONE) return exec_lowered(e);
+    if (blas_form(e->node->op) != TG_BLAS_NONE) return exec_lowered(e);
     if (e->node->op == TG_OP_OUTER) return exec_outer(e);
     const tg_tensor *a = e->in[0], *b = e->in[1];
     tg_tensor *y = e->out[0];
@@ -1028,7 +1028,7 @@ static int ta_axis(const tg_node *n) { return n->attrs[L_TRANS_A].i != 0 ? 0 : 1
  * B[K,N] (false for ger and outer, which contract nothing, and for shapes exec rejects). */
 static bool contraction_of(const tg_node *n, const tg_type *in, const tg_type *out, int64_t *M,
                            int64_t *N, int64_t *K, int64_t *nbatch) {
-    int kind = lowered_kind(n->op);
+    int kind = blas_form(n->op);
     int64_t ny;
     if (kind == TG_BLAS_GER || n->op == TG_OP_OUTER ||
         !tg_shape_size(out[0].ndim, out[0].shape, &ny))
@@ -1057,7 +1057,7 @@ static bool contraction_of(const tg_node *n, const tg_type *in, const tg_type *o
 
 static tg_status exec_lowered(vm_exec *e) {
     const tg_node *n = e->node;
-    int kind = lowered_kind(n->op);
+    int kind = blas_form(n->op);
     const tg_tensor *c = e->in[0], *a = e->in[1], *b = e->in[2];
     tg_tensor *y = e->out[0];
     if (!tg_tensor_is_contiguous(y)) return TG_EUNSUPPORTED;
