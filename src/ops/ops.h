@@ -198,7 +198,8 @@ typedef struct tg_reduce_def {
     uint8_t nan_wins; /* the first NaN met is the result and stays (NumPy's max, min and
                          their arg forms); otherwise NaN flows through the arithmetic */
     uint8_t nonempty; /* no identity to return: an empty reduced axis is an error */
-    double identity;  /* where a starts: combine(identity, v) is v for every v */
+    double identity;  /* where a starts, as in the reference kernel: combine(identity, v)
+                         is v (up to a zero's sign: a sum of -0.0 alone is +0.0) */
 } tg_reduce_def;
 
 /* The axes a reduction (or the softmax family) reduces, from its normalized attributes:
