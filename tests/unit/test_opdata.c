@@ -324,6 +324,7 @@ static void test_effects_in_canonicalize(void **state) {
                              "}\n";
     tg_module *m = NULL;
     tg_graph *g = canon_func(src, "main", &m);
+    tg_module_free(m);
     assert_int_equal(count_op(g, TG_OP_CALL), 1); /* merged, not folded */
     assert_int_equal(count_op(g, TG_OP_ADD), 2);
     tg_graph_free(g);
