@@ -47,13 +47,14 @@ typedef enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_LSE, R
  * file has no kernel for it (any, all, and max/min forms without the NaN rule coded here). */
 static bool rop_of(int op, rop *r) {
     const tg_reduce_def *d = &tg_op_table[op]->reduce;
+    /* max and min as NumPy's (chunk_ext, ext_fix, row_arg); sum and prod in IEEE arithmetic */
     bool ext = (d->combine == TG_RED_MAX || d->combine == TG_RED_MIN) && d->nan_wins;
     bool mx = d->combine == TG_RED_MAX, sum = d->combine == TG_RED_SUM && !d->nan_wins;
+    bool prod = d->combine == TG_RED_PROD && !d->nan_wins;
     switch (d->fin) {
     case TG_FIN_NONE:
-        if (!ext && !sum && (d->combine != TG_RED_PROD || d->nan_wins)) return false;
         *r = ext ? (mx ? R_MAX : R_MIN) : sum ? R_SUM : R_PROD;
-        return true;
+        return ext || sum || prod;
     case TG_FIN_MEAN:
         *r = R_MEAN;
         return sum;
