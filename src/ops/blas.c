@@ -1,7 +1,9 @@
 /* blas.c - the lowered BLAS forms gemm, gemv and ger, and their in-place variants
  * gemm_inplace, gemv_inplace and ger_inplace (made by the blas and inplace rewrite phases,
  * also writable by hand). One record per op; the in-place records share everything with
- * their plain op but declare `.destroys = 1` (output 0 may overwrite input 0).
+ * their plain op but declare `.destroys = 1` (output 0 may overwrite input 0). Each record
+ * names the BLAS call it is (`.blas`, tg_blas_form), which the blas rewrite phase, the VM and
+ * the C JIT read.
  *
  *  - gemm(C, A, B[, sa[, sb]], alpha=, beta=, trans_a=, trans_b=):
  *      alpha*sa * op(A) @ op(B) + beta*sb * C, with op(A) = A or Aᵀ ([M,K]), op(B) = B or
@@ -254,7 +256,7 @@ static tg_status ref_ger(tg_kern *k) {
     return ref_run(k, &p);
 }
 
-#define BLAS_RECORD(var, nm, nattr, inf, rf, destroy)                                              \
+#define BLAS_RECORD(var, nm, nattr, inf, rf, form, destroy)                                        \
     const tg_op_def var = {                                                                        \
         .name = nm,                                                                                \
         .min_in = 3,                                                                               \
@@ -267,13 +269,14 @@ static tg_status ref_ger(tg_kern *k) {
         .infer = inf,                                                                              \
         .ref = rf,                                                                                 \
         .destroys = destroy,                                                                       \
+        .blas = form,                                                                              \
         .grad = TG_GRAD_UNDEFINED,                                                                 \
     }
 
 /* gemm has alpha, beta, trans_a, trans_b; gemv the first three; ger alpha and beta. */
-BLAS_RECORD(tg_op_gemm, "gemm", 4, infer_gemm, ref_gemm, 0);
-BLAS_RECORD(tg_op_gemv, "gemv", 3, infer_gemv, ref_gemv, 0);
-BLAS_RECORD(tg_op_ger, "ger", 2, infer_ger, ref_ger, 0);
-BLAS_RECORD(tg_op_gemm_inplace, "gemm_inplace", 4, infer_gemm, ref_gemm, 1u);
-BLAS_RECORD(tg_op_gemv_inplace, "gemv_inplace", 3, infer_gemv, ref_gemv, 1u);
-BLAS_RECORD(tg_op_ger_inplace, "ger_inplace", 2, infer_ger, ref_ger, 1u);
+BLAS_RECORD(tg_op_gemm, "gemm", 4, infer_gemm, ref_gemm, TG_BLAS_GEMM, 0);
+BLAS_RECORD(tg_op_gemv, "gemv", 3, infer_gemv, ref_gemv, TG_BLAS_GEMV, 0);
+BLAS_RECORD(tg_op_ger, "ger", 2, infer_ger, ref_ger, TG_BLAS_GER, 0);
+BLAS_RECORD(tg_op_gemm_inplace, "gemm_inplace", 4, infer_gemm, ref_gemm, TG_BLAS_GEMM, 1u);
+BLAS_RECORD(tg_op_gemv_inplace, "gemv_inplace", 3, infer_gemv, ref_gemv, TG_BLAS_GEMV, 1u);
+BLAS_RECORD(tg_op_ger_inplace, "ger_inplace", 2, infer_ger, ref_ger, TG_BLAS_GER, 1u);

@@ -5,7 +5,9 @@
  * '?' extents called on static arguments gives static results, exactly the types its
  * body gets when the call is inlined (rewrite/inline.c, first in the pipeline). Kept as a
  * node (--no-inline), it runs its body through the backend's sub-graph executor
- * (tg_kern.sub). Its gradient is a call of a backward function built for the call site.
+ * (tg_kern.sub), which compile time does not have: a call is never constant-folded
+ * (TG_EFFECT_NOFOLD), though two equal calls merge. Its gradient is a call of a backward
+ * function built for the call site.
  *
  * Invariants:
  *  - Arguments: one per input of the callee (which has no state); dtypes equal the
@@ -269,4 +271,5 @@ const tg_op_def tg_op_call = {.name = "call",
                               .infer = call_infer,
                               .ref = call_ref,
                               .grad = TG_GRAD_VJP,
-                              .vjp = call_vjp};
+                              .vjp = call_vjp,
+                              .effects = TG_EFFECT_NOFOLD};

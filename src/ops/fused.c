@@ -41,8 +41,7 @@ bool tg_fused_can_inline(int op) {
 }
 
 bool tg_fused_can_reduce(int op) {
-    return op == TG_OP_SUM || op == TG_OP_PROD || op == TG_OP_MEAN || op == TG_OP_MAX ||
-           op == TG_OP_MIN;
+    return op >= 0 && op < TG_OP_COUNT && tg_reduce_plain(tg_op_table[op]);
 }
 
 /* ---- programs ---- */
@@ -967,19 +966,6 @@ static tg_dtype lit_dtype(char lit) {
     return lit == 'f' ? TG_DT_F64 : lit == 'b' ? TG_DT_BOOL : TG_DT_I64;
 }
 
-/* Which axes of a value of rank nd the reduction attributes `axis` select. */
-static bool reduced_mask(const tg_aval *axis, int nd, bool *red) {
-    for (int d = 0; d < TG_MAX_DIMS; d++) red[d] = axis->kind == TG_ATTR_NONE && d < nd;
-    if (axis->kind == TG_ATTR_NONE) return true;
-    if (axis->kind != TG_ATTR_INTS) return false;
-    for (int k = 0; k < axis->n; k++) {
-        int a;
-        if (!tg_axis_norm(axis->ints[k], nd, &a)) return false;
-        red[a] = true;
-    }
-    return true;
-}
-
 static bool same_shape(const tg_type *a, const tg_type *b) {
     if (a->ndim != b->ndim) return false;
     for (int d = 0; d < a->ndim; d++)
@@ -1119,8 +1105,11 @@ tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char 
             return tfail(p, -1, msg, n, ic.status ? ic.status : TG_ESHAPE, "output %d: %s: %s",
                          o + 1, def->name, ic.msg);
         p->out_type[o] = tout[0];
-        if (!reduced_mask(&x->attrs[0], v->ndim, x->red))
-            return tfail(p, -1, msg, n, TG_EINVAL, "output %d: %s: invalid axis", o + 1, def->name);
+        tg_axes ax;
+        char why[160];
+        if (!tg_reduce_axes(x->attrs, def->nattrs, v->ndim, &ax, why, sizeof why))
+            return tfail(p, -1, msg, n, TG_EINVAL, "output %d: %s: %s", o + 1, def->name, why);
+        memcpy(x->red, ax.red, sizeof x->red);
     }
     check_uniform(p);
     return TG_OK;

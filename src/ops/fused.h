@@ -8,11 +8,12 @@
  *     add(mul(exp(neg(mul(%0, %0))), sin(%0)), div(%0, 2))
  *     sum(exp(sub(%0, %1)), axis=[1]); max(%0, axis=[1])
  *
- * At the root of an output, and only there, one reduction (tg_fused_can_reduce: sum, prod,
- * mean, max, min) may reduce an elementwise expression (or an input) with its usual
- * attributes `axis` and `keepdims`. Every op keeps its own meaning: the node computes exactly
- * what the unfused graph computes, with the same promotion (literals are weak and adopt the
- * dtype they meet, as in .tg text), broadcasting and run-time errors.
+ * At the root of an output, and only there, one reduction (tg_fused_can_reduce: a plain
+ * reduction of ops.h, tg_reduce_plain: sum, prod, mean, max, min) may reduce an elementwise
+ * expression (or an input) with its usual attributes `axis` and `keepdims`. Every op keeps
+ * its own meaning: the node computes exactly what the unfused graph computes, with the same
+ * promotion (literals are weak and adopt the dtype they meet, as in .tg text), broadcasting
+ * and run-time errors.
  *
  * The compiled program (tg_fused_prog) is a flat list of instructions in dependency order.
  * Slots number values: slots 0..nin-1 are the node's inputs, slot nin+j is instruction j's
@@ -113,7 +114,8 @@ void tg_fused_free(tg_fused_prog *p); /* NULL is a no-op */
  * types. */
 tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char *msg, size_t n);
 
-/* Ops allowed inside expressions (elementwise ops) and at an output's root (reductions). */
+/* Ops allowed inside expressions (elementwise ops) and at an output's root (reductions whose
+ * record says they are plain, tg_reduce_plain: evaluators read the record's `reduce`). */
 bool tg_fused_can_inline(int op);
 bool tg_fused_can_reduce(int op);
 

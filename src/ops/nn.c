@@ -11,6 +11,8 @@
  * so logsumexp of all -inf is -inf, with a +inf it is +inf, NaN propagates, and over an
  * empty axis it is -inf (log of an empty sum). softmax and log_softmax take one axis (or
  * none: all axes, as scipy does); logsumexp takes an int, a list or none, and keepdims.
+ * Each record states the computation as data too (`reduce`, ops.h), which the VM's row
+ * kernels read; the reference kernels here are the oracle they match.
  * Invariants: kernels read their input through its strides (any sign, 0-size) and visit
  * the reduced elements of each output position in C order.
  */
@@ -41,50 +43,20 @@ static tg_status promote_float(tg_infer *ic, tg_dtype *want) {
     return TG_OK;
 }
 
-/* Which axes of an ndim-rank input an `axis` attribute covers (none: all of them).
- * Writes a message to err and returns false on an out-of-range or repeated axis. */
-static bool axes_mask(const tg_aval *axis, int ndim, bool *red, char *err, size_t n) {
-    const int64_t *ax = NULL;
-    int nax = 0;
-    for (int i = 0; i < TG_MAX_DIMS; i++) red[i] = axis->kind == TG_ATTR_NONE && i < ndim;
-    if (axis->kind == TG_ATTR_NONE) return true;
-    if (axis->kind == TG_ATTR_INTS) {
-        ax = axis->ints;
-        nax = axis->n;
-    } else {
-        ax = &axis->i;
-        nax = 1;
-    }
-    for (int j = 0; j < nax; j++) {
-        int a;
-        if (!tg_axis_norm(ax[j], ndim, &a)) {
-            snprintf(err, n, "axis %lld is out of bounds for an array of dimension %d",
-                     (long long)ax[j], ndim);
-            return false;
-        }
-        if (red[a]) {
-            snprintf(err, n, "duplicate value in 'axis' (%lld)", (long long)ax[j]);
-            return false;
-        }
-        red[a] = true;
-    }
-    return true;
-}
-
-static tg_status check_float(tg_infer *ic, bool *red) {
+static tg_status check_float(tg_infer *ic, tg_axes *ax) {
     const tg_type *x = &ic->in[0];
     char a[TG_TYPE_STR_MAX], err[160];
     if (!tg_dtype_is_float((tg_dtype)x->dtype))
         return tg_infer_fail(ic, TG_ETYPE, "expects a float input, got %s",
                              tg_type_str(x, a, sizeof a));
-    if (!axes_mask(&ic->attrs[0], x->ndim, red, err, sizeof err))
+    if (!tg_reduce_axes(ic->attrs, ic->op->nattrs, x->ndim, ax, err, sizeof err))
         return tg_infer_fail(ic, TG_EINVAL, "%s", err);
     return TG_OK;
 }
 
 static tg_status infer_softmax(tg_infer *ic) {
-    bool red[TG_MAX_DIMS];
-    if (check_float(ic, red) != TG_OK) return ic->status;
+    tg_axes ax;
+    if (check_float(ic, &ax) != TG_OK) return ic->status;
     ic->out[0] = ic->in[0];
     ic->out[0].weak = 0;
     ic->nout = 1;
@@ -92,17 +64,16 @@ static tg_status infer_softmax(tg_infer *ic) {
 }
 
 static tg_status infer_logsumexp(tg_infer *ic) {
-    bool red[TG_MAX_DIMS];
-    if (check_float(ic, red) != TG_OK) return ic->status;
+    tg_axes ax;
+    if (check_float(ic, &ax) != TG_OK) return ic->status;
     const tg_type *x = &ic->in[0];
     tg_type *o = &ic->out[0];
-    bool keep = ic->attrs[1].i != 0;
     memset(o, 0, sizeof *o);
     o->dtype = x->dtype;
     int nd = 0;
     for (int i = 0; i < x->ndim; i++) {
-        if (red[i]) {
-            if (keep) o->shape[nd++] = 1; /* a static 1: broadcastable */
+        if (ax.red[i]) {
+            if (ax.keep) o->shape[nd++] = 1; /* a static 1: broadcastable */
             continue;
         }
         if ((x->nobcast >> i) & 1u) o->nobcast |= 1u << nd;
@@ -133,10 +104,12 @@ static void put_red(const axes_split *s, const int64_t *ri, int64_t *idx) {
 static tg_status nn_ref(tg_kern *k, nn_form form) {
     const tg_tensor *x = k->in[0];
     tg_tensor *y = k->out[0];
-    bool red[TG_MAX_DIMS];
+    tg_axes ax;
     char err[160];
-    if (!axes_mask(&k->attrs[0], x->ndim, red, err, sizeof err))
+    int nattrs = form == NN_LOGSUMEXP ? (int)TG_COUNTOF(lse_attrs) : (int)TG_COUNTOF(softmax_attrs);
+    if (!tg_reduce_axes(k->attrs, nattrs, x->ndim, &ax, err, sizeof err))
         return tg_kern_fail(k, TG_EINVAL, "%s", err);
+    const bool *red = ax.red;
     axes_split s = {.nrows = 1, .nelem = 1};
     for (int i = 0; i < x->ndim; i++) {
         if (red[i]) {
@@ -149,7 +122,7 @@ static tg_status nn_ref(tg_kern *k, nn_form form) {
             s.nrows *= x->shape[i];
         }
     }
-    bool keepdims = form == NN_LOGSUMEXP && k->attrs[1].i != 0;
+    bool keepdims = ax.keep;
     int64_t ko[TG_MAX_DIMS] = {0}, ri[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0};
     int64_t yidx[TG_MAX_DIMS];
     for (int64_t r = 0; r < s.nrows; r++) {
@@ -231,19 +204,19 @@ static tg_status vjp_log_softmax(tg_graph *g, const tg_node *n, tg_var *const *g
 
 static tg_status vjp_logsumexp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *x = n->in[0], *y = n->out[0], *ct = gout[0];
-    bool red[TG_MAX_DIMS];
+    tg_axes ax;
     char err[160];
-    if (!axes_mask(&n->attrs[0], x->type.ndim, red, err, sizeof err)) {
+    if (!tg_reduce_axes(n->attrs, tg_op_logsumexp.nattrs, x->type.ndim, &ax, err, sizeof err)) {
         tg_ir_fail(g, TG_EINTERNAL, "logsumexp: %s", err);
         return tg_graph_status(g);
     }
-    if (n->attrs[1].i == 0) {
-        int64_t ax[TG_MAX_DIMS];
+    if (!ax.keep) {
+        int64_t axes[TG_MAX_DIMS];
         int nax = 0;
         for (int i = 0; i < x->type.ndim; i++)
-            if (red[i]) ax[nax++] = i;
+            if (ax.red[i]) axes[nax++] = i;
         if (nax > 0) {
-            tg_attr a = TG_A_INTS("axis", ax, nax);
+            tg_attr a = TG_A_INTS("axis", axes, nax);
             ct = tg_apply(g, "expand_dims", &ct, 1, &a, 1);
             y = tg_apply(g, "expand_dims", &y, 1, &a, 1);
         }
@@ -267,6 +240,7 @@ const tg_op_def tg_op_softmax = {
     .ref = ref_softmax,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_softmax,
+    .reduce = {.combine = TG_RED_SUM, .fin = TG_FIN_SOFTMAX, .identity = 0.0},
 };
 
 const tg_op_def tg_op_log_softmax = {
@@ -282,6 +256,7 @@ const tg_op_def tg_op_log_softmax = {
     .ref = ref_log_softmax,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_log_softmax,
+    .reduce = {.combine = TG_RED_SUM, .fin = TG_FIN_LOG_SOFTMAX, .identity = 0.0},
 };
 
 const tg_op_def tg_op_logsumexp = {
@@ -297,4 +272,5 @@ const tg_op_def tg_op_logsumexp = {
     .ref = ref_logsumexp,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_logsumexp,
+    .reduce = {.combine = TG_RED_SUM, .fin = TG_FIN_LOGSUMEXP, .identity = 0.0},
 };

@@ -166,6 +166,75 @@ typedef enum {
     TG_KIND_OTHER,
 } tg_op_kind;
 
+/* ---- reductions as data ----
+ * For each output element a reduction folds its reduced elements x_1..x_n, in C order:
+ *     a = identity;  a = combine(a, x_i) for i = 1..n;  result = fin(a, n)
+ * The reference kernel (.ref) stays the oracle; this description is what the fast kernels
+ * (the VM, fused reductions, the C JIT) and the rewrites read, so that none of them names a
+ * reduction. Float accumulators are double, rounded once at the store. The softmax family
+ * carries the same data: a sum of shifted exponentials, finished per element. */
+typedef enum {
+    TG_RED_NONE, /* not a reduction: the zero of every other record */
+    TG_RED_SUM,  /* a + v */
+    TG_RED_PROD, /* a * v */
+    TG_RED_MAX,  /* v where v > a: ties keep the first */
+    TG_RED_MIN,  /* v where v < a */
+    TG_RED_OR,   /* a || v (bool results) */
+    TG_RED_AND,  /* a && v */
+} tg_red_combine;
+
+typedef enum {
+    TG_FIN_NONE,        /* a */
+    TG_FIN_MEAN,        /* a / n (NaN for n = 0, as NumPy) */
+    TG_FIN_ARG,         /* the position among the reduced elements of the element a holds */
+    TG_FIN_LOGSUMEXP,   /* sums exp(x - s): log(a) + s, s = max(x) where finite, else 0 */
+    TG_FIN_SOFTMAX,     /* sums exp(x - s), s = max(x); each element: exp(x - s) / a */
+    TG_FIN_LOG_SOFTMAX, /* as logsumexp; each element: (x - s) - log(a) */
+} tg_red_fin;
+
+typedef struct tg_reduce_def {
+    uint8_t combine;  /* tg_red_combine; TG_RED_NONE: the op is not a reduction */
+    uint8_t fin;      /* tg_red_fin */
+    uint8_t nan_wins; /* the first NaN met is the result and stays (NumPy's max, min and
+                         their arg forms); otherwise NaN flows through the arithmetic */
+    uint8_t nonempty; /* no identity to return: an empty reduced axis is an error */
+    double identity;  /* where a starts, as in the reference kernel: combine(identity, v)
+                         is v (up to a zero's sign: a sum of -0.0 alone is +0.0) */
+} tg_reduce_def;
+
+/* The axes a reduction (or the softmax family) reduces, from its normalized attributes:
+ * attrs[0] is `axis` (none: every axis; an int or a list, negative counting from the end),
+ * attrs[1] `keepdims` where the op's schema has it (nattrs > 1). */
+typedef struct tg_axes {
+    bool red[TG_MAX_DIMS]; /* axis d of the input is reduced (false from ndim on) */
+    uint32_t mask;         /* the same as bits */
+    int nred;              /* reduced axes */
+    bool keep;             /* keepdims: the reduced axes stay as static 1s */
+} tg_axes;
+/* Decodes the reduced axes of a rank-ndim input into ax. false on an axis out of range or
+ * repeated, with the message in err (n bytes; err may be NULL). */
+bool tg_reduce_axes(const tg_aval *attrs, int nattrs, int ndim, tg_axes *ax, char *err, size_t n);
+
+/* ---- the BLAS call a lowered op is (src/ops/blas.c) ---- */
+typedef enum {
+    TG_BLAS_NONE, /* not a lowered BLAS form */
+    TG_BLAS_GEMM, /* gemm(C, A, B, ...): C[M,N] from A[M,K] @ B[K,N] */
+    TG_BLAS_GEMV, /* gemv(y, A, x, ...): y[M] from A[M,K] @ x[K] */
+    TG_BLAS_GER,  /* ger(A, x, y, ...): A[M,N] from outer(x[M], y[N]) */
+} tg_blas_form;
+
+/* ---- effects: what rewrites must not do with an op's nodes ----
+ * Zero for a pure op, whose outputs depend on nothing but its inputs and attributes (the
+ * random ops are pure: their state is an explicit key). */
+enum {
+    /* never constant-folded: the kernel needs what only a run has (a call's body runs
+     * through the backend's sub-graph executor) */
+    TG_EFFECT_NOFOLD = 1u << 0,
+    /* side effects or state outside the inputs (collectives, which talk to other devices):
+     * never folded, never merged with an equal node */
+    TG_EFFECT_STATE = 1u << 1,
+};
+
 /* ---- the record ---- */
 typedef struct tg_op_def {
     const char *name;          /* .tg name */
@@ -192,9 +261,27 @@ typedef struct tg_op_def {
     /* The kernel creates its outputs itself: their extents depend on input values
      * (arange from tensors, boolean masks), so run-time inference may leave -1. */
     uint8_t self_alloc;
-    uint8_t grad;  /* tg_grad_kind */
-    tg_vjp_fn vjp; /* with TG_GRAD_VJP */
+    uint8_t grad;         /* tg_grad_kind */
+    tg_vjp_fn vjp;        /* with TG_GRAD_VJP */
+    tg_reduce_def reduce; /* reductions and the softmax family: the computation as data */
+    uint8_t blas;         /* tg_blas_form: the BLAS call a lowered op is */
+    uint8_t effects;      /* TG_EFFECT_* bits (0: pure) */
 } tg_op_def;
+
+/* The reductions with one double accumulator per output element and at most a division by
+ * the count to finish (sum prod mean max min): what fused nodes may reduce (fused.h) and
+ * what their blockwise and compiled kernels implement. */
+static inline bool tg_reduce_plain(const tg_op_def *op) {
+    const tg_reduce_def *r = &op->reduce;
+    return r->combine >= TG_RED_SUM && r->combine <= TG_RED_MIN &&
+           (r->fin == TG_FIN_NONE || r->fin == TG_FIN_MEAN);
+}
+/* Whether rewrites may evaluate a node of op at compile time (constant folding). */
+static inline bool tg_op_foldable(const tg_op_def *op) {
+    return !(op->effects & (TG_EFFECT_NOFOLD | TG_EFFECT_STATE));
+}
+/* Whether rewrites may merge two equal nodes of op (same inputs and attributes). */
+static inline bool tg_op_mergeable(const tg_op_def *op) { return !(op->effects & TG_EFFECT_STATE); }
 
 #define TG_X_DECL(U, l) extern const tg_op_def tg_op_##l;
 TG_OPS(TG_X_DECL)

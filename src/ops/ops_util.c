@@ -1,7 +1,7 @@
 /* ops_util.c - helpers shared by the op families: error reporting for inference and
  * kernels, NEP 50 dtype promotion, NumPy broadcasting with tgraph's '?' rules, axis
- * normalization, and the generic elementwise promote/infer/reference kernel that the
- * records of elemwise.c are driven by (through op->ew).
+ * normalization, the reduced axes of reductions (tg_reduce_axes), and the generic elementwise
+ * promote/infer/reference kernel that the records of elemwise.c are driven by (through op->ew).
  *
  * Promotion (NEP 50, NumPy 2 / JAX rules) over tgraph's dtypes. Categories are ordered
  * bool < integer < float. Strong dtypes promote as NumPy's result_type:
@@ -266,6 +266,45 @@ bool tg_broadcast_types(tg_infer *ic, const tg_type *const *t, int n, tg_type *o
 bool tg_axis_norm(int64_t axis, int ndim, int *out) {
     if (axis < -(int64_t)ndim || axis >= (int64_t)ndim) return false;
     *out = (int)(axis < 0 ? axis + ndim : axis);
+    return true;
+}
+
+bool tg_reduce_axes(const tg_aval *attrs, int nattrs, int ndim, tg_axes *ax, char *err, size_t n) {
+    const tg_aval *axis = &attrs[0];
+    memset(ax, 0, sizeof *ax);
+    ax->keep = nattrs > 1 && attrs[1].i != 0;
+    if (err && n) err[0] = '\0';
+    const int64_t *list = &axis->i;
+    int nax = 1;
+    if (axis->kind == TG_ATTR_NONE) {
+        for (int d = 0; d < ndim; d++) ax->red[d] = true;
+        ax->mask = ndim > 0 ? (uint32_t)((1ull << ndim) - 1) : 0;
+        ax->nred = ndim;
+        return true;
+    }
+    if (axis->kind == TG_ATTR_INTS) {
+        list = axis->ints;
+        nax = axis->n;
+    } else if (axis->kind != TG_ATTR_INT && axis->kind != TG_ATTR_BOOL) {
+        if (err) snprintf(err, n, "'axis' is not an int, a list of ints or none");
+        return false;
+    }
+    for (int j = 0; j < nax; j++) {
+        int a;
+        if (!tg_axis_norm(list[j], ndim, &a)) {
+            if (err)
+                snprintf(err, n, "axis %lld is out of bounds for an array of dimension %d",
+                         (long long)list[j], ndim);
+            return false;
+        }
+        if (ax->red[a]) {
+            if (err) snprintf(err, n, "duplicate value in 'axis' (%lld)", (long long)list[j]);
+            return false;
+        }
+        ax->red[a] = true;
+        ax->mask |= 1u << a;
+        ax->nred++;
+    }
     return true;
 }
 

@@ -9,6 +9,10 @@
  * NaN; argmax/argmin give i64 (first occurrence, NaN counts as the extreme); any/all
  * give bool. max/min/argmax/argmin over an empty axis are errors, statically when the
  * extent is known to be 0, else when the inference runs on concrete types.
+ * Each record also states its computation as data (`reduce`, ops.h: combine, identity,
+ * finalisation, NaN rule, whether an empty axis is an error), which inference, the fast
+ * kernels of the backends and the rewrites read; the reference kernels below are the
+ * oracle those must match. A new reduction is its record (with that data) and its tests.
  * Invariants: the reference kernels loop over output elements and, for each, over the
  * reduced elements in C order, reading inputs through their strides (any sign, 0-size);
  * floats accumulate in double (rounded once at the store), integers in uint64 (wrapping).
@@ -32,38 +36,7 @@ static const tg_attr_spec arg_attrs[] = {
     {"keepdims", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
 };
 
-/* Which axes of an ndim-rank input the `axis` attribute reduces. Writes the message to
- * `err` (n bytes) and returns false on an out-of-range or duplicate axis. */
-static bool reduced_axes(const tg_aval *axis, int ndim, bool *red, char *err, size_t n) {
-    const int64_t *ax = NULL;
-    int nax = 0;
-    for (int i = 0; i < TG_MAX_DIMS; i++) red[i] = false;
-    if (axis->kind == TG_ATTR_NONE) {
-        for (int i = 0; i < ndim; i++) red[i] = true;
-        return true;
-    }
-    if (axis->kind == TG_ATTR_INT || axis->kind == TG_ATTR_BOOL) {
-        ax = &axis->i;
-        nax = 1;
-    } else {
-        ax = axis->ints;
-        nax = axis->n;
-    }
-    for (int j = 0; j < nax; j++) {
-        int a;
-        if (!tg_axis_norm(ax[j], ndim, &a)) {
-            snprintf(err, n, "axis %lld is out of bounds for an array of dimension %d",
-                     (long long)ax[j], ndim);
-            return false;
-        }
-        if (red[a]) {
-            snprintf(err, n, "duplicate value in 'axis' (%lld)", (long long)ax[j]);
-            return false;
-        }
-        red[a] = true;
-    }
-    return true;
-}
+#define NATTRS 2 /* both schemas: axis, keepdims */
 
 /* ---- inference ---- */
 
@@ -85,23 +58,22 @@ static tg_dtype reduce_dtype(out_rule rule, tg_dtype in) {
     return in;
 }
 
-/* Shared inference: `noident` marks reductions without an identity (max, min, arg*),
- * which reject a reduced axis of extent 0. */
-static tg_status reduce_infer_common(tg_infer *ic, out_rule rule, bool noident) {
+/* Shared inference. Reductions without an identity (the record's reduce.nonempty: max,
+ * min, arg*) reject a reduced axis of extent 0. */
+static tg_status reduce_infer_common(tg_infer *ic, out_rule rule) {
     const tg_type *x = &ic->in[0];
     tg_type *o = &ic->out[0];
-    bool red[TG_MAX_DIMS];
+    tg_axes ax;
     char err[160];
-    const char *name = ic->op ? ic->op->name : "reduction";
-    if (!reduced_axes(&ic->attrs[0], x->ndim, red, err, sizeof err))
+    const char *name = ic->op->name;
+    if (!tg_reduce_axes(ic->attrs, NATTRS, x->ndim, &ax, err, sizeof err))
         return tg_infer_fail(ic, TG_EINVAL, "%s", err);
     if (rule == OUT_I64 && ic->attrs[0].kind == TG_ATTR_INTS && ic->attrs[0].n != 1)
         return tg_infer_fail(ic, TG_EINVAL, "takes one axis or none, got a list of %d",
                              ic->attrs[0].n);
-    bool keep = ic->attrs[1].i != 0;
-    if (noident) {
+    if (ic->op->reduce.nonempty) {
         for (int i = 0; i < x->ndim; i++) {
-            if (!red[i] || x->shape[i] != 0) continue;
+            if (!ax.red[i] || x->shape[i] != 0) continue;
             char ts[TG_TYPE_STR_MAX];
             if (rule == OUT_I64)
                 return tg_infer_fail(ic, TG_ESHAPE,
@@ -117,8 +89,8 @@ static tg_status reduce_infer_common(tg_infer *ic, out_rule rule, bool noident) 
     o->dtype = (uint8_t)reduce_dtype(rule, (tg_dtype)x->dtype);
     int nd = 0;
     for (int i = 0; i < x->ndim; i++) {
-        if (red[i]) {
-            if (keep) o->shape[nd++] = 1; /* a static 1: broadcastable */
+        if (ax.red[i]) {
+            if (ax.keep) o->shape[nd++] = 1; /* a static 1: broadcastable */
             continue;
         }
         if (x->nobcast & (1u << i)) o->nobcast |= 1u << nd;
@@ -128,11 +100,11 @@ static tg_status reduce_infer_common(tg_infer *ic, out_rule rule, bool noident) 
     return TG_OK;
 }
 
-static tg_status infer_sum(tg_infer *ic) { return reduce_infer_common(ic, OUT_SUM, false); }
-static tg_status infer_mean(tg_infer *ic) { return reduce_infer_common(ic, OUT_MEAN, false); }
-static tg_status infer_same(tg_infer *ic) { return reduce_infer_common(ic, OUT_SAME, true); }
-static tg_status infer_arg(tg_infer *ic) { return reduce_infer_common(ic, OUT_I64, true); }
-static tg_status infer_bool(tg_infer *ic) { return reduce_infer_common(ic, OUT_BOOL, false); }
+static tg_status infer_sum(tg_infer *ic) { return reduce_infer_common(ic, OUT_SUM); }
+static tg_status infer_mean(tg_infer *ic) { return reduce_infer_common(ic, OUT_MEAN); }
+static tg_status infer_same(tg_infer *ic) { return reduce_infer_common(ic, OUT_SAME); }
+static tg_status infer_arg(tg_infer *ic) { return reduce_infer_common(ic, OUT_I64); }
+static tg_status infer_bool(tg_infer *ic) { return reduce_infer_common(ic, OUT_BOOL); }
 
 /* ---- reference kernels ---- */
 
@@ -147,7 +119,7 @@ typedef struct racc {
 } racc;
 
 typedef struct reducer {
-    const char *name; /* for messages */
+    const tg_op_def *op; /* its record: the name, and whether an empty axis is an error */
     void (*init)(racc *a);
     void (*step)(racc *a, const void *p, tg_dtype dt); /* one input element */
     void (*done)(const racc *a, void *out, tg_dtype odt);
@@ -237,14 +209,15 @@ static void done_flag(const racc *a, void *out, tg_dtype odt) {
 
 /* The driver: for each output element (C order over the kept axes), reduce the elements
  * of the reduced axes in C order. */
-static tg_status reduce_ref(tg_kern *k, const reducer *r, bool noident) {
+static tg_status reduce_ref(tg_kern *k, const reducer *r) {
     const tg_tensor *x = k->in[0];
     tg_tensor *y = k->out[0];
-    bool red[TG_MAX_DIMS];
+    tg_axes ax;
     char err[160];
-    if (!reduced_axes(&k->attrs[0], x->ndim, red, err, sizeof err))
+    if (!tg_reduce_axes(k->attrs, NATTRS, x->ndim, &ax, err, sizeof err))
         return tg_kern_fail(k, TG_EINVAL, "%s", err);
-    bool keep = k->attrs[1].i != 0;
+    const bool *red = ax.red;
+    bool keep = ax.keep;
     int keep_ax[TG_MAX_DIMS], red_ax[TG_MAX_DIMS], out_ax[TG_MAX_DIMS];
     int64_t keep_shape[TG_MAX_DIMS], red_shape[TG_MAX_DIMS];
     int nkeep = 0, nred = 0, nyd = 0;
@@ -265,11 +238,11 @@ static tg_status reduce_ref(tg_kern *k, const reducer *r, bool noident) {
     if (nyd != y->ndim || tg_tensor_size(y) != nout)
         return tg_kern_fail(k, TG_EINTERNAL, "output of rank %d does not match the reduction",
                             y->ndim);
-    if (noident && nelem == 0 && nout > 0)
+    if (r->op->reduce.nonempty && nelem == 0 && nout > 0)
         return tg_kern_fail(k, TG_ESHAPE,
                             "zero-size array to reduction operation %s which "
                             "has no identity",
-                            r->name);
+                            r->op->name);
     int64_t ko[TG_MAX_DIMS] = {0}, ri[TG_MAX_DIMS], idx[TG_MAX_DIMS], yidx[TG_MAX_DIMS];
     for (int64_t o = 0; o < nout; o++) {
         racc a;
@@ -291,25 +264,25 @@ static tg_status reduce_ref(tg_kern *k, const reducer *r, bool noident) {
     return TG_OK;
 }
 
-static const reducer r_sum = {"sum", init_zero, step_sum, done_num};
-static const reducer r_prod = {"prod", init_one, step_prod, done_num};
-static const reducer r_mean = {"mean", init_zero, step_mean, done_mean};
-static const reducer r_max = {"max", init_zero, step_max, done_extreme};
-static const reducer r_min = {"min", init_zero, step_min, done_extreme};
-static const reducer r_argmax = {"argmax", init_zero, step_max, done_arg};
-static const reducer r_argmin = {"argmin", init_zero, step_min, done_arg};
-static const reducer r_any = {"any", init_zero, step_any, done_flag};
-static const reducer r_all = {"all", init_true, step_all, done_flag};
+static const reducer r_sum = {&tg_op_sum, init_zero, step_sum, done_num};
+static const reducer r_prod = {&tg_op_prod, init_one, step_prod, done_num};
+static const reducer r_mean = {&tg_op_mean, init_zero, step_mean, done_mean};
+static const reducer r_max = {&tg_op_max, init_zero, step_max, done_extreme};
+static const reducer r_min = {&tg_op_min, init_zero, step_min, done_extreme};
+static const reducer r_argmax = {&tg_op_argmax, init_zero, step_max, done_arg};
+static const reducer r_argmin = {&tg_op_argmin, init_zero, step_min, done_arg};
+static const reducer r_any = {&tg_op_any, init_zero, step_any, done_flag};
+static const reducer r_all = {&tg_op_all, init_true, step_all, done_flag};
 
-static tg_status ref_sum(tg_kern *k) { return reduce_ref(k, &r_sum, false); }
-static tg_status ref_prod(tg_kern *k) { return reduce_ref(k, &r_prod, false); }
-static tg_status ref_mean(tg_kern *k) { return reduce_ref(k, &r_mean, false); }
-static tg_status ref_max(tg_kern *k) { return reduce_ref(k, &r_max, true); }
-static tg_status ref_min(tg_kern *k) { return reduce_ref(k, &r_min, true); }
-static tg_status ref_argmax(tg_kern *k) { return reduce_ref(k, &r_argmax, true); }
-static tg_status ref_argmin(tg_kern *k) { return reduce_ref(k, &r_argmin, true); }
-static tg_status ref_any(tg_kern *k) { return reduce_ref(k, &r_any, false); }
-static tg_status ref_all(tg_kern *k) { return reduce_ref(k, &r_all, false); }
+static tg_status ref_sum(tg_kern *k) { return reduce_ref(k, &r_sum); }
+static tg_status ref_prod(tg_kern *k) { return reduce_ref(k, &r_prod); }
+static tg_status ref_mean(tg_kern *k) { return reduce_ref(k, &r_mean); }
+static tg_status ref_max(tg_kern *k) { return reduce_ref(k, &r_max); }
+static tg_status ref_min(tg_kern *k) { return reduce_ref(k, &r_min); }
+static tg_status ref_argmax(tg_kern *k) { return reduce_ref(k, &r_argmax); }
+static tg_status ref_argmin(tg_kern *k) { return reduce_ref(k, &r_argmin); }
+static tg_status ref_any(tg_kern *k) { return reduce_ref(k, &r_any); }
+static tg_status ref_all(tg_kern *k) { return reduce_ref(k, &r_all); }
 
 /* ---- gradients ----
  * Every VJP first brings the cotangent to the keepdims form (expand_dims at the reduced
@@ -347,10 +320,12 @@ static tg_var *reduce_keep(tg_graph *g, const char *op, tg_var *v, const tg_node
 /* v (of the reduction's output type) in the keepdims form; red[] gets the reduced axes. */
 static tg_var *keepdims_form(tg_graph *g, const tg_node *n, tg_var *v, bool *red) {
     const tg_type *x = &n->in[0]->type;
+    tg_axes ax;
     char err[160];
-    if (!reduced_axes(&n->attrs[0], x->ndim, red, err, sizeof err))
+    if (!tg_reduce_axes(n->attrs, NATTRS, x->ndim, &ax, err, sizeof err))
         return tg_ir_fail(g, TG_EINTERNAL, "%s gradient: %s", tg_op_table[n->op]->name, err);
-    if (n->attrs[1].i != 0 || !v) return v;
+    memcpy(red, ax.red, sizeof ax.red);
+    if (ax.keep || !v) return v;
     int64_t axes[TG_MAX_DIMS];
     int na = 0;
     for (int i = 0; i < x->ndim; i++)
@@ -443,6 +418,7 @@ const tg_op_def tg_op_sum = {
     .ref = ref_sum,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_sum,
+    .reduce = {.combine = TG_RED_SUM, .identity = 0.0},
 };
 
 const tg_op_def tg_op_prod = {
@@ -457,6 +433,7 @@ const tg_op_def tg_op_prod = {
     .ref = ref_prod,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_prod,
+    .reduce = {.combine = TG_RED_PROD, .identity = 1.0},
 };
 
 const tg_op_def tg_op_mean = {
@@ -471,6 +448,7 @@ const tg_op_def tg_op_mean = {
     .ref = ref_mean,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_mean,
+    .reduce = {.combine = TG_RED_SUM, .fin = TG_FIN_MEAN, .identity = 0.0},
 };
 
 const tg_op_def tg_op_max = {
@@ -485,6 +463,7 @@ const tg_op_def tg_op_max = {
     .ref = ref_max,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_extreme,
+    .reduce = {.combine = TG_RED_MAX, .nan_wins = 1, .nonempty = 1, .identity = -INFINITY},
 };
 
 const tg_op_def tg_op_min = {
@@ -499,6 +478,7 @@ const tg_op_def tg_op_min = {
     .ref = ref_min,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_extreme,
+    .reduce = {.combine = TG_RED_MIN, .nan_wins = 1, .nonempty = 1, .identity = INFINITY},
 };
 
 const tg_op_def tg_op_argmax = {
@@ -512,6 +492,11 @@ const tg_op_def tg_op_argmax = {
     .infer = infer_arg,
     .ref = ref_argmax,
     .grad = TG_GRAD_NONE,
+    .reduce = {.combine = TG_RED_MAX,
+               .fin = TG_FIN_ARG,
+               .nan_wins = 1,
+               .nonempty = 1,
+               .identity = -INFINITY},
 };
 
 const tg_op_def tg_op_argmin = {
@@ -525,6 +510,11 @@ const tg_op_def tg_op_argmin = {
     .infer = infer_arg,
     .ref = ref_argmin,
     .grad = TG_GRAD_NONE,
+    .reduce = {.combine = TG_RED_MIN,
+               .fin = TG_FIN_ARG,
+               .nan_wins = 1,
+               .nonempty = 1,
+               .identity = INFINITY},
 };
 
 const tg_op_def tg_op_any = {
@@ -538,6 +528,7 @@ const tg_op_def tg_op_any = {
     .infer = infer_bool,
     .ref = ref_any,
     .grad = TG_GRAD_NONE,
+    .reduce = {.combine = TG_RED_OR, .identity = 0.0},
 };
 
 const tg_op_def tg_op_all = {
@@ -551,4 +542,5 @@ const tg_op_def tg_op_all = {
     .infer = infer_bool,
     .ref = ref_all,
     .grad = TG_GRAD_NONE,
+    .reduce = {.combine = TG_RED_AND, .identity = 1.0},
 };

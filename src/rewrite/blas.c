@@ -30,10 +30,9 @@
 
 #include <math.h>
 
-#define MAX_TERMS 32 /* terms of one sum (more: left as it is) */
-#define MAX_SCAL  8  /* symbolic scalars of one term */
-
-enum { P_NONE, P_GEMM, P_GEMV, P_GER };
+#define MAX_TERMS 32   /* terms of one sum (more: left as it is) */
+#define MAX_SCAL  8    /* symbolic scalars of one term */
+#define MERGED    (-1) /* term.kind of a product merged into an equal earlier one */
 
 typedef struct term {
     tg_var *v;              /* the value (for products: the node's output, or NULL) */
@@ -41,7 +40,7 @@ typedef struct term {
     tg_var *scal[MAX_SCAL]; /* symbolic 0-d factors */
     int nscal;
     bool tr;       /* the term is v transposed (2-D) */
-    int kind;      /* P_*: a product */
+    int kind;      /* tg_blas_form of the product (TG_BLAS_NONE: not one), or MERGED */
     tg_var *a, *b; /* its operands (gemm: A, B; gemv: A, x; ger: x, y) */
     bool ta, tb;   /* BLAS transpose flags, already combined with tr */
 } term;
@@ -82,60 +81,44 @@ static bool same_dtype3(const tg_var *y, const tg_var *a, const tg_var *b) {
 }
 
 /* The BLAS form of a dot/matmul/outer value: kind, operands and flags (no transpose of the
- * whole taken into account yet). P_NONE when it has none. */
+ * whole taken into account yet). TG_BLAS_NONE when it has none. */
 static int product_form(const tg_var *v, tg_var **a, tg_var **b, bool *ta, bool *tb) {
-    if (v->kind != TG_VAR_NODE || v->index != 0) return P_NONE;
+    if (v->kind != TG_VAR_NODE || v->index != 0) return TG_BLAS_NONE;
     const tg_node *n = v->node;
     *ta = *tb = false;
     if (n->op == TG_OP_DOT || n->op == TG_OP_MATMUL) {
         tg_var *x = n->in[0], *y = n->in[1];
-        if (!same_dtype3(v, x, y)) return P_NONE;
+        if (!same_dtype3(v, x, y)) return TG_BLAS_NONE;
         int nx = x->type.ndim, ny = y->type.ndim;
         /* the contracted extents are known: a misalignment stays the product's own error */
         if (nx < 1 || ny < 1 || x->type.shape[nx - 1] < 0 || y->type.shape[ny > 2 ? ny - 2 : 0] < 0)
-            return P_NONE;
+            return TG_BLAS_NONE;
         if (nx == 2 && ny == 2) {
             *a = x;
             *b = y;
-            return P_GEMM;
+            return TG_BLAS_GEMM;
         }
         if (nx == 2 && ny == 1) {
             *a = x;
             *b = y;
-            return P_GEMV;
+            return TG_BLAS_GEMV;
         }
         if (nx == 1 && ny == 2) { /* y @ A = Aᵀ y */
             *a = y;
             *b = x;
             *ta = true;
-            return P_GEMV;
+            return TG_BLAS_GEMV;
         }
-        return P_NONE;
+        return TG_BLAS_NONE;
     }
     if (n->op == TG_OP_OUTER) {
         tg_var *x = n->in[0], *y = n->in[1];
-        if (!same_dtype3(v, x, y) || x->type.ndim != 1 || y->type.ndim != 1) return P_NONE;
+        if (!same_dtype3(v, x, y) || x->type.ndim != 1 || y->type.ndim != 1) return TG_BLAS_NONE;
         *a = x;
         *b = y;
-        return P_GER;
+        return TG_BLAS_GER;
     }
-    return P_NONE;
-}
-
-static int blas_kind(int op) {
-    switch (op) {
-    case TG_OP_GEMM:
-    case TG_OP_GEMM_INPLACE:
-        return P_GEMM;
-    case TG_OP_GEMV:
-    case TG_OP_GEMV_INPLACE:
-        return P_GEMV;
-    case TG_OP_GER:
-    case TG_OP_GER_INPLACE:
-        return P_GER;
-    default:
-        return P_NONE;
-    }
+    return TG_BLAS_NONE;
 }
 
 /* A 0-d value that scales the other operand of a mul without changing its type. */
@@ -163,7 +146,7 @@ static term *term_new(sumx *S, const term *ctx, tg_var *v) {
     term *t = &S->t[S->n++];
     *t = *ctx;
     t->v = v;
-    t->kind = P_NONE;
+    t->kind = TG_BLAS_NONE;
     return t;
 }
 
@@ -236,13 +219,14 @@ static void expand(sumx *S, tg_var *root) {
             continue;
         }
         /* products and earlier BLAS nodes: absorbed when every use of them is in the sum */
-        tg_var *a, *b;
+        tg_var *a = NULL, *b = NULL;
         bool ta, tb;
         int kind = product_form(v, &a, &b, &ta, &tb);
-        int bk = n ? blas_kind(op) : P_NONE;
+        int bk = n ? tg_op_table[op]->blas : TG_BLAS_NONE; /* the record's BLAS form */
         /* a BLAS node with an accumulator is walked into only when the sum is its reader */
-        if (bk != P_NONE && n->attrs[1].f != 0.0 && v != root && !inner) bk = P_NONE;
-        if ((kind != P_NONE || bk != P_NONE) && (v == root || !tg_rw_is_output(S->rw, v))) {
+        if (bk != TG_BLAS_NONE && n->attrs[1].f != 0.0 && v != root && !inner) bk = TG_BLAS_NONE;
+        if ((kind != TG_BLAS_NONE || bk != TG_BLAS_NONE) &&
+            (v == root || !tg_rw_is_output(S->rw, v))) {
             int reach = v == root ? 1 : seen_add(S, v);
             if (reach < 0) {
                 S->fail = true;
@@ -250,7 +234,7 @@ static void expand(sumx *S, tg_var *root) {
             }
             term *t = term_new(S, &c, v);
             if (!t) break;
-            if (kind != P_NONE) {
+            if (kind != TG_BLAS_NONE) {
                 t->kind = kind;
                 t->a = a;
                 t->b = b;
@@ -260,8 +244,8 @@ static void expand(sumx *S, tg_var *root) {
                 t->kind = bk;
                 t->a = n->in[1];
                 t->b = n->in[2];
-                t->ta = bk != P_GER && n->attrs[2].i != 0;
-                t->tb = bk == P_GEMM && n->attrs[3].i != 0;
+                t->ta = bk != TG_BLAS_GER && n->attrs[2].i != 0;
+                t->tb = bk == TG_BLAS_GEMM && n->attrs[3].i != 0;
                 t->coef *= n->attrs[0].f;
                 if (n->nin > 3 && !scale_by(t, n->in[3])) S->fail = true;
                 double beta = n->attrs[1].f;
@@ -280,23 +264,23 @@ static void expand(sumx *S, tg_var *root) {
     /* a product reached fewer times than it is used is read elsewhere: an addend */
     for (int i = 0; i < S->n && !S->fail; i++) {
         term *t = &S->t[i];
-        if (t->kind == P_NONE || t->v == root) continue;
+        if (t->kind == TG_BLAS_NONE || t->v == root) continue;
         for (int j = 0; j < S->nseen; j++)
             if (S->seen[j] == t->v && S->seen_n[j] != tg_rw_use_count(S->rw, t->v))
-                t->kind = P_NONE;
+                t->kind = TG_BLAS_NONE;
     }
     /* a transposed product: (A B)ᵀ = Bᵀ Aᵀ; outer(x, y)ᵀ = outer(y, x) */
     for (int i = 0; i < S->n; i++) {
         term *t = &S->t[i];
-        if (t->kind == P_NONE || !t->tr) continue;
-        if (t->kind == P_GEMV) { /* a vector product broadcast under a transpose */
+        if (t->kind == TG_BLAS_NONE || !t->tr) continue;
+        if (t->kind == TG_BLAS_GEMV) { /* a vector product broadcast under a transpose */
             S->fail = true;
             return;
         }
         tg_var *sw = t->a;
         t->a = t->b;
         t->b = sw;
-        if (t->kind == P_GEMM) {
+        if (t->kind == TG_BLAS_GEMM) {
             bool f = t->ta;
             t->ta = !t->tb;
             t->tb = !f;
@@ -306,12 +290,13 @@ static void expand(sumx *S, tg_var *root) {
     /* an operand that is a transposed matrix becomes a BLAS flag on the matrix itself */
     for (int i = 0; i < S->n; i++) {
         term *t = &S->t[i];
-        for (int guard = 0; t->kind != P_NONE && t->kind != P_GER && is_swap(t->a) && guard < 64;
+        for (int guard = 0;
+             t->kind != TG_BLAS_NONE && t->kind != TG_BLAS_GER && is_swap(t->a) && guard < 64;
              guard++) {
             t->a = t->a->node->in[0];
             t->ta = !t->ta;
         }
-        for (int guard = 0; t->kind == P_GEMM && is_swap(t->b) && guard < 64; guard++) {
+        for (int guard = 0; t->kind == TG_BLAS_GEMM && is_swap(t->b) && guard < 64; guard++) {
             t->b = t->b->node->in[0];
             t->tb = !t->tb;
         }
@@ -364,11 +349,11 @@ static tg_var *rebuild(tg_graph *g, const term *t) {
 static int product_shape(const term *t, int64_t *shape) {
     const tg_type *a = &t->a->type, *b = &t->b->type;
     switch (t->kind) {
-    case P_GEMM:
+    case TG_BLAS_GEMM:
         shape[0] = a->shape[t->ta ? 1 : 0];
         shape[1] = b->shape[t->tb ? 0 : 1];
         return 2;
-    case P_GEMV:
+    case TG_BLAS_GEMV:
         shape[0] = a->shape[t->ta ? 1 : 0];
         return 1;
     default:
@@ -403,7 +388,7 @@ static tg_var *outer_form(tg_graph *g, const term *t) {
     tg_attr a1 = TG_A_INTS("axis", &ax1, 1), a0 = TG_A_INTS("axis", &ax0, 1);
     tg_var *x = t->a, *y = t->b;
     term e = *t;
-    e.kind = P_NONE;
+    e.kind = TG_BLAS_NONE;
     e.tr = false;
     e.v = tg_mul(g, tg_apply(g, "expand_dims", &x, 1, &a1, 1),
                  tg_apply(g, "expand_dims", &y, 1, &a0, 1));
@@ -411,7 +396,9 @@ static tg_var *outer_form(tg_graph *g, const term *t) {
 }
 
 static tg_var *build_blas(tg_graph *g, const term *t, tg_var *acc, double beta, tg_var *sb) {
-    static const char *names[] = {NULL, "gemm", "gemv", "ger"};
+    static const int form_op[] = {
+        [TG_BLAS_GEMM] = TG_OP_GEMM, [TG_BLAS_GEMV] = TG_OP_GEMV, [TG_BLAS_GER] = TG_OP_GER};
+    const tg_op_def *op = tg_op_table[form_op[t->kind]];
     tg_var *in[5] = {acc, t->a, t->b, NULL, NULL};
     int nin = 3;
     tg_var *sa = scal_product(g, t);
@@ -421,8 +408,7 @@ static tg_var *build_blas(tg_graph *g, const term *t, tg_var *acc, double beta, 
     }
     tg_attr at[4] = {TG_A_FLOAT("alpha", t->coef), TG_A_FLOAT("beta", beta),
                      TG_A_BOOL("trans_a", t->ta), TG_A_BOOL("trans_b", t->tb)};
-    int na = t->kind == P_GEMM ? 4 : t->kind == P_GEMV ? 3 : 2;
-    return tg_apply(g, names[t->kind], in, nin, at, na);
+    return tg_apply(g, op->name, in, nin, at, op->nattrs); /* the first nattrs of at */
 }
 
 static tg_var *rw_blas_sum(tg_rw *rw, tg_node *n) {
@@ -438,17 +424,17 @@ static tg_var *rw_blas_sum(tg_rw *rw, tg_node *n) {
     int nprod = 0;
     for (int i = 0; i < S->n; i++) {
         term *t = &S->t[i];
-        if (t->kind == P_NONE) continue;
+        if (t->kind == TG_BLAS_NONE) continue;
         for (int j = 0; j < i; j++) {
             term *u = &S->t[j];
             if (u->kind == t->kind && u->a == t->a && u->b == t->b && u->ta == t->ta &&
                 u->tb == t->tb && same_scal(u, t)) {
                 u->coef += t->coef;
-                t->kind = -1; /* merged away */
+                t->kind = MERGED;
                 break;
             }
         }
-        if (t->kind > 0) nprod++;
+        if (t->kind != MERGED) nprod++;
     }
     if (nprod == 0) return NULL;
     /* a lone ger or transposed-root sum is only worth it as part of a larger sum */
@@ -456,8 +442,8 @@ static tg_var *rw_blas_sum(tg_rw *rw, tg_node *n) {
     int nd = -1, acc_terms = 0;
     for (int i = 0; i < S->n; i++) {
         const term *t = &S->t[i];
-        if (t->kind == P_NONE && !zero_value(t->v)) acc_terms++;
-        if (t->kind <= 0) continue;
+        if (t->kind == TG_BLAS_NONE && !zero_value(t->v)) acc_terms++;
+        if (t->kind == TG_BLAS_NONE || t->kind == MERGED) continue;
         if (t->coef == 0.0) return NULL; /* 0 * (X@Y) keeps NaN and inf: leave it */
         int64_t s[2] = {0, 0};
         int d = product_shape(t, s);
@@ -480,7 +466,7 @@ static tg_var *rw_blas_sum(tg_rw *rw, tg_node *n) {
     const term *only = NULL;
     for (int i = 0; i < S->n; i++) {
         const term *t = &S->t[i];
-        if (t->kind != P_NONE || zero_value(t->v)) continue;
+        if (t->kind != TG_BLAS_NONE || zero_value(t->v)) continue;
         only = acc_terms == 1 ? t : NULL;
         if (only) break;
         tg_var *r = rebuild(g, t);
@@ -513,8 +499,10 @@ static tg_var *rw_blas_sum(tg_rw *rw, tg_node *n) {
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < S->n; i++) {
             const term *t = &S->t[i];
-            if (t->kind <= 0 || (t->kind == P_GER) != (pass == 1)) continue;
-            bool blas = t->kind != P_GER || (first ? !fold : out_blas);
+            if (t->kind == TG_BLAS_NONE || t->kind == MERGED ||
+                (t->kind == TG_BLAS_GER) != (pass == 1))
+                continue;
+            bool blas = t->kind != TG_BLAS_GER || (first ? !fold : out_blas);
             if (blas) {
                 out = build_blas(g, t, first ? acc : out, first ? beta : 1.0, first ? sb : NULL);
                 out_blas = true;

@@ -70,8 +70,10 @@ static tg_var *rw_merge_const(tg_rw *rw, tg_node *n) {
     return NULL;
 }
 
-/* Common subexpressions: a node equal to one seen before (same op, inputs, attributes). */
+/* Common subexpressions: a node equal to one seen before (same op, inputs, attributes),
+ * unless its record says it has effects (tg_op_mergeable). */
 static tg_var *rw_merge(tg_rw *rw, tg_node *n) {
+    if (!tg_op_mergeable(tg_op_table[n->op])) return NULL;
     tg_node *m = tg_rw_find_equal(rw, n);
     if (!m) return NULL;
     for (int i = 1; i < n->nout; i++)
@@ -81,20 +83,14 @@ static tg_var *rw_merge(tg_rw *rw, tg_node *n) {
 
 /* ---- constant folding ---- */
 
-static bool has_func_attr(const tg_node *n) {
-    const tg_op_def *op = tg_op_table[n->op];
-    for (int j = 0; j < op->nattrs; j++)
-        if (n->attrs[j].kind == TG_ATTR_FUNC) return true;
-    return false;
-}
-
 /* A node whose inputs are all constants is evaluated with its reference kernel
  * (tg_node_eval: the code a run executes), so the folded value is the value the program
- * computes. */
+ * computes. Not folded: ops whose record forbids it (tg_op_foldable: calls, whose kernel
+ * needs a run's sub-graph executor; ops with effects). */
 static tg_var *rw_constant_fold(tg_rw *rw, tg_node *n) {
     tg_graph *g = tg_rw_graph(rw);
     int64_t insize = 0, outsize = 0;
-    if (n->nin == 0 || n->nout > TG_MAX_OUTS || has_func_attr(n)) return NULL;
+    if (n->nin == 0 || n->nout > TG_MAX_OUTS || !tg_op_foldable(tg_op_table[n->op])) return NULL;
     for (int k = 0; k < n->nin; k++) {
         if (!tg_rw_is_constant(n->in[k])) return NULL;
         insize += tg_tensor_size(n->in[k]->value);
@@ -388,20 +384,6 @@ static tg_var *rw_reshape_reshape(tg_rw *rw, tg_node *n) {
 
 /* ---- reductions ---- */
 
-/* Axes of an ndim-rank input a reduction attribute names (none: all). */
-static bool reduced(const tg_aval *axis, int ndim, bool *red) {
-    const int64_t *ax;
-    for (int i = 0; i < TG_MAX_DIMS; i++) red[i] = axis->kind == TG_ATTR_NONE && i < ndim;
-    if (axis->kind == TG_ATTR_NONE) return true;
-    int nax = aval_ints(axis, &ax);
-    for (int j = 0; j < nax; j++) {
-        int a;
-        if (!tg_axis_norm(ax[j], ndim, &a) || red[a]) return false;
-        red[a] = true;
-    }
-    return true;
-}
-
 /* sum(sum(x, a1), a2) -> sum(x, a1 + a2) when both keep (or both drop) the reduced axes and
  * the inner sum has no other use. Float sums are regrouped (rounding may differ in the
  * last bits, as between NumPy's pairwise and a plain loop). */
@@ -410,8 +392,12 @@ static tg_var *rw_sum_sum(tg_rw *rw, tg_node *n) {
     if (!m || tg_rw_use_count(rw, m->out[0]) != 1 || n->attrs[1].i != m->attrs[1].i) return NULL;
     bool keep = n->attrs[1].i != 0;
     int nd = m->in[0]->type.ndim, mid = m->out[0]->type.ndim;
-    bool r1[TG_MAX_DIMS], r2[TG_MAX_DIMS];
-    if (!reduced(&m->attrs[0], nd, r1) || !reduced(&n->attrs[0], mid, r2)) return NULL;
+    int na = tg_op_sum.nattrs;
+    tg_axes a1, a2;
+    if (!tg_reduce_axes(m->attrs, na, nd, &a1, NULL, 0) ||
+        !tg_reduce_axes(n->attrs, na, mid, &a2, NULL, 0))
+        return NULL;
+    const bool *r1 = a1.red, *r2 = a2.red;
     int64_t axes[TG_MAX_DIMS];
     int nax = 0;
     for (int i = 0, j = 0; i < nd; i++) {

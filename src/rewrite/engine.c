@@ -659,7 +659,8 @@ static bool size_fits(const tg_type *t) {
  *  - an elementwise op that checks nothing beyond its types (tg_ew_ref) whose inputs
  *    surely broadcast;
  *  - a transpose or expand_dims;
- *  - sum, mean or prod (max and min: over static extents, none 0);
+ *  - a plain reduction (tg_reduce_plain: sum, mean, prod, max, min) whose record has an
+ *    identity, or, without one (max, min), over static extents, none 0;
  *  - dot or matmul of matrices and vectors whose contracted extents are static and equal;
  *  - a view between static types (broadcast_to, squeeze, reshape). */
 static bool node_total(const tg_node *n) {
@@ -668,17 +669,14 @@ static bool node_total(const tg_node *n) {
     const tg_op_def *op = tg_op_table[n->op];
     if (op->kind == TG_KIND_ELEMWISE) return op->ref == tg_ew_ref && ew_fits(n);
     const tg_type *a = &n->in[0]->type;
+    if (tg_reduce_plain(op)) {
+        for (int d = 0; d < a->ndim && op->reduce.nonempty; d++)
+            if (a->shape[d] <= 0) return false;
+        return true;
+    }
     switch (n->op) {
     case TG_OP_TRANSPOSE:
     case TG_OP_EXPAND_DIMS:
-    case TG_OP_SUM:
-    case TG_OP_MEAN:
-    case TG_OP_PROD:
-        return true;
-    case TG_OP_MAX:
-    case TG_OP_MIN:
-        for (int d = 0; d < a->ndim; d++)
-            if (a->shape[d] <= 0) return false;
         return true;
     case TG_OP_DOT:
     case TG_OP_MATMUL: {

@@ -196,19 +196,13 @@ static bool leaves(fuser *f, const tg_var *v, int gi) {
     return false;
 }
 
-/* Axes a reduction node reduces of its input (rank nd); false when malformed. */
+/* Axes a reduction node reduces of its input, and its keepdims; false when malformed. */
 static bool red_mask(const tg_node *r, bool *red, int64_t *keep) {
-    const tg_aval *axis = &r->attrs[0];
-    int nd = r->in[0]->type.ndim;
-    for (int d = 0; d < TG_MAX_DIMS; d++) red[d] = axis->kind == TG_ATTR_NONE && d < nd;
-    *keep = r->attrs[1].i;
-    if (axis->kind == TG_ATTR_NONE) return true;
-    if (axis->kind != TG_ATTR_INTS) return false;
-    for (int k = 0; k < axis->n; k++) {
-        int a;
-        if (!tg_axis_norm(axis->ints[k], nd, &a)) return false;
-        red[a] = true;
-    }
+    tg_axes ax;
+    if (!tg_reduce_axes(r->attrs, tg_op_table[r->op]->nattrs, r->in[0]->type.ndim, &ax, NULL, 0))
+        return false;
+    memcpy(red, ax.red, sizeof ax.red);
+    *keep = ax.keep;
     return true;
 }
 

@@ -1,6 +1,7 @@
 /* test_optable.c - walks the op table and fails when a record is incomplete or
  * inconsistent: every op must be reachable by name, have inference and a reference
- * kernel, a sane arity and attribute schema, and elementwise ops their scalar kernels. */
+ * kernel, a sane arity and attribute schema, elementwise ops their scalar kernels, and
+ * reductions their computation as data. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,6 +41,13 @@ static void test_every_record_complete(void **state) {
         assert_int_not_equal(op->grad, TG_GRAD_MISSING);
         assert_true(op->grad <= TG_GRAD_UNDEFINED);
         if (op->grad == TG_GRAD_VJP) assert_non_null(op->vjp);
+        /* properties as data: a reduction states its computation (test_opdata.c checks it
+         * against the reference kernel), values stay within their enums */
+        if (op->kind == TG_KIND_REDUCE) assert_int_not_equal(op->reduce.combine, TG_RED_NONE);
+        assert_true(op->reduce.combine <= TG_RED_AND);
+        assert_true(op->reduce.fin <= TG_FIN_LOG_SOFTMAX);
+        assert_true(op->blas <= TG_BLAS_GER);
+        assert_int_equal(op->effects & ~(unsigned)(TG_EFFECT_NOFOLD | TG_EFFECT_STATE), 0);
         if (op->kind == TG_KIND_ELEMWISE && op->ref == tg_ew_ref) {
             assert_true(op->ew.f != NULL || op->ew.i != NULL);
             assert_true(op->ew.flags != 0);

@@ -15,7 +15,8 @@
  *  - fused nodes (elementwise outputs): the same loop, with one local per instruction of
  *    the node's program, so the whole expression runs in registers; fused nodes whose
  *    outputs reduce along rows (the innermost axis among the reduced ones): a loop that
- *    computes and accumulates in one pass, driven by rt->red.
+ *    computes and accumulates in one pass, driven by rt->red, with the identity, combine
+ *    and mean of each reduction's record (`reduce`, ops.h; red_c holds the C per combine).
  *  - BLAS products (dot and matmul of matrices, gemm, gemv): CBLAS calls through rt->gemm
  *    and rt->gemv after a run-time check of the operands' strides (the VM's rules); other
  *    layouts and large products (split over the pool) go to the library's kernel.
@@ -370,6 +371,31 @@ static bool fused_ok(const tg_fused_prog *p) {
  * include the innermost one of its iteration space: one function of three phases (start,
  * accumulate a row, store) driven by rt->red. Accumulators are double. */
 
+/* C text of c = combine(c, v) per combine of a record's computation (`reduce`, ops.h), and
+ * the NaN rule the text implements (sum and prod: IEEE arithmetic; max and min: a NaN met
+ * stays). Doubles c and v; a combine without text here runs the library's kernel. */
+static const struct {
+    const char *expr;
+    bool nan_wins;
+} red_c[] = {
+    [TG_RED_SUM] = {"c + v", false},
+    [TG_RED_PROD] = {"c * v", false},
+    [TG_RED_MAX] = {"v > c || isnan(v) ? v : c", true},
+    [TG_RED_MIN] = {"v < c || isnan(v) ? v : c", true},
+};
+
+/* The computation of output o's reduction. */
+static const tg_reduce_def *red_of(const tg_fused_prog *p, int o) {
+    return &tg_op_table[p->out[o].reduce]->reduce;
+}
+
+/* Whether the text above computes reduction r (finished by nothing or a mean). */
+static bool red_emittable(const tg_reduce_def *r) {
+    return r->combine < TG_COUNTOF(red_c) && red_c[r->combine].expr &&
+           red_c[r->combine].nan_wins == (r->nan_wins != 0) &&
+           (r->fin == TG_FIN_NONE || r->fin == TG_FIN_MEAN);
+}
+
 static bool fused_red_ok(const tg_fused_prog *p, unsigned *mask) {
     int nd = p->space.ndim;
     if (!p->uniform || !p->reduces || nd < 1 || nd > 30 || p->nout < 1) return false;
@@ -379,7 +405,8 @@ static bool fused_red_ok(const tg_fused_prog *p, unsigned *mask) {
     if (!(m >> (nd - 1) & 1u)) return false; /* rows: the innermost axis is reduced */
     for (int o = 0; o < p->nout; o++) {
         const tg_fused_out *x = &p->out[o];
-        if (x->reduce < 0 || !tg_fused_can_reduce(x->reduce)) return false;
+        if (x->reduce < 0 || !tg_fused_can_reduce(x->reduce) || !red_emittable(red_of(p, o)))
+            return false;
         for (int d = 0; d < nd; d++)
             if (x->red[d] != ((m >> d & 1u) != 0)) return false;
         tg_dtype dt = (tg_dtype)p->type[x->slot].dtype;
@@ -396,19 +423,17 @@ static bool fused_red_ok(const tg_fused_prog *p, unsigned *mask) {
     return true;
 }
 
-static void put_combine(tg_cj_str *s, int op, int o, const char *ind) {
-    if (op == TG_OP_PROD)
-        tg_cj_str_printf(s, "%sc%d = c%d * (double)o%d;\n", ind, o, o, o);
-    else if (op == TG_OP_MAX)
-        tg_cj_str_printf(
-            s, "%s{ const double v = (double)o%d; c%d = v > c%d || isnan(v) ? v : c%d; }\n", ind, o,
-            o, o, o);
-    else if (op == TG_OP_MIN)
-        tg_cj_str_printf(
-            s, "%s{ const double v = (double)o%d; c%d = v < c%d || isnan(v) ? v : c%d; }\n", ind, o,
-            o, o, o);
+static void put_combine(tg_cj_str *s, const tg_reduce_def *r, int o, const char *ind) {
+    tg_cj_str_printf(s, "%s{ const double c = c%d, v = (double)o%d; c%d = %s; }\n", ind, o, o, o,
+                     red_c[r->combine].expr);
+}
+
+/* A double as C source: exact (hexadecimal), infinities by name. */
+static void put_double(tg_cj_str *s, double x) {
+    if (isinf(x))
+        tg_cj_str_printf(s, "%sINFINITY", x < 0 ? "-" : "");
     else
-        tg_cj_str_printf(s, "%sc%d = c%d + (double)o%d;\n", ind, o, o, o);
+        tg_cj_str_printf(s, "%a", x);
 }
 
 static bool put_red_loop(tg_cj_str *s, const char *name, const tg_fused_prog *p, const tg_node *n,
@@ -420,18 +445,15 @@ static bool put_red_loop(tg_cj_str *s, const char *name, const tg_fused_prog *p,
                      "double *acc, const tg_rt_num *k) {\n    if (phase == 0) {\n",
                      name);
     for (int o = 0; o < p->nout; o++) {
-        int op = p->out[o].reduce;
-        tg_cj_str_printf(s, "        acc[%d] = %s;\n", o,
-                         op == TG_OP_PROD  ? "1.0"
-                         : op == TG_OP_MAX ? "-INFINITY"
-                         : op == TG_OP_MIN ? "INFINITY"
-                                           : "0.0");
+        tg_cj_str_printf(s, "        acc[%d] = ", o);
+        put_double(s, red_of(p, o)->identity);
+        tg_cj_str_printf(s, ";\n");
     }
     tg_cj_str_printf(s, "        return;\n    }\n    if (phase == 2) {\n");
     for (int o = 0; o < p->nout; o++) {
         const char *t = ctype((tg_dtype)p->out_type[o].dtype);
         tg_cj_str_printf(s, "        *(%s *)p[%d] = (%s)(acc[%d]%s);\n", t, o, t, o,
-                         p->out[o].reduce == TG_OP_MEAN ? " / (double)n" : "");
+                         red_of(p, o)->fin == TG_FIN_MEAN ? " / (double)n" : "");
     }
     tg_cj_str_printf(s, "        return;\n    }\n");
     put_consts(s, p, kn);
@@ -450,7 +472,7 @@ static bool put_red_loop(tg_cj_str *s, const char *name, const tg_fused_prog *p,
         tg_cj_str_printf(s, "            const %s a%d = r%d[j];\n",
                          ctype((tg_dtype)n->in[k]->type.dtype), k, k);
     ok = ok && body_fused(s, &f);
-    for (int o = 0; o < p->nout; o++) put_combine(s, p->out[o].reduce, o, "            ");
+    for (int o = 0; o < p->nout; o++) put_combine(s, red_of(p, o), o, "            ");
     tg_cj_str_printf(s, "        }\n    } else {\n        for (int64_t j = 0; j < n; j++) {\n");
     for (int k = 0; k < n->nin; k++) {
         const char *t = ctype((tg_dtype)n->in[k]->type.dtype);
@@ -458,7 +480,7 @@ static bool put_red_loop(tg_cj_str *s, const char *name, const tg_fused_prog *p,
                          t, k, k);
     }
     ok = ok && body_fused(s, &f);
-    for (int o = 0; o < p->nout; o++) put_combine(s, p->out[o].reduce, o, "            ");
+    for (int o = 0; o < p->nout; o++) put_combine(s, red_of(p, o), o, "            ");
     tg_cj_str_printf(s, "        }\n    }\n");
     for (int o = 0; o < p->nout; o++) tg_cj_str_printf(s, "    acc[%d] = c%d;\n", o, o);
     tg_cj_str_printf(s, "}\n\n");
@@ -549,10 +571,9 @@ static void put_acc_copy(tg_cj_str *s, tg_dtype dt, int nd) {
 
 static bool emit_blas(emit_ctx *e) {
     const tg_node *n = e->n;
-    int op = n->op;
-    bool gemm = op == TG_OP_GEMM || op == TG_OP_GEMM_INPLACE;
-    bool gemv = op == TG_OP_GEMV || op == TG_OP_GEMV_INPLACE;
-    bool prod = op == TG_OP_DOT || op == TG_OP_MATMUL;
+    int form = tg_op_table[n->op]->blas; /* the record's BLAS call */
+    bool gemm = form == TG_BLAS_GEMM, gemv = form == TG_BLAS_GEMV;
+    bool prod = form == TG_BLAS_NONE; /* dot, matmul: the table's other entries */
     if (n->nout != 1) return false;
     tg_dtype dt = (tg_dtype)n->out[0]->type.dtype;
     if (dt != TG_DT_F32 && dt != TG_DT_F64) return false;
@@ -587,7 +608,7 @@ static bool emit_blas(emit_ctx *e) {
     set_name(e);
     tg_cj_str_printf(
         s, "/* %s -> %s */\nTG_RT_FN int %s(tg_rt *rt, int i, const int *v, const double *lit) {\n",
-        tg_op_table[op]->name, tg_dtype_name(dt), e->fn);
+        tg_op_table[n->op]->name, tg_dtype_name(dt), e->fn);
     int va = use_var(e, n->in[ia]->id), vb = use_var(e, n->in[ib]->id);
     int vc = ic >= 0 ? use_var(e, n->in[ic]->id) : -1, vy = use_var(e, n->out[0]->id);
     tg_cj_str_printf(s, "    const tg_rt_val *a = &rt->val[v[%d]], *b = &rt->val[v[%d]];\n", va,

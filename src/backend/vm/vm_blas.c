@@ -36,10 +36,11 @@
 
 enum { SPLIT_NONE, SPLIT_M, SPLIT_N, SPLIT_K };
 
-static int lowered_kind(int op);
+/* The BLAS call a lowered op is (its record's `blas`; TG_BLAS_NONE for dot, matmul, outer). */
+static int blas_form(int op) { return tg_op_table[op]->blas; }
 
 bool tg_vm_blas_ok(const tg_node *n) {
-    if (lowered_kind(n->op) != 0) {
+    if (blas_form(n->op) != TG_BLAS_NONE) {
         tg_dtype y = (tg_dtype)n->out[0]->type.dtype;
         for (int k = 0; k < n->nin; k++)
             if (n->in[k]->type.dtype != y) return false;
@@ -119,7 +120,7 @@ static size_t split_ws(int64_t M, int64_t N, int64_t es, int nth);
 
 size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
     int64_t na = 0, nb = 0, M, N, K, nbatch;
-    int k = lowered_kind(n->op) != 0 ? 1 : 0; /* the two operands (gemm: after C) */
+    int k = blas_form(n->op) != TG_BLAS_NONE ? 1 : 0; /* the two operands (gemm: after C) */
     if (!tg_shape_size(in[k].ndim, in[k].shape, &na) ||
         !tg_shape_size(in[k + 1].ndim, in[k + 1].shape, &nb))
         return 0;
@@ -138,7 +139,7 @@ static bool ger_splits(int64_t M, int64_t total, int nthreads) {
 
 bool tg_vm_blas_splits(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
     int64_t M, N, K, nbatch;
-    if ((lowered_kind(n->op) == 3 || n->op == TG_OP_OUTER) && out[0].ndim == 2) {
+    if ((blas_form(n->op) == TG_BLAS_GER || n->op == TG_OP_OUTER) && out[0].ndim == 2) {
         int64_t total;
         return tg_shape_size(2, out[0].shape, &total) &&
                ger_splits(out[0].shape[0], total, nthreads);
@@ -735,7 +736,7 @@ static tg_status exec_lowered(vm_exec *e);
 static tg_status exec_outer(vm_exec *e);
 
 tg_status tg_vm_exec_blas(vm_exec *e) {
-    if (lowered_kind(e->node->op) != 0) return exec_lowered(e);
+    if (blas_form(e->node->op) != TG_BLAS_NONE) return exec_lowered(e);
     if (e->node->op == TG_OP_OUTER) return exec_outer(e);
     const tg_tensor *a = e->in[0], *b = e->in[1];
     tg_tensor *y = e->out[0];
@@ -855,22 +856,6 @@ tg_status tg_vm_exec_blas(vm_exec *e) {
  * negative leading dimension), else it is copied into the workspace. */
 
 enum { L_ALPHA, L_BETA, L_TRANS_A, L_TRANS_B };
-
-static int lowered_kind(int op) {
-    switch (op) {
-    case TG_OP_GEMM:
-    case TG_OP_GEMM_INPLACE:
-        return 1;
-    case TG_OP_GEMV:
-    case TG_OP_GEMV_INPLACE:
-        return 2;
-    case TG_OP_GER:
-    case TG_OP_GER_INPLACE:
-        return 3;
-    default:
-        return 0;
-    }
-}
 
 static double scale_of(const vm_exec *e, int which) {
     double s = e->node->attrs[which == 0 ? L_ALPHA : L_BETA].f;
@@ -1045,17 +1030,18 @@ static int ta_axis(const tg_node *n) { return n->attrs[L_TRANS_A].i != 0 ? 0 : 1
  * B[K,N] (false for ger and outer, which contract nothing, and for shapes exec rejects). */
 static bool contraction_of(const tg_node *n, const tg_type *in, const tg_type *out, int64_t *M,
                            int64_t *N, int64_t *K, int64_t *nbatch) {
-    int kind = lowered_kind(n->op);
+    int kind = blas_form(n->op);
     int64_t ny;
-    if (kind == 3 || n->op == TG_OP_OUTER || !tg_shape_size(out[0].ndim, out[0].shape, &ny))
+    if (kind == TG_BLAS_GER || n->op == TG_OP_OUTER ||
+        !tg_shape_size(out[0].ndim, out[0].shape, &ny))
         return false;
-    if (kind != 0) { /* gemm, gemv: A is in[1], 2-D */
+    if (kind != TG_BLAS_NONE) { /* gemm, gemv: A is in[1], 2-D */
         const tg_type *a = &in[1], *b = &in[2];
-        if (a->ndim != 2 || (kind == 1 && b->ndim != 2)) return false;
+        if (a->ndim != 2 || (kind == TG_BLAS_GEMM && b->ndim != 2)) return false;
         int ka = ta_axis(n);
         *K = a->shape[ka];
         *M = a->shape[1 - ka];
-        *N = kind == 2 ? 1 : b->shape[n->attrs[L_TRANS_B].i != 0 ? 0 : 1];
+        *N = kind == TG_BLAS_GEMV ? 1 : b->shape[n->attrs[L_TRANS_B].i != 0 ? 0 : 1];
     } else { /* dot, matmul */
         const tg_type *a = &in[0], *b = &in[1];
         if (a->ndim == 0 || b->ndim == 0) return false;
@@ -1073,7 +1059,7 @@ static bool contraction_of(const tg_node *n, const tg_type *in, const tg_type *o
 
 static tg_status exec_lowered(vm_exec *e) {
     const tg_node *n = e->node;
-    int kind = lowered_kind(n->op);
+    int kind = blas_form(n->op);
     const tg_tensor *c = e->in[0], *a = e->in[1], *b = e->in[2];
     tg_tensor *y = e->out[0];
     if (!tg_tensor_is_contiguous(y)) return TG_EUNSUPPORTED;
@@ -1088,17 +1074,19 @@ static tg_status exec_lowered(vm_exec *e) {
     int64_t es = f64 ? 8 : 4;
     int64_t total = tg_tensor_size(y);
     bool inplace = read_c && same_memory(c, y);
-    double bblas = 0.0;                /* BLAS's beta */
-    bool rows = kind == 3 && !inplace; /* ger from a kept accumulator: row by row, below */
+    double bblas = 0.0; /* BLAS's beta */
+    bool rows =
+        kind == TG_BLAS_GER && !inplace; /* ger from a kept accumulator: row by row, below */
     /* gemm from a kept accumulator: read where it is (gemm_job.src), not copied first */
-    bool src = kind == 1 && read_c && !inplace;
+    bool src = kind == TG_BLAS_GEMM && read_c && !inplace;
     acc_job acc;
     if (rows) {
     } else if (src) {
         acc_prep(&acc, c, y, beta);
     } else if (read_c && inplace) {
         bblas = beta;
-        if (beta == 0.0 || kind == 3) { /* scale explicitly (0 * NaN is NaN; ger has no beta) */
+        if (beta == 0.0 ||
+            kind == TG_BLAS_GER) { /* scale explicitly (0 * NaN is NaN; ger has no beta) */
             if (beta != 1.0) acc_fill(e, c, y, beta);
             bblas = 1.0;
         }
@@ -1107,7 +1095,7 @@ static tg_status exec_lowered(vm_exec *e) {
         bblas = 1.0;
     }
     if (total == 0) return TG_OK;
-    if (kind != 3 && a->shape[ta_axis(n)] == 0) { /* an empty contraction: beta * C */
+    if (kind != TG_BLAS_GER && a->shape[ta_axis(n)] == 0) { /* an empty contraction: beta * C */
         if (src)
             acc_fill(e, c, y, beta);
         else if (bblas == 0.0)
@@ -1116,7 +1104,7 @@ static tg_status exec_lowered(vm_exec *e) {
             acc_fill(e, y, y, bblas);
         return TG_OK;
     }
-    if (kind == 3) { /* ger: A += alpha x yᵀ */
+    if (kind == TG_BLAS_GER) { /* ger: A += alpha x yᵀ */
         ger_job J = {.f64 = f64,
                      .M = y->shape[0],
                      .N = y->shape[1],
@@ -1137,7 +1125,7 @@ static tg_status exec_lowered(vm_exec *e) {
             ger_part(&J, 0, J.M);
         return TG_OK;
     }
-    bool ta = n->attrs[L_TRANS_A].i != 0, tb = kind == 1 && n->attrs[L_TRANS_B].i != 0;
+    bool ta = n->attrs[L_TRANS_A].i != 0, tb = kind == TG_BLAS_GEMM && n->attrs[L_TRANS_B].i != 0;
     gemm_job J;
     memset(&J, 0, sizeof J);
     J.f64 = f64;
@@ -1160,7 +1148,7 @@ static tg_status exec_lowered(vm_exec *e) {
     J.M = M;
     J.K = K;
     J.C = tg_tensor_data(y);
-    if (kind == 2) { /* gemv: y = alpha op(A) x + beta y */
+    if (kind == TG_BLAS_GEMV) { /* gemv: y = alpha op(A) x + beta y */
         int incx;
         const char *px = vec_base(b, &incx);
         if (M > INT32_MAX || K > INT32_MAX || J.A.ld > INT32_MAX) return TG_EUNSUPPORTED;

@@ -19,6 +19,9 @@
  *    of equal values) and prod multiplies in order;
  *  - K2 > 1 (columns): every output element accumulates in the reference's order, in
  *    double: bit-identical to the reference.
+ * What each reduction computes comes from its op record (`reduce`, ops.h): accumulators
+ * start from its identity, a loop per combine (sum, prod, max, min: the first NaN wins)
+ * folds values in, and a mean divides by the count at the store.
  * Work is split over the pool by blocks (elementwise), rows, chunks of a few long rows,
  * or output ranges (columns).
  *
@@ -80,6 +83,20 @@ void tg_vm_fused_free(void *prep) {
 
 static bool float_dt(int dt) { return dt == TG_DT_F32 || dt == TG_DT_F64; }
 
+/* The computation of output o's reduction (its record's `reduce`, ops.h). */
+static inline const tg_reduce_def *red_of(const tg_fused_prog *p, int o) {
+    return &tg_op_table[p->out[o].reduce]->reduce;
+}
+
+/* Whether the kernels here implement reduction r: sum and prod in IEEE arithmetic, max and
+ * min with the first NaN winning, finished by nothing or a mean. */
+static bool red_supported(const tg_reduce_def *r) {
+    bool ext = r->combine == TG_RED_MAX || r->combine == TG_RED_MIN;
+    bool num = r->combine == TG_RED_SUM || r->combine == TG_RED_PROD;
+    return (ext ? r->nan_wins : num && !r->nan_wins) &&
+           (r->fin == TG_FIN_NONE || r->fin == TG_FIN_MEAN);
+}
+
 static bool space_of(int nin, const tg_type *in, int *nd, int64_t *S);
 
 bool tg_vm_fused_splits(const void *prep, const tg_type *in, int nthreads) {
@@ -134,7 +151,7 @@ void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
         last[s] = p->ninstr; /* read at the end of a block */
         if (x->reduce >= 0) {
             ok = float_dt(f->sdt[s]) && p->out_type[o].dtype == f->sdt[s] &&
-                 n->out[o]->type.dtype == f->sdt[s];
+                 n->out[o]->type.dtype == f->sdt[s] && red_supported(red_of(p, o));
         } else if (s >= p->nin && p->instr[s - p->nin].op != TG_FUSED_CONST && f->direct[s] < 0) {
             f->direct[s] = o;
         }
@@ -461,11 +478,11 @@ static inline double ext_step(double a, double v, bool mx) {
     return (mx ? v > a : v < a) ? v : a;
 }
 
-/* Folds m values of one output into the row accumulator *a (rows layout). */
-static void row_fold(int op, double *a, const char *p, int dt, int64_t s, int64_t m) {
-    switch (op) {
-    case TG_OP_SUM:
-    case TG_OP_MEAN: {
+/* Folds m values of one output into the row accumulator *a (rows layout): a loop per
+ * combine of the record's data. */
+static void row_fold(int comb, double *a, const char *p, int dt, int64_t s, int64_t m) {
+    switch (comb) {
+    case TG_RED_SUM: {
         double b[8] = {0};
         int64_t i = 0;
         if (s == 1 && dt == TG_DT_F64) { /* the common case, in a loop the compiler
@@ -485,11 +502,11 @@ static void row_fold(int op, double *a, const char *p, int dt, int64_t s, int64_
         *a += ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
         break;
     }
-    case TG_OP_PROD:
+    case TG_RED_PROD:
         for (int64_t i = 0; i < m; i++) *a *= ldv(p, dt, i, s);
         break;
     default: {
-        bool mx = op == TG_OP_MAX;
+        bool mx = comb == TG_RED_MAX;
         for (int64_t i = 0; i < m; i++) *a = ext_step(*a, ldv(p, dt, i, s), mx);
         break;
     }
@@ -498,16 +515,16 @@ static void row_fold(int op, double *a, const char *p, int dt, int64_t s, int64_
 
 static void red_store(const fz_run *F, int o, int64_t at, double a) {
     const tg_tensor *t = F->out[o];
-    if (F->p->out[o].reduce == TG_OP_MEAN) a /= (double)F->R;
+    if (red_of(F->p, o)->fin == TG_FIN_MEAN) a /= (double)F->R;
     if (t->dtype == TG_DT_F64)
         ((double *)tg_tensor_data(t))[at] = a;
     else
         ((float *)tg_tensor_data(t))[at] = (float)a;
 }
 
-/* Results of blocks [b0, b1) of row k (rows layout), one per output in acc: sums start
- * from 0, max/min from the range's first value, products from carry[o] (the product of
- * the row so far: products run in order) or 1. */
+/* Results of blocks [b0, b1) of row k (rows layout), one per output in acc: each starts
+ * from its identity, products from carry[o] (the product of the row so far: products run
+ * in order) when given. */
 static void row_range(const fz_run *F, char *scr, int64_t k, int64_t b0, int64_t b1, double *acc,
                       const double *carry, const char **ptr, int64_t *str) {
     const tg_fused_prog *p = F->p;
@@ -515,24 +532,22 @@ static void row_range(const fz_run *F, char *scr, int64_t k, int64_t b0, int64_t
         int64_t off = b * BLK, m = F->R - off < BLK ? F->R - off : BLK;
         eval_block(F, scr, k * F->R + off, m, ptr, str, NULL);
         for (int o = 0; o < p->nout; o++) {
-            int s = p->out[o].slot, dt = F->f->sdt[s], op = p->out[o].reduce;
-            if (b == b0)
-                acc[o] = op == TG_OP_PROD                     ? (carry ? carry[o] : 1.0)
-                         : op == TG_OP_MAX || op == TG_OP_MIN ? ldv(ptr[s], dt, 0, str[s])
-                                                              : 0.0;
-            row_fold(op, &acc[o], ptr[s], dt, str[s], m);
+            const tg_reduce_def *r = red_of(p, o);
+            int s = p->out[o].slot, dt = F->f->sdt[s];
+            if (b == b0) acc[o] = r->combine == TG_RED_PROD && carry ? carry[o] : r->identity;
+            row_fold(r->combine, &acc[o], ptr[s], dt, str[s], m);
         }
     }
 }
 
 /* Combines the partial v of the next chunk into the row's running result *a. */
-static void chunk_combine(int op, double *a, double v, bool first) {
-    if (first || op == TG_OP_PROD) /* products already carry the row so far */
+static void chunk_combine(int comb, double *a, double v, bool first) {
+    if (first || comb == TG_RED_PROD) /* products already carry the row so far */
         *a = v;
-    else if (op == TG_OP_SUM || op == TG_OP_MEAN)
+    else if (comb == TG_RED_SUM)
         *a += v;
     else
-        *a = ext_step(*a, v, op == TG_OP_MAX);
+        *a = ext_step(*a, v, comb == TG_RED_MAX);
 }
 
 /* A whole row, chunk by chunk, on one thread. */
@@ -543,7 +558,8 @@ static void row_whole(const fz_run *F, char *scr, int64_t k, const char **ptr, i
     for (int64_t c = 0; c * CH < nb; c++) {
         int64_t b0 = c * CH, b1 = b0 + CH < nb ? b0 + CH : nb;
         row_range(F, scr, k, b0, b1, part, c > 0 ? acc : NULL, ptr, str);
-        for (int o = 0; o < p->nout; o++) chunk_combine(p->out[o].reduce, &acc[o], part[o], c == 0);
+        for (int o = 0; o < p->nout; o++)
+            chunk_combine(red_of(p, o)->combine, &acc[o], part[o], c == 0);
     }
     for (int o = 0; o < p->nout; o++) red_store(F, o, k, acc[o]);
 }
@@ -584,18 +600,17 @@ static void cols_range(const fz_run *F, char *scr, int64_t lo, int64_t hi, const
             for (int64_t r = 0; r < F->R; r++) {
                 eval_block(F, scr, (k1 * F->R + r) * F->K2 + k2 + c, m, ptr, str, NULL);
                 for (int o = 0; o < p->nout; o++) {
-                    int s = p->out[o].slot, dt = F->f->sdt[s], op = p->out[o].reduce;
+                    const tg_reduce_def *rd = red_of(p, o);
+                    int s = p->out[o].slot, dt = F->f->sdt[s], comb = rd->combine;
                     double *a = F->acc + (size_t)o * (size_t)nout + (size_t)(lo + c);
                     for (int64_t i = 0; i < m; i++) {
-                        double v = ldv(ptr[s], dt, i, str[s]);
-                        if (r == 0)
-                            a[i] = op == TG_OP_SUM || op == TG_OP_MEAN ? 0.0 + v : v;
-                        else if (op == TG_OP_SUM || op == TG_OP_MEAN)
-                            a[i] += v;
-                        else if (op == TG_OP_PROD)
-                            a[i] *= v;
+                        double v = ldv(ptr[s], dt, i, str[s]), prev = r == 0 ? rd->identity : a[i];
+                        if (comb == TG_RED_SUM)
+                            a[i] = prev + v;
+                        else if (comb == TG_RED_PROD)
+                            a[i] = prev * v;
                         else
-                            a[i] = ext_step(a[i], v, op == TG_OP_MAX);
+                            a[i] = ext_step(prev, v, comb == TG_RED_MAX);
                     }
                 }
             }
@@ -730,7 +745,7 @@ tg_status tg_vm_exec_fused(vm_exec *e) {
     F.acc = (double *)(ws + need);
     F.part = F.acc;
     bool has_prod = false;
-    for (int o = 0; o < p->nout; o++) has_prod = has_prod || p->out[o].reduce == TG_OP_PROD;
+    for (int o = 0; o < p->nout; o++) has_prod = has_prod || red_of(p, o)->combine == TG_RED_PROD;
     bool big = nth > 1 && F.n * f->cost >= SPLIT_WORK;
     if (F.K2 > 1) {
         if (big && nred >= 64)
@@ -754,7 +769,7 @@ tg_status tg_vm_exec_fused(vm_exec *e) {
         double acc[TG_MAX_OUTS];
         for (int64_t c = 0; c < F.nchunks; c++)
             for (int o = 0; o < p->nout; o++)
-                chunk_combine(p->out[o].reduce, &acc[o], F.part[c * p->nout + o], c == 0);
+                chunk_combine(red_of(p, o)->combine, &acc[o], F.part[c * p->nout + o], c == 0);
         for (int o = 0; o < p->nout; o++) red_store(&F, o, k, acc[o]);
     }
     return TG_OK;

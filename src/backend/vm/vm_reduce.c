@@ -1,5 +1,8 @@
 /* vm_reduce.c - fast sum, mean, prod, max, min, argmax, argmin and logsumexp of f32/f64
  * tensors, and softmax and log_softmax (reductions whose result is spread over the row).
+ * The kernel class is chosen from the op record's computation (`reduce` in ops.h: combine,
+ * finalisation, NaN rule) and accumulators start from its identity, so a new reduction of
+ * one of these forms runs here without a line in this file.
  *
  * The input's axes are simplified (extents of 1 dropped, neighbouring axes of the same
  * kind merged when their strides allow) into one of three layouts, anything else running
@@ -40,38 +43,33 @@ typedef enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_LSE, R
 
 #define LSE_BLK 512 /* elements per block of exponentials (on the stack) */
 
+/* The kernel class of op, from its record's computation (reduce, ops.h): false when this
+ * file has no kernel for it (any, all, and max/min forms without the NaN rule coded here). */
 static bool rop_of(int op, rop *r) {
-    switch (op) {
-    case TG_OP_SUM:
-        *r = R_SUM;
-        return true;
-    case TG_OP_MEAN:
+    const tg_reduce_def *d = &tg_op_table[op]->reduce;
+    /* max and min as NumPy's (chunk_ext, ext_fix, row_arg); sum and prod in IEEE arithmetic */
+    bool ext = (d->combine == TG_RED_MAX || d->combine == TG_RED_MIN) && d->nan_wins;
+    bool mx = d->combine == TG_RED_MAX, sum = d->combine == TG_RED_SUM && !d->nan_wins;
+    bool prod = d->combine == TG_RED_PROD && !d->nan_wins;
+    switch (d->fin) {
+    case TG_FIN_NONE:
+        *r = ext ? (mx ? R_MAX : R_MIN) : sum ? R_SUM : R_PROD;
+        return ext || sum || prod;
+    case TG_FIN_MEAN:
         *r = R_MEAN;
-        return true;
-    case TG_OP_PROD:
-        *r = R_PROD;
-        return true;
-    case TG_OP_MAX:
-        *r = R_MAX;
-        return true;
-    case TG_OP_MIN:
-        *r = R_MIN;
-        return true;
-    case TG_OP_ARGMAX:
-        *r = R_ARGMAX;
-        return true;
-    case TG_OP_ARGMIN:
-        *r = R_ARGMIN;
-        return true;
-    case TG_OP_LOGSUMEXP:
+        return sum;
+    case TG_FIN_ARG:
+        *r = mx ? R_ARGMAX : R_ARGMIN;
+        return ext;
+    case TG_FIN_LOGSUMEXP:
         *r = R_LSE;
-        return true;
-    case TG_OP_LOG_SOFTMAX:
+        return sum;
+    case TG_FIN_LOG_SOFTMAX:
         *r = R_LSM;
-        return true;
-    case TG_OP_SOFTMAX:
+        return sum;
+    case TG_FIN_SOFTMAX:
         *r = R_SM;
-        return true;
+        return sum;
     default:
         return false;
     }
@@ -83,22 +81,6 @@ bool tg_vm_reduce_ok(const tg_node *n) {
     tg_dtype in = (tg_dtype)n->in[0]->type.dtype, out = (tg_dtype)n->out[0]->type.dtype;
     bool arg = r == R_ARGMAX || r == R_ARGMIN;
     return (in == TG_DT_F32 || in == TG_DT_F64) && out == (arg ? TG_DT_I64 : in);
-}
-
-/* The reduced axes (the `axis` attribute as reduce.c reads it). */
-static bool reduced(const tg_aval *axis, int ndim, bool *red) {
-    for (int i = 0; i < TG_MAX_DIMS; i++) red[i] = axis->kind == TG_ATTR_NONE && i < ndim;
-    if (axis->kind == TG_ATTR_NONE) return true;
-    const int64_t *ax = axis->kind == TG_ATTR_INTS ? axis->ints : &axis->i;
-    int nax = axis->kind == TG_ATTR_INTS ? axis->n : 1;
-    if (axis->kind != TG_ATTR_INTS && axis->kind != TG_ATTR_INT && axis->kind != TG_ATTR_BOOL)
-        return false;
-    for (int j = 0; j < nax; j++) {
-        int a;
-        if (!tg_axis_norm(ax[j], ndim, &a) || red[a]) return false;
-        red[a] = true;
-    }
-    return true;
 }
 
 /* Doubles of workspace: one per output and per chunk (softmax rows need none). */
@@ -120,6 +102,7 @@ size_t tg_vm_reduce_ws(const tg_node *n, const tg_type *in, const tg_type *out, 
 
 typedef struct red_job {
     rop r;
+    double id; /* the record's identity: where accumulators start */
     bool f64;
     int64_t K, R;            /* rows, reduced length */
     int64_t ks;              /* row stride, elements */
@@ -161,9 +144,10 @@ static double chunk_sum(const char *x, bool f64, int64_t n) {
     return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
-/* max (sgn > 0) or min of the non-NaN values of x[0..n); *nan set when a NaN is seen. */
-static double chunk_ext(const char *x, bool f64, int64_t n, int sgn, bool *nan) {
-    double init = sgn > 0 ? -INFINITY : INFINITY, m[4] = {init, init, init, init};
+/* max (sgn > 0) or min of the non-NaN values of x[0..n), starting from init (the
+ * identity, -inf or +inf); *nan set when a NaN is seen. */
+static double chunk_ext(const char *x, bool f64, int64_t n, int sgn, double init, bool *nan) {
+    double m[4] = {init, init, init, init};
     bool sawnan = false;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4)
@@ -312,21 +296,21 @@ static double row_reduce(const red_job *J, const char *x, int64_t n) {
         return row_lse(J, x, n);
     case R_SUM:
     case R_MEAN: {
-        double s = 0;
+        double s = J->id;
         int64_t es = f64 ? 8 : 4;
         for (int64_t c = 0; c < n; c += CHUNK)
             s += chunk_sum(x + c * es, f64, n - c < CHUNK ? n - c : CHUNK);
         return J->r == R_MEAN ? s / (double)n : s;
     }
     case R_PROD: {
-        double p = 1.0;
+        double p = J->id;
         for (int64_t i = 0; i < n; i++) p *= ld(x, f64, i);
         return p;
     }
     default: {
         bool nan = false;
         int sgn = J->r == R_MAX ? 1 : -1;
-        double m = chunk_ext(x, f64, n, sgn, &nan);
+        double m = chunk_ext(x, f64, n, sgn, J->id, &nan);
         return ext_fix(x, f64, n, m, nan);
     }
     }
@@ -367,7 +351,7 @@ static void chunks_task(void *arg, int ith, int nth) {
             J->ws[c] = chunk_sum(x + off * es, J->f64, n);
         } else {
             bool nan = false;
-            J->ws[c] = chunk_ext(x + off * es, J->f64, n, J->r == R_MAX ? 1 : -1, &nan);
+            J->ws[c] = chunk_ext(x + off * es, J->f64, n, J->r == R_MAX ? 1 : -1, J->id, &nan);
             if (nan) J->ws[c] = NAN;
         }
     }
@@ -394,13 +378,13 @@ static void run_rows(red_job *J, tg_pool *pool, int nth) {
         const char *x = J->x + k * J->ks * es;
         double v;
         if (J->r == R_SUM || J->r == R_MEAN) {
-            double s = 0;
+            double s = J->id;
             for (int64_t c = 0; c < J->nchunks; c++) s += J->ws[c];
             v = J->r == R_MEAN ? s / (double)J->R : s;
         } else {
             bool nan = false;
             int sgn = J->r == R_MAX ? 1 : -1;
-            double m = sgn > 0 ? -INFINITY : INFINITY;
+            double m = J->id;
             for (int64_t c = 0; c < J->nchunks; c++) {
                 double p = J->ws[c];
                 if (p != p)
@@ -461,7 +445,7 @@ static void cols_range(const red_job *J, int64_t lo, int64_t hi) {
             }
         } else {
             bool prod = J->r == R_PROD;
-            for (int64_t j = 0; j < m; j++) acc[j] = prod ? 1.0 : 0.0;
+            for (int64_t j = 0; j < m; j++) acc[j] = J->id;
             for (int64_t r = 0; r < J->R; r++) {
                 const char *row = x + r * J->rs * es;
                 if (prod)
@@ -494,8 +478,11 @@ tg_status tg_vm_exec_reduce(vm_exec *e) {
     red_job J;
     memset(&J, 0, sizeof J);
     if (!rop_of(e->node->op, &J.r)) return TG_EUNSUPPORTED;
-    bool red[TG_MAX_DIMS];
-    if (!reduced(&e->node->attrs[0], x->ndim, red)) return TG_EUNSUPPORTED;
+    tg_axes ax;
+    const tg_op_def *def = tg_op_table[e->node->op];
+    if (!tg_reduce_axes(e->node->attrs, def->nattrs, x->ndim, &ax, NULL, 0)) return TG_EUNSUPPORTED;
+    const bool *red = ax.red;
+    J.id = def->reduce.identity;
     J.f64 = x->dtype == TG_DT_F64;
     if (J.r == R_LSE || J.r == R_LSM || J.r == R_SM) {
         const vm_ins_info *info = e->info;
