@@ -61,7 +61,7 @@ tg_status tg_struct_in(void *dst, size_t dst_size, const void *src, size_t first
 }
 
 tg_status tg_struct_out_check(const void *p, size_t own, size_t first, const char *fn,
-                             const char *type) {
+                              const char *type) {
     /* a larger struct than the library's is fine: the fields it does not know stay as set */
     return p ? size_check(p, own, first, fn, type) : TG_OK;
 }

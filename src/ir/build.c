@@ -1,7 +1,7 @@
 /* build.c - the public builders: tg_apply / tg_apply_multi by op name and the typed
  * shortcuts of tgraph.h. Each is a thin wrapper over tg_ir_node_make, which owns
  * promotion and inference; nothing op-specific lives here beyond attribute packing. */
-#include "../ops/ops.h"
+#include "op.h"
 
 tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, int nin,
                          const tg_attr *attrs, int nattrs, tg_var **out, int *nout) {

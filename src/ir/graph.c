@@ -5,7 +5,7 @@
  * Invariants: see ir.h. Node construction is the single place where an op's record is
  * consulted to build IR; all algorithms over graphs here are iterative.
  */
-#include "../ops/ops.h"
+#include "op.h"
 
 #include <stdio.h>
 
@@ -753,7 +753,7 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
 tg_node *tg_ir_node_make(tg_graph *g, int op, tg_var *const *in, int nin, const tg_attr *attrs,
                          int nattrs) {
     if (!g || g->status != TG_OK) return NULL;
-    TG_ASSERT(op >= 0 && op < TG_OP_COUNT);
+    TG_ASSERT(op >= 0 && op < tg_op_count);
     const tg_op_def *def = tg_op_table[op];
     if (nattrs < 0 || (nattrs > 0 && !attrs))
         return tg_ir_fail(g, TG_EINVAL, "%s: invalid attribute list", def->name);
@@ -820,7 +820,7 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
                 /* the node keeps its attributes: they live in the arena */
                 tg_aval *cast = tg_arena_alloc(&g->arena, sizeof *cast);
                 if (cast) *cast = (tg_aval){.kind = TG_ATTR_INT, .i = want[i]};
-                tg_node *c = cast ? node_build(g, TG_OP_CAST, &in[i], 1, cast) : fail_oom(g);
+                tg_node *c = cast ? node_build(g, tg_op_cast_id, &in[i], 1, cast) : fail_oom(g);
                 in[i] = c ? c->out[0] : NULL;
             }
             if (!in[i]) goto done;
@@ -1091,7 +1091,7 @@ static tg_var *strong_arg(tg_graph *g, tg_var *a) {
     tg_aval *cast = tg_arena_alloc(&g->arena, sizeof *cast);
     if (!cast) return fail_oom(g);
     *cast = (tg_aval){.kind = TG_ATTR_INT, .i = a->type.dtype};
-    tg_node *c = node_build(g, TG_OP_CAST, &a, 1, cast);
+    tg_node *c = node_build(g, tg_op_cast_id, &a, 1, cast);
     if (c) c->out[0]->type.weak = 0;
     return c ? c->out[0] : NULL;
 }
@@ -1152,7 +1152,7 @@ tg_status tg_ir_copy_body(tg_graph *g, const tg_graph *fn, tg_var *const *args, 
 /* ---- verification ---- */
 
 static tg_status verify_node(const tg_graph *g, const tg_node *n, tg_type *tout) {
-    if (n->op < 0 || n->op >= TG_OP_COUNT)
+    if (n->op < 0 || n->op >= tg_op_count)
         return tg_set_error(TG_EINTERNAL, "verify: node %d has op %d", n->id, n->op);
     const tg_op_def *op = tg_op_table[n->op];
     if (n->nin < op->min_in || (op->max_in >= 0 && n->nin > op->max_in))

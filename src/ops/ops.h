@@ -1,5 +1,6 @@
-/* ops.h - private header of src/ops: the op record (tg_op_def), attribute schemas,
- * inference and reference-kernel contexts, and helpers shared by the op families.
+/* ops.h - private header of src/ops: the records of the ops (the interface they implement,
+ * tg_op_def, is declared at the IR level, src/ir/op.h), running one node, and helpers
+ * shared by the op families.
  *
  * Every op is one `const tg_op_def` record in its family's file, listed once in oplist.h.
  * Nothing about an op lives outside its record: no switch over ops grows elsewhere.
@@ -9,87 +10,8 @@
 #ifndef TG_OPS_H
 #define TG_OPS_H
 
-#include "../ir/ir.h"
+#include "../ir/op.h"
 #include "oplist.h"
-
-#define TG_MAX_OUTS 64 /* most outputs one node may have (split) */
-
-/* ---- attribute schema ---- */
-typedef enum {
-    TG_AS_INT,    /* integer (bool accepted as 0/1) */
-    TG_AS_FLOAT,  /* number; ints are converted */
-    TG_AS_BOOL,   /* true/false */
-    TG_AS_STR,    /* string */
-    TG_AS_INTS,   /* list of ints; a single int becomes a list of one */
-    TG_AS_AXES,   /* int, list of ints, or none (= all axes) */
-    TG_AS_DTYPE,  /* string naming a dtype; stored as INT holding the tg_dtype */
-    TG_AS_SCALAR, /* int or float, kept as given */
-    TG_AS_FUNC,   /* @name */
-} tg_attr_type;
-
-typedef struct tg_attr_spec {
-    const char *name; /* keyword */
-    uint8_t type;     /* tg_attr_type */
-    uint8_t required; /* must be given */
-    uint8_t nullable; /* TG_NULL_WHOLE: `none` accepted (stored as TG_ATTR_NONE);
-                         TG_NULL_ITEMS: INTS whose entries may be `none` (tg_aval.none) */
-    tg_aval def;      /* value when absent and not required */
-} tg_attr_spec;
-#define TG_NULL_WHOLE 1
-#define TG_NULL_ITEMS 2
-
-/* ---- inference ---- */
-typedef struct tg_infer {
-    const struct tg_op_def *op;     /* the op */
-    const tg_type *in;              /* input types */
-    int nin;                        /* input count */
-    tg_var *const *vars;            /* input variables when building or verifying (constant
-                                       inputs can give static extents); NULL at run time */
-    const tg_tensor *const *values; /* input values known before the run (the VM's memory
-                                       plan computes shape arithmetic); NULL, or entries
-                                       NULL where unknown */
-    const tg_aval *attrs;           /* normalized attributes */
-    tg_type *out;                   /* output types to fill (TG_MAX_OUTS slots) */
-    int nout;                       /* preset to op->nout; ops with nout < 0 set it */
-    bool runtime;                   /* concrete types at run time */
-    int depth;                      /* calls being inferred around this node (call.c) */
-    tg_status status;               /* set by tg_infer_fail */
-    char msg[512];                  /* message, without the op name (the caller adds it) */
-} tg_infer;
-
-tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
-/* Whether input k is a 0-d integer whose value inference can use (a constant, or a value
- * known before the run); stores it in *out. */
-bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out);
-
-/* ---- reference kernels ---- */
-/* A sub-graph executor: what a backend hands to kernels of ops with inner graphs (call;
- * later pmap, scan, vectorize), so that they run their body without knowing (or calling
- * up into) the backend: the interpreter for reference, a compiled sub-program for the VM,
- * emitted code for the C JIT. run() runs `body` on in (one tensor per input of body) and
- * writes its returned values into out[0..nout), allocated by the caller with the run-time
- * types of the outputs (contiguous). On failure msg (cap bytes) holds the reason, which
- * names the place in the body. Implementations embed this struct first. */
-typedef struct tg_subexec tg_subexec;
-struct tg_subexec {
-    tg_status (*run)(const tg_subexec *x, const tg_graph *body, tg_tensor *const *in, int nin,
-                     tg_tensor **out, int nout, char *msg, size_t cap);
-};
-
-typedef struct tg_kern {
-    tg_ctx *ctx;             /* allocator for outputs the kernel makes itself */
-    const tg_node *node;     /* the node (static types, op) */
-    const tg_aval *attrs;    /* node->attrs */
-    tg_tensor *const *in;    /* input values */
-    int nin;                 /* count */
-    tg_tensor **out;         /* outputs: preallocated (contiguous, zeroed) from out_type,
-                                except for ops with .views, which set them */
-    int nout;                /* count */
-    const tg_type *out_type; /* run-time output types (all extents known) */
-    const tg_subexec *sub;   /* the backend's sub-graph executor; NULL where there is none */
-    tg_status status;        /* set by tg_kern_fail */
-    char msg[512];           /* message without the op name */
-} tg_kern;
 
 /* Runs node n's reference kernel on vin, with outputs of run-time types tout: new zeroed
  * tensors in vout, or the kernel's own for views and self-allocating ops. On failure vout
@@ -117,180 +39,11 @@ tg_status tg_node_infer(const struct tg_node *n, const tg_type *tin, const tg_te
 tg_status tg_node_eval(tg_ctx *ctx, const tg_graph *g, const tg_node *n, tg_tensor *const *in,
                        const tg_subexec *sub, tg_tensor **out);
 
-tg_status tg_kern_fail(tg_kern *k, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
-
-/* ---- elementwise scalar functions (reference semantics) ----
- * Floats compute in double (then round to the output dtype on store); integers and bool
- * compute in int64 and wrap to the output dtype on store. `dt` is the compute dtype. */
-typedef double (*tg_sf_f64)(const double *x);
-typedef int64_t (*tg_sf_i64)(const int64_t *x, tg_dtype dt);
-
-enum {
-    TG_EW_BOOL = 1u << 0,    /* accepts bool inputs */
-    TG_EW_INT = 1u << 1,     /* accepts integer inputs */
-    TG_EW_FLOAT = 1u << 2,   /* accepts float inputs */
-    TG_EW_TOFLOAT = 1u << 3, /* integer/bool inputs are cast to a float dtype first */
-    TG_EW_CMP = 1u << 4,     /* result is bool */
-    TG_EW_TOF64 = 1u << 5,   /* with TOFLOAT: integer/bool inputs become f64 (true division) */
-    TG_EW_BOOLI8 = 1u << 6,  /* bool inputs compute as i8 (NumPy has no bool loop: power) */
-};
-
-typedef struct tg_ew_def {
-    tg_sf_f64 f;    /* float kernel (NULL if floats are not accepted) */
-    tg_sf_i64 i;    /* integer/bool kernel (NULL if not accepted) */
-    unsigned flags; /* TG_EW_* */
-} tg_ew_def;
-
-/* ---- gradients ----
- * A vector-Jacobian product builds graph in g: given the node and the cotangents of its
- * outputs (gout[i] NULL means zero: only multi-output ops see NULL entries), it sets
- * gin[i] to the cotangent of input i, of exactly input i's type, or leaves it NULL when no
- * gradient flows into that input (indices, conditions, integer inputs). Errors go to the
- * graph (sticky) and the status is returned. Builders of the public API may be used. */
-typedef tg_status (*tg_vjp_fn)(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin);
-
-typedef enum {
-    TG_GRAD_MISSING,   /* not decided: the op-table test fails */
-    TG_GRAD_VJP,       /* .vjp computes the cotangents (zeros for piecewise-constant floats) */
-    TG_GRAD_NONE,      /* outputs are not differentiable (integer/bool results): nothing flows */
-    TG_GRAD_UNDEFINED, /* asking for a gradient through this op is an error */
-} tg_grad_kind;
-
-typedef enum {
-    TG_KIND_ELEMWISE,
-    TG_KIND_REDUCE,
-    TG_KIND_SHAPE,
-    TG_KIND_INDEX,
-    TG_KIND_LINALG,
-    TG_KIND_CONSTRUCT,
-    TG_KIND_OTHER,
-} tg_op_kind;
-
-/* ---- reductions as data ----
- * For each output element a reduction folds its reduced elements x_1..x_n, in C order:
- *     a = identity;  a = combine(a, x_i) for i = 1..n;  result = fin(a, n)
- * The reference kernel (.ref) stays the oracle; this description is what the fast kernels
- * (the VM, fused reductions, the C JIT) and the rewrites read, so that none of them names a
- * reduction. Float accumulators are double, rounded once at the store. The softmax family
- * carries the same data: a sum of shifted exponentials, finished per element. */
-typedef enum {
-    TG_RED_NONE, /* not a reduction: the zero of every other record */
-    TG_RED_SUM,  /* a + v */
-    TG_RED_PROD, /* a * v */
-    TG_RED_MAX,  /* v where v > a: ties keep the first */
-    TG_RED_MIN,  /* v where v < a */
-    TG_RED_OR,   /* a || v (bool results) */
-    TG_RED_AND,  /* a && v */
-} tg_red_combine;
-
-typedef enum {
-    TG_FIN_NONE,        /* a */
-    TG_FIN_MEAN,        /* a / n (NaN for n = 0, as NumPy) */
-    TG_FIN_ARG,         /* the position among the reduced elements of the element a holds */
-    TG_FIN_LOGSUMEXP,   /* sums exp(x - s): log(a) + s, s = max(x) where finite, else 0 */
-    TG_FIN_SOFTMAX,     /* sums exp(x - s), s = max(x); each element: exp(x - s) / a */
-    TG_FIN_LOG_SOFTMAX, /* as logsumexp; each element: (x - s) - log(a) */
-} tg_red_fin;
-
-typedef struct tg_reduce_def {
-    uint8_t combine;  /* tg_red_combine; TG_RED_NONE: the op is not a reduction */
-    uint8_t fin;      /* tg_red_fin */
-    uint8_t nan_wins; /* the first NaN met is the result and stays (NumPy's max, min and
-                         their arg forms); otherwise NaN flows through the arithmetic */
-    uint8_t nonempty; /* no identity to return: an empty reduced axis is an error */
-    double identity;  /* where a starts, as in the reference kernel: combine(identity, v)
-                         is v (up to a zero's sign: a sum of -0.0 alone is +0.0) */
-} tg_reduce_def;
-
-/* The axes a reduction (or the softmax family) reduces, from its normalized attributes:
- * attrs[0] is `axis` (none: every axis; an int or a list, negative counting from the end),
- * attrs[1] `keepdims` where the op's schema has it (nattrs > 1). */
-typedef struct tg_axes {
-    bool red[TG_MAX_DIMS]; /* axis d of the input is reduced (false from ndim on) */
-    uint32_t mask;         /* the same as bits */
-    int nred;              /* reduced axes */
-    bool keep;             /* keepdims: the reduced axes stay as static 1s */
-} tg_axes;
-/* Decodes the reduced axes of a rank-ndim input into ax. false on an axis out of range or
- * repeated, with the message in err (n bytes; err may be NULL). */
-bool tg_reduce_axes(const tg_aval *attrs, int nattrs, int ndim, tg_axes *ax, char *err, size_t n);
-
-/* ---- the BLAS call a lowered op is (src/ops/blas.c) ---- */
-typedef enum {
-    TG_BLAS_NONE, /* not a lowered BLAS form */
-    TG_BLAS_GEMM, /* gemm(C, A, B, ...): C[M,N] from A[M,K] @ B[K,N] */
-    TG_BLAS_GEMV, /* gemv(y, A, x, ...): y[M] from A[M,K] @ x[K] */
-    TG_BLAS_GER,  /* ger(A, x, y, ...): A[M,N] from outer(x[M], y[N]) */
-} tg_blas_form;
-
-/* ---- effects: what rewrites must not do with an op's nodes ----
- * Zero for a pure op, whose outputs depend on nothing but its inputs and attributes (the
- * random ops are pure: their state is an explicit key). */
-enum {
-    /* never constant-folded: the kernel needs what only a run has (a call's body runs
-     * through the backend's sub-graph executor) */
-    TG_EFFECT_NOFOLD = 1u << 0,
-    /* side effects or state outside the inputs (collectives, which talk to other devices):
-     * never folded, never merged with an equal node */
-    TG_EFFECT_STATE = 1u << 1,
-};
-
-/* ---- the record ---- */
-typedef struct tg_op_def {
-    const char *name;          /* .tg name */
-    int8_t min_in, max_in;     /* arity; max_in < 0: variadic */
-    int8_t nout;               /* outputs; < 0: decided by infer */
-    uint8_t kind;              /* tg_op_kind */
-    const tg_attr_spec *attrs; /* schema */
-    int nattrs;                /* its length */
-    /* Chooses the dtype each input is converted to before inference (NEP 50); weak
-     * literals adopt it, other inputs get a cast node. NULL: inputs kept as they are. */
-    tg_status (*promote)(tg_infer *ic, tg_dtype *want);
-    tg_status (*infer)(tg_infer *ic); /* output types; errors via tg_infer_fail */
-    tg_status (*ref)(tg_kern *k);     /* reference kernel */
-    tg_ew_def ew;                     /* elementwise ops: scalar functions */
-    /* Elementwise ops: one scalar C expression per compute dtype (the output's dtype; the
-     * inputs' common dtype for comparisons), data for the C JIT (src/backend/cjit), which
-     * writes the loops. %0..%2 stand for the operands (C values of their own dtypes:
-     * bool as uint8_t 0/1), %T for the C type of the result; helpers are tg_rt_* of
-     * cjit's tg_rt.h. NULL where the op has none for that dtype: the JIT then calls the
-     * library's kernel. The expression must compute what the scalar functions compute. */
-    const char *c_expr[TG_DT_COUNT];
-    uint32_t views;    /* bit i: output 0 may alias input i (kernel makes it) */
-    uint32_t destroys; /* bit i: output 0 may overwrite input i (in place) */
-    /* The kernel creates its outputs itself: their extents depend on input values
-     * (arange from tensors, boolean masks), so run-time inference may leave -1. */
-    uint8_t self_alloc;
-    uint8_t grad;         /* tg_grad_kind */
-    tg_vjp_fn vjp;        /* with TG_GRAD_VJP */
-    tg_reduce_def reduce; /* reductions and the softmax family: the computation as data */
-    uint8_t blas;         /* tg_blas_form: the BLAS call a lowered op is */
-    uint8_t effects;      /* TG_EFFECT_* bits (0: pure) */
-} tg_op_def;
-
-/* The reductions with one double accumulator per output element and at most a division by
- * the count to finish (sum prod mean max min): what fused nodes may reduce (fused.h) and
- * what their blockwise and compiled kernels implement. */
-static inline bool tg_reduce_plain(const tg_op_def *op) {
-    const tg_reduce_def *r = &op->reduce;
-    return r->combine >= TG_RED_SUM && r->combine <= TG_RED_MIN &&
-           (r->fin == TG_FIN_NONE || r->fin == TG_FIN_MEAN);
-}
-/* Whether rewrites may evaluate a node of op at compile time (constant folding). */
-static inline bool tg_op_foldable(const tg_op_def *op) {
-    return !(op->effects & (TG_EFFECT_NOFOLD | TG_EFFECT_STATE));
-}
-/* Whether rewrites may merge two equal nodes of op (same inputs and attributes). */
-static inline bool tg_op_mergeable(const tg_op_def *op) { return !(op->effects & TG_EFFECT_STATE); }
-
 #define TG_X_DECL(U, l) extern const tg_op_def tg_op_##l;
 TG_OPS(TG_X_DECL)
 #undef TG_X_DECL
 
-extern const tg_op_def *const tg_op_table[TG_OP_COUNT];
-/* Op by .tg name; -1 when unknown. */
-int tg_op_lookup(const char *name);
-
+extern const tg_op_def *const tg_op_table[TG_OP_COUNT]; /* ir/op.h */
 /* ---- helpers shared by the families (ops_util.c) ---- */
 /* NEP 50 promotion of n types (weak ones adopt the strong category). Errors for
  * an integer literal out of range of the integer dtype it meets are raised when
