@@ -13,9 +13,7 @@
 
 /* ---- the driver ---- */
 
-/* Records the graph's first error and returns its status. */
-static tg_status fail(tg_graph *g, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
-static tg_status fail(tg_graph *g, tg_status st, const char *fmt, ...) {
+tg_status tg_grad_fail(tg_graph *g, tg_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     tg_ir_failv(g, st, fmt, ap);
@@ -112,14 +110,14 @@ static tg_status backprop_node(grad_walk *w, tg_node *n) {
     char where[96] = "";
     if (n->line > 0) snprintf(where, sizeof where, " at %d:%d", n->line, n->col);
     if (op->grad != TG_GRAD_VJP || !op->vjp)
-        return fail(g, TG_EUNSUPPORTED, "grad: %s (node %d%s) has no gradient", op->name, n->id,
-                    where);
+        return tg_grad_fail(g, TG_EUNSUPPORTED, "grad: %s (node %d%s) has no gradient", op->name,
+                            n->id, where);
     size_t isz = sizeof(tg_var *) * (size_t)(n->nin + 1);
     size_t osz = sizeof(tg_var *) * (size_t)(n->nout + 1);
     tg_var **gin = tg_mem_calloc(g->ctx, isz), **gout = tg_mem_calloc(g->ctx, osz);
     tg_status st = TG_OK;
     if (!gin || !gout) {
-        st = fail(g, TG_ENOMEM, "grad: out of memory");
+        st = tg_grad_fail(g, TG_ENOMEM, "grad: out of memory");
         goto done;
     }
     for (int k = 0; k < n->nout; k++) gout[k] = w->cot[n->out[k]->id];
@@ -135,11 +133,11 @@ static tg_status backprop_node(grad_walk *w, tg_node *n) {
         if (!gin[k] || !w->needed[x->id]) continue;
         if (!compatible(&gin[k]->type, &x->type)) {
             char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
-            st = fail(g, TG_EINTERNAL,
-                      "grad: %s gives input %d a cotangent of type %s, "
-                      "the input is %s",
-                      op->name, k, tg_type_str(&gin[k]->type, a, sizeof a),
-                      tg_type_str(&x->type, b, sizeof b));
+            st = tg_grad_fail(g, TG_EINTERNAL,
+                              "grad: %s gives input %d a cotangent of type %s, "
+                              "the input is %s",
+                              op->name, k, tg_type_str(&gin[k]->type, a, sizeof a),
+                              tg_type_str(&x->type, b, sizeof b));
             break;
         }
         st = accumulate(w, x, gin[k]);
@@ -155,43 +153,44 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
     if (!g) return tg_set_error(TG_EINVAL, "tg_vjp: graph is NULL");
     if (g->status != TG_OK) return g->status;
     if (nouts < 1 || nwrt < 0 || !outs || !cot || (nwrt > 0 && (!wrt || !out)))
-        return fail(g, TG_EINVAL, "tg_vjp: invalid arguments (%s)",
-                    nouts < 1 || nwrt < 0 ? "a count is not positive" : "an array is NULL");
+        return tg_grad_fail(g, TG_EINVAL, "tg_vjp: invalid arguments (%s)",
+                            nouts < 1 || nwrt < 0 ? "a count is not positive" : "an array is NULL");
     if ((unsigned)disconnected > TG_DISCONNECTED_ZERO)
-        return fail(g, TG_EINVAL, "tg_vjp: invalid disconnected mode %d", (int)disconnected);
+        return tg_grad_fail(g, TG_EINVAL, "tg_vjp: invalid disconnected mode %d",
+                            (int)disconnected);
     char lab[128];
     for (int i = 0; i < nouts; i++) {
         if (!tg_grad_owns(g, outs[i]) || !tg_grad_owns(g, cot[i]))
-            return fail(g, TG_EINVAL,
-                        "vjp: output %d or its cotangent is missing or "
-                        "belongs to another graph",
-                        i);
+            return tg_grad_fail(g, TG_EINVAL,
+                                "vjp: output %d or its cotangent is missing or "
+                                "belongs to another graph",
+                                i);
         if (!compatible(&outs[i]->type, &cot[i]->type)) {
             char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];
-            return fail(g, TG_ETYPE, "vjp: cotangent %d is %s, its value is %s", i,
-                        tg_type_str(&cot[i]->type, a, sizeof a),
-                        tg_type_str(&outs[i]->type, b, sizeof b));
+            return tg_grad_fail(g, TG_ETYPE, "vjp: cotangent %d is %s, its value is %s", i,
+                                tg_type_str(&cot[i]->type, a, sizeof a),
+                                tg_type_str(&outs[i]->type, b, sizeof b));
         }
     }
     for (int i = 0; i < nwrt; i++) {
         if (!tg_grad_owns(g, wrt[i]))
-            return fail(g, TG_EINVAL,
-                        "grad: argument %d is missing or belongs to "
-                        "another graph",
-                        i + 1);
+            return tg_grad_fail(g, TG_EINVAL,
+                                "grad: argument %d is missing or belongs to "
+                                "another graph",
+                                i + 1);
         if (!tg_dtype_is_float((tg_dtype)wrt[i]->type.dtype))
-            return fail(g, TG_ETYPE,
-                        "grad: cannot differentiate with respect to %s of "
-                        "dtype %s (gradients are defined for float values)",
-                        tg_grad_label(wrt[i], lab, sizeof lab),
-                        tg_dtype_name((tg_dtype)wrt[i]->type.dtype));
+            return tg_grad_fail(g, TG_ETYPE,
+                                "grad: cannot differentiate with respect to %s of "
+                                "dtype %s (gradients are defined for float values)",
+                                tg_grad_label(wrt[i], lab, sizeof lab),
+                                tg_dtype_name((tg_dtype)wrt[i]->type.dtype));
     }
     grad_walk w = {.g = g, .nvars = g->vars.n};
     const int nn0 = g->nodes.n; /* collect sizes w.order by it; backprop adds nodes */
     w.needed = tg_mem_calloc(g->ctx, (size_t)w.nvars + 1);
     w.cot = tg_mem_calloc(g->ctx, sizeof *w.cot * (size_t)(w.nvars + 1));
-    tg_status st =
-        (w.needed && w.cot) ? collect(&w, outs, nouts) : fail(g, TG_ENOMEM, "grad: out of memory");
+    tg_status st = (w.needed && w.cot) ? collect(&w, outs, nouts)
+                                       : tg_grad_fail(g, TG_ENOMEM, "grad: out of memory");
     if (st == TG_OK) {
         for (int i = 0; i < nwrt; i++) w.needed[wrt[i]->id] = 1;
         for (int i = 0; i < w.norder; i++) {
@@ -210,10 +209,10 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
         if (!c && disconnected == TG_DISCONNECTED_ZERO)
             c = tg_grad_zeros_like(g, wrt[i]);
         else if (!c)
-            st = fail(g, TG_EINVAL,
-                      "grad: the result does not depend on %s (pass "
-                      "disconnected=\"zero\" to get zeros)",
-                      tg_grad_label(wrt[i], lab, sizeof lab));
+            st = tg_grad_fail(g, TG_EINVAL,
+                              "grad: the result does not depend on %s (pass "
+                              "disconnected=\"zero\" to get zeros)",
+                              tg_grad_label(wrt[i], lab, sizeof lab));
         if (st == TG_OK && !c) st = g->status;
         out[i] = c;
     }
@@ -229,23 +228,24 @@ tg_status tg_grad(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt,
                   tg_disconnected disconnected, tg_var **out) {
     if (!g) return tg_set_error(TG_EINVAL, "tg_grad: graph is NULL");
     if (g->status != TG_OK) return g->status;
-    if (!tg_grad_owns(g, cost)) return fail(g, TG_EINVAL, "tg_grad: cost is missing");
+    if (!tg_grad_owns(g, cost)) return tg_grad_fail(g, TG_EINVAL, "tg_grad: cost is missing");
     if (nwrt < 0 || (nwrt > 0 && (!wrt || !out)))
-        return fail(g, TG_EINVAL, "tg_grad: %s",
-                    nwrt < 0 ? "negative count"
-                    : !wrt   ? "wrt is NULL"
-                             : "out is NULL");
+        return tg_grad_fail(g, TG_EINVAL, "tg_grad: %s",
+                            nwrt < 0 ? "negative count"
+                            : !wrt   ? "wrt is NULL"
+                                     : "out is NULL");
     if ((unsigned)disconnected > TG_DISCONNECTED_ZERO)
-        return fail(g, TG_EINVAL, "tg_grad: invalid disconnected mode %d", (int)disconnected);
+        return tg_grad_fail(g, TG_EINVAL, "tg_grad: invalid disconnected mode %d",
+                            (int)disconnected);
     char t[TG_TYPE_STR_MAX];
     if (cost->type.ndim != 0)
-        return fail(g, TG_ESHAPE,
-                    "grad: the cost must be a scalar, got %s (reduce it with sum or mean, "
-                    "or use vjp with a cotangent of its type, or jacobian)",
-                    tg_type_str(&cost->type, t, sizeof t));
+        return tg_grad_fail(g, TG_ESHAPE,
+                            "grad: the cost must be a scalar, got %s (reduce it with sum or mean, "
+                            "or use vjp with a cotangent of its type, or jacobian)",
+                            tg_type_str(&cost->type, t, sizeof t));
     if (!tg_dtype_is_float((tg_dtype)cost->type.dtype))
-        return fail(g, TG_ETYPE, "grad: the cost must be a float, got %s",
-                    tg_type_str(&cost->type, t, sizeof t));
+        return tg_grad_fail(g, TG_ETYPE, "grad: the cost must be a float, got %s",
+                            tg_type_str(&cost->type, t, sizeof t));
     tg_tensor *one = tg_tensor_new(g->ctx, (tg_dtype)cost->type.dtype, 0, NULL);
     if (one) tg_store_f64(tg_tensor_data(one), one->dtype, 1.0);
     tg_var *seed = tg_ir_const(g, one, 0);

@@ -8,6 +8,8 @@
 
 #include "../ops/ops.h"
 
+/* Records the graph's first error (tg_ir_fail) and returns g's status. */
+tg_status tg_grad_fail(tg_graph *g, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
 /* Whether v is a variable of g (not NULL, not another graph's). */
 bool tg_grad_owns(const tg_graph *g, const tg_var *v);
 /* A value as messages name it: 'x', "the output of exp (node 3)" or "a constant". */

@@ -14,15 +14,6 @@
 
 #include <stdio.h>
 
-static tg_status fail(tg_graph *g, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
-static tg_status fail(tg_graph *g, tg_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    tg_ir_failv(g, st, fmt, ap);
-    va_end(ap);
-    return g->status;
-}
-
 /* The argument checks tg_jacobian and tg_hessian share; fn names the function and what
  * its first value ("y", "cost"). */
 static tg_status check_args(tg_graph *g, const char *fn, const char *what, tg_var *y,
@@ -31,17 +22,20 @@ static tg_status check_args(tg_graph *g, const char *fn, const char *what, tg_va
     if (!g) return tg_set_error(TG_EINVAL, "%s: graph is NULL", fn);
     if (g->status != TG_OK) return g->status;
     if (!tg_grad_owns(g, y))
-        return fail(g, TG_EINVAL, "%s: %s is missing or belongs to another graph", fn, what);
+        return tg_grad_fail(g, TG_EINVAL, "%s: %s is missing or belongs to another graph", fn,
+                            what);
     if (nwrt < 0 || (nwrt > 0 && (!wrt || !out)))
-        return fail(g, TG_EINVAL, "%s: %s", fn,
-                    nwrt < 0 ? "negative count"
-                    : !wrt   ? "wrt is NULL"
-                             : "out is NULL");
+        return tg_grad_fail(g, TG_EINVAL, "%s: %s", fn,
+                            nwrt < 0 ? "negative count"
+                            : !wrt   ? "wrt is NULL"
+                                     : "out is NULL");
     if ((unsigned)disconnected > TG_DISCONNECTED_ZERO)
-        return fail(g, TG_EINVAL, "%s: invalid disconnected mode %d", fn, (int)disconnected);
+        return tg_grad_fail(g, TG_EINVAL, "%s: invalid disconnected mode %d", fn,
+                            (int)disconnected);
     for (int i = 0; i < nwrt; i++)
         if (!tg_grad_owns(g, wrt[i]))
-            return fail(g, TG_EINVAL, "%s: wrt[%d] is missing or belongs to another graph", fn, i);
+            return tg_grad_fail(g, TG_EINVAL, "%s: wrt[%d] is missing or belongs to another graph",
+                                fn, i);
     return TG_OK;
 }
 
@@ -108,27 +102,27 @@ static tg_status jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
     char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX], lab[128], ylab[128];
     tg_grad_label(y, ylab, sizeof ylab);
     if (!tg_dtype_is_float((tg_dtype)y->type.dtype))
-        return fail(g, TG_ETYPE, "jacobian: %s must be a float, got %s", ylab,
-                    tg_type_str(&y->type, a, sizeof a));
+        return tg_grad_fail(g, TG_ETYPE, "jacobian: %s must be a float, got %s", ylab,
+                            tg_type_str(&y->type, a, sizeof a));
     int64_t n = static_size(&y->type, TG_JACOBIAN_MAX);
     if (n < 0)
-        return fail(g, TG_ESHAPE,
-                    "jacobian: %s must have a static shape, got %s (one vjp per element)", ylab,
-                    tg_type_str(&y->type, a, sizeof a));
+        return tg_grad_fail(g, TG_ESHAPE,
+                            "jacobian: %s must have a static shape, got %s (one vjp per element)",
+                            ylab, tg_type_str(&y->type, a, sizeof a));
     if (n > TG_JACOBIAN_MAX)
-        return fail(g, TG_ELIMIT,
-                    "jacobian: %s is %s, more than %d elements (one vjp per element; the "
-                    "limit is TG_JACOBIAN_MAX)",
-                    ylab, tg_type_str(&y->type, a, sizeof a), TG_JACOBIAN_MAX);
+        return tg_grad_fail(g, TG_ELIMIT,
+                            "jacobian: %s is %s, more than %d elements (one vjp per element; the "
+                            "limit is TG_JACOBIAN_MAX)",
+                            ylab, tg_type_str(&y->type, a, sizeof a), TG_JACOBIAN_MAX);
     for (int i = 0; i < nwrt; i++)
         if (y->type.ndim + wrt[i]->type.ndim > TG_MAX_DIMS)
-            return fail(g, TG_ELIMIT,
-                        "jacobian: %s is %s and %s is %s: the jacobian would have rank %d, "
-                        "more than %d",
-                        ylab, tg_type_str(&y->type, a, sizeof a),
-                        tg_grad_label(wrt[i], lab, sizeof lab),
-                        tg_type_str(&wrt[i]->type, b, sizeof b), y->type.ndim + wrt[i]->type.ndim,
-                        TG_MAX_DIMS);
+            return tg_grad_fail(g, TG_ELIMIT,
+                                "jacobian: %s is %s and %s is %s: the jacobian would have rank %d, "
+                                "more than %d",
+                                ylab, tg_type_str(&y->type, a, sizeof a),
+                                tg_grad_label(wrt[i], lab, sizeof lab),
+                                tg_type_str(&wrt[i]->type, b, sizeof b),
+                                y->type.ndim + wrt[i]->type.ndim, TG_MAX_DIMS);
     if (nwrt == 0) return TG_OK;
     if (n == 0) { /* nothing to pull back: one vjp of zeros checks the dependence */
         tg_var *cot = tg_grad_zeros_like(g, y);
@@ -141,7 +135,7 @@ static tg_status jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
         size_t rsz = sizeof(tg_var *) * (size_t)(n * nwrt), tsz = sizeof(tg_var *) * (size_t)nwrt;
         tg_var **rows = tg_mem_calloc(g->ctx, rsz), **tmp = tg_mem_calloc(g->ctx, tsz);
         st = rows && tmp ? pull_rows(g, y, n, wrt, nwrt, disconnected, rows, tmp)
-                         : fail(g, TG_ENOMEM, "jacobian: out of memory");
+                         : tg_grad_fail(g, TG_ENOMEM, "jacobian: out of memory");
         for (int i = 0; i < nwrt && st == TG_OK; i++) {
             out[i] = stack_rows(g, &y->type, rows + (int64_t)i * n, n);
             if (!out[i]) st = g->status;
@@ -158,34 +152,37 @@ static tg_status hessian(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt
     if (st != TG_OK) return st;
     char a[TG_TYPE_STR_MAX], lab[128];
     if (cost->type.ndim != 0 || !tg_dtype_is_float((tg_dtype)cost->type.dtype))
-        return fail(g, cost->type.ndim != 0 ? TG_ESHAPE : TG_ETYPE,
-                    "hessian: the cost must be a 0-d float, got %s",
-                    tg_type_str(&cost->type, a, sizeof a));
+        return tg_grad_fail(g, cost->type.ndim != 0 ? TG_ESHAPE : TG_ETYPE,
+                            "hessian: the cost must be a 0-d float, got %s",
+                            tg_type_str(&cost->type, a, sizeof a));
     for (int i = 0; i < nwrt; i++) {
         const tg_type *t = &wrt[i]->type;
         int64_t n = static_size(t, TG_JACOBIAN_MAX);
         tg_grad_label(wrt[i], lab, sizeof lab);
         tg_type_str(t, a, sizeof a);
         if (!tg_dtype_is_float((tg_dtype)t->dtype))
-            return fail(g, TG_ETYPE, "hessian: %s is %s (hessians are defined for floats)", lab, a);
+            return tg_grad_fail(g, TG_ETYPE, "hessian: %s is %s (hessians are defined for floats)",
+                                lab, a);
         if (n < 0)
-            return fail(g, TG_ESHAPE, "hessian: %s must have a static shape, got %s", lab, a);
+            return tg_grad_fail(g, TG_ESHAPE, "hessian: %s must have a static shape, got %s", lab,
+                                a);
         if (n > TG_JACOBIAN_MAX)
-            return fail(g, TG_ELIMIT,
-                        "hessian: %s is %s, more than %d elements (one vjp per element; the "
-                        "limit is TG_JACOBIAN_MAX)",
-                        lab, a, TG_JACOBIAN_MAX);
+            return tg_grad_fail(
+                g, TG_ELIMIT,
+                "hessian: %s is %s, more than %d elements (one vjp per element; the "
+                "limit is TG_JACOBIAN_MAX)",
+                lab, a, TG_JACOBIAN_MAX);
         if (2 * t->ndim > TG_MAX_DIMS)
-            return fail(g, TG_ELIMIT,
-                        "hessian: %s is %s: the hessian would have rank %d, more "
-                        "than %d",
-                        lab, a, 2 * t->ndim, TG_MAX_DIMS);
+            return tg_grad_fail(g, TG_ELIMIT,
+                                "hessian: %s is %s: the hessian would have rank %d, more "
+                                "than %d",
+                                lab, a, 2 * t->ndim, TG_MAX_DIMS);
     }
     if (nwrt == 0) return TG_OK;
     size_t gsz = sizeof(tg_var *) * (size_t)nwrt;
     tg_var **grads = tg_mem_calloc(g->ctx, gsz);
     st = grads ? tg_grad(g, cost, wrt, nwrt, disconnected, grads)
-               : fail(g, TG_ENOMEM, "hessian: out of memory");
+               : tg_grad_fail(g, TG_ENOMEM, "hessian: out of memory");
     for (int i = 0; i < nwrt && st == TG_OK; i++) {
         const tg_type *t = &wrt[i]->type;
         tg_var *gi = grads[i];
