@@ -760,9 +760,8 @@ static tg_var *literal_convert(tg_graph *g, const tg_op_def *op, tg_var *v, tg_d
 static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin,
                            const tg_aval *attrs);
 
-/* Takes a reference on the data of attribute j (of op's table, op->data; a bug of tgraph
- * otherwise),
- * kept in g->data until g is freed. */
+/* Takes a reference on the data of attribute j, kept in g->data until g is freed. The data
+ * is of op's table (op->data): anything else is a bug of tgraph. */
 static bool data_add(tg_graph *g, const tg_op_def *op, int j, const tg_aval *a) {
     if (a->kind != TG_ATTR_DATA || !a->data || a->data->vt != op->data) {
         tg_ir_fail(g, TG_EINTERNAL, "%s: attribute '%s' does not hold %s", op->name,
