@@ -169,11 +169,11 @@ const tg_fused_prog *tg_fused_node_prog(const tg_node *node);
 /* A private copy of p to type (from ctx, NULL: the default), or NULL when out of memory. */
 tg_fused_prog *tg_fused_copy(tg_ctx *ctx, const tg_fused_prog *p);
 
-/* Types the program p (a copy) for inputs of types in[0..p->nin): fills p->type,
- * p->out_type, p->space, p->uniform, p->reduces, out[].red and the literals' dtype and
- * value. `runtime`: the types are concrete (every extent known; `nobcast` marks '?' extents
- * that are 1), as in tg_infer. Errors name the instruction's column in msg. May be called
- * again with other types. */
+/* Types p, a program no node holds (a copy, tg_fused_copy), for inputs of types
+ * in[0..p->nin): fills p->type, p->out_type, p->space, p->uniform, p->reduces, out[].red
+ * and the literals' dtype and value. `runtime`: the types are concrete (every extent known;
+ * `nobcast` marks '?' extents that are 1), as in tg_infer. Errors name the instruction's
+ * column in msg. May be called again with other types. */
 tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char *msg, size_t n);
 /* A copy of node's program typed for inputs of types in (node->nin of them): *out, which
  * the caller frees; NULL on error, with the message in msg. */
