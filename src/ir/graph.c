@@ -103,6 +103,7 @@ static void graph_destroy(tg_graph *g, tg_graph ***drop, int *n, int *cap) {
         tg_var *v = g->vars.items[i];
         if (v->kind == TG_VAR_CONST) tg_tensor_free(v->value);
     }
+    for (int i = 0; i < g->data.n; i++) tg_opdata_release(g->data.items[i]);
     tg_vec_fini(ctx, &g->nodes);
     tg_vec_fini(ctx, &g->vars);
     tg_vec_fini(ctx, &g->inputs);
@@ -110,6 +111,7 @@ static void graph_destroy(tg_graph *g, tg_graph ***drop, int *n, int *cap) {
     tg_vec_fini(ctx, &g->out_names);
     tg_vec_fini(ctx, &g->updates);
     tg_vec_fini(ctx, &g->callees);
+    tg_vec_fini(ctx, &g->data);
     tg_arena_fini(&g->arena);
     tg_mem_free(ctx, g, sizeof *g);
 }
@@ -541,7 +543,8 @@ static const char *attr_type_want(tg_attr_type t) {
                                         [TG_AS_AXES] = "an int, a list of ints or none",
                                         [TG_AS_DTYPE] = "a dtype string",
                                         [TG_AS_SCALAR] = "a number",
-                                        [TG_AS_FUNC] = "a function (@name)"};
+                                        [TG_AS_FUNC] = "a function (@name)",
+                                        [TG_AS_DATA] = "data the library makes"};
     return names[t];
 }
 
@@ -595,6 +598,8 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
         v.s = NULL;
         v.fn = a->func;
         break;
+    case TG_AS_DATA: /* refused before (attrs_normalize) */
+        return false;
     case TG_AS_SCALAR:
         if (a->kind != TG_ATTR_INT && a->kind != TG_ATTR_FLOAT && a->kind != TG_ATTR_BOOL)
             return false;
@@ -660,6 +665,11 @@ static tg_aval *attrs_normalize(tg_graph *g, const tg_op_def *op, const tg_attr 
         if (seen[j])
             return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' given twice", op->name, a->name);
         seen[j] = true;
+        const tg_attr_spec *sp = &op->attrs[j];
+        if (sp->type == TG_AS_DATA)
+            return tg_ir_fail(g, TG_EINVAL,
+                              "%s: attribute '%s' holds %s (%s); tg_apply cannot give it", op->name,
+                              a->name, op->data->what, op->data->origin);
         bool oom = false;
         bool no_str = (a->kind == TG_ATTR_STR && !a->s) || (a->kind == TG_ATTR_FUNC && !a->func);
         bool no_list = (a->kind == TG_ATTR_INTS && a->n > 0 && !a->ints) ||
@@ -750,6 +760,19 @@ static tg_var *literal_convert(tg_graph *g, const tg_op_def *op, tg_var *v, tg_d
 static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin,
                            const tg_aval *attrs);
 
+/* Takes a reference on the data of attribute j, kept in g->data until g is freed. The data
+ * is of op's table (op->data): anything else is a bug of tgraph. */
+static bool data_add(tg_graph *g, const tg_op_def *op, int j, const tg_aval *a) {
+    if (a->kind != TG_ATTR_DATA || !a->data || a->data->vt != op->data) {
+        tg_ir_fail(g, TG_EINTERNAL, "%s: attribute '%s' does not hold %s", op->name,
+                   op->attrs[j].name, op->data->what);
+        return false;
+    }
+    if (!tg_vec_push(g->ctx, &g->data, (void *)a->data)) return fail_oom(g) != NULL;
+    tg_opdata_retain(a->data);
+    return true;
+}
+
 tg_node *tg_ir_node_make(tg_graph *g, int op, tg_var *const *in, int nin, const tg_attr *attrs,
                          int nattrs) {
     if (!g || g->status != TG_OK) return NULL;
@@ -781,8 +804,10 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
         return tg_ir_fail(g, TG_EINVAL, "%s: expects %d to %d inputs, got %d", op->name, op->min_in,
                           op->max_in, nin);
     }
-    for (int j = 0; j < op->nattrs; j++)
+    for (int j = 0; j < op->nattrs; j++) {
         if (attrs[j].kind == TG_ATTR_FUNC && !callee_add(g, attrs[j].fn, op->name)) return NULL;
+        if (op->attrs[j].type == TG_AS_DATA && !data_add(g, op, j, &attrs[j])) return NULL;
+    }
     tg_var **in = tg_arena_alloc(&g->arena, sizeof *in * (size_t)(nin + 1));
     tg_type *tin = tg_mem_alloc(g->ctx, sizeof *tin * (size_t)(nin + 1));
     tg_type *tout = tg_mem_alloc(g->ctx, sizeof *tout * TG_MAX_OUTS);
@@ -1173,6 +1198,18 @@ static tg_status verify_node(const tg_graph *g, const tg_node *n, tg_type *tout)
         if (!owns_var(g, n->out[k]) || n->out[k]->node != n || n->out[k]->index != k)
             st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) output %d is not linked", n->id,
                               op->name, k);
+    for (int j = 0; j < op->nattrs && st == TG_OK; j++) {
+        const tg_attr_spec *sp = &op->attrs[j];
+        const tg_aval *a = &n->attrs[j];
+        if (sp->type != TG_AS_DATA && a->kind == TG_ATTR_DATA)
+            st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) attribute '%s' holds op data",
+                              n->id, op->name, sp->name);
+        else if (sp->type == TG_AS_DATA &&
+                 (a->kind != TG_ATTR_DATA || !a->data || a->data->vt != op->data ||
+                  atomic_load(&a->data->refs) < 1))
+            st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) attribute '%s' does not hold %s",
+                              n->id, op->name, sp->name, op->data->what);
+    }
     tg_infer ic = {.op = op,
                    .in = tin,
                    .nin = n->nin,

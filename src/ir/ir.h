@@ -40,18 +40,48 @@ bool tg_type_known(const tg_type *t); /* every extent static */
  * `nobcast` on each extent 1 that was not a static 1 (it came from a '?'). */
 void tg_type_of_tensor(const tg_type *st, const tg_tensor *t, tg_type *rt);
 
+/* ---- op data ----
+ * An attribute may hold data an op keeps as a structure rather than as numbers or text (a
+ * fused node's program): an immutable object, reference counted, that the IR handles
+ * without knowing what it is. Every node holding it keeps a reference, released when its
+ * graph is freed, so clones share the object; rewrites compare two of them (merging equal
+ * nodes) through the functions of its table. Only the library makes such data: a tg_attr
+ * of the public API cannot give it, and the attribute kind below is not in tg_attr_kind. */
+typedef struct tg_opdata tg_opdata;
+typedef struct tg_opdata_vt {
+    const char *what;                     /* for messages: what the data is ("a fused program") */
+    const char *origin;                   /* for messages: where such data comes from */
+    uint64_t (*hash)(const tg_opdata *d); /* equal data hash alike */
+    bool (*equal)(const tg_opdata *a, const tg_opdata *b); /* both of this table */
+    void (*release)(tg_opdata *d);                         /* frees d (no reference left) */
+} tg_opdata_vt;
+
+struct tg_opdata {
+    const tg_opdata_vt *vt; /* what it is */
+    atomic_int refs;        /* references: the only part that changes once it is made */
+};
+
+#define TG_ATTR_DATA ((tg_attr_kind)(TG_ATTR_FUNC + 1)) /* tg_aval.data; never in a tg_attr */
+
+void tg_opdata_init(tg_opdata *d, const tg_opdata_vt *vt); /* one reference: the maker's */
+void tg_opdata_retain(const tg_opdata *d);
+void tg_opdata_release(const tg_opdata *d); /* the last release frees; NULL is a no-op */
+bool tg_opdata_equal(const tg_opdata *a, const tg_opdata *b); /* same table, equal data */
+uint64_t tg_opdata_hash(const tg_opdata *d);
+
 /* ---- attribute values (normalized to each op's schema) ---- */
 typedef struct tg_aval {
-    tg_attr_kind kind;    /* NONE when absent and the schema allows none */
-    int64_t i;            /* INT, BOOL */
-    double f;             /* FLOAT */
-    const char *s;        /* STR */
-    struct tg_graph *fn;  /* FUNC: the callee (a reference held by the node, tg_graph_retain) */
-    const int64_t *ints;  /* INTS */
-    const double *floats; /* FLOATS */
-    int n;                /* length */
-    const bool *none;     /* INTS: entry k is `none` where none[k] (ints[k] is then 0); NULL
-                             when no entry is (only attributes whose spec has TG_NULL_ITEMS) */
+    tg_attr_kind kind;     /* NONE when absent and the schema allows none */
+    int64_t i;             /* INT, BOOL */
+    double f;              /* FLOAT */
+    const char *s;         /* STR */
+    struct tg_graph *fn;   /* FUNC: the callee (a reference held by the node, tg_graph_retain) */
+    const int64_t *ints;   /* INTS */
+    const double *floats;  /* FLOATS */
+    int n;                 /* length */
+    const bool *none;      /* INTS: entry k is `none` where none[k] (ints[k] is then 0); NULL
+                              when no entry is (only attributes whose spec has TG_NULL_ITEMS) */
+    const tg_opdata *data; /* DATA: the op's data (a reference held by the node) */
 } tg_aval;
 
 /* Whether entry k of an int list is `none`. */
@@ -125,6 +155,8 @@ struct tg_graph {
                                FUNC attribute names this graph (graph.c: tg_graph_free) */
     tg_vec callees;         /* tg_graph*: the distinct graphs named by FUNC attributes of nodes
                                of this graph (each counted once in its refs) */
+    tg_vec data;            /* const tg_opdata*: one reference per DATA attribute of a node
+                               made in this graph, released by tg_graph_free */
     const tg_graph *origin; /* the graph this one is a clone of (tg_graph_clone; the first
                                of a chain of clones), else NULL. Compared, never read: it
                                may have been freed (text/print.c) */

@@ -26,6 +26,8 @@ typedef enum {
     TG_AS_DTYPE,  /* string naming a dtype; stored as INT holding the tg_dtype */
     TG_AS_SCALAR, /* int or float, kept as given */
     TG_AS_FUNC,   /* @name */
+    TG_AS_DATA,   /* op data (TG_ATTR_DATA) of the record's table `data`: made by the library,
+                     never given through tg_apply; always required */
 } tg_attr_type;
 
 typedef struct tg_attr_spec {
@@ -236,11 +238,12 @@ typedef struct tg_op_def {
     /* The kernel creates its outputs itself: their extents depend on input values
      * (arange from tensors, boolean masks), so run-time inference may leave -1. */
     uint8_t self_alloc;
-    uint8_t grad;         /* tg_grad_kind */
-    tg_vjp_fn vjp;        /* with TG_GRAD_VJP */
-    tg_reduce_def reduce; /* reductions and the softmax family: the computation as data */
-    uint8_t blas;         /* tg_blas_form: the BLAS call a lowered op is */
-    uint8_t effects;      /* TG_EFFECT_* bits (0: pure) */
+    uint8_t grad;             /* tg_grad_kind */
+    tg_vjp_fn vjp;            /* with TG_GRAD_VJP */
+    tg_reduce_def reduce;     /* reductions and the softmax family: the computation as data */
+    uint8_t blas;             /* tg_blas_form: the BLAS call a lowered op is */
+    uint8_t effects;          /* TG_EFFECT_* bits (0: pure) */
+    const tg_opdata_vt *data; /* the table of the op data its TG_AS_DATA attributes hold */
 } tg_op_def;
 
 /* The reductions with one double accumulator per output element and at most a division by

@@ -1,9 +1,15 @@
-/* fused.h - the `fused` op and its compiled program, shared by the op record (fused.c),
- * the fuse pass (src/rewrite/fuse.c) and the backends that evaluate fused nodes blockwise.
+/* fused.h - the `fused` op and its program, shared by the op record (fused.c), the fuse
+ * pass (src/rewrite/fuse.c), the .tg parser and printer (src/text) and the backends that
+ * evaluate fused nodes blockwise.
  *
  * A fused node `a, b = fused{E1; E2}(x, y)` has tensor inputs %0..%n-1 and one attribute,
- * `expr` (a string): one expression per output, separated by ';', in .tg call syntax over
- * %k (the node's inputs), weak literals and elementwise ops:
+ * `expr`, which holds its program (tg_fused_prog) as op data (ir.h, TG_ATTR_DATA): a
+ * structure, immutable once made, reference counted, shared by the clones of the node. Text
+ * is only for the edges: the .tg parser reads `fused{...}` into a program
+ * (src/text/fused_expr.c) and the printer writes it back (tg_fused_format); the fuse pass
+ * builds programs directly, and the backends read them. The text of a program is one
+ * expression per output, separated by ';', in .tg call syntax over %k (the node's inputs),
+ * weak literals and elementwise ops:
  *
  *     add(mul(exp(neg(mul(%0, %0))), sin(%0)), div(%0, 2))
  *     sum(exp(sub(%0, %1)), axis=[1]); max(%0, axis=[1])
@@ -15,16 +21,19 @@
  * promotion (literals are weak and adopt the dtype they meet, as in .tg text), broadcasting
  * and run-time errors.
  *
- * The compiled program (tg_fused_prog) is a flat list of instructions in dependency order.
- * Slots number values: slots 0..nin-1 are the node's inputs, slot nin+j is instruction j's
- * value. Identical subexpressions share one instruction (the text of a DAG repeats shared
- * parts; parsing merges them again), so a value used twice is computed once.
+ * A program is a flat list of instructions in dependency order. Slots number values: slots
+ * 0..nin-1 are the node's inputs, slot nin+j is instruction j's value. Identical calls share
+ * one instruction (builders find them, tg_fused_add_call), so a value used twice is computed
+ * once, however it was written; literals are never shared (each has one user, so typing can
+ * give it the dtype that user's promotion asks for).
  *
  * Typing (tg_fused_type) runs each instruction's op record (promote, then infer) over the
  * input types, static or run-time ones, and fills a type per slot and per output: the result
  * types are those of the unfused graph. An operand whose dtype differs from what the op's
  * promotion asks for is an error (write cast(...)), except a literal, which is converted
- * (NEP 50: an integer literal must fit the integer dtype it meets).
+ * (NEP 50: an integer literal must fit the integer dtype it meets). Typing writes into the
+ * program, so it types a private copy (tg_fused_copy, tg_fused_node_typed), never the
+ * program a node holds.
  *
  * What a blockwise evaluator may rely on, for programs made by the fuse pass (checked by
  * `uniform` after typing; hand-written programs may lack it, run those with the op's
@@ -38,9 +47,9 @@
  * Instruction operands may have dtypes that differ from the instruction's result (where's
  * condition is bool, comparisons give bool, cast converts): use the slot types.
  *
- * Invariants: a program owns all its memory (one arena from its ctx); parsing is iterative
- * (an explicit stack, nesting limited to TG_FUSED_MAX_DEPTH) and linear in the text; every
- * error names the position inside the expression ("column 12").
+ * Invariants: a program owns its memory (one arena from its ctx; a copy shares the attributes
+ * of the program it copies and holds a reference on it); positions (`pos`) name the place in
+ * the expression text for messages ("column 12") and take no part in comparisons.
  */
 #ifndef TG_FUSED_H
 #define TG_FUSED_H
@@ -49,9 +58,9 @@
 
 #define TG_FUSED_MAX_ARGS   3    /* most operands of one instruction (clip, where) */
 #define TG_FUSED_MAX_INSTRS 4096 /* most instructions in one program (after sharing) */
-#define TG_FUSED_MAX_DEPTH  1024 /* deepest nesting of calls in one expression */
+#define TG_FUSED_MAX_DEPTH  1024 /* deepest nesting of calls in one expression text */
 #define TG_FUSED_CONST      (-1) /* tg_fused_instr.op of a literal */
-#define TG_FUSED_A_EXPR     0    /* index of `expr` in the op's attribute schema */
+#define TG_FUSED_A_EXPR     0    /* index of `expr` (the program) in the op's schema */
 
 typedef struct tg_fused_instr {
     int op;                    /* tg_op of an elementwise op, or TG_FUSED_CONST */
@@ -68,7 +77,7 @@ typedef struct tg_fused_instr {
     int64_t ci;    /* after typing: the value when `dtype` is an int or bool */
     double cf;     /* after typing: the value when `dtype` is a float (rounded
                       to f32 for f32) */
-    int pos;       /* byte offset in the expression (messages), -1 if built */
+    int pos;       /* byte offset in the expression text (messages), -1 if built */
 } tg_fused_instr;
 
 typedef struct tg_fused_out {
@@ -80,8 +89,10 @@ typedef struct tg_fused_out {
 } tg_fused_out;
 
 typedef struct tg_fused_prog {
-    tg_ctx *ctx;           /* allocator of the arena */
-    tg_arena arena;        /* owns the program and every array below */
+    tg_opdata base;        /* first: a node's `expr` holds &base (tg_fused_data) */
+    tg_ctx *ctx;           /* allocator of the arena and the arrays */
+    tg_arena arena;        /* owns the attributes and the typing arrays */
+    const tg_opdata *src;  /* a copy: the program it copies (a reference) */
     int nin;               /* node inputs: slots 0..nin-1 */
     int ninstr;            /* instructions: slot nin + j is instr[j]'s value */
     int nout;              /* outputs, in the node's output order */
@@ -89,7 +100,10 @@ typedef struct tg_fused_prog {
     tg_fused_instr *instr; /* ninstr of them, in dependency order */
     tg_fused_out *out;     /* nout of them */
     int capinstr, capout;  /* room in instr / out (builders) */
-    /* filled by tg_fused_type: */
+    int *tab;              /* builders: identical calls, open addressing over
+                              instruction indices (-1 empty) */
+    size_t tabcap;         /* its size, a power of two (0: none) */
+    /* filled by tg_fused_type (copies): */
     tg_type *type;     /* per slot: dtype, shape, weakness */
     tg_type *out_type; /* per output: the node's output types */
     tg_type space;     /* iteration space: the broadcast shape of the values the
@@ -98,38 +112,72 @@ typedef struct tg_fused_prog {
     bool reduces;      /* the outputs are reductions */
 } tg_fused_prog;
 
-/* Parses `expr` (len bytes, need not be NUL-terminated) for a node with nin inputs. On
- * error returns the status with a message naming the column in msg (n bytes), *out NULL. */
-tg_status tg_fused_parse(tg_ctx *ctx, const char *expr, size_t len, int nin, tg_fused_prog **out,
-                         char *msg, size_t n);
-/* The program of a fused node (parses its `expr`). */
-tg_status tg_fused_node_prog(tg_ctx *ctx, const tg_node *node, tg_fused_prog **out, char *msg,
-                             size_t n);
-void tg_fused_free(tg_fused_prog *p); /* NULL is a no-op */
-
-/* Types the program for inputs of types in[0..p->nin): fills p->type, p->out_type,
- * p->space, p->uniform, p->reduces, out[].red and the literals' dtype and value. `runtime`:
- * the types are concrete (every extent known; `nobcast` marks '?' extents that are 1), as
- * in tg_infer. Errors name the instruction's column in msg. May be called again with other
- * types. */
-tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char *msg, size_t n);
+/* The table of fused programs as op data: hash and equality compare instructions, literals
+ * (as written, and the dtype they print for) and outputs; positions are not compared. */
+extern const tg_opdata_vt tg_fused_data;
 
 /* Ops allowed inside expressions (elementwise ops) and at an output's root (reductions whose
  * record says they are plain, tg_reduce_plain: evaluators read the record's `reduce`). */
 bool tg_fused_can_inline(int op);
 bool tg_fused_can_reduce(int op);
 
-/* ---- building programs (the fuse pass) ----
- * tg_fused_new makes an empty program with nin inputs; instructions are appended in
- * dependency order and return their slot (-1 when out of memory or over the limits; the
- * error is set). attrs are copied (NULL: the op's defaults). */
+/* ---- building programs (the fuse pass, the .tg parser) ----
+ * tg_fused_new makes an empty program with nin inputs, holding one reference (the
+ * caller's). Calls are appended in dependency order; each gives its slot. A node takes the
+ * program through its attribute value (tg_fused_aval) and tg_ir_node_make_norm, which keeps
+ * a reference of its own; from then on nobody changes the program. */
 tg_fused_prog *tg_fused_new(tg_ctx *ctx, int nin);
-int tg_fused_add_op(tg_fused_prog *p, int op, const int *in, int nin, const tg_aval *attrs);
-int tg_fused_add_const(tg_fused_prog *p, char lit, int64_t i, double f, tg_dtype dtype);
-bool tg_fused_add_out(tg_fused_prog *p, int slot, int reduce, const tg_aval *reduce_attrs);
+
+/* An operand of a call being appended: a value, or a literal written into the program. */
+typedef struct tg_fused_arg {
+    int slot;      /* >= 0: the value in that slot; < 0: the literal below */
+    char lit;      /* 'i', 'f' or 'b' */
+    uint8_t dtype; /* the dtype it prints for (tg_fused_instr.dtype) */
+    int64_t i;     /* 'i', 'b' (0 or 1) */
+    double f;      /* 'f' */
+    int pos;       /* byte offset in the expression text, -1 if built */
+} tg_fused_arg;
+
+/* Appends op(args; attrs), or finds the identical call already in p (same op, operand slots,
+ * literal values and attributes); *slot receives its slot. New literals become instructions
+ * first, then the call. attrs are normalized to op's schema and copied (NULL: its defaults);
+ * pos is where the call starts in the text (-1 if built). TG_EINVAL (an op that cannot be an
+ * instruction, an operand that does not exist), TG_ELIMIT (TG_FUSED_MAX_INSTRS) or TG_ENOMEM,
+ * with the error set. */
+tg_status tg_fused_add_call(tg_fused_prog *p, int op, const tg_fused_arg *args, int nargs,
+                            const tg_aval *attrs, int pos, int *slot);
+/* Appends an output: the value in `slot` (reduce < 0: not an input), or its reduction by the
+ * op `reduce` with reduce_attrs (`axis`, `keepdims`, normalized; copied; NULL: defaults). */
+tg_status tg_fused_add_out(tg_fused_prog *p, int slot, int reduce, const tg_aval *reduce_attrs);
+/* Gives every instruction built without a position (pos -1) the column of the text of p
+ * (tg_fused_format) where it is first written, so that messages about built programs name a
+ * column of the printed node, as for programs parsed from text. */
+tg_status tg_fused_place(tg_fused_prog *p);
+/* The attribute value holding p (for tg_ir_node_make_norm). */
+tg_aval tg_fused_aval(const tg_fused_prog *p);
+/* Releases the caller's reference (the last one frees p). NULL is a no-op. */
+void tg_fused_free(tg_fused_prog *p);
+
+/* ---- reading programs ---- */
 /* The expression text of p (outputs joined by "; "; shared values are written out where
- * each is used), NUL-terminated, allocated from ctx (free with tg_mem_free(ctx, s, len + 1)).
- * NULL when out of memory or when the text would exceed max_len bytes (max_len 0: no limit). */
-char *tg_fused_format(const tg_fused_prog *p, size_t max_len, size_t *len);
+ * each is used; attributes at their defaults are left out; an f32 literal in its short
+ * form), NUL-terminated, allocated from p's ctx (free with tg_mem_free(p->ctx, s, len + 1)).
+ * NULL when out of memory. The .tg printer writes it between the braces of fused{...}. */
+char *tg_fused_format(const tg_fused_prog *p, size_t *len);
+/* The program of a fused node, borrowed from it; NULL when node is not a fused node. */
+const tg_fused_prog *tg_fused_node_prog(const tg_node *node);
+/* A private copy of p to type (from ctx, NULL: the default), or NULL when out of memory. */
+tg_fused_prog *tg_fused_copy(tg_ctx *ctx, const tg_fused_prog *p);
+
+/* Types p, a program no node holds (a copy, tg_fused_copy), for inputs of types
+ * in[0..p->nin): fills p->type, p->out_type, p->space, p->uniform, p->reduces, out[].red
+ * and the literals' dtype and value. `runtime`: the types are concrete (every extent known;
+ * `nobcast` marks '?' extents that are 1), as in tg_infer. Errors name the instruction's
+ * column in msg. May be called again with other types. */
+tg_status tg_fused_type(tg_fused_prog *p, const tg_type *in, bool runtime, char *msg, size_t n);
+/* A copy of node's program typed for inputs of types in (node->nin of them): *out, which
+ * the caller frees; NULL on error, with the message in msg. */
+tg_status tg_fused_node_typed(tg_ctx *ctx, const tg_node *node, const tg_type *in, bool runtime,
+                              tg_fused_prog **out, char *msg, size_t n);
 
 #endif

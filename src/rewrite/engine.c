@@ -433,6 +433,10 @@ static uint64_t hash_node(const tg_node *n) {
     for (int j = 0; j < op->nattrs; j++) {
         const tg_aval *a = &n->attrs[j];
         h = mix(h, (uint64_t)a->kind);
+        if (a->kind == TG_ATTR_DATA) { /* op data hashes by its content (its table's hash) */
+            h = mix(h, tg_opdata_hash(a->data));
+            continue;
+        }
         switch (a->kind) {
         case TG_ATTR_INT:
         case TG_ATTR_BOOL:
@@ -463,6 +467,7 @@ static uint64_t hash_node(const tg_node *n) {
 
 static bool aval_same(const tg_aval *a, const tg_aval *b) {
     if (a->kind != b->kind) return false;
+    if (a->kind == TG_ATTR_DATA) return tg_opdata_equal(a->data, b->data); /* by content */
     switch (a->kind) {
     case TG_ATTR_NONE:
         return true;

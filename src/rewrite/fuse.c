@@ -9,7 +9,7 @@
  *     that the value joins each reader's group instead of being written out and read back
  *     (relu's mask `gt(z, 0)` feeds the forward `where` and, much later, the gradient's).
  *     Copies that end up in one group with their original are computed once: a fused
- *     program gives identical calls one slot (src/ops/fused.h).
+ *     program gives identical calls one slot (tg_fused_add_call, src/ops/fused.h).
  *  1. Producers into consumers, last node first (reverse topological order). An elementwise
  *     node joins the group of its users when every user is a member of one group whose
  *     values have the same static shape as the node's output; a graph output may also read
@@ -21,8 +21,9 @@
  *     multi-output node, when no path leads from one to the other (searched through the
  *     groups, with a bounded budget: a group with more nodes after it than a search may
  *     visit is "big" and merges with nothing; one search per group of a batch of readers).
- * Groups of one node stay as they are. Each remaining group becomes one fused node; the
- * values it provides are replaced by the node's outputs.
+ * Groups of one node stay as they are. Each remaining group becomes one fused node, whose
+ * program the pass builds instruction by instruction from the members; the values it
+ * provides are replaced by the node's outputs.
  *
  * Choices and invariants:
  *  - A value that a node outside the group needs is a boundary: its producer ends a group
@@ -38,13 +39,13 @@
  *    inside. Run-time extents agree too: members linked by a value of shape S have equal
  *    extents (a '?' extent that is 1 at run time does not broadcast), and siblings merge
  *    only over an input of shape S, or when S is fully static.
- *  - Literals (0-d weak-origin constants) are written into the expression; every other
- *    value becomes an input of the fused node.
- *  - A group's expression text is bounded (FUSE_MAX_EXPANDED calls, counted with
+ *  - Literals (0-d weak-origin constants) are written into the program; every other value
+ *    becomes an input of the fused node.
+ *  - A group's expression, as printed, is bounded (FUSE_MAX_EXPANDED calls, counted with
  *    repetitions of shared values): a longer chain is cut into several fused nodes.
- *  - Before a group is replaced, its expression is parsed and typed again and each output
- *    type compared with the value it replaces (dtype, shape, weakness): a mismatch is a bug
- *    of this pass; checked builds stop with an error, others keep the group unfused.
+ *  - Before a group is replaced, a copy of its program is typed and each output type
+ *    compared with the value it replaces (dtype, shape, weakness): a mismatch is a bug of
+ *    this pass; checked builds stop with an error, others keep the group unfused.
  *  - Every walk is a loop over arrays or an explicit stack.
  */
 #include "../ops/fused.h"
@@ -755,87 +756,81 @@ static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int n
     }
     if (nin == 0) return false; /* only literals: nothing to read (folding's business) */
     tg_fused_prog *p = tg_fused_new(g->ctx, nin), *q = NULL;
-    char *text = NULL;
-    size_t len = 0;
     tg_status err = p ? TG_OK : TG_ENOMEM; /* allocation failures and limits */
     bool ok = true;                        /* the group can be fused */
     for (int j = 0; err == TG_OK && ok && j < nm; j++) {
         const tg_node *m = mem[j];
-        int in[TG_FUSED_MAX_ARGS];
-        for (int k = 0; err == TG_OK && k < m->nin && k < TG_FUSED_MAX_ARGS; k++) {
+        tg_fused_arg args[TG_FUSED_MAX_ARGS];
+        for (int k = 0; k < m->nin && k < TG_FUSED_MAX_ARGS; k++) {
             tg_var *x = m->in[k];
             char lit;
             int64_t li = 0;
             double lf = 0.0;
             if (x->kind == TG_VAR_NODE && node_group(f, x->node) == gi)
-                in[k] = b->slot[x->node->id];
+                args[k] = (tg_fused_arg){.slot = b->slot[x->node->id]};
             else if (!tg_fused_can_reduce(m->op) && literal_of(x, &lit, &li, &lf))
-                in[k] = tg_fused_add_const(p, lit, li, lf, (tg_dtype)x->type.dtype);
+                args[k] = (tg_fused_arg){
+                    .slot = -1, .lit = lit, .dtype = x->type.dtype, .i = li, .f = lf, .pos = -1};
             else
-                in[k] = b->islot[x->id];
-            if (in[k] < 0) err = TG_ENOMEM;
+                args[k] = (tg_fused_arg){.slot = b->islot[x->id]};
         }
-        if (err != TG_OK) break;
         if (tg_fused_can_reduce(m->op)) {
-            if (!tg_fused_add_out(p, in[0], m->op, m->attrs)) err = TG_ENOMEM;
+            err = tg_fused_add_out(p, args[0].slot, m->op, m->attrs);
             b->exits[ne++] = m->out[0];
             continue;
         }
-        b->slot[m->id] = tg_fused_add_op(p, m->op, in, m->nin, m->attrs);
-        if (b->slot[m->id] < 0)
-            err = TG_ENOMEM;
-        else if (leaves(f, m->out[0], gi) && f->gs[gi].kind != K_EW)
+        err = tg_fused_add_call(p, m->op, args, m->nin, m->attrs, -1, &b->slot[m->id]);
+        if (err != TG_OK || !leaves(f, m->out[0], gi)) continue;
+        if (f->gs[gi].kind != K_EW)
             ok = false; /* a reduction group never lets an elementwise value out */
-        else if (leaves(f, m->out[0], gi) && !tg_fused_add_out(p, b->slot[m->id], -1, NULL))
-            err = TG_ENOMEM;
-        else if (leaves(f, m->out[0], gi))
+        else if ((err = tg_fused_add_out(p, b->slot[m->id], -1, NULL)) == TG_OK)
             b->exits[ne++] = m->out[0];
     }
-    if (err == TG_OK && ok && ne > 0 && !(text = tg_fused_format(p, (size_t)1 << 20, &len)))
-        err = TG_ENOMEM;
-    /* the expression must give back exactly the types of the values it replaces */
+    /* messages about the node name columns of its printed text */
+    if (err == TG_OK && ok && ne > 0) err = tg_fused_place(p);
+    /* the program must give back exactly the types of the values it replaces */
     tg_type *tin = NULL;
     char msg[256] = "";
-    if (err == TG_OK && ok && text) {
+    if (err == TG_OK && ok && ne > 0) {
         tin = tg_mem_alloc(g->ctx, sizeof *tin * (size_t)(nin + 1));
-        if (!tin) err = TG_ENOMEM;
+        q = tin ? tg_fused_copy(g->ctx, p) : NULL;
+        if (!q) err = TG_ENOMEM;
         for (int k = 0; tin && k < nin; k++) tin[k] = b->ins[k]->type;
     }
-    if (err == TG_OK && ok && text) {
-        tg_status ps = tg_fused_parse(g->ctx, text, len, nin, &q, msg, sizeof msg);
-        if (ps == TG_OK) ps = tg_fused_type(q, tin, false, msg, sizeof msg);
-        if (ps == TG_ENOMEM) err = ps;
-        ok = ps == TG_OK && q->nout == ne;
+    if (err == TG_OK && ok && ne > 0) {
+        tg_status ts = tg_fused_type(q, tin, false, msg, sizeof msg);
+        if (ts == TG_ENOMEM) err = ts;
+        ok = ts == TG_OK && q->nout == ne;
         for (int k = 0; ok && k < ne; k++)
             ok = tg_type_equal(&q->out_type[k], &b->exits[k]->type) &&
                  q->out_type[k].weak == b->exits[k]->type.weak;
 #ifndef NDEBUG
         if (!ok && err == TG_OK)
             err = tg_set_error(TG_EINTERNAL,
-                               "fuse: the fused expression '%.200s' does not "
-                               "give the types it replaces%s%s",
-                               text, msg[0] ? ": " : "", msg);
+                               "fuse: the program fusing the group that ends at node %d (%s) "
+                               "does not give the types it replaces%s%s",
+                               mem[nm - 1]->id, tg_op_table[mem[nm - 1]->op]->name,
+                               msg[0] ? ": " : "", msg);
 #endif
     }
     if (tin) tg_mem_free(g->ctx, tin, sizeof *tin * (size_t)(nin + 1));
     tg_fused_free(q);
-    tg_fused_free(p);
     if (err == TG_ENOMEM) err = oom_at(g, mem[nm - 1]);
-    if (err != TG_OK || !ok || !text) {
+    if (err != TG_OK || !ok || ne == 0) {
         if (err == TG_ELIMIT) err = TG_OK; /* too large: leave the group unfused */
         *st = err;
-        if (text) tg_mem_free(g->ctx, text, len + 1);
+        tg_fused_free(p);
         return false;
     }
     const tg_node *last = mem[nm - 1];
     int line = g->line, col = g->col;
     g->line = last->line;
     g->col = last->col;
-    tg_attr a = TG_A_STR("expr", text);
-    tg_node *n = tg_ir_node_make(g, TG_OP_FUSED, b->ins, nin, &a, 1);
+    tg_aval a = tg_fused_aval(p);
+    tg_node *n = tg_ir_node_make_norm(g, TG_OP_FUSED, b->ins, nin, &a);
     g->line = line;
     g->col = col;
-    tg_mem_free(g->ctx, text, len + 1);
+    tg_fused_free(p); /* the node holds its own reference */
     if (!n || n->nout != ne) {
         *st =
             n ? tg_set_error(TG_EINTERNAL, "fuse: a fused node has %d outputs, not %d", n->nout, ne)

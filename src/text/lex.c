@@ -8,6 +8,8 @@
  *    a NUL byte is an ordinary (unexpected) character.
  *  - A newline is a token only outside ( ) and [ ]; `#` starts a comment to the end of
  *    the line. `-` is a token of its own: the parser glues it to the number after it.
+ *  - The expression of a fused{...} lexes with the same rules (names, numbers, strings),
+ *    plus `%` INT and `;`, and without the punctuation and comments only .tg lines have.
  *  - Each token is produced in O(its length); the whole text lexes in linear time.
  */
 #include "text.h"
@@ -27,6 +29,11 @@ void tg_lex_init(tg_lexer *lx, const char *src, size_t len) {
     lx->line_start = lx->cur;
     lx->line = 1;
     lx->cloc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+}
+
+void tg_lex_init_expr(tg_lexer *lx, const char *src, size_t len) {
+    tg_lex_init(lx, src, len);
+    lx->expr = true;
 }
 
 void tg_lex_seek(tg_lexer *lx, const tg_tok *t) {
@@ -196,6 +203,27 @@ static void lex_raw(tg_lexer *lx, tg_tok *t) {
     lx->cur = p;
 }
 
+/* %INT in an expression: input INT of the fused node. */
+static void lex_input(tg_lexer *lx, tg_tok *t, const char *s) {
+    const char *p = s + 1;
+    uint64_t u = 0;
+    while (p < lx->end && is_digit(*p)) {
+        unsigned d = (unsigned)(*p++ - '0');
+        u = u > (UINT64_MAX - d) / 10 ? UINT64_MAX : u * 10 + d;
+    }
+    if (p == s + 1)
+        return lex_error(lx, t, s, "expected an input number after '%%' (%%0, %%1, ...)");
+    if (p < lx->end && (is_alnum(*p) || *p == '.'))
+        return lex_error(lx, t, s, "malformed number '%.*s'", (int)(p + 1 - s), s);
+    *t = (tg_tok){.kind = TG_TK_INPUT,
+                  .p = s,
+                  .len = (size_t)(p - s),
+                  .line = lx->line,
+                  .col = col_of(lx, s),
+                  .u = u};
+    lx->cur = p;
+}
+
 static void lex_token(tg_lexer *lx, tg_tok *t);
 
 void tg_lex_next(tg_lexer *lx, tg_tok *t) {
@@ -225,7 +253,7 @@ static void lex_token(tg_lexer *lx, tg_tok *t) {
             lx->cur++;
             continue;
         }
-        if (c == '#') {
+        if (c == '#' && !lx->expr) {
             while (lx->cur < lx->end && *lx->cur != '\n') lx->cur++;
             continue;
         }
@@ -258,18 +286,20 @@ static void lex_token(tg_lexer *lx, tg_tok *t) {
         if (is_digit(c) || (c == '.' && p + 1 < lx->end && is_digit(p[1])))
             return lex_number(lx, t, p);
         if (c == '"') return lex_string(lx, t, p);
-        if (c == '<' && p + 1 < lx->end && p[1] == '-') {
+        if (lx->expr && c == '%') return lex_input(lx, t, p);
+        if (c == '<' && !lx->expr && p + 1 < lx->end && p[1] == '-') {
             *t = (tg_tok){
                 .kind = TG_TK_LARROW, .p = p, .len = 2, .line = lx->line, .col = col_of(lx, p)};
             lx->cur = p + 2;
             return;
         }
-        static const char punct[] = "()[]{},:=@?-";
-        static const tg_tok_kind punct_kind[] = {TG_TK_LPAREN,   TG_TK_RPAREN,   TG_TK_LBRACKET,
-                                                 TG_TK_RBRACKET, TG_TK_LBRACE,   TG_TK_RBRACE,
-                                                 TG_TK_COMMA,    TG_TK_COLON,    TG_TK_EQUAL,
-                                                 TG_TK_AT,       TG_TK_QUESTION, TG_TK_MINUS};
-        const char *hit = c ? strchr(punct, c) : NULL;
+        static const char punct[] = "()[]{},:=@?-;";
+        static const tg_tok_kind punct_kind[] = {
+            TG_TK_LPAREN,   TG_TK_RPAREN, TG_TK_LBRACKET, TG_TK_RBRACKET, TG_TK_LBRACE,
+            TG_TK_RBRACE,   TG_TK_COMMA,  TG_TK_COLON,    TG_TK_EQUAL,    TG_TK_AT,
+            TG_TK_QUESTION, TG_TK_MINUS,  TG_TK_SEMI};
+        const char *hit = c ? strchr(lx->expr ? "()[],=-;" : "()[]{},:=@?-", c) : NULL;
+        if (hit) hit = strchr(punct, c);
         if (!hit) {
             char d[16];
             char_desc((unsigned char)c, d, sizeof d);
@@ -279,7 +309,7 @@ static void lex_token(tg_lexer *lx, tg_tok *t) {
         size_t len = 1;
         if (k == TG_TK_LPAREN || k == TG_TK_LBRACKET) lx->depth++;
         if ((k == TG_TK_RPAREN || k == TG_TK_RBRACKET) && lx->depth > 0) lx->depth--;
-        if (k == TG_TK_MINUS && p + 1 < lx->end && p[1] == '>') {
+        if (k == TG_TK_MINUS && !lx->expr && p + 1 < lx->end && p[1] == '>') {
             k = TG_TK_ARROW;
             len = 2;
         }

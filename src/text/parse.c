@@ -15,7 +15,7 @@
  *  - Temporaries of one statement (attribute arrays, strings, input lists) live in a
  *    scratch arena that is released every few statements, so memory stays bounded.
  */
-#include "../ops/ops.h"
+#include "../ops/fused.h"
 #include "text.h"
 
 #include <float.h>
@@ -792,6 +792,40 @@ static NOINLINE bool build_func_call(parser *p, const tg_tok *optok, const char 
     return true;
 }
 
+/* fused{EXPR}(x, ...), or fused(x, ..., expr="EXPR"): the expression (raw, or the one
+ * attribute, a string) read into a program, which the node takes. */
+static NOINLINE bool build_fused(parser *p, const tg_tok *optok, const tg_tok *raw, tg_var **ins,
+                                 int nin, const tg_attr *attrs, int na, int *nout) {
+    const char *expr = raw ? raw->p : NULL;
+    size_t len = raw ? raw->len : 0;
+    for (int k = 0; k < na; k++) {
+        if (strcmp(attrs[k].name, "expr") != 0)
+            return FAIL_TOK(p, optok, TG_EINVAL,
+                            "fused: unknown attribute '%s' (expected one of expr)", attrs[k].name);
+        if (attrs[k].kind != TG_ATTR_STR)
+            return FAIL_TOK(p, optok, TG_EINVAL, "fused: attribute 'expr' expects a string");
+        expr = attrs[k].s;
+        len = strlen(expr);
+    }
+    if (!expr) return FAIL_TOK(p, optok, TG_EINVAL, "fused: missing attribute 'expr'");
+    const tg_op_def *def = tg_op_table[TG_OP_FUSED];
+    if (nin < def->min_in)
+        return FAIL_TOK(p, optok, TG_EINVAL, "fused: expects at least %d inputs, got %d",
+                        def->min_in, nin);
+    tg_fused_prog *prog = NULL;
+    char msg[TG_ERRMSG_MAX];
+    tg_status st = tg_txt_fused_parse(p->ctx, expr, len, nin, &prog, msg, sizeof msg);
+    if (st != TG_OK) return FAIL_TOK(p, optok, st, "fused: %s", msg);
+    set_pos(p, optok);
+    tg_aval a = tg_fused_aval(prog);
+    tg_node *n = tg_ir_node_make_norm(p->g, TG_OP_FUSED, ins, nin, &a);
+    tg_fused_free(prog); /* the node holds its own reference */
+    if (!n) return builder_failed(p, optok->line, optok->col);
+    for (int k = 0; k < n->nout; k++) p->outs[k] = n->out[k];
+    *nout = n->nout;
+    return true;
+}
+
 static bool parse_call(parser *p, int *nout) {
     tg_tok optok = p->tok;
     advance(p);
@@ -853,14 +887,10 @@ static bool parse_call(parser *p, int *nout) {
 
     char *opname = scratch_str(p, optok.p, optok.len, &optok);
     if (!opname) return false;
-    if (raw.kind == TG_TK_RAW) {
+    if (raw.kind == TG_TK_RAW)
         for (int k = 0; k < na; k++)
             if (strcmp(attrs[k].name, "expr") == 0)
                 return FAIL_TOK(p, &optok, TG_EINVAL, "fused: attribute 'expr' given twice");
-        if (!GROW(p, attrs, ca, na, &raw)) return false;
-        attrs[na] = TG_A_STR("expr", scratch_str(p, raw.p, raw.len, &raw));
-        if (!attrs[na++].s) return false;
-    }
     int df = derivative_form(p, &optok, opname, ins, nin, attrs, na, nout);
     if (df >= 0) return df == 1;
     if (nin >= 2 && !build_subtensor_sugar(p, opname, &ins, &nin, &attrs, &na, &ca, &optok))
@@ -885,6 +915,9 @@ static bool parse_call(parser *p, int *nout) {
                             k == 1 ? "" : "s");
     }
     if (opi < 0) return build_func_call(p, &optok, opname, ins, nin, na, nf, nout);
+    if (opi == TG_OP_FUSED)
+        return build_fused(p, &optok, raw.kind == TG_TK_RAW ? &raw : NULL, ins, nin, attrs, na,
+                           nout);
     set_pos(p, &optok);
     int cap = TG_MAX_OUTS;
     if (tg_apply_multi(p->g, opname, ins, nin, attrs, na, p->outs, &cap) != TG_OK)

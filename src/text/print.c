@@ -13,7 +13,7 @@
  *    floats always look like floats (1.0, 1e+30, inf) so they parse back as floats.
  *  - Everything is a loop over arrays: a chain of 100,000 nodes prints in linear time.
  */
-#include "../ops/ops.h"
+#include "../ops/fused.h"
 #include "text.h"
 
 #include <stdio.h>
@@ -46,6 +46,7 @@ typedef struct printer {
     int nvars;
     tg_txt_map used; /* names taken */
     tg_arena arena;  /* fresh names */
+    bool oom;        /* a line could not be made for want of memory */
 } printer;
 
 /* ---- scalars ---- */
@@ -294,16 +295,23 @@ static bool put_slice(const printer *pr, const tg_node *n) {
     return true;
 }
 
-static void put_node(const printer *pr, const tg_node *n) {
+static void put_node(printer *pr, const tg_node *n) {
     FILE *f = pr->f;
     const tg_op_def *def = tg_op_table[n->op];
     if (n->op == TG_OP_SLICE && put_slice(pr, n)) return;
+    const tg_fused_prog *prog = tg_fused_node_prog(n);
+    size_t len = 0;
+    char *expr = prog ? tg_fused_format(prog, &len) : NULL;
+    if (prog && !expr) {
+        pr->oom = true;
+        return;
+    }
     fputs("    ", f);
     for (int k = 0; k < n->nout; k++) fprintf(f, "%s%s", k ? ", " : "", name_of(pr, n->out[k]));
     if (n->nout == 0) fputs("_", f);
-    if (n->op == TG_OP_FUSED && n->attrs[0].kind == TG_ATTR_STR && n->attrs[0].s) {
-        /* fused{EXPR}(inputs): its inference accepted EXPR, so it has no newline or '}' */
-        fprintf(f, " = fused{%s}(", n->attrs[0].s);
+    if (expr) { /* fused{EXPR}(inputs): the text of its program (no newline, no braces) */
+        fprintf(f, " = fused{%s}(", expr);
+        tg_mem_free(prog->ctx, expr, len + 1);
         for (int k = 0; k < n->nin; k++) {
             if (k) fputs(", ", f);
             put_use(pr, n->in[k]);
@@ -443,7 +451,10 @@ static tg_status print_one(const unit *u, const tg_graph *g, FILE *f) {
     if (st == TG_OK && !(each_named(&pr, claim) && each_named(&pr, fresh))) st = TG_ENOMEM;
     if (st == TG_OK) {
         put_graph(&pr);
-        if (ferror(f)) st = tg_set_error(TG_EIO, "cannot write the text of '%s'", g->name);
+        if (pr.oom)
+            st = tg_set_error(TG_ENOMEM, "out of memory printing '%s'", g->name);
+        else if (ferror(f))
+            st = tg_set_error(TG_EIO, "cannot write the text of '%s'", g->name);
     }
     if (pr.own_order && pr.order)
         tg_mem_free(g->ctx, pr.order, sizeof *pr.order * (size_t)(g->nodes.n + 1));

@@ -1,5 +1,6 @@
 /* text.h - private header of the .tg text format: the lexer (lex.c), the parser
- * (parse.c), the printers (print.c, dot.c) and modules (module.c).
+ * (parse.c), the expressions of fused nodes (fused_expr.c), the printers (print.c, dot.c)
+ * and modules (module.c).
  *
  * Invariants:
  *  - Tokens point into the source text (never copied); the source outlives the lexer.
@@ -51,6 +52,8 @@ typedef enum {
     TG_TK_MINUS,    /* - (only meaningful before a number) */
     TG_TK_QUESTION, /* ? */
     TG_TK_RAW,      /* the text between `fused{` and its `}` (one line, taken as is) */
+    TG_TK_INPUT,    /* expressions only: %INT, a fused node's input; its number in u */
+    TG_TK_SEMI,     /* expressions only: ; */
     TG_TK_ERROR,    /* lexical error: message in the lexer's msg */
 } tg_tok_kind;
 
@@ -59,7 +62,7 @@ typedef struct tg_tok {
     const char *p;    /* first byte in the source */
     size_t len;       /* length in bytes */
     int line, col;    /* position of the first byte, 1-based */
-    uint64_t u;       /* INT: magnitude, saturated at UINT64_MAX */
+    uint64_t u;       /* INT, INPUT: magnitude, saturated at UINT64_MAX */
     double f;         /* FLOAT: value */
 } tg_tok;
 
@@ -71,6 +74,7 @@ typedef struct tg_lexer {
     bool failed;            /* an error token was returned */
     bool after_fused;       /* the last token was the name `fused` */
     bool raw_next;          /* the last token was the `{` of `fused{`: a RAW token follows */
+    bool expr;              /* lexing the expression of a fused{...} (tg_lex_init_expr) */
     tg_tok err;             /* that token (returned again) */
     char msg[256];          /* its message, without the position */
     locale_t cloc;          /* "C" numeric locale for strtod_l, or (locale_t)0 */
@@ -78,6 +82,10 @@ typedef struct tg_lexer {
 
 /* The text must hold fewer than TG_TEXT_MAX_BYTES bytes (callers check). */
 void tg_lex_init(tg_lexer *lx, const char *src, size_t len);
+/* Lexes the expression of a fused{...} (one line: columns are 1 + byte offsets): `%` INT
+ * is an INPUT and `;` a SEMI; punctuation is only ( ) [ ] , = - ; and `#` starts no
+ * comment. */
+void tg_lex_init_expr(tg_lexer *lx, const char *src, size_t len);
 void tg_lex_fini(tg_lexer *lx);
 /* Restarts lexing at token t (of the same text), which must start outside any ( or [:
  * the parser reads the functions of a file in the order their calls need. */
@@ -123,6 +131,15 @@ tg_txt_entry *tg_txt_map_add(tg_txt_map *m, const char *key, size_t len);
 /* ---- string output ---- */
 /* Writes s as a "..." literal with escapes. */
 void tg_txt_put_string(FILE *f, const char *s);
+
+/* ---- fused programs (fused_expr.c) ---- */
+/* Parses the expression of fused{EXPR} (len bytes, need not be NUL-terminated) for a node
+ * with nin inputs into a new program from ctx (fused.h), *out. On error returns the status
+ * with a message naming the column in the expression in msg (n bytes), *out NULL. Iterative
+ * (calls nest at most TG_FUSED_MAX_DEPTH deep) and linear in the text. */
+struct tg_fused_prog;
+tg_status tg_txt_fused_parse(tg_ctx *ctx, const char *expr, size_t len, int nin,
+                             struct tg_fused_prog **out, char *msg, size_t n);
 
 /* ---- the parser (parse.c) ---- */
 /* Parses `len` bytes of .tg text into m (whose funcs receive the functions).

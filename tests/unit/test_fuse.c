@@ -24,8 +24,37 @@
 
 #include "ops/fused.h"
 #include "rewrite/rewrite.h"
+#include "text/text.h"
 
 /* ---- helpers ---- */
+
+/* The text of node n's program (free with free()). */
+static char *prog_text(const tg_node *n) {
+    const tg_fused_prog *p = tg_fused_node_prog(n);
+    assert_non_null(p);
+    size_t len = 0;
+    char *t = tg_fused_format(p, &len);
+    assert_non_null(t);
+    char *c = strdup(t);
+    assert_non_null(c);
+    tg_mem_free(p->ctx, t, len + 1);
+    return c;
+}
+
+/* A fused node of g over in[0..nin) whose program is the text expr, made as the .tg parser
+ * makes it (the C API cannot: tg_apply refuses a program given as a string). The first
+ * output, or NULL with g's error set. */
+static tg_var *fused_node(tg_graph *g, const char *expr, tg_var *const *in, int nin) {
+    tg_fused_prog *p = NULL;
+    char msg[256];
+    tg_status st = tg_txt_fused_parse(g->ctx, expr, strlen(expr), nin, &p, msg, sizeof msg);
+    if (st != TG_OK) print_error("'%s': %s\n", expr, msg);
+    assert_int_equal(st, TG_OK);
+    tg_aval a = tg_fused_aval(p);
+    tg_node *n = tg_ir_node_make_norm(g, TG_OP_FUSED, in, nin, &a);
+    tg_fused_free(p);
+    return n ? n->out[0] : NULL;
+}
 
 static uint64_t rng_state;
 static uint32_t rnd(void) {
@@ -251,14 +280,14 @@ static void one_random_graph(stats *s) {
         char msg[256];
         assert_true(nd->nin <= 16);
         for (int q = 0; q < nd->nin; q++) tin[q] = nd->in[q]->type;
-        assert_int_equal(tg_fused_node_prog(NULL, nd, &p, msg, sizeof msg), TG_OK);
-        assert_int_equal(tg_fused_type(p, tin, false, msg, sizeof msg), TG_OK);
-        if (!p->uniform) print_error("not uniform: %s\n", nd->attrs[0].s);
+        assert_int_equal(tg_fused_node_typed(NULL, nd, tin, false, &p, msg, sizeof msg), TG_OK);
+        char *text = prog_text(nd);
+        if (!p->uniform) print_error("not uniform: %s\n", text);
         assert_true(p->uniform);
         tg_fused_free(p);
         s->multi += nd->nout > 1;
-        s->reductions += strstr(nd->attrs[0].s, "sum(") == nd->attrs[0].s ||
-                         strstr(nd->attrs[0].s, "max(") == nd->attrs[0].s;
+        s->reductions += strstr(text, "sum(") == text || strstr(text, "max(") == text;
+        free(text);
     }
     tg_mem_free(c->ctx, order, sizeof *order * (size_t)(c->nodes.n + 1));
     s->fused += nf;
@@ -319,7 +348,9 @@ static void test_long_chain_is_cut(void **state) {
     assert_true(n >= 2);
     for (int k = 0; k < n; k++) {
         assert_int_equal(order[k]->op, TG_OP_FUSED);
-        assert_true(strlen(order[k]->attrs[0].s) < 100000);
+        char *text = prog_text(order[k]);
+        assert_true(strlen(text) < 100000);
+        free(text);
     }
     tg_mem_free(c->ctx, order, sizeof *order * (size_t)(c->nodes.n + 1));
     in = rnd_tensor(TG_DT_F64, 1, (int64_t[]){5});
@@ -413,7 +444,7 @@ static void test_roundtrip(void **state) {
 static void expect_parse_error(const char *expr, int nin, tg_status want, const char *sub) {
     tg_fused_prog *p = (tg_fused_prog *)1;
     char msg[256];
-    tg_status st = tg_fused_parse(NULL, expr, strlen(expr), nin, &p, msg, sizeof msg);
+    tg_status st = tg_txt_fused_parse(NULL, expr, strlen(expr), nin, &p, msg, sizeof msg);
     if (st != want || !strstr(msg, sub))
         print_error("'%s': status %d, message \"%s\" (want %d, \"%s\")\n", expr, st, msg, want,
                     sub);
@@ -467,7 +498,7 @@ static void test_expression_errors(void **state) {
     memcpy(deep + k, "%0", 2), k += 2;
     for (size_t i = 0; i < n; i++) deep[k++] = ')';
     tg_fused_prog *p = NULL;
-    assert_int_equal(tg_fused_parse(NULL, deep, k, 1, &p, NULL, 0), TG_OK);
+    assert_int_equal(tg_txt_fused_parse(NULL, deep, k, 1, &p, NULL, 0), TG_OK);
     assert_int_equal(p->ninstr, TG_FUSED_MAX_DEPTH);
     tg_fused_free(p);
     free(deep);
@@ -478,7 +509,7 @@ static void expect_type_error(const char *expr, const tg_type *in, int nin, tg_s
                               const char *sub) {
     tg_fused_prog *p = NULL;
     char msg[256];
-    assert_int_equal(tg_fused_parse(NULL, expr, strlen(expr), nin, &p, msg, sizeof msg), TG_OK);
+    assert_int_equal(tg_txt_fused_parse(NULL, expr, strlen(expr), nin, &p, msg, sizeof msg), TG_OK);
     tg_status st = tg_fused_type(p, in, false, msg, sizeof msg);
     if (st != want || !strstr(msg, sub))
         print_error("'%s': status %d, message \"%s\"\n", expr, st, msg);
@@ -508,12 +539,20 @@ static void test_typing_errors(void **state) {
                       "column 5: add: cannot broadcast f32[4] with f32[3]");
     expect_type_error("sub(%0, %0)", &b4, 1, TG_ETYPE, "column 1: sub: not supported");
     expect_type_error("sum(%0, axis=3)", &f32, 1, TG_EINVAL, "output 1: sum: axis 3 is out of");
-    /* the same through the builder: the graph's error names the op and the column */
+    /* the same when a node is made: the graph's error names the op and the column */
     tg_graph *g = tg_graph_new(NULL, "e");
     tg_var *x = tg_input(g, "x", TG_DT_I8, 1, (int64_t[]){4});
-    tg_attr a = TG_A_STR("expr", "neg(add(%0, 300))");
-    assert_null(tg_apply(g, "fused", &x, 1, &a, 1));
+    assert_null(fused_node(g, "neg(add(%0, 300))", &x, 1));
     assert_non_null(strstr(tg_graph_error(g), "fused: expression column 13: add: integer literal"));
+    tg_graph_free(g);
+    /* the C API cannot give a program as a string: the error names the .tg form */
+    g = tg_graph_new(NULL, "s");
+    x = tg_input(g, "x", TG_DT_F32, 1, (int64_t[]){4});
+    tg_attr a = TG_A_STR("expr", "exp(%0)");
+    assert_null(tg_apply(g, "fused", &x, 1, &a, 1));
+    assert_int_equal(tg_graph_status(g), TG_EINVAL);
+    assert_non_null(strstr(tg_graph_error(g), "fused: attribute 'expr' holds a fused program"));
+    assert_non_null(strstr(tg_graph_error(g), "fused{EXPR}(inputs) in .tg text"));
     tg_graph_free(g);
 }
 
@@ -560,7 +599,7 @@ static void test_program(void **state) {
     static const char e[] = "add(exp(%0), mul(exp(%0), 2)); sum(exp(%0), axis=1, keepdims=true)";
     tg_fused_prog *p = NULL;
     char msg[256];
-    assert_int_equal(tg_fused_parse(NULL, e, strlen(e), 1, &p, msg, sizeof msg), TG_OK);
+    assert_int_equal(tg_txt_fused_parse(NULL, e, strlen(e), 1, &p, msg, sizeof msg), TG_OK);
     /* exp(%0) once, the literal, mul, add */
     assert_int_equal(p->nin, 1);
     assert_int_equal(p->ninstr, 4);
@@ -593,7 +632,7 @@ static void test_program(void **state) {
     assert_false(p->reduces);
     /* printing gives the text back, shared values written where used */
     size_t len = 0;
-    char *t = tg_fused_format(p, 0, &len);
+    char *t = tg_fused_format(p, &len);
     assert_non_null(t);
     assert_string_equal(t, "add(exp(%0), mul(exp(%0), 2)); sum(exp(%0), axis=[1], keepdims=true)");
     tg_mem_free(p->ctx, t, len + 1);
@@ -601,7 +640,7 @@ static void test_program(void **state) {
 
     /* uniform: every instruction has the iteration space's shape, inputs broadcast to it */
     static const char u[] = "sum(mul(%0, %1), axis=0); max(%0, axis=0)";
-    assert_int_equal(tg_fused_parse(NULL, u, strlen(u), 2, &p, msg, sizeof msg), TG_OK);
+    assert_int_equal(tg_txt_fused_parse(NULL, u, strlen(u), 2, &p, msg, sizeof msg), TG_OK);
     tg_type in2[2] = {ty(TG_DT_F64, 2, 5, 3), ty(TG_DT_F64, 1, 3, 0)};
     assert_int_equal(tg_fused_type(p, in2, false, msg, sizeof msg), TG_OK);
     assert_true(p->uniform);
@@ -610,7 +649,7 @@ static void test_program(void **state) {
     assert_int_equal(p->space.shape[0], 5);
     tg_fused_free(p);
     static const char nu[] = "exp(%0); exp(%1)";
-    assert_int_equal(tg_fused_parse(NULL, nu, strlen(nu), 2, &p, msg, sizeof msg), TG_OK);
+    assert_int_equal(tg_txt_fused_parse(NULL, nu, strlen(nu), 2, &p, msg, sizeof msg), TG_OK);
     tg_type in3[2] = {ty(TG_DT_F64, 1, 3, 0), ty(TG_DT_F64, 2, 2, 3)};
     assert_int_equal(tg_fused_type(p, in3, false, msg, sizeof msg), TG_OK);
     assert_false(p->uniform); /* exp(%0) has shape [3], the space is [2,3] */
@@ -618,32 +657,105 @@ static void test_program(void **state) {
 
     /* the extreme integer literals of i64 */
     static const char lo[] = "add(%0, -9223372036854775808); mul(%0, 9223372036854775807)";
-    assert_int_equal(tg_fused_parse(NULL, lo, strlen(lo), 1, &p, msg, sizeof msg), TG_OK);
+    assert_int_equal(tg_txt_fused_parse(NULL, lo, strlen(lo), 1, &p, msg, sizeof msg), TG_OK);
     tg_type i64 = ty(TG_DT_I64, 1, 2, 0);
     assert_int_equal(tg_fused_type(p, &i64, false, msg, sizeof msg), TG_OK);
     assert_true(p->instr[0].ci == INT64_MIN);
     assert_true(p->instr[2].ci == INT64_MAX);
-    t = tg_fused_format(p, 0, &len);
+    t = tg_fused_format(p, &len);
     assert_string_equal(t, lo);
     tg_mem_free(p->ctx, t, len + 1);
     tg_fused_free(p);
 
-    /* programs built by hand (the pass's way) */
+    /* programs built by hand (the pass's way): an identical call gets the same slot */
     p = tg_fused_new(NULL, 1);
     assert_non_null(p);
-    int c = tg_fused_add_const(p, 'f', 0, 0.1, TG_DT_F32);
-    int a = tg_fused_add_op(p, TG_OP_ADD, (int[]){0, c}, 2, NULL);
-    assert_int_equal(tg_fused_add_op(p, TG_OP_DOT, (int[]){0, 0}, 2, NULL), -1);
-    assert_int_equal(tg_fused_add_op(p, TG_OP_EXP, (int[]){7}, 1, NULL), -1);
-    assert_true(tg_fused_add_out(p, a, TG_OP_MAX,
-                                 (tg_aval[]){{.kind = TG_ATTR_NONE}, {.kind = TG_ATTR_BOOL}}));
-    assert_false(tg_fused_add_out(p, 0, -1, NULL)); /* an input alone */
-    t = tg_fused_format(p, 0, &len);
+    tg_fused_arg args[2] = {{.slot = 0},
+                            {.slot = -1, .lit = 'f', .dtype = TG_DT_F32, .f = 0.1, .pos = -1}};
+    int a = -1, b = -1, bad = 0;
+    assert_int_equal(tg_fused_add_call(p, TG_OP_ADD, args, 2, NULL, -1, &a), TG_OK);
+    assert_int_equal(tg_fused_add_call(p, TG_OP_ADD, args, 2, NULL, -1, &b), TG_OK);
+    assert_int_equal(a, b);
+    assert_int_equal(p->ninstr, 2); /* the literal, then add: no second literal */
+    assert_int_equal(tg_fused_add_call(p, TG_OP_DOT, (tg_fused_arg[]){{.slot = 0}, {.slot = 0}}, 2,
+                                       NULL, -1, &bad),
+                     TG_EINVAL);
+    assert_int_equal(bad, -1);
+    assert_int_equal(
+        tg_fused_add_call(p, TG_OP_EXP, (tg_fused_arg[]){{.slot = 7}}, 1, NULL, -1, &bad),
+        TG_EINVAL);
+    assert_int_equal(tg_fused_add_out(p, a, TG_OP_MAX,
+                                      (tg_aval[]){{.kind = TG_ATTR_NONE}, {.kind = TG_ATTR_BOOL}}),
+                     TG_OK);
+    assert_int_equal(tg_fused_add_out(p, 0, -1, NULL), TG_EINVAL); /* an input alone */
+    t = tg_fused_format(p, &len);
     assert_string_equal(t, "max(add(%0, 0.1))"); /* an f32 literal in its short form */
     tg_mem_free(p->ctx, t, len + 1);
-    t = tg_fused_format(p, 5, &len);
-    assert_null(t); /* over the length asked for */
+    /* built instructions take the columns where the text writes them */
+    assert_int_equal(p->instr[1].pos, -1);
+    assert_int_equal(tg_fused_place(p), TG_OK);
+    assert_int_equal(p->instr[0].pos, 12); /* 0.1 */
+    assert_int_equal(p->instr[1].pos, 4);  /* add */
+    /* as op data: a copy compares equal; the parsed text differs in the literal's dtype */
+    tg_fused_prog *q = tg_fused_copy(NULL, p);
+    assert_non_null(q);
+    assert_true(tg_opdata_equal(&p->base, &q->base));
+    assert_true(tg_opdata_hash(&p->base) == tg_opdata_hash(&q->base));
+    tg_fused_free(q);
+    static const char mx[] = "max(add(%0, 0.1))";
+    assert_int_equal(tg_txt_fused_parse(NULL, mx, strlen(mx), 1, &q, msg, sizeof msg), TG_OK);
+    assert_false(tg_opdata_equal(&p->base, &q->base));
+    tg_fused_free(q);
     tg_fused_free(p);
+    /* the same program however it is spaced; another literal makes another program */
+    static const char *const texts[3] = {"add(exp(%0), 1); mul(%1, %0)",
+                                         " add( exp(%0) ,1 ) ;mul(%1,%0)",
+                                         "add(exp(%0), 2); mul(%1, %0)"};
+    tg_fused_prog *ps[3];
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(
+            tg_txt_fused_parse(NULL, texts[k], strlen(texts[k]), 2, &ps[k], msg, sizeof msg),
+            TG_OK);
+    assert_true(tg_opdata_equal(&ps[0]->base, &ps[1]->base));
+    assert_true(tg_opdata_hash(&ps[0]->base) == tg_opdata_hash(&ps[1]->base));
+    assert_false(tg_opdata_equal(&ps[0]->base, &ps[2]->base));
+    for (int k = 0; k < 3; k++) tg_fused_free(ps[k]);
+}
+
+/* A node holds its program as op data: clones share it, merging compares contents, and the
+ * last graph freed releases it. */
+static void test_program_as_data(void **state) {
+    (void)state;
+    static const char src[] = "func f(x: f32[4], y: f32[4]) {\n"
+                              "  a = fused{add(exp(%0), %1)}(x, y)\n"
+                              "  b = fused{ add(exp(%0),%1) }(x, y)\n"
+                              "  return mul(a, b)\n"
+                              "}\n";
+    tg_module *m = NULL;
+    assert_int_equal(tg_module_parse(NULL, src, strlen(src), "d.tg", &m), TG_OK);
+    tg_graph *g = tg_module_func(m, 0);
+    assert_int_equal(count_op(g, TG_OP_FUSED), 2);
+    const tg_node *n = ((tg_var *)g->outputs.items[0])->node->in[0]->node;
+    const tg_fused_prog *p = tg_fused_node_prog(n);
+    assert_non_null(p);
+    assert_int_equal(atomic_load(&p->base.refs), 1);
+    tg_graph *c = tg_graph_clone(g);
+    assert_non_null(c);
+    const tg_node *cn = ((tg_var *)c->outputs.items[0])->node->in[0]->node;
+    assert_ptr_equal(tg_fused_node_prog(cn), p); /* shared, not copied */
+    assert_int_equal(atomic_load(&p->base.refs), 2);
+    assert_int_equal(tg_graph_verify(c), TG_OK);
+    tg_module_free(m); /* the clone keeps the program alive */
+    assert_int_equal(atomic_load(&p->base.refs), 1);
+    char *text = prog_text(cn);
+    assert_string_equal(text, "add(exp(%0), %1)");
+    free(text);
+    /* the two nodes hold equal programs: optimizing merges them */
+    tg_graph *o = NULL;
+    assert_int_equal(tg_graph_optimize(c, NULL, &o), TG_OK);
+    assert_int_equal(count_op(o, TG_OP_FUSED), 1);
+    tg_graph_free(o);
+    tg_graph_free(c);
 }
 
 /* ---- run time ---- */
@@ -654,8 +766,7 @@ static void test_runtime_errors(void **state) {
     tg_graph *g = tg_graph_new(NULL, "p");
     tg_var *x = tg_input(g, "x", TG_DT_I32, 1, (int64_t[]){2});
     tg_var *y = tg_input(g, "y", TG_DT_I32, 1, (int64_t[]){2});
-    tg_attr a = TG_A_STR("expr", "add(pow(%0, %1), 1)");
-    tg_var *f = tg_apply(g, "fused", (tg_var *[]){x, y}, 2, &a, 1);
+    tg_var *f = fused_node(g, "add(pow(%0, %1), 1)", (tg_var *[]){x, y}, 2);
     assert_non_null(f);
     assert_int_equal(tg_graph_set_outputs(g, &f, 1), TG_OK);
     int32_t xv[2] = {2, 3}, yv[2] = {3, -1};
@@ -723,6 +834,7 @@ int main(void) {
         cmocka_unit_test(test_typing_errors),
         cmocka_unit_test(test_text_errors),
         cmocka_unit_test(test_program),
+        cmocka_unit_test(test_program_as_data),
         cmocka_unit_test(test_runtime_errors),
         cmocka_unit_test(test_pipeline),
     };

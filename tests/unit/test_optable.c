@@ -32,7 +32,12 @@ static void test_every_record_complete(void **state) {
         for (int a = 0; a < op->nattrs; a++) {
             const tg_attr_spec *s = &op->attrs[a];
             assert_non_null(s->name);
-            assert_true(s->type <= TG_AS_FUNC);
+            assert_true(s->type <= TG_AS_DATA);
+            /* op data is made by the library: required, and the record names its table */
+            if (s->type == TG_AS_DATA) {
+                assert_true(s->required);
+                assert_non_null(op->data);
+            }
             for (int b = 0; b < a; b++) assert_string_not_equal(s->name, op->attrs[b].name);
             /* an optional attribute needs a default of a kind that fits, or none */
             if (!s->required && s->def.kind == TG_ATTR_NONE) assert_true(s->nullable);

@@ -492,15 +492,12 @@ static bool emit_fused(emit_ctx *e) {
     if (n->nin > TG_MAX_OUTS || n->nout > TG_MAX_OUTS || n->nin + n->nout > 64) return false;
     tg_fused_prog *p = NULL;
     char msg[256];
-    tg_ctx *ctx = e->g->ctx;
-    tg_status st = tg_fused_node_prog(ctx, n, &p, msg, sizeof msg);
-    if (st == TG_ENOMEM) e->s->oom = true; /* never a different unit for want of memory */
-    if (st != TG_OK) return false;
     tg_type tin[TG_MAX_OUTS];
     for (int k = 0; k < n->nin; k++) tin[k] = n->in[k]->type;
-    st = tg_fused_type(p, tin, false, msg, sizeof msg);
-    if (st == TG_ENOMEM) e->s->oom = true;
-    bool typed = st == TG_OK;
+    tg_status st = tg_fused_node_typed(e->g->ctx, n, tin, false, &p, msg, sizeof msg);
+    if (st == TG_ENOMEM) e->s->oom = true; /* never a different unit for want of memory */
+    if (st != TG_OK) return false;
+    bool typed = true;
     for (int o = 0; typed && o < n->nout; o++)
         typed = p->out_type[o].dtype == n->out[o]->type.dtype;
     unsigned mask = 0;

@@ -1,6 +1,6 @@
 /* vm_fused.c - fused{...} nodes evaluated block by block (src/ops/fused.h).
  *
- * At compile time the node's program is parsed and typed with the static input types;
+ * At compile time a copy of the node's program is typed with the static input types;
  * every instruction gets the vector kernel for its op and slot dtypes (vkernels.h), and
  * every value a scratch buffer of BLK elements, reused once its last reader ran (a
  * register allocation over the program). A program that is not `uniform` (fused.h), or
@@ -55,7 +55,7 @@ typedef struct fz_ins {
 
 typedef struct fz_prog {
     tg_ctx *ctx;
-    tg_fused_prog *p; /* parsed and typed with the static types */
+    tg_fused_prog *p; /* the node's program, typed with the static types (a copy) */
     fz_ins *ins;      /* per instruction */
     int *buf;         /* per slot: scratch buffer, -1 for inputs and literals */
     int *direct;      /* per slot: the elementwise output written in place, or -1 */
@@ -113,11 +113,12 @@ bool tg_vm_fused_splits(const void *prep, const tg_type *in, int nthreads) {
 void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
     char msg[256];
     tg_fused_prog *p = NULL;
-    if (tg_fused_node_prog(ctx, n, &p, msg, sizeof msg) != TG_OK) return NULL;
     tg_type tin[TG_MAX_OUTS];
-    bool ok = p->nin == n->nin && n->nin <= TG_MAX_OUTS && p->nout == n->nout;
-    for (int k = 0; ok && k < n->nin; k++) tin[k] = n->in[k]->type;
-    if (!ok || tg_fused_type(p, tin, false, msg, sizeof msg) != TG_OK || !p->uniform) {
+    if (n->nin > TG_MAX_OUTS) return NULL;
+    for (int k = 0; k < n->nin; k++) tin[k] = n->in[k]->type;
+    if (tg_fused_node_typed(ctx, n, tin, false, &p, msg, sizeof msg) != TG_OK) return NULL;
+    bool ok = p->nout == n->nout;
+    if (!ok || !p->uniform) {
         tg_fused_free(p);
         return NULL;
     }

@@ -76,12 +76,8 @@ static bool vk_reuse_ok(const tg_plan_prog *pg, int i) {
     const vm_ins_info *in = tg_vm_info(pg, i);
     if (in->kind == VM_EW) return true;
     if (in->kind != VM_FUSED) return false;
-    tg_fused_prog *fp = NULL;
-    char msg[64];
-    if (tg_fused_node_prog(pg->ctx, pg->order[i], &fp, msg, sizeof msg) != TG_OK) return false;
-    bool ok = fp->nout == 1 && fp->out[0].reduce < 0;
-    tg_fused_free(fp);
-    return ok;
+    const tg_fused_prog *fp = tg_fused_node_prog(pg->order[i]);
+    return fp && fp->nout == 1 && fp->out[0].reduce < 0;
 }
 
 static size_t vk_ws(const tg_plan_prog *pg, int i, const tg_type *in, const tg_type *out) {
