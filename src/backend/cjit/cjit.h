@@ -104,10 +104,11 @@ void tg_cj_set_after(tg_cj *cj, tg_cj_after_fn fn, void *ud);
 void tg_cj_counts(const tg_cj *cj, int *emitted, int *kernels);
 /* What the cached plans hold (tests, diagnostics): the most recently used plan. */
 typedef struct tg_cj_stats {
-    int nplans;   /* plans cached (src/backend/plan.c) */
-    int nplanned; /* values of the most recent plan living in its blocks */
-    bool dynamic; /* that plan is dynamic: its signature runs on the VM */
-    bool vm;      /* some signature has run on the VM */
+    int nplans;    /* plans cached (src/backend/plan.c) */
+    int nreplicas; /* replicas made so far: the most calls that ran at once */
+    int nplanned;  /* values of the most recent plan living in its blocks */
+    bool dynamic;  /* that plan is dynamic: its signature runs on the VM */
+    bool vm;       /* some signature has run on the VM */
 } tg_cj_stats;
 void tg_cj_get_stats(tg_cj *cj, tg_cj_stats *s);
 
