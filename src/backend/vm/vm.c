@@ -62,9 +62,8 @@ struct tg_vm {
 typedef struct vm_rep {
     tg_plan_rep base; /* first: the values, the plans' memory */
     tg_vm *vm;
-    tg_type *drt;   /* per var: run-time type of DYNAMIC values */
-    vm_prof *prof;  /* profile: this call's counts (zeroed when added to the VM's) */
-    uint64_t dummy; /* copies counted when there is no profile */
+    tg_type *drt;  /* per var: run-time type of DYNAMIC values */
+    vm_prof *prof; /* profile: this call's counts (zeroed when added to the VM's) */
     /* concurrent runs (made for the replica's first one) */
     atomic_int *cnt;              /* per instruction: predecessors not yet finished */
     atomic_int *q;                /* ready queue of a run: instructions, -1 until pushed */
@@ -459,7 +458,8 @@ static tg_status run_static(vm_rep *R, int i, const vm_lane *ln) {
     const tg_plan *p = R->base.mem->plan;
     vm_ins *ins = &vm->ins[i];
     tg_node *n = ins->node;
-    uint64_t *copies = R->prof ? &R->prof[i].copies : &R->dummy;
+    uint64_t none = 0; /* copies are counted for the profile only */
+    uint64_t *copies = R->prof ? &R->prof[i].copies : &none;
     tg_status st = tg_vm_run_node(vm->ctx, vm->g, p, R->base.val, n, ins->info, ln, copies);
     if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
     for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free */
