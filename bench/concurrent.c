@@ -20,19 +20,18 @@
 #include <math.h>
 #include <pthread.h>
 
-static const char *SRC =
-    "func small(x: f64[10], a: f64[10], b: f64[10]) {\n"
-    "  t = tanh(add(mul(x, a), b))\n"
-    "  u = mul(t, exp(neg(x)))\n"
-    "  v = add(u, sqrt(abs(x)))\n"
-    "  return sub(v, div(log1p(mul(x, x)), 3.0))\n"
-    "}\n"
-    "func mlp(x: f32[?,256], W1: f32[256,256], W2: f32[256,10]) {\n"
-    "  return softmax(dot(tanh(dot(x, W1)), W2), axis=1)\n"
-    "}\n"
-    "func large(x: f64[?]) {\n"
-    "  return add(mul(exp(mul(mul(x, x), -0.5)), sin(x)), mul(x, 0.5))\n"
-    "}\n";
+static const char *SRC = "func small(x: f64[10], a: f64[10], b: f64[10]) {\n"
+                         "  t = tanh(add(mul(x, a), b))\n"
+                         "  u = mul(t, exp(neg(x)))\n"
+                         "  v = add(u, sqrt(abs(x)))\n"
+                         "  return sub(v, div(log1p(mul(x, x)), 3.0))\n"
+                         "}\n"
+                         "func mlp(x: f32[?,256], W1: f32[256,256], W2: f32[256,10]) {\n"
+                         "  return softmax(dot(tanh(dot(x, W1)), W2), axis=1)\n"
+                         "}\n"
+                         "func large(x: f64[?]) {\n"
+                         "  return add(mul(exp(mul(mul(x, x), -0.5)), sin(x)), mul(x, 0.5))\n"
+                         "}\n";
 
 typedef struct job {
     tg_fn *f;
@@ -125,7 +124,8 @@ int main(int argc, char **argv) {
         pthread_barrier_init(&go, NULL, 3);
         job j[2];
         for (int t = 0; t < 2; t++)
-            j[t] = (job){f, w[k].in, w[k].nin, tg_tensor_new(NULL, w[k].dt, w[k].ndim, w[k].out),
+            j[t] = (job){f,          w[k].in,
+                         w[k].nin,   tg_tensor_new(NULL, w[k].dt, w[k].ndim, w[k].out),
                          w[k].calls, &go};
         job seq = j[0];
         seq.calls = 2 * w[k].calls;

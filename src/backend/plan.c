@@ -641,8 +641,12 @@ static tg_status plan_make(tg_plan_prog *pg, tg_tensor *const *in, tg_plan **out
     return TG_OK;
 }
 
+/* Marks p as the most recently used plan; nothing is written when it already is (calls of
+ * one signature from several threads then only read the two lines). */
 static void plan_touch(tg_plan_prog *pg, tg_plan *p) {
-    unsigned long now = atomic_fetch_add_explicit(&pg->clock, 1, memory_order_relaxed) + 1;
+    unsigned long now = atomic_load_explicit(&pg->clock, memory_order_relaxed);
+    if (now != 0 && atomic_load_explicit(&p->stamp, memory_order_relaxed) == now) return;
+    now = atomic_fetch_add_explicit(&pg->clock, 1, memory_order_relaxed) + 1;
     atomic_store_explicit(&p->stamp, now, memory_order_relaxed);
 }
 

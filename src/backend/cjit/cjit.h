@@ -3,7 +3,8 @@
  *   emit.c    the per-op emitter registry and the whole-graph C source (deterministic)
  *   cache.c   the compiler driver (system cc) and the per-user on-disk cache of .so files
  *   cjit.c    the backend object: the runtime call-backs of tg_rt.h, calls (over the
- *             memory plan of src/backend/plan.c, shared with the VM)
+ *             memory plan of src/backend/plan.c, shared with the VM, each call on a
+ *             replica of its own, so calls from several threads run at the same time)
  *   debug.c   debug mode: every node checked against its reference kernel
  *
  * tg_graph_compile (src/driver/compile.c) hands TG_MODE_C graphs, already rewritten, to
