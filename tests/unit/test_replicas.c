@@ -9,6 +9,9 @@
  * at run time (the VM's dynamic instructions; the C JIT's fall-back VM). A product split
  * over its contraction (partial sums in the workspace, added in thread order) is the one
  * result that depends on the threads a call got: it must be within 1e-12.
+ * Twelve signatures of one function, more than the 8 plans a function keeps, make the
+ * program drop plans while other calls still run on them (each replica lets go of its
+ * memory for a dropped plan at its next new signature).
  * Calls ran at the same time: the function made more than one replica. A function with
  * state stays serialized: a counter updated by 8 x 25 calls ends at 200. The reference
  * interpreter is safe as well.
@@ -55,7 +58,7 @@ static const char *SRC =
     "  return mul(n, 2)\n"
     "}\n";
 
-enum { NTHREADS = 8, MAXIN = 4, MAXOUT = 3, MAXSIG = 3 };
+enum { NTHREADS = 8, MAXIN = 4, MAXOUT = 3, MAXSIG = 12 };
 
 static tg_module *parse(const char *src) {
     tg_module *m = NULL;
@@ -186,20 +189,25 @@ static void run_all(tg_mode mode) {
     tg_module *m = parse(SRC);
     const char *mname = mode == TG_MODE_C ? "c" : mode == TG_MODE_VM ? "vm" : "reference";
     char what[64];
-    /* '?' extents: small, middle, and a large one the pool splits */
+    /* '?' extents: small, middle, and a large one the pool splits; and more signatures
+     * than the plans a function keeps */
     struct {
         const char *name;
+        int nsig;
         int64_t ext[MAXSIG];
         int rounds;
         double tol;
     } cases[] = {
-        {"ew", {7, 1000, 300000}, 12, 0},    {"mlp", {1, 33, 1024}, 12, 0},
-        {"branches", {5, 200, 4096}, 12, 0}, {"ksplit", {3, 5000, 200000}, 12, 1e-12},
-        {"dyn", {9, 100, 5000}, 24, 0},
+        {"ew", 3, {7, 1000, 300000}, 12, 0},
+        {"mlp", 3, {1, 33, 1024}, 12, 0},
+        {"branches", 3, {5, 200, 4096}, 12, 0},
+        {"ksplit", 3, {3, 5000, 200000}, 12, 1e-12},
+        {"dyn", 3, {9, 100, 5000}, 24, 0},
+        {"ew", 12, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 48, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         subject S = {.tol = cases[c].tol};
-        subject_init(&S, tg_module_find(m, cases[c].name), mode, 2, cases[c].ext, MAXSIG);
+        subject_init(&S, tg_module_find(m, cases[c].name), mode, 2, cases[c].ext, cases[c].nsig);
         snprintf(what, sizeof what, "%s mode, %s", mname, cases[c].name);
         hammer(&S, cases[c].rounds, what);
         subject_fini(&S);
