@@ -135,8 +135,9 @@ typedef struct tg_plan_kernels {
     bool (*library)(const struct tg_plan_prog *pg, int i);
 } tg_plan_kernels;
 
-/* The program and its plans; embedded in the backend object. Everything but the fields
- * under mu is immutable once the backend's constructor returned. */
+/* The program and its plans; embedded in the backend object. Everything above `spare` is
+ * immutable once the backend's constructor returned; spare is atomic, the rest is under
+ * mu (pool is also read without it, atomically; clock is atomic). */
 typedef struct tg_plan_prog {
     tg_ctx *ctx;
     tg_graph *g;                 /* borrowed */
@@ -175,7 +176,7 @@ typedef struct tg_plan_prog {
     tg_type *argt;    /* their run-time types */
     tg_plan *plans[TG_PLAN_MAX];
     int nplans;
-    atomic_ulong clock; /* plan use counter (stamps) */
+    atomic_ulong clock; /* plan use counter (stamps; updated without mu too) */
     tg_plan_rep *reps;  /* every replica (through next_all) */
     tg_plan_rep *free;  /* the free ones but spare (through next_free) */
     int nreps;
