@@ -453,8 +453,24 @@ TG_API tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_f
 /* Runs f: inputs in the graph's input order, states left out (tg_state); outputs (the
  * returned values: updates are not outputs) receive new tensors the caller
  * frees with tg_tensor_free (whatever out[i] held on entry is ignored). Inputs must match
- * the declared dtypes and static shapes. Calls of one function from several threads are
- * serialized. */
+ * the declared dtypes and static shapes.
+ * Threads: tg_fn_call and tg_fn_call_into may be called on one function from several
+ * threads at once. In TG_MODE_VM and TG_MODE_C the calls run at the same time: the
+ * compiled program and its plans are shared and read-only, and each call runs on a replica
+ * of its own (its values, and for each input-shape signature it ran, a copy of the plan's
+ * buffers and workspace), taken from the function's replicas and given back at its end;
+ * the function makes a replica when all are busy and keeps it until tg_fn_free, so its
+ * memory grows to (calls that ran at once) x (the buffers of each cached signature). Only
+ * the look-up or making of a plan for a signature is under a lock, never the run. Kernels
+ * split their work over the function's pool while it is free; a call that finds it busy
+ * with another call's kernel runs that kernel on its own thread (same results, but for a
+ * BLAS product split over its inner dimension, whose partial sums depend on the threads).
+ * TG_MODE_REFERENCE calls also run at the same time (all their state is per call).
+ * Serialized: calls of a function with state (tg_state: the state is one for all calls,
+ * and a call swaps it in when it succeeds; tg_fn_state_set waits for them too), and calls
+ * in TG_MODE_DEBUG. Inputs are only read, so threads may share them; a given output must
+ * be written by one call at a time. tg_fn_profile_print and tg_fn_profile_reset may run
+ * during calls (the profile sums the calls that ended); tg_fn_free must not. */
 TG_API tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout);
 /* Like tg_fn_call, writing into tensors the caller owns (for training loops and
  * benchmarks: no allocation per call): where out[i] is non-NULL on entry it must be a

@@ -1,5 +1,5 @@
 /* plan.c - the schedule and the memory plan, shared by the VM and the C JIT (plan.h holds
- * the storage classes and the invariants).
+ * the storage classes and the invariants), and the replicas calls run on.
  *
  * The program: the needed nodes in topological order, the last use of every value (views
  * extend the life of what they view), and the kernel of every instruction, which the
@@ -8,8 +8,16 @@
  * A plan, per signature of input shapes: run-time types from each op's inference (with
  * small shape arithmetic evaluated at plan time, so that the nodes after it keep planned
  * buffers), storage classes, and blocks assigned in program order and reused after the
- * last use, in place where an output may overwrite an input dying there. Blocks stay
- * allocated between calls; large ones are 2 MiB aligned and asked for huge pages.
+ * last use, in place where an output may overwrite an input dying there.
+ * A replica's memory for a plan: the blocks of the sizes the plan gives, the workspace and
+ * the planned tensors over them, made on the replica's first call of the plan and kept
+ * while the plan is cached; large blocks are 2 MiB aligned and asked for huge pages.
+ *
+ * Concurrency: the plans (plans, nplans), the pool's start and the lists of replicas are
+ * guarded by the program's lock, taken only for a look-up or the making of a plan (which
+ * allocates no block) and for a replica's take and give. A replica finds its memory for a
+ * plan without it, by key, as long as the program keeps the plan (evicted unset); a plan
+ * the program drops is freed by the last replica letting go of its memory for it.
  */
 #include "plan.h"
 
@@ -78,14 +86,18 @@ bool tg_plan_reuse_ok(const tg_plan_prog *pg, int i) {
     return pg->kern->reuse_ok(pg, i);
 }
 
-static void plan_free(tg_plan_prog *pg, tg_plan *p);
+static void rep_free(tg_plan_prog *pg, tg_plan_rep *r);
 
 void tg_plan_prog_fini(tg_plan_prog *pg) {
     tg_ctx *ctx = pg->ctx;
     size_t nv = (size_t)pg->nvars + 1, no = (size_t)pg->norder + 1;
-    for (int i = 0; i < pg->nplans; i++) plan_free(pg, pg->plans[i]);
+    for (tg_plan_rep *r = pg->reps, *next; r; r = next) { /* first: they hold plans */
+        next = r->next_all;
+        rep_free(pg, r);
+    }
+    for (int i = 0; i < pg->nplans; i++) tg_plan_unref(pg, pg->plans[i]);
     if (pg->kern) pg->kern->release(pg);
-    if (pg->own_pool) tg_pool_free(pg->pool);
+    if (pg->own_pool) tg_pool_free(atomic_load(&pg->pool));
     if (pg->order) tg_mem_free(ctx, pg->order, sizeof *pg->order * (size_t)(pg->g->nodes.n + 1));
     tg_mem_free(ctx, pg->reuse, pg->reuse ? no : 0);
     tg_mem_free(ctx, pg->last, pg->last ? sizeof *pg->last * nv : 0);
@@ -96,6 +108,7 @@ void tg_plan_prog_fini(tg_plan_prog *pg) {
     tg_mem_free(ctx, pg->const_rt, pg->const_rt ? sizeof *pg->const_rt * nv : 0);
     tg_mem_free(ctx, pg->args, pg->args ? sizeof *pg->args * (size_t)pg->maxargs : 0);
     tg_mem_free(ctx, pg->argt, pg->argt ? sizeof *pg->argt * (size_t)pg->maxargs : 0);
+    pthread_mutex_destroy(&pg->mu);
     memset(pg, 0, sizeof *pg);
 }
 
@@ -148,6 +161,10 @@ tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts
     if (!opts) opts = &none;
     tg_ctx *ctx = g->ctx;
     memset(pg, 0, sizeof *pg);
+    pthread_mutex_init(&pg->mu, NULL); /* first: tg_plan_prog_fini destroys it */
+    atomic_init(&pg->spare, NULL);
+    atomic_init(&pg->pool, NULL);
+    atomic_init(&pg->clock, 0);
     pg->ctx = ctx;
     pg->g = g;
     pg->nvars = g->vars.n;
@@ -181,7 +198,7 @@ tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts
     if (st != TG_OK) return st;
     /* the pool: a shared one, or our own, started by the first plan with work enough to
      * split (functions on small data never start threads) */
-    pg->pool = opts->pool;
+    atomic_store(&pg->pool, opts->pool);
     if (opts->pool)
         pg->nthreads = tg_pool_size(opts->pool);
     else
@@ -208,9 +225,9 @@ static void guard_set(tg_plan_block *b) {
     for (size_t k = 0; k < TG_PLAN_GUARD; k++) g[k] = guard_byte(k);
 }
 
-int tg_plan_guard_find(tg_plan *p, size_t *byte) {
-    for (int b = -1; b < p->nblocks; b++) {
-        tg_plan_block *blk = b < 0 ? &p->ws : &p->blocks[b];
+int tg_plan_guard_find(tg_plan_mem *m, size_t *byte) {
+    for (int b = -1; b < m->plan->nblocks; b++) {
+        tg_plan_block *blk = b < 0 ? &m->ws : &m->blocks[b];
         if (!blk->buf) continue;
         const unsigned char *g = (const unsigned char *)blk->buf->data + blk->guard;
         size_t k = 0;
@@ -224,8 +241,8 @@ int tg_plan_guard_find(tg_plan *p, size_t *byte) {
 }
 #else
 static void guard_set(tg_plan_block *b) { (void)b; }
-int tg_plan_guard_find(tg_plan *p, size_t *byte) {
-    (void)p, (void)byte;
+int tg_plan_guard_find(tg_plan_mem *m, size_t *byte) {
+    (void)m, (void)byte;
     return -2;
 }
 #endif
@@ -267,7 +284,7 @@ static int block_pick(tg_plan *p, bool *busy, size_t need) {
     size_t bestd = SIZE_MAX;
     for (int b = 0; b < p->nblocks; b++) {
         if (busy[b]) continue;
-        size_t s = p->blocks[b].size;
+        size_t s = p->bsize[b];
         if (s / 2 > need || need / 2 > s) continue;
         size_t d = s > need ? s - need : need - s;
         if (d < bestd) {
@@ -277,9 +294,9 @@ static int block_pick(tg_plan *p, bool *busy, size_t need) {
     }
     if (best < 0) {
         best = p->nblocks++;
-        p->blocks[best].size = 0;
+        p->bsize[best] = 0;
     }
-    if (p->blocks[best].size < need) p->blocks[best].size = need;
+    if (p->bsize[best] < need) p->bsize[best] = need;
     busy[best] = true;
     return best;
 }
@@ -288,19 +305,20 @@ static void plan_free(tg_plan_prog *pg, tg_plan *p) {
     if (!p) return;
     tg_ctx *ctx = pg->ctx;
     size_t nv = (size_t)pg->nvars + 1, no = (size_t)pg->norder + 1;
-    for (int b = 0; p->blocks && b < p->nblocks; b++) block_release(ctx, &p->blocks[b]);
-    block_release(ctx, &p->ws);
-    tg_mem_free(ctx, p->blocks, p->blocks ? sizeof *p->blocks * nv : 0);
+    tg_mem_free(ctx, p->bsize, p->bsize ? sizeof *p->bsize * nv : 0);
     tg_mem_free(ctx, p->key, p->key ? sizeof *p->key * (size_t)(p->nkey + 1) : 0);
     tg_mem_free(ctx, p->rt, p->rt ? sizeof *p->rt * nv : 0);
     tg_mem_free(ctx, p->known, p->known ? nv : 0);
     tg_mem_free(ctx, p->cls, p->cls ? nv : 0);
     tg_mem_free(ctx, p->blk, p->blk ? sizeof *p->blk * nv : 0);
-    tg_mem_free(ctx, p->tens, p->tens ? sizeof *p->tens * nv : 0);
     tg_mem_free(ctx, p->dyn, p->dyn ? no : 0);
     tg_mem_free(ctx, p->seg_hi, p->seg_hi ? sizeof *p->seg_hi * no : 0);
     tg_mem_free(ctx, p->npred, p->npred ? sizeof *p->npred * no : 0);
     tg_mem_free(ctx, p, sizeof *p);
+}
+
+void tg_plan_unref(tg_plan_prog *pg, tg_plan *p) {
+    if (p && atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) plan_free(pg, p);
 }
 
 static int key_len(const tg_plan_prog *pg) {
@@ -446,16 +464,15 @@ static tg_status plan_alloc(tg_plan_prog *pg, tg_tensor *const *in, tg_plan *p, 
     p->known = tg_mem_calloc(ctx, nv);
     p->cls = tg_mem_calloc(ctx, nv);
     p->blk = tg_mem_alloc(ctx, sizeof *p->blk * nv);
-    p->tens = tg_mem_calloc(ctx, sizeof *p->tens * nv);
     p->dyn = tg_mem_calloc(ctx, no);
-    p->blocks = tg_mem_calloc(ctx, sizeof *p->blocks * nv);
+    p->bsize = tg_mem_calloc(ctx, sizeof *p->bsize * nv);
     t->busy = tg_mem_calloc(ctx, nv);
     t->die = tg_mem_alloc(ctx, sizeof *t->die * no);
     t->next = tg_mem_alloc(ctx, sizeof *t->next * nv);
     t->pv = tg_mem_calloc(ctx, sizeof *t->pv * nv);
     t->pv_own = tg_mem_calloc(ctx, nv);
-    if (!p->key || !p->rt || !p->known || !p->cls || !p->blk || !p->tens || !p->dyn || !p->blocks ||
-        !t->busy || !t->die || !t->next || !t->pv || !t->pv_own)
+    if (!p->key || !p->rt || !p->known || !p->cls || !p->blk || !p->dyn || !p->bsize || !t->busy ||
+        !t->die || !t->next || !t->pv || !t->pv_own)
         return TG_ENOMEM;
     key_fill(pg, in, p->key);
     for (int v = 0; v < pg->nvars; v++) p->blk[v] = -1;
@@ -585,6 +602,97 @@ static tg_status plan_blocks(tg_plan_prog *pg, tg_plan *p, plan_tmp *t) {
     return TG_OK;
 }
 
+/* The workspace's layout, and the pool when a value is large enough for a kernel to split
+ * it (or the backend made concurrent runs). Under pg->mu. */
+static void plan_finish(tg_plan_prog *pg, tg_plan *p) {
+    p->ws_stride = (p->ws_bytes + 63) / 64 * 64;
+    if (atomic_load(&pg->pool) || pg->nthreads <= 1) return;
+    bool big = p->seg_hi != NULL;
+    for (int v = 0; v < pg->nvars && !big; v++) {
+        size_t es = tg_dtype_size((tg_dtype)p->rt[v].dtype);
+        big = p->known[v] && es && tg_plan_type_bytes(&p->rt[v]) / es >= PLAN_POOL_ELEMS;
+    }
+    if (!big) return;
+    tg_pool *pool = tg_pool_new(pg->ctx, pg->nthreads);
+    pg->own_pool = pool != NULL;
+    if (!pool) pg->nthreads = 1; /* no threads to be had: run on this one */
+    atomic_store_explicit(&pg->pool, pool, memory_order_release);
+}
+
+/* Makes the plan for the shapes of `in` (under pg->mu). */
+static tg_status plan_make(tg_plan_prog *pg, tg_tensor *const *in, tg_plan **out) {
+    plan_tmp t = {0};
+    tg_plan *p = tg_mem_calloc(pg->ctx, sizeof *p);
+    if (!p) return TG_ENOMEM;
+    atomic_init(&p->stamp, 0);
+    atomic_init(&p->refs, 1);
+    atomic_init(&p->evicted, false);
+    tg_status st = plan_alloc(pg, in, p, &t);
+    if (st == TG_OK) st = plan_types(pg, p, &t);
+    if (st == TG_OK && pg->runs) st = pg->runs(pg->runs_ud, p);
+    if (st == TG_OK) st = plan_blocks(pg, p, &t);
+    if (st == TG_OK) plan_finish(pg, p);
+    tmp_free(pg, &t);
+    if (st != TG_OK) {
+        plan_free(pg, p);
+        return st;
+    }
+    *out = p;
+    return TG_OK;
+}
+
+/* Marks p as the most recently used plan; nothing is written when it already is (calls of
+ * one signature from several threads then only read the two lines). */
+static void plan_touch(tg_plan_prog *pg, tg_plan *p) {
+    unsigned long now = atomic_load_explicit(&pg->clock, memory_order_relaxed);
+    if (now != 0 && atomic_load_explicit(&p->stamp, memory_order_relaxed) == now) return;
+    now = atomic_fetch_add_explicit(&pg->clock, 1, memory_order_relaxed) + 1;
+    atomic_store_explicit(&p->stamp, now, memory_order_relaxed);
+}
+
+/* The program's plan for `key` (cached, or made), with a reference for the caller. */
+static tg_status plan_find(tg_plan_prog *pg, tg_tensor *const *in, const int64_t *key, int nk,
+                           tg_plan **out) {
+    pthread_mutex_lock(&pg->mu);
+    tg_plan *hit = NULL;
+    for (int i = 0; i < pg->nplans && !hit; i++)
+        if (memcmp(pg->plans[i]->key, key, sizeof *key * (size_t)nk) == 0) hit = pg->plans[i];
+    tg_status st = TG_OK;
+    bool made = false;
+    if (!hit) made = (st = plan_make(pg, in, &hit)) == TG_OK;
+    if (made && pg->nplans == TG_PLAN_MAX) { /* the least recently used goes */
+        int lru = 0;
+        for (int i = 1; i < pg->nplans; i++)
+            if (atomic_load_explicit(&pg->plans[i]->stamp, memory_order_relaxed) <
+                atomic_load_explicit(&pg->plans[lru]->stamp, memory_order_relaxed))
+                lru = i;
+        atomic_store_explicit(&pg->plans[lru]->evicted, true, memory_order_release);
+        tg_plan_unref(pg, pg->plans[lru]);
+        pg->plans[lru] = pg->plans[--pg->nplans];
+    }
+    if (made) pg->plans[pg->nplans++] = hit;
+    if (st == TG_OK) {
+        atomic_fetch_add_explicit(&hit->refs, 1, memory_order_relaxed);
+        plan_touch(pg, hit);
+    }
+    pthread_mutex_unlock(&pg->mu);
+    *out = hit;
+    return st;
+}
+
+/* ---- a replica's memory for a plan ---- */
+
+static void mem_free(tg_plan_prog *pg, tg_plan_mem *m) {
+    tg_ctx *ctx = pg->ctx;
+    size_t nv = (size_t)pg->nvars + 1;
+    for (int b = 0; m->blocks && b < m->plan->nblocks; b++) block_release(ctx, &m->blocks[b]);
+    block_release(ctx, &m->ws);
+    tg_mem_free(ctx, m->blocks, m->blocks ? sizeof *m->blocks * (size_t)(m->plan->nblocks + 1) : 0);
+    tg_mem_free(ctx, m->tens, m->tens ? sizeof *m->tens * nv : 0);
+    tg_plan_unref(pg, m->plan);
+    tg_mem_free(ctx, m, sizeof *m);
+}
+
 /* A block that could not be allocated: the error names the node whose output needed the
  * most of it (a block serves several values in turn). */
 static tg_status block_fail(const tg_plan_prog *pg, const tg_plan *p, int b, tg_status st) {
@@ -607,63 +715,53 @@ static tg_status block_fail(const tg_plan_prog *pg, const tg_plan *p, int b, tg_
     return tg_plan_node_fail(pg->g, worst, st, msg);
 }
 
-/* The memory of the blocks and the workspace; the pool when a value is large enough for
- * a kernel to split it (or the backend made concurrent runs); the planned tensors. */
-static tg_status plan_memory(tg_plan_prog *pg, tg_plan *p) {
-    tg_status st = TG_OK;
-    for (int b = 0; b < p->nblocks; b++)
-        if ((st = block_alloc(pg->ctx, &p->blocks[b])) != TG_OK) return block_fail(pg, p, b, st);
-    p->ws_stride = (p->ws_bytes + 63) / 64 * 64;
-    if (p->ws_bytes) {
-        p->ws.size = p->ws_slices > 0 ? p->ws_stride * (size_t)p->ws_slices : p->ws_bytes;
-        if ((st = block_alloc(pg->ctx, &p->ws)) != TG_OK) return st;
+/* Memory for plan p (whose reference it takes over, also on failure): the blocks, the
+ * workspace, the planned tensors. */
+static tg_status mem_new(tg_plan_prog *pg, tg_plan *p, tg_plan_mem **out) {
+    tg_ctx *ctx = pg->ctx;
+    tg_plan_mem *m = tg_mem_calloc(ctx, sizeof *m);
+    if (!m) {
+        tg_plan_unref(pg, p);
+        return TG_ENOMEM;
     }
-    if (!pg->pool && pg->nthreads > 1) {
-        bool big = p->seg_hi != NULL;
-        for (int v = 0; v < pg->nvars && !big; v++) {
-            size_t es = tg_dtype_size((tg_dtype)p->rt[v].dtype);
-            big = p->known[v] && es && tg_plan_type_bytes(&p->rt[v]) / es >= PLAN_POOL_ELEMS;
-        }
-        if (big) {
-            pg->pool = tg_pool_new(pg->ctx, pg->nthreads);
-            pg->own_pool = pg->pool != NULL;
-            if (!pg->pool) pg->nthreads = 1; /* no threads to be had: run on this one */
-        }
+    m->plan = p;
+    m->blocks = tg_mem_calloc(ctx, sizeof *m->blocks * (size_t)(p->nblocks + 1));
+    m->tens = tg_mem_calloc(ctx, sizeof *m->tens * (size_t)(pg->nvars + 1));
+    tg_status st = m->blocks && m->tens ? TG_OK : TG_ENOMEM;
+    for (int b = 0; b < p->nblocks && st == TG_OK; b++) {
+        m->blocks[b].size = p->bsize[b];
+        if ((st = block_alloc(ctx, &m->blocks[b])) != TG_OK) st = block_fail(pg, p, b, st);
+    }
+    if (st == TG_OK && p->ws_bytes) {
+        m->ws.size = p->ws_slices > 0 ? p->ws_stride * (size_t)p->ws_slices : p->ws_bytes;
+        st = block_alloc(ctx, &m->ws);
+    }
+    if (st != TG_OK) {
+        mem_free(pg, m);
+        return st;
     }
     for (int v = 0; v < pg->nvars; v++) {
         if (p->cls[v] != TG_PLAN_PLANNED) continue;
-        tg_tensor *t = &p->tens[v];
+        tg_tensor *t = &m->tens[v];
         const tg_type *rt = &p->rt[v];
         t->dtype = (tg_dtype)rt->dtype;
         t->ndim = rt->ndim;
         for (int d = 0; d < rt->ndim; d++) t->shape[d] = rt->shape[d];
         tg_contiguous_strides(t->ndim, t->shape, t->strides);
         t->offset = 0;
-        t->buf = p->blocks[p->blk[v]].buf;
+        t->buf = m->blocks[p->blk[v]].buf;
     }
+    *out = m;
     return TG_OK;
 }
 
-/* Makes the plan for the shapes of `in`. */
-static tg_status plan_make(tg_plan_prog *pg, tg_tensor *const *in, tg_plan **out) {
-    plan_tmp t = {0};
-    tg_plan *p = tg_mem_calloc(pg->ctx, sizeof *p);
-    if (!p) return TG_ENOMEM;
-    tg_status st = plan_alloc(pg, in, p, &t);
-    if (st == TG_OK) st = plan_types(pg, p, &t);
-    if (st == TG_OK && pg->runs) st = pg->runs(pg->runs_ud, p);
-    if (st == TG_OK) st = plan_blocks(pg, p, &t);
-    if (st == TG_OK) st = plan_memory(pg, p);
-    tmp_free(pg, &t);
-    if (st != TG_OK) {
-        plan_free(pg, p);
-        return st;
-    }
-    *out = p;
-    return TG_OK;
+/* Lets go of r's memory mems[i]. */
+static void mem_drop(tg_plan_prog *pg, tg_plan_rep *r, int i) {
+    mem_free(pg, r->mems[i]);
+    r->mems[i] = r->mems[--r->nmems];
 }
 
-tg_status tg_plan_get(tg_plan_prog *pg, tg_tensor *const *in, tg_plan **out) {
+tg_status tg_plan_get(tg_plan_prog *pg, tg_plan_rep *r, tg_tensor *const *in) {
     int nk = key_len(pg);
     int64_t kbuf[64];
     int64_t *key = nk <= 64 ? kbuf : NULL;
@@ -672,30 +770,128 @@ tg_status tg_plan_get(tg_plan_prog *pg, tg_tensor *const *in, tg_plan **out) {
         if (!key) return TG_ENOMEM;
     }
     key_fill(pg, in, key);
-    tg_plan *hit = NULL;
-    for (int i = 0; i < pg->nplans && !hit; i++)
-        if (memcmp(pg->plans[i]->key, key, sizeof *key * (size_t)nk) == 0) hit = pg->plans[i];
-    if (key != kbuf) tg_mem_free(pg->ctx, key, sizeof *key * (size_t)nk);
-    if (!hit) {
-        tg_status st = plan_make(pg, in, &hit);
-        if (st != TG_OK) return st;
-        if (pg->nplans == TG_PLAN_MAX) {
+    /* r's memory for a plan the program still keeps: no lock */
+    tg_plan_mem *m = NULL;
+    for (int i = 0; i < r->nmems && !m; i++)
+        if (memcmp(r->mems[i]->plan->key, key, sizeof *key * (size_t)nk) == 0 &&
+            !atomic_load_explicit(&r->mems[i]->plan->evicted, memory_order_acquire))
+            m = r->mems[i];
+    tg_status st = TG_OK;
+    if (m) {
+        plan_touch(pg, m->plan);
+    } else {
+        tg_plan *p = NULL;
+        st = plan_find(pg, in, key, nk, &p);
+        for (int i = r->nmems - 1; st == TG_OK && i >= 0; i--) /* plans the program dropped */
+            if (atomic_load_explicit(&r->mems[i]->plan->evicted, memory_order_acquire))
+                mem_drop(pg, r, i);
+        if (st == TG_OK && r->nmems == TG_PLAN_MAX) { /* full: the least recently used goes */
             int lru = 0;
-            for (int i = 1; i < pg->nplans; i++)
-                if (pg->plans[i]->stamp < pg->plans[lru]->stamp) lru = i;
-            plan_free(pg, pg->plans[lru]);
-            pg->plans[lru] = pg->plans[--pg->nplans];
+            for (int i = 1; i < r->nmems; i++)
+                if (r->mems[i]->used < r->mems[lru]->used) lru = i;
+            mem_drop(pg, r, lru);
         }
-        pg->plans[pg->nplans++] = hit;
+        if (st == TG_OK) st = mem_new(pg, p, &m);
+        if (st == TG_OK) r->mems[r->nmems++] = m;
     }
-    hit->stamp = ++pg->stamp;
-    *out = hit;
+    if (key != kbuf) tg_mem_free(pg->ctx, key, sizeof *key * (size_t)nk);
+    if (st != TG_OK) return st;
+    m->used = ++r->clock;
+    r->mem = m;
+    r->pool = atomic_load_explicit(&pg->pool, memory_order_acquire);
+    r->nthreads = r->pool ? tg_pool_size(r->pool) : 1;
     return TG_OK;
 }
 
+int tg_plan_recent(tg_plan_prog *pg, tg_plan **out) {
+    pthread_mutex_lock(&pg->mu);
+    tg_plan *p = NULL;
+    for (int i = 0; i < pg->nplans; i++)
+        if (!p || atomic_load(&pg->plans[i]->stamp) > atomic_load(&p->stamp)) p = pg->plans[i];
+    if (p) atomic_fetch_add(&p->refs, 1);
+    int n = pg->nplans;
+    pthread_mutex_unlock(&pg->mu);
+    *out = p;
+    return n;
+}
+
+/* ---- replicas ---- */
+
+static void rep_free(tg_plan_prog *pg, tg_plan_rep *r) {
+    tg_ctx *ctx = pg->ctx;
+    size_t nv = (size_t)pg->nvars + 1;
+    if (pg->rep_fini) pg->rep_fini(pg->rep_ud, r);
+    while (r->nmems > 0) mem_drop(pg, r, r->nmems - 1);
+    tg_mem_free(ctx, r->val, r->val ? sizeof *r->val * nv : 0);
+    tg_mem_free(ctx, r->owned, r->owned ? nv : 0);
+    tg_mem_free(ctx, r->args, r->args ? sizeof *r->args * (size_t)pg->maxargs : 0);
+    tg_mem_free(ctx, r->argt, r->argt ? sizeof *r->argt * (size_t)pg->maxargs : 0);
+    tg_mem_free(ctx, r, pg->rep_size);
+}
+
+/* A new replica, in the list of all of them. */
+static tg_status rep_new(tg_plan_prog *pg, tg_plan_rep **out) {
+    tg_ctx *ctx = pg->ctx;
+    size_t nv = (size_t)pg->nvars + 1;
+    TG_ASSERT(pg->rep_size >= sizeof(tg_plan_rep));
+    tg_plan_rep *r = tg_mem_calloc(ctx, pg->rep_size);
+    if (!r) return TG_ENOMEM;
+    r->val = tg_mem_calloc(ctx, sizeof *r->val * nv);
+    r->owned = tg_mem_calloc(ctx, nv);
+    r->args = tg_mem_calloc(ctx, sizeof *r->args * (size_t)pg->maxargs);
+    r->argt = tg_mem_calloc(ctx, sizeof *r->argt * (size_t)pg->maxargs);
+    tg_status st = r->val && r->owned && r->args && r->argt ? TG_OK : TG_ENOMEM;
+    if (st == TG_OK && pg->rep_init) st = pg->rep_init(pg->rep_ud, r);
+    if (st != TG_OK) {
+        rep_free(pg, r);
+        return st;
+    }
+    pthread_mutex_lock(&pg->mu);
+    r->next_all = pg->reps;
+    pg->reps = r;
+    pg->nreps++;
+    pthread_mutex_unlock(&pg->mu);
+    *out = r;
+    return TG_OK;
+}
+
+tg_status tg_plan_rep_take(tg_plan_prog *pg, tg_plan_rep **out) {
+    tg_plan_rep *r = atomic_exchange_explicit(&pg->spare, NULL, memory_order_acquire);
+    if (!r) {
+        pthread_mutex_lock(&pg->mu);
+        r = pg->free;
+        if (r) pg->free = r->next_free;
+        pthread_mutex_unlock(&pg->mu);
+    }
+    if (r) {
+        *out = r;
+        return TG_OK;
+    }
+    return rep_new(pg, out);
+}
+
+void tg_plan_rep_give(tg_plan_prog *pg, tg_plan_rep *r) {
+    r->mem = NULL;
+    tg_plan_rep *none = NULL;
+    if (atomic_compare_exchange_strong_explicit(&pg->spare, &none, r, memory_order_release,
+                                                memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&pg->mu);
+    r->next_free = pg->free;
+    pg->free = r;
+    pthread_mutex_unlock(&pg->mu);
+}
+
+int tg_plan_rep_count(tg_plan_prog *pg) {
+    pthread_mutex_lock(&pg->mu);
+    int n = pg->nreps;
+    pthread_mutex_unlock(&pg->mu);
+    return n;
+}
+
 /* ---- the values of a call ----
- * val[v] and owned[v] are the backend's per-call arrays (by variable id); owned marks
- * exactly the tensors the call must free (tg_plan_unbind). */
+ * val[v] and owned[v] are the replica's (by variable id); owned marks exactly the tensors
+ * the call must free (tg_plan_unbind). */
 
 static bool same_shape(const tg_tensor *t, const tg_type *rt) {
     if (t->dtype != rt->dtype || t->ndim != rt->ndim) return false;
@@ -723,14 +919,17 @@ static bool shares_input_memory(const tg_plan_prog *pg, tg_tensor *const *in, co
     return false;
 }
 
-tg_status tg_plan_bind(const tg_plan_prog *pg, tg_plan *p, tg_tensor *const *in, tg_tensor **out,
-                       int nout, bool into, tg_tensor **val, uint8_t *owned) {
+tg_status tg_plan_bind(const tg_plan_prog *pg, tg_plan_rep *r, tg_tensor *const *in,
+                       tg_tensor **out, int nout, bool into) {
     tg_graph *g = pg->g;
+    const tg_plan *p = r->mem->plan;
+    tg_tensor **val = r->val;
+    uint8_t *owned = r->owned;
     for (int v = 0; v < pg->nvars; v++) {
         owned[v] = 0;
         tg_var *var = g->vars.items[v];
         val[v] = var->kind == TG_VAR_CONST      ? var->value
-                 : p->cls[v] == TG_PLAN_PLANNED ? &p->tens[v]
+                 : p->cls[v] == TG_PLAN_PLANNED ? &r->mem->tens[v]
                                                 : NULL;
     }
     for (int i = 0; i < g->inputs.n; i++) val[((tg_var *)g->inputs.items[i])->id] = in[i];
@@ -782,9 +981,11 @@ static tg_status copy_aside(const tg_plan_prog *pg, tg_tensor *const *in, tg_ten
     return TG_OK;
 }
 
-tg_status tg_plan_results(const tg_plan_prog *pg, tg_tensor *const *in, tg_tensor **out, int nout,
-                          bool into, tg_tensor **val, uint8_t *owned) {
+tg_status tg_plan_results(const tg_plan_prog *pg, tg_plan_rep *r, tg_tensor *const *in,
+                          tg_tensor **out, int nout, bool into) {
     tg_graph *g = pg->g;
+    tg_tensor **val = r->val;
+    uint8_t *owned = r->owned;
     tg_status st = copy_aside(pg, in, out, nout, into, val, owned);
     for (int i = 0; i < nout && st == TG_OK; i++) {
         tg_var *var = g->outputs.items[i];
@@ -812,11 +1013,11 @@ tg_status tg_plan_results(const tg_plan_prog *pg, tg_tensor *const *in, tg_tenso
     return st;
 }
 
-void tg_plan_unbind(const tg_plan_prog *pg, tg_tensor **val, uint8_t *owned) {
+void tg_plan_unbind(const tg_plan_prog *pg, tg_plan_rep *r) {
     for (int v = 0; v < pg->nvars; v++) {
-        if (owned[v]) tg_tensor_free(val[v]);
-        owned[v] = 0;
-        val[v] = NULL;
+        if (r->owned[v]) tg_tensor_free(r->val[v]);
+        r->owned[v] = 0;
+        r->val[v] = NULL;
     }
 }
 

@@ -21,6 +21,11 @@
  * buffers per updated state: a call passes the current one as the state's input and has
  * the backend write the new value into the other (`into`: the VM computes it there, no
  * copy); only a call that succeeded swaps them, so a failed call changes no state.
+ *
+ * Threads (tgraph.h, tg_fn_call): calls of a function without state go to the backend at
+ * once, and the VM and the C JIT run them at the same time, each on a replica of its own
+ * (src/backend/plan.h); calls of a function with state are serialized by mu, since every
+ * call reads the state the previous one left (and debug mode serializes its own).
  */
 #include "../backend/interp/interp.h"
 #include "../rewrite/rewrite.h"

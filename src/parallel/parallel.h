@@ -12,7 +12,9 @@
  *  - A pool runs one task at a time. A run asked for while another one is in flight (from
  *    inside fn, i.e. nested, or from a second thread) is not queued: it runs on the
  *    calling thread alone, as fn(arg, 0, 1). Kernels must therefore be correct for any
- *    nth >= 1, which they are by construction (ith of nth).
+ *    nth >= 1, which they are by construction (ith of nth). Concurrent calls of one
+ *    compiled function share its pool this way (measured against waiting for the pool
+ *    and against a pool per call: docs/vm.md, "Concurrent calls").
  *  - Workers spin on an atomic for a short while after each task, then sleep on a
  *    condition variable; a run wakes only sleeping workers.
  */

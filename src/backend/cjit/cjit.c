@@ -21,8 +21,13 @@
  * values of a self-allocating op, p->dynamic) runs on the VM, which runs such nodes at
  * run time; shapes computed by small arithmetic on input shapes are known at plan time.
  *
- * Invariants: calls of one function are serialized (a mutex), as the VM's; results equal
- * the VM's up to the rounding of libm's float functions (expf, ...) and summation order.
+ * Calls run on replicas (plan.h), as the VM's: the replica (cj_rep) holds the call's
+ * values as generated code sees them (rv), the runtime record it is handed (rt, whose host
+ * is the replica) and the first failure of a call-back, so calls from several threads run
+ * the generated code at the same time, each on its own replica. The VM that runs the
+ * dynamic signatures is made once, under mu, and has replicas of its own.
+ * Invariants: results equal the VM's up to the rounding of libm's float functions (expf,
+ * ...) and summation order.
  */
 #include "cjit.h"
 #include "../plan.h"
@@ -40,28 +45,30 @@ struct tg_cj {
     tg_ctx *ctx;
     tg_graph *g; /* borrowed */
     tg_compile_opts opts;
-    tg_plan_prog pg; /* the program, its plans, the pool */
+    tg_plan_prog pg; /* the program, its plans, the pool, the replicas */
     uint8_t *how;    /* per instruction: TG_CJ_EW, TG_CJ_CALL, TG_CJ_RED or TG_CJ_KERNEL */
-    pthread_mutex_t mu;
     tg_cj_lib lib;
     int (*main)(tg_rt *rt);
-    tg_vm *vm; /* for dynamic signatures, made when first needed */
     tg_cj_after_fn after;
     void *after_ud;
-    /* per call (under mu) */
-    tg_plan *cur;    /* the call's plan */
-    tg_status st;    /* the first failure of a call-back */
-    tg_tensor **val; /* per var: its value (tg_plan_bind) */
-    uint8_t *owned;  /* per var: this call frees val[v] */
-    tg_rt_val *rv;   /* per var: val as generated code sees it (set_val keeps them equal) */
-    tg_rt rt;        /* what generated code gets */
+    pthread_mutex_t mu; /* guards vm */
+    tg_vm *vm;          /* for dynamic signatures, made when first needed */
 };
+
+/* What one call writes (a replica, plan.h). */
+typedef struct cj_rep {
+    tg_plan_rep base; /* first: the values (val, owned), the plans' memory */
+    tg_cj *cj;
+    tg_status st;  /* the first failure of a call-back */
+    tg_rt_val *rv; /* per var: val as generated code sees it (set_val keeps them equal) */
+    tg_rt rt;      /* what generated code gets (host: this replica) */
+} cj_rep;
 
 /* ---- values ---- */
 
-static void set_val(tg_cj *cj, int v, tg_tensor *t) {
-    cj->val[v] = t;
-    tg_rt_val *r = &cj->rv[v];
+static void set_val(cj_rep *R, int v, tg_tensor *t) {
+    R->base.val[v] = t;
+    tg_rt_val *r = &R->rv[v];
     if (!t) {
         r->data = NULL;
         return;
@@ -77,36 +84,37 @@ static void set_val(tg_cj *cj, int v, tg_tensor *t) {
 /* ---- call-backs ---- */
 
 /* Runs instruction i with the library's kernel (the VM's kernel classes). */
-static tg_status run_kernel(tg_cj *cj, int i) {
-    tg_plan *p = cj->cur;
+static tg_status run_kernel(cj_rep *R, int i) {
+    tg_cj *cj = R->cj;
+    const tg_plan_mem *m = R->base.mem;
+    const tg_plan *p = m->plan;
     tg_node *n = cj->pg.order[i];
-    tg_pool *pool = cj->pg.pool;
-    vm_lane ln = {cj->pg.args,
-                  cj->pg.argt,
-                  pool,
-                  pool ? tg_pool_size(pool) : 1,
-                  p->ws.buf ? p->ws.buf->data : NULL,
+    vm_lane ln = {R->base.args,
+                  R->base.argt,
+                  R->base.pool,
+                  R->base.nthreads,
+                  m->ws.buf ? m->ws.buf->data : NULL,
                   cj->pg.sub};
     uint64_t copies = 0;
     tg_status st =
-        tg_vm_run_node(cj->ctx, cj->g, p, cj->val, n, tg_vm_info(&cj->pg, i), &ln, &copies);
+        tg_vm_run_node(cj->ctx, cj->g, p, R->base.val, n, tg_vm_info(&cj->pg, i), &ln, &copies);
     if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
     for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free */
-        set_val(cj, n->out[o]->id, ln.args[n->nin + o]);
-        cj->owned[n->out[o]->id] = 1;
+        set_val(R, n->out[o]->id, ln.args[n->nin + o]);
+        R->base.owned[n->out[o]->id] = 1;
     }
     return TG_OK;
 }
 
-/* A view made by generated code: its tensor is the plan's slot for it (no allocation),
+/* A view made by generated code: its tensor is the replica's slot for it (no allocation),
  * over the buffer of the value it views. */
 static int cb_view(tg_rt *rt, int i) {
-    tg_cj *cj = rt->host;
-    tg_node *n = cj->pg.order[i];
+    cj_rep *R = rt->host;
+    tg_node *n = R->cj->pg.order[i];
     int v = n->out[0]->id;
-    const tg_tensor *src = cj->val[n->in[0]->id];
-    const tg_rt_val *r = &cj->rv[v];
-    tg_tensor *t = &cj->cur->tens[v];
+    const tg_tensor *src = R->base.val[n->in[0]->id];
+    const tg_rt_val *r = &R->rv[v];
+    tg_tensor *t = &R->base.mem->tens[v];
     int64_t es = (int64_t)tg_dtype_size(src->dtype);
     t->dtype = src->dtype;
     t->ndim = r->ndim;
@@ -116,14 +124,14 @@ static int cb_view(tg_rt *rt, int i) {
     }
     t->buf = src->buf;
     t->offset = src->offset + (r->data - (char *)tg_tensor_data(src)) / es;
-    cj->val[v] = t;
+    R->base.val[v] = t;
     return 0;
 }
 
 static int cb_kernel(tg_rt *rt, int i) {
-    tg_cj *cj = rt->host;
-    cj->st = run_kernel(cj, i);
-    return cj->st != TG_OK;
+    cj_rep *R = rt->host;
+    R->st = run_kernel(R, i);
+    return R->st != TG_OK;
 }
 
 /* The elementwise loop driver: the broadcast iteration space of the node's outputs. */
@@ -176,16 +184,17 @@ static void ew_task(void *arg, int ith, int nth) {
 }
 
 static int cb_ew(tg_rt *rt, int i, tg_rt_loop loop, const tg_rt_num *nums, int cost) {
-    tg_cj *cj = rt->host;
-    tg_node *n = cj->pg.order[i];
-    tg_tensor *o0 = cj->val[n->out[0]->id];
+    cj_rep *R = rt->host;
+    tg_node *n = R->cj->pg.order[i];
+    tg_tensor *const *val = R->base.val;
+    tg_tensor *o0 = val[n->out[0]->id];
     int nd = o0->ndim;
     ew_job J;
     J.loop = loop;
     J.k = nums;
     J.na = n->nout + n->nin;
     for (int o = 1; o < n->nout; o++) { /* outputs of one shape only */
-        const tg_tensor *t = cj->val[n->out[o]->id];
+        const tg_tensor *t = val[n->out[o]->id];
         bool same = t->ndim == nd;
         for (int d = 0; same && d < nd; d++) same = t->shape[d] == o0->shape[d];
         if (!same) return cb_kernel(rt, i);
@@ -195,8 +204,8 @@ static int cb_ew(tg_rt *rt, int i, tg_rt_loop loop, const tg_rt_num *nums, int c
     if (total == 0) return 0;
     J.n = total;
     tg_tensor *ops[64];
-    for (int o = 0; o < n->nout; o++) ops[o] = cj->val[n->out[o]->id];
-    for (int k = 0; k < n->nin; k++) ops[n->nout + k] = cj->val[n->in[k]->id];
+    for (int o = 0; o < n->nout; o++) ops[o] = val[n->out[o]->id];
+    for (int k = 0; k < n->nin; k++) ops[n->nout + k] = val[n->in[k]->id];
     int64_t esz[64];
     for (int k = 0; k < J.na; k++) {
         esz[k] = (int64_t)tg_dtype_size(ops[k]->dtype);
@@ -227,10 +236,10 @@ static int cb_ew(tg_rt *rt, int i, tg_rt_loop loop, const tg_rt_num *nums, int c
     }
     J.nd = m;
     int64_t work = total * (cost > 0 ? cost : 1);
-    int nth = cj->pg.pool ? tg_pool_size(cj->pg.pool) : 1;
+    int nth = R->base.nthreads;
     if (nth > 1 && work >= SPLIT_WORK) {
         int64_t want = work / (SPLIT_WORK / 2);
-        tg_pool_run_n(cj->pg.pool, want < nth ? (int)want : nth, ew_task, &J);
+        tg_pool_run_n(R->base.pool, want < nth ? (int)want : nth, ew_task, &J);
     } else {
         ew_range(&J, 0, total);
     }
@@ -293,12 +302,13 @@ static void red_task(void *arg, int ith, int nth) {
 }
 
 static int cb_red(tg_rt *rt, int i, red_loop loop, const tg_rt_num *nums, int cost, unsigned red) {
-    tg_cj *cj = rt->host;
-    tg_node *n = cj->pg.order[i];
+    cj_rep *R = rt->host;
+    tg_node *n = R->cj->pg.order[i];
+    tg_tensor *const *val = R->base.val;
     if (n->nin > 32 || n->nout > 32) return cb_kernel(rt, i);
     int nd = 0;
     for (int k = 0; k < n->nin; k++)
-        if (cj->val[n->in[k]->id]->ndim > nd) nd = cj->val[n->in[k]->id]->ndim;
+        if (val[n->in[k]->id]->ndim > nd) nd = val[n->in[k]->id]->ndim;
     if (nd == 0 || (red >> nd) != 0 || !(red >> (nd - 1) & 1u)) return cb_kernel(rt, i);
     red_job J;
     J.loop = loop;
@@ -310,7 +320,7 @@ static int cb_red(tg_rt *rt, int i, red_loop loop, const tg_rt_num *nums, int co
     for (int d = 0; d < nd; d++) {
         int64_t ext = 1;
         for (int k = 0; k < n->nin; k++) {
-            const tg_tensor *t = cj->val[n->in[k]->id];
+            const tg_tensor *t = val[n->in[k]->id];
             int a = d - (nd - t->ndim);
             if (a >= 0 && t->shape[a] != 1) ext = t->shape[a];
         }
@@ -318,7 +328,7 @@ static int cb_red(tg_rt *rt, int i, red_loop loop, const tg_rt_num *nums, int co
         int slot = r ? J.nr++ : J.nk++;
         (r ? J.rshape : J.kshape)[slot] = ext;
         for (int k = 0; k < n->nin; k++) {
-            const tg_tensor *t = cj->val[n->in[k]->id];
+            const tg_tensor *t = val[n->in[k]->id];
             int a = d - (nd - t->ndim);
             int64_t st =
                 a >= 0 && t->shape[a] != 1 ? t->strides[a] * (int64_t)tg_dtype_size(t->dtype) : 0;
@@ -330,20 +340,20 @@ static int cb_red(tg_rt *rt, int i, red_loop loop, const tg_rt_num *nums, int co
             J.nkept *= ext;
     }
     if (J.count == 0) return cb_kernel(rt, i); /* empty reductions: the kernel's rules */
-    for (int k = 0; k < n->nin; k++) J.ibase[k] = tg_tensor_data(cj->val[n->in[k]->id]);
+    for (int k = 0; k < n->nin; k++) J.ibase[k] = tg_tensor_data(val[n->in[k]->id]);
     for (int o = 0; o < n->nout; o++) {
-        tg_tensor *t = cj->val[n->out[o]->id];
+        tg_tensor *t = val[n->out[o]->id];
         if (tg_tensor_size(t) != J.nkept || !tg_tensor_is_contiguous(t)) return cb_kernel(rt, i);
         J.obase[o] = tg_tensor_data(t);
         J.osz[o] = (int64_t)tg_dtype_size(t->dtype);
     }
     if (J.nkept == 0) return 0;
     int64_t work = J.nkept * J.count * (cost > 0 ? cost : 1);
-    int nth = cj->pg.pool ? tg_pool_size(cj->pg.pool) : 1;
+    int nth = R->base.nthreads;
     if (nth > 1 && J.nkept > 1 && work >= SPLIT_WORK) {
         int64_t want = work / (SPLIT_WORK / 2);
         if (want > J.nkept) want = J.nkept;
-        tg_pool_run_n(cj->pg.pool, want < nth ? (int)want : nth, red_task, &J);
+        tg_pool_run_n(R->base.pool, want < nth ? (int)want : nth, red_task, &J);
     } else {
         red_range(&J, 0, J.nkept);
     }
@@ -369,16 +379,17 @@ static void rt_gemv(int f64, int ta, int64_t m, int64_t n, double alpha, const v
 }
 
 static int cb_after(tg_rt *rt, int i) {
-    tg_cj *cj = rt->host;
-    cj->st = cj->after(cj->after_ud, cj->pg.order[i], cj->val);
-    return cj->st != TG_OK;
+    cj_rep *R = rt->host;
+    tg_cj *cj = R->cj;
+    R->st = cj->after(cj->after_ud, cj->pg.order[i], R->base.val);
+    return R->st != TG_OK;
 }
 
 /* The program of a graph none of whose nodes has an emitter: the call-backs in order (what
  * the generated function would do, without compiling it). */
 static int kernels_only(tg_rt *rt) {
-    tg_cj *cj = rt->host;
-    for (int i = 0; i < cj->pg.norder; i++)
+    cj_rep *R = rt->host;
+    for (int i = 0; i < R->cj->pg.norder; i++)
         if (cb_kernel(rt, i) || TG_RT_AFTER(rt, i)) return 1;
     return 0;
 }
@@ -388,14 +399,11 @@ static int kernels_only(tg_rt *rt) {
 void tg_cj_free(tg_cj *cj) {
     if (!cj) return;
     tg_ctx *ctx = cj->ctx;
-    size_t nv = (size_t)cj->pg.nvars + 1, no = (size_t)cj->pg.norder + 1;
+    size_t no = (size_t)cj->pg.norder + 1;
     tg_vm_free(cj->vm);
     tg_plan_prog_fini(&cj->pg);
     tg_cj_lib_close(&cj->lib);
     tg_mem_free(ctx, cj->how, cj->how ? no : 0);
-    tg_mem_free(ctx, cj->val, cj->val ? sizeof *cj->val * nv : 0);
-    tg_mem_free(ctx, cj->owned, cj->owned ? nv : 0);
-    tg_mem_free(ctx, cj->rv, cj->rv ? sizeof *cj->rv * nv : 0);
     pthread_mutex_destroy(&cj->mu);
     tg_mem_free(ctx, cj, sizeof *cj);
 }
@@ -450,6 +458,31 @@ void tg_cj_set_sub(tg_cj *cj, const tg_subexec *sub) {
     if (cj->vm) tg_vm_set_sub(cj->vm, sub);
 }
 
+static tg_status rep_init(void *ud, tg_plan_rep *r) {
+    tg_cj *cj = ud;
+    cj_rep *R = (cj_rep *)r;
+    R->cj = cj;
+    R->rv = tg_mem_calloc(cj->ctx, sizeof *R->rv * (size_t)(cj->pg.nvars + 1));
+    if (!R->rv) return TG_ENOMEM;
+    R->rt.abi = TG_RT_ABI;
+    R->rt.host = R;
+    R->rt.val = R->rv;
+    R->rt.ew = cb_ew;
+    R->rt.kernel = cb_kernel;
+    R->rt.red = cb_red;
+    R->rt.view = cb_view;
+    R->rt.after = cj->after ? cb_after : NULL;
+    R->rt.gemm = rt_gemm;
+    R->rt.gemv = rt_gemv;
+    return TG_OK;
+}
+
+static void rep_fini(void *ud, tg_plan_rep *r) {
+    tg_cj *cj = ud;
+    cj_rep *R = (cj_rep *)r;
+    tg_mem_free(cj->ctx, R->rv, R->rv ? sizeof *R->rv * (size_t)(cj->pg.nvars + 1) : 0);
+}
+
 tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out) {
     static const tg_compile_opts none = {0};
     if (!opts) opts = &none;
@@ -462,13 +495,10 @@ tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out) {
     cj->g = g;
     cj->opts = *opts;
     tg_status st = tg_plan_prog_init(&cj->pg, g, opts, &tg_vm_kernels);
-    size_t nv = (size_t)cj->pg.nvars + 1, no = (size_t)cj->pg.norder + 1;
+    size_t no = (size_t)cj->pg.norder + 1;
     if (st == TG_OK) {
         cj->how = tg_mem_calloc(ctx, no);
-        cj->val = tg_mem_calloc(ctx, sizeof *cj->val * nv);
-        cj->owned = tg_mem_calloc(ctx, nv);
-        cj->rv = tg_mem_calloc(ctx, sizeof *cj->rv * nv);
-        if (!cj->how || !cj->val || !cj->owned || !cj->rv) st = TG_ENOMEM;
+        if (!cj->how) st = TG_ENOMEM;
     }
     if (st == TG_OK) st = cj_build(cj);
     if (st != TG_OK) {
@@ -478,24 +508,17 @@ tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out) {
     /* elementwise reuse only where no generated loop (restrict pointers) runs the node */
     for (int i = 0; i < cj->pg.norder; i++)
         cj->pg.reuse[i] = cj->how[i] == TG_CJ_KERNEL && tg_plan_reuse_ok(&cj->pg, i);
-    cj->rt.abi = TG_RT_ABI;
-    cj->rt.host = cj;
-    cj->rt.val = cj->rv;
-    cj->rt.ew = cb_ew;
-    cj->rt.kernel = cb_kernel;
-    cj->rt.red = cb_red;
-    cj->rt.view = cb_view;
-    cj->rt.after = NULL;
-    cj->rt.gemm = rt_gemm;
-    cj->rt.gemv = rt_gemv;
+    cj->pg.rep_size = sizeof(cj_rep);
+    cj->pg.rep_init = rep_init;
+    cj->pg.rep_fini = rep_fini;
+    cj->pg.rep_ud = cj;
     *out = cj;
     return TG_OK;
 }
 
 void tg_cj_set_after(tg_cj *cj, tg_cj_after_fn fn, void *ud) {
-    cj->after = fn;
+    cj->after = fn; /* before the first call: replicas made later see it */
     cj->after_ud = ud;
-    cj->rt.after = fn ? cb_after : NULL;
 }
 
 void tg_cj_counts(const tg_cj *cj, int *emitted, int *kernels) {
@@ -506,52 +529,58 @@ void tg_cj_counts(const tg_cj *cj, int *emitted, int *kernels) {
 }
 
 void tg_cj_get_stats(tg_cj *cj, tg_cj_stats *s) {
-    pthread_mutex_lock(&cj->mu);
     memset(s, 0, sizeof *s);
-    s->nplans = cj->pg.nplans;
-    s->vm = cj->vm != NULL;
     tg_plan *p = NULL;
-    for (int i = 0; i < cj->pg.nplans; i++)
-        if (!p || cj->pg.plans[i]->stamp > p->stamp) p = cj->pg.plans[i];
+    s->nplans = tg_plan_recent(&cj->pg, &p);
+    s->nreplicas = tg_plan_rep_count(&cj->pg);
+    pthread_mutex_lock(&cj->mu);
+    s->vm = cj->vm != NULL;
+    pthread_mutex_unlock(&cj->mu);
     for (int v = 0; p && v < cj->pg.nvars; v++) s->nplanned += p->cls[v] == TG_PLAN_PLANNED;
     s->dynamic = p && p->dynamic;
-    pthread_mutex_unlock(&cj->mu);
+    tg_plan_unref(&cj->pg, p);
 }
 
 /* ---- calls ---- */
 
-static tg_status call_locked(tg_cj *cj, tg_plan *p, tg_tensor *const *in, tg_tensor **out, int nout,
-                             bool into) {
-    tg_status st = tg_plan_bind(&cj->pg, p, in, out, nout, into, cj->val, cj->owned);
-    for (int v = 0; v < cj->pg.nvars; v++) set_val(cj, v, cj->val[v]); /* and rt->val */
+static tg_status call_rep(cj_rep *R, tg_tensor *const *in, tg_tensor **out, int nout, bool into) {
+    tg_cj *cj = R->cj;
+    tg_plan_rep *r = &R->base;
+    const tg_plan *p = r->mem->plan;
+    tg_status st = tg_plan_bind(&cj->pg, r, in, out, nout, into);
+    for (int v = 0; v < cj->pg.nvars; v++) set_val(R, v, r->val[v]); /* and rt->val */
     if (st != TG_OK) goto done;
     for (int v = 0; v < cj->pg.nvars; v++) { /* views made by generated code: their extents */
         if (p->cls[v] != TG_PLAN_KMADE) continue;
-        cj->rv[v].ndim = p->rt[v].ndim;
-        for (int d = 0; d < p->rt[v].ndim; d++) cj->rv[v].shape[d] = p->rt[v].shape[d];
+        R->rv[v].ndim = p->rt[v].ndim;
+        for (int d = 0; d < p->rt[v].ndim; d++) R->rv[v].shape[d] = p->rt[v].shape[d];
     }
     /* the generated program; values are released at the end of the call (buffers of
-     * planned values are the plan's, so nothing is freed early but views and kernel-made
-     * values, freed after their last use below) */
-    cj->cur = p;
-    cj->st = TG_OK;
-    cj->rt.nthreads = cj->pg.pool ? tg_pool_size(cj->pg.pool) : 1;
-    if (cj->main(&cj->rt) != 0) {
-        st = cj->st != TG_OK ? cj->st : tg_set_error(TG_EINTERNAL, "generated code failed");
+     * planned values are the replica's, so nothing is freed early but views and
+     * kernel-made values, freed after their last use below) */
+    R->st = TG_OK;
+    R->rt.nthreads = r->nthreads;
+    if (cj->main(&R->rt) != 0) {
+        st = R->st != TG_OK ? R->st : tg_set_error(TG_EINTERNAL, "generated code failed");
         goto done;
     }
-    st = tg_plan_results(&cj->pg, in, out, nout, into, cj->val, cj->owned);
+    st = tg_plan_results(&cj->pg, r, in, out, nout, into);
 done:
-    tg_plan_unbind(&cj->pg, cj->val, cj->owned);
+    tg_plan_unbind(&cj->pg, r);
     return st;
 }
 
-/* The VM for signatures the plan cannot cover (made once, on first need, under cj->mu). */
-static tg_status vm_fallback_make(tg_cj *cj) {
-    if (cj->vm) return TG_OK;
-    tg_status st = tg_vm_new(cj->g, &cj->opts, &cj->vm);
-    if (st == TG_OK && cj->after) tg_vm_set_hook(cj->vm, cj->after, cj->after_ud);
-    if (st == TG_OK) tg_vm_set_sub(cj->vm, cj->pg.sub);
+/* The VM for signatures the plan cannot cover (made once, on first need). */
+static tg_status vm_fallback(tg_cj *cj, tg_vm **out) {
+    pthread_mutex_lock(&cj->mu);
+    tg_status st = TG_OK;
+    if (!cj->vm) {
+        st = tg_vm_new(cj->g, &cj->opts, &cj->vm);
+        if (st == TG_OK && cj->after) tg_vm_set_hook(cj->vm, cj->after, cj->after_ud);
+        if (st == TG_OK) tg_vm_set_sub(cj->vm, cj->pg.sub);
+    }
+    *out = cj->vm;
+    pthread_mutex_unlock(&cj->mu);
     return st;
 }
 
@@ -559,13 +588,17 @@ tg_status tg_cj_call(tg_cj *cj, tg_tensor *const *in, int nin, tg_tensor **out, 
                      bool into) {
     tg_plan_outs o;
     if (tg_plan_outs_begin(cj->ctx, &o, out, nout, into) != TG_OK) return TG_ENOMEM;
-    pthread_mutex_lock(&cj->mu);
-    tg_plan *p = NULL;
-    tg_status st = tg_plan_get(&cj->pg, in, &p);
-    bool dyn = st == TG_OK && p->dynamic;
-    if (st == TG_OK && !dyn) st = call_locked(cj, p, in, out, nout, into);
-    if (dyn) st = vm_fallback_make(cj);
-    pthread_mutex_unlock(&cj->mu);
-    if (dyn && st == TG_OK) st = tg_vm_call(cj->vm, in, nin, out, nout, into); /* own lock */
+    tg_plan_rep *r = NULL;
+    tg_status st = tg_plan_rep_take(&cj->pg, &r);
+    bool dyn = false;
+    if (st == TG_OK) {
+        st = tg_plan_get(&cj->pg, r, in);
+        dyn = st == TG_OK && r->mem->plan->dynamic;
+        if (st == TG_OK && !dyn) st = call_rep((cj_rep *)r, in, out, nout, into);
+        tg_plan_rep_give(&cj->pg, r);
+    }
+    tg_vm *vm = NULL;
+    if (dyn) st = vm_fallback(cj, &vm);
+    if (dyn && st == TG_OK) st = tg_vm_call(vm, in, nin, out, nout, into);
     return tg_plan_outs_end(cj->ctx, &o, out, st);
 }

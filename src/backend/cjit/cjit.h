@@ -3,7 +3,8 @@
  *   emit.c    the per-op emitter registry and the whole-graph C source (deterministic)
  *   cache.c   the compiler driver (system cc) and the per-user on-disk cache of .so files
  *   cjit.c    the backend object: the runtime call-backs of tg_rt.h, calls (over the
- *             memory plan of src/backend/plan.c, shared with the VM)
+ *             memory plan of src/backend/plan.c, shared with the VM, each call on a
+ *             replica of its own, so calls from several threads run at the same time)
  *   debug.c   debug mode: every node checked against its reference kernel
  *
  * tg_graph_compile (src/driver/compile.c) hands TG_MODE_C graphs, already rewritten, to
@@ -104,10 +105,11 @@ void tg_cj_set_after(tg_cj *cj, tg_cj_after_fn fn, void *ud);
 void tg_cj_counts(const tg_cj *cj, int *emitted, int *kernels);
 /* What the cached plans hold (tests, diagnostics): the most recently used plan. */
 typedef struct tg_cj_stats {
-    int nplans;   /* plans cached (src/backend/plan.c) */
-    int nplanned; /* values of the most recent plan living in its blocks */
-    bool dynamic; /* that plan is dynamic: its signature runs on the VM */
-    bool vm;      /* some signature has run on the VM */
+    int nplans;    /* plans cached (src/backend/plan.c) */
+    int nreplicas; /* replicas made so far: the most calls that ran at once */
+    int nplanned;  /* values of the most recent plan living in its blocks */
+    bool dynamic;  /* that plan is dynamic: its signature runs on the VM */
+    bool vm;       /* some signature has run on the VM */
 } tg_cj_stats;
 void tg_cj_get_stats(tg_cj *cj, tg_cj_stats *s);
 

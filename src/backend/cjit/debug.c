@@ -17,8 +17,9 @@
  *
  * Threads: the fields below mu hold the state of one call (the pending node, its reference
  * outputs and input checksums, the leaf values), so tg_dbg_call holds mu for the whole call,
- * before it writes any of them; calls of one function are serialized, as the backends'
- * own calls are (mu is always taken before the backend's lock).
+ * before it writes any of them: calls of one debug-mode function are serialized, and the
+ * backend it checks (which could run calls at the same time, each on a replica) sees one
+ * at a time (mu is always taken before the backend's locks).
  *
  * Inputs: a node may have any number of inputs; the checksum and input arrays are sized
  * for the node with the most. The op record's destroys mask has one bit per input for the

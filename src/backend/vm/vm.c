@@ -8,6 +8,13 @@
  * plan's runs hook: values used in a run die at its end, one workspace slice per worker);
  * DYNAMIC instructions run as the interpreter runs them (inference at run time, reference
  * kernel, a new tensor), freed after their last use.
+ *
+ * Calls run on replicas (plan.h): the VM's replica (vm_rep) adds the run-time types of
+ * DYNAMIC values, the state of concurrent runs (dependency counts, the ready queue, each
+ * worker's argument slots) and the profile counts of the call, which are added to the
+ * VM's totals (under mu) when the call ends. The program, its plans and the scheduler's
+ * graph (vm_sched) are only read by calls. Calls with a hook (debug mode) are serialized
+ * by their caller (src/backend/cjit/debug.c).
  * Invariants: owned[v] marks exactly the tensors this call must free; a value is released
  * after its last use (rel lists), or after the concurrent run holding it.
  */
@@ -24,27 +31,47 @@ typedef struct vm_ins {
     tg_node *node;       /* the node */
     const tg_op_def *op; /* its record */
     vm_ins_info *info;   /* kernel class and its data (the program's, pg.info) */
-    double seconds;      /* profile: time spent */
-    long calls;          /* profile: runs */
-    uint64_t bytes;      /* profile: bytes read and written, summed over runs */
-    uint64_t copies;     /* profile: operands copied by the kernel (BLAS layouts) */
 } vm_ins;
+
+/* Profile counts of one instruction. */
+typedef struct vm_prof {
+    double seconds;  /* time spent */
+    long calls;      /* runs */
+    uint64_t bytes;  /* bytes read and written, summed over runs */
+    uint64_t copies; /* operands copied by the kernel (BLAS layouts) */
+} vm_prof;
 
 struct tg_vm {
     tg_ctx *ctx;
     tg_graph *g;     /* borrowed */
-    tg_plan_prog pg; /* the program, its plans, the pool */
+    tg_plan_prog pg; /* the program, its plans, the pool, the replicas */
     vm_ins *ins;     /* one per instruction of pg.order */
     bool profile;
-    pthread_mutex_t mu; /* one call at a time */
     tg_vm_hook_fn hook; /* debug mode: called after every instruction */
     void *hook_ud;
-    /* per-call state (under mu) */
-    tg_tensor **val;        /* per var */
-    uint8_t *owned;         /* per var: this call frees val[v] */
-    tg_type *drt;           /* per var: run-time type of DYNAMIC values */
-    struct vm_sched *sched; /* concurrent runs of independent nodes (NULL until needed) */
+    struct vm_sched *sched; /* concurrent runs of independent nodes (NULL until a plan has
+                               one; made under pg.mu) */
+    pthread_mutex_t mu;     /* guards the totals below */
+    vm_prof *prof;          /* profile: per instruction, over every call so far */
+    long branch_runs;       /* concurrent runs executed (all calls) */
+    long branch_nodes;      /* instructions executed in them */
+    long branch_overlapped; /* of those, started while another instruction of the run ran */
 };
+
+/* What one call of the VM writes (a replica, plan.h). */
+typedef struct vm_rep {
+    tg_plan_rep base; /* first: the values, the plans' memory */
+    tg_vm *vm;
+    tg_type *drt;  /* per var: run-time type of DYNAMIC values */
+    vm_prof *prof; /* profile: this call's counts (zeroed when added to the VM's) */
+    /* concurrent runs (made for the replica's first one) */
+    atomic_int *cnt;              /* per instruction: predecessors not yet finished */
+    atomic_int *q;                /* ready queue of a run: instructions, -1 until pushed */
+    tg_tensor **args;             /* per worker: maxargs argument slots */
+    tg_type *argt;                /* per worker: their types */
+    int nw;                       /* workers those were made for */
+    long runs, nodes, overlapped; /* this call's concurrent runs (added to the VM's) */
+} vm_rep;
 
 /* ---- helpers ---- */
 
@@ -60,11 +87,12 @@ static tg_status node_fail(const tg_vm *vm, const tg_node *n, tg_status st, cons
 
 /* After instruction i (checked builds): TG_EINTERNAL naming its node and output types when
  * it wrote past the end of a block (its own or another's); the guard is then restored. */
-static tg_status guard_check(const tg_vm *vm, tg_plan *p, int i) {
+static tg_status guard_check(const tg_vm *vm, tg_plan_mem *m, int i) {
     size_t k = 0;
-    int b = tg_plan_guard_find(p, &k);
+    int b = tg_plan_guard_find(m, &k);
     if (b < -1) return TG_OK;
-    const tg_plan_block *blk = b < 0 ? &p->ws : &p->blocks[b];
+    const tg_plan *p = m->plan;
+    const tg_plan_block *blk = b < 0 ? &m->ws : &m->blocks[b];
     const tg_node *n = vm->ins[i].node;
     char where[256], types[256] = "", ty[64];
     tg_plan_node_where(vm->g, n, where, sizeof where);
@@ -84,17 +112,17 @@ static tg_status guard_check(const tg_vm *vm, tg_plan *p, int i) {
 
 static void sched_free(tg_vm *vm);
 static tg_status plan_branches(void *ud, tg_plan *p);
+static tg_status rep_init(void *ud, tg_plan_rep *r);
+static void rep_fini(void *ud, tg_plan_rep *r);
 
 void tg_vm_free(tg_vm *vm) {
     if (!vm) return;
     tg_ctx *ctx = vm->ctx;
-    size_t nv = (size_t)vm->pg.nvars + 1, no = (size_t)vm->pg.norder + 1;
+    size_t no = (size_t)vm->pg.norder + 1;
     sched_free(vm);
     tg_plan_prog_fini(&vm->pg);
     tg_mem_free(ctx, vm->ins, vm->ins ? sizeof *vm->ins * no : 0);
-    tg_mem_free(ctx, vm->val, vm->val ? sizeof *vm->val * nv : 0);
-    tg_mem_free(ctx, vm->owned, vm->owned ? sizeof *vm->owned * nv : 0);
-    tg_mem_free(ctx, vm->drt, vm->drt ? sizeof *vm->drt * nv : 0);
+    tg_mem_free(ctx, vm->prof, vm->prof ? sizeof *vm->prof * no : 0);
     pthread_mutex_destroy(&vm->mu);
     tg_mem_free(ctx, vm, sizeof *vm);
 }
@@ -116,13 +144,11 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
     vm->g = g;
     vm->profile = opts && opts->profile;
     tg_status st = tg_plan_prog_init(&vm->pg, g, opts, &tg_vm_kernels);
-    size_t nv = (size_t)vm->pg.nvars + 1, no = (size_t)vm->pg.norder + 1;
+    size_t no = (size_t)vm->pg.norder + 1;
     if (st == TG_OK) {
         vm->ins = tg_mem_calloc(ctx, sizeof *vm->ins * no);
-        vm->val = tg_mem_calloc(ctx, sizeof *vm->val * nv);
-        vm->owned = tg_mem_calloc(ctx, sizeof *vm->owned * nv);
-        vm->drt = tg_mem_calloc(ctx, sizeof *vm->drt * nv);
-        if (!vm->ins || !vm->val || !vm->owned || !vm->drt) st = TG_ENOMEM;
+        vm->prof = vm->profile ? tg_mem_calloc(ctx, sizeof *vm->prof * no) : NULL;
+        if (!vm->ins || (vm->profile && !vm->prof)) st = TG_ENOMEM;
     }
     if (st != TG_OK) {
         tg_vm_free(vm);
@@ -137,6 +163,10 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
     }
     vm->pg.runs = plan_branches;
     vm->pg.runs_ud = vm;
+    vm->pg.rep_size = sizeof(vm_rep);
+    vm->pg.rep_init = rep_init;
+    vm->pg.rep_fini = rep_fini;
+    vm->pg.rep_ud = vm;
     *out = vm;
     return TG_OK;
 }
@@ -159,17 +189,11 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
 #define VM_BRANCH_NODE_MAX ((size_t)8 << 20)   /* bytes moved by a node that runs alone */
 #define VM_BRANCH_MIN      ((size_t)128 << 10) /* bytes moved by a run worth running concurrently */
 
+/* The scheduler's graph: what every replica's concurrent runs read. */
 typedef struct vm_sched {
     int nw;              /* workers: the threads of the pool */
     int *prod;           /* per var: the instruction making it, or -1 */
     int *succ, *succ_at; /* per instruction: distinct readers, succ[succ_at[i]..succ_at[i+1]) */
-    atomic_int *cnt;     /* per instruction: predecessors not yet finished */
-    atomic_int *q;       /* ready queue of a run: instructions, -1 until pushed */
-    tg_tensor **args;    /* per worker: maxargs argument slots */
-    tg_type *argt;       /* per worker: their types */
-    long runs;           /* concurrent runs executed (all calls) */
-    long nodes;          /* instructions executed in them */
-    long overlapped;     /* of those, started while another instruction of the run ran */
 } vm_sched;
 
 static void sched_free(tg_vm *vm) {
@@ -177,15 +201,10 @@ static void sched_free(tg_vm *vm) {
     if (!sc) return;
     tg_ctx *ctx = vm->ctx;
     size_t nv = (size_t)vm->pg.nvars + 1, no = (size_t)vm->pg.norder + 1;
-    size_t na = (size_t)vm->pg.maxargs * (size_t)sc->nw;
     tg_mem_free(ctx, sc->prod, sc->prod ? sizeof *sc->prod * nv : 0);
     tg_mem_free(ctx, sc->succ,
                 sc->succ ? sizeof *sc->succ * (size_t)(sc->succ_at[vm->pg.norder] + 1) : 0);
     tg_mem_free(ctx, sc->succ_at, sc->succ_at ? sizeof *sc->succ_at * (no + 1) : 0);
-    tg_mem_free(ctx, sc->cnt, sc->cnt ? sizeof *sc->cnt * no : 0);
-    tg_mem_free(ctx, sc->q, sc->q ? sizeof *sc->q * no : 0);
-    tg_mem_free(ctx, sc->args, sc->args ? sizeof *sc->args * na : 0);
-    tg_mem_free(ctx, sc->argt, sc->argt ? sizeof *sc->argt * na : 0);
     tg_mem_free(ctx, sc, sizeof *sc);
     vm->sched = NULL;
 }
@@ -204,12 +223,11 @@ static int preds_of(const tg_vm *vm, const vm_sched *sc, int j, int *pr) {
     return np;
 }
 
-/* The scheduler's graph, made once per VM (for nw workers). */
+/* The scheduler's graph, made once per VM (for nw workers; under pg.mu). */
 static tg_status sched_get(tg_vm *vm, int nw) {
     if (vm->sched) return TG_OK;
     tg_ctx *ctx = vm->ctx;
     size_t nv = (size_t)vm->pg.nvars + 1, no = (size_t)vm->pg.norder + 1;
-    size_t na = (size_t)vm->pg.maxargs * (size_t)nw;
     vm_sched *sc = tg_mem_calloc(ctx, sizeof *sc);
     int *pr = tg_mem_alloc(ctx, sizeof *pr * (size_t)(vm->pg.maxargs + 1));
     if (!sc || !pr) {
@@ -221,11 +239,7 @@ static tg_status sched_get(tg_vm *vm, int nw) {
     sc->nw = nw;
     sc->prod = tg_mem_alloc(ctx, sizeof *sc->prod * nv);
     sc->succ_at = tg_mem_calloc(ctx, sizeof *sc->succ_at * (no + 1));
-    sc->cnt = tg_mem_calloc(ctx, sizeof *sc->cnt * no);
-    sc->q = tg_mem_calloc(ctx, sizeof *sc->q * no);
-    sc->args = tg_mem_calloc(ctx, sizeof *sc->args * na);
-    sc->argt = tg_mem_calloc(ctx, sizeof *sc->argt * na);
-    bool ok = sc->prod && sc->succ_at && sc->cnt && sc->q && sc->args && sc->argt;
+    bool ok = sc->prod && sc->succ_at;
     for (int v = 0; ok && v < vm->pg.nvars; v++) sc->prod[v] = -1;
     for (int i = 0; ok && i < vm->pg.norder; i++)
         for (int o = 0; o < vm->pg.order[i]->nout; o++) sc->prod[vm->pg.order[i]->out[o]->id] = i;
@@ -253,9 +267,9 @@ static tg_status sched_get(tg_vm *vm, int nw) {
     return TG_OK;
 }
 
-/* Whether instruction i of plan p may run concurrently with others, and the bytes it
- * moves (*bytes). */
-static bool branch_ok(const tg_vm *vm, const tg_plan *p, int i, size_t *bytes) {
+/* Whether instruction i of plan p may run concurrently with others (on nw workers), and the
+ * bytes it moves (*bytes). */
+static bool branch_ok(const tg_vm *vm, const tg_plan *p, int i, int nw, size_t *bytes) {
     const vm_ins *ins = &vm->ins[i];
     const tg_node *n = ins->node;
     *bytes = 0;
@@ -279,7 +293,6 @@ static bool branch_ok(const tg_vm *vm, const tg_plan *p, int i, size_t *bytes) {
     /* a node whose kernel splits its work over the pool runs alone with it: on one thread
        of a concurrent run it would take longer than the whole run's other work (the Adam
        update of a 784 x 256 layer, 5.6 MB, took 235 us there instead of 112 us alone) */
-    int nw = vm->pg.pool ? tg_pool_size(vm->pg.pool) : vm->pg.nthreads;
     switch (ins->info->kind) {
     case VM_BLAS: {
         if (n->nin > 8 || n->nout != 1) return false;
@@ -302,13 +315,15 @@ static bool branch_ok(const tg_vm *vm, const tg_plan *p, int i, size_t *bytes) {
     }
 }
 
-/* The plan's runs hook (tg_plan_prog.runs; ud is the VM): cuts plan p into concurrent runs
- * (p->seg_hi, p->npred; both stay NULL when there is none) and asks for one workspace slice
- * per worker. Needs the run-time types and classes; runs before blocks are assigned. */
+/* The plan's runs hook (tg_plan_prog.runs; ud is the VM; under pg.mu): cuts plan p into
+ * concurrent runs (p->seg_hi, p->npred; both stay NULL when there is none) and asks for one
+ * workspace slice per worker. Needs the run-time types and classes; runs before blocks are
+ * assigned. */
 static tg_status plan_branches(void *ud, tg_plan *p) {
     tg_vm *vm = ud;
     const char *env = getenv("TGRAPH_BRANCHES");
-    int nw = vm->pg.pool ? tg_pool_size(vm->pg.pool) : vm->pg.nthreads;
+    tg_pool *pool = atomic_load(&vm->pg.pool);
+    int nw = pool ? tg_pool_size(pool) : vm->pg.nthreads;
     if (nw < 2 || vm->hook || (env && strcmp(env, "0") == 0)) return TG_OK;
     tg_ctx *ctx = vm->ctx;
     size_t no = (size_t)vm->pg.norder + 1;
@@ -316,13 +331,13 @@ static tg_status plan_branches(void *ud, tg_plan *p) {
     int *pr = NULL;
     for (int lo = 0; lo < vm->pg.norder;) {
         size_t b, total = 0;
-        if (!branch_ok(vm, p, lo, &b)) {
+        if (!branch_ok(vm, p, lo, nw, &b)) {
             lo++;
             continue;
         }
         int hi = lo;
         bool wide = false; /* two instructions of the run are independent */
-        for (; hi < vm->pg.norder && branch_ok(vm, p, hi, &b); hi++) {
+        for (; hi < vm->pg.norder && branch_ok(vm, p, hi, nw, &b); hi++) {
             total += b;
             if (hi == lo || wide) continue;
             const tg_node *n = vm->pg.order[hi], *m = vm->pg.order[hi - 1];
@@ -437,20 +452,45 @@ tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_te
     return TG_OK;
 }
 
-/* Runs instruction i of a static plan. */
-static tg_status run_static(tg_vm *vm, tg_plan *p, int i, const vm_lane *ln) {
+/* Runs instruction i of a static plan on replica R. */
+static tg_status run_static(vm_rep *R, int i, const vm_lane *ln) {
+    tg_vm *vm = R->vm;
+    const tg_plan *p = R->base.mem->plan;
     vm_ins *ins = &vm->ins[i];
     tg_node *n = ins->node;
-    tg_status st = tg_vm_run_node(vm->ctx, vm->g, p, vm->val, n, ins->info, ln, &ins->copies);
+    uint64_t none = 0; /* copies are counted for the profile only */
+    uint64_t *copies = R->prof ? &R->prof[i].copies : &none;
+    tg_status st = tg_vm_run_node(vm->ctx, vm->g, p, R->base.val, n, ins->info, ln, copies);
     if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
     for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free */
         int v = n->out[o]->id;
         tg_tensor *t = ln->args[n->nin + o];
-        if (!p->known[v]) tg_plan_tensor_rt(&n->out[o]->type, t, &vm->drt[v]);
-        vm->val[v] = t;
-        vm->owned[v] = 1;
+        if (!p->known[v]) tg_plan_tensor_rt(&n->out[o]->type, t, &R->drt[v]);
+        R->base.val[v] = t;
+        R->base.owned[v] = 1;
     }
     return TG_OK;
+}
+
+static uint64_t ins_bytes(const vm_rep *R, const tg_plan *p, const tg_node *n) {
+    uint64_t b = 0;
+    for (int k = 0; k < n->nin; k++) {
+        int v = n->in[k]->id;
+        b += tg_plan_type_bytes(p->known[v] ? &p->rt[v] : &R->drt[v]);
+    }
+    for (int o = 0; o < n->nout; o++) {
+        int v = n->out[o]->id;
+        b += tg_plan_type_bytes(p->known[v] ? &p->rt[v] : &R->drt[v]);
+    }
+    return b;
+}
+
+/* Profile: instruction i ran from t0 (seconds) with status st. */
+static void prof_add(vm_rep *R, int i, double t0, tg_status st) {
+    vm_prof *pr = &R->prof[i];
+    pr->seconds += now_s() - t0;
+    pr->calls++;
+    if (st == TG_OK) pr->bytes += ins_bytes(R, R->base.mem->plan, R->vm->ins[i].node);
 }
 
 /* ---- concurrent runs of independent nodes (run side) ----
@@ -463,13 +503,12 @@ static tg_status run_static(tg_vm *vm, tg_plan *p, int i, const vm_lane *ln) {
  * once, and a thread waiting on an empty slot never holds work others wait for. Writes
  * of an instruction reach its readers through that chain of acquire/release operations.
  * Each instruction runs on one thread (its kernels do not split); after a failure the
- * remaining ones are skipped. */
-
-static uint64_t ins_bytes(const tg_vm *vm, const tg_plan *p, const tg_node *n);
+ * remaining ones are skipped. The counts, the queue and the workers' argument slots are
+ * the replica's; when the pool is busy with another call's kernel, the whole run goes on
+ * the calling thread (tg_pool_run), in an order the queue keeps valid. */
 
 typedef struct vm_seg {
-    tg_vm *vm;
-    tg_plan *p;
+    vm_rep *R;
     int lo, hi;            /* the run: instructions [lo, hi) */
     atomic_int head;       /* next queue slot to take */
     atomic_int tail;       /* next queue slot to fill */
@@ -484,22 +523,23 @@ typedef struct vm_seg {
 
 static void seg_push(vm_seg *S, int j) {
     int t = atomic_fetch_add_explicit(&S->tail, 1, memory_order_relaxed);
-    atomic_store_explicit(&S->vm->sched->q[S->lo + t], j, memory_order_release);
+    atomic_store_explicit(&S->R->q[S->lo + t], j, memory_order_release);
 }
 
 static void seg_task(void *arg, int ith, int nth) {
     (void)nth;
     vm_seg *S = arg;
-    tg_vm *vm = S->vm;
-    tg_plan *p = S->p;
-    vm_sched *sc = vm->sched;
+    vm_rep *R = S->R;
+    tg_vm *vm = R->vm;
+    const tg_plan_mem *m = R->base.mem;
+    const vm_sched *sc = vm->sched;
     TG_ASSERT(ith < sc->nw);
     size_t a0 = (size_t)ith * (size_t)vm->pg.maxargs;
-    vm_lane ln = {sc->args + a0,
-                  sc->argt + a0,
+    vm_lane ln = {R->args + a0,
+                  R->argt + a0,
                   NULL,
                   1,
-                  p->ws.buf ? (char *)p->ws.buf->data + (size_t)ith * p->ws_stride : NULL,
+                  m->ws.buf ? (char *)m->ws.buf->data + (size_t)ith * m->plan->ws_stride : NULL,
                   vm->pg.sub};
     int n = S->hi - S->lo;
     for (;;) {
@@ -507,7 +547,7 @@ static void seg_task(void *arg, int ith, int nth) {
         if (k >= n) break;
         int i;
         for (unsigned spin = 1;
-             (i = atomic_load_explicit(&sc->q[S->lo + k], memory_order_acquire)) < 0; spin++) {
+             (i = atomic_load_explicit(&R->q[S->lo + k], memory_order_acquire)) < 0; spin++) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
@@ -515,15 +555,10 @@ static void seg_task(void *arg, int ith, int nth) {
         }
         if (!atomic_load_explicit(&S->failed, memory_order_relaxed)) {
             if (atomic_fetch_add(&S->running, 1) > 0) atomic_fetch_add(&S->overlapped, 1);
-            double t0 = vm->profile ? now_s() : 0.0;
-            tg_status st = run_static(vm, p, i, &ln);
+            double t0 = R->prof ? now_s() : 0.0;
+            tg_status st = run_static(R, i, &ln);
             atomic_fetch_sub(&S->running, 1);
-            if (vm->profile) {
-                vm_ins *ins = &vm->ins[i];
-                ins->seconds += now_s() - t0;
-                ins->calls++;
-                if (st == TG_OK) ins->bytes += ins_bytes(vm, p, ins->node);
-            }
+            if (R->prof) prof_add(R, i, t0, st); /* each instruction runs on one thread */
             if (st != TG_OK) {
                 pthread_mutex_lock(&S->mu);
                 if (S->st == TG_OK || i < S->fail_at) {
@@ -537,18 +572,48 @@ static void seg_task(void *arg, int ith, int nth) {
         }
         for (int r = sc->succ_at[i]; r < sc->succ_at[i + 1]; r++) {
             int j = sc->succ[r];
-            if (j < S->hi && atomic_fetch_sub_explicit(&sc->cnt[j], 1, memory_order_acq_rel) == 1)
+            if (j < S->hi && atomic_fetch_sub_explicit(&R->cnt[j], 1, memory_order_acq_rel) == 1)
                 seg_push(S, j);
         }
     }
 }
 
-/* Runs instructions [lo, hi), a concurrent run of plan p, over the pool. */
-static tg_status run_branches(tg_vm *vm, tg_plan *p, int lo, int hi) {
-    vm_sched *sc = vm->sched;
+static void seg_free(vm_rep *R) {
+    tg_vm *vm = R->vm;
+    tg_ctx *ctx = vm->ctx;
+    size_t no = (size_t)vm->pg.norder + 1, na = (size_t)vm->pg.maxargs * (size_t)R->nw;
+    tg_mem_free(ctx, R->cnt, R->cnt ? sizeof *R->cnt * no : 0);
+    tg_mem_free(ctx, R->q, R->q ? sizeof *R->q * no : 0);
+    tg_mem_free(ctx, R->args, R->args ? sizeof *R->args * na : 0);
+    tg_mem_free(ctx, R->argt, R->argt ? sizeof *R->argt * na : 0);
+    R->cnt = R->q = NULL;
+    R->args = NULL;
+    R->argt = NULL;
+}
+
+/* The replica's state of concurrent runs, for the scheduler's workers (on its first run). */
+static tg_status seg_state(vm_rep *R) {
+    if (R->q) return TG_OK;
+    tg_vm *vm = R->vm;
+    tg_ctx *ctx = vm->ctx;
+    R->nw = vm->sched->nw;
+    size_t no = (size_t)vm->pg.norder + 1, na = (size_t)vm->pg.maxargs * (size_t)R->nw;
+    R->cnt = tg_mem_calloc(ctx, sizeof *R->cnt * no);
+    R->q = tg_mem_calloc(ctx, sizeof *R->q * no);
+    R->args = tg_mem_calloc(ctx, sizeof *R->args * na);
+    R->argt = tg_mem_calloc(ctx, sizeof *R->argt * na);
+    if (R->cnt && R->q && R->args && R->argt) return TG_OK;
+    seg_free(R);
+    return TG_ENOMEM;
+}
+
+/* Runs instructions [lo, hi), a concurrent run of the replica's plan, over the pool. */
+static tg_status run_branches(vm_rep *R, int lo, int hi) {
+    const tg_plan *p = R->base.mem->plan;
+    tg_status st = seg_state(R);
+    if (st != TG_OK) return st;
     vm_seg S;
-    S.vm = vm;
-    S.p = p;
+    S.R = R;
     S.lo = lo;
     S.hi = hi;
     atomic_init(&S.head, 0);
@@ -561,30 +626,32 @@ static tg_status run_branches(tg_vm *vm, tg_plan *p, int lo, int hi) {
     S.fail_at = hi;
     S.msg[0] = '\0';
     for (int i = lo; i < hi; i++) {
-        atomic_store_explicit(&sc->cnt[i], p->npred[i], memory_order_relaxed);
-        atomic_store_explicit(&sc->q[i], -1, memory_order_relaxed);
+        atomic_store_explicit(&R->cnt[i], p->npred[i], memory_order_relaxed);
+        atomic_store_explicit(&R->q[i], -1, memory_order_relaxed);
     }
     for (int i = lo; i < hi; i++)
         if (p->npred[i] == 0) seg_push(&S, i);
-    tg_pool_run(vm->pg.pool, seg_task, &S); /* publishes the above; returns after all ran */
+    tg_pool_run(R->base.pool, seg_task, &S); /* publishes the above; returns after all ran */
     pthread_mutex_destroy(&S.mu);
-    sc->runs++;
-    sc->nodes += hi - lo;
-    sc->overlapped += atomic_load(&S.overlapped);
+    R->runs++;
+    R->nodes += hi - lo;
+    R->overlapped += atomic_load(&S.overlapped);
     return S.st == TG_OK ? TG_OK : tg_set_error(S.st, "%s", S.msg);
 }
 
 /* Runs instruction i as the interpreter would: inference on the run-time types, new
  * outputs, the reference kernel. */
-static tg_status run_dynamic(tg_vm *vm, tg_plan *p, int i) {
-    vm_ins *ins = &vm->ins[i];
-    tg_node *n = ins->node;
-    tg_tensor **vin = vm->pg.args, **vout = vm->pg.args + n->nin;
-    tg_type *tin = vm->pg.argt, tout[TG_MAX_OUTS];
+static tg_status run_dynamic(vm_rep *R, int i) {
+    tg_vm *vm = R->vm;
+    const tg_plan *p = R->base.mem->plan;
+    tg_node *n = vm->ins[i].node;
+    tg_tensor **val = R->base.val;
+    tg_tensor **vin = R->base.args, **vout = R->base.args + n->nin;
+    tg_type *tin = R->base.argt, tout[TG_MAX_OUTS];
     for (int k = 0; k < n->nin; k++) {
         int v = n->in[k]->id;
-        vin[k] = vm->val[v];
-        tin[k] = p->known[v] ? p->rt[v] : vm->drt[v];
+        vin[k] = val[v];
+        tin[k] = p->known[v] ? p->rt[v] : R->drt[v];
         TG_ASSERT(vin[k] != NULL);
     }
     char msg[512];
@@ -595,69 +662,72 @@ static tg_status run_dynamic(tg_vm *vm, tg_plan *p, int i) {
     for (int o = 0; o < n->nout; o++) {
         int v = n->out[o]->id;
         TG_ASSERT(vout[o] != NULL);
-        tg_plan_tensor_rt(&n->out[o]->type, vout[o], &vm->drt[v]);
-        vm->val[v] = vout[o];
-        vm->owned[v] = 1;
+        tg_plan_tensor_rt(&n->out[o]->type, vout[o], &R->drt[v]);
+        val[v] = vout[o];
+        R->base.owned[v] = 1;
     }
     return TG_OK;
 }
 
-static uint64_t ins_bytes(const tg_vm *vm, const tg_plan *p, const tg_node *n) {
-    uint64_t b = 0;
-    for (int k = 0; k < n->nin; k++) {
-        int v = n->in[k]->id;
-        b += tg_plan_type_bytes(p->known[v] ? &p->rt[v] : &vm->drt[v]);
-    }
-    for (int o = 0; o < n->nout; o++) {
-        int v = n->out[o]->id;
-        b += tg_plan_type_bytes(p->known[v] ? &p->rt[v] : &vm->drt[v]);
-    }
-    return b;
-}
-
-static tg_status call_locked(tg_vm *vm, tg_tensor *const *in, tg_tensor **out, int nout,
-                             bool into) {
-    tg_plan *p = NULL;
-    tg_status st = tg_plan_get(&vm->pg, in, &p);
+static tg_status call_rep(vm_rep *R, tg_tensor *const *in, tg_tensor **out, int nout, bool into) {
+    tg_vm *vm = R->vm;
+    tg_plan_rep *r = &R->base;
+    tg_status st = tg_plan_get(&vm->pg, r, in);
     if (st != TG_OK) return st;
-    st = tg_plan_bind(&vm->pg, p, in, out, nout, into, vm->val, vm->owned);
+    tg_plan_mem *m = r->mem;
+    const tg_plan *p = m->plan;
+    st = tg_plan_bind(&vm->pg, r, in, out, nout, into);
     if (st != TG_OK) goto done;
     /* the program: in order, but concurrent runs (plan_branches) over the pool; values
      * are released after the last use, or after the concurrent run holding it */
-    vm_lane alone = {
-        vm->pg.args, vm->pg.argt, vm->pg.pool, vm->pg.nthreads, p->ws.buf ? p->ws.buf->data : NULL,
-        vm->pg.sub};
+    vm_lane alone = {r->args,   r->argt, r->pool, r->nthreads, m->ws.buf ? m->ws.buf->data : NULL,
+                     vm->pg.sub};
     for (int i = 0, hi; i < vm->pg.norder && st == TG_OK; i = hi) {
         hi = i + 1;
         if (p->seg_hi && p->seg_hi[i] > i && !vm->hook) {
             hi = p->seg_hi[i];
-            st = run_branches(vm, p, i, hi);
-            for (int j = i; j < hi && st == TG_OK && TG_PLAN_GUARD; j++) st = guard_check(vm, p, j);
+            st = run_branches(R, i, hi);
+            for (int j = i; j < hi && st == TG_OK && TG_PLAN_GUARD; j++) st = guard_check(vm, m, j);
         } else {
-            double t0 = vm->profile ? now_s() : 0.0;
-            st = p->dyn[i] ? run_dynamic(vm, p, i) : run_static(vm, p, i, &alone);
-            if (st == TG_OK && vm->hook) st = vm->hook(vm->hook_ud, vm->ins[i].node, vm->val);
-            if (st == TG_OK && TG_PLAN_GUARD) st = guard_check(vm, p, i);
-            if (vm->profile) {
-                vm_ins *ins = &vm->ins[i];
-                ins->seconds += now_s() - t0;
-                ins->calls++;
-                if (st == TG_OK) ins->bytes += ins_bytes(vm, p, ins->node);
-            }
+            double t0 = R->prof ? now_s() : 0.0;
+            st = p->dyn[i] ? run_dynamic(R, i) : run_static(R, i, &alone);
+            if (st == TG_OK && vm->hook) st = vm->hook(vm->hook_ud, vm->ins[i].node, r->val);
+            if (st == TG_OK && TG_PLAN_GUARD) st = guard_check(vm, m, i);
+            if (R->prof) prof_add(R, i, t0, st);
         }
-        for (int r = vm->pg.rel_at[i]; r < vm->pg.rel_at[hi] && st == TG_OK; r++) {
-            int v = vm->pg.rel[r];
-            if (vm->owned[v]) {
-                tg_tensor_free(vm->val[v]);
-                vm->owned[v] = 0;
+        for (int k = vm->pg.rel_at[i]; k < vm->pg.rel_at[hi] && st == TG_OK; k++) {
+            int v = vm->pg.rel[k];
+            if (r->owned[v]) {
+                tg_tensor_free(r->val[v]);
+                r->owned[v] = 0;
             }
-            vm->val[v] = NULL;
+            r->val[v] = NULL;
         }
     }
-    if (st == TG_OK) st = tg_plan_results(&vm->pg, in, out, nout, into, vm->val, vm->owned);
+    if (st == TG_OK) st = tg_plan_results(&vm->pg, r, in, out, nout, into);
 done:
-    tg_plan_unbind(&vm->pg, vm->val, vm->owned);
+    tg_plan_unbind(&vm->pg, r);
     return st;
+}
+
+/* Adds the call's counts (profile, concurrent runs) to the VM's totals. */
+static void counts_merge(vm_rep *R) {
+    tg_vm *vm = R->vm;
+    if (!R->prof && !R->runs) return;
+    pthread_mutex_lock(&vm->mu);
+    for (int i = 0; R->prof && i < vm->pg.norder; i++) {
+        vm_prof *a = &vm->prof[i], *b = &R->prof[i];
+        a->seconds += b->seconds;
+        a->calls += b->calls;
+        a->bytes += b->bytes;
+        a->copies += b->copies;
+        *b = (vm_prof){0};
+    }
+    vm->branch_runs += R->runs;
+    vm->branch_nodes += R->nodes;
+    vm->branch_overlapped += R->overlapped;
+    pthread_mutex_unlock(&vm->mu);
+    R->runs = R->nodes = R->overlapped = 0;
 }
 
 tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
@@ -665,10 +735,38 @@ tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, 
     (void)nin;
     tg_plan_outs o;
     if (tg_plan_outs_begin(vm->ctx, &o, out, nout, into) != TG_OK) return TG_ENOMEM;
-    pthread_mutex_lock(&vm->mu);
-    tg_status st = call_locked(vm, in, out, nout, into);
-    pthread_mutex_unlock(&vm->mu);
+    tg_plan_rep *r = NULL;
+    tg_status st = tg_plan_rep_take(&vm->pg, &r);
+    if (st == TG_OK) {
+        st = call_rep((vm_rep *)r, in, out, nout, into);
+        counts_merge((vm_rep *)r);
+        tg_plan_rep_give(&vm->pg, r);
+    }
     return tg_plan_outs_end(vm->ctx, &o, out, st);
+}
+
+/* ---- replicas ---- */
+
+static tg_status rep_init(void *ud, tg_plan_rep *r) {
+    tg_vm *vm = ud;
+    vm_rep *R = (vm_rep *)r;
+    size_t nv = (size_t)vm->pg.nvars + 1, no = (size_t)vm->pg.norder + 1;
+    R->vm = vm;
+    R->drt = tg_mem_calloc(vm->ctx, sizeof *R->drt * nv);
+    R->prof = vm->profile ? tg_mem_calloc(vm->ctx, sizeof *R->prof * no) : NULL;
+    return R->drt && (R->prof || !vm->profile) ? TG_OK : TG_ENOMEM;
+}
+
+/* Frees what rep_init and seg_state made. */
+static void rep_fini(void *ud, tg_plan_rep *r) {
+    tg_vm *vm = ud;
+    vm_rep *R = (vm_rep *)r;
+    tg_ctx *ctx = vm->ctx;
+    size_t nv = (size_t)vm->pg.nvars + 1, no = (size_t)vm->pg.norder + 1;
+    R->vm = vm; /* also after a failed rep_init */
+    seg_free(R);
+    tg_mem_free(ctx, R->drt, R->drt ? sizeof *R->drt * nv : 0);
+    tg_mem_free(ctx, R->prof, R->prof ? sizeof *R->prof * no : 0);
 }
 
 void tg_vm_set_hook(tg_vm *vm, tg_vm_hook_fn fn, void *ud) {
@@ -677,41 +775,41 @@ void tg_vm_set_hook(tg_vm *vm, tg_vm_hook_fn fn, void *ud) {
 }
 
 void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s) {
-    pthread_mutex_lock(&vm->mu);
     memset(s, 0, sizeof *s);
-    s->nplans = vm->pg.nplans;
+    tg_plan *p = NULL;
+    s->nplans = tg_plan_recent(&vm->pg, &p);
+    s->nreplicas = tg_plan_rep_count(&vm->pg);
+    pthread_mutex_lock(&vm->pg.mu);
     s->nthreads = vm->pg.nthreads;
+    pthread_mutex_unlock(&vm->pg.mu);
     s->isa = tg_vk_table_get(vm_isa(vm))->name;
     for (int i = 0; i < vm->pg.norder; i++) s->kinds[vm->ins[i].info->kind]++;
-    tg_plan *p = NULL;
-    for (int i = 0; i < vm->pg.nplans; i++)
-        if (!p || vm->pg.plans[i]->stamp > p->stamp) p = vm->pg.plans[i];
-    if (vm->sched) {
-        s->branch_runs = vm->sched->runs;
-        s->branch_nodes = vm->sched->nodes;
-        s->branch_overlapped = vm->sched->overlapped;
-    }
+    pthread_mutex_lock(&vm->mu);
+    s->branch_runs = vm->branch_runs;
+    s->branch_nodes = vm->branch_nodes;
+    s->branch_overlapped = vm->branch_overlapped;
+    pthread_mutex_unlock(&vm->mu);
     if (p) {
         s->nblocks = p->nblocks;
-        for (int b = 0; b < p->nblocks; b++) s->bytes += p->blocks[b].size;
+        for (int b = 0; b < p->nblocks; b++) s->bytes += p->bsize[b];
         for (int v = 0; v < vm->pg.nvars; v++) s->nplanned += p->cls[v] == TG_PLAN_PLANNED;
         for (int i = 0; i < vm->pg.norder; i++) {
             const tg_node *n = vm->pg.order[i];
             s->ndynamic += p->dyn[i];
             s->nallocating += !tg_op_table[n->op]->views && tg_plan_kmade(p, n);
         }
+        tg_plan_unref(&vm->pg, p);
     }
-    pthread_mutex_unlock(&vm->mu);
 }
 
 /* ---- profile ---- */
 
 void tg_vm_profile_reset(tg_vm *vm) {
     pthread_mutex_lock(&vm->mu);
-    for (int i = 0; i < vm->pg.norder; i++) {
-        vm->ins[i].seconds = 0;
-        vm->ins[i].calls = 0;
-        vm->ins[i].bytes = 0;
+    for (int i = 0; vm->prof && i < vm->pg.norder; i++) {
+        vm->prof[i].seconds = 0;
+        vm->prof[i].calls = 0;
+        vm->prof[i].bytes = 0;
     }
     pthread_mutex_unlock(&vm->mu);
 }
@@ -733,6 +831,9 @@ static const char *kind_name(const vm_ins *ins) {
 
 tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
     if (!vm->profile) return tg_set_error(TG_EINVAL, "the function was compiled without profiling");
+    pthread_mutex_lock(&vm->pg.mu);
+    int nth = vm->pg.nthreads;
+    pthread_mutex_unlock(&vm->pg.mu);
     pthread_mutex_lock(&vm->mu);
     int n = vm->pg.norder;
     int *idx = tg_mem_alloc(vm->ctx, sizeof *idx * (size_t)(n + 1));
@@ -740,14 +841,15 @@ tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
         pthread_mutex_unlock(&vm->mu);
         return TG_ENOMEM;
     }
+    const vm_prof *pr = vm->prof;
     double total = 0;
     for (int i = 0; i < n; i++) {
         idx[i] = i;
-        total += vm->ins[i].seconds;
+        total += pr[i].seconds;
     }
     for (int i = 1; i < n; i++) { /* insertion sort, most expensive first */
         int x = idx[i], j = i;
-        while (j > 0 && vm->ins[idx[j - 1]].seconds < vm->ins[x].seconds) {
+        while (j > 0 && pr[idx[j - 1]].seconds < pr[x].seconds) {
             idx[j] = idx[j - 1];
             j--;
         }
@@ -757,30 +859,31 @@ tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
             "calls", "total ms", "per call us", "share", "bytes/call");
     for (int r = 0; r < n; r++) {
         const vm_ins *ins = &vm->ins[idx[r]];
+        const vm_prof *q = &pr[idx[r]];
         char ty[TG_TYPE_STR_MAX], name[64];
         tg_type_str(&ins->node->out[0]->type, ty, sizeof ty);
         snprintf(name, sizeof name, "%s", ins->op->name);
-        double per = ins->calls ? ins->seconds / (double)ins->calls : 0.0;
+        double per = q->calls ? q->seconds / (double)q->calls : 0.0;
         fprintf(f, "%-6d %-14s %-7s %-22s %8ld %12.3f %12.3f %6.1f%% %12.0f\n", ins->node->id, name,
-                kind_name(ins), ty, ins->calls, ins->seconds * 1e3, per * 1e6,
-                total > 0 ? 100.0 * ins->seconds / total : 0.0,
-                ins->calls ? (double)ins->bytes / (double)ins->calls : 0.0);
+                kind_name(ins), ty, q->calls, q->seconds * 1e3, per * 1e6,
+                total > 0 ? 100.0 * q->seconds / total : 0.0,
+                q->calls ? (double)q->bytes / (double)q->calls : 0.0);
     }
     for (int r = 0; r < n; r++) { /* BLAS operands with no unit stride were copied */
         const vm_ins *ins = &vm->ins[idx[r]];
-        if (ins->copies)
+        if (pr[idx[r]].copies)
             fprintf(f,
                     "node %d (%s): %llu operand copies (a matrix with no unit stride, or a "
                     "negative one)\n",
-                    ins->node->id, ins->op->name, (unsigned long long)ins->copies);
+                    ins->node->id, ins->op->name, (unsigned long long)pr[idx[r]].copies);
     }
-    fprintf(f, "total: %.3f ms in %d nodes, %d thread%s, %s kernels%s\n", total * 1e3, n,
-            vm->pg.nthreads, vm->pg.nthreads == 1 ? "" : "s", tg_vk_table_get(vm_isa(vm))->name,
+    fprintf(f, "total: %.3f ms in %d nodes, %d thread%s, %s kernels%s\n", total * 1e3, n, nth,
+            nth == 1 ? "" : "s", tg_vk_table_get(vm_isa(vm))->name,
             tg_vk_have_sleef() ? " with SLEEF" : "");
-    if (vm->sched && vm->sched->runs) /* times of concurrent nodes overlap: shares add up
-                                         to more than the wall time */
+    if (vm->branch_runs) /* times of concurrent nodes overlap: shares add up to more than
+                            the wall time */
         fprintf(f, "concurrent runs: %ld, of %ld nodes, %ld started while another ran\n",
-                vm->sched->runs, vm->sched->nodes, vm->sched->overlapped);
+                vm->branch_runs, vm->branch_nodes, vm->branch_overlapped);
     tg_mem_free(vm->ctx, idx, sizeof *idx * (size_t)(n + 1));
     pthread_mutex_unlock(&vm->mu);
     return TG_OK;

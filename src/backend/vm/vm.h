@@ -19,7 +19,9 @@
  *    vkernels.h documents SLEEF's error bounds, and for float sums and dot products,
  *    whose summation order differs (each element's order is fixed: results do not depend
  *    on the thread count).
- *  - Calls of one VM are serialized (a mutex): its buffers are shared between calls.
+ *  - Calls of one VM run concurrently, each on a replica of its own (values, buffers,
+ *    workspace: src/backend/plan.h); the program and its plans are shared and read-only.
+ *    A VM with a hook (debug mode) is called one call at a time by its owner.
  *  - No kernel allocates; the plan does, before the run. Reference kernels get zeroed
  *    outputs, as the interpreter gives them.
  */
@@ -63,6 +65,7 @@ typedef struct tg_vm_stats {
     int nallocating; /* instructions of that plan, views aside, whose kernel allocates its
                         outputs at every call (self-allocating ops without a planned buffer) */
     int nthreads;    /* threads of the pool */
+    int nreplicas;   /* replicas made so far: the most calls that ran at once */
     const char *isa; /* kernel table used */
     int kinds[5];    /* instructions per kernel class (vm_kind) */
     /* concurrent runs of independent nodes, summed over calls (vm.c, plan_branches) */
