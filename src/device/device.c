@@ -175,13 +175,9 @@ static tg_status queue_event(tg_device *d, tg_event *e, bool record) {
     return st;
 }
 
-tg_status tg_device_record(tg_device *d, tg_event *e) {
-    return queue_event(d, e, true);
-}
+tg_status tg_device_record(tg_device *d, tg_event *e) { return queue_event(d, e, true); }
 
-tg_status tg_device_wait(tg_device *d, tg_event *e) {
-    return queue_event(d, e, false);
-}
+tg_status tg_device_wait(tg_device *d, tg_event *e) { return queue_event(d, e, false); }
 
 void tg_event_synchronize(tg_event *e) {
     pthread_mutex_lock(&e->mu);
@@ -201,9 +197,7 @@ tg_status tg_device_synchronize(tg_device *d) {
 
 /* ---- memory and copies ---- */
 
-void *tg_device_alloc(tg_device *d, size_t nbytes) {
-    return d->iface->alloc(d, nbytes);
-}
+void *tg_device_alloc(tg_device *d, size_t nbytes) { return d->iface->alloc(d, nbytes); }
 
 void tg_device_free(tg_device *d, void *p, size_t nbytes) {
     if (p) d->iface->free(d, p, nbytes);
@@ -235,8 +229,8 @@ static void copy_task(void *arg, tg_device *d) {
     free(j);
 }
 
-tg_status tg_device_copy_async(tg_device *dst_dev, void *dst, tg_device *src_dev,
-                               const void *src, size_t n) {
+tg_status tg_device_copy_async(tg_device *dst_dev, void *dst, tg_device *src_dev, const void *src,
+                               size_t n) {
     if (!dst_dev) dst_dev = tg_device_cpu();
     if (!src_dev) src_dev = tg_device_cpu();
     if (!dst_dev || !src_dev) return TG_EINVAL;
@@ -245,8 +239,7 @@ tg_status tg_device_copy_async(tg_device *dst_dev, void *dst, tg_device *src_dev
     if (!j) return tg_set_error(TG_ENOMEM, "out of memory: a copy of %zu bytes", n);
     *j = (copy_job){dst_dev, src_dev, dst, src, n};
     /* the queue of the side that is not the host (the destination's when both are) */
-    tg_device *q = !tg_device_is_host(dst_dev) || tg_device_is_host(src_dev) ? dst_dev
-                                                                             : src_dev;
+    tg_device *q = !tg_device_is_host(dst_dev) || tg_device_is_host(src_dev) ? dst_dev : src_dev;
     tg_status st = tg_device_submit(q, copy_task, j);
     if (st != TG_OK) free(j);
     return st;
@@ -259,8 +252,7 @@ tg_status tg_device_copy(tg_device *dst_dev, void *dst, tg_device *src_dev, cons
     if (!dst_dev || !src_dev) return TG_EINVAL;
     tg_status st = tg_device_copy_async(dst_dev, dst, src_dev, src, n);
     if (st != TG_OK) return st;
-    tg_device *q = !tg_device_is_host(dst_dev) || tg_device_is_host(src_dev) ? dst_dev
-                                                                             : src_dev;
+    tg_device *q = !tg_device_is_host(dst_dev) || tg_device_is_host(src_dev) ? dst_dev : src_dev;
     return tg_device_synchronize(q);
 }
 
@@ -305,8 +297,8 @@ static tg_status env_count(const char *var, int *out) {
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || *end || end == s || v < 0 || v > MAX_DEVICES)
-        return tg_set_error(TG_EINVAL, "%s=\"%s\": expected a device count from 0 to %d", var,
-                            s, MAX_DEVICES);
+        return tg_set_error(TG_EINVAL, "%s=\"%s\": expected a device count from 0 to %d", var, s,
+                            MAX_DEVICES);
     *out = (int)v;
     return TG_OK;
 }
@@ -407,12 +399,10 @@ tg_device *tg_device_find(const char *name) {
     char list[512] = "";
     size_t used = 0;
     for (int i = 0; i < n && used + 1 < sizeof list; i++) {
-        int w = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
-                         devs[i]->name);
+        int w = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", devs[i]->name);
         if (w < 0) break;
         used += (size_t)w < sizeof list - used ? (size_t)w : sizeof list - used - 1;
     }
-    tg_set_error(TG_EINVAL, "no device \"%s\" (the devices are: %s)", name ? name : "(null)",
-                 list);
+    tg_set_error(TG_EINVAL, "no device \"%s\" (the devices are: %s)", name ? name : "(null)", list);
     return NULL;
 }

@@ -68,15 +68,15 @@ typedef struct tg_device_iface {
 
 struct tg_device {
     const tg_device_iface *iface;
-    void *context;          /* the kind's own state */
-    char name[24];          /* "cpu", "cpu:1", "sim:0" */
-    tg_device_kind kind;    /* which iface */
-    int index;              /* position in the registry */
-    tg_device_cost cost;    /* hints for placement */
-    int first_thread;       /* its share of the host's thread ids (cpu: all of them) */
-    int nthreads;           /* queue thread included, >= 1 */
-    tg_pool *pool;          /* nthreads threads, the queue thread being ith 0 */
-    tg_queue *queue;        /* in-order tasks */
+    void *context;       /* the kind's own state */
+    char name[24];       /* "cpu", "cpu:1", "sim:0" */
+    tg_device_kind kind; /* which iface */
+    int index;           /* position in the registry */
+    tg_device_cost cost; /* hints for placement */
+    int first_thread;    /* its share of the host's thread ids (cpu: all of them) */
+    int nthreads;        /* queue thread included, >= 1 */
+    tg_pool *pool;       /* nthreads threads, the queue thread being ith 0 */
+    tg_queue *queue;     /* in-order tasks */
 };
 
 /* The devices there are (building the registry on first use from the environment).
@@ -91,9 +91,7 @@ tg_device *tg_device_cpu(void);
  * again too. No device of the old registry may be in use. */
 tg_status tg_device_configure(int host, int sim);
 /* Whether memory of `d` is the host's (cpu and cpu:i; d NULL means cpu). */
-static inline bool tg_device_is_host(const tg_device *d) {
-    return !d || d->kind != TG_DEVICE_SIM;
-}
+static inline bool tg_device_is_host(const tg_device *d) { return !d || d->kind != TG_DEVICE_SIM; }
 
 /* Memory through the device's iface. */
 void *tg_device_alloc(tg_device *d, size_t nbytes);
@@ -106,14 +104,14 @@ tg_status tg_device_submit(tg_device *d, tg_device_task fn, void *arg);
 /* Copies n bytes from src (memory of src_dev) to dst (memory of dst_dev); NULL devices
  * mean the cpu. Queued as the header says; the _async form returns once queued, the
  * other once copied. */
-tg_status tg_device_copy_async(tg_device *dst_dev, void *dst, tg_device *src_dev,
-                               const void *src, size_t n);
+tg_status tg_device_copy_async(tg_device *dst_dev, void *dst, tg_device *src_dev, const void *src,
+                               size_t n);
 tg_status tg_device_copy(tg_device *dst_dev, void *dst, tg_device *src_dev, const void *src,
                          size_t n);
 /* Waits on the host until every task submitted to d so far has run. */
 tg_status tg_device_synchronize(tg_device *d);
 
-tg_event *tg_event_new(void); /* NULL with TG_ENOMEM */
+tg_event *tg_event_new(void);    /* NULL with TG_ENOMEM */
 void tg_event_free(tg_event *e); /* no queue may still wait on it or record it */
 /* Records e at the current end of d's queue. */
 tg_status tg_device_record(tg_device *d, tg_event *e);

@@ -30,18 +30,13 @@ static void host_free(tg_device *d, void *p, size_t nbytes) {
     tg_mem_free(tg_ctx_default(), (char *)p - back, nbytes + HOST_ALIGN + sizeof(size_t));
 }
 
-static void host_copy(tg_device *d, void *dst, const void *src, size_t n) {
+static void host_copy(tg_device *d, void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+
+static void host_copy_peer(tg_device *d, void *dst, tg_device *src_dev, const void *src, size_t n) {
     memcpy(dst, src, n);
 }
 
-static void host_copy_peer(tg_device *d, void *dst, tg_device *src_dev, const void *src,
-                           size_t n) {
-    memcpy(dst, src, n);
-}
-
-static bool host_supports_op(const tg_device *d, int op) {
-    return op >= 0;
-}
+static bool host_supports_op(const tg_device *d, int op) { return op >= 0; }
 
 static const tg_device_iface host_iface = {
     .alloc = host_alloc,

@@ -1,7 +1,7 @@
 /* sim.c - `sim:K`, a simulated accelerator: the stand-in for a GPU until one can be
  * tested. Its memory is the device's own (each allocation its own anonymous mapping, never
- * the host's heap, so it starts zeroed), its queue runs on its own thread, and its transfers take the time a
- * bus would: the latency plus bytes over the bandwidth, measured from the start of the
+ * the host's heap, so it starts zeroed), its queue runs on its own thread, and its transfers take
+ * the time a bus would: the latency plus bytes over the bandwidth, measured from the start of the
  * copy and slept away after it.
  *
  * Settings (read when the registry is built; docs/devices.md):
@@ -124,8 +124,7 @@ static void sim_access(tg_device *d, const void *p, size_t n, int delta) {
     if (!s->protect || n == 0) return;
     pthread_mutex_lock(&s->mu);
     for (mapping *m = s->maps; m; m = m->next) {
-        if ((const char *)p < (char *)m->p || (const char *)p >= (char *)m->p + m->size)
-            continue;
+        if ((const char *)p < (char *)m->p || (const char *)p >= (char *)m->p + m->size) continue;
         int was = m->opens;
         m->opens += delta;
         if (was == 0 && m->opens == 1) mprotect(m->p, m->size, PROT_READ | PROT_WRITE);
@@ -173,8 +172,7 @@ static void sim_copy_out(tg_device *d, void *dst, const void *src, size_t n) {
 }
 
 /* From another sim (or within d): paced by d's link. */
-static void sim_copy_peer(tg_device *d, void *dst, tg_device *src_dev, const void *src,
-                          size_t n) {
+static void sim_copy_peer(tg_device *d, void *dst, tg_device *src_dev, const void *src, size_t n) {
     struct timespec t0 = now();
     sim_access(d, dst, n, 1);
     sim_access(src_dev, src, n, 1);
@@ -186,9 +184,7 @@ static void sim_copy_peer(tg_device *d, void *dst, tg_device *src_dev, const voi
 
 /* No kernel runs on a sim device yet: the scheduler that would open its memory around
  * host kernels does not exist, so it claims nothing. */
-static bool sim_supports_op(const tg_device *d, int op) {
-    return false;
-}
+static bool sim_supports_op(const tg_device *d, int op) { return false; }
 
 static void sim_fini(tg_device *d) {
     sim *s = d->context;
