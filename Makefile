@@ -4,7 +4,7 @@
 #   make demo       train the Fashion-MNIST example (installs the data when missing, as root)
 #   make demo-cli   the command-line tour: examples/demo.sh with build/tgraph
 #   make asan       build and test under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make tsan       run the pool, VM, memory-cap, debug-mode and concurrent-call tests under
+#   make tsan       run the pool, VM, memory-cap, debug-mode, concurrent-call and device tests under
 #                   ThreadSanitizer
 #   make fuzz       build the libFuzzer targets (clang, build-fuzz/); then run one with
 #                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)

@@ -28,9 +28,7 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static bool near(double a, double b) {
-    return fabs(a - b) <= 1e-12 * fabs(b);
-}
+static bool near(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b); }
 
 static void clear_env(void) {
     unsetenv("TGRAPH_HOST_DEVICES");
@@ -337,9 +335,7 @@ static void log_thread(void *arg, int ith, int nth) {
     atomic_store(&l->nth, nth);
 }
 
-static void pool_task(void *arg, tg_device *d) {
-    tg_pool_run(d->pool, log_thread, arg);
-}
+static void pool_task(void *arg, tg_device *d) { tg_pool_run(d->pool, log_thread, arg); }
 
 static void test_host_shares(void **state) {
     (void)state;
