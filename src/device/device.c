@@ -11,7 +11,6 @@
 #include "device.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +228,12 @@ static void copy_task(void *arg, tg_device *d) {
     free(j);
 }
 
+/* The queue a copy runs on: the side that is not the host (the destination's when both
+ * are, or neither is). */
+static tg_device *copy_queue(tg_device *dst_dev, tg_device *src_dev) {
+    return !tg_device_is_host(dst_dev) || tg_device_is_host(src_dev) ? dst_dev : src_dev;
+}
+
 tg_status tg_device_copy_async(tg_device *dst_dev, void *dst, tg_device *src_dev, const void *src,
                                size_t n) {
     if (!dst_dev) dst_dev = tg_device_cpu();
@@ -238,9 +243,7 @@ tg_status tg_device_copy_async(tg_device *dst_dev, void *dst, tg_device *src_dev
     copy_job *j = malloc(sizeof *j);
     if (!j) return tg_set_error(TG_ENOMEM, "out of memory: a copy of %zu bytes", n);
     *j = (copy_job){dst_dev, src_dev, dst, src, n};
-    /* the queue of the side that is not the host (the destination's when both are) */
-    tg_device *q = !tg_device_is_host(dst_dev) || tg_device_is_host(src_dev) ? dst_dev : src_dev;
-    tg_status st = tg_device_submit(q, copy_task, j);
+    tg_status st = tg_device_submit(copy_queue(dst_dev, src_dev), copy_task, j);
     if (st != TG_OK) free(j);
     return st;
 }
@@ -252,8 +255,7 @@ tg_status tg_device_copy(tg_device *dst_dev, void *dst, tg_device *src_dev, cons
     if (!dst_dev || !src_dev) return TG_EINVAL;
     tg_status st = tg_device_copy_async(dst_dev, dst, src_dev, src, n);
     if (st != TG_OK) return st;
-    tg_device *q = !tg_device_is_host(dst_dev) || tg_device_is_host(src_dev) ? dst_dev : src_dev;
-    return tg_device_synchronize(q);
+    return tg_device_synchronize(copy_queue(dst_dev, src_dev));
 }
 
 tg_buffer *tg_device_buffer_new(tg_device *d, size_t nbytes) {
