@@ -19,7 +19,8 @@
  *    order, on its queue thread, which is ith 0 of the device's pool.
  *  - An event records a point of a queue; waiting on it (from another queue or from the
  *    host) waits for every task submitted to that queue before the record, and for
- *    nothing recorded after the wait was asked for.
+ *    nothing recorded after the wait was asked for. The records of one event are made on
+ *    one queue (a later record on another queue could release a waiter early).
  *  - A copy runs on the queue of the device that is not the host (the destination's when
  *    both are, or both are not): tg_device_copy_async returns at once, and the memory on
  *    both sides must stay valid until that queue has run it.
