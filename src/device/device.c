@@ -1,7 +1,8 @@
 /* device.c - the registry of devices, their queues and events, copies and device buffers
  * (the contract is in device.h).
  *
- * A queue is one thread and a FIFO of tasks under a mutex; the thread is created with the
+ * The thread queue, which every kind so far uses as its iface's queue, is one thread and
+ * a FIFO of tasks under a mutex; the thread is created with the
  * device and joined when the registry is rebuilt. An event is a pair of counters under a
  * mutex: `recorded` grows when a record is queued, `reached` when a queue runs it; a
  * waiter remembers `recorded` when it asks and waits until `reached` catches up, so a
@@ -90,7 +91,7 @@ static void queue_stop(tg_device *d) {
     d->queue = NULL;
 }
 
-tg_status tg_device_submit(tg_device *d, tg_device_task fn, void *arg) {
+tg_status tg_device_thread_submit(tg_device *d, tg_device_task fn, void *arg) {
     task *t = malloc(sizeof *t);
     if (!t) return tg_set_error(TG_ENOMEM, "out of memory: a task for device %s", d->name);
     t->fn = fn;
@@ -162,7 +163,7 @@ static tg_status queue_event(tg_device *d, tg_event *e, bool record) {
     pthread_mutex_lock(&e->mu);
     p->target = record ? ++e->recorded : e->recorded;
     pthread_mutex_unlock(&e->mu);
-    tg_status st = tg_device_submit(d, record ? record_task : wait_task, p);
+    tg_status st = tg_device_thread_submit(d, record ? record_task : wait_task, p);
     if (st != TG_OK) {
         if (record) { /* no queue will reach it: count it as reached, nothing waits on it */
             pthread_mutex_lock(&e->mu);
@@ -174,9 +175,17 @@ static tg_status queue_event(tg_device *d, tg_event *e, bool record) {
     return st;
 }
 
-tg_status tg_device_record(tg_device *d, tg_event *e) { return queue_event(d, e, true); }
+tg_status tg_device_thread_record(tg_device *d, tg_event *e) { return queue_event(d, e, true); }
 
-tg_status tg_device_wait(tg_device *d, tg_event *e) { return queue_event(d, e, false); }
+tg_status tg_device_thread_wait(tg_device *d, tg_event *e) { return queue_event(d, e, false); }
+
+tg_status tg_device_submit(tg_device *d, tg_device_task fn, void *arg) {
+    return d->iface->submit(d, fn, arg);
+}
+
+tg_status tg_device_record(tg_device *d, tg_event *e) { return d->iface->record(d, e); }
+
+tg_status tg_device_wait(tg_device *d, tg_event *e) { return d->iface->wait(d, e); }
 
 void tg_event_synchronize(tg_event *e) {
     pthread_mutex_lock(&e->mu);

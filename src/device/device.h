@@ -62,6 +62,12 @@ typedef struct tg_device_iface {
     void (*copy_in)(tg_device *d, void *dst, const void *src, size_t n);
     void (*copy_out)(tg_device *d, void *dst, const void *src, size_t n);
     void (*copy_peer)(tg_device *d, void *dst, tg_device *src_dev, const void *src, size_t n);
+    /* the queue: append a task, record an event at its end, make it wait for an event's
+     * last record (the invariants above); kinds whose queue is a thread of the host use
+     * the tg_device_thread_* functions */
+    tg_status (*submit)(tg_device *d, tg_device_task fn, void *arg);
+    tg_status (*record)(tg_device *d, tg_event *e);
+    tg_status (*wait)(tg_device *d, tg_event *e);
     /* whether kernels of op `op` (an index of the op table) can run on d */
     bool (*supports_op)(const tg_device *d, int op);
     void (*fini)(tg_device *d); /* frees the context */
@@ -120,6 +126,12 @@ tg_status tg_device_record(tg_device *d, tg_event *e);
 tg_status tg_device_wait(tg_device *d, tg_event *e);
 /* Waits on the host for the last record of e (at once when none was made). */
 void tg_event_synchronize(tg_event *e);
+
+/* The queue of a thread of the host (d->queue, started by the registry): the iface queue
+ * functions of cpu, cpu:i and sim:i. */
+tg_status tg_device_thread_submit(tg_device *d, tg_device_task fn, void *arg);
+tg_status tg_device_thread_record(tg_device *d, tg_event *e);
+tg_status tg_device_thread_wait(tg_device *d, tg_event *e);
 
 /* Kind constructors (host.c, sim.c): fill d->iface, context, cost; the registry sets the
  * rest. */

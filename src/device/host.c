@@ -44,6 +44,9 @@ static const tg_device_iface host_iface = {
     .copy_in = host_copy,
     .copy_out = host_copy,
     .copy_peer = host_copy_peer,
+    .submit = tg_device_thread_submit,
+    .record = tg_device_thread_record,
+    .wait = tg_device_thread_wait,
     .supports_op = host_supports_op,
     .fini = NULL,
 };

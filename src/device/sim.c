@@ -205,6 +205,9 @@ static const tg_device_iface sim_iface = {
     .copy_in = sim_copy_in,
     .copy_out = sim_copy_out,
     .copy_peer = sim_copy_peer,
+    .submit = tg_device_thread_submit,
+    .record = tg_device_thread_record,
+    .wait = tg_device_thread_wait,
     .supports_op = sim_supports_op,
     .fini = sim_fini,
 };
