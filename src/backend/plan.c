@@ -269,6 +269,8 @@ static tg_status block_alloc(tg_ctx *ctx, tg_plan_block *b) {
     b->buf->data = (void *)p;
     b->buf->nbytes = size;
     b->buf->alloc_size = sizeof *b->buf;
+    b->buf->device = NULL; /* host memory */
+    b->buf->release = NULL;
     b->size = size;
     if (TG_PLAN_GUARD) guard_set(b);
 #ifdef MADV_HUGEPAGE

@@ -119,13 +119,20 @@ void tg_store_f64(void *p, tg_dtype dt, double v);
 void tg_store_i64(void *p, tg_dtype dt, int64_t v);
 
 /* ---- buffers and tensors ---- */
-typedef struct tg_buffer {
+typedef struct tg_buffer tg_buffer;
+struct tg_buffer {
     atomic_long refs;  /* last unref frees */
-    tg_ctx *ctx;       /* allocator of `data` */
+    tg_ctx *ctx;       /* allocator of `data` (of the header alone when `release` is set) */
     void *data;        /* nbytes bytes, 64-byte aligned when from tg_buffer_new */
     size_t nbytes;     /* size of data */
     size_t alloc_size; /* size of the one ctx block holding this header and data */
-} tg_buffer;
+    /* The device that owns `data` (a tg_device of src/device, opaque here): NULL or the
+     * cpu device for host memory. Memory of a device the host must not read has
+     * `release` set: the last unref calls it, and it frees `data` through the device and
+     * then the header. Core never reads `device` itself. */
+    void *device;
+    void (*release)(tg_buffer *b);
+};
 tg_buffer *tg_buffer_new(tg_ctx *ctx, size_t nbytes); /* zero-filled; NULL on failure */
 void tg_buffer_ref(tg_buffer *b);
 void tg_buffer_unref(tg_buffer *b);

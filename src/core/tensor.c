@@ -43,6 +43,8 @@ tg_buffer *tg_buffer_new(tg_ctx *ctx, size_t nbytes) {
     b->data = (char *)(b + 1) + pad;
     b->nbytes = nbytes;
     b->alloc_size = n;
+    b->device = NULL;
+    b->release = NULL;
 #ifdef MADV_HUGEPAGE
     /* large buffers ask for transparent huge pages (as NumPy does from 4 MiB): streaming
      * over them then takes few TLB misses, which are dear under virtualisation */
@@ -61,7 +63,10 @@ void tg_buffer_ref(tg_buffer *b) {
 }
 
 void tg_buffer_unref(tg_buffer *b) {
-    if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+    if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+    if (b->release)
+        b->release(b); /* device memory: its device frees it */
+    else
         tg_mem_free(b->ctx, b, b->alloc_size);
 }
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # check.sh SRC_DIR - fails when a file of src/ includes a header of a layer above its own.
 #
-# The layers, lowest first (docs/architecture.md): core, parallel, ir, ops, grad, rewrite,
+# The layers, lowest first (docs/architecture.md): core, parallel, device, ir, ops, grad, rewrite,
 # backend (plan.c and plan.h, then interp, vm, cjit), driver, text. A file may include
 # headers of its own layer and of the layers below; include/tgraph.h, the public API, is
 # open to all. Each `#include "..."` is resolved against the including file's folder.
@@ -12,16 +12,17 @@ rank() { # rank of a path relative to src/, or -1 outside the layers
     case "$1" in
     core/*) echo 0 ;;
     parallel/*) echo 1 ;;
-    ir/*) echo 2 ;;
-    ops/*) echo 3 ;;
-    grad/*) echo 4 ;;
-    rewrite/*) echo 5 ;;
-    backend/interp/*) echo 7 ;;
-    backend/vm/*) echo 8 ;;
-    backend/cjit/*) echo 9 ;;
-    backend/*) echo 6 ;;
-    driver/*) echo 10 ;;
-    text/*) echo 11 ;;
+    device/*) echo 2 ;;
+    ir/*) echo 3 ;;
+    ops/*) echo 4 ;;
+    grad/*) echo 5 ;;
+    rewrite/*) echo 6 ;;
+    backend/interp/*) echo 8 ;;
+    backend/vm/*) echo 9 ;;
+    backend/cjit/*) echo 10 ;;
+    backend/*) echo 7 ;;
+    driver/*) echo 11 ;;
+    text/*) echo 12 ;;
     *) echo -1 ;;
     esac
 }
