@@ -118,6 +118,10 @@ if [ -x "$build/bench/bench_pool" ]; then
     echo "== thread pool dispatch (empty task; not part of the table) =="
     "$build/bench/bench_pool" --threads 2 || true
 fi
+if [ -x "$build/bench/bench_events" ]; then
+    echo "== cross-device events between cpu:0 and cpu:1 (not part of the table) =="
+    "$build/bench/bench_events" || true
+fi
 load1=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 if [ -z "$report_py" ]; then
