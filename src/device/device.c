@@ -6,7 +6,10 @@
  * device and joined when the registry is rebuilt. An event is a pair of counters under a
  * mutex: `recorded` grows when a record is queued, `reached` when a queue runs it; a
  * waiter remembers `recorded` when it asks and waits until `reached` catches up, so a
- * later record never delays it. The registry is one global under a mutex, built on first
+ * later record never delays it. Both waits, an idle queue thread's and an event's, spin
+ * as the pool's threads do (tg_spin_wait) before they sleep on their condition variable,
+ * and the other side signals only a thread that sleeps: a handoff that comes soon costs
+ * no system call. The registry is one global under a mutex, built on first
  * use.
  */
 #include "device.h"
@@ -30,23 +33,38 @@ struct tg_queue {
     pthread_cond_t cv;
     task *head, *tail;
     bool stop;
+    bool sleeping;       /* the thread waits on cv (under mu): a submit must signal it */
+    atomic_int pending;  /* tasks queued and not yet taken, read while spinning */
+    atomic_bool halting; /* stop, read while spinning */
 };
 
 struct tg_event {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint64_t recorded; /* records queued */
-    uint64_t reached;  /* records run */
+    uint64_t recorded;        /* records queued (under mu) */
+    _Atomic uint64_t reached; /* records run: written under mu, read while spinning */
+    int waiters;              /* threads asleep on cv (under mu): a record must wake them */
 };
 
 /* ---- queues ---- */
+
+static bool queue_ready(void *arg) {
+    tg_queue *q = arg;
+    return atomic_load_explicit(&q->pending, memory_order_acquire) > 0 ||
+           atomic_load_explicit(&q->halting, memory_order_acquire);
+}
 
 static void *queue_main(void *arg) {
     tg_device *d = arg;
     tg_queue *q = d->queue;
     for (;;) {
+        tg_spin_wait(queue_ready, q); /* a task that comes soon costs no wake-up */
         pthread_mutex_lock(&q->mu);
-        while (!q->head && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+        while (!q->head && !q->stop) {
+            q->sleeping = true;
+            pthread_cond_wait(&q->cv, &q->mu);
+        }
+        q->sleeping = false;
         task *t = q->head;
         if (!t) { /* stopping with nothing left */
             pthread_mutex_unlock(&q->mu);
@@ -54,6 +72,7 @@ static void *queue_main(void *arg) {
         }
         q->head = t->next;
         if (!q->head) q->tail = NULL;
+        atomic_fetch_sub_explicit(&q->pending, 1, memory_order_relaxed);
         pthread_mutex_unlock(&q->mu);
         t->fn(t->arg, d);
         free(t);
@@ -82,6 +101,7 @@ static void queue_stop(tg_device *d) {
     if (!q) return;
     pthread_mutex_lock(&q->mu);
     q->stop = true;
+    atomic_store_explicit(&q->halting, true, memory_order_release);
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     pthread_join(q->thread, NULL);
@@ -104,7 +124,8 @@ tg_status tg_device_thread_submit(tg_device *d, tg_device_task fn, void *arg) {
     else
         q->head = t;
     q->tail = t;
-    pthread_cond_signal(&q->cv);
+    atomic_fetch_add_explicit(&q->pending, 1, memory_order_release);
+    if (q->sleeping) pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     return TG_OK;
 }
@@ -134,18 +155,39 @@ typedef struct event_point {
     uint64_t target;
 } event_point;
 
+static bool point_reached(void *arg) {
+    const event_point *p = arg;
+    return atomic_load_explicit(&p->e->reached, memory_order_acquire) >= p->target;
+}
+
 static void event_wait_until(tg_event *e, uint64_t target) {
+    event_point p = {e, target};
+    bool spun = tg_spin_wait(point_reached, &p); /* no sleep when the record comes soon */
+    pthread_mutex_lock(&e->mu); /* also after spinning: the recorder sets `reached` under mu,
+                                   and the waiter may free e as soon as it returns */
+    if (spun) {
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    e->waiters++;
+    while (atomic_load_explicit(&e->reached, memory_order_relaxed) < target)
+        pthread_cond_wait(&e->cv, &e->mu);
+    e->waiters--;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Marks e's records up to target as run (under e->mu), waking sleeping waiters. */
+static void event_reach(tg_event *e, uint64_t target) {
     pthread_mutex_lock(&e->mu);
-    while (e->reached < target) pthread_cond_wait(&e->cv, &e->mu);
+    if (atomic_load_explicit(&e->reached, memory_order_relaxed) < target)
+        atomic_store_explicit(&e->reached, target, memory_order_release);
+    if (e->waiters) pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 
 static void record_task(void *arg, tg_device *d) {
     event_point *p = arg;
-    pthread_mutex_lock(&p->e->mu);
-    if (p->e->reached < p->target) p->e->reached = p->target;
-    pthread_cond_broadcast(&p->e->cv);
-    pthread_mutex_unlock(&p->e->mu);
+    event_reach(p->e, p->target);
     free(p);
 }
 
@@ -165,11 +207,8 @@ static tg_status queue_event(tg_device *d, tg_event *e, bool record) {
     pthread_mutex_unlock(&e->mu);
     tg_status st = tg_device_thread_submit(d, record ? record_task : wait_task, p);
     if (st != TG_OK) {
-        if (record) { /* no queue will reach it: count it as reached, nothing waits on it */
-            pthread_mutex_lock(&e->mu);
-            if (e->reached < p->target) e->reached = p->target;
-            pthread_mutex_unlock(&e->mu);
-        }
+        if (record) /* no queue will reach it: count it as reached, nothing waits on it */
+            event_reach(e, p->target);
         free(p);
     }
     return st;

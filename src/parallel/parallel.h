@@ -32,6 +32,12 @@ int tg_pool_run(tg_pool *p, tg_pool_fn fn, void *arg);
 /* The same on at most nmax threads (nmax <= 1 runs inline without waking anyone). */
 int tg_pool_run_n(tg_pool *p, int nmax, tg_pool_fn fn, void *arg);
 
+/* Spins, as the pool's threads do between tasks, until ready(arg): true as soon as it is,
+ * false after about the pool's spin time (the caller then sleeps on its own condition
+ * variable). For other waits that must stay cheap when the answer comes soon (device
+ * queues and events, src/device). */
+bool tg_spin_wait(bool (*ready)(void *arg), void *arg);
+
 /* Workers asleep on the condition variable right now (for tests and diagnostics). */
 int tg_pool_sleeping(tg_pool *p);
 

@@ -101,6 +101,23 @@ static bool spin_while_uint(atomic_uint *a, unsigned v) {
     }
 }
 
+bool tg_spin_wait(bool (*ready)(void *arg), void *arg) {
+    int64_t t0 = 0;
+    for (unsigned i = 1;; i++) {
+        if (ready(arg)) return true;
+        cpu_relax();
+        if ((i & 63) == 0) {
+            int64_t t = now_ns();
+            if (t0 == 0)
+                t0 = t;
+            else if (t - t0 > SPIN_NS)
+                return false;
+            else if (t - t0 > YIELD_NS)
+                sched_yield();
+        }
+    }
+}
+
 /* Spins until *a == v: true once it is, false once SPIN_NS passed. */
 static bool spin_until_uint(atomic_uint *a, unsigned v) {
     int64_t t0 = 0;
