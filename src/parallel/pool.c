@@ -83,25 +83,10 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Spins while *a == v: true as soon as it differs, false once SPIN_NS passed. */
-static bool spin_while_uint(atomic_uint *a, unsigned v) {
-    int64_t t0 = 0;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(a, memory_order_acquire) != v) return true;
-        cpu_relax();
-        if ((i & 63) == 0) {
-            int64_t t = now_ns();
-            if (t0 == 0)
-                t0 = t;
-            else if (t - t0 > SPIN_NS)
-                return false;
-            else if (t - t0 > YIELD_NS)
-                sched_yield(); /* let a starved thread of ours (or anyone) run */
-        }
-    }
-}
-
-bool tg_spin_wait(bool (*ready)(void *arg), void *arg) {
+/* Spins until ready(arg): true as soon as it is, false once SPIN_NS passed (yielding the
+ * core now and then after YIELD_NS). Inlined into each waiter, so the pool's own waits
+ * call their predicate directly. */
+static inline __attribute__((always_inline)) bool spin(bool (*ready)(void *), void *arg) {
     int64_t t0 = 0;
     for (unsigned i = 1;; i++) {
         if (ready(arg)) return true;
@@ -113,27 +98,38 @@ bool tg_spin_wait(bool (*ready)(void *arg), void *arg) {
             else if (t - t0 > SPIN_NS)
                 return false;
             else if (t - t0 > YIELD_NS)
-                sched_yield();
+                sched_yield(); /* let a starved thread of ours (or anyone) run */
         }
     }
 }
 
+bool tg_spin_wait(bool (*ready)(void *arg), void *arg) { return spin(ready, arg); }
+
+typedef struct uint_wait {
+    atomic_uint *a;
+    unsigned v;
+} uint_wait;
+
+static bool uint_differs(void *arg) {
+    const uint_wait *w = arg;
+    return atomic_load_explicit(w->a, memory_order_acquire) != w->v;
+}
+
+static bool uint_equals(void *arg) {
+    const uint_wait *w = arg;
+    return atomic_load_explicit(w->a, memory_order_acquire) == w->v;
+}
+
+/* Spins while *a == v: true as soon as it differs, false once SPIN_NS passed. */
+static bool spin_while_uint(atomic_uint *a, unsigned v) {
+    uint_wait w = {a, v};
+    return spin(uint_differs, &w);
+}
+
 /* Spins until *a == v: true once it is, false once SPIN_NS passed. */
 static bool spin_until_uint(atomic_uint *a, unsigned v) {
-    int64_t t0 = 0;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(a, memory_order_acquire) == v) return true;
-        cpu_relax();
-        if ((i & 63) == 0) {
-            int64_t t = now_ns();
-            if (t0 == 0)
-                t0 = t;
-            else if (t - t0 > SPIN_NS)
-                return false;
-            else if (t - t0 > YIELD_NS)
-                sched_yield(); /* let a starved thread of ours (or anyone) run */
-        }
-    }
+    uint_wait w = {a, v};
+    return spin(uint_equals, &w);
 }
 
 static void *worker_main(void *argp) {
