@@ -4,8 +4,8 @@
  * Cases: the reference, vm, c and debug modes, with and without inlining, give the values
  * the inlined vm gives (a callee at two extents, a call nested three deep, two results, a
  * gradient through the calls); a hundred calls leave the context's memory where the
- * second left it (the callee is compiled once and plans once per signature); two threads
- * calling one function get the same values; an error inside a callee names the callee's
+ * second left it (the callee is compiled once and plans once per signature); eight threads
+ * calling one function at once get the same values; an error inside a callee names the callee's
  * place and the call's; a called graph's signature can no longer change.
  */
 #include <setjmp.h>
@@ -162,21 +162,24 @@ static void *caller(void *p) {
     return NULL;
 }
 
+enum { NTHREADS = 8 }; /* threads calling one function at once */
+
 static void test_threads(void **state) {
     (void)state;
     tg_module *m = parse(NULL, SRC);
     tg_fn *f = compile(tg_module_find(m, "main"), TG_MODE_VM, true);
-    thread_arg a[2];
-    tg_tensor *want[2][NOUT];
-    for (int t = 0; t < 2; t++) { /* two signatures: y of 3 and of 6 */
+    thread_arg a[NTHREADS];
+    tg_tensor *want[NTHREADS][NOUT];
+    for (int t = 0; t < NTHREADS; t++) { /* signatures: y of 1 to 7 elements */
         a[t] = (thread_arg){.f = f, .want = want[t]};
-        inputs(NULL, a[t].in, 3 * (t + 1));
+        inputs(NULL, a[t].in, 1 + t % 7);
         assert_int_equal(tg_fn_call(f, a[t].in, 2, want[t], NOUT), TG_OK);
     }
-    pthread_t th[2];
-    for (int t = 0; t < 2; t++) assert_int_equal(pthread_create(&th[t], NULL, caller, &a[t]), 0);
-    for (int t = 0; t < 2; t++) assert_int_equal(pthread_join(th[t], NULL), 0);
-    for (int t = 0; t < 2; t++) {
+    pthread_t th[NTHREADS];
+    for (int t = 0; t < NTHREADS; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, caller, &a[t]), 0);
+    for (int t = 0; t < NTHREADS; t++) assert_int_equal(pthread_join(th[t], NULL), 0);
+    for (int t = 0; t < NTHREADS; t++) {
         assert_int_equal(a[t].bad, 0);
         for (int o = 0; o < NOUT; o++) tg_tensor_free(want[t][o]);
         tg_tensor_free(a[t].in[0]);
