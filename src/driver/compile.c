@@ -133,25 +133,23 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     tg_status st = tg_struct_in(&o, sizeof o, opts, TG_COMPILE_OPTS_FIRST, "tg_graph_compile",
                                 "tg_compile_opts");
     if (st != TG_OK) return st;
-    opts = &o;
-    if (opts &&
-        ((unsigned)opts->mode > TG_MODE_DEBUG || (unsigned)opts->debug_backend > TG_MODE_DEBUG))
+    opts = &o; /* never NULL from here on: NULL gave the defaults */
+    if ((unsigned)opts->mode > TG_MODE_DEBUG || (unsigned)opts->debug_backend > TG_MODE_DEBUG)
         return tg_set_error(TG_EINVAL, "tg_graph_compile: invalid mode %d",
                             (unsigned)opts->mode > TG_MODE_DEBUG ? (int)opts->mode
                                                                  : (int)opts->debug_backend);
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
-    tg_mode mode = opts ? opts->mode : TG_MODE_VM;
+    tg_mode mode = opts->mode;
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     st = tg_graph_verify(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
-    if (mode != TG_MODE_REFERENCE && !(opts && opts->no_rewrite)) {
+    if (mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
         /* the pipeline works on a clone: the user's graph is never modified */
         owned = tg_graph_clone(g);
         if (!owned) return tg_rw_error_status();
-        tg_rw_opts ro = {.verify = opts && opts->verify,
-                         .no_blas = opts && opts->no_blas,
-                         .no_inline = opts && opts->no_inline};
+        tg_rw_opts ro = {
+            .verify = opts->verify, .no_blas = opts->no_blas, .no_inline = opts->no_inline};
         st = tg_rw_pipeline(&owned, &ro, NULL);
         if (st != TG_OK) {
             tg_graph_free(owned);
@@ -244,21 +242,23 @@ static tg_status callee_run(const tg_subexec *x, const tg_graph *body, tg_tensor
     return TG_EINTERNAL;
 }
 
-/* Compiles the callee of every call node of f->g, with the caller's options. */
+/* Compiles the callee of every live call node of f->g, each distinct callee once, with the
+ * caller's options: a call the rewrites left dead compiles nothing (in the C mode, no run
+ * of cc). */
 static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
     tg_graph *g = f->g;
     tg_ctx *ctx = g->ctx;
-    int ncall = 0;
-    for (int i = 0; i < g->nodes.n; i++) ncall += ((tg_node *)g->nodes.items[i])->op == TG_OP_CALL;
-    if (ncall == 0) return TG_OK;
+    if (g->callees.n == 0) return TG_OK;
+    int norder = 0;
+    tg_node **order = tg_ir_toposort(g, &norder);
+    if (!order) return TG_ENOMEM;
     f->calls.base.run = callee_run;
-    f->calls.body = tg_mem_calloc(ctx, sizeof *f->calls.body * (size_t)ncall);
-    f->calls.fn = tg_mem_calloc(ctx, sizeof *f->calls.fn * (size_t)ncall);
-    f->calls.cap = ncall;
-    if (!f->calls.body || !f->calls.fn) return TG_ENOMEM;
-    tg_compile_opts o = opts ? *opts : TG_COMPILE_OPTS(.mode = TG_MODE_VM);
-    for (int i = 0; i < g->nodes.n; i++) {
-        const tg_node *n = g->nodes.items[i];
+    f->calls.cap = g->callees.n; /* the distinct callees of g, live or not */
+    f->calls.body = tg_mem_calloc(ctx, sizeof *f->calls.body * (size_t)f->calls.cap);
+    f->calls.fn = tg_mem_calloc(ctx, sizeof *f->calls.fn * (size_t)f->calls.cap);
+    tg_status st = f->calls.body && f->calls.fn ? TG_OK : TG_ENOMEM;
+    for (int i = 0; i < norder && st == TG_OK; i++) {
+        const tg_node *n = order[i];
         if (n->op != TG_OP_CALL) continue;
         const tg_graph *body = n->attrs[0].fn;
         bool seen = false;
@@ -267,12 +267,13 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
         tg_fn *cf = NULL;
         /* the callee is compiled, not changed: tg_graph_compile takes a graph it never
            modifies (it rewrites a clone) */
-        tg_status st = tg_graph_compile((tg_graph *)body, &o, &cf);
-        if (st != TG_OK) return st;
+        st = tg_graph_compile((tg_graph *)body, opts, &cf);
+        if (st != TG_OK) break;
         f->calls.body[f->calls.n] = body;
         f->calls.fn[f->calls.n++] = cf;
     }
-    return TG_OK;
+    tg_mem_free(ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
+    return st;
 }
 
 static void callees_free(tg_fn *f) {
