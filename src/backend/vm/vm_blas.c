@@ -78,13 +78,13 @@ void tg_vm_blas_single_thread(void) {
 
 static pthread_mutex_t blas_slot_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* OpenBLAS's definition of name (the next one after ours), found once, under the lock. */
+/* OpenBLAS's definition of name (the next one after ours), found once, under the lock.
+ * Only OpenBLAS calls ours, and only when it comes after libtgraph in the lookup order, so
+ * its definition is always there to find: not finding it is a bug of ours (tg_bug), as
+ * there is no status to return to OpenBLAS's caller. */
 static void *blas_next(const char *name, void **cache) {
     if (!*cache) *cache = dlsym(RTLD_NEXT, name);
-    if (!*cache) {
-        fprintf(stderr, "tgraph: %s: the BLAS library's definition is not found\n", name);
-        abort();
-    }
+    TG_ASSERT(*cache != NULL);
     return *cache;
 }
 
