@@ -112,6 +112,7 @@ static void graph_destroy(tg_graph *g, tg_graph ***drop, int *n, int *cap) {
     tg_vec_fini(ctx, &g->updates);
     tg_vec_fini(ctx, &g->callees);
     tg_vec_fini(ctx, &g->data);
+    tg_vec_fini(ctx, &g->devnames);
     tg_arena_fini(&g->arena);
     tg_mem_free(ctx, g, sizeof *g);
 }
@@ -369,6 +370,15 @@ tg_status tg_graph_set_outputs(tg_graph *g, tg_var *const *outs, int n) {
     g->out_names = names;
     g->nret = n;
     return TG_OK;
+}
+
+const char *tg_ir_device_intern(tg_graph *g, const char *name) {
+    if (!name) return NULL;
+    for (int i = 0; i < g->devnames.n; i++)
+        if (strcmp(g->devnames.items[i], name) == 0) return g->devnames.items[i];
+    char *c = tg_arena_strdup(&g->arena, name);
+    if (!c || !tg_vec_push(g->ctx, &g->devnames, c)) return fail_oom(g);
+    return c;
 }
 
 tg_status tg_ir_output_name_set(tg_graph *g, int i, const char *name, size_t len) {
@@ -872,7 +882,8 @@ static tg_node *node_build(tg_graph *g, int opi, tg_var *const *in_user, int nin
                    .out = out,
                    .attrs = (tg_aval *)attrs,
                    .line = g->line,
-                   .col = g->col};
+                   .col = g->col,
+                   .device = g->device};
     for (int i = 0; i < nout; i++) {
         tg_type t = tout[i]; /* weak when every input was weak (JAX's weak types) */
         t.nobcast = 0;
@@ -1043,6 +1054,7 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
         map[v->id] =
             input_new(c, v->name, (tg_dtype)v->type.dtype, v->type.ndim, v->type.shape, v->state);
         ok = map[v->id] != NULL;
+        if (ok && v->device) ok = (map[v->id]->device = tg_ir_device_intern(c, v->device)) != NULL;
     }
     /* constants and node outputs, in dependency order */
     for (int i = 0; ok && i < norder; i++) {
@@ -1060,6 +1072,7 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
         if (!ok) break;
         c->line = n->line;
         c->col = n->col;
+        c->device = tg_ir_device_intern(c, n->device);
         tg_node *m = tg_ir_node_make_norm(c, n->op, tmp, n->nin, n->attrs);
         ok = m && m->nout == n->nout;
         for (int k = 0; ok && k < n->nout; k++) {
@@ -1089,7 +1102,10 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
         c->col = s->upd_col;
         ok = tg_update(c, map[s->id], tmp[g->nret + j]) == TG_OK;
     }
-    if (c) c->line = c->col = 0;
+    if (c) {
+        c->line = c->col = 0;
+        c->device = NULL;
+    }
     if (order) tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     if (map) tg_mem_free(g->ctx, map, sizeof *map * (size_t)(g->vars.n + 1));
     if (tmp) tg_mem_free(g->ctx, tmp, sizeof *tmp * (size_t)ntmp);
@@ -1124,6 +1140,7 @@ static tg_var *strong_arg(tg_graph *g, tg_var *a) {
 tg_status tg_ir_copy_body(tg_graph *g, const tg_graph *fn, tg_var *const *args, tg_var **outs) {
     if (g->status != TG_OK) return g->status;
     int norder = 0, ntmp = 1, line = g->line, col = g->col;
+    const char *dev = g->device; /* the call's: nodes of the body without one take it */
     tg_node **order = tg_ir_toposort(fn, &norder);
     tg_var **map = tg_mem_calloc(g->ctx, sizeof *map * (size_t)(fn->vars.n + 1));
     for (int i = 0; i < fn->nodes.n; i++) {
@@ -1151,6 +1168,7 @@ tg_status tg_ir_copy_body(tg_graph *g, const tg_graph *fn, tg_var *const *args, 
         if (!ok) break;
         g->line = n->line;
         g->col = n->col;
+        g->device = n->device ? tg_ir_device_intern(g, n->device) : dev;
         tg_node *m = tg_ir_node_make_norm(g, n->op, tmp, n->nin, n->attrs);
         ok = m && m->nout == n->nout;
         for (int k = 0; ok && k < n->nout; k++) map[n->out[k]->id] = m->out[k];
@@ -1166,6 +1184,7 @@ tg_status tg_ir_copy_body(tg_graph *g, const tg_graph *fn, tg_var *const *args, 
     }
     g->line = line;
     g->col = col;
+    g->device = dev;
     if (order) tg_mem_free(fn->ctx, order, sizeof *order * (size_t)(fn->nodes.n + 1));
     tg_mem_free(g->ctx, map, sizeof *map * (size_t)(fn->vars.n + 1));
     tg_mem_free(g->ctx, tmp, sizeof *tmp * (size_t)ntmp);

@@ -110,6 +110,7 @@ struct tg_var {
     bool state;       /* TG_VAR_INPUT declared `mut` (tg_state) */
     int upd_line;     /* state: source position of its update (`W <- ...`) when parsed */
     int upd_col;
+    const char *device; /* TG_VAR_INPUT: device annotation (as tg_node.device), else NULL */
 };
 
 struct tg_node {
@@ -120,6 +121,8 @@ struct tg_node {
     tg_var **out;   /* outputs (arena) */
     tg_aval *attrs; /* one per schema entry of the op (arena) */
     int line, col;  /* source position when parsed, else 0 */
+    const char *device; /* device annotation (tg_ir_device_intern: g's arena), NULL when none;
+                           stamped from g->device when made (docs/devices.md "Annotations") */
 };
 
 /* ---- graphs ---- */
@@ -157,6 +160,10 @@ struct tg_graph {
                                of this graph (each counted once in its refs) */
     tg_vec data;            /* const tg_opdata*: one reference per DATA attribute of a node
                                made in this graph, released by tg_graph_free */
+    const char *device;     /* device stamped on new nodes like line/col (tg_graph_set_device,
+                               the parser's `device=`, and every pass that builds nodes in
+                               place of others); NULL: none */
+    tg_vec devnames;        /* const char* (arena): the distinct device names of this graph */
     const tg_graph *origin; /* the graph this one is a clone of (tg_graph_clone; the first
                                of a chain of clones), else NULL. Compared, never read: it
                                may have been freed (text/print.c) */
@@ -175,6 +182,14 @@ tg_node *tg_ir_node_make(tg_graph *g, int op, tg_var *const *in, int nin, const 
 tg_node *tg_ir_node_make_norm(tg_graph *g, int op, tg_var *const *in, int nin,
                               const tg_aval *attrs);
 tg_var *tg_ir_const(tg_graph *g, tg_tensor *value /* ownership taken */, char lit);
+
+/* The copy in g's arena of device name `name` (one per distinct name: pointers compare
+ * equal exactly when names do). NULL for NULL, and on failure (recorded in g). */
+const char *tg_ir_device_intern(tg_graph *g, const char *name);
+/* Whether two annotations name the same device (both NULL: yes). */
+static inline bool tg_ir_same_device(const char *a, const char *b) {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
 
 /* Names returned value i (a copy of name[0..len) in g's arena). TG_OK, or an error
  * (index out of range, out of memory) recorded in g. */
