@@ -404,6 +404,27 @@ TG_API tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *op
 /* Name of pass i of the pipeline, in order; NULL past the end. */
 TG_API const char *tg_pass_name(int i);
 
+/* ---- devices (docs/devices.md) --------------------------------------------------- */
+/* The places graphs run: `cpu` (the host, all its threads), the virtual host devices
+ * `cpu:0`..`cpu:N-1` (each a disjoint share of the host's threads) and the test devices
+ * `sim:0`..`sim:K-1`. With no setting `cpu` is the only one. The counts come from
+ * TGRAPH_HOST_DEVICES and TGRAPH_SIM_DEVICES, or from tg_devices_configure, which sets
+ * them (-1: from the environment again). No function compiled for the devices of the old
+ * setting may run, or be freed, after it: free them first. */
+TG_API tg_status tg_devices_configure(int host_devices, int sim_devices);
+/* How many devices there are (>= 1), and the name of device i ("cpu", "cpu:1", "sim:0"),
+ * in the order placement sees them; -1 / NULL with the error set when a setting is
+ * malformed or i is out of range. */
+TG_API int tg_devices_count(void);
+TG_API const char *tg_devices_name(int i);
+/* Where the nodes of a compiled function run (tg_compile_opts.placement). DEFAULT: AUTO
+ * when there is more than one device or the graph has annotations, else everything on
+ * `cpu` as with no devices at all. AUTO: nodes pinned by annotations stay; the rest are
+ * spread by a cost model. MANUAL: nodes follow their annotations and their inputs' devices,
+ * the rest run on the first device; two annotated values on different devices meeting at
+ * one op are an error naming both. */
+typedef enum { TG_PLACEMENT_DEFAULT, TG_PLACEMENT_AUTO, TG_PLACEMENT_MANUAL } tg_placement;
+
 /* ---- thread pool ---------------------------------------------------------------- */
 /* A persistent pool of threads that large kernels split their work over. A compiled
  * function makes its own, or shares one given in its compile options (then the pool
@@ -429,21 +450,22 @@ TG_API int tg_pool_size(const tg_pool *p); /* threads, the caller included */
  * does not declare it destroys. */
 typedef enum { TG_MODE_VM, TG_MODE_REFERENCE, TG_MODE_C, TG_MODE_DEBUG } tg_mode;
 typedef struct tg_compile_opts {
-    size_t size;           /* sizeof(tg_compile_opts): set by TG_COMPILE_OPTS */
-    tg_mode mode;          /* see above; 0 (the default, as with opts NULL): TG_MODE_VM */
-    bool no_rewrite;       /* TG_MODE_VM: skip the rewrite pipeline */
-    bool no_blas;          /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
-    bool verify;           /* verify the IR after every rewrite pass (always on in debug builds) */
-    int nthreads;          /* TG_MODE_VM: threads of the function's pool, the caller included;
-                              0: TGRAPH_NUM_THREADS when set, else the number of cores */
-    tg_pool *pool;         /* TG_MODE_VM: a pool to share (borrowed; nthreads is then ignored) */
-    bool profile;          /* TG_MODE_VM: time every node (tg_fn_profile_print) */
-    tg_mode debug_backend; /* TG_MODE_DEBUG: the backend checked, TG_MODE_VM (0) or TG_MODE_C */
-    bool no_fallback;      /* TG_MODE_C: fail (TG_ECHECK) when no compiler can build the code,
-                              instead of running the VM after a warning on stderr */
-    bool no_inline;        /* keep calls as calls: each backend runs a callee as a sub-graph
-                              (reference: interpreted; vm, c, debug: compiled once per callee
-                              in the same mode), instead of inlining it first */
+    size_t size;            /* sizeof(tg_compile_opts): set by TG_COMPILE_OPTS */
+    tg_mode mode;           /* see above; 0 (the default, as with opts NULL): TG_MODE_VM */
+    bool no_rewrite;        /* TG_MODE_VM: skip the rewrite pipeline */
+    bool no_blas;           /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
+    bool verify;            /* verify the IR after every rewrite pass (always on in debug builds) */
+    int nthreads;           /* TG_MODE_VM: threads of the function's pool, the caller included;
+                               0: TGRAPH_NUM_THREADS when set, else the number of cores */
+    tg_pool *pool;          /* TG_MODE_VM: a pool to share (borrowed; nthreads is then ignored) */
+    bool profile;           /* TG_MODE_VM: time every node (tg_fn_profile_print) */
+    tg_mode debug_backend;  /* TG_MODE_DEBUG: the backend checked, TG_MODE_VM (0) or TG_MODE_C */
+    bool no_fallback;       /* TG_MODE_C: fail (TG_ECHECK) when no compiler can build the code,
+                               instead of running the VM after a warning on stderr */
+    bool no_inline;         /* keep calls as calls: each backend runs a callee as a sub-graph
+                               (reference: interpreted; vm, c, debug: compiled once per callee
+                               in the same mode), instead of inlining it first */
+    tg_placement placement; /* see tg_placement (docs/devices.md "Placement") */
 } tg_compile_opts;
 #define TG_COMPILE_OPTS(...) ((tg_compile_opts){.size = sizeof(tg_compile_opts), __VA_ARGS__})
 typedef struct tg_fn tg_fn;

@@ -456,3 +456,29 @@ tg_device *tg_device_find(const char *name) {
     tg_set_error(TG_EINVAL, "no device \"%s\" (the devices are: %s)", name ? name : "(null)", list);
     return NULL;
 }
+
+/* ---- the public API (tgraph.h) ---- */
+
+tg_status tg_devices_configure(int host_devices, int sim_devices) {
+    if (host_devices < -1 || sim_devices < -1)
+        return tg_set_error(TG_EINVAL, "tg_devices_configure: negative %s device count",
+                            host_devices < -1 ? "host" : "sim");
+    return tg_device_configure(host_devices, sim_devices);
+}
+
+int tg_devices_count(void) {
+    tg_device *const *devs;
+    int n;
+    return tg_device_list(&devs, &n) == TG_OK ? n : -1;
+}
+
+const char *tg_devices_name(int i) {
+    tg_device *const *devs;
+    int n;
+    if (tg_device_list(&devs, &n) != TG_OK) return NULL;
+    if (i < 0 || i >= n) {
+        tg_set_error(TG_EINDEX, "tg_devices_name: device %d: there are %d", i, n);
+        return NULL;
+    }
+    return devs[i]->name;
+}

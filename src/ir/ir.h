@@ -114,13 +114,13 @@ struct tg_var {
 };
 
 struct tg_node {
-    int op;         /* tg_op */
-    int id;         /* unique in the graph, creation order */
-    int nin, nout;  /* counts */
-    tg_var **in;    /* inputs (arena) */
-    tg_var **out;   /* outputs (arena) */
-    tg_aval *attrs; /* one per schema entry of the op (arena) */
-    int line, col;  /* source position when parsed, else 0 */
+    int op;             /* tg_op */
+    int id;             /* unique in the graph, creation order */
+    int nin, nout;      /* counts */
+    tg_var **in;        /* inputs (arena) */
+    tg_var **out;       /* outputs (arena) */
+    tg_aval *attrs;     /* one per schema entry of the op (arena) */
+    int line, col;      /* source position when parsed, else 0 */
     const char *device; /* device annotation (tg_ir_device_intern: g's arena), NULL when none;
                            stamped from g->device when made (docs/devices.md "Annotations") */
 };
