@@ -1,5 +1,5 @@
 /* oplist.h - the only list of ops. An op is one line here plus one record in its
- * family's file (elemwise.c, reduce.c, shape.c, linalg.c). X(UPPER, lower). */
+ * family's file (elemwise.c, reduce.c, shape.c, linalg.c, ...). X(UPPER, lower). */
 #ifndef TG_OPLIST_H
 #define TG_OPLIST_H
 
@@ -53,11 +53,13 @@
 
 /* call.c: a call of another function (inlined first thing in the pipeline) */
 #define TG_OPS_CALL(X) X(CALL, call)
+/* transfer.c: a value moved to another device (inserted by placement, src/rewrite/place.c) */
+#define TG_OPS_DEVICE(X) X(TRANSFER, transfer)
 
 #define TG_OPS(X)                                                                          \
     TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_BLAS(X)      \
     TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X) TG_OPS_RANDOM(X)             \
-    TG_OPS_CALL(X)
+    TG_OPS_CALL(X) TG_OPS_DEVICE(X)
 
 /* clang-format on */
 
