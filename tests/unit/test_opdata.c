@@ -271,7 +271,10 @@ static void test_effects_flags(void **state) {
     (void)state;
     for (int i = 0; i < TG_OP_COUNT; i++) {
         const tg_op_def *op = tg_op_table[i];
-        unsigned want = i == TG_OP_CALL ? TG_EFFECT_NOFOLD : 0u; /* the rest are pure */
+        /* a call needs a run's sub-graph executor, a transfer says where a value lives at
+         * run time; the rest are pure */
+        bool nofold = i == TG_OP_CALL || i == TG_OP_TRANSFER;
+        unsigned want = nofold ? TG_EFFECT_NOFOLD : 0u;
         if (op->effects != want) print_error("%s: effects %u\n", op->name, op->effects);
         assert_int_equal(op->effects, want);
     }
@@ -308,7 +311,8 @@ static tg_graph *canon_func(const char *src, const char *name, tg_module **m) {
 }
 
 /* A call of constants (its record says TG_EFFECT_NOFOLD) stays a call; two equal ones
- * become one. The same graph with the squares written out folds to a constant. */
+ * become one; so do transfers. The same graph with the squares written out folds to a
+ * constant. */
 static void test_effects_in_canonicalize(void **state) {
     (void)state;
     static const char *src = "func sq(x: f64[3]) {\n"
@@ -321,6 +325,12 @@ static void test_effects_in_canonicalize(void **state) {
                              "func open(y: f64[3]) {\n"
                              "  c = const(value=[1.0, 2.0, 3.0], dtype=\"f64\")\n"
                              "  return add(add(mul(c, c), mul(c, c)), y)\n"
+                             "}\n"
+                             "func moved(y: f64[3]) {\n"
+                             "  c = const(value=[1.0, 2.0, 3.0], dtype=\"f64\")\n"
+                             "  a = transfer(c, device=\"cpu:1\")\n"
+                             "  b = transfer(c, device=\"cpu:1\")\n"
+                             "  return add(add(a, b), y)\n"
                              "}\n";
     tg_module *m = NULL;
     tg_graph *g = canon_func(src, "main", &m);
@@ -332,6 +342,11 @@ static void test_effects_in_canonicalize(void **state) {
     tg_module_free(m);
     assert_int_equal(count_op(g, TG_OP_MUL), 0); /* folded */
     assert_int_equal(count_op(g, TG_OP_ADD), 1);
+    tg_graph_free(g);
+    g = canon_func(src, "moved", &m);
+    tg_module_free(m);
+    assert_int_equal(count_op(g, TG_OP_TRANSFER), 1); /* merged, not folded */
+    assert_int_equal(count_op(g, TG_OP_ADD), 2);
     tg_graph_free(g);
 }
 
