@@ -122,6 +122,10 @@ if [ -x "$build/bench/bench_events" ]; then
     echo "== cross-device events between cpu:0 and cpu:1 (not part of the table) =="
     "$build/bench/bench_events" || true
 fi
+if [ -x "$build/bench/bench_devices" ]; then
+    echo "== W10a: two branches on 2 host devices; sim devices with 1 ms transfers =="
+    OPENBLAS_NUM_THREADS=1 "$build/bench/bench_devices" || true
+fi
 load1=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 if [ -z "$report_py" ]; then

@@ -332,6 +332,31 @@ tg_buffer *tg_device_buffer_new(tg_device *d, size_t nbytes) {
     return b;
 }
 
+tg_tensor *tg_device_tensor_new(tg_device *d, tg_dtype dt, int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    if (!tg_shape_size(ndim, shape, &n)) {
+        tg_set_error(TG_ELIMIT, "tensor too large for device %s", d ? d->name : "cpu");
+        return NULL;
+    }
+    size_t nbytes = (size_t)n * tg_dtype_infos[dt].size;
+    tg_buffer *b = tg_device_buffer_new(d, nbytes);
+    if (!b) {
+        tg_set_error(TG_ENOMEM, "out of memory: %zu bytes on device %s", nbytes,
+                     d ? d->name : "cpu");
+        return NULL;
+    }
+    tg_tensor *t = tg_mem_alloc(b->ctx, sizeof *t);
+    if (!t) {
+        tg_buffer_unref(b);
+        tg_set_error(TG_ENOMEM, "out of memory: a tensor on device %s", d ? d->name : "cpu");
+        return NULL;
+    }
+    *t = (tg_tensor){.dtype = dt, .ndim = ndim, .buf = b};
+    for (int k = 0; k < ndim; k++) t->shape[k] = shape[k];
+    tg_contiguous_strides(ndim, shape, t->strides);
+    return t;
+}
+
 /* ---- the registry ---- */
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -422,6 +447,21 @@ tg_status tg_device_list(tg_device *const **devs, int *n) {
     tg_status st = reg_devs ? TG_OK : registry_build_locked(-1, -1);
     *devs = reg_devs;
     *n = reg_n;
+    pthread_mutex_unlock(&reg_mu);
+    return st;
+}
+
+tg_status tg_device_count_peek(int *n) {
+    pthread_mutex_lock(&reg_mu);
+    int host = 0, sim = 0;
+    tg_status st = TG_OK;
+    if (reg_devs) {
+        *n = reg_n;
+    } else {
+        st = env_count("TGRAPH_HOST_DEVICES", &host);
+        if (st == TG_OK) st = env_count("TGRAPH_SIM_DEVICES", &sim);
+        *n = 1 + host + sim;
+    }
     pthread_mutex_unlock(&reg_mu);
     return st;
 }

@@ -70,6 +70,11 @@ typedef struct tg_device_iface {
     tg_status (*wait)(tg_device *d, tg_event *e);
     /* whether kernels of op `op` (an index of the op table) can run on d */
     bool (*supports_op)(const tg_device *d, int op);
+    /* [p, p + n) of d's memory is about to be touched by host kernels run on d's queue
+     * thread / is no longer (sim: unprotects and protects it, counted); NULL when the host
+     * may always touch it */
+    void (*open)(tg_device *d, const void *p, size_t n);
+    void (*close)(tg_device *d, const void *p, size_t n);
     void (*fini)(tg_device *d); /* frees the context */
 } tg_device_iface;
 
@@ -89,6 +94,9 @@ struct tg_device {
 /* The devices there are (building the registry on first use from the environment).
  * TG_EINVAL naming the variable when a setting is malformed. */
 tg_status tg_device_list(tg_device *const **devs, int *n);
+/* How many devices there are or will be, without building the registry (which starts
+ * their threads): TG_EINVAL naming the variable when a setting is malformed. */
+tg_status tg_device_count_peek(int *n);
 /* The device called `name`, or NULL with TG_EINVAL naming it and listing the devices. */
 tg_device *tg_device_find(const char *name);
 /* The host device `cpu` (NULL only when the registry cannot be built). */
@@ -105,6 +113,17 @@ void *tg_device_alloc(tg_device *d, size_t nbytes);
 void tg_device_free(tg_device *d, void *p, size_t nbytes);
 /* A zero-filled buffer of nbytes on d whose last unref frees it through d. */
 tg_buffer *tg_device_buffer_new(tg_device *d, size_t nbytes);
+
+/* A zero-filled contiguous tensor on d (tg_device_buffer_new); NULL with the error set. */
+tg_tensor *tg_device_tensor_new(tg_device *d, tg_dtype dt, int ndim, const int64_t *shape);
+/* Around host kernels that d's queue runs on memory of d: iface open/close (no-ops for
+ * kinds whose memory is the host's). */
+static inline void tg_device_open(tg_device *d, const void *p, size_t n) {
+    if (d && d->iface->open) d->iface->open(d, p, n);
+}
+static inline void tg_device_close(tg_device *d, const void *p, size_t n) {
+    if (d && d->iface->close) d->iface->close(d, p, n);
+}
 
 /* Appends a task to d's queue. TG_ENOMEM when it cannot be queued. */
 tg_status tg_device_submit(tg_device *d, tg_device_task fn, void *arg);

@@ -11,10 +11,11 @@
  *                         unset), 0: do not
  *
  * Invariants: with protection, every mapping is PROT_NONE except while a copy of a queue
- * works on it: `opens` counts those copies (a peer copy opens memory of another sim from
- * this device's thread) and the mapping is readable and writable exactly while it is
- * positive. A host read of sim memory then faults (SIGSEGV), which is what makes a missing
- * transfer visible in tests. The list of mappings is guarded by the device's mutex.
+ * or a kernel run by the queue (tg_device_open) works on it: `opens` counts those copies (a peer
+ * copy opens memory of another sim from this device's thread) and the mapping is readable and
+ * writable exactly while it is positive. A host read of sim memory then faults (SIGSEGV), which is
+ * what makes a missing transfer visible in tests. The list of mappings is guarded by the device's
+ * mutex.
  */
 #include "device.h"
 
@@ -182,9 +183,16 @@ static void sim_copy_peer(tg_device *d, void *dst, tg_device *src_dev, const voi
     pace(t0, transfer_time(d->context, n));
 }
 
-/* No kernel runs on a sim device yet: the scheduler that would open its memory around
- * host kernels does not exist, so it claims nothing. */
-static bool sim_supports_op(const tg_device *d, int op) { return false; }
+/* Kernels on a sim device are the host's, run by its queue thread on memory opened around
+ * them (sim_open): every op. */
+static bool sim_supports_op(const tg_device *d, int op) {
+    (void)d;
+    (void)op;
+    return true;
+}
+
+static void sim_open(tg_device *d, const void *p, size_t n) { sim_access(d, p, n, 1); }
+static void sim_close(tg_device *d, const void *p, size_t n) { sim_access(d, p, n, -1); }
 
 static void sim_fini(tg_device *d) {
     sim *s = d->context;
@@ -209,6 +217,8 @@ static const tg_device_iface sim_iface = {
     .record = tg_device_thread_record,
     .wait = tg_device_thread_wait,
     .supports_op = sim_supports_op,
+    .open = sim_open,
+    .close = sim_close,
     .fini = sim_fini,
 };
 

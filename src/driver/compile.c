@@ -32,6 +32,7 @@
 #include "../backend/cjit/cjit.h"
 #include "../backend/cjit/debug.h"
 #include "../backend/vm/vm.h"
+#include "driver.h"
 
 #include <pthread.h>
 
@@ -44,13 +45,11 @@ typedef struct fn_state {
     tg_tensor *spare; /* updated states: the buffer the next value is written into */
 } fn_state;
 
-/* A backend as the driver sees it: one table per backend, the same calls for all. */
-typedef struct fn_backend {
-    tg_status (*make)(tg_graph *g, const tg_compile_opts *opts, void **out);
-    void (*set_sub)(void *b, const tg_subexec *sub);
-    tg_status (*call)(void *b, tg_tensor *const *in, int nin, tg_tensor **out, int nout, bool into);
-    void (*free)(void *b);
-} fn_backend;
+/* Every backend runs every op today (fn_backend.supports). */
+static bool all_ops(int op) {
+    (void)op;
+    return true;
+}
 
 static tg_status interp_make(tg_graph *g, const tg_compile_opts *opts, void **out) {
     (void)opts;
@@ -62,7 +61,8 @@ static tg_status interp_call(void *b, tg_tensor *const *in, int nin, tg_tensor *
     return tg_interp_call(b, in, nin, out, nout, into);
 }
 static void interp_free(void *b) { tg_interp_free(b); }
-static const fn_backend be_interp = {interp_make, interp_sub, interp_call, interp_free};
+static const fn_backend be_interp = {"reference", interp_make, interp_sub,
+                                     interp_call, interp_free, all_ops};
 
 static tg_status vm_make(tg_graph *g, const tg_compile_opts *opts, void **out) {
     return tg_vm_new(g, opts, (tg_vm **)out);
@@ -73,7 +73,7 @@ static tg_status vm_call(void *b, tg_tensor *const *in, int nin, tg_tensor **out
     return tg_vm_call(b, in, nin, out, nout, into);
 }
 static void vm_free(void *b) { tg_vm_free(b); }
-static const fn_backend be_vm = {vm_make, vm_sub, vm_call, vm_free};
+static const fn_backend be_vm = {"vm", vm_make, vm_sub, vm_call, vm_free, all_ops};
 
 static tg_status cj_make(tg_graph *g, const tg_compile_opts *opts, void **out) {
     return tg_cj_new(g, opts, (tg_cj **)out);
@@ -84,7 +84,7 @@ static tg_status cj_call(void *b, tg_tensor *const *in, int nin, tg_tensor **out
     return tg_cj_call(b, in, nin, out, nout, into);
 }
 static void cj_free(void *b) { tg_cj_free(b); }
-static const fn_backend be_cj = {cj_make, cj_sub, cj_call, cj_free};
+static const fn_backend be_cj = {"c", cj_make, cj_sub, cj_call, cj_free, all_ops};
 
 static tg_status dbg_make(tg_graph *g, const tg_compile_opts *opts, void **out) {
     return tg_dbg_new(g, opts, (tg_dbg **)out);
@@ -95,7 +95,24 @@ static tg_status dbg_call(void *b, tg_tensor *const *in, int nin, tg_tensor **ou
     return tg_dbg_call(b, in, nin, out, nout, into);
 }
 static void dbg_free(void *b) { tg_dbg_free(b); }
-static const fn_backend be_dbg = {dbg_make, dbg_sub, dbg_call, dbg_free};
+static const fn_backend be_dbg = {"debug", dbg_make, dbg_sub, dbg_call, dbg_free, all_ops};
+
+/* The scheduler (sched.c): a placed graph over several devices, each part run by the
+ * backend of the mode. Its parts compile their own callees. */
+static tg_status sched_make(tg_graph *g, const tg_compile_opts *opts, void **out) {
+    return tg_sched_new(g, opts, (tg_sched **)out);
+}
+static void sched_sub(void *b, const tg_subexec *sub) {
+    (void)b;
+    (void)sub;
+}
+static tg_status sched_call(void *b, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                            bool into) {
+    return tg_sched_call(b, in, nin, out, nout, into);
+}
+static void sched_free(void *b) { tg_sched_free(b); }
+static const fn_backend be_sched = {"devices",  sched_make, sched_sub,
+                                    sched_call, sched_free, all_ops};
 
 /* The sub-graph executor of a function: its callees, compiled. */
 typedef struct fn_callees {
@@ -124,27 +141,43 @@ static void states_free(tg_fn *f);
 static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts);
 static void callees_free(tg_fn *f);
 
-tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
-    if (!g || !out)
-        return tg_set_error(TG_EINVAL, "tg_graph_compile: %s is NULL", g ? "out" : "graph");
-    *out = NULL;
-    /* the caller's options, in this version's struct (tgraph.h, "versioned structs") */
-    tg_compile_opts o;
-    tg_status st = tg_struct_in(&o, sizeof o, opts, TG_COMPILE_OPTS_FIRST, "tg_graph_compile",
-                                "tg_compile_opts");
-    if (st != TG_OK) return st;
-    opts = &o; /* never NULL from here on: NULL gave the defaults */
-    if ((unsigned)opts->mode > TG_MODE_DEBUG || (unsigned)opts->debug_backend > TG_MODE_DEBUG)
-        return tg_set_error(TG_EINVAL, "tg_graph_compile: invalid mode %d",
-                            (unsigned)opts->mode > TG_MODE_DEBUG ? (int)opts->mode
-                                                                 : (int)opts->debug_backend);
-    if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
+/* Whether g goes through placement: a placement asked for, several devices, or an
+ * annotation. With none of them, nothing about devices happens at all. */
+#define TG_PLACE_PENDING(g, o) ((void)(g), (void)(o), TG_OK)
+static tg_status wants_placement(const tg_graph *g, const tg_compile_opts *opts, bool *out) {
+    int ndev = 1;
+    tg_status st = tg_device_count_peek(&ndev);
+    *out = opts->placement != TG_PLACEMENT_DEFAULT || ndev > 1;
+    for (int i = 0; !*out && i < g->nodes.n; i++)
+        *out = ((const tg_node *)g->nodes.items[i])->device != NULL;
+    for (int i = 0; !*out && i < g->inputs.n; i++)
+        *out = ((const tg_var *)g->inputs.items[i])->device != NULL;
+    return st;
+}
+
+/* The device of a placed graph all of whose nodes are on one host device and that has no
+ * transfer: it runs there (that device's pool) without the scheduler. NULL otherwise. */
+static tg_device *single_host_device(const tg_graph *g) {
+    const char *d = NULL;
+    for (int i = 0; i < g->nodes.n; i++) {
+        const tg_node *n = g->nodes.items[i];
+        if (n->op == TG_OP_TRANSFER) return NULL;
+        if (!d) d = n->device;
+        if (!tg_ir_same_device(d, n->device)) return NULL;
+    }
+    tg_device *dev = d ? tg_device_find(d) : tg_device_cpu();
+    return dev && tg_device_is_host(dev) ? dev : NULL;
+}
+
+/* tg_graph_compile, and the parts of a placed graph (placed: no rewrite, no placement). */
+static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, tg_fn **out) {
     tg_mode mode = opts->mode;
+    if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
-    st = tg_graph_verify(g);
+    tg_status st = tg_graph_verify(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
-    if (mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
+    if (!placed && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
         /* the pipeline works on a clone: the user's graph is never modified */
         owned = tg_graph_clone(g);
         if (!owned) return tg_rw_error_status();
@@ -157,6 +190,26 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
         }
         run = owned;
     }
+    bool place = false;
+    if (!placed) st = wants_placement(g, opts, &place);
+    tg_compile_opts o = *opts; /* with the pool of the device it runs on, if one */
+    const fn_backend *be = NULL;
+    if (st == TG_OK && place) { /* placement, after every rewrite (docs/devices.md) */
+        if (!owned && !(run = owned = tg_graph_clone(g))) st = tg_rw_error_status();
+        int po = 0;
+        if (st == TG_OK) st = TG_PLACE_PENDING(&owned, &po);
+        run = owned;
+        tg_device *d = st == TG_OK ? single_host_device(run) : NULL;
+        if (d && d != tg_device_cpu()) {
+            o.pool = d->pool;
+            o.nthreads = 0;
+        }
+        if (st == TG_OK && !d) be = &be_sched;
+    }
+    if (st != TG_OK) {
+        tg_graph_free(owned);
+        return st;
+    }
     tg_fn *f = tg_mem_calloc(g->ctx, sizeof *f);
     if (!f) {
         tg_graph_free(owned);
@@ -166,22 +219,23 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     f->owned = owned;
     f->mode = mode;
     st = states_init(f);
-    if (st == TG_OK) st = callees_init(f, opts);
+    if (st == TG_OK && !be) st = callees_init(f, &o);
     if (st != TG_OK) {
         tg_fn_free(f);
         return st;
     }
-    const fn_backend *be = mode == TG_MODE_REFERENCE ? &be_interp
-                           : mode == TG_MODE_DEBUG   ? &be_dbg
-                           : mode == TG_MODE_C       ? &be_cj
-                                                     : &be_vm;
-    st = be->make(run, opts, &f->run);
+    if (!be)
+        be = mode == TG_MODE_REFERENCE ? &be_interp
+             : mode == TG_MODE_DEBUG   ? &be_dbg
+             : mode == TG_MODE_C       ? &be_cj
+                                       : &be_vm;
+    st = be->make(run, &o, &f->run);
     if (st == TG_ECHECK && be == &be_cj && !opts->no_fallback) {
         /* no compiler: the VM, with a warning */
         fprintf(stderr, "tgraph: warning: %s; running '%s' with the vm backend\n", tg_last_error(),
                 g->name);
         be = &be_vm;
-        st = be->make(run, opts, &f->run);
+        st = be->make(run, &o, &f->run);
     }
     if (st == TG_OK) {
         f->be = be;
@@ -193,6 +247,34 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     }
     *out = f;
     return TG_OK;
+}
+
+/* The caller's options in this version's struct, checked (tgraph.h, "versioned structs"). */
+static tg_status opts_in(tg_compile_opts *o, const tg_compile_opts *opts) {
+    tg_status st = tg_struct_in(o, sizeof *o, opts, TG_COMPILE_OPTS_FIRST, "tg_graph_compile",
+                                "tg_compile_opts");
+    if (st != TG_OK) return st;
+    if ((unsigned)o->mode > TG_MODE_DEBUG || (unsigned)o->debug_backend > TG_MODE_DEBUG)
+        return tg_set_error(TG_EINVAL, "tg_graph_compile: invalid mode %d",
+                            (unsigned)o->mode > TG_MODE_DEBUG ? (int)o->mode
+                                                              : (int)o->debug_backend);
+    if ((unsigned)o->placement > TG_PLACEMENT_MANUAL)
+        return tg_set_error(TG_EINVAL, "tg_graph_compile: invalid placement %d", (int)o->placement);
+    return TG_OK;
+}
+
+tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
+    if (!g || !out)
+        return tg_set_error(TG_EINVAL, "tg_graph_compile: %s is NULL", g ? "out" : "graph");
+    *out = NULL;
+    tg_compile_opts o;
+    tg_status st = opts_in(&o, opts);
+    return st == TG_OK ? compile(g, &o, false, out) : st;
+}
+
+tg_status tg_driver_compile_placed(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
+    *out = NULL;
+    return compile(g, opts, true, out);
 }
 
 void tg_fn_free(tg_fn *f) {
@@ -505,11 +587,13 @@ tg_status tg_fn_call_into(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **o
 
 void tg_fn_profile_reset(tg_fn *f) {
     if (f && f->be == &be_vm) tg_vm_profile_reset(f->run);
+    if (f && f->be == &be_sched) tg_sched_profile_reset(f->run);
 }
 
 tg_status tg_fn_profile_print(tg_fn *f, FILE *out) {
     if (!f || !out)
         return tg_set_error(TG_EINVAL, "tg_fn_profile_print: %s is NULL", f ? "file" : "function");
+    if (f->be == &be_sched) return tg_sched_profile_print(f->run, out);
     if (f->be != &be_vm)
         return tg_set_error(TG_EINVAL, "profile: only TG_MODE_VM functions keep one");
     return tg_vm_profile_print(f->run, out);

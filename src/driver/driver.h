@@ -1,0 +1,49 @@
+/* driver.h - private header of src/driver: compiled functions (compile.c) and the
+ * multi-device scheduler (sched.c), which runs a placed graph as per-device parts that are
+ * ordinary compiled functions.
+ *
+ * A backend, as compile.c sees it, is one table of calls (fn_backend): the reference
+ * interpreter, the VM, the C JIT, debug mode, and the scheduler, which is chosen when
+ * placement spreads a graph over several devices and itself runs each device's part with
+ * the backend of the function's mode.
+ */
+#ifndef TG_DRIVER_H
+#define TG_DRIVER_H
+
+#include "../device/device.h"
+#include "../ir/ir.h"
+#include "../ir/op.h"
+
+#include <stdio.h>
+
+/* A backend: make from a graph (borrowed, alive as long as the object), hand it the
+ * sub-graph executor of call nodes, run, free. `supports` says whether it can run an op
+ * (placement asks the devices, which ask their backend). */
+typedef struct fn_backend {
+    const char *name;
+    tg_status (*make)(tg_graph *g, const tg_compile_opts *opts, void **out);
+    void (*set_sub)(void *b, const tg_subexec *sub);
+    tg_status (*call)(void *b, tg_tensor *const *in, int nin, tg_tensor **out, int nout, bool into);
+    void (*free)(void *b);
+    bool (*supports)(int op);
+} fn_backend;
+
+/* Compiles a graph that is already rewritten and placed (a part of the scheduler): no
+ * rewrite, no placement; opts->pool is the device's pool. g is borrowed. */
+tg_status tg_driver_compile_placed(tg_graph *g, const tg_compile_opts *opts, tg_fn **out);
+
+/* The scheduler of a placed graph (the contract of src/rewrite/place.c: every node has a
+ * device, every edge between devices goes through a transfer). */
+typedef struct tg_sched tg_sched;
+tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out);
+tg_status tg_sched_call(tg_sched *s, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                        bool into);
+void tg_sched_free(tg_sched *s);
+void tg_sched_profile_reset(tg_sched *s);
+tg_status tg_sched_profile_print(tg_sched *s, FILE *f);
+/* Whether the call checks that every value a part reads lives where the part runs (checked
+ * builds, or TGRAPH_SIM_PROTECT=1): a missing transfer is an error, not a read of memory
+ * the device cannot see. */
+bool tg_sched_checked(void);
+
+#endif

@@ -1,0 +1,289 @@
+/* test_sched.c - the multi-device scheduler (src/driver/sched.c) on graphs placed by hand:
+ * every node carries its device and every edge between devices goes through a transfer,
+ * the contract of placement (src/rewrite/place.c), which these tests bypass so that each
+ * case says exactly where things run.
+ *
+ * Results equal the reference interpreter's on one device (within 1e-12): two branches on
+ * two host devices joined through a transfer that copies nothing; a chain going to a sim
+ * device and back; two sim devices and a copy between them; a value returned twice, an
+ * input returned as is. A step that fails cancels the call on every device: the error
+ * names the failing node, no call hangs, and the next call works. A planted missing
+ * transfer (a sim node reading host memory, an output left on a sim device) is an error
+ * naming the value and both devices. Eight threads call one function at once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/driver.h"
+#include "tgraph.h"
+
+static void on(tg_graph *g, const char *dev) { g->device = tg_ir_device_intern(g, dev); }
+
+static tg_var *transfer(tg_graph *g, tg_var *x, const char *dev, bool copy) {
+    tg_attr a[2] = {TG_A_STR("device", dev), TG_A_BOOL("copy", copy)};
+    on(g, dev);
+    return tg_apply(g, "transfer", &x, 1, a, 2);
+}
+
+static tg_var *un(tg_graph *g, const char *op, tg_var *x) { return tg_apply(g, op, &x, 1, NULL, 0); }
+static tg_var *bin(tg_graph *g, const char *op, tg_var *x, tg_var *y) {
+    tg_var *in[2] = {x, y};
+    return tg_apply(g, op, in, 2, NULL, 0);
+}
+
+static tg_tensor *ramp(int64_t n, double scale) {
+    tg_tensor *t = tg_tensor_new(NULL, TG_DT_F64, 1, &n);
+    double *p = tg_tensor_data(t);
+    for (int64_t i = 0; i < n; i++) p[i] = scale * (double)(i % 97) / 97.0 - 0.3;
+    return t;
+}
+
+/* Equal within 1e-12, relative: the reference's libm and the VM's vector functions, and
+ * sums split over other thread counts, may differ in the last bits. */
+static void close_to(const tg_tensor *a, const tg_tensor *b) {
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(a->dtype, TG_DT_F64);
+    assert_int_equal(a->ndim, b->ndim);
+    for (int d = 0; d < a->ndim; d++) assert_int_equal(a->shape[d], b->shape[d]);
+    tg_tensor *ca = tg_tensor_dup(a), *cb = tg_tensor_dup(b);
+    const double *pa = tg_tensor_data(ca), *pb = tg_tensor_data(cb);
+    for (int64_t i = 0; i < tg_tensor_size(ca); i++)
+        if (!(fabs(pa[i] - pb[i]) <= 1e-12 * (1.0 + fabs(pb[i]))))
+            fail_msg("element %lld: %.17g, the reference %.17g", (long long)i, pa[i], pb[i]);
+    tg_tensor_free(ca);
+    tg_tensor_free(cb);
+}
+
+/* Runs g placed (the scheduler) and the same computation as the reference on the host:
+ * every output equal. */
+static void check_against_reference(tg_graph *g, tg_tensor *const *in, int nin) {
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM);
+    tg_sched *s = NULL;
+    assert_int_equal(tg_sched_new(g, &o, &s), TG_OK);
+    int nout = g->outputs.n;
+    tg_tensor *got[8] = {0}, *want[8] = {0};
+    assert_int_equal(tg_sched_call(s, in, nin, got, nout, false), TG_OK);
+    tg_compile_opts r = TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE);
+    tg_fn *ref = NULL;
+    assert_int_equal(tg_driver_compile_placed(g, &r, &ref), TG_OK);
+    assert_int_equal(tg_fn_call(ref, in, nin, want, nout), TG_OK);
+    for (int i = 0; i < nout; i++) {
+        close_to(got[i], want[i]);
+        tg_tensor_free(got[i]);
+        tg_tensor_free(want[i]);
+    }
+    tg_fn_free(ref);
+    tg_sched_free(s);
+}
+
+static int setup(void **st) {
+    (void)st;
+    return tg_devices_configure(2, 2) == TG_OK ? 0 : -1;
+}
+
+static int teardown(void **st) {
+    (void)st;
+    return tg_devices_configure(0, 0) == TG_OK ? 0 : -1;
+}
+
+/* Two branches on cpu:0 and cpu:1, joined on cpu:0 through a copy=false transfer. */
+static tg_graph *two_branches(void) {
+    tg_graph *g = tg_graph_new(NULL, "two");
+    int64_t n = 100000;
+    tg_var *x = tg_input(g, "x", TG_DT_F64, 1, &n);
+    on(g, "cpu:0");
+    tg_var *a = un(g, "exp", un(g, "sin", x));
+    on(g, "cpu:1");
+    tg_var *b = un(g, "tanh", bin(g, "mul", x, x));
+    tg_var *bt = transfer(g, b, "cpu:0", false);
+    on(g, "cpu:0");
+    tg_var *y = bin(g, "add", a, bt);
+    tg_var *outs[3] = {y, un(g, "sum", y), b};
+    tg_graph_set_outputs(g, outs, 3);
+    assert_int_equal(g->status, TG_OK);
+    return g;
+}
+
+static void test_host_devices(void **st) {
+    (void)st;
+    tg_graph *g = two_branches();
+    tg_tensor *x = ramp(100000, 3.0);
+    check_against_reference(g, &x, 1);
+    tg_tensor_free(x);
+    tg_graph_free(g);
+}
+
+/* host -> sim:0 -> sim:1 -> host, and a value returned twice and an input returned. */
+static void test_sim_devices(void **st) {
+    (void)st;
+    tg_graph *g = tg_graph_new(NULL, "sim");
+    int64_t n = 5000;
+    tg_var *x = tg_input(g, "x", TG_DT_F64, 1, &n);
+    tg_var *xs = transfer(g, x, "sim:0", true);
+    on(g, "sim:0");
+    tg_var *a = un(g, "exp", bin(g, "mul", xs, xs));
+    tg_var *a1 = transfer(g, a, "sim:1", true);
+    on(g, "sim:1");
+    tg_var *b = un(g, "sum", un(g, "log", a1));
+    tg_var *bh = transfer(g, b, "cpu", true);
+    tg_var *ah = transfer(g, a, "cpu:1", true);
+    on(g, "cpu:1");
+    tg_var *c = bin(g, "add", ah, x);
+    tg_var *outs[5] = {bh, c, bh, x, ah};
+    tg_graph_set_outputs(g, outs, 5);
+    assert_int_equal(g->status, TG_OK);
+    tg_tensor *xt = ramp(n, 1.0);
+    check_against_reference(g, &xt, 1);
+    tg_tensor_free(xt);
+    tg_graph_free(g);
+}
+
+/* A failing step on cpu:1 while cpu:0 works: the call fails with its message, then works. */
+static void test_cancel(void **st) {
+    (void)st;
+    tg_graph *g = tg_graph_new(NULL, "fails");
+    int64_t n = 100000, q = -1;
+    tg_var *x = tg_input(g, "x", TG_DT_F64, 1, &n);
+    tg_var *idx = tg_input(g, "i", TG_DT_I64, 1, &q);
+    on(g, "cpu:0");
+    tg_var *a = un(g, "sum", un(g, "exp", un(g, "sin", x)));
+    on(g, "cpu:1");
+    tg_var *in2[2] = {x, idx};
+    tg_var *b = un(g, "sum", tg_apply(g, "take", in2, 2, NULL, 0));
+    tg_var *bt = transfer(g, b, "cpu:0", false);
+    on(g, "cpu:0");
+    tg_var *y = bin(g, "add", a, bt);
+    tg_graph_set_outputs(g, &y, 1);
+    assert_int_equal(g->status, TG_OK);
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM);
+    tg_sched *s = NULL;
+    assert_int_equal(tg_sched_new(g, &o, &s), TG_OK);
+    tg_tensor *xt = ramp(n, 1.0);
+    int64_t three = 3;
+    tg_tensor *bad = tg_tensor_new(NULL, TG_DT_I64, 1, &three), *good = tg_tensor_new(NULL, TG_DT_I64, 1, &three);
+    ((int64_t *)tg_tensor_data(bad))[1] = n + 5; /* out of range */
+    for (int k = 0; k < 50; k++) {
+        tg_tensor *in[2] = {xt, (k & 1) ? good : bad}, *out = NULL;
+        tg_status rc = tg_sched_call(s, in, 2, &out, 1, false);
+        if (k & 1) {
+            assert_int_equal(rc, TG_OK);
+            tg_tensor_free(out);
+        } else {
+            assert_int_not_equal(rc, TG_OK);
+            assert_null(out);
+            assert_non_null(strstr(tg_last_error(), "take"));
+        }
+    }
+    tg_tensor_free(xt);
+    tg_tensor_free(bad);
+    tg_tensor_free(good);
+    tg_sched_free(s);
+    tg_graph_free(g);
+}
+
+/* A sim node reading host memory, and an output left on a sim device, are caught. */
+static void test_missing_transfer(void **st) {
+    (void)st;
+    int64_t n = 16;
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM);
+    tg_sched *s = NULL;
+    tg_graph *g = tg_graph_new(NULL, "planted");
+    tg_var *x = tg_input(g, "x", TG_DT_F64, 1, &n);
+    on(g, "sim:0");
+    tg_var *y = un(g, "exp", x); /* reads x, host memory, with no transfer */
+    tg_var *yh = transfer(g, y, "cpu", true);
+    tg_graph_set_outputs(g, &yh, 1);
+    assert_int_equal(tg_sched_new(g, &o, &s), TG_EINVAL);
+    assert_null(s);
+    assert_non_null(strstr(tg_last_error(), "missing transfer: 'x' lives on the host and is read on sim:0"));
+    tg_graph_free(g);
+
+    g = tg_graph_new(NULL, "planted2");
+    x = tg_input(g, "x", TG_DT_F64, 1, &n);
+    tg_var *xs = transfer(g, x, "sim:1", true);
+    on(g, "sim:1");
+    y = un(g, "exp", xs);
+    tg_graph_set_outputs(g, &y, 1); /* returned from sim memory */
+    assert_int_equal(tg_sched_new(g, &o, &s), TG_EINVAL);
+    assert_non_null(strstr(tg_last_error(), "lives on sim:1: missing transfer to the host"));
+    tg_graph_free(g);
+
+    /* a host device reading a sim value directly */
+    g = tg_graph_new(NULL, "planted3");
+    x = tg_input(g, "x", TG_DT_F64, 1, &n);
+    xs = transfer(g, x, "sim:0", true);
+    on(g, "sim:0");
+    y = un(g, "exp", xs);
+    on(g, "cpu:1");
+    tg_var *z = un(g, "neg", y);
+    tg_graph_set_outputs(g, &z, 1);
+    assert_int_equal(tg_sched_new(g, &o, &s), TG_EINVAL);
+    assert_non_null(strstr(tg_last_error(), "lives on sim:0 and is read on cpu:1"));
+    tg_graph_free(g);
+}
+
+typedef struct shared {
+    tg_sched *s;
+    tg_tensor *x;
+    const tg_tensor *want[3];
+    int bad;
+} shared;
+
+static void *worker(void *arg) {
+    shared *sh = arg;
+    for (int k = 0; k < 20; k++) {
+        tg_tensor *out[3] = {0};
+        if (tg_sched_call(sh->s, &sh->x, 1, out, 3, false) != TG_OK) {
+            __atomic_add_fetch(&sh->bad, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        for (int i = 0; i < 3; i++) {
+            tg_tensor *a = tg_tensor_dup(out[i]), *b = tg_tensor_dup(sh->want[i]);
+            size_t nb = (size_t)tg_tensor_size(a) * tg_dtype_size(a->dtype);
+            if (memcmp(tg_tensor_data(a), tg_tensor_data(b), nb) != 0)
+                __atomic_add_fetch(&sh->bad, 1, __ATOMIC_RELAXED);
+            tg_tensor_free(a);
+            tg_tensor_free(b);
+            tg_tensor_free(out[i]);
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void **st) {
+    (void)st;
+    tg_graph *g = two_branches();
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM);
+    shared sh = {.x = ramp(100000, 2.0)};
+    assert_int_equal(tg_sched_new(g, &o, &sh.s), TG_OK);
+    tg_tensor *want[3] = {0};
+    assert_int_equal(tg_sched_call(sh.s, &sh.x, 1, want, 3, false), TG_OK);
+    for (int i = 0; i < 3; i++) sh.want[i] = want[i];
+    pthread_t th[8];
+    for (int t = 0; t < 8; t++) pthread_create(&th[t], NULL, worker, &sh);
+    for (int t = 0; t < 8; t++) pthread_join(th[t], NULL);
+    assert_int_equal(sh.bad, 0);
+    for (int i = 0; i < 3; i++) tg_tensor_free(want[i]);
+    tg_tensor_free(sh.x);
+    tg_sched_free(sh.s);
+    tg_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host_devices),     cmocka_unit_test(test_sim_devices),
+        cmocka_unit_test(test_cancel),           cmocka_unit_test(test_missing_transfer),
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
