@@ -14,7 +14,8 @@
  *     devices are an error naming both and the op's place. AUTO: pins on devices the cost
  *     model never chooses (sim devices) spread to the unpinned neighbours that would otherwise
  *     move data to or from them: forward to a node whose located inputs all live there, then
- *     backward to a node whose readers all run there. Pins on host devices do not spread:
+ *     backward to a node whose readers all run there, each time only where no more data
+ *     moves to the device than the move saves. Pins on host devices do not spread:
  *     their readers are weighed by the cost model, so that a pin never drags independent
  *     work onto its device.
  *  c. Fill. MANUAL: the rest runs on the first device (`cpu:0` when there are virtual host
@@ -81,7 +82,7 @@ typedef struct place {
         int next;   /* next entry of the same value, or -1 */
         bool fresh; /* made here (else one of the graph's, adopted) */
         bool used;  /* some read resolved to it */
-    } *ent;
+    } * ent;
     int nent, capent;
     const char *cached; /* the last annotation looked up, and its device */
     int cached_dev;
@@ -132,6 +133,16 @@ static bool supports(const place *p, int d, const tg_node *n) {
 static int loc_of(const place *p, const tg_var *v) {
     if (v->kind == TG_VAR_NODE) return p->dev[v->node->id];
     return v->kind == TG_VAR_INPUT ? p->inloc[v->id] : HOST;
+}
+
+static double elems(const tg_type *t) {
+    double e = 1;
+    for (int d = 0; d < t->ndim; d++) e *= t->shape[d] < 0 ? UNKNOWN_EXTENT : (double)t->shape[d];
+    return e;
+}
+
+static double bytes(const tg_var *v) {
+    return elems(&v->type) * (double)tg_dtype_size((tg_dtype)v->type.dtype);
 }
 
 /* Whether v's location comes from a pin (MANUAL follows those). */
@@ -222,25 +233,40 @@ static tg_status place_manual(place *p) {
 
 /* ---- b: AUTO's expansion of pins on devices the cost model does not choose ---- */
 
+/* Whether n may go to device d, which it would read `saved` bytes on without moving them:
+ * d runs its op, and what n's inputs elsewhere would bring to d is no more than that. */
+static bool worth(const place *p, const tg_node *n, int d, double saved) {
+    if (is_host(p, d) || !supports(p, d, n)) return false;
+    double moved = 0;
+    for (int k = 0; k < n->nin; k++)
+        if (loc_of(p, n->in[k]) != d) moved += bytes(n->in[k]);
+    return moved <= saved;
+}
+
 /* Forward: a node whose inputs are all placed and whose located ones all live on one such
- * device (host memory aside) runs there. */
+ * device (host memory aside) runs there, unless that moves more host memory there than it
+ * reads there. */
 static void expand_forward(place *p) {
     for (int i = 0; i < p->norder; i++) {
         tg_node *n = p->order[i];
         if (p->dev[n->id] != UNPLACED) continue;
         int d1 = -1;
         bool one = true;
+        double there = 0;
         for (int k = 0; k < n->nin && one; k++) {
             int l = loc_of(p, n->in[k]);
             if (l == HOST) continue;
             one = l != UNPLACED && (d1 < 0 || l == d1);
             d1 = l;
+            there += bytes(n->in[k]);
         }
-        if (one && d1 >= 0 && !is_host(p, d1) && supports(p, d1, n)) p->dev[n->id] = d1;
+        if (one && d1 >= 0 && worth(p, n, d1, there)) p->dev[n->id] = d1;
     }
 }
 
-/* Backward: a node whose readers are all placed on one such device runs there. */
+/* Backward: a node whose readers are all placed on one such device runs there, unless its
+ * inputs are more to move there than its outputs (a product of two matrices stays where
+ * they are). */
 static tg_status expand_backward(place *p) {
     tg_ctx *ctx = p->g->ctx;
     size_t nv = (size_t)p->nvars + 1, ne = 1;
@@ -268,13 +294,16 @@ static tg_status expand_backward(place *p) {
         if (p->dev[n->id] != UNPLACED) continue;
         int d1 = -1;
         bool one = true;
-        for (int o = 0; o < n->nout && one; o++)
+        double out = 0;
+        for (int o = 0; o < n->nout && one; o++) {
+            out += bytes(n->out[o]);
             for (int r = start[n->out[o]->id]; r < start[n->out[o]->id + 1] && one; r++) {
                 int l = p->dev[rd[r]->id];
                 one = l != UNPLACED && (d1 < 0 || l == d1);
                 d1 = l;
             }
-        if (one && d1 >= 0 && !is_host(p, d1) && supports(p, d1, n)) p->dev[n->id] = d1;
+        }
+        if (one && d1 >= 0 && worth(p, n, d1, out)) p->dev[n->id] = d1;
     }
     tg_mem_free(ctx, start, sizeof *start * (nv + 1));
     tg_mem_free(ctx, fill, sizeof *fill * nv);
@@ -283,12 +312,6 @@ static tg_status expand_backward(place *p) {
 }
 
 /* ---- c: AUTO's cost model ---- */
-
-static double elems(const tg_type *t) {
-    double e = 1;
-    for (int d = 0; d < t->ndim; d++) e *= t->shape[d] < 0 ? UNKNOWN_EXTENT : (double)t->shape[d];
-    return e;
-}
 
 /* Work of a node in elements: what it reads and writes; for a product (a linear-algebra
  * record, or a lowered BLAS form whose operands follow the accumulator) m*n*k, with the
@@ -309,8 +332,8 @@ static double work(const tg_node *n) {
     return w;
 }
 
-/* Time to move `bytes` from location `from` to device `to`. */
-static double move_time(const place *p, int from, int to, double bytes) {
+/* Time to move `size` bytes from location `from` to device `to`. */
+static double move_time(const place *p, int from, int to, double size) {
     if (from == to || (from == HOST && is_host(p, to))) return 0;
     if (is_host(p, from) && is_host(p, to)) return HOST_HOP;
     double t = 0;
@@ -318,7 +341,7 @@ static double move_time(const place *p, int from, int to, double bytes) {
     for (int e = 0; e < 2; e++) {
         if (is_host(p, ends[e])) continue;
         const tg_device_cost *c = &p->devs[ends[e]]->cost;
-        t += c->latency_s + (c->bytes_per_s > 0 ? bytes / c->bytes_per_s : 0);
+        t += c->latency_s + (c->bytes_per_s > 0 ? size / c->bytes_per_s : 0);
     }
     return t;
 }
@@ -329,9 +352,8 @@ static double finish_on(const place *p, const tg_node *n, int d, double w, const
     double ready = busy[d];
     for (int k = 0; k < n->nin; k++) {
         const tg_var *v = n->in[k];
-        double bytes = elems(&v->type) * (double)tg_dtype_size((tg_dtype)v->type.dtype);
         double t = (v->kind == TG_VAR_NODE ? fin[v->node->id] : 0) +
-                   move_time(p, loc_of(p, v), d, bytes);
+                   move_time(p, loc_of(p, v), d, bytes(v));
         if (t > ready) ready = t;
     }
     double speed = p->devs[d]->cost.compute_speed;
@@ -549,7 +571,8 @@ static tg_status place_run(place *p, tg_placement mode, bool *compact) {
     for (int i = 0; i < g->nodes.n; i++) {
         tg_node *n = g->nodes.items[i];
         int d = p->dev[n->id] >= 0 ? p->dev[n->id] : p->first;
-        if (!(n->device = dev_name(p, d))) return tg_set_error(TG_ENOMEM, "placement: out of memory");
+        if (!(n->device = dev_name(p, d)))
+            return tg_set_error(TG_ENOMEM, "placement: out of memory");
     }
     p->memo = tg_mem_alloc(ctx, sizeof *p->memo * nv);
     if (!p->memo) return tg_set_error(TG_ENOMEM, "placement: out of memory");
@@ -631,8 +654,8 @@ tg_status tg_place_check(const tg_graph *g) {
         int d = check_dev(devs, ndev, n->device);
         if (d < 0) {
             st = tg_set_error(TG_EINTERNAL, "placement: %s is on %s%s%s", at,
-                              n->device ? "no device \"" : "no device",
-                              n->device ? n->device : "", n->device ? "\"" : "");
+                              n->device ? "no device \"" : "no device", n->device ? n->device : "",
+                              n->device ? "\"" : "");
             break;
         }
         if (!supports(&p, d, n)) {
@@ -646,8 +669,8 @@ tg_status tg_place_check(const tg_graph *g) {
             if (!tg_ir_same_device(n->attrs[T_DEVICE].s, n->device) || l == d ||
                 (l == HOST && is_host(&p, d)) || n->attrs[T_COPY].i != copy)
                 st = tg_set_error(TG_EINTERNAL,
-                                  "placement: %s on %s moves a value of %s to \"%s\" (copy=%s)",
-                                  at, n->device, l >= 0 ? devs[l]->name : "host memory",
+                                  "placement: %s on %s moves a value of %s to \"%s\" (copy=%s)", at,
+                                  n->device, l >= 0 ? devs[l]->name : "host memory",
                                   n->attrs[T_DEVICE].s, n->attrs[T_COPY].i ? "true" : "false");
             continue;
         }
@@ -656,7 +679,9 @@ tg_status tg_place_check(const tg_graph *g) {
             if (l != d && !(l == HOST && is_host(&p, d)))
                 st = tg_set_error(TG_EINTERNAL, "placement: %s on %s reads input %d from %s", at,
                                   devs[d]->name, k,
-                                  l >= 0 ? devs[l]->name : l == HOST ? "host memory" : "nowhere");
+                                  l >= 0      ? devs[l]->name
+                                  : l == HOST ? "host memory"
+                                              : "nowhere");
         }
     }
     for (int i = 0; i < g->outputs.n && st == TG_OK; i++) {

@@ -5,16 +5,17 @@
  * error naming both values, transfers made once per value and destination, the graph's own
  * transfers looked through (pairs that cancel, transfers to where the value already is),
  * copy=false exactly between host devices, sim devices needing transfers for inputs,
- * constants and outputs, and the contract checker refusing a node left unplaced. Graphs are
- * parsed from .tg text and annotated by setting node->device directly. Sim devices run no
- * kernel yet; tests that place nodes on them give sim:0 a table whose supports_op accepts
- * every op (a stand-in for a device with kernels). */
+ * constants and outputs, and the contract checker refusing a node left unplaced; a placed
+ * graph computes what the graph did, and runs on the devices. Graphs are parsed from .tg
+ * text and annotated by setting node->device directly. A device without kernels is sim:0
+ * given a table whose supports_op refuses every op. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "device/device.h"
@@ -96,20 +97,20 @@ static const tg_node *transfer_in(const tg_graph *g, const char *reader, int k) 
     return v->kind == TG_VAR_NODE && v->node->op == TG_OP_TRANSFER ? v->node : NULL;
 }
 
-static bool yes(const tg_device *d, int op) {
+static bool no(const tg_device *d, int op) {
     (void)d;
     (void)op;
-    return true;
+    return false;
 }
 
-/* sim:0 claims every op (the registry's table is replaced until it is rebuilt). */
-static void sim_runs_everything(void) {
-    static tg_device_iface all;
+/* sim:0 claims no op (the registry's table is replaced until it is rebuilt). */
+static void sim_runs_nothing(void) {
+    static tg_device_iface none;
     tg_device *d = tg_device_find("sim:0");
     assert_non_null(d);
-    all = *d->iface;
-    all.supports_op = yes;
-    d->iface = &all;
+    none = *d->iface;
+    none.supports_op = no;
+    d->iface = &none;
 }
 
 static const char two_branches[] = "func main(a: f32[256,256], b: f32[256,256], c: f32[256,256],\n"
@@ -167,18 +168,21 @@ static void test_unknown_device_lists_devices(void **state) {
     g = parse_fn(two_branches, "main");
     annotate(g, "c", "cpu:3");
     assert_int_equal(tg_place(&g, NULL), TG_EINVAL);
-    assert_non_null(strstr(tg_last_error(), "input 'c': no device \"cpu:3\" (the devices are: cpu)"));
+    assert_non_null(
+        strstr(tg_last_error(), "input 'c': no device \"cpu:3\" (the devices are: cpu)"));
     tg_graph_free(g);
 }
 
 static void test_pinned_device_must_run_the_op(void **state) {
     (void)state;
-    assert_int_equal(tg_device_configure(1, 1), TG_OK); /* sim:0 runs nothing */
+    assert_int_equal(tg_device_configure(1, 1), TG_OK);
+    sim_runs_nothing();
     tg_graph *g = parse_fn(chain, "main");
     annotate(g, "b", "sim:0");
     assert_int_equal(tg_place(&g, NULL), TG_EINVAL);
     assert_non_null(strstr(tg_last_error(), "test.tg:3:"));
-    assert_non_null(strstr(tg_last_error(), "tanh: annotated to run on sim:0, which cannot run it"));
+    assert_non_null(
+        strstr(tg_last_error(), "tanh: annotated to run on sim:0, which cannot run it"));
     tg_graph_free(g);
 }
 
@@ -288,14 +292,14 @@ static const char sim_src[] = "func main(x: f32[64], w: f32[64]) {\n"
 static void test_sim_pin_expands_and_transfers(void **state) {
     (void)state;
     assert_int_equal(tg_device_configure(2, 1), TG_OK);
-    sim_runs_everything();
     tg_graph *g = parse_fn(sim_src, "main");
     annotate(g, "m", "sim:0");
     tg_place_stats s;
     assert_int_equal(place(&g, TG_PLACEMENT_AUTO, &s), TG_OK);
     /* forward (k, r read only sim:0 and a constant) and backward (e is read only there) */
     const char *on_sim[] = {"e", "m", "k", "r"};
-    for (size_t i = 0; i < TG_COUNTOF(on_sim); i++) assert_string_equal(dev_of(g, on_sim[i]), "sim:0");
+    for (size_t i = 0; i < TG_COUNTOF(on_sim); i++)
+        assert_string_equal(dev_of(g, on_sim[i]), "sim:0");
     assert_true(strncmp(dev_of(g, "h"), "cpu:", 4) == 0); /* independent of the pin */
     /* inputs and the constant reach sim:0 through transfers, copied */
     const char *readers[][2] = {{"e", "x"}, {"m", "w"}, {"k", NULL}};
@@ -319,22 +323,35 @@ static void test_sim_pin_expands_and_transfers(void **state) {
     tg_graph_free(g);
 }
 
-/* An input living on sim:0, returned as it is and read on the host. */
+/* An input living on sim:0, returned as it is and read: its reader follows it there, and
+ * both come back to the host; a device that cannot run the reader is avoided. */
 static void test_sim_input(void **state) {
     (void)state;
-    assert_int_equal(tg_device_configure(1, 1), TG_OK);
-    tg_graph *g = parse_fn("func main(x: f32[8]) {\n  y = exp(x)\n  return x, y\n}\n", "main");
-    annotate(g, "x", "sim:0");
-    assert_int_equal(place(&g, TG_PLACEMENT_AUTO, NULL), TG_OK);
-    assert_string_equal(dev_of(g, "y"), "cpu:0"); /* sim:0 runs nothing */
-    const tg_node *t = transfer_in(g, "y", 0);
-    assert_non_null(t);
-    assert_string_equal(t->device, "cpu:0");
-    const tg_var *o = g->outputs.items[0];
-    assert_int_equal(o->node->op, TG_OP_TRANSFER);
-    assert_string_equal(o->node->device, "cpu");
-    assert_int_equal(o->node->attrs[1].i, 1);
-    tg_graph_free(g);
+    static const char src[] = "func main(x: f32[8]) {\n  y = exp(x)\n  return x, y\n}\n";
+    for (int runs = 1; runs >= 0; runs--) {
+        assert_int_equal(tg_device_configure(1, 1), TG_OK);
+        if (!runs) sim_runs_nothing();
+        tg_graph *g = parse_fn(src, "main");
+        annotate(g, "x", "sim:0");
+        tg_place_stats s;
+        assert_int_equal(place(&g, TG_PLACEMENT_AUTO, &s), TG_OK);
+        assert_string_equal(dev_of(g, "y"), runs ? "sim:0" : "cpu:0");
+        const tg_node *t = transfer_in(g, "y", 0);
+        if (runs) {
+            assert_null(t);
+        } else {
+            assert_non_null(t);
+            assert_string_equal(t->device, "cpu:0");
+        }
+        for (int i = 0; i < 1 + runs; i++) {
+            const tg_var *o = g->outputs.items[i];
+            assert_int_equal(o->node->op, TG_OP_TRANSFER);
+            assert_string_equal(o->node->device, "cpu");
+            assert_int_equal(o->node->attrs[1].i, 1);
+        }
+        assert_int_equal(s.transfers, 2);
+        tg_graph_free(g);
+    }
 }
 
 /* ---- MANUAL ---- */
@@ -394,7 +411,6 @@ static void test_manual_conflict_names_both(void **state) {
 static void test_one_transfer_per_value_and_device(void **state) {
     (void)state;
     assert_int_equal(tg_device_configure(2, 1), TG_OK);
-    sim_runs_everything();
     tg_graph *g = parse_fn("func main(x: f32[16]) {\n"
                            "  v = exp(x)\n"
                            "  a = sin(v)\n"
@@ -504,8 +520,8 @@ static void test_contract_checker(void **state) {
     assert_int_equal(tg_place_check(g), TG_EINTERNAL);
     assert_non_null(strstr(tg_last_error(), "sigmoid is on no device"));
     /* a read across devices without a transfer */
-    n->device = strcmp(d, "cpu:0") == 0 ? tg_ir_device_intern(g, "cpu:1")
-                                        : tg_ir_device_intern(g, "cpu:0");
+    n->device =
+        strcmp(d, "cpu:0") == 0 ? tg_ir_device_intern(g, "cpu:1") : tg_ir_device_intern(g, "cpu:0");
     assert_int_equal(tg_place_check(g), TG_EINTERNAL);
     assert_non_null(strstr(tg_last_error(), "reads input 0 from"));
     tg_graph_free(g);
@@ -513,52 +529,78 @@ static void test_contract_checker(void **state) {
 
 /* ---- the op ---- */
 
-/* A placed graph computes what the graph did (the reference kernels copy or view), and the
- * gradient through a transfer is the cotangent. */
-static void test_placed_graph_runs_and_differentiates(void **state) {
-    (void)state;
-    assert_int_equal(tg_device_configure(2, 0), TG_OK);
-    tg_graph *g = parse_fn(two_branches, "main");
-    tg_graph *pg = tg_graph_clone(g);
-    assert_int_equal(place(&pg, TG_PLACEMENT_AUTO, NULL), TG_OK);
-    tg_tensor *in[4];
+/* Inputs of two_branches. */
+static void branch_inputs(tg_tensor **in) {
     for (int i = 0; i < 4; i++) {
         in[i] = tg_tensor_new(NULL, TG_DT_F32, 2, (int64_t[]){256, 256});
         float *p = tg_tensor_data(in[i]);
         for (int k = 0; k < 256 * 256; k++) p[k] = (float)((k * (i + 3)) % 17) / 170.0f;
     }
-    tg_tensor *out[2] = {NULL, NULL};
-    tg_fn *f[2] = {NULL, NULL};
-    assert_int_equal(tg_graph_compile(g, &TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE), &f[0]), TG_OK);
-    assert_int_equal(tg_graph_compile(pg, &TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE), &f[1]),
-                     TG_OK);
-    for (int k = 0; k < 2; k++) assert_int_equal(tg_fn_call(f[k], in, 4, &out[k], 1), TG_OK);
-    assert_memory_equal(tg_tensor_data(out[0]), tg_tensor_data(out[1]), 256 * 256 * sizeof(float));
-    for (int k = 0; k < 2; k++) {
-        tg_tensor_free(out[k]);
-        tg_fn_free(f[k]);
-    }
-    for (int i = 0; i < 4; i++) tg_tensor_free(in[i]);
-    tg_graph_free(pg);
-    tg_graph_free(g);
+}
 
-    g = parse_fn("func main(x: f64[3]) {\n"
-                 "  y = transfer(x, device=\"cpu:1\", copy=false)\n"
-                 "  return sum(mul(y, 3.0))\n"
-                 "}\n",
-                 "main");
+/* g compiled with opts and called on in: its output. */
+static tg_tensor *run(tg_graph *g, const tg_compile_opts *opts, tg_tensor **in, int nin) {
+    tg_fn *f = NULL;
+    tg_status st = tg_graph_compile(g, opts, &f);
+    if (st != TG_OK) print_error("compile: %s\n", tg_last_error());
+    assert_int_equal(st, TG_OK);
+    tg_tensor *out = NULL;
+    st = tg_fn_call(f, in, nin, &out, 1);
+    if (st != TG_OK) print_error("call: %s\n", tg_last_error());
+    assert_int_equal(st, TG_OK);
+    tg_fn_free(f);
+    return out;
+}
+
+/* A placed graph computes what the graph did: run by the reference kernels (transfers copy
+ * or view) bit for bit, and compiled (pipeline, placement, the devices' scheduler) on two
+ * host devices, and with a node pinned on a sim device (protected memory: a missing
+ * transfer would fail), within rounding. */
+static void test_placed_graph_runs(void **state) {
+    (void)state;
+    tg_tensor *in[4];
+    branch_inputs(in);
+    tg_graph *g = parse_fn(two_branches, "main");
+    tg_compile_opts ref = TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE);
+    tg_tensor *want = run(g, &ref, in, 4); /* the host alone */
+    setenv("TGRAPH_SIM_PROTECT", "1", 1);
+    assert_int_equal(tg_device_configure(2, 1), TG_OK);
+    tg_graph *pg = tg_graph_clone(g);
+    assert_int_equal(place(&pg, TG_PLACEMENT_AUTO, NULL), TG_OK);
+    tg_tensor *got = run(pg, &ref, in, 4);
+    assert_memory_equal(tg_tensor_data(want), tg_tensor_data(got), 256 * 256 * sizeof(float));
+    tg_tensor_free(got);
+    tg_graph_free(pg);
+    for (int pin = 0; pin < 2; pin++) {
+        if (pin) annotate(g, "q1", "sim:0");
+        got = run(g, &TG_COMPILE_OPTS(.mode = TG_MODE_VM), in, 4);
+        const float *a = tg_tensor_data(want), *b = tg_tensor_data(got);
+        for (int k = 0; k < 256 * 256; k++) assert_true(fabsf(a[k] - b[k]) <= 1e-5f * fabsf(a[k]));
+        tg_tensor_free(got);
+    }
+    tg_tensor_free(want);
+    for (int i = 0; i < 4; i++) tg_tensor_free(in[i]);
+    tg_graph_free(g);
+    unsetenv("TGRAPH_SIM_PROTECT");
+}
+
+/* The gradient through a transfer is the cotangent. */
+static void test_transfer_gradient(void **state) {
+    (void)state;
+    tg_graph *g = parse_fn("func main(x: f64[3]) {\n"
+                           "  y = transfer(x, device=\"cpu:1\", copy=false)\n"
+                           "  return sum(mul(y, 3.0))\n"
+                           "}\n",
+                           "main");
     tg_var *x = g->inputs.items[0], *dx = NULL;
     assert_int_equal(tg_grad(g, g->outputs.items[0], &x, 1, TG_DISCONNECTED_ERROR, &dx), TG_OK);
     assert_int_equal(tg_graph_set_outputs(g, &dx, 1), TG_OK);
-    tg_fn *fn = NULL;
-    assert_int_equal(tg_graph_compile(g, &TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE), &fn), TG_OK);
-    tg_tensor *xv = tg_tensor_new(NULL, TG_DT_F64, 1, (int64_t[]){3}), *gv = NULL;
-    assert_int_equal(tg_fn_call(fn, &xv, 1, &gv, 1), TG_OK);
+    tg_tensor *xv = tg_tensor_new(NULL, TG_DT_F64, 1, (int64_t[]){3});
+    tg_tensor *gv = run(g, &TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE), &xv, 1);
     const double *gd = tg_tensor_data(gv);
     for (int i = 0; i < 3; i++) assert_true(gd[i] == 3.0);
     tg_tensor_free(xv);
     tg_tensor_free(gv);
-    tg_fn_free(fn);
     tg_graph_free(g);
 }
 
@@ -579,7 +621,8 @@ int main(void) {
         cmocka_unit_test_teardown(test_transfers_cancel, teardown),
         cmocka_unit_test_teardown(test_round_trip_cancels, teardown),
         cmocka_unit_test_teardown(test_contract_checker, teardown),
-        cmocka_unit_test_teardown(test_placed_graph_runs_and_differentiates, teardown),
+        cmocka_unit_test_teardown(test_placed_graph_runs, teardown),
+        cmocka_unit_test_teardown(test_transfer_gradient, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
