@@ -54,12 +54,11 @@
 #include <stdio.h>
 #include <time.h>
 
-enum { UNPLACED = -2, HOST = -1 };     /* locations besides device indices */
-enum { T_DEVICE, T_COPY };             /* the attributes of transfer (src/ops/transfer.c) */
-#define UNKNOWN_EXTENT 64.0            /* what a '?' extent counts for in the cost model */
-#define CPU_RATE       1e9             /* elements (or multiply-adds) per second of `cpu` */
-#define HOST_HOP       5e-6            /* a read across host devices: one synchronisation */
-#define WHERE_MAX      (TG_ERRMSG_MAX) /* room for a place and a message */
+enum { UNPLACED = -2, HOST = -1 }; /* locations besides device indices */
+enum { T_DEVICE, T_COPY };         /* the attributes of transfer (src/ops/transfer.c) */
+#define UNKNOWN_EXTENT 64.0        /* what a '?' extent counts for in the cost model */
+#define CPU_RATE       1e9         /* elements (or multiply-adds) per second of `cpu` */
+#define HOST_HOP       5e-6        /* a read across host devices: one synchronisation */
 
 typedef struct place {
     tg_graph *g;
@@ -452,12 +451,15 @@ static tg_var *resolve(place *p, tg_var *v, int d) {
     tg_aval attrs[2] = {[T_DEVICE] = {.kind = TG_ATTR_STR, .s = name},
                         [T_COPY] = {.kind = TG_ATTR_BOOL, .i = !(is_host(p, l) && is_host(p, d))}};
     /* placed on d, at the position of what it moves */
+    const char *stamp = g->device;
+    int line = g->line, col = g->col;
     g->device = name;
     g->line = o->kind == TG_VAR_NODE ? o->node->line : 0;
     g->col = o->kind == TG_VAR_NODE ? o->node->col : 0;
     tg_node *t = name ? tg_ir_node_make_norm(g, TG_OP_TRANSFER, &o, 1, attrs) : NULL;
-    g->device = NULL;
-    g->line = g->col = 0;
+    g->device = stamp;
+    g->line = line;
+    g->col = col;
     if (!t || !memo_add(p, o, d, t->out[0], true)) {
         tg_set_error(g->status != TG_OK ? g->status : TG_ENOMEM, "placement: %s",
                      g->status != TG_OK ? g->error : "out of memory");
