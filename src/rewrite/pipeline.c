@@ -145,12 +145,12 @@ tg_status tg_rw_optimize(const tg_graph *g, const tg_rw_opts *opts, FILE *stats_
         tg_place_stats ps = {0};
         int before = c->nodes.n;
         st = tg_place(&c, &(tg_place_opts){.placement = ro.placement, .stats = &ps});
-        if (st == TG_OK && rep.npasses < TG_RW_MAX_PASSES)
-            rep.passes[rep.npasses++] = (tg_pass_stats){.name = "place",
-                                                        .seconds = ps.seconds,
-                                                        .nodes_before = before,
-                                                        .nodes_after = c->nodes.n,
-                                                        .applied = ps.transfers + ps.removed};
+        rep.placed = st == TG_OK;
+        rep.place = (tg_pass_stats){.name = "place",
+                                    .seconds = ps.seconds,
+                                    .nodes_before = before,
+                                    .nodes_after = c->nodes.n,
+                                    .applied = ps.transfers + ps.removed};
         rep.total_seconds += ps.seconds;
         rep.nodes_out = c->nodes.n;
     }

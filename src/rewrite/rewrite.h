@@ -94,6 +94,8 @@ typedef struct tg_rw_report {
     int npasses;
     double copy_seconds;     /* tg_graph_optimize: the clone of the user's graph */
     double compact_seconds;  /* dead-code removal (tg_graph_clone) at the end */
+    bool placed;             /* placement ran after the pipeline (tg_rw_optimize) */
+    tg_pass_stats place;     /* its figures: applied counts transfers inserted and removed */
     double total_seconds;    /* the whole pipeline, with the copy */
     int nodes_in, nodes_out; /* live nodes before and after the pipeline */
 } tg_rw_report;
