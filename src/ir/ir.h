@@ -200,7 +200,8 @@ static inline const char *tg_ir_var_device(const tg_var *v) {
  * with N a decimal integer of at most 9 digits and no leading zero. Whether such a device
  * exists is for placement to say. */
 bool tg_ir_device_valid(const char *name);
-#define TG_DEVICE_FORMS "cpu, cpu:N or sim:N (N an integer >= 0 without leading zeros)"
+#define TG_DEVICE_FORMS                                                                            \
+    "cpu or sim, optionally with :N (N an integer >= 0, no leading zero): cpu, cpu:1, sim:0"
 
 /* Names returned value i (a copy of name[0..len) in g's arena). TG_OK, or an error
  * (index out of range, out of memory) recorded in g. */
