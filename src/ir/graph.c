@@ -404,7 +404,7 @@ static bool device_arg(tg_graph *g, const char *fn, const char *device, const ch
     *out = NULL;
     if (!device) return true;
     if (!tg_ir_device_valid(device)) {
-        tg_set_error(TG_EINVAL, "%s: malformed device name \"%s\" (expected %s)", fn, device,
+        tg_set_error(TG_EINVAL, "%s: malformed device name \"%s\": expected %s", fn, device,
                      TG_DEVICE_FORMS);
         return false;
     }

@@ -201,7 +201,8 @@ static inline const char *tg_ir_var_device(const tg_var *v) {
  * exists is for placement to say. */
 bool tg_ir_device_valid(const char *name);
 #define TG_DEVICE_FORMS                                                                            \
-    "cpu or sim, optionally with :N (N an integer >= 0, no leading zero): cpu, cpu:1, sim:0"
+    "cpu or sim, optionally followed by :N, N an integer >= 0 without a leading zero (cpu, "       \
+    "cpu:1, sim:0)"
 
 /* Names returned value i (a copy of name[0..len) in g's arena). TG_OK, or an error
  * (index out of range, out of memory) recorded in g. */

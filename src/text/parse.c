@@ -372,7 +372,7 @@ static NOINLINE bool parse_device(parser *p, const char **out) {
     if (!s) return false;
     tg_tok_string(&t, s);
     if (!tg_ir_device_valid(s))
-        return FAIL_TOK(p, &t, TG_EINVAL, "malformed device name \"%s\" (expected %s)", s,
+        return FAIL_TOK(p, &t, TG_EINVAL, "malformed device name \"%s\": expected %s", s,
                         TG_DEVICE_FORMS);
     if (!(*out = tg_ir_device_intern(p->g, s))) return oom(p, t.line, t.col);
     advance(p);
