@@ -68,7 +68,8 @@ static void test_set_get_clear(void **state) {
     tg_var *y = tg_exp(g, x);
     tg_var *parts[3];
     int np = 3;
-    assert_int_equal(tg_apply_multi(g, "split", &y, 1, &TG_A_INT("sections", 3), 1, parts, &np), TG_OK);
+    assert_int_equal(tg_apply_multi(g, "split", &y, 1, &TG_A_INT("sections", 3), 1, parts, &np),
+                     TG_OK);
     assert_int_equal(np, 3);
     assert_null(tg_var_device(x));
     assert_null(tg_var_device(y));
@@ -143,7 +144,7 @@ static void test_scopes(void **state) {
 static void test_malformed_names(void **state) {
     (void)state;
     static const char *const bad[] = {
-        "",      "gpu",     "gpu:0",  "cuda:0", "CPU",   "cpu:",           "cpu:-1",
+        "",       "gpu",    "gpu:0",  "cuda:0", "CPU",     "cpu:",           "cpu:-1",
         "cpu:01", "cpu:00", "cpu:1x", "cpu :1", "cpu:1:2", "sim:1234567890", "cpu1",
         "sim:+1", " cpu",   "cpus",   "sim:0 ",
     };
@@ -383,7 +384,7 @@ static void test_grad(void **state) {
         }
         assert_device(nd->device, "cpu:2");
     }
-    assert_true(on_sim >= 1); /* exp's VJP */
+    assert_true(on_sim >= 1);                  /* exp's VJP */
     assert_device(tg_var_device(gy), "cpu:2"); /* y's cotangents summed in the scope */
     tg_graph_free(h);
 
