@@ -908,18 +908,19 @@ static bool parse_call(parser *p, int *nout) {
 
     tg_var **ins = NULL;
     tg_attr *attrs = NULL;
-    tg_tok *fpos = NULL;        /* positional @functions */
-    const char *device = NULL;  /* device="...": the call's, not an attribute of its op */
-    tg_tok devtok = {.len = 0}; /* where it was given */
+    tg_tok *fpos = NULL;         /* positional @functions */
+    const char *device = NULL;   /* device="...": the call's, not an attribute of its op */
+    int devline = 0, devcol = 0; /* where it was given */
     int nin = 0, cin = 0, na = 0, ca = 0, nf = 0, cf = 0;
     bool keywords = false;
     while (!at(p, TG_TK_RPAREN)) {
         tg_tok t = p->tok;
         if (t.kind == TG_TK_NAME && peek(p)->kind == TG_TK_EQUAL && tg_tok_is(&t, "device")) {
-            if (devtok.len)
+            if (devline)
                 return FAIL_TOK(p, &t, TG_EINVAL, "attribute 'device' given twice (first at %d:%d)",
-                                devtok.line, devtok.col);
-            devtok = t;
+                                devline, devcol);
+            devline = t.line;
+            devcol = t.col;
             advance(p);
             advance(p);
             if (!parse_device(p, &device)) return false;

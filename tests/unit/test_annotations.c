@@ -2,7 +2,8 @@
  * "Annotations"): tg_var_set_device and tg_var_device on nodes (every output of a node)
  * and inputs, clearing, the device scope (tg_graph_set_device, tg_graph_device) and its
  * nesting, malformed names and constants refused without harm to the graph, NULL
- * handles; then what keeps annotations: tg_graph_clone, the printed text read back,
+ * handles; then what keeps annotations: tg_graph_clone, the printed text read back (and
+ * the Graphviz labels),
  * tg_graph_optimize (merging, fusion and in-place at device boundaries, every node of the
  * result on a device of its source), tg_grad (each gradient node on the device of the
  * node it differentiates, the sum of a value's cotangents on the value's device, the
@@ -268,6 +269,15 @@ static void test_clone_and_text(void **state) {
     assert_device(tg_var_device(tg_graph_output(r, 1)), "cpu:1");
     char *t2 = print_graph(r);
     assert_string_equal(t1, t2);
+    char *dot = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&dot, &len);
+    assert_non_null(f);
+    assert_int_equal(tg_graph_print_dot(r, f), TG_OK);
+    fclose(f);
+    assert_non_null(strstr(dot, "label=\"x\\nf64[4]\\n@cpu:1\""));
+    assert_non_null(strstr(dot, ": f64[4]\\n@cpu:0\""));
+    free(dot);
     free(t1);
     free(t2);
     tg_module_free(m);
