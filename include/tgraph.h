@@ -185,6 +185,25 @@ TG_API tg_dtype tg_var_dtype(const tg_var *v);
 TG_API int tg_var_ndim(const tg_var *v);
 TG_API int64_t tg_var_dim(const tg_var *v, int axis); /* -1 when unknown */
 
+/* Device annotations (docs/devices.md, "Annotations"): where a value is made. A name is
+ * "cpu", "cpu:N" or "sim:N" (N >= 0, no leading zero); whether that device exists is
+ * checked when the graph is placed, not here. tg_var_set_device annotates the node that
+ * makes v (every output of that node), or v itself when it is an input; NULL clears.
+ * TG_EINVAL with a message for a malformed name or a constant (constants have no device:
+ * placement puts them where they are read); nothing changes then, and the graph stays
+ * valid. Rewrites, tg_graph_clone, inlining and tg_grad keep annotations. */
+TG_API tg_status tg_var_set_device(tg_var *v, const char *device);
+/* v's annotation: its node's, an input's own; NULL when it has none (and for constants). */
+TG_API const char *tg_var_device(const tg_var *v);
+/* A device scope: every node built in g after this call is annotated with `device`, until
+ * the next call (NULL ends it). tg_graph_device returns the current one (NULL: none), so
+ * scopes nest by saving and restoring it:
+ *     const char *outer = tg_graph_device(g);   (borrowed from g, valid while g lives)
+ *     tg_graph_set_device(g, "cpu:1");  ...builders...  tg_graph_set_device(g, outer);
+ * Errors as for tg_var_set_device. */
+TG_API tg_status tg_graph_set_device(tg_graph *g, const char *device);
+TG_API const char *tg_graph_device(const tg_graph *g);
+
 /* ---- builders ------------------------------------------------------------------- */
 #define TG_DIM_UNKNOWN (-1) /* '?' */
 

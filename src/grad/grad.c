@@ -6,6 +6,10 @@
  * Invariants: only float values carry cotangents (integer and bool values cut the path);
  * every cotangent has its value's dtype and rank and an extent compatible with each of
  * its value's; the walk is iterative; the graph's first error is kept (sticky).
+ * Devices (docs/devices.md, "Annotations"): the nodes a VJP builds carry the device of the
+ * node they differentiate, and the sum of a value's cotangents (and zeros for a
+ * disconnected input) the device that makes the value; where there is none, the device
+ * scope in force when tg_vjp was called (g->device), as for any builder.
  */
 #include "grad.h"
 
@@ -45,8 +49,9 @@ const char *tg_grad_label(const tg_var *v, char *buf, size_t n) {
 
 typedef struct grad_walk {
     tg_graph *g;
-    int nvars;       /* vars that existed when the walk began */
-    tg_node **order; /* nodes the outputs depend on, inputs first */
+    const char *scope; /* g->device when the walk began */
+    int nvars;         /* vars that existed when the walk began */
+    tg_node **order;   /* nodes the outputs depend on, inputs first */
     int norder;
     uint8_t *needed; /* per var: depends on some wrt and is a float */
     tg_var **cot;    /* per var: accumulated cotangent */
@@ -93,9 +98,21 @@ done:
     return st;
 }
 
+/* The device of the gradient nodes that belong to value v: v's own, else the scope. */
+static const char *device_of(const grad_walk *w, const tg_var *v) {
+    const char *d = tg_ir_var_device(v);
+    return d ? d : w->scope;
+}
+
 static tg_status accumulate(grad_walk *w, tg_var *v, tg_var *c) {
     tg_var **slot = &w->cot[v->id];
-    *slot = *slot ? tg_add(w->g, *slot, c) : c;
+    if (*slot) {
+        w->g->device = device_of(w, v);
+        *slot = tg_add(w->g, *slot, c);
+        w->g->device = w->scope;
+    } else {
+        *slot = c;
+    }
     return *slot ? TG_OK : w->g->status;
 }
 
@@ -124,9 +141,11 @@ static tg_status backprop_node(grad_walk *w, tg_node *n) {
     int line = g->line, col = g->col;
     g->line = n->line; /* nodes of the gradient carry the position of what they differentiate */
     g->col = n->col;
+    g->device = n->device ? n->device : w->scope; /* and its device */
     st = op->vjp(g, n, gout, gin);
     g->line = line;
     g->col = col;
+    g->device = w->scope;
     if (st == TG_OK && g->status != TG_OK) st = g->status;
     for (int k = 0; k < n->nin && st == TG_OK; k++) {
         tg_var *x = n->in[k];
@@ -185,7 +204,7 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
                                 tg_grad_label(wrt[i], lab, sizeof lab),
                                 tg_dtype_name((tg_dtype)wrt[i]->type.dtype));
     }
-    grad_walk w = {.g = g, .nvars = g->vars.n};
+    grad_walk w = {.g = g, .scope = g->device, .nvars = g->vars.n};
     const int nn0 = g->nodes.n; /* collect sizes w.order by it; backprop adds nodes */
     w.needed = tg_mem_calloc(g->ctx, (size_t)w.nvars + 1);
     w.cot = tg_mem_calloc(g->ctx, sizeof *w.cot * (size_t)(w.nvars + 1));
@@ -206,13 +225,16 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
     }
     for (int i = 0; i < nwrt && st == TG_OK; i++) {
         tg_var *c = w.cot[wrt[i]->id];
-        if (!c && disconnected == TG_DISCONNECTED_ZERO)
+        if (!c && disconnected == TG_DISCONNECTED_ZERO) {
+            g->device = device_of(&w, wrt[i]);
             c = tg_grad_zeros_like(g, wrt[i]);
-        else if (!c)
+            g->device = w.scope;
+        } else if (!c) {
             st = tg_grad_fail(g, TG_EINVAL,
                               "grad: the result does not depend on %s (pass "
                               "disconnected=\"zero\" to get zeros)",
                               tg_grad_label(wrt[i], lab, sizeof lab));
+        }
         if (st == TG_OK && !c) st = g->status;
         out[i] = c;
     }

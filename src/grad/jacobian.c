@@ -5,6 +5,10 @@
  * extents ('?' included) and no reshape of the result is needed. tg_hessian is the
  * jacobian of each gradient with respect to its own variable.
  *
+ * Devices: the one-hot cotangents are made on y's device, the stacking of wrt[i]'s rows
+ * (and zeros for it) on wrt[i]'s; for a value without an annotation, in the device scope
+ * of the call (g->device); tg_vjp places the backward passes (grad.c).
+ *
  * Invariants: the result is ordinary graph made of existing ops, so it can be
  * differentiated again; y has a static shape with at most TG_JACOBIAN_MAX elements, so the
  * graph grows by at most that many backward passes; errors go through the graph's sticky
@@ -37,6 +41,12 @@ static tg_status check_args(tg_graph *g, const char *fn, const char *what, tg_va
             return tg_grad_fail(g, TG_EINVAL, "%s: wrt[%d] is missing or belongs to another graph",
                                 fn, i);
     return TG_OK;
+}
+
+/* Makes g's builders stamp the device where v is made, or `scope` when v has none. */
+static void device_for(tg_graph *g, const tg_var *v, const char *scope) {
+    const char *d = tg_ir_var_device(v);
+    g->device = d ? d : scope;
 }
 
 /* Number of elements of a static type; -1 when an extent is '?'. At most limit + 1 (the
@@ -82,11 +92,16 @@ static tg_status pull_rows(tg_graph *g, tg_var *y, int64_t n, tg_var *const *wrt
                            tg_disconnected disconnected, tg_var **rows, tg_var **tmp) {
     tg_dtype dt = (tg_dtype)y->type.dtype;
     tg_attr ea[2] = {TG_A_INT("n", n), TG_A_STR("dtype", tg_dtype_name(dt))};
+    const char *scope = g->device;
+    device_for(g, y, scope);
     tg_var *eye = tg_apply(g, "eye", NULL, 0, ea, 2);
+    g->device = scope;
     for (int64_t k = 0; k < n; k++) {
         tg_slice at = {.start = k, .is_index = true};
+        device_for(g, y, scope);
         tg_var *cot = tg_slice_apply(g, eye, &at, 1);
         if (y->type.ndim != 1) cot = tg_reshape(g, cot, y->type.ndim, y->type.shape);
+        g->device = scope;
         if (!cot) return g->status;
         tg_status st = tg_vjp(g, &y, &cot, 1, wrt, nwrt, disconnected, tmp);
         if (st != TG_OK) return st;
@@ -124,11 +139,16 @@ static tg_status jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
                                 tg_type_str(&wrt[i]->type, b, sizeof b),
                                 y->type.ndim + wrt[i]->type.ndim, TG_MAX_DIMS);
     if (nwrt == 0) return TG_OK;
+    const char *scope = g->device;
     if (n == 0) { /* nothing to pull back: one vjp of zeros checks the dependence */
+        device_for(g, y, scope);
         tg_var *cot = tg_grad_zeros_like(g, y);
+        g->device = scope;
         st = cot ? tg_vjp(g, &y, &cot, 1, wrt, nwrt, disconnected, out) : g->status;
         for (int i = 0; i < nwrt && st == TG_OK; i++) {
+            device_for(g, wrt[i], scope);
             out[i] = zeros_outer(g, y, wrt[i]);
+            g->device = scope;
             if (!out[i]) st = g->status;
         }
     } else {
@@ -137,7 +157,9 @@ static tg_status jacobian(tg_graph *g, tg_var *y, tg_var *const *wrt, int nwrt,
         st = rows && tmp ? pull_rows(g, y, n, wrt, nwrt, disconnected, rows, tmp)
                          : tg_grad_fail(g, TG_ENOMEM, "jacobian: out of memory");
         for (int i = 0; i < nwrt && st == TG_OK; i++) {
+            device_for(g, wrt[i], scope);
             out[i] = stack_rows(g, &y->type, rows + (int64_t)i * n, n);
+            g->device = scope;
             if (!out[i]) st = g->status;
         }
         if (rows) tg_mem_free(g->ctx, rows, rsz);
@@ -186,8 +208,12 @@ static tg_status hessian(tg_graph *g, tg_var *cost, tg_var *const *wrt, int nwrt
     for (int i = 0; i < nwrt && st == TG_OK; i++) {
         const tg_type *t = &wrt[i]->type;
         tg_var *gi = grads[i];
-        if (static_size(&gi->type, TG_JACOBIAN_MAX) < 0) /* a cotangent may have '?' extents */
+        if (static_size(&gi->type, TG_JACOBIAN_MAX) < 0) { /* a cotangent may have '?' extents */
+            const char *scope = g->device;
+            device_for(g, wrt[i], scope);
             gi = tg_reshape(g, gi, t->ndim, t->shape);
+            g->device = scope;
+        }
         /* the gradient not depending on wrt[i] means a zero second derivative */
         st = gi ? tg_jacobian(g, gi, &wrt[i], 1, TG_DISCONNECTED_ZERO, &out[i]) : g->status;
     }

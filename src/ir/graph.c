@@ -322,6 +322,7 @@ static tg_var *var_new(tg_graph *g, tg_var_kind kind, const tg_type *t) {
     v->type = *t;
     v->kind = kind;
     v->id = g->vars.n - 1;
+    v->graph = g;
     return v;
 }
 
@@ -379,6 +380,74 @@ const char *tg_ir_device_intern(tg_graph *g, const char *name) {
     char *c = tg_arena_strdup(&g->arena, name);
     if (!c || !tg_vec_push(g->ctx, &g->devnames, c)) return fail_oom(g);
     return c;
+}
+
+/* Whether p is one of g's interned device names (or NULL). */
+static bool device_owned(const tg_graph *g, const char *p) {
+    for (int i = 0; p && i < g->devnames.n; i++)
+        if (g->devnames.items[i] == p) return true;
+    return !p;
+}
+
+bool tg_ir_device_valid(const char *name) {
+    if (!name || (strncmp(name, "cpu", 3) != 0 && strncmp(name, "sim", 3) != 0)) return false;
+    const char *d = name + 3;
+    if (*d == '\0') return true;
+    if (*d++ != ':' || *d < '0' || *d > '9' || (d[0] == '0' && d[1] != '\0')) return false;
+    size_t n = strspn(d, "0123456789");
+    return n <= 9 && d[n] == '\0';
+}
+
+/* The interned copy of `device` for g, or NULL for NULL; false (error set, g unchanged
+ * unless memory ran out) for a malformed name. */
+static bool device_arg(tg_graph *g, const char *fn, const char *device, const char **out) {
+    *out = NULL;
+    if (!device) return true;
+    if (!tg_ir_device_valid(device)) {
+        tg_set_error(TG_EINVAL, "%s: malformed device name \"%s\": expected %s", fn, device,
+                     TG_DEVICE_FORMS);
+        return false;
+    }
+    *out = tg_ir_device_intern(g, device);
+    return *out != NULL;
+}
+
+tg_status tg_var_set_device(tg_var *v, const char *device) {
+    if (!v) return tg_set_error(TG_EINVAL, "tg_var_set_device: variable is NULL");
+    tg_graph *g = v->graph;
+    if (g->status != TG_OK) return g->status;
+    if (v->kind == TG_VAR_CONST)
+        return tg_set_error(TG_EINVAL,
+                            "tg_var_set_device: %s%s%s is a constant, which has no device "
+                            "(annotate the nodes that read it)",
+                            v->name ? "'" : "", v->name ? v->name : "the variable",
+                            v->name ? "'" : "");
+    const char *d;
+    if (!device_arg(g, "tg_var_set_device", device, &d))
+        return g->status != TG_OK ? g->status : TG_EINVAL;
+    if (v->kind == TG_VAR_NODE)
+        v->node->device = d;
+    else
+        v->device = d;
+    return TG_OK;
+}
+
+const char *tg_var_device(const tg_var *v) {
+    return null_arg(v, "tg_var_device", "variable") ? NULL : tg_ir_var_device(v);
+}
+
+tg_status tg_graph_set_device(tg_graph *g, const char *device) {
+    if (!g) return tg_set_error(TG_EINVAL, "tg_graph_set_device: graph is NULL");
+    if (g->status != TG_OK) return g->status;
+    const char *d;
+    if (!device_arg(g, "tg_graph_set_device", device, &d))
+        return g->status != TG_OK ? g->status : TG_EINVAL;
+    g->device = d;
+    return TG_OK;
+}
+
+const char *tg_graph_device(const tg_graph *g) {
+    return null_arg(g, "tg_graph_device", "graph") ? NULL : g->device;
 }
 
 tg_status tg_ir_output_name_set(tg_graph *g, int i, const char *name, size_t len) {
@@ -1217,6 +1286,11 @@ static tg_status verify_node(const tg_graph *g, const tg_node *n, tg_type *tout)
         if (!owns_var(g, n->out[k]) || n->out[k]->node != n || n->out[k]->index != k)
             st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) output %d is not linked", n->id,
                               op->name, k);
+    if (st == TG_OK && !device_owned(g, n->device))
+        st = tg_set_error(TG_EINTERNAL,
+                          "verify: node %d (%s) has a device name that is not the graph's "
+                          "(tg_ir_device_intern)",
+                          n->id, op->name);
     for (int j = 0; j < op->nattrs && st == TG_OK; j++) {
         const tg_attr_spec *sp = &op->attrs[j];
         const tg_aval *a = &n->attrs[j];
@@ -1262,6 +1336,12 @@ tg_status tg_graph_verify(const tg_graph *g) {
     for (int i = 0; i < g->outputs.n && st == TG_OK; i++)
         if (!owns_var(g, g->outputs.items[i]))
             st = tg_set_error(TG_EINTERNAL, "verify: output %d is foreign", i);
+    for (int i = 0; i < g->inputs.n && st == TG_OK; i++)
+        if (!device_owned(g, ((const tg_var *)g->inputs.items[i])->device))
+            st = tg_set_error(TG_EINTERNAL,
+                              "verify: input %d has a device name that is not the "
+                              "graph's (tg_ir_device_intern)",
+                              i);
     if (st == TG_OK && g->outputs.n != g->nret + g->updates.n)
         st = tg_set_error(TG_EINTERNAL, "verify: %d outputs for %d returns and %d updates",
                           g->outputs.n, g->nret, g->updates.n);

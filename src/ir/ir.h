@@ -111,6 +111,7 @@ struct tg_var {
     int upd_line;     /* state: source position of its update (`W <- ...`) when parsed */
     int upd_col;
     const char *device; /* TG_VAR_INPUT: device annotation (as tg_node.device), else NULL */
+    tg_graph *graph;    /* the graph that owns it (tg_var_set_device interns names there) */
 };
 
 struct tg_node {
@@ -190,6 +191,18 @@ const char *tg_ir_device_intern(tg_graph *g, const char *name);
 static inline bool tg_ir_same_device(const char *a, const char *b) {
     return a == b || (a && b && strcmp(a, b) == 0);
 }
+/* The annotation that says where v is made: its producing node's, an input's own, NULL for
+ * a constant (constants have no device: placement puts them where they are read). */
+static inline const char *tg_ir_var_device(const tg_var *v) {
+    return v->kind == TG_VAR_NODE ? v->node->device : v->kind == TG_VAR_INPUT ? v->device : NULL;
+}
+/* Whether `name` is a well-formed device name: `cpu` or `sim`, optionally followed by `:N`
+ * with N a decimal integer of at most 9 digits and no leading zero. Whether such a device
+ * exists is for placement to say. */
+bool tg_ir_device_valid(const char *name);
+#define TG_DEVICE_FORMS                                                                            \
+    "cpu or sim, optionally followed by :N, N an integer >= 0 without a leading zero (cpu, "       \
+    "cpu:1, sim:0)"
 
 /* Names returned value i (a copy of name[0..len) in g's arena). TG_OK, or an error
  * (index out of range, out of memory) recorded in g. */

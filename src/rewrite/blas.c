@@ -14,6 +14,10 @@
  * products are chained: the first takes the accumulator (the other terms, rebuilt as
  * graph, or the one term with its scale as beta), each next one the previous result.
  *
+ * Devices: the walk stays on the root's device (a node on another device is a term as it
+ * is), so no product or interior node moves its work to another device; what the rule
+ * builds takes the root's device (the engine's stamp).
+ *
  * Totality: every term reappears (rebuilt exactly as add/mul/neg/transpose of the
  * original values); anything the rule cannot place (a product whose shape differs from
  * the result's, an accumulator that does not broadcast to it, a product whose merged
@@ -47,6 +51,7 @@ typedef struct term {
 
 typedef struct sumx {
     tg_rw *rw;
+    const char *dev; /* the root's device: the sum walks only into nodes on it */
     term t[MAX_TERMS];
     int n;
     bool fail;
@@ -128,6 +133,11 @@ static bool scalar_factor(const tg_var *s, const tg_var *other, const tg_var *ou
 
 static bool zero_value(const tg_var *v) { return tg_rw_is_const(v, 0.0) || is_op(v, TG_OP_ZEROS); }
 
+/* Whether node value v is made on the root's device. */
+static bool is_here(const sumx *S, const tg_var *v) {
+    return tg_ir_same_device(v->node->device, S->dev);
+}
+
 /* Counts one more reach of a product value; false when the table is full. */
 static int seen_add(sumx *S, tg_var *v) {
     for (int i = 0; i < S->nseen; i++)
@@ -176,8 +186,10 @@ static void expand(sumx *S, tg_var *root) {
     while (sp > 0 && !S->fail) {
         term c = stack[--sp];
         tg_var *v = c.v;
-        bool inner = v == root || (v->kind == TG_VAR_NODE && tg_rw_use_count(S->rw, v) == 1 &&
-                                   !tg_rw_is_output(S->rw, v));
+        /* a node on another device is a term as it is: its work stays where it is */
+        bool here = v == root || (v->kind == TG_VAR_NODE && is_here(S, v));
+        bool inner =
+            here && (v == root || (tg_rw_use_count(S->rw, v) == 1 && !tg_rw_is_output(S->rw, v)));
         int op = v->kind == TG_VAR_NODE ? v->node->op : -1;
         tg_node *n = v->kind == TG_VAR_NODE ? v->node : NULL;
         if (sp + 2 > (int)TG_COUNTOF(stack)) {
@@ -225,7 +237,7 @@ static void expand(sumx *S, tg_var *root) {
         int bk = n ? tg_op_table[op]->blas : TG_BLAS_NONE; /* the record's BLAS form */
         /* a BLAS node with an accumulator is walked into only when the sum is its reader */
         if (bk != TG_BLAS_NONE && n->attrs[1].f != 0.0 && v != root && !inner) bk = TG_BLAS_NONE;
-        if ((kind != TG_BLAS_NONE || bk != TG_BLAS_NONE) &&
+        if ((kind != TG_BLAS_NONE || bk != TG_BLAS_NONE) && here &&
             (v == root || !tg_rw_is_output(S->rw, v))) {
             int reach = v == root ? 1 : seen_add(S, v);
             if (reach < 0) {
@@ -290,13 +302,14 @@ static void expand(sumx *S, tg_var *root) {
     /* an operand that is a transposed matrix becomes a BLAS flag on the matrix itself */
     for (int i = 0; i < S->n; i++) {
         term *t = &S->t[i];
-        for (int guard = 0;
-             t->kind != TG_BLAS_NONE && t->kind != TG_BLAS_GER && is_swap(t->a) && guard < 64;
+        for (int guard = 0; t->kind != TG_BLAS_NONE && t->kind != TG_BLAS_GER && is_swap(t->a) &&
+                            is_here(S, t->a) && guard < 64;
              guard++) {
             t->a = t->a->node->in[0];
             t->ta = !t->ta;
         }
-        for (int guard = 0; t->kind == TG_BLAS_GEMM && is_swap(t->b) && guard < 64; guard++) {
+        for (int guard = 0;
+             t->kind == TG_BLAS_GEMM && is_swap(t->b) && is_here(S, t->b) && guard < 64; guard++) {
             t->b = t->b->node->in[0];
             t->tb = !t->tb;
         }
@@ -417,7 +430,7 @@ static tg_var *rw_blas_sum(tg_rw *rw, tg_node *n) {
     /* a bare product has nothing to absorb: dot and matmul already run as BLAS calls, and
      * a bare outer has no accumulator */
     if (n->op == TG_OP_OUTER || n->op == TG_OP_DOT || n->op == TG_OP_MATMUL) return NULL;
-    sumx *S = &(sumx){.rw = rw};
+    sumx *S = &(sumx){.rw = rw, .dev = n->device};
     expand(S, root);
     if (S->fail) return NULL;
     /* merge identical products */

@@ -18,6 +18,12 @@
  *    a sum with a negated term is a difference (add(x, neg(y)) -> sub(x, y)); integer
  *    chains of constant products and sums are one constant; at most one transpose and one
  *    reshape in a row; a shape that is static is a constant.
+ *  - Devices: a rule that folds a producer's work into what it builds (sum_sum, add_neg,
+ *    neg_mul_const, const_chain, transpose and reshape chains) only takes a producer on the
+ *    device of the node it rewrites (producer_here); one whose result keeps none of the
+ *    producer's work (neg_neg, mul_one through a broadcast 1, shape_index) applies across
+ *    devices. Merging keeps nodes of two devices apart; a folded value is a constant,
+ *    which has no device.
  *  - Generators without inputs (zeros, ones, full, eye, arange) stay nodes: they are cheap
  *    to run and later passes recognise them. Folded results stay below 1e6 elements, and
  *    a fold that grows its inputs stays below 256 elements.
@@ -31,9 +37,18 @@
 
 static tg_var *out0(tg_node *n) { return n ? n->out[0] : NULL; }
 
-/* The producer of v when it is a node of op `op`, else NULL. */
+/* The producer of v when it is a node of op `op`, else NULL: for rules whose result keeps
+ * none of the producer's work (neg(neg(x)) -> x), which apply across devices. */
 static tg_node *producer(const tg_var *v, int op) {
     return v->kind == TG_VAR_NODE && v->node->op == op ? v->node : NULL;
+}
+
+/* The same when the producer is on n's device, else NULL: for rules that fold the
+ * producer's work into the nodes they build in n's place (which take n's device), so that
+ * no work moves from one device to another (docs/devices.md, "Annotations"). */
+static tg_node *producer_here(const tg_node *n, const tg_var *v, int op) {
+    tg_node *m = producer(v, op);
+    return m && tg_ir_same_device(m->device, n->device) ? m : NULL;
 }
 
 static bool is_float(const tg_var *v) { return tg_dtype_is_float((tg_dtype)v->type.dtype); }
@@ -257,7 +272,7 @@ static tg_var *rw_neg_neg(tg_rw *rw, tg_node *n) {
 /* neg(mul(x, c)) -> mul(x, neg(c)) for a constant c (folded next): -(x*c) == x*(-c)
  * exactly, rounding being symmetric. */
 static tg_var *rw_neg_mul_const(tg_rw *rw, tg_node *n) {
-    tg_node *m = producer(n->in[0], TG_OP_MUL);
+    tg_node *m = producer_here(n, n->in[0], TG_OP_MUL);
     if (!m || !tg_rw_is_constant(m->in[1]) || tg_rw_is_constant(m->in[0]) ||
         m->in[1]->type.dtype == TG_DT_BOOL)
         return NULL;
@@ -269,7 +284,7 @@ static tg_var *rw_neg_mul_const(tg_rw *rw, tg_node *n) {
 /* add(x, neg(y)) -> sub(x, y) and add(neg(x), y) -> sub(y, x): x + (-y) is x - y in IEEE
  * arithmetic and in wrapping integers. */
 static tg_var *rw_add_neg(tg_rw *rw, tg_node *n) {
-    tg_node *r = producer(n->in[1], TG_OP_NEG), *l = producer(n->in[0], TG_OP_NEG);
+    tg_node *r = producer_here(n, n->in[1], TG_OP_NEG), *l = producer_here(n, n->in[0], TG_OP_NEG);
     tg_var *d = NULL;
     if (r)
         d = build(rw, TG_OP_SUB, n->in[0], r->in[0], n->attrs);
@@ -280,7 +295,7 @@ static tg_var *rw_add_neg(tg_rw *rw, tg_node *n) {
 
 /* sub(x, neg(y)) -> add(x, y). */
 static tg_var *rw_sub_neg(tg_rw *rw, tg_node *n) {
-    tg_node *r = producer(n->in[1], TG_OP_NEG);
+    tg_node *r = producer_here(n, n->in[1], TG_OP_NEG);
     tg_var *s = r ? build(rw, TG_OP_ADD, n->in[0], r->in[0], n->attrs) : NULL;
     return s && tg_rw_same_type(s, n->out[0]) ? s : NULL;
 }
@@ -288,7 +303,7 @@ static tg_var *rw_sub_neg(tg_rw *rw, tg_node *n) {
 /* op(op(x, c1), c2) -> op(x, op(c1, c2)) for op add or mul on integers and bool (a ring
  * under wrapping: exact). Floats are not reassociated. */
 static tg_var *rw_const_chain(tg_rw *rw, tg_node *n) {
-    tg_node *m = producer(n->in[0], n->op);
+    tg_node *m = producer_here(n, n->in[0], n->op);
     if (!m || is_float(n->out[0]) || is_float(m->in[0]) || !tg_rw_is_constant(n->in[1]) ||
         !tg_rw_is_constant(m->in[1]) || tg_rw_is_constant(m->in[0]) ||
         tg_rw_use_count(rw, m->out[0]) != 1)
@@ -340,7 +355,7 @@ static tg_var *rw_transpose_identity(tg_rw *rw, tg_node *n) {
 
 /* transpose(transpose(x, p), q) -> transpose(x, p[q]) (or x when that is the identity). */
 static tg_var *rw_transpose_transpose(tg_rw *rw, tg_node *n) {
-    tg_node *m = producer(n->in[0], TG_OP_TRANSPOSE);
+    tg_node *m = producer_here(n, n->in[0], TG_OP_TRANSPOSE);
     int64_t p[TG_MAX_DIMS], q[TG_MAX_DIMS], r[TG_MAX_DIMS];
     if (!m || !transpose_perm(m, p) || !transpose_perm(n, q)) return NULL;
     int nd = n->in[0]->type.ndim;
@@ -371,7 +386,7 @@ static tg_var *rw_reshape_identity(tg_rw *rw, tg_node *n) {
 /* reshape(reshape(x, s1), s2) -> reshape(x, s2), when the inner reshape cannot fail at run
  * time (x and its result fully static), so no error of the program disappears. */
 static tg_var *rw_reshape_reshape(tg_rw *rw, tg_node *n) {
-    tg_node *m = producer(n->in[0], TG_OP_RESHAPE);
+    tg_node *m = producer_here(n, n->in[0], TG_OP_RESHAPE);
     if (!m || !tg_type_known(&m->in[0]->type) || !tg_type_known(&m->out[0]->type) ||
         n->nin > TG_MAX_DIMS + 1)
         return NULL;
@@ -388,7 +403,7 @@ static tg_var *rw_reshape_reshape(tg_rw *rw, tg_node *n) {
  * the inner sum has no other use. Float sums are regrouped (rounding may differ in the
  * last bits, as between NumPy's pairwise and a plain loop). */
 static tg_var *rw_sum_sum(tg_rw *rw, tg_node *n) {
-    tg_node *m = producer(n->in[0], TG_OP_SUM);
+    tg_node *m = producer_here(n, n->in[0], TG_OP_SUM);
     if (!m || tg_rw_use_count(rw, m->out[0]) != 1 || n->attrs[1].i != m->attrs[1].i) return NULL;
     bool keep = n->attrs[1].i != 0;
     int nd = m->in[0]->type.ndim, mid = m->out[0]->type.ndim;

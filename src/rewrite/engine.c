@@ -15,6 +15,9 @@
  *  - Linear work: nothing rescans the graph after a rewrite. A node table slot holding a
  *    dead node is free (the next insertion on its probe path takes it), so keys that a
  *    cascade makes again and again do not pile up. rw->steps counts the loops' steps.
+ *  - Devices (docs/devices.md, "Annotations"): while a rule runs on node n, g->device is
+ *    n's, so every node the rule builds carries n's annotation; equal nodes merge only on
+ *    the same device.
  */
 #include "rewrite.h"
 
@@ -429,6 +432,7 @@ static uint64_t hash_node(const tg_node *n) {
     const tg_op_def *op = tg_op_table[n->op];
     uint64_t h =
         mix(mix(mix(0x84222325cbf29ce4ull, (uint64_t)n->op), (uint64_t)n->nin), (uint64_t)n->nout);
+    if (n->device) h = mix_bytes(h, n->device, strlen(n->device)); /* by name, not address */
     for (int k = 0; k < n->nin; k++) h = mix(h, (uint64_t)n->in[k]->id);
     for (int j = 0; j < op->nattrs; j++) {
         const tg_aval *a = &n->attrs[j];
@@ -492,8 +496,11 @@ static bool aval_same(const tg_aval *a, const tg_aval *b) {
     return false;
 }
 
+/* Equal nodes: same op, inputs, attributes and types, and the same device (two equal
+ * computations on two devices stay two: merging them would move one's work). */
 static bool node_same(const tg_node *a, const tg_node *b) {
     if (a->op != b->op || a->nin != b->nin || a->nout != b->nout) return false;
+    if (!tg_ir_same_device(a->device, b->device)) return false;
     for (int k = 0; k < a->nin; k++)
         if (a->in[k] != b->in[k]) return false;
     const tg_op_def *op = tg_op_table[a->op];
@@ -882,11 +889,13 @@ static void visit(tg_rw *rw, tg_node *n) {
         int r = rw->rlist[i];
         const tg_rule *rule = &rw->rules[r];
         int line = g->line, col = g->col;
+        const char *device = g->device;
         rw->cur = r;
         rw->mark = g->nodes.n;
         rw->redirected = false;
         g->line = n->line; /* nodes the rule builds take the position of the one it rewrites */
         g->col = n->col;
+        g->device = n->device; /* and its device */
         double t0 = rw->report ? now() : 0.0;
         rw->steps++;
         tg_var *v = rule->fn(rw, n);
@@ -897,6 +906,7 @@ static void visit(tg_rw *rw, tg_node *n) {
         }
         g->line = line;
         g->col = col;
+        g->device = device;
         if (g->status != TG_OK) {
             fail(rw, g->status == TG_ENOMEM ? TG_ENOMEM : TG_EINTERNAL,
                  "rewrite rule '%s' (pass %s) failed on node %d (%s): %s", rule->name, rw->pass,

@@ -39,6 +39,11 @@
  *    inside. Run-time extents agree too: members linked by a value of shape S have equal
  *    extents (a '?' extent that is 1 at run time does not broadcast), and siblings merge
  *    only over an input of shape S, or when S is fully static.
+ *  - Devices (docs/devices.md, "Annotations"): a group's members are all on one device,
+ *    which the fused node takes; a value made on one device and read on another is a
+ *    boundary as any value read outside its group is (steps 1 and 2 join only nodes of the
+ *    group's device, step 3 merges only groups of one device, step 0 copies a cheap value
+ *    only for readers on its own device).
  *  - Literals (0-d weak-origin constants) are written into the program; every other value
  *    becomes an input of the fused node.
  *  - A group's expression, as printed, is bounded (FUSE_MAX_EXPANDED calls, counted with
@@ -72,6 +77,7 @@ typedef struct fgroup {
     bool red[TG_MAX_DIMS]; /* K_RED: axes of S the reductions reduce */
     int64_t keep;          /* K_RED: keepdims */
     int nout;              /* outputs the fused node will have */
+    const char *device;    /* every member's device annotation (NULL: none) */
 } fgroup;
 
 typedef struct fuser {
@@ -168,7 +174,8 @@ static void add_member(fuser *f, int gi, tg_node *n) {
 
 static int new_group(fuser *f, tg_node *n, int kind, const tg_type *shape) {
     int gi = f->ngs++;
-    f->gs[gi] = (fgroup){.rep = gi, .head = -1, .tail = -1, .kind = kind, .shape = *shape};
+    f->gs[gi] = (fgroup){
+        .rep = gi, .head = -1, .tail = -1, .kind = kind, .shape = *shape, .device = n->device};
     add_member(f, gi, n);
     return gi;
 }
@@ -328,8 +335,9 @@ static tg_status copy_cheap(fuser *f) {
         for (int k = 0; k < u->nin; k++) {
             const tg_var *v = u->in[k];
             if (nrd[v->id] < 0) continue;
-            if (!ew_ok(u) || !same_shape(&u->out[0]->type, &v->type))
-                nrd[v->id] = -1;
+            if (!ew_ok(u) || !same_shape(&u->out[0]->type, &v->type) ||
+                (v->kind == TG_VAR_NODE && !tg_ir_same_device(u->device, v->node->device)))
+                nrd[v->id] = -1; /* a reader on another device could not take a copy in */
             else if (seen[v->id] != u->id + 1)
                 nrd[v->id]++;
             seen[v->id] = u->id + 1;
@@ -352,11 +360,14 @@ static tg_status copy_cheap(fuser *f) {
             if (seen[v->id] != u->id + 1) { /* a reader reading v twice shares one copy */
                 const tg_node *n = v->node;
                 int line = g->line, col = g->col;
+                const char *device = g->device;
                 g->line = n->line; /* messages name the original's place */
                 g->col = n->col;
+                g->device = n->device; /* and the copy computes where the original did */
                 tg_node *c = tg_ir_node_make_norm(g, n->op, n->in, n->nin, n->attrs);
                 g->line = line;
                 g->col = col;
+                g->device = device;
                 if (!c) {
                     st = g->status != TG_OK ? g->status : TG_ENOMEM;
                     break;
@@ -398,7 +409,7 @@ static void absorb_producers(fuser *f) {
             const tg_node *u = f->unode[k];
             int gu = node_group(f, u);
             if (gu < 0 || f->gs[gu].kind != K_EW || !same_shape(&v->type, &f->gs[gu].shape) ||
-                (gi >= 0 && gu != gi))
+                !tg_ir_same_device(n->device, f->gs[gu].device) || (gi >= 0 && gu != gi))
                 join = false;
             gi = gu;
             m += f->mult[u->id];
@@ -442,7 +453,8 @@ static void absorb_reductions(fuser *f) {
             const tg_node *r = f->unode[f->ustart[v->id]];
             bool rm[TG_MAX_DIMS];
             int64_t rk;
-            if (!red_ok(r) || node_group(f, r) >= 0 || !red_mask(r, rm, &rk)) {
+            if (!red_ok(r) || node_group(f, r) >= 0 || !red_mask(r, rm, &rk) ||
+                !tg_ir_same_device(r->device, gr->device)) {
                 ok = false;
                 break;
             }
@@ -608,7 +620,9 @@ static bool static_shape(const tg_type *t) {
 
 static bool siblings_fit(const fuser *f, int a, int b, const tg_var *x) {
     const fgroup *ga = &f->gs[a], *gb = &f->gs[b];
-    if (ga->kind != gb->kind || !same_shape(&ga->shape, &gb->shape)) return false;
+    if (ga->kind != gb->kind || !same_shape(&ga->shape, &gb->shape) ||
+        !tg_ir_same_device(ga->device, gb->device))
+        return false;
     if (!static_shape(&ga->shape) && !same_shape(&x->type, &ga->shape)) return false;
     if (ga->kind == K_RED &&
         (memcmp(ga->red, gb->red, sizeof ga->red) != 0 || ga->keep != gb->keep))
@@ -824,12 +838,15 @@ static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int n
     }
     const tg_node *last = mem[nm - 1];
     int line = g->line, col = g->col;
+    const char *device = g->device;
     g->line = last->line;
     g->col = last->col;
+    g->device = f->gs[gi].device; /* the device of every member */
     tg_aval a = tg_fused_aval(p);
     tg_node *n = tg_ir_node_make_norm(g, TG_OP_FUSED, b->ins, nin, &a);
     g->line = line;
     g->col = col;
+    g->device = device;
     tg_fused_free(p); /* the node holds its own reference */
     if (!n || n->nout != ne) {
         *st =

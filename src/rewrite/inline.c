@@ -13,6 +13,8 @@
  *    inference types it (ops/call.c), so the values have the call's output types; a call
  *    whose copy would not (a defect to report, not to hide) is kept as a call, which the
  *    backends run as a sub-graph.
+ *  - Devices: a copied node keeps its own annotation; one without takes the call's
+ *    (`y = f(x, device="cpu:1")` puts f's body on cpu:1 but where f says otherwise).
  *  - opts->no_inline (--no-inline) keeps every call.
  */
 #include "rewrite.h"
@@ -62,7 +64,10 @@ static tg_status inline_call(inl *s, tg_node *n, tg_vec *calls) {
     if (!av) return tg_set_error(TG_ENOMEM, "inline: out of memory");
     for (int k = 0; k < n->nin; k++) av[k] = resolve(s, n->in[k]);
     int first = g->nodes.n;
+    const char *device = g->device;
+    g->device = n->device; /* the body's nodes without an annotation take the call's */
     tg_status st = tg_ir_copy_body(g, fn, av, outs);
+    g->device = device;
     if (av != args) tg_mem_free(g->ctx, av, sizeof *av * (size_t)n->nin);
     if (st != TG_OK) return tg_set_error(st, "inline: %s", g->error);
     bool same = true;

@@ -6,6 +6,8 @@
  *  - the accumulator is read (beta != 0) and has the result's exact type (no broadcast);
  *  - it is computed by a node of this graph (not a function input or a constant, which
  *    belong to the caller), by an op that owns its memory (not a view of another value);
+ *  - it is computed on this node's device (never a buffer another device made:
+ *    docs/devices.md, "Annotations");
  *  - this node is its only reader, through one input slot (so no other reader runs later,
  *    it is not aliased with another input of the node: `gemm(Z, Z, Z, ...)` stays, and
  *    no ordering constraint, hence no cycle, is added), and it is not a graph output.
@@ -32,6 +34,7 @@ static tg_var *rw_inplace_blas(tg_rw *rw, tg_node *n) {
     tg_var *c = n->in[0], *y = n->out[0];
     int op = inplace_op(n->op);
     if (op < 0 || n->attrs[1].f == 0.0 || c->kind != TG_VAR_NODE) return NULL;
+    if (!tg_ir_same_device(c->node->device, n->device)) return NULL;
     if (!tg_type_equal(&c->type, &y->type) || c->type.weak) return NULL;
     const tg_op_def *prod = tg_op_table[c->node->op];
     if (prod->views || tg_rw_use_count(rw, c) != 1 || tg_rw_is_output(rw, c)) return NULL;

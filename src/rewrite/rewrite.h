@@ -122,8 +122,8 @@ tg_status tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *by);
 int tg_rw_use_count(tg_rw *rw, const tg_var *v);
 /* True when v is an output of the graph. */
 bool tg_rw_is_output(tg_rw *rw, const tg_var *v);
-/* A live node equal to n (same op, same inputs, same attributes, same output count), or
- * NULL after remembering n (common-subexpression elimination). */
+/* A live node equal to n (same op, same inputs, same attributes, same output count, same
+ * device), or NULL after remembering n (common-subexpression elimination). */
 tg_node *tg_rw_find_equal(tg_rw *rw, tg_node *n);
 /* The first constant seen with c's dtype, shape, weakness, literal kind and bytes (c itself
  * when it is the first). */

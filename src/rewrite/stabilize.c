@@ -25,12 +25,19 @@
  *  - softplus comes before log1p among the rules rooted at log, so log(1 + exp(x)) becomes
  *    softplus(x); log1p(exp(x)) (written by hand, or left by log1p) becomes softplus too.
  *  - No rule builds a pattern another rule of this pass matches back: the pass ends.
+ *  - A pattern lies on one device (producer): log(softmax(x)) with the softmax on another
+ *    device than the log stays as it is, so no work moves between devices.
  */
 #include "rewrite.h"
 
-/* The node producing v when it is output 0 of an `op` node, else NULL. */
-static tg_node *producer(const tg_var *v, int op) {
-    return v->kind == TG_VAR_NODE && v->index == 0 && v->node->op == op ? v->node : NULL;
+/* The node producing v when it is output 0 of an `op` node on the device of n (the node
+ * being rewritten), else NULL: a rule folds the producer's work into what it builds in n's
+ * place, on n's device, so it never reaches across devices (docs/devices.md). */
+static tg_node *producer(const tg_node *n, const tg_var *v, int op) {
+    return v->kind == TG_VAR_NODE && v->index == 0 && v->node->op == op &&
+                   tg_ir_same_device(v->node->device, n->device)
+               ? v->node
+               : NULL;
 }
 
 /* The other operand of binary node b when operand `one` (0 or 1) is a 1 that broadcasts
@@ -42,8 +49,8 @@ static tg_var *other_of_one(const tg_node *b, int one) {
 }
 
 /* x when v is add(1, x) or add(x, 1) with a clean 1 (see other_of_one), else NULL. */
-static tg_var *one_plus(const tg_var *v) {
-    tg_node *a = producer(v, TG_OP_ADD);
+static tg_var *one_plus(const tg_node *n, const tg_var *v) {
+    tg_node *a = producer(n, v, TG_OP_ADD);
     if (!a || a->nin != 2) return NULL;
     tg_var *x = other_of_one(a, 0);
     return x ? x : other_of_one(a, 1);
@@ -59,22 +66,22 @@ static tg_var *same_type(const tg_node *n, tg_var *r) {
 
 /* log(add(1, exp(x))) -> softplus(x) */
 static tg_var *rw_softplus(tg_rw *rw, tg_node *n) {
-    tg_var *e = one_plus(n->in[0]);
-    tg_node *ex = e ? producer(e, TG_OP_EXP) : NULL;
+    tg_var *e = one_plus(n, n->in[0]);
+    tg_node *ex = e ? producer(n, e, TG_OP_EXP) : NULL;
     if (!ex || !is_float(e)) return NULL;
     return same_type(n, tg_softplus(tg_rw_graph(rw), ex->in[0]));
 }
 
 /* log1p(exp(x)) -> softplus(x) */
 static tg_var *rw_log1p_exp(tg_rw *rw, tg_node *n) {
-    tg_node *ex = producer(n->in[0], TG_OP_EXP);
+    tg_node *ex = producer(n, n->in[0], TG_OP_EXP);
     if (!ex || !is_float(n->in[0])) return NULL;
     return same_type(n, tg_softplus(tg_rw_graph(rw), ex->in[0]));
 }
 
 /* log(add(1, x)) -> log1p(x), for float x (an integer add wraps; log1p would not) */
 static tg_var *rw_log1p(tg_rw *rw, tg_node *n) {
-    tg_var *x = one_plus(n->in[0]);
+    tg_var *x = one_plus(n, n->in[0]);
     if (!x || !is_float(x)) return NULL;
     return same_type(n, tg_log1p(tg_rw_graph(rw), x));
 }
@@ -82,14 +89,14 @@ static tg_var *rw_log1p(tg_rw *rw, tg_node *n) {
 /* sub(exp(x), 1) -> expm1(x) */
 static tg_var *rw_expm1(tg_rw *rw, tg_node *n) {
     if (n->nin != 2 || !other_of_one(n, 1)) return NULL;
-    tg_node *ex = producer(n->in[0], TG_OP_EXP);
+    tg_node *ex = producer(n, n->in[0], TG_OP_EXP);
     if (!ex || !is_float(n->in[0])) return NULL;
     return same_type(n, tg_expm1(tg_rw_graph(rw), ex->in[0]));
 }
 
 /* log(sigmoid(x)) -> neg(softplus(neg(x))), for float x (neg of an integer wraps) */
 static tg_var *rw_log_sigmoid(tg_rw *rw, tg_node *n) {
-    tg_node *s = producer(n->in[0], TG_OP_SIGMOID);
+    tg_node *s = producer(n, n->in[0], TG_OP_SIGMOID);
     if (!s || !is_float(s->in[0])) return NULL;
     tg_graph *g = tg_rw_graph(rw);
     return same_type(n, tg_neg(g, tg_softplus(g, tg_neg(g, s->in[0]))));
@@ -97,9 +104,9 @@ static tg_var *rw_log_sigmoid(tg_rw *rw, tg_node *n) {
 
 /* log(sub(1, sigmoid(x))) -> neg(softplus(x)), since 1 - sigmoid(x) = 1 / (1 + exp(x)) */
 static tg_var *rw_log1m_sigmoid(tg_rw *rw, tg_node *n) {
-    tg_node *d = producer(n->in[0], TG_OP_SUB);
+    tg_node *d = producer(n, n->in[0], TG_OP_SUB);
     if (!d || d->nin != 2 || !other_of_one(d, 0)) return NULL;
-    tg_node *s = producer(d->in[1], TG_OP_SIGMOID);
+    tg_node *s = producer(n, d->in[1], TG_OP_SIGMOID);
     if (!s || !is_float(s->in[0])) return NULL;
     tg_graph *g = tg_rw_graph(rw);
     return same_type(n, tg_neg(g, tg_softplus(g, s->in[0])));
@@ -107,7 +114,7 @@ static tg_var *rw_log1m_sigmoid(tg_rw *rw, tg_node *n) {
 
 /* log(softmax(x, axis)) -> log_softmax(x, axis): the two ops share one attribute schema */
 static tg_var *rw_log_softmax(tg_rw *rw, tg_node *n) {
-    tg_node *s = producer(n->in[0], TG_OP_SOFTMAX);
+    tg_node *s = producer(n, n->in[0], TG_OP_SOFTMAX);
     if (!s) return NULL;
     tg_node *m = tg_ir_node_make_norm(tg_rw_graph(rw), TG_OP_LOG_SOFTMAX, s->in, 1, s->attrs);
     return m ? same_type(n, m->out[0]) : NULL;
@@ -115,8 +122,8 @@ static tg_var *rw_log_softmax(tg_rw *rw, tg_node *n) {
 
 /* log(sum(exp(x), axis, keepdims)) -> logsumexp(x, axis, keepdims): same schema as sum */
 static tg_var *rw_logsumexp(tg_rw *rw, tg_node *n) {
-    tg_node *s = producer(n->in[0], TG_OP_SUM);
-    tg_node *ex = s ? producer(s->in[0], TG_OP_EXP) : NULL;
+    tg_node *s = producer(n, n->in[0], TG_OP_SUM);
+    tg_node *ex = s ? producer(n, s->in[0], TG_OP_EXP) : NULL;
     if (!ex || !is_float(s->in[0])) return NULL;
     tg_node *m = tg_ir_node_make_norm(tg_rw_graph(rw), TG_OP_LOGSUMEXP, ex->in, 1, s->attrs);
     return m ? same_type(n, m->out[0]) : NULL;
@@ -143,11 +150,11 @@ static bool softmax_axis(const tg_aval *axis, int nd, tg_aval *out) {
 /* log(div(exp(x), sum(exp(x), axis=a, keepdims=true))) -> log_softmax(x, axis=a), when
  * both exps read the same x and the sum keeps its axes (so the div broadcasts it back) */
 static tg_var *rw_log_softmax_div(tg_rw *rw, tg_node *n) {
-    tg_node *d = producer(n->in[0], TG_OP_DIV);
+    tg_node *d = producer(n, n->in[0], TG_OP_DIV);
     if (!d || d->nin != 2) return NULL;
-    tg_node *num = producer(d->in[0], TG_OP_EXP);
-    tg_node *s = producer(d->in[1], TG_OP_SUM);
-    tg_node *den = s ? producer(s->in[0], TG_OP_EXP) : NULL;
+    tg_node *num = producer(n, d->in[0], TG_OP_EXP);
+    tg_node *s = producer(n, d->in[1], TG_OP_SUM);
+    tg_node *den = s ? producer(n, s->in[0], TG_OP_EXP) : NULL;
     if (!num || !den || num->in[0] != den->in[0] || !is_float(d->in[0])) return NULL;
     if (s->attrs[1].i == 0 || !tg_rw_same_type(d->in[0], d->out[0])) return NULL;
     tg_aval axis;

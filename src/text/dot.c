@@ -1,5 +1,6 @@
 /* dot.c - Graphviz output of a graph: inputs, constants and literals, one box per op
- * node (op name and output types), edges from producers to users, and the outputs.
+ * node (op name and output types, then `@device` when annotated), edges from producers to
+ * users, and the outputs.
  *
  * Owns: tg_graph_print_dot.
  * Invariants: node identifiers come from variable and node ids (deterministic); labels
@@ -41,6 +42,10 @@ static void put_leaf(FILE *f, const tg_var *v, uint8_t *done) {
         put_escaped(f, v->name ? v->name : "?");
         fputs("\\n", f);
         put_escaped(f, tb);
+        if (v->device) {
+            fputs("\\n@", f);
+            put_escaped(f, v->device);
+        }
     } else if (v->lit && v->value && v->value->ndim == 0) {
         tg_ir_format_scalar(v, lb, sizeof lb);
         fprintf(f, "  v%d [shape=plaintext, label=\"", v->id);
@@ -102,6 +107,10 @@ tg_status tg_graph_print_dot(const tg_graph *g, FILE *f) {
                 fputs(": ", f);
             }
             put_escaped(f, tg_type_str(&n->out[k]->type, tb, sizeof tb));
+        }
+        if (n->device) {
+            fputs("\\n@", f);
+            put_escaped(f, n->device);
         }
         fputs("\"];\n", f);
         for (int k = 0; k < n->nin; k++) {

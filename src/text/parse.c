@@ -10,7 +10,8 @@
  *    as tg_last_error() once, at the end, after everything was freed.
  *  - Before each builder call g->line/g->col hold the position of the construct, so a
  *    builder's own message (the graph's first error) carries it; that message becomes the
- *    parse error unchanged.
+ *    parse error unchanged. g->device holds the call's `device=` (NULL without one) while
+ *    it builds, so every node the call makes carries it (docs/devices.md, "Annotations").
  *  - Names are SSA per function: the binding map keeps where each name was bound.
  *  - Temporaries of one statement (attribute arrays, strings, input lists) live in a
  *    scratch arena that is released every few statements, so memory stays bounded.
@@ -362,6 +363,22 @@ static bool literal_var(parser *p, const lit *l, tg_var **out) {
     return true;
 }
 
+/* The value of a `device=` keyword (a string naming a device) at the current token, into
+ * *out: the graph's copy of the name (tg_ir_device_intern). */
+static NOINLINE bool parse_device(parser *p, const char **out) {
+    tg_tok t = p->tok;
+    if (!at(p, TG_TK_STRING)) return expected(p, "a device name string (\"cpu:1\")");
+    char *s = scratch_alloc(p, t.len, &t);
+    if (!s) return false;
+    tg_tok_string(&t, s);
+    if (!tg_ir_device_valid(s))
+        return FAIL_TOK(p, &t, TG_EINVAL, "malformed device name \"%s\": expected %s", s,
+                        TG_DEVICE_FORMS);
+    if (!(*out = tg_ir_device_intern(p->g, s))) return oom(p, t.line, t.col);
+    advance(p);
+    return true;
+}
+
 /* Value of an attribute: scalar, list, string or @function. */
 static NOINLINE bool parse_attr_value(parser *p, tg_attr *a) {
     tg_tok t = p->tok;
@@ -523,6 +540,9 @@ static NOINLINE bool parse_const(parser *p, const tg_tok *optok) {
                 shape[d] = dims[d].i;
             }
             ndim = nd;
+        } else if (tg_tok_is(&k, "device")) {
+            return FAIL_TOK(p, &k, TG_EINVAL,
+                            "const: a constant has no device (annotate the nodes that read it)");
         } else {
             return FAIL_TOK(p, &k, TG_EINVAL,
                             "const: unknown attribute '%.*s' (expected value, dtype, shape)",
@@ -769,9 +789,6 @@ static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***in
     return true;
 }
 
-/* call := NAME "(" [arg ("," arg)* [","]] ")"   arg := expr | NAME "=" attr | "@" NAME
- * At entry the current token is the op name and the next one is "(". The outputs go to
- * p->outs[0..*nout). */
 /* f(x, y): a call of function f of this text (parsed before this one). */
 static NOINLINE bool build_func_call(parser *p, const tg_tok *optok, const char *name, tg_var **ins,
                                      int nin, int na, int nf, int *nout) {
@@ -826,6 +843,54 @@ static NOINLINE bool build_fused(parser *p, const tg_tok *optok, const tg_tok *r
     return true;
 }
 
+/* Builds the call whose arguments parse_call read: an op, a function of the file, fused,
+ * a derivative form or the subtensor sugar; the outputs go to p->outs[0..*nout). */
+static NOINLINE bool build_call(parser *p, const tg_tok *optok, const tg_tok *raw, tg_var **ins,
+                                int nin, tg_attr *attrs, int na, int ca, const tg_tok *fpos, int nf,
+                                int *nout) {
+    char *opname = scratch_str(p, optok->p, optok->len, optok);
+    if (!opname) return false;
+    if (raw)
+        for (int k = 0; k < na; k++)
+            if (strcmp(attrs[k].name, "expr") == 0)
+                return FAIL_TOK(p, optok, TG_EINVAL, "fused: attribute 'expr' given twice");
+    int df = derivative_form(p, optok, opname, ins, nin, attrs, na, nout);
+    if (df >= 0) return df == 1;
+    if (nin >= 2 && !build_subtensor_sugar(p, opname, &ins, &nin, &attrs, &na, &ca, optok))
+        return false;
+    int opi = tg_op_lookup(opname);
+    if (nf > 0 && opi >= 0) { /* positional @f: the op's function attributes, in order */
+        const tg_op_def *def = tg_op_table[opi];
+        int k = 0;
+        for (int j = 0; j < def->nattrs && k < nf; j++) {
+            if (def->attrs[j].type != TG_AS_FUNC) continue;
+            if (!GROW(p, attrs, ca, na, &fpos[k])) return false;
+            attrs[na] = (tg_attr){
+                .name = def->attrs[j].name, .kind = TG_ATTR_FUNC, .func = func_graph(p, &fpos[k])};
+            if (!attrs[na].func)
+                return FAIL_TOK(p, &fpos[k], TG_ENAME, "unknown function '%.*s'", (int)fpos[k].len,
+                                fpos[k].p);
+            na++;
+            k++;
+        }
+        if (k < nf)
+            return FAIL_TOK(p, &fpos[k], TG_EINVAL, "%s: takes %d function argument%s", opname, k,
+                            k == 1 ? "" : "s");
+    }
+    if (opi < 0) return build_func_call(p, optok, opname, ins, nin, na, nf, nout);
+    if (opi == TG_OP_FUSED) return build_fused(p, optok, raw, ins, nin, attrs, na, nout);
+    set_pos(p, optok);
+    int cap = TG_MAX_OUTS;
+    if (tg_apply_multi(p->g, opname, ins, nin, attrs, na, p->outs, &cap) != TG_OK)
+        return builder_failed(p, optok->line, optok->col);
+    *nout = cap;
+    return true;
+}
+
+/* call := NAME "(" [arg ("," arg)* [","]] ")"   arg := expr | NAME "=" attr | "@" NAME
+ * At entry the current token is the op name and the next one is "(". The outputs go to
+ * p->outs[0..*nout). A `device="..."` keyword is the call's own: every node the call
+ * builds carries it, whatever the call is (op, function, fused, derivative form). */
 static bool parse_call(parser *p, int *nout) {
     tg_tok optok = p->tok;
     advance(p);
@@ -843,12 +908,24 @@ static bool parse_call(parser *p, int *nout) {
 
     tg_var **ins = NULL;
     tg_attr *attrs = NULL;
-    tg_tok *fpos = NULL; /* positional @functions */
+    tg_tok *fpos = NULL;         /* positional @functions */
+    const char *device = NULL;   /* device="...": the call's, not an attribute of its op */
+    int devline = 0, devcol = 0; /* where it was given */
     int nin = 0, cin = 0, na = 0, ca = 0, nf = 0, cf = 0;
     bool keywords = false;
     while (!at(p, TG_TK_RPAREN)) {
         tg_tok t = p->tok;
-        if (t.kind == TG_TK_NAME && peek(p)->kind == TG_TK_EQUAL) {
+        if (t.kind == TG_TK_NAME && peek(p)->kind == TG_TK_EQUAL && tg_tok_is(&t, "device")) {
+            if (devline)
+                return FAIL_TOK(p, &t, TG_EINVAL, "attribute 'device' given twice (first at %d:%d)",
+                                devline, devcol);
+            devline = t.line;
+            devcol = t.col;
+            advance(p);
+            advance(p);
+            if (!parse_device(p, &device)) return false;
+            keywords = true;
+        } else if (t.kind == TG_TK_NAME && peek(p)->kind == TG_TK_EQUAL) {
             if (tg_txt_reserved(t.p, t.len))
                 return FAIL_TOK(p, &t, TG_ESYNTAX, "'%.*s' is a reserved word", (int)t.len, t.p);
             for (int k = 0; k < na; k++)
@@ -884,46 +961,12 @@ static bool parse_call(parser *p, int *nout) {
     }
     if (!expect(p, TG_TK_RPAREN, "',' or ')'")) return false;
     leave(p);
-
-    char *opname = scratch_str(p, optok.p, optok.len, &optok);
-    if (!opname) return false;
-    if (raw.kind == TG_TK_RAW)
-        for (int k = 0; k < na; k++)
-            if (strcmp(attrs[k].name, "expr") == 0)
-                return FAIL_TOK(p, &optok, TG_EINVAL, "fused: attribute 'expr' given twice");
-    int df = derivative_form(p, &optok, opname, ins, nin, attrs, na, nout);
-    if (df >= 0) return df == 1;
-    if (nin >= 2 && !build_subtensor_sugar(p, opname, &ins, &nin, &attrs, &na, &ca, &optok))
-        return false;
-    int opi = tg_op_lookup(opname);
-    if (nf > 0 && opi >= 0) { /* positional @f: the op's function attributes, in order */
-        const tg_op_def *def = tg_op_table[opi];
-        int k = 0;
-        for (int j = 0; j < def->nattrs && k < nf; j++) {
-            if (def->attrs[j].type != TG_AS_FUNC) continue;
-            if (!GROW(p, attrs, ca, na, &fpos[k])) return false;
-            attrs[na] = (tg_attr){
-                .name = def->attrs[j].name, .kind = TG_ATTR_FUNC, .func = func_graph(p, &fpos[k])};
-            if (!attrs[na].func)
-                return FAIL_TOK(p, &fpos[k], TG_ENAME, "unknown function '%.*s'", (int)fpos[k].len,
-                                fpos[k].p);
-            na++;
-            k++;
-        }
-        if (k < nf)
-            return FAIL_TOK(p, &fpos[k], TG_EINVAL, "%s: takes %d function argument%s", opname, k,
-                            k == 1 ? "" : "s");
-    }
-    if (opi < 0) return build_func_call(p, &optok, opname, ins, nin, na, nf, nout);
-    if (opi == TG_OP_FUSED)
-        return build_fused(p, &optok, raw.kind == TG_TK_RAW ? &raw : NULL, ins, nin, attrs, na,
-                           nout);
-    set_pos(p, &optok);
-    int cap = TG_MAX_OUTS;
-    if (tg_apply_multi(p->g, opname, ins, nin, attrs, na, p->outs, &cap) != TG_OK)
-        return builder_failed(p, optok.line, optok.col);
-    *nout = cap;
-    return true;
+    const char *outer = p->g->device;
+    p->g->device = device;
+    bool ok = build_call(p, &optok, raw.kind == TG_TK_RAW ? &raw : NULL, ins, nin, attrs, na, ca,
+                         fpos, nf, nout);
+    p->g->device = outer;
+    return ok;
 }
 
 /* x[..., idx, ...] with one index array at position k and full slices elsewhere:
@@ -1159,7 +1202,8 @@ static bool parse_update(parser *p) {
     return true;
 }
 
-/* param := ["mut"] NAME ":" type ; type := DTYPE "[" [dim ("," dim)*] "]" ; dim := INT | "?"
+/* param := ["mut"] NAME ":" type ["device" "=" STRING] ;
+ * type := DTYPE "[" [dim ("," dim)*] "]" ; dim := INT | "?"
  * then tg_input, or tg_state for `mut` (a parameter may itself be named mut). */
 static bool parse_param(parser *p) {
     bool state = false;
@@ -1202,11 +1246,18 @@ static bool parse_param(parser *p) {
         if (!accept(p, TG_TK_COMMA)) break;
     }
     if (!expect(p, TG_TK_RBRACKET, "',' or ']'")) return false;
+    const char *device = NULL; /* `x: f32[3] device="cpu:1"`: where the caller's tensor lives */
+    if (tg_tok_is(&p->tok, "device") && peek(p)->kind == TG_TK_EQUAL) {
+        advance(p);
+        advance(p);
+        if (!parse_device(p, &device)) return false;
+    }
     char *name = scratch_str(p, nm.p, nm.len, &nm);
     if (!name) return false;
     set_pos(p, &nm);
     tg_var *v = state ? tg_state(p->g, name, dt, nd, shape) : tg_input(p->g, name, dt, nd, shape);
     if (!v) return builder_failed(p, nm.line, nm.col);
+    v->device = device;
     tg_txt_entry *e = tg_txt_map_add(&p->names, nm.p, nm.len);
     if (!e) return oom(p, nm.line, nm.col);
     e->val = v;

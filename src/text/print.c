@@ -11,6 +11,10 @@
  *    output is deterministic and print(parse(print(parse(x)))) == print(parse(x)).
  *  - Attributes print in schema order, only where they differ from the schema default;
  *    floats always look like floats (1.0, 1e+30, inf) so they parse back as floats.
+ *  - A device annotation prints as the last keyword of its node's call, `device="cpu:1"`
+ *    (an annotated slice prints as a call of `slice`, since indexing has no keywords), and
+ *    after the type of an annotated parameter; unannotated graphs print as if there were
+ *    no annotations at all.
  *  - Everything is a loop over arrays: a chain of 100,000 nodes prints in linear time.
  */
 #include "../ops/fused.h"
@@ -295,10 +299,20 @@ static bool put_slice(const printer *pr, const tg_node *n) {
     return true;
 }
 
+/* The end of a call: `, device="..."` when n is annotated (`device` alone when the call
+ * has no other argument), then ")". */
+static void put_close(const printer *pr, const tg_node *n, bool first) {
+    if (n->device) {
+        fprintf(pr->f, "%sdevice=", first ? "" : ", ");
+        tg_txt_put_string(pr->f, n->device);
+    }
+    fputs(")\n", pr->f);
+}
+
 static void put_node(printer *pr, const tg_node *n) {
     FILE *f = pr->f;
     const tg_op_def *def = tg_op_table[n->op];
-    if (n->op == TG_OP_SLICE && put_slice(pr, n)) return;
+    if (n->op == TG_OP_SLICE && !n->device && put_slice(pr, n)) return;
     const tg_fused_prog *prog = tg_fused_node_prog(n);
     size_t len = 0;
     char *expr = prog ? tg_fused_format(prog, &len) : NULL;
@@ -316,7 +330,7 @@ static void put_node(printer *pr, const tg_node *n) {
             if (k) fputs(", ", f);
             put_use(pr, n->in[k]);
         }
-        fputs(")\n", f);
+        put_close(pr, n, n->nin == 0);
         return;
     }
     if (n->op == TG_OP_CALL) { /* a call prints as the callee's name: `a, b = f(x, y)` */
@@ -325,7 +339,7 @@ static void put_node(printer *pr, const tg_node *n) {
             if (k) fputs(", ", f);
             put_use(pr, n->in[k]);
         }
-        fputs(")\n", f);
+        put_close(pr, n, n->nin == 0);
         return;
     }
     fprintf(f, " = %s(", def->name);
@@ -357,7 +371,7 @@ static void put_node(printer *pr, const tg_node *n) {
         put_aval(pr->u, f, s, &n->attrs[j]);
         first = false;
     }
-    fputs(")\n", f);
+    put_close(pr, n, first);
 }
 
 /* The function's name as an identifier in buf (a graph built in C may have any name). */
@@ -391,6 +405,10 @@ static void put_graph(printer *pr) {
         const tg_var *v = g->inputs.items[i];
         fprintf(f, "%s%s%s: %s", i ? ", " : "", v->state ? "mut " : "", name_of(pr, v),
                 tg_type_str(&v->type, tbuf, sizeof tbuf));
+        if (v->device) {
+            fputs(" device=", f);
+            tg_txt_put_string(f, v->device);
+        }
     }
     fputs(") {\n", f);
     for (int i = 0; i < pr->norder; i++) {

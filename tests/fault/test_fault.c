@@ -34,10 +34,12 @@
 #endif
 
 /* A module whose compiled form has fused kernels, BLAS calls, reductions, views,
- * gradients and an integer output. */
+ * gradients and an integer output, with device annotations (copied by the parser, the
+ * clones, the rewrites and the gradient). */
 static const char wl_src[] =
-    "func main(x: f32[?,4], W1: f32[4,8], b1: f32[8], W2: f32[8,3], b2: f32[3], y: f32[?,3]) {\n"
-    "  h = tanh(add(dot(x, W1), b1))\n"
+    "func main(x: f32[?,4] device=\"cpu:0\", W1: f32[4,8], b1: f32[8], W2: f32[8,3], b2: f32[3],\n"
+    "          y: f32[?,3]) {\n"
+    "  h = tanh(add(dot(x, W1), b1, device=\"cpu:0\"), device=\"cpu:1\")\n"
     "  logits = add(dot(h, W2), b2)\n"
     "  m = max(logits, axis=1, keepdims=true)\n"
     "  z = sub(logits, m)\n"
@@ -48,7 +50,8 @@ static const char wl_src[] =
     "  return loss, gW1, gb1, mul(exp(logp), 2), argmax(logits, axis=1), s\n"
     "}\n"
     "func blas(A: f64[3,4], B: f64[4,5], C: f64[3,5], v: f64[4], u: f64[3]) {\n"
-    "  return add(mul(dot(A, B), 2.0), C), dot(A, v), add(outer(u, v), A)\n"
+    "  g = add(mul(dot(A, B, device=\"cpu:1\"), 2.0, device=\"cpu:1\"), C, device=\"cpu:1\")\n"
+    "  return g, dot(A, v), add(outer(u, v), A)\n"
     "}\n";
 
 typedef tg_status (*workload_fn)(tg_ctx *ctx, double *checksum);
