@@ -3,8 +3,10 @@
  * it after the pipeline, on its rewritten clone, so that no rewrite ever sees a transfer it
  * made. ggml's ggml_backend_sched is the model. The steps:
  *
- *  a. Pins. A node's annotation (n->device) pins it, and a transfer is pinned to its
- *     `device`; an input's annotation says where its data lives (its readers see it there).
+ *  a. Pins. A node's annotation (n->device) pins it (a transfer's is where it moves its
+ *     value; one without is placed like any node, and disappears where it lands on its
+ *     input's device); an input's annotation says where its data lives (its readers see it
+ *     there).
  *     Inputs without one, and constants, are host memory, which every host device reads.
  *     An annotation naming no device, and a pinned node whose device cannot run its op
  *     (supports_op; transfers are copies, which every device makes), are errors naming the
@@ -28,7 +30,8 @@
  *     bytes over bandwidth for each sim end) and after the device's earlier work. A device
  *     that cannot run the op is never chosen.
  *  d. Transfers. Every read of a value that does not live where its reader runs goes through
- *     `transfer(x, device=D)`, one per value and destination D (all readers on D share it).
+ *     a transfer on the reader's device D (`transfer(x, device="D")`), one per value and
+ *     destination (all readers on D share it).
  *     Returned values must end in host memory: one on a sim device gets a transfer to `cpu`.
  *  e. Cancellation. Transfers already in the graph are looked through: a reader reads the
  *     original value where it can (a transfer back to the source's device, a transfer to
@@ -41,8 +44,8 @@
  *    of the registry that can run its op (transfers aside);
  *  - a node that is not a transfer reads only values that live on its own device, or host
  *    memory (inputs without annotation, constants) when it runs on a host device;
- *  - a transfer's node device is its `device` attribute, its input lives on another device,
- *    and copy is false exactly when both devices are host devices;
+ *  - a transfer (its device: where it moves the value) reads a value that lives on another
+ *    device, and its copy is false exactly when both devices are host devices;
  *  - every output (returned value, new value of a state) lives in host memory.
  * With one device (`cpu`) and no transfer in the graph, every node is set to `cpu` and
  * nothing else is done.
@@ -55,7 +58,7 @@
 #include <time.h>
 
 enum { UNPLACED = -2, HOST = -1 }; /* locations besides device indices */
-enum { T_DEVICE, T_COPY };         /* the attributes of transfer (src/ops/transfer.c) */
+enum { T_COPY };                   /* the attribute of transfer (src/ops/transfer.c) */
 #define UNKNOWN_EXTENT 64.0        /* what a '?' extent counts for in the cost model */
 #define CPU_RATE       1e9         /* elements (or multiply-adds) per second of `cpu` */
 #define HOST_HOP       5e-6        /* a read across host devices: one synchronisation */
@@ -170,7 +173,7 @@ static tg_status pin(place *p) {
     char at[512];
     for (int i = 0; i < p->norder; i++) {
         tg_node *n = p->order[i];
-        const char *name = n->op == TG_OP_TRANSFER ? n->attrs[T_DEVICE].s : n->device;
+        const char *name = n->device;
         if (!name) continue;
         where(g, n, at, sizeof at);
         int d = find_dev(p, name, at);
@@ -448,8 +451,7 @@ static tg_var *resolve(place *p, tg_var *v, int d) {
         }
     tg_graph *g = p->g;
     const char *name = dev_name(p, d);
-    tg_aval attrs[2] = {[T_DEVICE] = {.kind = TG_ATTR_STR, .s = name},
-                        [T_COPY] = {.kind = TG_ATTR_BOOL, .i = !(is_host(p, l) && is_host(p, d))}};
+    tg_aval attrs[1] = {[T_COPY] = {.kind = TG_ATTR_BOOL, .i = !(is_host(p, l) && is_host(p, d))}};
     /* placed on d, at the position of what it moves */
     const char *stamp = g->device;
     int line = g->line, col = g->col;
@@ -668,12 +670,10 @@ tg_status tg_place_check(const tg_graph *g) {
         if (n->op == TG_OP_TRANSFER) {
             int l = check_loc(devs, ndev, n->in[0]);
             bool copy = !(is_host(&p, l) && is_host(&p, d));
-            if (!tg_ir_same_device(n->attrs[T_DEVICE].s, n->device) || l == d ||
-                (l == HOST && is_host(&p, d)) || n->attrs[T_COPY].i != copy)
-                st = tg_set_error(TG_EINTERNAL,
-                                  "placement: %s on %s moves a value of %s to \"%s\" (copy=%s)", at,
-                                  n->device, l >= 0 ? devs[l]->name : "host memory",
-                                  n->attrs[T_DEVICE].s, n->attrs[T_COPY].i ? "true" : "false");
+            if (l == d || (l == HOST && is_host(&p, d)) || n->attrs[T_COPY].i != copy)
+                st = tg_set_error(TG_EINTERNAL, "placement: %s moves a value of %s to %s (copy=%s)",
+                                  at, l >= 0 ? devs[l]->name : "host memory", n->device,
+                                  n->attrs[T_COPY].i ? "true" : "false");
             continue;
         }
         for (int k = 0; k < n->nin && st == TG_OK; k++) {

@@ -219,8 +219,7 @@ static void check_branches(tg_graph *g) {
     assert_non_null(t);
     assert_true(!t0 || !t1);
     assert_string_equal(t->device, dev_of(g, "s"));
-    assert_string_equal(t->attrs[0].s, t->device);
-    assert_int_equal(t->attrs[1].i, 0); /* copy=false */
+    assert_int_equal(t->attrs[0].i, 0); /* copy=false */
 }
 
 static void test_auto_balances_two_branches(void **state) {
@@ -272,7 +271,7 @@ static void test_auto_annotated_input(void **state) {
         assert_null(t);
     } else {
         assert_non_null(t);
-        assert_int_equal(t->attrs[1].i, 0);
+        assert_int_equal(t->attrs[0].i, 0);
     }
     assert_string_equal(dev_of(g, "b"), "cpu:0");
     tg_graph_free(g);
@@ -308,7 +307,7 @@ static void test_sim_pin_expands_and_transfers(void **state) {
         const tg_node *t = transfer_in(g, readers[i][0], k);
         assert_non_null(t);
         assert_string_equal(t->device, "sim:0");
-        assert_int_equal(t->attrs[1].i, 1);
+        assert_int_equal(t->attrs[0].i, 1);
         if (readers[i][1]) assert_ptr_equal(t->in[0], var(g, readers[i][1]));
         if (!readers[i][1]) assert_int_equal(t->in[0]->kind, TG_VAR_CONST);
     }
@@ -347,7 +346,7 @@ static void test_sim_input(void **state) {
             const tg_var *o = g->outputs.items[i];
             assert_int_equal(o->node->op, TG_OP_TRANSFER);
             assert_string_equal(o->node->device, "cpu");
-            assert_int_equal(o->node->attrs[1].i, 1);
+            assert_int_equal(o->node->attrs[0].i, 1);
         }
         assert_int_equal(s.transfers, 2);
         tg_graph_free(g);
@@ -434,12 +433,12 @@ static void test_one_transfer_per_value_and_device(void **state) {
     assert_ptr_equal(ta, tb);
     assert_ptr_equal(transfer_in(g, "c", 0), ta);
     assert_ptr_equal(transfer_in(g, "c", 1), ta);
-    assert_int_equal(ta->attrs[1].i, 0);
+    assert_int_equal(ta->attrs[0].i, 0);
     const tg_node *td = transfer_in(g, "d", 0);
     assert_non_null(td);
     assert_ptr_equal(transfer_in(g, "e", 0), td);
     assert_string_equal(td->device, "sim:0");
-    assert_int_equal(td->attrs[1].i, 1);
+    assert_int_equal(td->attrs[0].i, 1);
     /* d and e come back to the host: one transfer each */
     assert_int_equal(s.transfers, 4);
     assert_int_equal(count_op(g, TG_OP_TRANSFER), 4);
@@ -479,7 +478,7 @@ static void test_transfers_cancel(void **state) {
     assert_non_null(tc);
     assert_ptr_equal(transfer_in(g, "d", 0), tc);
     assert_ptr_equal(tc->in[0], var(g, "v"));
-    assert_int_equal(tc->attrs[1].i, 0);
+    assert_int_equal(tc->attrs[0].i, 0);
     assert_int_equal(count_op(g, TG_OP_TRANSFER), 1);
     assert_int_equal(s.transfers, 0);
     assert_int_equal(s.removed, 4);
