@@ -5,9 +5,9 @@
  *
  *  a. Pins. A node's annotation (n->device) pins it (a transfer's is where it moves its
  *     value; one without is placed like any node, and disappears where it lands on its
- *     input's device); an input's annotation says where its data lives (its readers see it
- *     there).
- *     Inputs without one, and constants, are host memory, which every host device reads.
+ *     input's device). An input's annotation pins its readers' view of where its data
+ *     lives: they are placed as if it lived there. Its tensor is host memory all the same
+ *     (a call's tensors are), as constants are, which every host device reads directly.
  *     An annotation naming no device, and a pinned node whose device cannot run its op
  *     (supports_op; transfers are copies, which every device makes), are errors naming the
  *     node's place.
@@ -131,10 +131,17 @@ static bool supports(const place *p, int d, const tg_node *n) {
     return n->op == TG_OP_TRANSFER || p->devs[d]->iface->supports_op(p->devs[d], n->op);
 }
 
-/* Where v lives: a device index, HOST, or UNPLACED (a node not placed yet). */
+/* Where placement sees v: a device index, HOST, or UNPLACED (a node not placed yet). An
+ * annotated input is seen on its device (its readers are placed as if it lived there). */
 static int loc_of(const place *p, const tg_var *v) {
     if (v->kind == TG_VAR_NODE) return p->dev[v->node->id];
     return v->kind == TG_VAR_INPUT ? p->inloc[v->id] : HOST;
+}
+
+/* Where v's memory is at run time: its node's device, or host memory for inputs (the
+ * tensors given to a call, whatever their annotation) and constants. */
+static int mem_of(const place *p, const tg_var *v) {
+    return v->kind == TG_VAR_NODE ? p->dev[v->node->id] : HOST;
 }
 
 static double elems(const tg_type *t) {
@@ -438,7 +445,7 @@ static tg_var *original(tg_var *v) {
  * failure (the error set). */
 static tg_var *resolve(place *p, tg_var *v, int d) {
     tg_var *o = original(v);
-    int l = loc_of(p, o);
+    int l = mem_of(p, o);
     if (d == HOST) {
         if (is_host(p, l)) return o;
         d = 0; /* `cpu` */
@@ -481,7 +488,7 @@ static int adopt_transfers(place *p, bool *oom) {
         if (n->op != TG_OP_TRANSFER) continue;
         nt++;
         tg_var *o = n->in[0];
-        int l = loc_of(p, o), d = p->dev[n->id];
+        int l = mem_of(p, o), d = p->dev[n->id];
         if (original(o) != o || l == d || (l == HOST && is_host(p, d))) continue;
         bool dup = false;
         for (int e = p->memo[o->id]; e >= 0 && !dup; e = p->ent[e].next) dup = p->ent[e].dev == d;
@@ -638,9 +645,9 @@ static int check_dev(tg_device *const *devs, int ndev, const char *name) {
     return UNPLACED;
 }
 
+/* Where v's memory is: its node's device, else host memory (inputs, constants). */
 static int check_loc(tg_device *const *devs, int ndev, const tg_var *v) {
-    if (v->kind == TG_VAR_NODE) return check_dev(devs, ndev, v->node->device);
-    return check_dev(devs, ndev, v->kind == TG_VAR_INPUT ? v->device : NULL);
+    return v->kind == TG_VAR_NODE ? check_dev(devs, ndev, v->node->device) : HOST;
 }
 
 tg_status tg_place_check(const tg_graph *g) {

@@ -256,25 +256,26 @@ static void test_auto_chain_stays_on_one_device(void **state) {
     tg_graph_free(g);
 }
 
-/* A value pinned on cpu:1 read by a node on another device: copy=false; an input living on
- * cpu:1 read elsewhere likewise. */
-static void test_auto_annotated_input(void **state) {
+/* An input annotated cpu:1: its reader is placed there (MANUAL follows it, AUTO finds it
+ * there first) and reads the caller's tensor, host memory, directly; a value pinned on
+ * cpu:1 read by a node pinned on cpu:0 goes through a transfer with copy=false. */
+static void test_annotated_input(void **state) {
     (void)state;
     assert_int_equal(tg_device_configure(2, 0), TG_OK);
-    tg_graph *g = parse_fn(chain, "main");
-    annotate(g, "x", "cpu:1");
-    annotate(g, "b", "cpu:0");
-    assert_int_equal(place(&g, TG_PLACEMENT_AUTO, NULL), TG_OK);
-    const char *da = dev_of(g, "a");
-    const tg_node *t = transfer_in(g, "a", 0);
-    if (strcmp(da, "cpu:1") == 0) {
-        assert_null(t);
-    } else {
+    for (int manual = 0; manual < 2; manual++) {
+        tg_graph *g = parse_fn(chain, "main");
+        annotate(g, "x", "cpu:1");
+        annotate(g, "b", "cpu:0");
+        assert_int_equal(place(&g, manual ? TG_PLACEMENT_MANUAL : TG_PLACEMENT_AUTO, NULL), TG_OK);
+        assert_string_equal(dev_of(g, "a"), "cpu:1");
+        assert_null(transfer_in(g, "a", 0));
+        assert_string_equal(dev_of(g, "b"), "cpu:0");
+        const tg_node *t = transfer_in(g, "b", 0);
         assert_non_null(t);
+        assert_string_equal(t->device, "cpu:0");
         assert_int_equal(t->attrs[0].i, 0);
+        tg_graph_free(g);
     }
-    assert_string_equal(dev_of(g, "b"), "cpu:0");
-    tg_graph_free(g);
 }
 
 /* ---- sim devices: expansion, and transfers for inputs, constants and outputs ---- */
@@ -322,8 +323,9 @@ static void test_sim_pin_expands_and_transfers(void **state) {
     tg_graph_free(g);
 }
 
-/* An input living on sim:0, returned as it is and read: its reader follows it there, and
- * both come back to the host; a device that cannot run the reader is avoided. */
+/* An input annotated sim:0, returned as it is and read: its reader goes there and reads it
+ * through a transfer (a call's tensors are host memory), the result comes back, the input
+ * is returned as it is; a device that cannot run the reader is avoided. */
 static void test_sim_input(void **state) {
     (void)state;
     static const char src[] = "func main(x: f32[8]) {\n  y = exp(x)\n  return x, y\n}\n";
@@ -335,20 +337,21 @@ static void test_sim_input(void **state) {
         tg_place_stats s;
         assert_int_equal(place(&g, TG_PLACEMENT_AUTO, &s), TG_OK);
         assert_string_equal(dev_of(g, "y"), runs ? "sim:0" : "cpu:0");
+        assert_ptr_equal(g->outputs.items[0], var(g, "x"));
         const tg_node *t = transfer_in(g, "y", 0);
         if (runs) {
-            assert_null(t);
-        } else {
             assert_non_null(t);
-            assert_string_equal(t->device, "cpu:0");
-        }
-        for (int i = 0; i < 1 + runs; i++) {
-            const tg_var *o = g->outputs.items[i];
+            assert_string_equal(t->device, "sim:0");
+            assert_int_equal(t->attrs[0].i, 1);
+            const tg_var *o = g->outputs.items[1];
             assert_int_equal(o->node->op, TG_OP_TRANSFER);
             assert_string_equal(o->node->device, "cpu");
             assert_int_equal(o->node->attrs[0].i, 1);
+        } else {
+            assert_null(t);
+            assert_ptr_equal(g->outputs.items[1], var(g, "y"));
         }
-        assert_int_equal(s.transfers, 2);
+        assert_int_equal(s.transfers, 2 * runs);
         tg_graph_free(g);
     }
 }
@@ -611,7 +614,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_pins_stay, teardown),
         cmocka_unit_test_teardown(test_auto_balances_two_branches, teardown),
         cmocka_unit_test_teardown(test_auto_chain_stays_on_one_device, teardown),
-        cmocka_unit_test_teardown(test_auto_annotated_input, teardown),
+        cmocka_unit_test_teardown(test_annotated_input, teardown),
         cmocka_unit_test_teardown(test_sim_pin_expands_and_transfers, teardown),
         cmocka_unit_test_teardown(test_sim_input, teardown),
         cmocka_unit_test_teardown(test_manual_follows_inputs, teardown),
