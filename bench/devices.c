@@ -37,11 +37,12 @@ static const char *W10A = "func w10a(A: f64[512,512], B: f64[512,512], C: f64[51
     "  " v "3 = tanh(" v "2, device=\"" D "\")\n"                                                  \
     "  " v " = sum(" v "3, device=\"" D "\")\n"
 
-static const char *SIM = "func one(x: f64[200000]) {\n" BRANCH("a", "sim:0") "  return a\n}\n"
-                         "func two(x: f64[200000]) {\n" BRANCH("a", "sim:0") BRANCH("b", "sim:1")
-                         "  return add(a, b)\n}\n"
-                         "func same(x: f64[200000]) {\n" BRANCH("a", "sim:0") BRANCH("b", "sim:0")
-                         "  return add(a, b)\n}\n";
+static const char *SIM = "func one(x: f64[200000]) {\n" BRANCH(
+    "a", "sim:0") "  return a\n}\n"
+                  "func two(x: f64[200000]) {\n" BRANCH("a", "sim:0")
+                      BRANCH("b", "sim:1") "  return add(a, b)\n}\n"
+                                           "func same(x: f64[200000]) {\n" BRANCH("a", "sim:0")
+                                               BRANCH("b", "sim:0") "  return add(a, b)\n}\n";
 
 static void die(const char *what) {
     fprintf(stderr, "bench_devices: %s: %s\n", what, tg_last_error());

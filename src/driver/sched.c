@@ -62,10 +62,10 @@ typedef struct step {
 
 typedef struct dev_prof {
     tg_device *dev;
-    double busy;          /* seconds its queue spent running steps */
-    long copies;          /* copies run on its queue */
-    double copy_bytes;    /* their bytes */
-    double copy_s;        /* their time */
+    double busy;       /* seconds its queue spent running steps */
+    long copies;       /* copies run on its queue */
+    double copy_bytes; /* their bytes */
+    double copy_s;     /* their time */
 } dev_prof;
 
 struct tg_sched {
@@ -73,10 +73,10 @@ struct tg_sched {
     tg_ctx *ctx;
     step *steps; /* in submission (topological) order */
     int nsteps, stepcap;
-    int nslots;      /* g->vars.n */
-    int *home;       /* slot -> the slot it reads (copy=false transfers), itself else */
-    int *maker;      /* slot -> step that writes it; -1: an input or a constant */
-    dev_prof *prof;  /* one per device used, for the profile */
+    int nslots;     /* g->vars.n */
+    int *home;      /* slot -> the slot it reads (copy=false transfers), itself else */
+    int *maker;     /* slot -> step that writes it; -1: an input or a constant */
+    dev_prof *prof; /* one per device used, for the profile */
     int nprof;
     pthread_mutex_t mu; /* guards prof and wall */
     double wall;        /* seconds in calls since the last reset */
@@ -146,8 +146,8 @@ static int part_of(tg_sched *s, tg_device *d, int stage) {
         if (!s->steps[i].copy && s->steps[i].dev == d && s->steps[i].stage == stage) return i;
     if (s->nsteps == *cap) {
         int nc = *cap ? *cap * 2 : 8;
-        step *ns = tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)*cap,
-                                  sizeof *ns * (size_t)nc);
+        step *ns =
+            tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)*cap, sizeof *ns * (size_t)nc);
         if (!ns) return -1;
         s->steps = ns;
         *cap = nc;
@@ -160,8 +160,8 @@ static int copy_step(tg_sched *s) {
     int *cap = &s->stepcap;
     if (s->nsteps == *cap) {
         int nc = *cap ? *cap * 2 : 8;
-        step *ns = tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)*cap,
-                                  sizeof *ns * (size_t)nc);
+        step *ns =
+            tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)*cap, sizeof *ns * (size_t)nc);
         if (!ns) return -1;
         s->steps = ns;
         *cap = nc;
@@ -217,8 +217,8 @@ static tg_status part_build(tg_sched *s, int i, tg_node **order, int norder, con
                 } else {
                     char nm[32];
                     tg_type t = hv->type;
-                    map[h] = tg_input(sub, value_name(hv, nm, sizeof nm), (tg_dtype)t.dtype,
-                                      t.ndim, t.shape);
+                    map[h] = tg_input(sub, value_name(hv, nm, sizeof nm), (tg_dtype)t.dtype, t.ndim,
+                                      t.shape);
                     if (map[h] && !add_slot(s->ctx, &p->in, &p->nin, h)) st = TG_ENOMEM;
                 }
                 if (!map[h] && st == TG_OK) st = sub->status ? sub->status : TG_ENOMEM;
@@ -273,12 +273,11 @@ static tg_status steps_order(tg_sched *s) {
     for (int c = 0; st == TG_OK && c < n; c++) {
         int best = -1;
         for (int i = 0; i < n; i++)
-            if (!done[i] && indeg[i] == 0 &&
-                (best < 0 || s->steps[i].stage < s->steps[best].stage))
+            if (!done[i] && indeg[i] == 0 && (best < 0 || s->steps[i].stage < s->steps[best].stage))
                 best = i;
         if (best < 0) {
-            st = tg_set_error(TG_EINTERNAL, "placed graph '%s': the steps form a cycle",
-                              s->g->name);
+            st =
+                tg_set_error(TG_EINTERNAL, "placed graph '%s': the steps form a cycle", s->g->name);
             break;
         }
         done[best] = true;
@@ -331,9 +330,8 @@ tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out)
     bool *external = tg_mem_calloc(ctx, sizeof *external * nv);
     int norder = 0;
     tg_node **order = tg_ir_toposort(g, &norder);
-    tg_status st = s->home && s->maker && vstage && vdev && stepof && external && order
-                       ? TG_OK
-                       : TG_ENOMEM;
+    tg_status st =
+        s->home && s->maker && vstage && vdev && stepof && external && order ? TG_OK : TG_ENOMEM;
     for (size_t v = 0; st == TG_OK && v < nv; v++) {
         s->home[v] = (int)v;
         s->maker[v] = -1;
@@ -385,9 +383,10 @@ tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out)
             int h = s->home[n->in[j]->id];
             tg_var *hv = g->vars.items[h];
             /* memory the device cannot read: only a transfer brings it (place.c) */
-            bool readable = s->maker[h] >= 0 ? (tg_device_is_host(vdev[h]) && tg_device_is_host(dev)) ||
-                                                   vdev[h] == dev
-                                             : tg_device_is_host(dev);
+            bool readable =
+                s->maker[h] >= 0
+                    ? (tg_device_is_host(vdev[h]) && tg_device_is_host(dev)) || vdev[h] == dev
+                    : tg_device_is_host(dev);
             if (!readable) {
                 char msg[300];
                 snprintf(msg, sizeof msg, "missing transfer: '%s' lives on %s and is read on %s",
@@ -428,8 +427,9 @@ tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out)
         int h = s->home[o->id];
         if (s->maker[h] >= 0 && !tg_device_is_host(vdev[h])) {
             char nm[32];
-            st = tg_set_error(TG_EINVAL, "placed graph '%s': output %d ('%s') lives on %s: "
-                                         "missing transfer to the host",
+            st = tg_set_error(TG_EINVAL,
+                              "placed graph '%s': output %d ('%s') lives on %s: "
+                              "missing transfer to the host",
                               g->name, i, value_name(g->vars.items[h], nm, sizeof nm),
                               where(vdev[h]));
         }
@@ -533,12 +533,14 @@ static tg_status run_part(call *c, const step *p) {
     bool checked = tg_sched_checked();
     for (int k = 0; k < p->nin; k++) {
         ins[k] = value(c, p->in[k]);
-        if (!ins[k]) return tg_set_error(TG_EINTERNAL, "part on %s: an input is missing", p->dev->name);
+        if (!ins[k])
+            return tg_set_error(TG_EINTERNAL, "part on %s: an input is missing", p->dev->name);
         if (checked && check_read(c, p, p->in[k], ins[k]) != TG_OK) return TG_ECHECK;
     }
     bool sim = !tg_device_is_host(p->dev);
     for (int k = 0; sim && k < p->nin; k++)
-        if (home_of(ins[k]) == p->dev) tg_device_open(p->dev, ins[k]->buf->data, ins[k]->buf->nbytes);
+        if (home_of(ins[k]) == p->dev)
+            tg_device_open(p->dev, ins[k]->buf->data, ins[k]->buf->nbytes);
     tg_status st = tg_fn_call(p->fn, ins, p->nin, outs, p->nout);
     for (int k = 0; st == TG_OK && sim && k < p->nout; k++) { /* into the device's memory */
         tg_tensor *d = tg_device_tensor_new(p->dev, outs[k]->dtype, outs[k]->ndim, outs[k]->shape);
@@ -555,7 +557,8 @@ static tg_status run_part(call *c, const step *p) {
         outs[k] = d;
     }
     for (int k = 0; sim && k < p->nin; k++)
-        if (home_of(ins[k]) == p->dev) tg_device_close(p->dev, ins[k]->buf->data, ins[k]->buf->nbytes);
+        if (home_of(ins[k]) == p->dev)
+            tg_device_close(p->dev, ins[k]->buf->data, ins[k]->buf->nbytes);
     if (st != TG_OK) return st;
     for (int k = 0; k < p->nout; k++) {
         c->slot[p->out[k]] = outs[k];
@@ -644,9 +647,8 @@ static tg_status collect(call *c, tg_tensor **out, int nout, bool into) {
                 tg_interp_runtime_type(&o->type, t, &want);
                 st = tg_set_error(t->dtype != out[i]->dtype ? TG_ETYPE : TG_ESHAPE,
                                   "output %d%s%s%s: the tensor given is %s, the result is %s", i,
-                                  o->name ? " ('" : "", o->name ? o->name : "",
-                                  o->name ? "')" : "", tg_type_str(&got, a, sizeof a),
-                                  tg_type_str(&want, b, sizeof b));
+                                  o->name ? " ('" : "", o->name ? o->name : "", o->name ? "')" : "",
+                                  tg_type_str(&got, a, sizeof a), tg_type_str(&want, b, sizeof b));
                 break;
             }
             tg_tensor_copy_into(out[i], t);
@@ -705,8 +707,10 @@ tg_status tg_sched_call(tg_sched *s, tg_tensor *const *in, int nin, tg_tensor **
     if (st != TG_OK) call_fail(&c, st, tg_last_error());
     for (int i = 0; i < submitted; i++) tg_event_synchronize(c.ev[i]);
     double wall = now() - t0;
-    if (c.st == TG_OK) st = collect(&c, out, nout, into);
-    else st = tg_set_error(c.st, "%s", c.msg);
+    if (c.st == TG_OK)
+        st = collect(&c, out, nout, into);
+    else
+        st = tg_set_error(c.st, "%s", c.msg);
     pthread_mutex_lock(&s->mu);
     s->wall += wall;
     s->calls++;
@@ -741,8 +745,8 @@ void tg_sched_profile_reset(tg_sched *s) {
 
 tg_status tg_sched_profile_print(tg_sched *s, FILE *f) {
     pthread_mutex_lock(&s->mu);
-    fprintf(f, "devices: %d, steps: %d, calls: %ld, wall %.3f ms per call\n", s->nprof,
-            s->nsteps, s->calls, s->calls ? s->wall * 1e3 / (double)s->calls : 0.0);
+    fprintf(f, "devices: %d, steps: %d, calls: %ld, wall %.3f ms per call\n", s->nprof, s->nsteps,
+            s->calls, s->calls ? s->wall * 1e3 / (double)s->calls : 0.0);
     fprintf(f, "%-8s %12s %12s %8s %10s %12s %12s\n", "device", "busy ms", "idle ms", "busy %",
             "transfers", "MB", "transfer ms");
     for (int k = 0; k < s->nprof; k++) {

@@ -34,7 +34,9 @@ static tg_var *transfer(tg_graph *g, tg_var *x, const char *dev, bool copy) {
     return tg_apply(g, "transfer", &x, 1, a, 2);
 }
 
-static tg_var *un(tg_graph *g, const char *op, tg_var *x) { return tg_apply(g, op, &x, 1, NULL, 0); }
+static tg_var *un(tg_graph *g, const char *op, tg_var *x) {
+    return tg_apply(g, op, &x, 1, NULL, 0);
+}
 static tg_var *bin(tg_graph *g, const char *op, tg_var *x, tg_var *y) {
     tg_var *in[2] = {x, y};
     return tg_apply(g, op, in, 2, NULL, 0);
@@ -170,7 +172,8 @@ static void test_cancel(void **st) {
     assert_int_equal(tg_sched_new(g, &o, &s), TG_OK);
     tg_tensor *xt = ramp(n, 1.0);
     int64_t three = 3;
-    tg_tensor *bad = tg_tensor_new(NULL, TG_DT_I64, 1, &three), *good = tg_tensor_new(NULL, TG_DT_I64, 1, &three);
+    tg_tensor *bad = tg_tensor_new(NULL, TG_DT_I64, 1, &three),
+              *good = tg_tensor_new(NULL, TG_DT_I64, 1, &three);
     ((int64_t *)tg_tensor_data(bad))[1] = n + 5; /* out of range */
     for (int k = 0; k < 50; k++) {
         tg_tensor *in[2] = {xt, (k & 1) ? good : bad}, *out = NULL;
@@ -205,7 +208,8 @@ static void test_missing_transfer(void **st) {
     tg_graph_set_outputs(g, &yh, 1);
     assert_int_equal(tg_sched_new(g, &o, &s), TG_EINVAL);
     assert_null(s);
-    assert_non_null(strstr(tg_last_error(), "missing transfer: 'x' lives on the host and is read on sim:0"));
+    assert_non_null(
+        strstr(tg_last_error(), "missing transfer: 'x' lives on the host and is read on sim:0"));
     tg_graph_free(g);
 
     g = tg_graph_new(NULL, "planted2");
@@ -281,8 +285,8 @@ static void test_threads(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_host_devices),     cmocka_unit_test(test_sim_devices),
-        cmocka_unit_test(test_cancel),           cmocka_unit_test(test_missing_transfer),
+        cmocka_unit_test(test_host_devices), cmocka_unit_test(test_sim_devices),
+        cmocka_unit_test(test_cancel),       cmocka_unit_test(test_missing_transfer),
         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
