@@ -404,25 +404,6 @@ TG_API tg_graph *tg_module_find(const tg_module *m, const char *name);
 TG_API tg_status tg_module_print(const tg_module *m, FILE *f);
 #define TG_PARSE_MAX_DEPTH 256 /* deepest nesting of calls and brackets the parser takes */
 
-/* ---- optimising: the rewrite pipeline ------------------------------------------- */
-/* inline -> canonicalize -> stabilize -> specialize -> blas -> fuse -> inplace
- * (docs/rewrites.md). */
-typedef struct tg_optimize_opts {
-    size_t size;             /* sizeof(tg_optimize_opts): set by TG_OPTIMIZE_OPTS */
-    bool no_blas;            /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
-    bool no_inline;          /* keep calls as calls (the backends run them as sub-graphs) */
-    bool verify;             /* verify the IR after every pass (always on in debug builds) */
-    const char *print_after; /* print the graph after the pass of this name; "all": each */
-    FILE *print_to;          /* where those go (NULL: stdout) */
-    FILE *stats_to;          /* when set, the compile-time report (per pass, per rule) */
-} tg_optimize_opts;
-#define TG_OPTIMIZE_OPTS(...) ((tg_optimize_opts){.size = sizeof(tg_optimize_opts), __VA_ARGS__})
-/* Runs the pipeline on a copy of g; *out receives the rewritten graph, which the caller
- * frees with tg_graph_free. g itself is never modified. opts may be NULL. */
-TG_API tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_graph **out);
-/* Name of pass i of the pipeline, in order; NULL past the end. */
-TG_API const char *tg_pass_name(int i);
-
 /* ---- devices (docs/devices.md) --------------------------------------------------- */
 /* The places graphs run: `cpu` (the host, all its threads), the virtual host devices
  * `cpu:0`..`cpu:N-1` (each a disjoint share of the host's threads) and the test devices
@@ -443,6 +424,28 @@ TG_API const char *tg_devices_name(int i);
  * the rest run on the first device; two annotated values on different devices meeting at
  * one op are an error naming both. */
 typedef enum { TG_PLACEMENT_DEFAULT, TG_PLACEMENT_AUTO, TG_PLACEMENT_MANUAL } tg_placement;
+
+/* ---- optimising: the rewrite pipeline ------------------------------------------- */
+/* inline -> canonicalize -> stabilize -> specialize -> blas -> fuse -> inplace
+ * (docs/rewrites.md). */
+typedef struct tg_optimize_opts {
+    size_t size;             /* sizeof(tg_optimize_opts): set by TG_OPTIMIZE_OPTS */
+    bool no_blas;            /* keep dot and its elementwise neighbours (no gemm/gemv/ger) */
+    bool no_inline;          /* keep calls as calls (the backends run them as sub-graphs) */
+    bool verify;             /* verify the IR after every pass (always on in debug builds) */
+    const char *print_after; /* print the graph after the pass of this name; "all": each */
+    FILE *print_to;          /* where those go (NULL: stdout) */
+    FILE *stats_to;          /* when set, the compile-time report (per pass, per rule) */
+    bool place;              /* after the pipeline, place the graph on the devices: a device
+                                on every node, transfers between them (docs/devices.md) */
+    tg_placement placement;  /* with place: how (see tg_placement) */
+} tg_optimize_opts;
+#define TG_OPTIMIZE_OPTS(...) ((tg_optimize_opts){.size = sizeof(tg_optimize_opts), __VA_ARGS__})
+/* Runs the pipeline on a copy of g; *out receives the rewritten graph, which the caller
+ * frees with tg_graph_free. g itself is never modified. opts may be NULL. */
+TG_API tg_status tg_graph_optimize(const tg_graph *g, const tg_optimize_opts *opts, tg_graph **out);
+/* Name of pass i of the pipeline, in order; NULL past the end. */
+TG_API const char *tg_pass_name(int i);
 
 /* ---- thread pool ---------------------------------------------------------------- */
 /* A persistent pool of threads that large kernels split their work over. A compiled

@@ -44,9 +44,7 @@ static const struct {
 /* Options the design names but this build does not implement yet: they are refused
  * (exit 2) rather than silently ignored. */
 static const char *const later_opts[] = {
-    "--devices",
     "--microbatches",
-    "--placed",
 };
 
 /* ---- messages ---------------------------------------------------------------------- */
@@ -130,6 +128,7 @@ static const char usage_run[] =
     "usage: tgraph run FILE.tg [--func F] --in NAME=PATH.npy ... [--out NAME=PATH.npy ...]\n"
     "                  [--mode reference|vm|c|debug] [--debug-backend vm|c] [--no-blas]\n"
     "                  [--no-inline] [--threads N] [-n K] [--profile]\n"
+    "                  [--devices N] [--placement auto|manual]\n"
     "\n"
     "Runs one function of FILE.tg. Each parameter gets its value from an --in option,\n"
     "matched by name; the .npy file must have the declared dtype, rank and static extents.\n"
@@ -156,6 +155,11 @@ static const char usage_run[] =
     "  --profile            after the run, print the per-node table of its calls on\n"
     "                       stderr: time, calls, share of the total and bytes read and\n"
     "                       written per call (vm mode)\n"
+    "  --devices N          N virtual host devices cpu:0..cpu:N-1 (1 to 256), each a share\n"
+    "                       of the host's threads (default: TGRAPH_HOST_DEVICES, else none)\n"
+    "  --placement P        how nodes are placed on the devices: auto (a cost model spreads\n"
+    "                       independent work) or manual (annotations, then inputs' devices;\n"
+    "                       the rest on the first device); docs/devices.md, \"Placement\"\n"
     "  -h, --help           show this text\n"
     "\n"
     "Outputs not written with --out are printed NumPy-style on stdout, in order; when\n"
@@ -165,9 +169,11 @@ static const char usage_opt[] =
     "usage: tgraph opt FILE.tg [--func F] [--no-blas] [--no-inline]\n"
     "                  [--print-after=PASS | --print-after-all]\n"
     "                  [--stats] [--verify]\n"
+    "                  [--placed [--placement auto|manual]] [--devices N]\n"
     "\n"
     "Prints the graph after the optimisation pipeline as .tg text that parses back.\n"
-    "Passes, in order: inline, canonicalize, stabilize, specialize, blas, fuse, inplace.\n"
+    "Passes, in order: inline, canonicalize, stabilize, specialize, blas, fuse, inplace;\n"
+    "with --placed, placement follows them.\n"
     "\n"
     "options:\n"
     "  --func F             print only function F (default: every function of the file)\n"
@@ -179,6 +185,10 @@ static const char usage_opt[] =
     "  --stats              print the compile-time report (time per pass and per rule,\n"
     "                       rules tried and applied) on stderr\n"
     "  --verify             verify the IR after every pass (always on in debug builds)\n"
+    "  --placed             print the graph after placement: every node with its device,\n"
+    "                       and the transfers between devices\n"
+    "  --placement P        auto (default) or manual, as for 'tgraph run'\n"
+    "  --devices N          N virtual host devices to place on, as for 'tgraph run'\n"
     "  -h, --help           show this text\n";
 
 static const char usage_dot[] =
@@ -196,7 +206,7 @@ static const char usage_dot[] =
 static const char usage_bench[] =
     "usage: tgraph bench FILE.tg [--func F] --in NAME=PATH.npy ... [-n RUNS] [--profile]\n"
     "                    [--mode reference|vm|c|debug] [--threads N] [--no-blas]\n"
-    "                    [--no-inline]\n"
+    "                    [--no-inline] [--devices N] [--placement auto|manual]\n"
     "\n"
     "Times calls of one function of FILE.tg on the given inputs: one warm-up call, then\n"
     "RUNS calls that write into the outputs of the first one (no allocation per call).\n"
@@ -214,6 +224,8 @@ static const char usage_bench[] =
     "  --no-blas            keep dot and the ops around it (no gemm/gemv/ger)\n"
     "  --no-inline          keep calls of functions as calls (each backend runs the callee\n"
     "                       as a sub-graph) instead of inlining them first\n"
+    "  --devices N          virtual host devices, as for 'tgraph run'\n"
+    "  --placement P        auto or manual, as for 'tgraph run'\n"
     "  -h, --help           show this text\n";
 
 /* ---- command line ------------------------------------------------------------------- */
@@ -240,9 +252,12 @@ typedef struct options {
     int nin;
     binding *outs; /* run: --out */
     int nout;
-    int threads;  /* run, bench: --threads, 0 when not given */
-    int runs;     /* bench: timed runs; run: calls in a row (-n, 0 when not given) */
-    bool profile; /* run, bench: --profile */
+    int threads;           /* run, bench: --threads, 0 when not given */
+    int devices;           /* run, opt, bench: --devices, 0 when not given */
+    const char *placement; /* run, opt, bench: --placement, or NULL */
+    bool placed;           /* opt: --placed */
+    int runs;              /* bench: timed runs; run: calls in a row (-n, 0 when not given) */
+    bool profile;          /* run, bench: --profile */
 } options;
 
 /* Matches `arg` against option `name` given as "--name VALUE" or "--name=VALUE". Sets
@@ -369,6 +384,21 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
             o->runs = (int)n;
         } else if (is_run && strcmp(arg, "--profile") == 0) {
             o->profile = true;
+        } else if ((is_run || strcmp(cmd, "opt") == 0) &&
+                   opt_value(argc, argv, &i, "--devices", &val)) {
+            long n = parse_count(val, 256);
+            if (n < 0)
+                return usage_fail(cmd, "--devices expects a number of host devices (1 to 256)");
+            if (o->devices) return usage_fail(cmd, "--devices given twice");
+            o->devices = (int)n;
+        } else if ((is_run || strcmp(cmd, "opt") == 0) &&
+                   opt_value(argc, argv, &i, "--placement", &val)) {
+            if (!val || (strcmp(val, "auto") != 0 && strcmp(val, "manual") != 0))
+                return usage_fail(cmd, "--placement expects auto or manual");
+            if (o->placement) return usage_fail(cmd, "--placement given twice");
+            o->placement = val;
+        } else if (strcmp(cmd, "opt") == 0 && strcmp(arg, "--placed") == 0) {
+            o->placed = true;
         } else if (strcmp(cmd, "dot") == 0 && strcmp(arg, "--opt") == 0) {
             o->opt = true;
         } else if (strcmp(arg, "--no-blas") == 0) {
@@ -422,7 +452,23 @@ static int parse_args(int argc, char **argv, options *o, const char *help) {
     }
     if (o->profile && o->mode && strcmp(o->mode, "vm") != 0)
         return usage_fail(cmd, "--profile needs --mode vm");
+    if (o->placement && strcmp(cmd, "opt") == 0 && !o->placed)
+        return usage_fail(cmd, "--placement needs --placed");
     return 0;
+}
+
+/* --devices: the registry rebuilt with that many virtual host devices before anything is
+ * compiled (the sim devices still from TGRAPH_SIM_DEVICES). */
+static int setup_devices(const options *o) {
+    if (!o->devices) return 0;
+    tg_status st = tg_devices_configure(o->devices, -1);
+    return st == TG_OK ? 0 : fail("%s", lib_error(st));
+}
+
+/* The tg_placement of --placement (DEFAULT when not given). */
+static tg_placement placement_of(const options *o) {
+    if (!o->placement) return TG_PLACEMENT_DEFAULT;
+    return strcmp(o->placement, "manual") == 0 ? TG_PLACEMENT_MANUAL : TG_PLACEMENT_AUTO;
 }
 
 /* Without --threads, run and bench take TGRAPH_NUM_THREADS under --threads' own rules
@@ -728,9 +774,9 @@ static int cmd_run(const options *o) {
     if ((rc = load_inputs(o, g, in)) != 0) goto done;
     rc = EXIT_FAIL;
 
-    tg_compile_opts copts =
-        TG_COMPILE_OPTS(.mode = TG_MODE_VM, .no_blas = o->no_blas, .no_inline = o->no_inline,
-                        .nthreads = o->threads, .profile = o->profile);
+    tg_compile_opts copts = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .no_blas = o->no_blas,
+                                            .no_inline = o->no_inline, .placement = placement_of(o),
+                                            .nthreads = o->threads, .profile = o->profile);
     if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
@@ -856,9 +902,9 @@ static int cmd_bench(const options *o) {
     }
     if ((rc = load_inputs(o, g, in)) != 0) goto done;
     rc = EXIT_FAIL;
-    tg_compile_opts copts =
-        TG_COMPILE_OPTS(.mode = TG_MODE_VM, .no_blas = o->no_blas, .no_inline = o->no_inline,
-                        .nthreads = o->threads, .profile = o->profile);
+    tg_compile_opts copts = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .no_blas = o->no_blas,
+                                            .no_inline = o->no_inline, .placement = placement_of(o),
+                                            .nthreads = o->threads, .profile = o->profile);
     if (o->debug_backend && strcmp(o->debug_backend, "c") == 0) copts.debug_backend = TG_MODE_C;
     for (size_t k = 0; o->mode && k < sizeof modes / sizeof modes[0]; k++)
         if (strcmp(modes[k].name, o->mode) == 0) copts.mode = modes[k].mode;
@@ -903,10 +949,10 @@ done:
 
 /* The graph after the pipeline (a new graph), or NULL after a message. */
 static tg_graph *optimized(const options *o, const tg_graph *g) {
-    tg_optimize_opts oo =
-        TG_OPTIMIZE_OPTS(.no_blas = o->no_blas, .no_inline = o->no_inline, .verify = o->verify,
-                         .print_after = o->print_after, .print_to = stdout,
-                         .stats_to = o->stats ? stderr : NULL);
+    tg_optimize_opts oo = TG_OPTIMIZE_OPTS(.no_blas = o->no_blas, .no_inline = o->no_inline,
+                                           .verify = o->verify, .print_after = o->print_after,
+                                           .print_to = stdout, .stats_to = o->stats ? stderr : NULL,
+                                           .place = o->placed, .placement = placement_of(o));
     tg_graph *r = NULL;
     tg_status st = tg_graph_optimize(g, &oo, &r);
     if (st != TG_OK || !r) {
@@ -1157,6 +1203,7 @@ int main(int argc, char **argv) {
         int rc = parse_args(argc - 2, argv + 2, &o, commands[k].help);
         if (rc == 0) rc = setup_ctx();
         if (rc == 0) rc = setup_threads(&o);
+        if (rc == 0) rc = setup_devices(&o);
         if (rc == 0) rc = commands[k].fn(&o);
         free(o.ins);
         free(o.outs);

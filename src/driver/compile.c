@@ -143,7 +143,6 @@ static void callees_free(tg_fn *f);
 
 /* Whether g goes through placement: a placement asked for, several devices, or an
  * annotation. With none of them, nothing about devices happens at all. */
-#define TG_PLACE_PENDING(g, o) ((void)(g), (void)(o), TG_OK)
 static tg_status wants_placement(const tg_graph *g, const tg_compile_opts *opts, bool *out) {
     int ndev = 1;
     tg_status st = tg_device_count_peek(&ndev);
@@ -196,8 +195,7 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, 
     const fn_backend *be = NULL;
     if (st == TG_OK && place) { /* placement, after every rewrite (docs/devices.md) */
         if (!owned && !(run = owned = tg_graph_clone(g))) st = tg_rw_error_status();
-        int po = 0;
-        if (st == TG_OK) st = TG_PLACE_PENDING(&owned, &po);
+        if (st == TG_OK) st = tg_place(&owned, &(tg_place_opts){.placement = opts->placement});
         run = owned;
         tg_device *d = st == TG_OK ? single_host_device(run) : NULL;
         if (d && d != tg_device_cpu()) {

@@ -135,7 +135,7 @@ static tg_status place_error(const tg_graph *g, const tg_node *n, const char *wh
 
 /* A transfer that moves nothing: between two host devices, copy=false. */
 static bool is_alias(const tg_node *n, const tg_device *src, const tg_device *dst) {
-    return n->op == TG_OP_TRANSFER && !n->attrs[1].i && tg_device_is_host(src) &&
+    return n->op == TG_OP_TRANSFER && !n->attrs[0].i /* copy */ && tg_device_is_host(src) &&
            tg_device_is_host(dst);
 }
 

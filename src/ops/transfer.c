@@ -1,32 +1,34 @@
-/* transfer.c - `transfer(x, device="cpu:1", copy=true)`: the value x, living on the device
- * `device` (docs/devices.md, "Placement").
+/* transfer.c - `transfer(x, copy=true)` with a device annotation, written
+ * `transfer(x, device="cpu:1")`: the value x, made on the device the node is annotated with
+ * (docs/devices.md, "Placement").
  *
- * Placement (src/rewrite/place.c) inserts transfers after every rewrite, once per value and
- * destination, so that no rewrite has to see through one; a transfer may also be written by
- * hand. `copy=false` says that the destination reads the source's memory (the virtual host
- * devices share one address space): nothing is copied at run time, and the output is a view
- * of the input. The reference kernel, which runs on the host, copies (or views); the
- * multi-device scheduler runs a transfer as a copy between its devices' memories instead.
+ * Where a transfer moves its value is its node's device, as for any node the device its
+ * output is made on (tg_node.device, `device="..."` in .tg: docs/devices.md,
+ * "Annotations"); the op's one attribute is `copy`. Placement (src/rewrite/place.c) inserts
+ * transfers after every rewrite, once per value and destination, so that no rewrite has to
+ * see through one; a transfer may also be written by hand (one without a device is placed
+ * like any node, and disappears where it lands on its input's device). `copy=false` says
+ * that the destination reads the source's memory (the virtual host devices share one
+ * address space): nothing is copied at run time, and the output is a view of the input.
+ * The reference kernel, which runs on the host, copies (or views); the multi-device
+ * scheduler runs a transfer as a copy between its devices' memories instead.
  *
  * Invariants:
  *  - The output has exactly the input's type (dtype, shape, weakness).
  *  - Never constant-folded (TG_EFFECT_NOFOLD): a transfer says where a value lives at run
  *    time, which a folded constant (host memory) would lose. Two equal transfers (same input,
- *    same attributes) are one value and may merge.
+ *    same attribute, same device) are one value and may merge.
  *  - Its gradient is the cotangent itself: moving the cotangent back is placement's
  *    business, as for any other value.
  */
 #include "ops.h"
 
-enum { A_DEVICE, A_COPY };
+enum { A_COPY };
 static const tg_attr_spec transfer_attrs[] = {
-    [A_DEVICE] = {"device", TG_AS_STR, 1, 0, {0}},
     [A_COPY] = {"copy", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 1}},
 };
 
 static tg_status infer_transfer(tg_infer *ic) {
-    const char *dev = ic->attrs[A_DEVICE].s;
-    if (!dev || !*dev) return tg_infer_fail(ic, TG_EINVAL, "device must name a device");
     ic->out[0] = ic->in[0];
     return TG_OK;
 }

@@ -996,15 +996,17 @@ void tg_rw_report_print(const tg_rw_report *r, const char *func, FILE *f) {
     fprintf(f, "  %-14s %9s %9s %7s %7s %7s %8s %9s\n", "step", "ms", "rules ms", "before", "after",
             "visits", "rewrites", "work");
     if (r->copy_seconds > 0) fprintf(f, "  %-14s %9.3f\n", "(copy)", 1e3 * r->copy_seconds);
-    for (int i = 0; i < r->npasses; i++) {
-        const tg_pass_stats *p = &r->passes[i];
+    for (int i = 0; i < r->npasses + r->placed; i++) {
+        const tg_pass_stats *p = i < r->npasses ? &r->passes[i] : &r->place;
         double rules = 0;
         for (int k = 0; k < r->nrules; k++)
             if (strcmp(r->rules[k].pass, p->name) == 0) rules += r->rules[k].seconds;
+        if (i == r->npasses) /* placement comes after the pipeline's final compaction */
+            fprintf(f, "  %-14s %9.3f\n", "(compact)", 1e3 * r->compact_seconds);
         fprintf(f, "  %-14s %9.3f %9.3f %7d %7d %7ld %8ld %9ld\n", p->name, 1e3 * p->seconds,
                 1e3 * rules, p->nodes_before, p->nodes_after, p->visits, p->applied, p->work);
     }
-    fprintf(f, "  %-14s %9.3f\n", "(compact)", 1e3 * r->compact_seconds);
+    if (!r->placed) fprintf(f, "  %-14s %9.3f\n", "(compact)", 1e3 * r->compact_seconds);
     if (r->nrules == 0) return;
     fprintf(f, "  %-22s %-14s %8s %8s %9s\n", "rule", "pass", "tried", "applied", "ms");
     for (int i = 0; i < r->nrules; i++) {

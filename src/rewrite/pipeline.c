@@ -1,6 +1,7 @@
 /* pipeline.c - the optimiser: one list of passes, read top to bottom, in the order of
  * DESIGN.md; tg_rw_optimize (behind the public tg_graph_optimize, src/text/optimize.c,
- * which hands down the .tg printer) and tg_pass_name.
+ * which hands down the .tg printer), with placement (place.c) after the pipeline when asked,
+ * and tg_pass_name.
  *
  * Invariants:
  *  - Each pass runs once, in list order; after it the IR is verified (checked builds, i.e.
@@ -140,6 +141,19 @@ tg_status tg_rw_optimize(const tg_graph *g, const tg_rw_opts *opts, FILE *stats_
     rep.copy_seconds = now() - t0;
     rep.total_seconds = rep.copy_seconds;
     tg_status st = tg_rw_pipeline(&c, &ro, ro.stats ? &rep : NULL);
+    if (st == TG_OK && ro.place) { /* after the pipeline: no rewrite sees a transfer */
+        tg_place_stats ps = {0};
+        int before = c->nodes.n;
+        st = tg_place(&c, &(tg_place_opts){.placement = ro.placement, .stats = &ps});
+        rep.placed = st == TG_OK;
+        rep.place = (tg_pass_stats){.name = "place",
+                                    .seconds = ps.seconds,
+                                    .nodes_before = before,
+                                    .nodes_after = c->nodes.n,
+                                    .applied = ps.transfers + ps.removed};
+        rep.total_seconds += ps.seconds;
+        rep.nodes_out = c->nodes.n;
+    }
     if (ro.stats) {
         rep.nodes_in = g->nodes.n; /* as written, dead code included */
         tg_rw_report_print(&rep, g->name, stats_to);

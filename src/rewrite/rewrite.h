@@ -66,6 +66,9 @@ typedef struct tg_rw_opts {
      * a layer above this one, so the caller hands it down (NULL: print_after is ignored) */
     tg_status (*print)(const tg_graph *g, FILE *f);
     bool stats; /* collect per-rule and per-pass statistics */
+    /* tg_rw_optimize only: place the rewritten graph (tg_place, after the pipeline) */
+    bool place;
+    tg_placement placement; /* how (tgraph.h) */
 } tg_rw_opts;
 
 #define TG_RW_MAX_PASSES 16
@@ -91,6 +94,8 @@ typedef struct tg_rw_report {
     int npasses;
     double copy_seconds;     /* tg_graph_optimize: the clone of the user's graph */
     double compact_seconds;  /* dead-code removal (tg_graph_clone) at the end */
+    bool placed;             /* placement ran after the pipeline (tg_rw_optimize) */
+    tg_pass_stats place;     /* its figures: applied counts transfers inserted and removed */
     double total_seconds;    /* the whole pipeline, with the copy */
     int nodes_in, nodes_out; /* live nodes before and after the pipeline */
 } tg_rw_report;
@@ -175,5 +180,28 @@ tg_status tg_rw_optimize(const tg_graph *g, const tg_rw_opts *opts, FILE *stats_
 tg_status tg_rw_pipeline(tg_graph **g, const tg_rw_opts *opts, tg_rw_report *report);
 /* Names of the passes in order, for --print-after validation. */
 const char *const *tg_rw_pass_names(int *n);
+
+/* ---- placement (place.c; docs/devices.md "Placement") ----
+ * Not a pass of the pipeline: it runs after it, on the rewritten graph, and is the only
+ * maker of transfers, so no rewrite ever sees one it made. */
+typedef struct tg_place_stats {
+    double seconds; /* the pass, checks included */
+    int transfers;  /* transfers inserted */
+    int removed;    /* transfers of the graph dropped (cancelled, or equal to another) */
+} tg_place_stats;
+
+typedef struct tg_place_opts {
+    tg_placement placement; /* DEFAULT (as AUTO), AUTO or MANUAL (tgraph.h) */
+    tg_place_stats *stats;  /* when set, receives the figures */
+} tg_place_opts;
+
+/* Places *g on the devices of the registry (tg_device_list): every node gets a device and
+ * every read across devices a transfer (place.c states the contract). *g may be replaced by
+ * a compacted clone (the old one freed) when transfers of the graph died; on error *g is
+ * still a valid graph to free. opts may be NULL (DEFAULT). */
+tg_status tg_place(tg_graph **g, const tg_place_opts *opts);
+/* TG_OK when g keeps placement's contract (place.c), else TG_EINTERNAL naming the first
+ * node or output that breaks it. */
+tg_status tg_place_check(const tg_graph *g);
 
 #endif

@@ -13,6 +13,8 @@
  * cached plans are reused) and with the C JIT (from a warm private cache: emission, cache
  * lookup, loading, the generated code's runtime calls); reverse-mode gradients, and
  * jacobians and hessians, built through the C API; .npy reading from files and memory, and writing.
+ * The module's annotations name cpu:0 and cpu:1, which the test makes exist: compiling
+ * places it (src/rewrite/place.c) and the devices' scheduler runs it.
  * FAULT_WORKLOAD=name runs one workload; FAULT_VERBOSE=1 prints each one's count;
  * FAULT_BACKTRACE=1 prints where each refused allocation was asked for. */
 #include <setjmp.h>
@@ -403,5 +405,11 @@ int main(void) {
         cmocka_unit_test(test_jacobian),  cmocka_unit_test(test_npy),
         cmocka_unit_test(test_cjit),
     };
+    /* the devices the workload's annotations name: compiling places it on them, and the
+     * scheduler runs it (placement and the scheduler under refused allocations too) */
+    if (tg_devices_configure(2, 0) != TG_OK) {
+        fprintf(stderr, "test_fault: %s\n", tg_last_error());
+        return 1;
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,7 @@
  * result on a device of its source), tg_grad (each gradient node on the device of the
  * node it differentiates, the sum of a value's cotangents on the value's device, the
  * scope of the call for the rest), and a call of a function inlined under a device.
- * Annotated graphs still compile and run as before.
+ * Annotated graphs compile to placed functions that compute what the host alone does.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -436,14 +436,20 @@ static void test_call_inlined(void **state) {
     tg_graph_free(sq);
 }
 
-/* Annotations change nothing of a run (placement comes later): same results. */
+/* A run places the graph on the devices its annotations name (docs/devices.md,
+ * "Placement"): the results are those of the host alone; without those devices, compiling
+ * is an error naming the device. */
 static void test_runs(void **state) {
     (void)state;
     tg_graph *g = small_graph();
     tg_tensor *in = tg_tensor_from_data(NULL, TG_DT_F64, SH(4), (double[]){0, 1, -1, 0.5});
+    tg_fn *f = NULL;
+    assert_int_equal(tg_devices_configure(0, 0), TG_OK);
+    assert_int_equal(tg_graph_compile(g, NULL, &f), TG_EINVAL);
+    assert_non_null(strstr(tg_last_error(), "no device \"cpu:0\" (the devices are: cpu)"));
+    assert_int_equal(tg_devices_configure(2, 0), TG_OK);
     static const tg_mode modes[] = {TG_MODE_REFERENCE, TG_MODE_VM};
     for (size_t k = 0; k < sizeof modes / sizeof *modes; k++) {
-        tg_fn *f = NULL;
         assert_int_equal(tg_graph_compile(g, &TG_COMPILE_OPTS(.mode = modes[k], .nthreads = 1), &f),
                          TG_OK);
         tg_tensor *out[3] = {NULL};
@@ -457,6 +463,7 @@ static void test_runs(void **state) {
         for (int i = 0; i < 3; i++) tg_tensor_free(out[i]);
         tg_fn_free(f);
     }
+    assert_int_equal(tg_devices_configure(0, 0), TG_OK);
     tg_tensor_free(in);
     tg_graph_free(g);
 }

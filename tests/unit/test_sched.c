@@ -29,9 +29,9 @@
 static void on(tg_graph *g, const char *dev) { g->device = tg_ir_device_intern(g, dev); }
 
 static tg_var *transfer(tg_graph *g, tg_var *x, const char *dev, bool copy) {
-    tg_attr a[2] = {TG_A_STR("device", dev), TG_A_BOOL("copy", copy)};
-    on(g, dev);
-    return tg_apply(g, "transfer", &x, 1, a, 2);
+    tg_attr a = TG_A_BOOL("copy", copy);
+    on(g, dev); /* where it moves x: its node's device */
+    return tg_apply(g, "transfer", &x, 1, &a, 1);
 }
 
 static tg_var *un(tg_graph *g, const char *op, tg_var *x) {
