@@ -121,7 +121,10 @@ bool tg_sched_checked(void) {
 /* ---- building ---- */
 
 static const char *value_name(const tg_var *v, char *buf, size_t cap) {
-    if (v->name) return v->name;
+    if (v->name) {
+        snprintf(buf, cap, "%s", v->name);
+        return v->name;
+    }
     snprintf(buf, cap, "%%%d", v->id);
     return buf;
 }
@@ -215,10 +218,15 @@ static tg_status part_build(tg_sched *s, int i, tg_node **order, int norder, con
                     map[h] = val ? tg_ir_const(sub, val, hv->lit) : NULL;
                     if (map[h]) map[h]->type = hv->type;
                 } else {
-                    char nm[32];
+                    char nm[300];
                     tg_type t = hv->type;
-                    map[h] = tg_input(sub, value_name(hv, nm, sizeof nm), (tg_dtype)t.dtype, t.ndim,
-                                      t.shape);
+                    value_name(hv, nm, sizeof nm);
+                    for (int q = 0; q < sub->inputs.n; q++) /* one name per input */
+                        if (strcmp(((tg_var *)sub->inputs.items[q])->name, nm) == 0) {
+                            snprintf(nm, sizeof nm, "%.200s.%d", hv->name ? hv->name : "", hv->id);
+                            break;
+                        }
+                    map[h] = tg_input(sub, nm, (tg_dtype)t.dtype, t.ndim, t.shape);
                     if (map[h] && !add_slot(s->ctx, &p->in, &p->nin, h)) st = TG_ENOMEM;
                 }
                 if (!map[h] && st == TG_OK) st = sub->status ? sub->status : TG_ENOMEM;
