@@ -13,8 +13,15 @@
  * Calls (docs/vm.md "Calls"): a `call` node left in the graph run (--no-inline, the reference
  * mode, no_rewrite) runs its callee as a function compiled with the caller's options, once,
  * when the caller is compiled. The backends reach it through the sub-graph executor
- * (tg_subexec, ops.h) they hand to the call's kernel; each callee plans once per input
+ * (tg_subexec, op.h) they hand to the call's kernel; each callee plans once per input
  * signature and reuses its buffers, like any compiled function.
+ *
+ * pmap (docs/pmap.md): the body of each pmap node is compiled the same way, once per
+ * caller, without placement (a rank runs whole on its own device or thread), and the
+ * executor's run_ranks runs its ranks at once through ranks.c, each on a replica of the
+ * one compiled body. An entry function (tg_graph_compile) is first checked to read no pmap
+ * axis outside a pmap of that axis (tg_pmap_check_axes); the callees and bodies it
+ * compiles are covered by that check, made in their callers' context.
  *
  * State (docs/state.md): the graph's outputs end with the new value of each updated state
  * (ir.h), so every backend computes them as ordinary outputs. The function owns two
@@ -114,13 +121,27 @@ static void sched_free(void *b) { tg_sched_free(b); }
 static const fn_backend be_sched = {"devices",  sched_make, sched_sub,
                                     sched_call, sched_free, all_ops};
 
-/* The sub-graph executor of a function: its callees, compiled. */
+/* One graph a function runs as a sub-graph, compiled. */
+typedef struct fn_body {
+    const tg_graph *g; /* the callee of call nodes, or the body of pmap nodes */
+    bool mapped;       /* a pmap body (compiled without placement) */
+    struct tg_fn *fn;  /* compiled */
+} fn_body;
+
+/* The sub-graph executor of a function: its callees and pmap bodies, compiled. */
 typedef struct fn_callees {
     tg_subexec base;
-    const tg_graph **body; /* the callee graphs of the graph's call nodes (distinct) */
-    struct tg_fn **fn;     /* each compiled */
+    fn_body *b; /* distinct (graph, mapped) pairs */
     int n, cap;
+    tg_ranks *ranks; /* the threads of its pmaps' ranks; NULL without pmap nodes */
 } fn_callees;
+
+/* How compile() treats a graph. */
+enum {
+    CF_PLACED = 1u << 0,  /* a part of the scheduler: rewritten and placed already */
+    CF_NESTED = 1u << 1,  /* a callee or a pmap body: its caller's check covers its axes */
+    CF_NOPLACE = 1u << 2, /* run on one thread as it is (a pmap body and what it calls) */
+};
 
 struct tg_fn {
     tg_graph *g;          /* the graph run: the user's (borrowed), or `owned` */
@@ -138,7 +159,7 @@ struct tg_fn {
 
 static tg_status states_init(tg_fn *f);
 static void states_free(tg_fn *f);
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts);
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, unsigned flags);
 static void callees_free(tg_fn *f);
 
 /* Whether g goes through placement: a placement asked for, several devices, or an
@@ -168,12 +189,40 @@ static tg_device *single_host_device(const tg_graph *g) {
     return dev && tg_device_is_host(dev) ? dev : NULL;
 }
 
-/* tg_graph_compile, and the parts of a placed graph (placed: no rewrite, no placement). */
-static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, tg_fn **out) {
+/* A pmap body runs whole where its rank runs: an annotation in it is an error. */
+static tg_status no_annotation(const tg_graph *g) {
+    for (int i = 0; i < g->inputs.n; i++) {
+        const tg_var *v = g->inputs.items[i];
+        if (v->device)
+            return tg_set_error(TG_EINVAL,
+                                "pmap body '%s': parameter '%s' is annotated device=\"%s\", but a "
+                                "pmap body runs whole on the device of its rank",
+                                g->name, v->name, v->device);
+    }
+    for (int i = 0; i < g->nodes.n; i++) {
+        const tg_node *n = g->nodes.items[i];
+        if (!n->device) continue;
+        char where[300] = "";
+        if (n->line > 0)
+            snprintf(where, sizeof where, "%s:%d:%d: ", g->file ? g->file : "<input>", n->line,
+                     n->col);
+        return tg_set_error(TG_EINVAL,
+                            "%spmap body '%s': %s is annotated device=\"%s\", but a pmap body "
+                            "runs whole on the device of its rank",
+                            where, g->name, tg_op_table[n->op]->name, n->device);
+    }
+    return TG_OK;
+}
+
+/* tg_graph_compile (flags 0), the parts of a placed graph, callees and pmap bodies. */
+static tg_status compile(tg_graph *g, const tg_compile_opts *opts, unsigned flags, tg_fn **out) {
     tg_mode mode = opts->mode;
+    bool placed = flags & CF_PLACED;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     tg_status st = tg_graph_verify(g);
+    if (st == TG_OK && !(flags & (CF_PLACED | CF_NESTED))) st = tg_pmap_check_axes(g);
+    if (st == TG_OK && (flags & CF_NOPLACE)) st = no_annotation(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
     if (!placed && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
@@ -190,7 +239,7 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, 
         run = owned;
     }
     bool place = false;
-    if (!placed) st = wants_placement(g, opts, &place);
+    if (!placed && !(flags & CF_NOPLACE)) st = wants_placement(g, opts, &place);
     tg_compile_opts o = *opts; /* with the pool of the device it runs on, if one */
     const fn_backend *be = NULL;
     if (st == TG_OK && place) { /* placement, after every rewrite (docs/devices.md) */
@@ -217,7 +266,7 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, 
     f->owned = owned;
     f->mode = mode;
     st = states_init(f);
-    if (st == TG_OK && !be) st = callees_init(f, &o);
+    if (st == TG_OK && !be) st = callees_init(f, &o, flags & CF_NOPLACE);
     if (st != TG_OK) {
         tg_fn_free(f);
         return st;
@@ -267,12 +316,12 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     *out = NULL;
     tg_compile_opts o;
     tg_status st = opts_in(&o, opts);
-    return st == TG_OK ? compile(g, &o, false, out) : st;
+    return st == TG_OK ? compile(g, &o, 0, out) : st;
 }
 
 tg_status tg_driver_compile_placed(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
     *out = NULL;
-    return compile(g, opts, true, out);
+    return compile(g, opts, CF_PLACED, out);
 }
 
 void tg_fn_free(tg_fn *f) {
@@ -306,26 +355,45 @@ static tg_status backend_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor
     return f->be->call(f->run, in, nin, out, nout, into);
 }
 
-/* ---- callees ---- */
+/* ---- callees and pmap bodies ---- */
+
+static tg_fn *body_fn(const fn_callees *c, const tg_graph *body, bool mapped) {
+    for (int i = 0; i < c->n; i++)
+        if (c->b[i].g == body && c->b[i].mapped == mapped) return c->b[i].fn;
+    return NULL;
+}
 
 /* tg_subexec.run: the callee `body` on in, into the caller's outputs out. */
 static tg_status callee_run(const tg_subexec *x, const tg_graph *body, tg_tensor *const *in,
                             int nin, tg_tensor **out, int nout, char *msg, size_t cap) {
-    const fn_callees *c = (const fn_callees *)x;
-    for (int i = 0; i < c->n; i++)
-        if (c->body[i] == body) {
-            tg_status st = tg_fn_call_into(c->fn[i], in, nin, out, nout);
-            if (st != TG_OK) snprintf(msg, cap, "in '%s': %s", body->name, tg_last_error());
-            return st;
-        }
-    snprintf(msg, cap, "'%s' is not a callee of this function", body->name);
-    return TG_EINTERNAL;
+    tg_fn *fn = body_fn((const fn_callees *)x, body, false);
+    if (!fn) {
+        snprintf(msg, cap, "'%s' is not a callee of this function", body->name);
+        return TG_EINTERNAL;
+    }
+    tg_status st = tg_fn_call_into(fn, in, nin, out, nout);
+    if (st != TG_OK) snprintf(msg, cap, "in '%s': %s", body->name, tg_last_error());
+    return st;
 }
 
-/* Compiles the callee of every live call node of f->g, each distinct callee once, with the
- * caller's options: a call the rewrites left dead compiles nothing (in the C mode, no run
- * of cc). */
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
+/* tg_subexec.run_ranks: the ranks of a pmap of `body` (ranks.c). */
+static tg_status ranks_run(const tg_subexec *x, const tg_graph *body, const char *axis, int nrank,
+                           tg_tensor *const *in, int nin, tg_tensor **out, int nout, char *msg,
+                           size_t cap) {
+    const fn_callees *c = (const fn_callees *)x;
+    tg_fn *fn = body_fn(c, body, true);
+    if (!fn) {
+        snprintf(msg, cap, "'%s' is not a pmap body of this function", body->name);
+        return TG_EINTERNAL;
+    }
+    return tg_ranks_run(c->ranks, fn, axis, nrank, in, nin, out, nout, msg, cap);
+}
+
+/* Compiles the callee of every live call node of f->g and the body of every live pmap
+ * node, each distinct one once, with the caller's options: a call the rewrites left dead
+ * compiles nothing (in the C mode, no run of cc). A pmap body, and whatever a function
+ * compiled with CF_NOPLACE runs, is compiled without placement. */
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, unsigned flags) {
     tg_graph *g = f->g;
     tg_ctx *ctx = g->ctx;
     if (g->callees.n == 0) return TG_OK;
@@ -333,24 +401,24 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
     tg_node **order = tg_ir_toposort(g, &norder);
     if (!order) return TG_ENOMEM;
     f->calls.base.run = callee_run;
-    f->calls.cap = g->callees.n; /* the distinct callees of g, live or not */
-    f->calls.body = tg_mem_calloc(ctx, sizeof *f->calls.body * (size_t)f->calls.cap);
-    f->calls.fn = tg_mem_calloc(ctx, sizeof *f->calls.fn * (size_t)f->calls.cap);
-    tg_status st = f->calls.body && f->calls.fn ? TG_OK : TG_ENOMEM;
+    f->calls.base.run_ranks = ranks_run;
+    f->calls.cap = 2 * g->callees.n; /* the distinct graphs of g, live or not, both ways */
+    f->calls.b = tg_mem_calloc(ctx, sizeof *f->calls.b * (size_t)f->calls.cap);
+    tg_status st = f->calls.b ? TG_OK : TG_ENOMEM;
     for (int i = 0; i < norder && st == TG_OK; i++) {
         const tg_node *n = order[i];
-        if (n->op != TG_OP_CALL) continue;
+        if (n->op != TG_OP_CALL && n->op != TG_OP_PMAP) continue;
         const tg_graph *body = n->attrs[0].fn;
-        bool seen = false;
-        for (int k = 0; k < f->calls.n && !seen; k++) seen = f->calls.body[k] == body;
-        if (seen) continue;
+        bool mapped = n->op == TG_OP_PMAP;
+        if (body_fn(&f->calls, body, mapped)) continue;
+        if (mapped && !f->calls.ranks && !(f->calls.ranks = tg_ranks_new(ctx))) st = TG_ENOMEM;
         tg_fn *cf = NULL;
-        /* the callee is compiled, not changed: tg_graph_compile takes a graph it never
-           modifies (it rewrites a clone) */
-        st = tg_graph_compile((tg_graph *)body, opts, &cf);
+        /* the callee is compiled, not changed: compiling takes a graph it never modifies
+           (it rewrites a clone) */
+        unsigned cfl = CF_NESTED | flags | (mapped ? CF_NOPLACE : 0);
+        if (st == TG_OK) st = compile((tg_graph *)body, opts, cfl, &cf);
         if (st != TG_OK) break;
-        f->calls.body[f->calls.n] = body;
-        f->calls.fn[f->calls.n++] = cf;
+        f->calls.b[f->calls.n++] = (fn_body){.g = body, .mapped = mapped, .fn = cf};
     }
     tg_mem_free(ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     return st;
@@ -358,10 +426,9 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
 
 static void callees_free(tg_fn *f) {
     tg_ctx *ctx = f->g->ctx;
-    size_t ncall = (size_t)f->calls.cap;
-    for (int i = 0; i < f->calls.n; i++) tg_fn_free(f->calls.fn[i]);
-    if (f->calls.body) tg_mem_free(ctx, f->calls.body, sizeof *f->calls.body * ncall);
-    if (f->calls.fn) tg_mem_free(ctx, f->calls.fn, sizeof *f->calls.fn * ncall);
+    for (int i = 0; i < f->calls.n; i++) tg_fn_free(f->calls.b[i].fn);
+    if (f->calls.b) tg_mem_free(ctx, f->calls.b, sizeof *f->calls.b * (size_t)f->calls.cap);
+    tg_ranks_free(f->calls.ranks);
 }
 
 /* ---- state ---- */

@@ -118,7 +118,8 @@ tg_status tg_call_types(tg_infer *ic, const tg_graph *body, const tg_type *tin,
                           .out = tout,
                           .nout = op->nout,
                           .runtime = ic->runtime,
-                          .depth = ic->depth + 1};
+                          .depth = ic->depth + 1,
+                          .axes = ic->axes};
         if (op->infer(sub) != TG_OK || sub->nout != n->nout) {
             char where[200];
             if (n->line > 0)
