@@ -138,9 +138,11 @@ typedef struct fn_callees {
 
 /* How compile() treats a graph. */
 enum {
-    CF_PLACED = 1u << 0,  /* a part of the scheduler: rewritten and placed already */
-    CF_NESTED = 1u << 1,  /* a callee or a pmap body: its caller's check covers its axes */
-    CF_NOPLACE = 1u << 2, /* run on one thread as it is (a pmap body and what it calls) */
+    CF_PLACED = 1u << 0, /* a part of the scheduler: rewritten and placed already */
+    CF_NESTED = 1u << 1, /* a callee or a pmap body: its caller's check covers its axes */
+    /* no placement: a pmap body, and what it runs, runs whole where its rank runs (its
+       device annotations apply only where the function is compiled on its own) */
+    CF_NOPLACE = 1u << 2,
 };
 
 struct tg_fn {
@@ -189,31 +191,6 @@ static tg_device *single_host_device(const tg_graph *g) {
     return dev && tg_device_is_host(dev) ? dev : NULL;
 }
 
-/* A pmap body runs whole where its rank runs: an annotation in it is an error. */
-static tg_status no_annotation(const tg_graph *g) {
-    for (int i = 0; i < g->inputs.n; i++) {
-        const tg_var *v = g->inputs.items[i];
-        if (v->device)
-            return tg_set_error(TG_EINVAL,
-                                "pmap body '%s': parameter '%s' is annotated device=\"%s\", but a "
-                                "pmap body runs whole on the device of its rank",
-                                g->name, v->name, v->device);
-    }
-    for (int i = 0; i < g->nodes.n; i++) {
-        const tg_node *n = g->nodes.items[i];
-        if (!n->device) continue;
-        char where[300] = "";
-        if (n->line > 0)
-            snprintf(where, sizeof where, "%s:%d:%d: ", g->file ? g->file : "<input>", n->line,
-                     n->col);
-        return tg_set_error(TG_EINVAL,
-                            "%spmap body '%s': %s is annotated device=\"%s\", but a pmap body "
-                            "runs whole on the device of its rank",
-                            where, g->name, tg_op_table[n->op]->name, n->device);
-    }
-    return TG_OK;
-}
-
 /* tg_graph_compile (flags 0), the parts of a placed graph, callees and pmap bodies. */
 static tg_status compile(tg_graph *g, const tg_compile_opts *opts, unsigned flags, tg_fn **out) {
     tg_mode mode = opts->mode;
@@ -222,7 +199,6 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, unsigned flag
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     tg_status st = tg_graph_verify(g);
     if (st == TG_OK && !(flags & (CF_PLACED | CF_NESTED))) st = tg_pmap_check_axes(g);
-    if (st == TG_OK && (flags & CF_NOPLACE)) st = no_annotation(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
     if (!placed && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {

@@ -216,18 +216,6 @@ static tg_status host_devices(tg_device *const **dev, int *nhost) {
 
 tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_tensor *const *in,
                        int nin, tg_tensor **out, int nout, char *msg, size_t cap) {
-    tg_device *const *dev;
-    int nhost;
-    tg_status st = host_devices(&dev, &nhost);
-    if (st == TG_OK && nhost > 0 && n > nhost)
-        st = tg_set_error(TG_EINVAL,
-                          "a pmap over %d entries, but there are %d host devices (cpu:0..cpu:%d): "
-                          "ask for at least %d (TGRAPH_HOST_DEVICES, --devices)",
-                          n, nhost, nhost - 1, n);
-    if (st != TG_OK) {
-        snprintf(msg, cap, "%s", tg_last_error());
-        return st;
-    }
     job j = {.body = body,
              .axis = axis,
              .n = n,
@@ -237,10 +225,24 @@ tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_te
              .nout = nout,
              .outer = tg_spmd_current(),
              .failed = n};
-    pthread_mutex_init(&j.mu, NULL);
-    bool on_devices = nhost > 0 && !j.outer && !tg_device_current();
-    st = on_devices ? run_on_devices(rk->ctx, dev, &j) : run_on_threads(rk, &j);
-    pthread_mutex_destroy(&j.mu);
+    tg_device *const *dev = NULL;
+    int nhost = 0;
+    tg_status st = TG_OK;
+    if (!j.outer && (st = host_devices(&dev, &nhost)) == TG_OK && nhost > 0 && tg_device_current())
+        nhost = 0; /* on a queue thread: threads of its own (see the top of the file) */
+    if (st == TG_OK && n > nhost && nhost > 0) {
+        char list[32] = "cpu:0";
+        if (nhost > 1) snprintf(list, sizeof list, "cpu:0..cpu:%d", nhost - 1);
+        st = tg_set_error(TG_EINVAL,
+                          "a pmap over %d entries, but there %s %d host device%s (%s): ask for "
+                          "at least %d (TGRAPH_HOST_DEVICES, --devices)",
+                          n, nhost == 1 ? "is" : "are", nhost, nhost == 1 ? "" : "s", list, n);
+    }
+    if (st == TG_OK) {
+        pthread_mutex_init(&j.mu, NULL);
+        st = nhost > 0 ? run_on_devices(rk->ctx, dev, &j) : run_on_threads(rk, &j);
+        pthread_mutex_destroy(&j.mu);
+    }
     if (st != TG_OK) {
         snprintf(msg, cap, "%s", tg_last_error());
         return st;

@@ -143,8 +143,10 @@ static tg_status body_check(tg_infer *ic, const tg_graph *body) {
             return tg_infer_fail(ic, TG_EINVAL,
                                  "axis name '%s' is already the axis of an enclosing pmap", axis);
     if (ic->attrs[A_DEVICES].i < 0)
-        return tg_infer_fail(ic, TG_EINVAL, "devices=%lld: expected a count >= 0 (0: the mapped "
-                             "extent)", (long long)ic->attrs[A_DEVICES].i);
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "devices=%lld: expected a count >= 0 (0: the mapped "
+                             "extent)",
+                             (long long)ic->attrs[A_DEVICES].i);
     return TG_OK;
 }
 
@@ -196,10 +198,9 @@ static tg_status map_inputs(tg_infer *ic, tg_type *slice, mapped *m) {
         char nm[80], ty[TG_TYPE_STR_MAX];
         int64_t ax = a < 0 ? a + t->ndim : a;
         if (ax < 0 || ax >= t->ndim)
-            return tg_infer_fail(ic, TG_EINVAL,
-                                 "in_axes[%d] = %lld is out of range for input %d%s of type %s",
-                                 i, (long long)a, i + 1, in_name(ic, i, nm, sizeof nm),
-                                 tg_type_str(t, ty, sizeof ty));
+            return tg_infer_fail(
+                ic, TG_EINVAL, "in_axes[%d] = %lld is out of range for input %d%s of type %s", i,
+                (long long)a, i + 1, in_name(ic, i, nm, sizeof nm), tg_type_str(t, ty, sizeof ty));
         slice[i] = drop_axis(t, (int)ax);
         int64_t e = t->shape[ax];
         if (e < 0) continue;
@@ -231,7 +232,8 @@ static tg_status map_inputs(tg_infer *ic, tg_type *slice, mapped *m) {
         m->nobcast = false;
     }
     if (m->n == 0)
-        return tg_infer_fail(ic, TG_ESHAPE, "the mapped extent is 0: a pmap needs at least one "
+        return tg_infer_fail(ic, TG_ESHAPE,
+                             "the mapped extent is 0: a pmap needs at least one "
                              "rank");
     return TG_OK;
 }
@@ -320,8 +322,9 @@ static tg_status pmap_infer(tg_infer *ic) {
     tg_type *bout = tg_mem_alloc(ctx, sizeof *bout * TG_MAX_OUTS);
     mapped m;
     tg_status st = slice && vals && bout ? TG_OK
-                                         : tg_infer_fail(ic, TG_ENOMEM, "out of memory typing "
-                                                                        "the body of '%s'",
+                                         : tg_infer_fail(ic, TG_ENOMEM,
+                                                         "out of memory typing "
+                                                         "the body of '%s'",
                                                          body->name);
     if (st == TG_OK) st = map_inputs(ic, slice, &m);
     if (st == TG_OK) st = fit_params(ic, body, slice);
@@ -359,8 +362,7 @@ static tg_status pmap_infer(tg_infer *ic) {
             st = tg_infer_fail(ic, TG_EINVAL,
                                "out_axes[%d] = %lld is out of range for output %s of %s, of "
                                "type %s (stacked: %d axes)",
-                               j, (long long)a, desc, body->name, tg_type_str(t, ty, sizeof ty),
-                               r);
+                               j, (long long)a, desc, body->name, tg_type_str(t, ty, sizeof ty), r);
         } else {
             ic->out[j] = insert_axis(t, (int)ax, m.n, ic->runtime && m.nobcast);
         }
@@ -405,12 +407,11 @@ static tg_status pmap_ref(tg_kern *k) {
         outax[j] = axis_at(oa, j, &a) ? (int)(a < 0 ? a + t->ndim : a) : -1;
     }
     tg_status st = TG_OK;
-    if (n > INT_MAX)
-        st = tg_kern_fail(k, TG_ELIMIT, "a pmap over %lld ranks", (long long)n);
+    if (n > INT_MAX) st = tg_kern_fail(k, TG_ELIMIT, "a pmap over %lld ranks", (long long)n);
     size_t nview = st == TG_OK ? (size_t)n * (size_t)(nin + nout) : 0;
     tg_tensor **view = nview ? tg_mem_calloc(k->ctx, sizeof *view * nview) : NULL;
-    if (st == TG_OK && !view) st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %lld ranks' views",
-                                                (long long)n);
+    if (st == TG_OK && !view)
+        st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %lld ranks' views", (long long)n);
     tg_tensor **vin = view, **vout = view ? view + (size_t)n * (size_t)nin : NULL;
     for (int64_t r = 0; st == TG_OK && r < n; r++) {
         for (int i = 0; st == TG_OK && i < nin; i++) {
@@ -466,8 +467,7 @@ static tg_status axis_index_infer(tg_infer *ic) {
 
 static tg_status axis_index_ref(tg_kern *k) {
     const tg_spmd *s = tg_spmd_find(k->attrs[0].s);
-    if (!s)
-        return tg_kern_fail(k, TG_EINVAL, "no enclosing pmap has the axis '%s'", k->attrs[0].s);
+    if (!s) return tg_kern_fail(k, TG_EINVAL, "no enclosing pmap has the axis '%s'", k->attrs[0].s);
     tg_store_i64(tg_tensor_data(k->out[0]), TG_DT_I64, s->rank);
     return TG_OK;
 }
@@ -552,8 +552,8 @@ static int graph_axes_of(axes_walk *w, const tg_graph *g) {
     tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     if (!w->oom && w->n == w->cap) {
         int ncap = w->cap ? 2 * w->cap : 8;
-        graph_axes *nm = tg_mem_realloc(w->ctx, w->memo, sizeof *nm * (size_t)w->cap,
-                                        sizeof *nm * (size_t)ncap);
+        graph_axes *nm =
+            tg_mem_realloc(w->ctx, w->memo, sizeof *nm * (size_t)w->cap, sizeof *nm * (size_t)ncap);
         if (nm) {
             w->memo = nm;
             w->cap = ncap;
