@@ -344,6 +344,17 @@ static tg_status pmap_infer(tg_infer *ic) {
     for (int j = 0; st == TG_OK && j < body->nret; j++) {
         const tg_type *t = &bout[j];
         int64_t a;
+        bool known = true;
+        for (int d = 0; ic->runtime && d < t->ndim; d++) known = known && t->shape[d] >= 0;
+        if (!known) { /* a value-dependent extent (mask_select): ranks could disagree */
+            char desc[300], ty[TG_TYPE_STR_MAX];
+            output_desc(body, j, desc, sizeof desc);
+            st = tg_infer_fail(ic, TG_ESHAPE,
+                               "output %s of %s is %s, an extent its values decide: the ranks' "
+                               "values must have one shape known before they run",
+                               desc, body->name, tg_type_str(t, ty, sizeof ty));
+            break;
+        }
         if (!axis_at(oa, j, &a)) {
             ic->out[j] = *t;
             ic->out[j].weak = 0;
