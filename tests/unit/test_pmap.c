@@ -106,10 +106,9 @@ static void check_results(int nmodes) {
                 double xv[4 * K];
                 for (int e = 0; e < n * K; e++) xv[e] = 0.5 * e - 1.0;
                 int64_t xshape[2] = {ia == 0 ? n : K, ia == 0 ? K : n};
-                tg_tensor *in[2] = {
-                    tg_tensor_from_data(NULL, TG_DT_F64, none ? 1 : 2, none ? (int64_t[]){K} : xshape,
-                                        xv),
-                    tg_tensor_from_data(NULL, TG_DT_F64, 1, (int64_t[]){K}, w)};
+                tg_tensor *in[2] = {tg_tensor_from_data(NULL, TG_DT_F64, none ? 1 : 2,
+                                                        none ? (int64_t[]){K} : xshape, xv),
+                                    tg_tensor_from_data(NULL, TG_DT_F64, 1, (int64_t[]){K}, w)};
                 for (int md = 0; md < nmodes; md++) {
                     tg_fn *f = compile(tg_module_find(m, "main"), MODES[md]);
                     tg_tensor *out[3] = {0};
@@ -457,14 +456,15 @@ static char *addr(const tg_tensor *t) { return tg_tensor_data(t); }
 
 static void test_views(void **state) {
     (void)state;
-    tg_module *m = parse(NULL, "func main(xs: f64[3,4], w: f64[3]) {\n"
-                               "  y, s = pmap(@body, xs, w, in_axes=[1, none], out_axes=[1, none],\n"
-                               "              axis_name=\"b\")\n"
-                               "  return y, s\n"
-                               "}\n"
-                               "func body(x: f64[3], w: f64[3]) {\n"
-                               "  return mul(x, w), sum(w)\n"
-                               "}\n");
+    tg_module *m =
+        parse(NULL, "func main(xs: f64[3,4], w: f64[3]) {\n"
+                    "  y, s = pmap(@body, xs, w, in_axes=[1, none], out_axes=[1, none],\n"
+                    "              axis_name=\"b\")\n"
+                    "  return y, s\n"
+                    "}\n"
+                    "func body(x: f64[3], w: f64[3]) {\n"
+                    "  return mul(x, w), sum(w)\n"
+                    "}\n");
     const tg_graph *g = tg_module_find(m, "main");
     const tg_node *n = NULL;
     for (int i = 0; i < g->nodes.n && !n; i++)
