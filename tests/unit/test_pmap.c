@@ -8,7 +8,8 @@
  * devices=N; threads calling one function at once agree; the errors (extents that differ,
  * in_axes out of range, devices=N that differs, out_axes=none on a varying value, an axis
  * name reused by a nested pmap, axis_index outside a pmap when compiled and when its
- * kernel runs, more ranks than host devices, a rank that fails); and no copy in or out:
+ * kernel runs, more ranks than host devices, a rank that fails); a pmap built through the
+ * C API (tg_apply_multi, in_axes with a `none` entry); and no copy in or out:
  * the ranks get views of the caller's memory (the addresses the executor receives), and a
  * call of a large pmap, once planned, allocates nothing of a slice's size.
  */
@@ -418,6 +419,47 @@ static void test_run_errors(void **state) {
     tg_tensor_free(x);
 }
 
+/* Built in C: attributes as tg_attr values, in_axes with a `none` entry. */
+static void test_c_api(void **state) {
+    (void)state;
+    tg_graph *body = tg_graph_new(NULL, "body");
+    tg_var *x = tg_input(body, "x", TG_DT_F64, 1, (int64_t[]){K});
+    tg_var *w = tg_input(body, "w", TG_DT_F64, 1, (int64_t[]){K});
+    tg_var *y = tg_mul(body, x, w);
+    assert_int_equal(tg_graph_set_outputs(body, &y, 1), TG_OK);
+    tg_graph *g = tg_graph_new(NULL, "main");
+    tg_var *in[2] = {tg_input(g, "w", TG_DT_F64, 1, (int64_t[]){K}),
+                     tg_input(g, "xs", TG_DT_F64, 2, (int64_t[]){K, 2})};
+    const int64_t axes[2] = {0, 1};
+    const bool none[2] = {true, false};
+    tg_attr attrs[3] = {TG_A_FUNC("body", body), TG_A_STR("axis_name", "i"),
+                        TG_A_INTS("in_axes", axes, 2)};
+    attrs[2].none = none;
+    tg_var *out = NULL;
+    int nout = 1;
+    /* the body's parameters are (x, w): here x is the replicated one, w the mapped */
+    assert_int_equal(tg_apply_multi(g, "pmap", in, 2, attrs, 3, &out, &nout), TG_OK);
+    assert_int_equal(nout, 1);
+    assert_int_equal(tg_var_ndim(out), 2);
+    assert_int_equal(tg_var_dim(out, 0), 2);
+    assert_int_equal(tg_graph_set_outputs(g, &out, 1), TG_OK);
+    tg_fn *f = compile(g, TG_MODE_VM);
+    double wv[K] = {1, 2, 3}, xv[2 * K] = {1, 10, 2, 20, 3, 30};
+    tg_tensor *args[2] = {tg_tensor_from_data(NULL, TG_DT_F64, 1, (int64_t[]){K}, wv),
+                          tg_tensor_from_data(NULL, TG_DT_F64, 2, (int64_t[]){K, 2}, xv)},
+              *res = NULL;
+    assert_int_equal(tg_fn_call(f, args, 2, &res, 1), TG_OK);
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < K; k++)
+            assert_true(at(res, (int64_t[]){r, k}) == wv[k] * xv[k * 2 + r]);
+    tg_tensor_free(res);
+    tg_tensor_free(args[0]);
+    tg_tensor_free(args[1]);
+    tg_fn_free(f);
+    tg_graph_free(g);
+    tg_graph_free(body);
+}
+
 /* ---- no copy in, no copy out ---- */
 
 /* What the executor is handed, recorded during the call (the views die with it). */
@@ -551,7 +593,7 @@ int main(void) {
         cmocka_unit_test(test_nested),          cmocka_unit_test(test_threads),
         cmocka_unit_test(test_type_errors),     cmocka_unit_test(test_axis_errors),
         cmocka_unit_test(test_run_errors),      cmocka_unit_test(test_views),
-        cmocka_unit_test(test_no_copies),
+        cmocka_unit_test(test_no_copies),       cmocka_unit_test(test_c_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
