@@ -138,7 +138,13 @@ struct tg_fn {
 
 static tg_status states_init(tg_fn *f);
 static void states_free(tg_fn *f);
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts);
+/* How compile() treats its graph. */
+enum {
+    REWRITTEN = 1, /* already rewritten: no pipeline */
+    NO_PLACE = 2,  /* no placement: it runs where it is called (a part of a placed graph,
+                      on its device's queue, and the callees of one) */
+};
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags);
 static void callees_free(tg_fn *f);
 
 /* Whether g goes through placement: a placement asked for, several devices, or an
@@ -168,15 +174,17 @@ static tg_device *single_host_device(const tg_graph *g) {
     return dev && tg_device_is_host(dev) ? dev : NULL;
 }
 
-/* tg_graph_compile, and the parts of a placed graph (placed: no rewrite, no placement). */
-static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, tg_fn **out) {
+/* tg_graph_compile (flags 0), the parts of a placed graph (REWRITTEN | NO_PLACE) and the
+ * callees of a function (the NO_PLACE of their caller: a call inside a part runs on the
+ * part's queue thread, where a scheduler of its own would wait on that queue for itself). */
+static tg_status compile(tg_graph *g, const tg_compile_opts *opts, int flags, tg_fn **out) {
     tg_mode mode = opts->mode;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     tg_status st = tg_graph_verify(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
-    if (!placed && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
+    if (!(flags & REWRITTEN) && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
         /* the pipeline works on a clone: the user's graph is never modified */
         owned = tg_graph_clone(g);
         if (!owned) return tg_rw_error_status();
@@ -190,7 +198,8 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, 
         run = owned;
     }
     bool place = false;
-    if (!placed) st = wants_placement(g, opts, &place);
+    /* the graph run: annotations of inlined callees count */
+    if (!(flags & NO_PLACE)) st = wants_placement(run, opts, &place);
     tg_compile_opts o = *opts; /* with the pool of the device it runs on, if one */
     const fn_backend *be = NULL;
     if (st == TG_OK && place) { /* placement, after every rewrite (docs/devices.md) */
@@ -217,7 +226,7 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, 
     f->owned = owned;
     f->mode = mode;
     st = states_init(f);
-    if (st == TG_OK && !be) st = callees_init(f, &o);
+    if (st == TG_OK && !be) st = callees_init(f, &o, flags & NO_PLACE);
     if (st != TG_OK) {
         tg_fn_free(f);
         return st;
@@ -267,12 +276,12 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     *out = NULL;
     tg_compile_opts o;
     tg_status st = opts_in(&o, opts);
-    return st == TG_OK ? compile(g, &o, false, out) : st;
+    return st == TG_OK ? compile(g, &o, 0, out) : st;
 }
 
 tg_status tg_driver_compile_placed(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
     *out = NULL;
-    return compile(g, opts, true, out);
+    return compile(g, opts, REWRITTEN | NO_PLACE, out);
 }
 
 void tg_fn_free(tg_fn *f) {
@@ -325,7 +334,7 @@ static tg_status callee_run(const tg_subexec *x, const tg_graph *body, tg_tensor
 /* Compiles the callee of every live call node of f->g, each distinct callee once, with the
  * caller's options: a call the rewrites left dead compiles nothing (in the C mode, no run
  * of cc). */
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags) {
     tg_graph *g = f->g;
     tg_ctx *ctx = g->ctx;
     if (g->callees.n == 0) return TG_OK;
@@ -347,7 +356,7 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
         tg_fn *cf = NULL;
         /* the callee is compiled, not changed: tg_graph_compile takes a graph it never
            modifies (it rewrites a clone) */
-        st = tg_graph_compile((tg_graph *)body, opts, &cf);
+        st = compile((tg_graph *)body, opts, flags, &cf);
         if (st != TG_OK) break;
         f->calls.body[f->calls.n] = body;
         f->calls.fn[f->calls.n++] = cf;
