@@ -136,15 +136,6 @@ typedef struct fn_callees {
     tg_ranks *ranks; /* the threads of its pmaps' ranks; NULL without pmap nodes */
 } fn_callees;
 
-/* How compile() treats a graph. */
-enum {
-    CF_PLACED = 1u << 0, /* a part of the scheduler: rewritten and placed already */
-    CF_NESTED = 1u << 1, /* a callee or a pmap body: its caller's check covers its axes */
-    /* no placement: a pmap body, and what it runs, runs whole where its rank runs (its
-       device annotations apply only where the function is compiled on its own) */
-    CF_NOPLACE = 1u << 2,
-};
-
 struct tg_fn {
     tg_graph *g;          /* the graph run: the user's (borrowed), or `owned` */
     tg_graph *owned;      /* a rewritten clone, freed with the function */
@@ -161,7 +152,16 @@ struct tg_fn {
 
 static tg_status states_init(tg_fn *f);
 static void states_free(tg_fn *f);
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, unsigned flags);
+/* How compile() treats its graph. */
+enum {
+    REWRITTEN = 1, /* already rewritten: no pipeline */
+    NO_PLACE = 2,  /* no placement: it runs where it is called (a part of a placed graph,
+                      on its device's queue, and the callees of one; a pmap body, which runs
+                      whole where its rank runs, and what it calls: its device annotations
+                      apply only where the function is compiled on its own) */
+    NESTED = 4,    /* a callee or a pmap body: the check of its caller's pmap axes covers it */
+};
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags);
 static void callees_free(tg_fn *f);
 
 /* Whether g goes through placement: a placement asked for, several devices, or an
@@ -191,17 +191,19 @@ static tg_device *single_host_device(const tg_graph *g) {
     return dev && tg_device_is_host(dev) ? dev : NULL;
 }
 
-/* tg_graph_compile (flags 0), the parts of a placed graph, callees and pmap bodies. */
-static tg_status compile(tg_graph *g, const tg_compile_opts *opts, unsigned flags, tg_fn **out) {
+/* tg_graph_compile (flags 0), the parts of a placed graph (REWRITTEN | NO_PLACE), the
+ * callees of a function (NESTED, and the NO_PLACE of their caller: a call inside a part
+ * runs on the part's queue thread, where a scheduler of its own would wait on that queue
+ * for itself) and pmap bodies (NESTED | NO_PLACE). */
+static tg_status compile(tg_graph *g, const tg_compile_opts *opts, int flags, tg_fn **out) {
     tg_mode mode = opts->mode;
-    bool placed = flags & CF_PLACED;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     tg_status st = tg_graph_verify(g);
-    if (st == TG_OK && !(flags & (CF_PLACED | CF_NESTED))) st = tg_pmap_check_axes(g);
+    if (st == TG_OK && !(flags & (REWRITTEN | NESTED))) st = tg_pmap_check_axes(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
-    if (!placed && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
+    if (!(flags & REWRITTEN) && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
         /* the pipeline works on a clone: the user's graph is never modified */
         owned = tg_graph_clone(g);
         if (!owned) return tg_rw_error_status();
@@ -215,7 +217,8 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, unsigned flag
         run = owned;
     }
     bool place = false;
-    if (!placed && !(flags & CF_NOPLACE)) st = wants_placement(g, opts, &place);
+    /* the graph run: annotations of inlined callees count */
+    if (!(flags & NO_PLACE)) st = wants_placement(run, opts, &place);
     tg_compile_opts o = *opts; /* with the pool of the device it runs on, if one */
     const fn_backend *be = NULL;
     if (st == TG_OK && place) { /* placement, after every rewrite (docs/devices.md) */
@@ -242,7 +245,7 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, unsigned flag
     f->owned = owned;
     f->mode = mode;
     st = states_init(f);
-    if (st == TG_OK && !be) st = callees_init(f, &o, flags & CF_NOPLACE);
+    if (st == TG_OK && !be) st = callees_init(f, &o, flags & NO_PLACE);
     if (st != TG_OK) {
         tg_fn_free(f);
         return st;
@@ -297,7 +300,7 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
 
 tg_status tg_driver_compile_placed(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
     *out = NULL;
-    return compile(g, opts, CF_PLACED, out);
+    return compile(g, opts, REWRITTEN | NO_PLACE, out);
 }
 
 void tg_fn_free(tg_fn *f) {
@@ -368,8 +371,8 @@ static tg_status ranks_run(const tg_subexec *x, const tg_graph *body, const char
 /* Compiles the callee of every live call node of f->g and the body of every live pmap
  * node, each distinct one once, with the caller's options: a call the rewrites left dead
  * compiles nothing (in the C mode, no run of cc). A pmap body, and whatever a function
- * compiled with CF_NOPLACE runs, is compiled without placement. */
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, unsigned flags) {
+ * compiled with NO_PLACE runs, is compiled without placement. */
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags) {
     tg_graph *g = f->g;
     tg_ctx *ctx = g->ctx;
     if (g->callees.n == 0) return TG_OK;
@@ -391,7 +394,7 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, unsigned fl
         tg_fn *cf = NULL;
         /* the callee is compiled, not changed: compiling takes a graph it never modifies
            (it rewrites a clone) */
-        unsigned cfl = CF_NESTED | flags | (mapped ? CF_NOPLACE : 0);
+        int cfl = NESTED | flags | (mapped ? NO_PLACE : 0);
         if (st == TG_OK) st = compile((tg_graph *)body, opts, cfl, &cf);
         if (st != TG_OK) break;
         f->calls.b[f->calls.n++] = (fn_body){.g = body, .mapped = mapped, .fn = cf};

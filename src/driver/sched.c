@@ -195,19 +195,16 @@ static tg_status part_build(tg_sched *s, int i, tg_node **order, int norder, con
     if (!sub) return TG_ENOMEM;
     p->g = sub;
     sub->file = g->file;
+    int cap = 1; /* the largest arity */
+    for (int k = 0; k < norder; k++)
+        if (order[k]->nin > cap) cap = order[k]->nin;
     tg_var **map = tg_mem_calloc(s->ctx, sizeof *map * (size_t)(s->nslots + 1));
-    tg_var *tmp[64];
-    tg_var **ins = tmp;
-    int cap = 64;
-    tg_status st = map ? TG_OK : TG_ENOMEM;
+    tg_var **ins = tg_mem_alloc(s->ctx, sizeof *ins * (size_t)cap);
+    tg_status st = map && ins ? TG_OK : TG_ENOMEM;
     for (int k = 0; st == TG_OK && k < norder; k++) {
         tg_node *n = order[k];
         if (stepof[n->id] != i) continue;
         if (!p->first) p->first = n;
-        if (n->nin > cap) {
-            st = tg_set_error(TG_ELIMIT, "a node with %d inputs", n->nin);
-            break;
-        }
         for (int j = 0; st == TG_OK && j < n->nin; j++) {
             tg_var *u = n->in[j];
             int h = s->home[u->id];
@@ -257,6 +254,7 @@ static tg_status part_build(tg_sched *s, int i, tg_node **order, int norder, con
         if (outs) tg_mem_free(s->ctx, outs, sizeof *outs * (size_t)(p->nout + 1));
     }
     if (map) tg_mem_free(s->ctx, map, sizeof *map * (size_t)(s->nslots + 1));
+    if (ins) tg_mem_free(s->ctx, ins, sizeof *ins * (size_t)cap);
     return st;
 }
 
@@ -390,11 +388,13 @@ tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out)
         for (int j = 0; j < n->nin; j++) {
             int h = s->home[n->in[j]->id];
             tg_var *hv = g->vars.items[h];
-            /* memory the device cannot read: only a transfer brings it (place.c) */
+            /* memory the device cannot read: only a transfer brings it (place.c); constants
+               are part of the program, copied into each part */
             bool readable =
-                s->maker[h] >= 0
-                    ? (tg_device_is_host(vdev[h]) && tg_device_is_host(dev)) || vdev[h] == dev
-                    : tg_device_is_host(dev);
+                hv->kind == TG_VAR_CONST ||
+                (s->maker[h] >= 0
+                     ? (tg_device_is_host(vdev[h]) && tg_device_is_host(dev)) || vdev[h] == dev
+                     : tg_device_is_host(dev));
             if (!readable) {
                 char msg[300];
                 snprintf(msg, sizeof msg, "missing transfer: '%s' lives on %s and is read on %s",
@@ -522,22 +522,23 @@ static tg_tensor *value(const call *c, int v) {
     return var->kind == TG_VAR_CONST ? var->value : NULL;
 }
 
-static tg_device *home_of(const tg_tensor *t) { return t->buf->device; }
+/* The device whose memory holds t: NULL for the host's (whatever host device made it). */
+static tg_device *home_of(const tg_tensor *t) {
+    tg_device *d = t->buf->device;
+    return d && t->buf->release ? d : NULL;
+}
 
 /* A read of slot v on dev, checked where tg_sched_checked says. */
 static tg_status check_read(const call *c, const step *p, int v, const tg_tensor *t) {
     tg_device *h = home_of(t);
-    bool ok = tg_device_is_host(h) ? tg_device_is_host(p->dev) || p->copy : h == p->dev || p->copy;
+    bool ok = !h ? tg_device_is_host(p->dev) || p->copy : h == p->dev || p->copy;
     if (ok) return TG_OK;
     char nm[32];
     return tg_set_error(TG_ECHECK, "missing transfer: '%s' lives on %s and is read on %s",
                         value_name(c->s->g->vars.items[v], nm, sizeof nm), h->name, p->dev->name);
 }
 
-static tg_status run_part(call *c, const step *p) {
-    tg_tensor *ins[64], *outs[64];
-    if (p->nin > 64 || p->nout > 64)
-        return tg_set_error(TG_ELIMIT, "a part with %d inputs and %d outputs", p->nin, p->nout);
+static tg_status run_part(call *c, const step *p, tg_tensor **ins, tg_tensor **outs) {
     bool checked = tg_sched_checked();
     for (int k = 0; k < p->nin; k++) {
         ins[k] = value(c, p->in[k]);
@@ -585,7 +586,10 @@ static tg_status run_copy(call *c, const step *p, dev_prof *pr) {
         x = tmp = tg_tensor_dup(x);
         if (!x) return TG_ENOMEM;
     }
-    tg_tensor *y = tg_device_tensor_new(p->dst, x->dtype, x->ndim, x->shape);
+    /* host memory carries no device (a buffer may outlive the registry: the caller's) */
+    tg_tensor *y = tg_device_is_host(p->dst)
+                       ? tg_tensor_empty(NULL, x->dtype, x->ndim, x->shape)
+                       : tg_device_tensor_new(p->dst, x->dtype, x->ndim, x->shape);
     if (!y) {
         tg_tensor_free(tmp);
         return TG_ENOMEM;
@@ -629,7 +633,15 @@ static void step_task(void *arg, tg_device *dev) {
     const step *p = &c->s->steps[t->i];
     if (atomic_load(&c->cancel)) return;
     double t0 = now();
-    tg_status st = p->copy ? run_copy(c, p, prof_of(c->s, p->dev)) : run_part(c, p);
+    tg_status st = TG_OK;
+    if (p->copy) {
+        st = run_copy(c, p, prof_of(c->s, p->dev));
+    } else { /* the part's argument arrays */
+        size_t n = (size_t)p->nin + (size_t)p->nout + 1;
+        tg_tensor **args = tg_mem_alloc(c->s->ctx, sizeof *args * n);
+        st = args ? run_part(c, p, args, args + p->nin) : TG_ENOMEM;
+        if (args) tg_mem_free(c->s->ctx, args, sizeof *args * n);
+    }
     c->busy[t->i] = now() - t0;
     if (st != TG_OK) call_fail(c, st, tg_last_error());
 }
@@ -640,8 +652,9 @@ static void step_task(void *arg, tg_device *dev) {
 static tg_status collect(call *c, tg_tensor **out, int nout, bool into) {
     tg_sched *s = c->s;
     tg_graph *g = s->g;
-    tg_status st = TG_OK;
-    for (int i = 0; i < nout; i++) {
+    bool *made = tg_mem_calloc(s->ctx, (size_t)nout + 1); /* out[i] is a tensor made here */
+    tg_status st = made ? TG_OK : TG_ENOMEM;
+    for (int i = 0; st == TG_OK && i < nout; i++) {
         const tg_var *o = g->outputs.items[i];
         int h = s->home[o->id];
         tg_tensor *t = value(c, h);
@@ -661,6 +674,7 @@ static tg_status collect(call *c, tg_tensor **out, int nout, bool into) {
             }
             tg_tensor_copy_into(out[i], t);
         } else if (c->owned[h]) {
+            made[i] = true;
             out[i] = t;
             c->owned[h] = false;
             c->slot[h] = NULL; /* a second return of it copies from out[i] below */
@@ -668,15 +682,17 @@ static tg_status collect(call *c, tg_tensor **out, int nout, bool into) {
                 if (s->home[((const tg_var *)g->outputs.items[j])->id] == h) c->slot[h] = t;
         } else {
             out[i] = tg_tensor_dup(t);
+            made[i] = out[i] != NULL;
             if (!out[i]) st = TG_ENOMEM;
         }
-        if (st != TG_OK) break;
     }
-    if (st != TG_OK && !into)
-        for (int i = 0; i < nout; i++) {
+    /* a failed call makes no output (the caller's own tensors stay the caller's) */
+    for (int i = 0; st != TG_OK && made && i < nout; i++)
+        if (made[i]) {
             tg_tensor_free(out[i]);
             out[i] = NULL;
         }
+    if (made) tg_mem_free(s->ctx, made, (size_t)nout + 1);
     return st;
 }
 
@@ -712,7 +728,10 @@ tg_status tg_sched_call(tg_sched *s, tg_tensor *const *in, int nin, tg_tensor **
             st = tg_device_record(p->dev, c.ev[i]);
         }
     }
-    if (st != TG_OK) call_fail(&c, st, tg_last_error());
+    if (st != TG_OK) { /* a wait or record that failed: the queues may still run steps */
+        call_fail(&c, st, tg_last_error());
+        for (int k = 0; k < s->nprof; k++) tg_device_synchronize(s->prof[k].dev);
+    }
     for (int i = 0; i < submitted; i++) tg_event_synchronize(c.ev[i]);
     double wall = now() - t0;
     if (c.st == TG_OK)
