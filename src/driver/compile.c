@@ -147,7 +147,7 @@ struct tg_fn {
     tg_tensor **args;   /* with state: the backend's inputs (states and the caller's) */
     tg_tensor **res;    /* with state: the backend's outputs (returns, then new states) */
     pthread_mutex_t mu; /* with state: one call, set or swap at a time */
-    fn_callees calls;   /* the callees of its call nodes (calls.n == 0: none) */
+    fn_callees calls;   /* its call nodes' callees and pmap bodies (calls.n == 0: none) */
 };
 
 static tg_status states_init(tg_fn *f);

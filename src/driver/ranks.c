@@ -174,20 +174,20 @@ static tg_status run_on_devices(tg_ctx *ctx, tg_device *const *dev, job *j) {
     tg_status st = task && ev ? TG_OK : tg_set_error(TG_ENOMEM, "out of memory: a pmap call");
     for (int r = 0; st == TG_OK && r < j->n; r++)
         if (!(ev[r] = tg_event_new())) st = tg_set_error(TG_ENOMEM, "out of memory: an event");
-    int submitted = 0;
+    int submitted = 0, recorded = 0;
     if (st == TG_OK) {
         pthread_mutex_lock(&submit_mu);
         for (int r = 0; st == TG_OK && r < j->n; r++) {
             task[r] = (rank_task){j, r};
             st = tg_device_submit(dev[r], device_task, &task[r]);
-            if (st == TG_OK) {
-                submitted = r + 1;
-                st = tg_device_record(dev[r], ev[r]);
-            }
+            if (st == TG_OK) submitted = r + 1;
+            if (st == TG_OK && (st = tg_device_record(dev[r], ev[r])) == TG_OK) recorded = r + 1;
         }
         pthread_mutex_unlock(&submit_mu);
     }
-    for (int r = 0; r < submitted; r++) tg_event_synchronize(ev[r]);
+    /* a rank queued without its event: its queue may still run it (on this job) */
+    if (submitted > recorded) tg_device_synchronize(dev[submitted - 1]);
+    for (int r = 0; r < recorded; r++) tg_event_synchronize(ev[r]);
     for (int r = 0; ev && r < j->n; r++) tg_event_free(ev[r]);
     if (ev) tg_mem_free(ctx, ev, sizeof *ev * n);
     if (task) tg_mem_free(ctx, task, sizeof *task * n);
