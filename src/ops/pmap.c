@@ -629,6 +629,10 @@ static tg_status pmap_varying(tg_ctx *ctx, const tg_graph *body, const tg_aval *
 }
 
 tg_status tg_pmap_check_axes(const tg_graph *g) {
+    bool any = g->callees.n > 0; /* most graphs: no walk at all */
+    for (int i = 0; i < g->nodes.n && !any; i++)
+        any = tg_op_table[((const tg_node *)g->nodes.items[i])->op]->effects & TG_EFFECT_AXIS;
+    if (!any) return TG_OK;
     axes_walk w = {.ctx = g->ctx};
     int s = graph_axes_of(&w, g);
     tg_status st = TG_OK;
