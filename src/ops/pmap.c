@@ -144,8 +144,7 @@ static tg_status body_check(tg_infer *ic, const tg_graph *body) {
                                  "axis name '%s' is already the axis of an enclosing pmap", axis);
     if (ic->attrs[A_DEVICES].i < 0)
         return tg_infer_fail(ic, TG_EINVAL,
-                             "devices=%lld: expected a count >= 0 (0: the mapped "
-                             "extent)",
+                             "devices=%lld: expected a count >= 0 (0: the mapped extent)",
                              (long long)ic->attrs[A_DEVICES].i);
     return TG_OK;
 }
@@ -173,7 +172,7 @@ static tg_status pmap_promote(tg_infer *ic, tg_dtype *want) {
 
 /* The varying values of body (by var id) over the pmap's axis: its mapped parameters, and
  * whatever reads a varying value or reads the axis itself (axis_index, or a graph a node
- * calls or maps that does). *vary has body->vars.n entries. */
+ * calls or maps that does). *vary (ctx memory) has body->vars.n + 1 entries. */
 static tg_status pmap_varying(tg_ctx *ctx, const tg_graph *body, const tg_aval *in_axes,
                               const char *axis, bool **vary);
 
@@ -233,8 +232,7 @@ static tg_status map_inputs(tg_infer *ic, tg_type *slice, mapped *m) {
     }
     if (m->n == 0)
         return tg_infer_fail(ic, TG_ESHAPE,
-                             "the mapped extent is 0: a pmap needs at least one "
-                             "rank");
+                             "the mapped extent is 0: a pmap needs at least one rank");
     return TG_OK;
 }
 
@@ -321,11 +319,9 @@ static tg_status pmap_infer(tg_infer *ic) {
     const tg_tensor **vals = tg_mem_calloc(ctx, sizeof *vals * nin1);
     tg_type *bout = tg_mem_alloc(ctx, sizeof *bout * TG_MAX_OUTS);
     mapped m;
-    tg_status st = slice && vals && bout ? TG_OK
-                                         : tg_infer_fail(ic, TG_ENOMEM,
-                                                         "out of memory typing "
-                                                         "the body of '%s'",
-                                                         body->name);
+    tg_status st = TG_OK;
+    if (!slice || !vals || !bout)
+        st = tg_infer_fail(ic, TG_ENOMEM, "out of memory typing the body of '%s'", body->name);
     if (st == TG_OK) st = map_inputs(ic, slice, &m);
     if (st == TG_OK) st = fit_params(ic, body, slice);
     if (st == TG_OK && !ic->runtime) st = check_invariant(ic, body);
