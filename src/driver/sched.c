@@ -142,36 +142,28 @@ static bool is_alias(const tg_node *n, const tg_device *src, const tg_device *ds
            tg_device_is_host(dst);
 }
 
-/* The part of device d and stage st, made when missing. */
-static int part_of(tg_sched *s, tg_device *d, int stage) {
-    int *cap = &s->stepcap;
-    for (int i = 0; i < s->nsteps; i++)
-        if (!s->steps[i].copy && s->steps[i].dev == d && s->steps[i].stage == stage) return i;
-    if (s->nsteps == *cap) {
-        int nc = *cap ? *cap * 2 : 8;
-        step *ns =
-            tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)*cap, sizeof *ns * (size_t)nc);
+/* Appends step st; its index, or -1 when out of memory. */
+static int step_add(tg_sched *s, step st) {
+    if (s->nsteps == s->stepcap) {
+        int nc = s->stepcap ? s->stepcap * 2 : 8;
+        step *ns = tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)s->stepcap,
+                                  sizeof *ns * (size_t)nc);
         if (!ns) return -1;
         s->steps = ns;
-        *cap = nc;
+        s->stepcap = nc;
     }
-    s->steps[s->nsteps] = (step){.dev = d, .stage = stage};
+    s->steps[s->nsteps] = st;
     return s->nsteps++;
 }
 
-static int copy_step(tg_sched *s) {
-    int *cap = &s->stepcap;
-    if (s->nsteps == *cap) {
-        int nc = *cap ? *cap * 2 : 8;
-        step *ns =
-            tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)*cap, sizeof *ns * (size_t)nc);
-        if (!ns) return -1;
-        s->steps = ns;
-        *cap = nc;
-    }
-    s->steps[s->nsteps] = (step){.copy = true};
-    return s->nsteps++;
+/* The part of device d and stage st, made when missing. */
+static int part_of(tg_sched *s, tg_device *d, int stage) {
+    for (int i = 0; i < s->nsteps; i++)
+        if (!s->steps[i].copy && s->steps[i].dev == d && s->steps[i].stage == stage) return i;
+    return step_add(s, (step){.dev = d, .stage = stage});
 }
+
+static int copy_step(tg_sched *s) { return step_add(s, (step){.copy = true}); }
 
 /* Adds slot v to list (*list, *n), once. */
 static bool add_slot(tg_ctx *ctx, int **list, int *n, int v) {
