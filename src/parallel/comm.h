@@ -59,14 +59,13 @@ tg_status tg_comm_all_reduce(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt, c
  * 1 / holders[i] when send_k[i] equals recv[i] (the same equality), else 0. recv may be
  * send. */
 tg_status tg_comm_all_reduce_extreme(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt,
-                                     const void *send, void *recv, int32_t *holders,
-                                     size_t count);
+                                     const void *send, void *recv, int32_t *holders, size_t count);
 
 /* send holds n blocks of `block` elements; recv (one block) gets block `rank` reduced over
  * the ranks: recv[i] = op over k of send_k[rank * block + i]. recv may be
  * send + rank * block (in place). Dtypes and ops as tg_comm_all_reduce. */
-tg_status tg_comm_reduce_scatter(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt,
-                                 const void *send, void *recv, size_t block);
+tg_status tg_comm_reduce_scatter(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt, const void *send,
+                                 void *recv, size_t block);
 
 /* recv (n blocks of `bytes`) gets the send buffer of rank k at block k. send may be
  * recv + rank * bytes (in place). */
@@ -91,7 +90,8 @@ void tg_comm_reset(tg_comm *c);
 /* Collectives of at most this many bytes per rank (the whole send buffer) copy it into the
  * communicator and take one barrier instead of two (comm.c, "Two paths"); at most
  * TG_COMM_STAGE_MAX, 0 for never. For tests and the benchmark; the default is
- * TG_COMM_SMALL_DEFAULT. Only between collectives, and the same on every rank. */
+ * TG_COMM_SMALL_DEFAULT. Only while no rank is inside a collective other than a barrier
+ * (e.g. between two tg_comm_barrier calls of every rank). */
 void tg_comm_set_small_max(tg_comm *c, size_t bytes);
 #define TG_COMM_STAGE_MAX     16384
 #define TG_COMM_SMALL_DEFAULT 2048

@@ -112,18 +112,26 @@ static void gen_one(tg_dtype dt, uint64_t seed, int k, size_t i, bool ties, void
     static const double scale[13] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1,
                                      1e1,  1e2,  1e3,  1e4,  1e5,  1e6};
     uint64_t u = mix(seed * 0x100000001B3ull ^ ((uint64_t)k << 40) ^ i);
-    double f = ties ? (double)(u % 4) : (double)((int64_t)(u % 2001) - 1000) * scale[(u >> 20) % 13];
+    double f =
+        ties ? (double)(u % 4) : (double)((int64_t)(u % 2001) - 1000) * scale[(u >> 20) % 13];
     if (ties && (u >> 8) % 16 == 0) f = NAN;
     switch (dt) {
-    case TG_DT_F32: *(float *)out = (float)f; break;
-    case TG_DT_F64: *(double *)out = f; break;
-    case TG_DT_BOOL: *(uint8_t *)out = (uint8_t)(u >> 3 & 1); break;
-    default: tg_store_i64(out, dt, ties ? (int64_t)(u % 4) : (int64_t)u); break;
+    case TG_DT_F32:
+        *(float *)out = (float)f;
+        break;
+    case TG_DT_F64:
+        *(double *)out = f;
+        break;
+    case TG_DT_BOOL:
+        *(uint8_t *)out = (uint8_t)(u >> 3 & 1);
+        break;
+    default:
+        tg_store_i64(out, dt, ties ? (int64_t)(u % 4) : (int64_t)u);
+        break;
     }
 }
 
-static void gen(void *buf, tg_dtype dt, uint64_t seed, int k, size_t i0, size_t count,
-                bool ties) {
+static void gen(void *buf, tg_dtype dt, uint64_t seed, int k, size_t i0, size_t count, bool ties) {
     size_t es = tg_dtype_size(dt);
     for (size_t i = 0; i < count; i++)
         gen_one(dt, seed, k, i0 + i, ties, (unsigned char *)buf + i * es);
@@ -159,11 +167,16 @@ static void gen(void *buf, tg_dtype dt, uint64_t seed, int k, size_t i0, size_t 
 static void fold_int(tg_dtype dt, tg_comm_op op, int n, uint64_t seed, size_t i, bool ties,
                      void *out, int32_t *holders) {
     switch (dt) {
-    case TG_DT_I8: FOLD(int8_t, INT_NAN, INT_ADD) break;
-    case TG_DT_I16: FOLD(int16_t, INT_NAN, INT_ADD) break;
-    case TG_DT_I32: FOLD(int32_t, INT_NAN, INT_ADD) break;
-    case TG_DT_I64: FOLD(int64_t, INT_NAN, INT_ADD) break;
-    default: FOLD(uint8_t, INT_NAN, INT_ADD) break; /* u8, bool */
+    case TG_DT_I8:
+        FOLD(int8_t, INT_NAN, INT_ADD) break;
+    case TG_DT_I16:
+        FOLD(int16_t, INT_NAN, INT_ADD) break;
+    case TG_DT_I32:
+        FOLD(int32_t, INT_NAN, INT_ADD) break;
+    case TG_DT_I64:
+        FOLD(int64_t, INT_NAN, INT_ADD) break;
+    default:
+        FOLD(uint8_t, INT_NAN, INT_ADD) break; /* u8, bool */
     }
 }
 static void ref_elem(tg_dtype dt, tg_comm_op op, int n, uint64_t seed, size_t i, bool ties,
@@ -192,8 +205,8 @@ static bool reduced_ok(tg_dtype dt, tg_comm_op op, int n, uint64_t seed, size_t 
     return true;
 }
 
-static const tg_dtype all_dtypes[] = {TG_DT_BOOL, TG_DT_I8,  TG_DT_I16, TG_DT_I32,
-                                      TG_DT_I64,  TG_DT_U8,  TG_DT_F32, TG_DT_F64};
+static const tg_dtype all_dtypes[] = {TG_DT_BOOL, TG_DT_I8, TG_DT_I16, TG_DT_I32,
+                                      TG_DT_I64,  TG_DT_U8, TG_DT_F32, TG_DT_F64};
 static const char *const op_names[] = {"sum", "max", "min"};
 
 /* The sizes of a test on n ranks: 0, 1, 7, n-1, n, 2n+1 and odd sizes around the staged
@@ -225,15 +238,14 @@ static void all_reduce_rank(ranks *r, int rank) {
                         gen(send, dt, seed, rank, 0, count, false);
                         memset(recv, 0xAB, count * es);
                         void *out = inplace ? send : recv;
-                        tg_status st = tg_comm_all_reduce(r->c, rank, (tg_comm_op)op, dt, send,
-                                                          out, count);
+                        tg_status st =
+                            tg_comm_all_reduce(r->c, rank, (tg_comm_op)op, dt, send, out, count);
                         CHECK(st == TG_OK, "all_reduce: %s", tg_last_error());
-                        CHECK(reduced_ok(dt, (tg_comm_op)op, r->n, seed, 0, count, false, out,
-                                         NULL),
-                              "all_reduce %s of %s, %zu elements, n=%d, rank %d, small_max %zu, "
-                              "in place %d",
-                              op_names[op], tg_dtype_name(dt), count, r->n, rank, paths[p],
-                              inplace);
+                        CHECK(
+                            reduced_ok(dt, (tg_comm_op)op, r->n, seed, 0, count, false, out, NULL),
+                            "all_reduce %s of %s, %zu elements, n=%d, rank %d, small_max %zu, "
+                            "in place %d",
+                            op_names[op], tg_dtype_name(dt), count, r->n, rank, paths[p], inplace);
                     }
                 }
             }
@@ -298,8 +310,7 @@ static void order_rank(ranks *r, int rank) {
         CHECK(tg_comm_all_reduce(r->c, rank, TG_COMM_SUM, TG_DT_F32, x, x, ORDER_N) == TG_OK,
               "all_reduce");
         if (run == 0) memcpy(first, x, sizeof x);
-        CHECK(memcmp(first, x, sizeof x) == 0, "run %d differs from the first, rank %d", run,
-              rank);
+        CHECK(memcmp(first, x, sizeof x) == 0, "run %d differs from the first, rank %d", run, rank);
     }
     memcpy(oc->got[rank], x, sizeof x);
 }
@@ -509,8 +520,8 @@ static void permute_case(ranks *r, int rank, const int *src, const int *dst, int
                          unsigned char *want, size_t bytes, const char *what) {
     gen(send, TG_DT_U8, seed, rank, 0, bytes, false);
     memset(recv, 0xAB, bytes);
-    CHECK(tg_comm_permute(r->c, rank, src, dst, npairs, send, recv, bytes) == TG_OK,
-          "permute: %s", tg_last_error());
+    CHECK(tg_comm_permute(r->c, rank, src, dst, npairs, send, recv, bytes) == TG_OK, "permute: %s",
+          tg_last_error());
     int from = -1;
     for (int p = 0; p < npairs; p++)
         if (dst[p] == rank) from = src[p];
@@ -607,7 +618,7 @@ static void test_barrier(void **state) {
 /* ---- abort ---- */
 
 typedef struct abort_case {
-    int which;          /* 0: all_reduce staged, 1: direct, 2: barrier, 3: permute */
+    int which;    /* 0: all_reduce staged, 1: direct, 2: barrier, 3: permute */
     int delay_ms; /* before the last rank aborts (20 ms: the others sleep by then) */
 } abort_case;
 
@@ -620,9 +631,12 @@ static tg_status one_collective(tg_comm *c, int rank, int which, double *buf, si
     static const int src[] = {0}, dst[] = {1};
     switch (which) {
     case 0:
-    case 1: return tg_comm_all_reduce(c, rank, TG_COMM_SUM, TG_DT_F64, buf, buf, count);
-    case 2: return tg_comm_barrier(c, rank);
-    default: return tg_comm_permute(c, rank, src, dst, 1, buf, buf + count, count * 8);
+    case 1:
+        return tg_comm_all_reduce(c, rank, TG_COMM_SUM, TG_DT_F64, buf, buf, count);
+    case 2:
+        return tg_comm_barrier(c, rank);
+    default:
+        return tg_comm_permute(c, rank, src, dst, 1, buf, buf + count, count * 8);
     }
 }
 
@@ -673,9 +687,11 @@ static void test_abort(void **state) {
 }
 
 /* An abort from another thread while the ranks run collectives back to back: each rank
- * stops with the abort's status, and all have completed the same number of calls, each
- * correct. */
+ * stops with the abort's status after calls that were all correct. With direct
+ * collectives only, every rank has completed the same number; staged ones may leave a rank
+ * one ahead (comm.c, "Aborting"). */
 typedef struct race_case {
+    bool direct_only;
     int completed[MAXR];
 } race_case;
 
@@ -683,7 +699,7 @@ static void race_rank(ranks *r, int rank) {
     race_case *rc = r->arg;
     double *x = malloc(4096 * sizeof *x);
     for (int i = 0;; i++) {
-        size_t count = i % 2 ? 4096 : 3; /* direct and staged in turn */
+        size_t count = rc->direct_only || i % 2 ? 4096 : 3; /* 32 KiB: direct */
         for (size_t e = 0; e < count; e++) x[e] = (double)(rank + 1);
         tg_status st = tg_comm_all_reduce(r->c, rank, TG_COMM_SUM, TG_DT_F64, x, x, count);
         if (st != TG_OK) {
@@ -717,14 +733,19 @@ static void test_abort_race(void **state) {
         for (int trial = 0; trial < 10; trial++) {
             tg_comm *c = tg_comm_new(NULL, n);
             assert_non_null(c);
-            race_case rc = {0};
+            race_case rc = {.direct_only = trial % 2 == 0};
             aborter a = {c, (int)(mix((uint64_t)trial) % 3000)};
             pthread_t t;
             assert_int_equal(pthread_create(&t, NULL, abort_later, &a), 0);
             run_ranks(c, race_rank, &rc);
             pthread_join(t, NULL);
             assert_no_failure();
-            for (int k = 1; k < n; k++) assert_int_equal(rc.completed[k], rc.completed[0]);
+            int lo = rc.completed[0], hi = lo;
+            for (int k = 1; k < n; k++) {
+                lo = rc.completed[k] < lo ? rc.completed[k] : lo;
+                hi = rc.completed[k] > hi ? rc.completed[k] : hi;
+            }
+            assert_true(hi - lo <= (rc.direct_only ? 0 : 1));
             tg_comm_free(c);
         }
     alarm(0);
@@ -803,18 +824,12 @@ static void test_mismatch_asserts(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_all_reduce),
-        cmocka_unit_test(test_all_reduce_big),
-        cmocka_unit_test(test_sum_order),
-        cmocka_unit_test(test_extreme),
-        cmocka_unit_test(test_extreme_shares),
-        cmocka_unit_test(test_reduce_scatter),
-        cmocka_unit_test(test_all_gather),
-        cmocka_unit_test(test_permute),
-        cmocka_unit_test(test_barrier),
-        cmocka_unit_test(test_abort),
-        cmocka_unit_test(test_abort_race),
-        cmocka_unit_test(test_oversubscribed),
+        cmocka_unit_test(test_all_reduce),       cmocka_unit_test(test_all_reduce_big),
+        cmocka_unit_test(test_sum_order),        cmocka_unit_test(test_extreme),
+        cmocka_unit_test(test_extreme_shares),   cmocka_unit_test(test_reduce_scatter),
+        cmocka_unit_test(test_all_gather),       cmocka_unit_test(test_permute),
+        cmocka_unit_test(test_barrier),          cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_abort_race),       cmocka_unit_test(test_oversubscribed),
         cmocka_unit_test(test_errors),
 #ifndef NDEBUG
         cmocka_unit_test(test_mismatch_asserts),
