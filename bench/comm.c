@@ -18,6 +18,7 @@
 #include "bench_util.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -62,11 +63,38 @@ static void *rank1_main(void *p) {
     return NULL;
 }
 
+static int cpus[2] = {-1, -1}; /* where the two threads run */
+
+/* Pins this thread to the first CPU it may run on, and later rank 1 to the second: left
+ * to the scheduler, two threads that sleep and wake (the engine's waits) can end up taking
+ * turns on one CPU of a busy machine, a switch per call, while the floor's threads, which
+ * never sleep, stay apart. Two CPUs are what the measure is about. */
+static void pin_main(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+    for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; c++)
+        if (CPU_ISSET(c, &set)) cpus[k++] = c;
+    if (cpus[1] < 0) return; /* one CPU: nothing to choose */
+    CPU_ZERO(&set);
+    CPU_SET(cpus[0], &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
 /* fn(b, 0) on this thread and fn(b, 1) on another, at once */
 static void run2(bench *b, rank_fn fn) {
     pthread_t t;
     rank_arg a = {b, fn};
-    if (pthread_create(&t, NULL, rank1_main, &a) != 0) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (cpus[1] >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpus[1], &set);
+        pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+    }
+    int rc = pthread_create(&t, &attr, rank1_main, &a);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
         fprintf(stderr, "bench_comm: cannot start a thread\n");
         exit(1);
     }
@@ -163,6 +191,7 @@ static const char *human(size_t bytes, char *buf, size_t n) {
 
 int main(int argc, char **argv) {
     bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    pin_main();
     size_t max_count = (16 << 20) / sizeof(double);
     bench *b = aligned_alloc(64, sizeof *b);
     memset(b, 0, sizeof *b);

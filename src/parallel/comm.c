@@ -409,29 +409,51 @@ static inline const unsigned char *source(const job *j, int r) {
     return (j->k->staged ? stage(s) : (const unsigned char *)s->send) + j->off * j->es;
 }
 
+static inline unsigned char *dest(const job *j, int r) {
+    return j->to_all ? slot_at(j->k->c, j->k->epoch, r)->recv : j->recv;
+}
+
+static inline bool overlap(const unsigned char *a, const unsigned char *b, size_t n) {
+    return a < b + n && b < a + n;
+}
+
 /* Elements [lo, hi) reduced over the ranks in rank order, written to the destinations at
- * lo (relative to `off`). Each block is read from every source before it is written. */
+ * lo (relative to `off`), a block at a time. A block is reduced straight into the first
+ * destination when the sources stay intact: it overlaps none of them, or it is source 0
+ * itself (in place) and no count of holders reads the sources afterwards; else into a
+ * buffer on the stack. The other destinations get a copy once every source of the block
+ * has been read. */
 static void reduce_range(const job *j, size_t lo, size_t hi) {
     _Alignas(LINE) unsigned char tmp[BLOCK * 8];
     int32_t cnt[BLOCK];
-    const int n = j->k->c->n;
+    const int n = j->k->c->n, ndst = j->to_all ? n : 1;
     const size_t es = j->es;
     for (size_t b = lo; b < hi; b += BLOCK) {
-        size_t m = hi - b < BLOCK ? hi - b : BLOCK;
-        if (n == 1)
-            memcpy(tmp, source(j, 0) + b * es, m * es);
-        else
-            j->kn->first(tmp, source(j, 0) + b * es, source(j, 1) + b * es, m);
-        for (int r = 2; r < n; r++) j->kn->acc(tmp, source(j, r) + b * es, m);
+        const size_t m = hi - b < BLOCK ? hi - b : BLOCK, bytes = m * es;
+        const unsigned char *s0 = source(j, 0) + b * es;
+        unsigned char *acc = dest(j, 0) + b * es;
+        for (int r = acc == s0 && !j->hold ? 1 : 0; r < n && acc != tmp; r++)
+            if (overlap(acc, source(j, r) + b * es, bytes)) acc = tmp;
+        if (acc == s0) { /* in place: s0 op= s1, ... */
+            for (int r = 1; r < n; r++) j->kn->acc(acc, source(j, r) + b * es, m);
+        } else {
+            if (n == 1)
+                memcpy(acc, s0, bytes);
+            else
+                j->kn->first(acc, s0, source(j, 1) + b * es, m);
+            for (int r = 2; r < n; r++) j->kn->acc(acc, source(j, r) + b * es, m);
+        }
         if (j->hold) {
             memset(cnt, 0, m * sizeof cnt[0]);
-            for (int r = 0; r < n; r++) j->hold(cnt, tmp, source(j, r) + b * es, m);
+            for (int r = 0; r < n; r++) j->hold(cnt, acc, source(j, r) + b * es, m);
         }
-        for (int r = 0; r < (j->to_all ? n : 1); r++) {
-            const slot *s = slot_at(j->k->c, j->k->epoch, r);
-            unsigned char *d = j->to_all ? s->recv : j->recv;
-            memcpy(d + b * es, tmp, m * es);
-            if (j->hold) memcpy((j->to_all ? s->holders : j->holders) + b, cnt, m * sizeof cnt[0]);
+        for (int r = 0; r < ndst; r++) {
+            unsigned char *d = dest(j, r) + b * es;
+            if (d != acc) memcpy(d, acc, bytes);
+            if (j->hold) {
+                int32_t *h = j->to_all ? slot_at(j->k->c, j->k->epoch, r)->holders : j->holders;
+                memcpy(h + b, cnt, m * sizeof cnt[0]);
+            }
         }
     }
 }

@@ -93,7 +93,7 @@ void tg_comm_reset(tg_comm *c);
  * TG_COMM_SMALL_DEFAULT. Only while no rank is inside a collective other than a barrier
  * (e.g. between two tg_comm_barrier calls of every rank). */
 void tg_comm_set_small_max(tg_comm *c, size_t bytes);
-#define TG_COMM_STAGE_MAX     16384
-#define TG_COMM_SMALL_DEFAULT 2048
+#define TG_COMM_STAGE_MAX     4096
+#define TG_COMM_SMALL_DEFAULT 512
 
 #endif
