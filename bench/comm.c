@@ -4,13 +4,17 @@
  *  (a) memcpy of the same bytes on one thread;
  *  (b) the same sum written by hand for two threads: each thread adds its half of the two
  *      shared input buffers and stores the sum into both output buffers, then a plain
- *      spin barrier (an atomic counter and a generation, no sleeping): the least a
- *      two-thread all-reduce can do.
- * Each figure is the median over batches of the mean time of one call in a batch; the
- * ratios divide medians. Targets: 8 B under 2 us, 16 MiB within 1.5x of (a), every size
- * within 1.2x of (b).
- * Then the two paths of the engine side by side (staged copies, one barrier; direct reads,
- * two barriers) at small sizes: where the threshold TG_COMM_SMALL_DEFAULT comes from.
+ *      spin barrier (an atomic counter and a generation, no sleeping). Its inputs never
+ *      change and no thread reads its output, so below a few KiB no data moves between the
+ *      threads: it is then a bare barrier.
+ * The two threads are pinned to two CPUs, and the three measures interleaved batch by
+ * batch, so that a busy machine slows them alike. Each figure is the median over batches
+ * of the mean time of one call in a batch; the ratios divide medians. Targets: 8 B under
+ * 2 us, 16 MiB within 1.5x of (a), every size within 1.2x of (b).
+ * Then the engine's two paths side by side at small sizes (staged: copies and flags;
+ * direct: in place, two counter barriers), with the buffers as above and with fresh ones
+ * (each thread writes its input before each call and reads its result after, as the ops
+ * around a psum do): where the threshold TG_COMM_SMALL_DEFAULT comes from.
  * Uses the parallel layer's private header.
  * usage: bench_comm [--quick]
  */
@@ -44,7 +48,9 @@ typedef struct bench {
     int batches;
     double *in[2]; /* each rank's input */
     double *out[2];
-    double t0, t1; /* rank 0: the batch's start, then its time per call */
+    double t0, t1;  /* rank 0: the batch's start, then its time per call */
+    bool fresh;     /* psum: each rank writes its input before a call and reads its result */
+    double seen[2]; /* what they read */
     tg_comm *comm;
     /* the hand-written floor's barrier */
     _Alignas(64) atomic_uint arrived;
@@ -114,18 +120,23 @@ static void spin_barrier(bench *b) {
 
 /* one batch of psum calls, after two to warm up; rank 0 keeps the time per call */
 static void psum_rank(bench *b, int rank) {
+    double *in = b->in[rank], *out = b->out[rank], seen = 0;
     for (int i = -2; i < b->calls; i++) {
         if (i == 0) {
             tg_comm_barrier(b->comm, rank);
             b->t0 = bench_now();
         }
-        if (tg_comm_all_reduce(b->comm, rank, TG_COMM_SUM, TG_DT_F64, b->in[rank], b->out[rank],
-                               b->count) != TG_OK) {
+        if (b->fresh)
+            for (size_t e = 0; e < b->count; e++) in[e] = (double)(i + (int)e);
+        if (tg_comm_all_reduce(b->comm, rank, TG_COMM_SUM, TG_DT_F64, in, out, b->count) != TG_OK) {
             fprintf(stderr, "bench_comm: %s\n", tg_last_error());
             exit(1);
         }
+        if (b->fresh)
+            for (size_t e = 0; e < b->count; e++) seen += out[e];
     }
     if (rank == 0) b->t1 = (bench_now() - b->t0) / b->calls;
+    b->seen[rank] = seen;
 }
 
 /* floor (b): this thread's half, summed and stored into both outputs, then the barrier */
@@ -237,22 +248,26 @@ int main(int argc, char **argv) {
                human(sizes[s].bytes, name, sizeof name), tp * 1e6, tm * 1e6, tf * 1e6, tp / tm,
                tp / tf, target);
     }
-    printf("the two paths (staged: copies and one barrier; direct: two barriers), psum per "
-           "call; the default stages up to %d B\n",
+    printf("the two paths, psum per call (staged: copies and flags; direct: in place, two "
+           "barriers); the default stages up to %d B\n",
            TG_COMM_SMALL_DEFAULT);
-    printf("%8s %12s %12s\n", "size", "staged us", "direct us");
+    printf("%8s %12s %12s %14s %14s\n", "size", "staged us", "direct us", "fresh staged",
+           "fresh direct");
     for (size_t bytes = 64; bytes <= TG_COMM_STAGE_MAX; bytes *= 2) {
         char name[32];
         b->count = bytes / sizeof(double);
         b->calls = 2000;
         b->batches = quick ? 5 : 21;
-        double ts_b[64], td_b[64];
-        for (int r = 0; r < b->batches; r++) {
-            ts_b[r] = time_psum(b, TG_COMM_STAGE_MAX);
-            td_b[r] = time_psum(b, 0);
-        }
-        double ts = median(ts_b, b->batches), td = median(td_b, b->batches);
-        printf("%8s %12.3f %12.3f\n", human(bytes, name, sizeof name), ts * 1e6, td * 1e6);
+        double t[4][64];
+        for (int r = 0; r < b->batches; r++)
+            for (int m = 0; m < 4; m++) {
+                b->fresh = m >= 2;
+                t[m][r] = time_psum(b, m % 2 ? 0 : TG_COMM_STAGE_MAX);
+            }
+        b->fresh = false;
+        printf("%8s %12.3f %12.3f %14.3f %14.3f\n", human(bytes, name, sizeof name),
+               median(t[0], b->batches) * 1e6, median(t[1], b->batches) * 1e6,
+               median(t[2], b->batches) * 1e6, median(t[3], b->batches) * 1e6);
     }
     tg_comm_free(b->comm);
     for (int k = 0; k < 2; k++) {

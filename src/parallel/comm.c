@@ -102,9 +102,11 @@ struct tg_comm {
 
 /* ---- kernels: d = a op b, and d op= b, per dtype and op; holders ---- */
 
-typedef void (*first_fn)(void *restrict d, const void *restrict a, const void *restrict b,
-                         size_t n);
-typedef void (*acc_fn)(void *restrict d, const void *restrict b, size_t n);
+/* d = a op b, and the same into d2 unless it is NULL */
+typedef void (*first_fn)(void *restrict d, void *restrict d2, const void *restrict a,
+                         const void *restrict b, size_t n);
+/* d op= b, and d2 = d unless it is NULL */
+typedef void (*acc_fn)(void *restrict d, void *restrict d2, const void *restrict b, size_t n);
 /* cnt[i] += (x[i] equals m[i]), NaN equal to NaN */
 typedef void (*hold_fn)(int32_t *restrict cnt, const void *restrict m, const void *restrict x,
                         size_t n);
@@ -120,23 +122,37 @@ typedef struct kern {
 #define MAX_EXPR(T, U, ISNAN) (b > a || ISNAN(b)) ? b : a
 #define MIN_EXPR(T, U, ISNAN) (b < a || ISNAN(b)) ? b : a
 
+/* Each loop twice, with one destination and with two, so that both vectorize. */
 #define DEF_KERN(sfx, T, U, ISNAN, op, EXPR)                                                       \
-    static void first_##op##_##sfx(void *restrict dv, const void *restrict av,                     \
+    static void first_##op##_##sfx(void *restrict dv, void *restrict d2v, const void *restrict av, \
                                    const void *restrict bv, size_t n) {                            \
-        T *restrict d = dv;                                                                        \
+        T *restrict d = dv, *restrict d2 = d2v;                                                    \
         const T *restrict x = av, *restrict y = bv;                                                \
-        for (size_t i = 0; i < n; i++) {                                                           \
-            T a = x[i], b = y[i];                                                                  \
-            d[i] = EXPR(T, U, ISNAN);                                                              \
-        }                                                                                          \
+        if (d2)                                                                                    \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                T a = x[i], b = y[i];                                                              \
+                d[i] = d2[i] = EXPR(T, U, ISNAN);                                                  \
+            }                                                                                      \
+        else                                                                                       \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                T a = x[i], b = y[i];                                                              \
+                d[i] = EXPR(T, U, ISNAN);                                                          \
+            }                                                                                      \
     }                                                                                              \
-    static void acc_##op##_##sfx(void *restrict dv, const void *restrict bv, size_t n) {           \
-        T *restrict d = dv;                                                                        \
+    static void acc_##op##_##sfx(void *restrict dv, void *restrict d2v, const void *restrict bv,   \
+                                 size_t n) {                                                       \
+        T *restrict d = dv, *restrict d2 = d2v;                                                    \
         const T *restrict y = bv;                                                                  \
-        for (size_t i = 0; i < n; i++) {                                                           \
-            T a = d[i], b = y[i];                                                                  \
-            d[i] = EXPR(T, U, ISNAN);                                                              \
-        }                                                                                          \
+        if (d2)                                                                                    \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                T a = d[i], b = y[i];                                                              \
+                d[i] = d2[i] = EXPR(T, U, ISNAN);                                                  \
+            }                                                                                      \
+        else                                                                                       \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                T a = d[i], b = y[i];                                                              \
+                d[i] = EXPR(T, U, ISNAN);                                                          \
+            }                                                                                      \
     }
 
 #define DEF_HOLD(sfx, T, ISNAN)                                                                    \
@@ -421,8 +437,10 @@ static inline bool overlap(const unsigned char *a, const unsigned char *b, size_
  * lo (relative to `off`), a block at a time. A block is reduced straight into the first
  * destination when the sources stay intact: it overlaps none of them, or it is source 0
  * itself (in place) and no count of holders reads the sources afterwards; else into a
- * buffer on the stack. The other destinations get a copy once every source of the block
- * has been read. */
+ * buffer on the stack. The last operation also writes the second destination when that
+ * overlaps no source either (one pass over the data for two ranks, as a loop written for
+ * them would do). The other destinations get a copy once every source of the block has
+ * been read. */
 static void reduce_range(const job *j, size_t lo, size_t hi) {
     _Alignas(LINE) unsigned char tmp[BLOCK * 8];
     int32_t cnt[BLOCK];
@@ -431,17 +449,19 @@ static void reduce_range(const job *j, size_t lo, size_t hi) {
     for (size_t b = lo; b < hi; b += BLOCK) {
         const size_t m = hi - b < BLOCK ? hi - b : BLOCK, bytes = m * es;
         const unsigned char *s0 = source(j, 0) + b * es;
-        unsigned char *acc = dest(j, 0) + b * es;
+        unsigned char *acc = dest(j, 0) + b * es, *two = ndst > 1 ? dest(j, 1) + b * es : NULL;
         for (int r = acc == s0 && !j->hold ? 1 : 0; r < n && acc != tmp; r++)
             if (overlap(acc, source(j, r) + b * es, bytes)) acc = tmp;
+        for (int r = 0; r < n && two; r++)
+            if (acc == tmp || acc == s0 || overlap(two, source(j, r) + b * es, bytes)) two = NULL;
         if (acc == s0) { /* in place: s0 op= s1, ... */
-            for (int r = 1; r < n; r++) j->kn->acc(acc, source(j, r) + b * es, m);
+            for (int r = 1; r < n; r++) j->kn->acc(acc, NULL, source(j, r) + b * es, m);
+        } else if (n == 1) {
+            memcpy(acc, s0, bytes);
         } else {
-            if (n == 1)
-                memcpy(acc, s0, bytes);
-            else
-                j->kn->first(acc, s0, source(j, 1) + b * es, m);
-            for (int r = 2; r < n; r++) j->kn->acc(acc, source(j, r) + b * es, m);
+            j->kn->first(acc, n == 2 ? two : NULL, s0, source(j, 1) + b * es, m);
+            for (int r = 2; r < n; r++)
+                j->kn->acc(acc, r == n - 1 ? two : NULL, source(j, r) + b * es, m);
         }
         if (j->hold) {
             memset(cnt, 0, m * sizeof cnt[0]);
@@ -449,7 +469,7 @@ static void reduce_range(const job *j, size_t lo, size_t hi) {
         }
         for (int r = 0; r < ndst; r++) {
             unsigned char *d = dest(j, r) + b * es;
-            if (d != acc) memcpy(d, acc, bytes);
+            if (d != acc && d != two) memcpy(d, acc, bytes);
             if (j->hold) {
                 int32_t *h = j->to_all ? slot_at(j->k->c, j->k->epoch, r)->holders : j->holders;
                 memcpy(h + b, cnt, m * sizeof cnt[0]);

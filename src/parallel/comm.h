@@ -16,12 +16,14 @@
  *  - Buffers are contiguous. `recv` may be `send` where the function says so (in place);
  *    otherwise a rank's buffers do not overlap each other or any other rank's.
  *  - Abort: a rank that fails calls tg_comm_abort(c, why) instead of its next collective
- *    (any other thread may call it too, at any time). Every rank waiting to start a
- *    collective, and every collective started afterwards, returns `why` with the message
- *    "collective aborted: <the aborting thread's last error>" instead of waiting. A
- *    collective that every rank has started is never cut short: it completes on every
- *    rank, so no rank leaves while another still reads its buffers. The communicator stays
- *    aborted until tg_comm_reset, which must run while no rank is inside a collective.
+ *    (any other thread may call it too, at any time). A rank waiting for one that will
+ *    not come, and every collective started afterwards, returns `why` with the message
+ *    "collective aborted: <the aborting thread's last error>" instead of waiting. Racing
+ *    with an abort, a collective may complete on some ranks and return `why` on others,
+ *    but no rank gets more than one collective ahead of another, and no rank returns
+ *    while another still reads its buffers (a collective that reads them in place
+ *    completes on every rank or on none). The communicator stays aborted until
+ *    tg_comm_reset, which must run while no rank is inside a collective.
  *  - Nothing is allocated after tg_comm_new; waits spin (tg_spin_wait), then sleep, so
  *    more ranks than cores make progress.
  */
@@ -88,7 +90,7 @@ void tg_comm_abort(tg_comm *c, tg_status why);
 void tg_comm_reset(tg_comm *c);
 
 /* Collectives of at most this many bytes per rank (the whole send buffer) copy it into the
- * communicator and take one barrier instead of two (comm.c, "Two paths"); at most
+ * communicator and exchange flags instead of two barriers (comm.c, "Two paths"); at most
  * TG_COMM_STAGE_MAX, 0 for never. For tests and the benchmark; the default is
  * TG_COMM_SMALL_DEFAULT. Only while no rank is inside a collective other than a barrier
  * (e.g. between two tg_comm_barrier calls of every rank). */
