@@ -344,7 +344,7 @@ static bool gen_done(void *arg) {
 /* The counter barrier: arrives and waits for every rank. An entry (abortable) refuses to
  * arrive, or stops waiting, once the communicator is aborted. */
 static tg_status arrive(tg_comm *c, bool abortable) {
-    uint64_t s = atomic_load_explicit(&c->state, memory_order_relaxed), next;
+    uint64_t s = atomic_load_explicit(&c->state, memory_order_acquire), next;
     do {
         if (abortable && (s & ABORT_BIT)) return aborted(c);
         next = s + 1;
