@@ -108,6 +108,7 @@ void tg_plan_prog_fini(tg_plan_prog *pg) {
     tg_mem_free(ctx, pg->const_rt, pg->const_rt ? sizeof *pg->const_rt * nv : 0);
     tg_mem_free(ctx, pg->args, pg->args ? sizeof *pg->args * (size_t)pg->maxargs : 0);
     tg_mem_free(ctx, pg->argt, pg->argt ? sizeof *pg->argt * (size_t)pg->maxargs : 0);
+    tg_mem_free(ctx, pg->axes, pg->axes ? sizeof *pg->axes * (size_t)pg->naxes : 0);
     pthread_mutex_destroy(&pg->mu);
     memset(pg, 0, sizeof *pg);
 }
@@ -189,6 +190,13 @@ tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts
     pg->args = tg_mem_calloc(ctx, sizeof *pg->args * (size_t)pg->maxargs);
     pg->argt = tg_mem_calloc(ctx, sizeof *pg->argt * (size_t)pg->maxargs);
     if (!pg->args || !pg->argt) return TG_ENOMEM;
+    int na = tg_pmap_free_axes(g, NULL, 0);
+    if (na < 0) return TG_ENOMEM;
+    if (na > 0) {
+        if (!(pg->axes = tg_mem_alloc(ctx, sizeof *pg->axes * (size_t)na))) return TG_ENOMEM;
+        pg->naxes = na;
+        if (tg_pmap_free_axes(g, pg->axes, na) != na) return TG_ENOMEM;
+    }
     for (int v = 0; v < pg->nvars; v++) {
         tg_var *var = g->vars.items[v];
         if (var->kind == TG_VAR_CONST) tg_plan_tensor_rt(&var->type, var->value, &pg->const_rt[v]);
@@ -323,8 +331,11 @@ void tg_plan_unref(tg_plan_prog *pg, tg_plan *p) {
     if (p && atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) plan_free(pg, p);
 }
 
+/* A plan's key: the input shapes, then the number of ranks of each pmap axis the graph
+ * reads, from the SPMD frames of the calling thread (one compiled body may be mapped over
+ * axes of different sizes). */
 static int key_len(const tg_plan_prog *pg) {
-    int n = 0;
+    int n = pg->naxes;
     for (int i = 0; i < pg->g->inputs.n; i++) n += ((tg_var *)pg->g->inputs.items[i])->type.ndim;
     return n;
 }
@@ -333,6 +344,10 @@ static void key_fill(const tg_plan_prog *pg, tg_tensor *const *in, int64_t *key)
     int k = 0;
     for (int i = 0; i < pg->g->inputs.n; i++)
         for (int d = 0; d < in[i]->ndim; d++) key[k++] = in[i]->shape[d];
+    for (int a = 0; a < pg->naxes; a++) {
+        const tg_spmd *s = tg_spmd_find(pg->axes[a]);
+        key[k++] = s ? s->size : -1;
+    }
 }
 
 /* Workspace instruction i needs for these run-time types. */

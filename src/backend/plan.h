@@ -155,6 +155,10 @@ typedef struct tg_plan_prog {
     tg_type *const_rt;     /* per var: run-time type of constants */
     const tg_subexec *sub; /* runs the bodies of `call` nodes (src/driver/compile.c); NULL: none */
     int maxargs;           /* most inputs and outputs of one instruction */
+    const char **axes;     /* the pmap axes g reads (tg_pmap_free_axes): their numbers of ranks
+                              end the key of a plan, since the types of all_gather and
+                              psum_scatter depend on them */
+    int naxes;
     /* called by tg_plan_get once the run-time types are known, before blocks are assigned
      * (under mu): may set seg_hi, npred and ws_slices (the VM's concurrent runs); NULL: none */
     tg_status (*runs)(void *ud, tg_plan *p);

@@ -1,7 +1,15 @@
 /* ranks.c - running the ranks of a pmap (docs/pmap.md, "Execution"): N replicas of one
  * compiled body at the same time, rank r on its own thread with the SPMD frame
- * {axis, r, N} set around its call (op.h), the body's replicas taking care of the rest
- * (tg_fn calls from several threads are safe and run on replicas of their own).
+ * {axis, r, N, the call's communicators} set around its call (op.h), the body's replicas
+ * taking care of the rest (tg_fn calls from several threads are safe and run on replicas
+ * of their own).
+ *
+ * Slots. A pmap call takes a slot of its size: the communicators its collectives talk
+ * through (tg_comm_set, src/parallel/comm.h) and, on threads, its pool. A slot serves one
+ * call at a time and is kept for the next: a call that finds every slot of its size busy
+ * (concurrent calls of the function, or the ranks of an enclosing pmap calling this body
+ * at once) makes another, as replicas are made, so no call waits for another's ranks and
+ * no two calls share a communicator.
  *
  * Where the ranks run:
  *  - on the virtual host devices cpu:0..N-1 when the registry has any (TGRAPH_HOST_DEVICES,
@@ -11,35 +19,41 @@
  *    lock, so every queue sees the pmap calls of the process in the same order: ranks
  *    that will wait for each other (collectives) are never queued crosswise behind each
  *    other's calls.
- *  - on threads made for it otherwise: a pool of N threads (the caller being rank 0),
- *    owned by the compiled function, made on first use and kept. A pool serves one pmap
- *    call at a time: a call that finds every pool of its size busy (concurrent calls of
- *    the function, or the ranks of an enclosing pmap calling this body at once) makes
- *    another, as replicas are made, so no call ever waits for another's ranks.
+ *  - on threads made for it otherwise: the slot's pool of N threads (the caller being
+ *    rank 0), made on first use and kept.
  *  - on threads made for it also when the calling thread is itself a device's queue
  *    thread (a step of the multi-device scheduler, or a rank of an enclosing pmap on a
  *    device) or runs a rank of an enclosing pmap: the queues may hold steps that wait for
  *    this very call, and a rank queued behind them would never start.
  *
- * Failure: every rank runs to its end; the call fails with the message of the lowest rank
- * that failed, "pmap rank R: ...", after every rank has returned.
+ * Failure: a rank that fails aborts the communicators of its call and of every enclosing
+ * pmap call (through its frames), so that no rank waits in a collective for it; every
+ * rank then runs to its end, and after the last one has returned the call fails with the
+ * message of the rank whose failure came first ("pmap rank R: ..."): the one that aborted
+ * the others' collectives, or ran the nested pmap that did. The slot's communicators are
+ * reset before it serves another call.
  */
 #include "driver.h"
+
+#include "../parallel/comm.h"
 
 #include <pthread.h>
 #include <stdio.h>
 
-typedef struct rank_pool {
-    tg_pool *pool; /* n threads, the caller's included */
+/* What one pmap call of n ranks takes (see "Slots" above). */
+typedef struct slot {
     int n;
-    bool busy; /* a pmap call runs on it */
-} rank_pool;
+    bool busy;          /* a pmap call runs on it (under tg_ranks.mu) */
+    tg_comm_set *comms; /* the frames' `shared` */
+    tg_pool *pool;      /* n threads, the caller's included; NULL until ranks run on threads
+                           (and for n = 1, which runs on the caller) */
+} slot;
 
 struct tg_ranks {
     tg_ctx *ctx;
-    pthread_mutex_t mu; /* guards pools */
-    rank_pool *pools;
-    int npool, cap;
+    pthread_mutex_t mu; /* guards slots and their busy flags */
+    slot **slots;       /* each allocated on its own: a call holds its slot's address */
+    int nslot, cap;
 };
 
 /* One pmap call. */
@@ -52,10 +66,10 @@ typedef struct job {
     tg_tensor **out; /* n * nout; NULL entries: results made and dropped */
     int nout;
     const tg_spmd *outer; /* the caller's frame: an enclosing pmap's rank, or NULL */
-    pthread_mutex_t mu;   /* guards the failure below */
-    int failed;           /* lowest rank that failed; n: none */
-    tg_status st;
-    char msg[TG_ERRMSG_MAX];
+    tg_comm_set *comms;   /* the slot's */
+    tg_ctx *ctx;          /* allocator of the messages */
+    tg_status *st;        /* per rank: how its call ended */
+    char **msg;           /* per rank that failed: "pmap rank R: ..." (NULL if out of memory) */
 } job;
 
 /* A task of a device's queue: rank `rank` of job. */
@@ -77,14 +91,27 @@ tg_ranks *tg_ranks_new(tg_ctx *ctx) {
 
 void tg_ranks_free(tg_ranks *rk) {
     if (!rk) return;
-    for (int i = 0; i < rk->npool; i++) tg_pool_free(rk->pools[i].pool);
-    if (rk->pools) tg_mem_free(rk->ctx, rk->pools, sizeof *rk->pools * (size_t)rk->cap);
+    for (int i = 0; i < rk->nslot; i++) {
+        tg_pool_free(rk->slots[i]->pool);
+        tg_comm_set_free(rk->slots[i]->comms);
+        tg_mem_free(rk->ctx, rk->slots[i], sizeof *rk->slots[i]);
+    }
+    if (rk->slots) tg_mem_free(rk->ctx, rk->slots, sizeof *rk->slots * (size_t)rk->cap);
     pthread_mutex_destroy(&rk->mu);
     tg_mem_free(rk->ctx, rk, sizeof *rk);
 }
 
+/* A failed rank: the communicators of its call and of every enclosing one are aborted,
+ * each recording the rank of its own call the failure comes through (the frame's), so
+ * that no rank of any of them waits for this one in a collective. */
+static void abort_from(const tg_spmd *frame, tg_status why) {
+    for (const tg_spmd *f = frame; f; f = f->outer)
+        if (f->shared) tg_comm_set_abort(f->shared, f->rank, why);
+}
+
 static void run_rank(job *j, int r) {
-    tg_spmd frame = {.outer = j->outer, .axis = j->axis, .rank = r, .size = j->n};
+    tg_spmd frame = {
+        .outer = j->outer, .axis = j->axis, .rank = r, .size = j->n, .shared = j->comms};
     const tg_spmd *prev = tg_spmd_set(&frame);
     tg_tensor *out[TG_MAX_OUTS];
     tg_tensor *const *given = j->out + (size_t)r * (size_t)j->nout;
@@ -95,13 +122,10 @@ static void run_rank(job *j, int r) {
         if (!given[k]) tg_tensor_free(out[k]); /* a result nobody wants (NULL on failure) */
     tg_spmd_set(prev);
     if (st == TG_OK) return;
-    pthread_mutex_lock(&j->mu);
-    if (r < j->failed) {
-        j->failed = r;
-        j->st = st;
-        snprintf(j->msg, sizeof j->msg, "pmap rank %d: %s", r, tg_last_error());
-    }
-    pthread_mutex_unlock(&j->mu);
+    j->st[r] = st; /* rank r's own entries: read after every rank has returned */
+    if ((j->msg[r] = tg_mem_alloc(j->ctx, TG_ERRMSG_MAX)))
+        snprintf(j->msg[r], TG_ERRMSG_MAX, "pmap rank %d: %s", r, tg_last_error());
+    abort_from(&frame, st);
 }
 
 static void pool_task(void *arg, int ith, int nth) {
@@ -115,55 +139,62 @@ static void device_task(void *arg, tg_device *dev) {
     run_rank(t->j, t->rank);
 }
 
-/* A free pool of n threads, taken (busy), made when every one is busy; NULL with the
- * error set. The pools array may move when another call adds a pool: pools are named by
- * their tg_pool. */
-static tg_pool *pool_take(tg_ranks *rk, int n) {
+/* A free slot of n ranks, taken (busy), made when every one is busy; NULL with the error
+ * set. */
+static slot *slot_take(tg_ranks *rk, int n) {
     pthread_mutex_lock(&rk->mu);
-    for (int i = 0; i < rk->npool; i++)
-        if (!rk->pools[i].busy && rk->pools[i].n == n) {
-            rk->pools[i].busy = true;
+    for (int i = 0; i < rk->nslot; i++)
+        if (!rk->slots[i]->busy && rk->slots[i]->n == n) {
+            rk->slots[i]->busy = true;
             pthread_mutex_unlock(&rk->mu);
-            return rk->pools[i].pool;
+            return rk->slots[i];
         }
     pthread_mutex_unlock(&rk->mu);
-    tg_pool *p = tg_pool_new(rk->ctx, n); /* starts n - 1 threads: outside the lock */
-    if (!p) return NULL;
+    slot *sl = tg_mem_calloc(rk->ctx, sizeof *sl);
+    tg_comm_set *cs = sl ? tg_comm_set_new(rk->ctx, n) : NULL;
+    if (!cs) {
+        if (sl) tg_mem_free(rk->ctx, sl, sizeof *sl);
+        tg_set_error(TG_ENOMEM, "out of memory: a pmap call of %d ranks", n);
+        return NULL;
+    }
+    *sl = (slot){.n = n, .busy = true, .comms = cs};
     pthread_mutex_lock(&rk->mu);
-    if (rk->npool == rk->cap) {
+    if (rk->nslot == rk->cap) {
         int ncap = rk->cap ? 2 * rk->cap : 4;
-        rank_pool *np = tg_mem_realloc(rk->ctx, rk->pools, sizeof *np * (size_t)rk->cap,
-                                       sizeof *np * (size_t)ncap);
-        if (!np) {
+        slot **ns = tg_mem_realloc(rk->ctx, rk->slots, sizeof *ns * (size_t)rk->cap,
+                                   sizeof *ns * (size_t)ncap);
+        if (!ns) {
             pthread_mutex_unlock(&rk->mu);
-            tg_pool_free(p);
-            tg_set_error(TG_ENOMEM, "out of memory: the threads of a pmap");
+            tg_comm_set_free(cs);
+            tg_mem_free(rk->ctx, sl, sizeof *sl);
+            tg_set_error(TG_ENOMEM, "out of memory: a pmap call of %d ranks", n);
             return NULL;
         }
-        rk->pools = np;
+        rk->slots = ns;
         rk->cap = ncap;
     }
-    rk->pools[rk->npool++] = (rank_pool){.pool = p, .n = n, .busy = true};
+    rk->slots[rk->nslot++] = sl;
     pthread_mutex_unlock(&rk->mu);
-    return p;
+    return sl;
 }
 
-static void pool_give(tg_ranks *rk, tg_pool *p) {
+/* Gives a slot back once every rank of its call has returned: its communicators cleared of
+ * an abort, for the next call. */
+static void slot_give(tg_ranks *rk, slot *sl) {
+    tg_comm_set_reset(sl->comms);
     pthread_mutex_lock(&rk->mu);
-    for (int i = 0; i < rk->npool; i++)
-        if (rk->pools[i].pool == p) rk->pools[i].busy = false;
+    sl->busy = false;
     pthread_mutex_unlock(&rk->mu);
 }
 
-static tg_status run_on_threads(tg_ranks *rk, job *j) {
+static tg_status run_on_threads(tg_ranks *rk, slot *sl, job *j) {
     if (j->n == 1) {
         pool_task(j, 0, 1);
         return TG_OK;
     }
-    tg_pool *p = pool_take(rk, j->n);
-    if (!p) return TG_ENOMEM;
-    tg_pool_run(p, pool_task, j);
-    pool_give(rk, p);
+    if (!sl->pool && !(sl->pool = tg_pool_new(rk->ctx, j->n)))
+        return tg_set_error(TG_ENOMEM, "cannot start the %d threads of a pmap", j->n);
+    tg_pool_run(sl->pool, pool_task, j);
     return TG_OK;
 }
 
@@ -214,6 +245,17 @@ static tg_status host_devices(tg_device *const **dev, int *nhost) {
     return TG_OK;
 }
 
+/* The rank whose failure the call reports: the one recorded by the first abort of the
+ * call's communicators when it failed itself (its failure came first, the others' came
+ * from the abort), else the lowest that failed; -1 when none did. */
+static int reported(const job *j) {
+    int origin = tg_comm_set_origin(j->comms);
+    if (origin >= 0 && origin < j->n && j->st[origin] != TG_OK) return origin;
+    for (int r = 0; r < j->n; r++)
+        if (j->st[r] != TG_OK) return r;
+    return -1;
+}
+
 tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_tensor *const *in,
                        int nin, tg_tensor **out, int nout, char *msg, size_t cap) {
     job j = {.body = body,
@@ -223,8 +265,7 @@ tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_te
              .nin = nin,
              .out = out,
              .nout = nout,
-             .outer = tg_spmd_current(),
-             .failed = n};
+             .outer = tg_spmd_current()};
     tg_device *const *dev = NULL;
     int nhost = 0;
     tg_status st = TG_OK;
@@ -238,18 +279,30 @@ tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_te
                           "at least %d (TGRAPH_HOST_DEVICES, --devices)",
                           n, nhost == 1 ? "is" : "are", nhost, nhost == 1 ? "" : "s", list, n);
     }
+    j.ctx = rk->ctx;
+    j.st = st == TG_OK ? tg_mem_calloc(rk->ctx, sizeof *j.st * (size_t)n) : NULL;
+    j.msg = j.st ? tg_mem_calloc(rk->ctx, sizeof *j.msg * (size_t)n) : NULL;
+    if (st == TG_OK && !j.msg) st = tg_set_error(TG_ENOMEM, "out of memory: a pmap call");
+    slot *sl = st == TG_OK ? slot_take(rk, n) : NULL;
+    if (st == TG_OK && !sl) st = TG_ENOMEM;
+    int failed = -1;
     if (st == TG_OK) {
-        pthread_mutex_init(&j.mu, NULL);
-        st = nhost > 0 ? run_on_devices(rk->ctx, dev, &j) : run_on_threads(rk, &j);
-        pthread_mutex_destroy(&j.mu);
+        j.comms = sl->comms;
+        st = nhost > 0 ? run_on_devices(rk->ctx, dev, &j) : run_on_threads(rk, sl, &j);
+        failed = reported(&j);
+        slot_give(rk, sl);
     }
-    if (st != TG_OK) {
+    if (st != TG_OK)
         snprintf(msg, cap, "%s", tg_last_error());
-        return st;
-    }
-    if (j.failed < n) {
-        snprintf(msg, cap, "%s", j.msg);
-        return j.st;
-    }
-    return TG_OK;
+    else if (failed >= 0 && j.msg[failed])
+        snprintf(msg, cap, "%s", j.msg[failed]);
+    else if (failed >= 0)
+        snprintf(msg, cap, "pmap rank %d: %s (out of memory for its message)", failed,
+                 tg_status_str(j.st[failed]));
+    tg_status ret = st != TG_OK ? st : failed >= 0 ? j.st[failed] : TG_OK;
+    for (int r = 0; j.msg && r < n; r++)
+        if (j.msg[r]) tg_mem_free(rk->ctx, j.msg[r], TG_ERRMSG_MAX);
+    if (j.msg) tg_mem_free(rk->ctx, j.msg, sizeof *j.msg * (size_t)n);
+    if (j.st) tg_mem_free(rk->ctx, j.st, sizeof *j.st * (size_t)n);
+    return ret;
 }

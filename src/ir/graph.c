@@ -620,6 +620,8 @@ static const char *attr_type_want(tg_attr_type t) {
                                         [TG_AS_DTYPE] = "a dtype string",
                                         [TG_AS_SCALAR] = "a number",
                                         [TG_AS_FUNC] = "a function (@name)",
+                                        [TG_AS_PAIRS] = "a list of pairs [[a, b], ...] (in C, "
+                                                        "a list of ints of even length)",
                                         [TG_AS_DATA] = "data the library makes"};
     return names[t];
 }
@@ -679,6 +681,12 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
     case TG_AS_SCALAR:
         if (a->kind != TG_ATTR_INT && a->kind != TG_ATTR_FLOAT && a->kind != TG_ATTR_BOOL)
             return false;
+        break;
+    case TG_AS_PAIRS:
+        if (a->kind != TG_ATTR_INTS || a->n % 2 != 0 || a->none) return false;
+        if (a->n < 0 || (a->n > 0 && !a->ints)) return false;
+        v.ints = a->n ? tg_arena_memdup(&g->arena, a->ints, sizeof *a->ints * (size_t)a->n) : NULL;
+        if (a->n && !v.ints) *oom = true;
         break;
     case TG_AS_INTS:
     case TG_AS_AXES:

@@ -26,6 +26,8 @@ typedef enum {
     TG_AS_DTYPE,  /* string naming a dtype; stored as INT holding the tg_dtype */
     TG_AS_SCALAR, /* int or float, kept as given */
     TG_AS_FUNC,   /* @name */
+    TG_AS_PAIRS,  /* list of int pairs: `[[a, b], [c, d]]` in .tg; a TG_ATTR_INTS of even
+                     length in C and in tg_aval (a, b, c, d) */
     TG_AS_DATA,   /* op data (TG_ATTR_DATA) of the record's table `data`: made by the library,
                      never given through tg_apply; always required */
 } tg_attr_type;
@@ -63,11 +65,18 @@ typedef struct tg_infer {
 } tg_infer;
 
 /* One enclosing pmap axis of a node being inferred (a list through `outer`): pmap.c pushes
- * its axis while it infers its body, so that a nested pmap can refuse a name already taken. */
+ * its axis while it infers its body, so that a nested pmap can refuse a name already taken
+ * and the collectives whose types depend on the number of ranks (all_gather, psum_scatter)
+ * find it. */
 typedef struct tg_axis_scope {
     const struct tg_axis_scope *outer; /* the enclosing one, NULL at the outermost */
     const char *axis;                  /* its axis_name */
+    int64_t size;                      /* its number of ranks; -1 while unknown ('?') */
 } tg_axis_scope;
+/* The number of ranks of the pmap axis `axis` around the node being inferred: from ic->axes,
+ * else, at run time, from the SPMD frame of the rank the calling thread runs (tg_spmd_find:
+ * a compiled body is typed again by each call, in its rank); -1 when unknown. */
+int64_t tg_infer_axis_size(const tg_infer *ic, const char *axis);
 
 tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
 /* Whether input k is a 0-d integer whose value inference can use (a constant, or a value
@@ -106,8 +115,8 @@ struct tg_subexec {
 
 /* ---- the SPMD context of pmap ranks ----
  * While rank r of a pmap over axis `axis` runs its body, the thread running it has a
- * frame saying so: kernels that read the context (axis_index, and the collectives to come:
- * ops with TG_EFFECT_AXIS) find the frame of the axis they name with tg_spmd_find. A
+ * frame saying so: kernels that read the context (axis_index and the collectives: ops with
+ * TG_EFFECT_AXIS) find the frame of the axis they name with tg_spmd_find. A
  * nested pmap's ranks get frames whose `outer` is the frame of the rank that called it, so
  * an inner rank sees every enclosing axis. The driver sets the frame around each rank's
  * call (tg_spmd_set); the kernels of ops with TG_EFFECT_AXIS run on the thread that called
@@ -118,9 +127,10 @@ struct tg_spmd {
     const char *axis;     /* the pmap's axis_name */
     int rank;             /* this replica's index along the axis, in [0, size) */
     int size;             /* the pmap's mapped extent: the number of ranks */
-    void *shared;         /* one object per pmap call, the same for all its ranks, made before
-                             the first rank starts and freed after the last one returns: the
-                             collective engine's (src/parallel/comm.c); NULL without one */
+    void *shared;         /* one object per pmap call, the same for all its ranks, set before
+                             the first rank starts and kept until the last one returns: the
+                             call's communicators (tg_comm_set, src/parallel/comm.h), which
+                             the collectives' kernels (src/ops/collective.c) talk through */
 };
 /* The frame of the innermost pmap rank the calling thread runs, NULL outside any. */
 const tg_spmd *tg_spmd_current(void);

@@ -1,5 +1,6 @@
 /* spmd.c - the SPMD context of pmap ranks (op.h): the frame of the rank the calling thread
- * runs, in a thread-local pointer the driver sets around each rank's call.
+ * runs, in a thread-local pointer the driver sets around each rank's call; and the number
+ * of ranks of an axis as inference sees it.
  *
  * Invariant: a frame lives on the stack of the driver's call of its rank and is set only
  * for that call's duration, so a thread never sees a frame that has ended; frames of
@@ -22,4 +23,11 @@ const tg_spmd *tg_spmd_set(const tg_spmd *s) {
     const tg_spmd *prev = current;
     current = s;
     return prev;
+}
+
+int64_t tg_infer_axis_size(const tg_infer *ic, const char *axis) {
+    for (const tg_axis_scope *a = ic->axes; a && axis; a = a->outer)
+        if (strcmp(a->axis, axis) == 0) return a->size;
+    const tg_spmd *s = ic->runtime ? tg_spmd_find(axis) : NULL;
+    return s ? s->size : -1;
 }

@@ -55,13 +55,17 @@
 #define TG_OPS_CALL(X) X(CALL, call)
 /* pmap.c: a function mapped over an axis across devices, and the rank along it */
 #define TG_OPS_PMAP(X) X(PMAP, pmap) X(AXIS_INDEX, axis_index)
+/* collective.c: values exchanged between the ranks of a pmap */
+#define TG_OPS_COLLECTIVE(X)                                                               \
+    X(PSUM, psum) X(PMEAN, pmean) X(PMAX, pmax) X(PMIN, pmin) X(ALL_GATHER, all_gather)    \
+    X(PSUM_SCATTER, psum_scatter) X(PPERMUTE, ppermute)
 /* transfer.c: a value moved to another device (inserted by placement, src/rewrite/place.c) */
 #define TG_OPS_DEVICE(X) X(TRANSFER, transfer)
 
 #define TG_OPS(X)                                                                          \
     TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_BLAS(X)      \
     TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X) TG_OPS_RANDOM(X)             \
-    TG_OPS_CALL(X) TG_OPS_PMAP(X) TG_OPS_DEVICE(X)
+    TG_OPS_CALL(X) TG_OPS_PMAP(X) TG_OPS_COLLECTIVE(X) TG_OPS_DEVICE(X)
 
 /* clang-format on */
 

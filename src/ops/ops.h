@@ -99,6 +99,10 @@ tg_status tg_call_types(tg_infer *ic, const tg_graph *body, const tg_type *tin,
  * checked in its pmap's context. TG_OK, or TG_EINVAL with the error set, naming the first
  * such node's place (and its function when it is not g). */
 tg_status tg_pmap_check_axes(const tg_graph *g);
+/* The axes g reads without binding them, as tg_pmap_check_axes finds them, each once: at
+ * most cap names into names (borrowed from g's nodes and the graphs they call or map).
+ * Returns how many there are (possibly more than cap), -1 when out of memory. */
+int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap);
 
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
  * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim. A

@@ -330,7 +330,7 @@ static tg_status pmap_infer(tg_infer *ic) {
         int64_t ax;
         for (int i = 0; ic->values && i < ic->nin; i++)
             if (!axis_at(ia, i, &ax)) vals[i] = ic->values[i]; /* a replicated value is known */
-        tg_axis_scope scope = {.outer = ic->axes, .axis = ic->attrs[A_AXIS].s};
+        tg_axis_scope scope = {.outer = ic->axes, .axis = ic->attrs[A_AXIS].s, .size = m.n};
         const tg_axis_scope *saved = ic->axes;
         ic->axes = &scope;
         st = tg_call_types(ic, body, slice, vals, bout);
@@ -622,6 +622,18 @@ static tg_status pmap_varying(tg_ctx *ctx, const tg_graph *body, const tg_aval *
     }
     *vary = v;
     return TG_OK;
+}
+
+int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap) {
+    bool any = g->callees.n > 0;
+    for (int i = 0; i < g->nodes.n && !any; i++)
+        any = tg_op_table[((const tg_node *)g->nodes.items[i])->op]->effects & TG_EFFECT_AXIS;
+    if (!any) return 0;
+    axes_walk w = {.ctx = g->ctx};
+    int s = graph_axes_of(&w, g), n = s < 0 ? -1 : w.memo[s].n;
+    for (int k = 0; k < n && k < cap; k++) names[k] = w.memo[s].use[k].axis;
+    walk_fini(&w);
+    return n;
 }
 
 tg_status tg_pmap_check_axes(const tg_graph *g) {

@@ -98,4 +98,38 @@ void tg_comm_set_small_max(tg_comm *c, size_t bytes);
 #define TG_COMM_STAGE_MAX     4096
 #define TG_COMM_SMALL_DEFAULT 512
 
+/* ---- the communicators of one pmap call ----
+ * A pmap call of n ranks hangs one set on its ranks' SPMD frames (op.h, `shared`): the
+ * communicator of its n ranks, and one more per position of the ranks of pmaps nested in
+ * its body that name its axis: there rank r of the call, running inner rank j, meets
+ * inner rank j of every other rank of the call (JAX's meaning of a collective over an
+ * outer axis). A position is the key: the ranks of the frames between the caller's and
+ * the set's, innermost first; the call's own ranks have the empty key. Communicators are
+ * made on first use, found without a lock afterwards, and kept for the set's next calls.
+ * An abort reaches every communicator of the set, and tg_comm_set_get refuses to hand
+ * out any until tg_comm_set_reset. */
+typedef struct tg_comm_set tg_comm_set;
+
+/* Longest key: pmaps nested inside the set's call. */
+#define TG_COMM_SET_MAX_KEY 32
+
+/* A set for a pmap call of n >= 1 ranks (more than TG_COMM_MAX_RANKS only for calls that run
+ * no collective: tg_comm_set_get refuses them); NULL with the error set. */
+tg_comm_set *tg_comm_set_new(tg_ctx *ctx, int n);
+/* No rank may be inside a collective of the set. NULL is a no-op. */
+void tg_comm_set_free(tg_comm_set *s);
+/* The communicator of position key (nkey <= TG_COMM_SET_MAX_KEY ints), made when first
+ * asked for. Once the set is aborted: the abort's status, with the message
+ * "collective aborted: <the first aborting thread's last error>". */
+tg_status tg_comm_set_get(tg_comm_set *s, const int *key, int nkey, tg_comm **out);
+/* Aborts every communicator of the set (tg_comm_abort, with this thread's last error) and
+ * makes tg_comm_set_get fail. The first abort also records `rank`: the rank of the set's
+ * call whose failure it comes from (the caller's own, or that of the rank running the
+ * nested pmap that failed). */
+void tg_comm_set_abort(tg_comm_set *s, int rank, tg_status why);
+/* The rank the first abort recorded; -1 when the set is not aborted. */
+int tg_comm_set_origin(tg_comm_set *s);
+/* Clears an abort on the set and its communicators. No rank may be inside a collective. */
+void tg_comm_set_reset(tg_comm_set *s);
+
 #endif

@@ -270,6 +270,7 @@ static bool attrs_normalize(eparser *e, const tg_op_def *def, const uattr *ua, i
                 ok = v.kind == TG_ATTR_INT || v.kind == TG_ATTR_FLOAT || v.kind == TG_ATTR_BOOL;
                 break;
             case TG_AS_FUNC:
+            case TG_AS_PAIRS:
             case TG_AS_DATA:
                 ok = false;
                 break;

@@ -379,6 +379,51 @@ static NOINLINE bool parse_device(parser *p, const char **out) {
     return true;
 }
 
+/* "[" ["[" int "," int "]" ("," ...)* [","]] "]": a list of int pairs (TG_AS_PAIRS), into
+ * a as a flat TG_ATTR_INTS. */
+static NOINLINE bool parse_pairs(parser *p, tg_attr *a) {
+    tg_tok lb = p->tok;
+    if (!expect(p, TG_TK_LBRACKET, "a list of pairs [[a, b], ...]")) return false;
+    if (!enter(p, &lb)) return false;
+    int cap = 0, cnt = 0;
+    lit *v = NULL;
+    while (!at(p, TG_TK_RBRACKET)) {
+        if (!expect(p, TG_TK_LBRACKET, "a pair [a, b] or ']'")) return false;
+        for (int k = 0; k < 2; k++) {
+            if (!GROW(p, v, cap, cnt, &p->tok)) return false;
+            if (!parse_scalar(p, &v[cnt], "an integer")) return false;
+            if (v[cnt].kind != 'i')
+                return fail_at(p, v[cnt].line, v[cnt].col, TG_ESYNTAX,
+                               "expected an integer in a pair");
+            cnt++;
+            if (k == 0 && !expect(p, TG_TK_COMMA, "',' (a pair is [a, b])")) return false;
+        }
+        if (!expect(p, TG_TK_RBRACKET, "']' (a pair is [a, b])")) return false;
+        if (!accept(p, TG_TK_COMMA)) break;
+    }
+    if (!expect(p, TG_TK_RBRACKET, "',' or ']'")) return false;
+    leave(p);
+    int64_t *ints = scratch_alloc(p, sizeof *ints * (size_t)(cnt + 1), &lb);
+    if (!ints) return false;
+    for (int k = 0; k < cnt; k++) ints[k] = v[k].i;
+    a->kind = TG_ATTR_INTS;
+    a->ints = ints;
+    a->n = cnt;
+    return true;
+}
+
+/* Whether attribute `name` (len bytes) of the op named by optok takes a list of pairs. */
+static bool takes_pairs(parser *p, const tg_tok *optok, const char *name, size_t len) {
+    char *opname = scratch_str(p, optok->p, optok->len, optok);
+    int opi = opname ? tg_op_lookup(opname) : -1;
+    for (int j = 0; opi >= 0 && j < tg_op_table[opi]->nattrs; j++) {
+        const tg_attr_spec *s = &tg_op_table[opi]->attrs[j];
+        if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
+            return s->type == TG_AS_PAIRS;
+    }
+    return false;
+}
+
 /* Value of an attribute: scalar, list, string or @function. */
 static NOINLINE bool parse_attr_value(parser *p, tg_attr *a) {
     tg_tok t = p->tok;
@@ -938,7 +983,9 @@ static bool parse_call(parser *p, int *nout) {
             if (!a->name) return false;
             advance(p);
             advance(p);
-            if (!parse_attr_value(p, a)) return false;
+            if (!(takes_pairs(p, &optok, a->name, t.len) ? parse_pairs(p, a)
+                                                         : parse_attr_value(p, a)))
+                return false;
             na++;
             keywords = true;
         } else if (keywords) {

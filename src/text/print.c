@@ -181,6 +181,14 @@ static void put_aval(const unit *u, FILE *f, const tg_attr_spec *s, const tg_ava
         fprintf(f, "@%s", unit_name(u, a->fn));
         break;
     case TG_ATTR_INTS:
+        if (s->type == TG_AS_PAIRS) {
+            fputc('[', f);
+            for (int k = 0; k + 1 < a->n; k += 2)
+                fprintf(f, "%s[%lld, %lld]", k ? ", " : "", (long long)a->ints[k],
+                        (long long)a->ints[k + 1]);
+            fputc(']', f);
+            break;
+        }
         fputc('[', f);
         for (int k = 0; k < a->n; k++) {
             if (k) fputs(", ", f);

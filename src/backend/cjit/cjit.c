@@ -59,9 +59,10 @@ struct tg_cj {
 typedef struct cj_rep {
     tg_plan_rep base; /* first: the values (val, owned), the plans' memory */
     tg_cj *cj;
-    tg_status st;  /* the first failure of a call-back */
-    tg_rt_val *rv; /* per var: val as generated code sees it (set_val keeps them equal) */
-    tg_rt rt;      /* what generated code gets (host: this replica) */
+    tg_status st;   /* the first failure of a call-back */
+    tg_rt_val *rv;  /* per var: val as generated code sees it (set_val keeps them equal) */
+    tg_rt rt;       /* what generated code gets (host: this replica) */
+    void *after_ud; /* what this call hands the after-function */
 } cj_rep;
 
 /* ---- values ---- */
@@ -381,7 +382,7 @@ static void rt_gemv(int f64, int ta, int64_t m, int64_t n, double alpha, const v
 static int cb_after(tg_rt *rt, int i) {
     cj_rep *R = rt->host;
     tg_cj *cj = R->cj;
-    R->st = cj->after(cj->after_ud, cj->pg.order[i], R->base.val);
+    R->st = cj->after(R->after_ud, cj->pg.order[i], R->base.val);
     return R->st != TG_OK;
 }
 
@@ -586,12 +587,18 @@ static tg_status vm_fallback(tg_cj *cj, tg_vm **out) {
 
 tg_status tg_cj_call(tg_cj *cj, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                      bool into) {
+    return tg_cj_call_after(cj, cj->after_ud, in, nin, out, nout, into);
+}
+
+tg_status tg_cj_call_after(tg_cj *cj, void *ud, tg_tensor *const *in, int nin, tg_tensor **out,
+                           int nout, bool into) {
     tg_plan_outs o;
     if (tg_plan_outs_begin(cj->ctx, &o, out, nout, into) != TG_OK) return TG_ENOMEM;
     tg_plan_rep *r = NULL;
     tg_status st = tg_plan_rep_take(&cj->pg, &r);
     bool dyn = false;
     if (st == TG_OK) {
+        ((cj_rep *)r)->after_ud = ud;
         st = tg_plan_get(&cj->pg, r, in);
         dyn = st == TG_OK && r->mem->plan->dynamic;
         if (st == TG_OK && !dyn) st = call_rep((cj_rep *)r, in, out, nout, into);
@@ -599,6 +606,6 @@ tg_status tg_cj_call(tg_cj *cj, tg_tensor *const *in, int nin, tg_tensor **out, 
     }
     tg_vm *vm = NULL;
     if (dyn) st = vm_fallback(cj, &vm);
-    if (dyn && st == TG_OK) st = tg_vm_call(vm, in, nin, out, nout, into);
+    if (dyn && st == TG_OK) st = tg_vm_call_hooked(vm, ud, in, nin, out, nout, into);
     return tg_plan_outs_end(cj->ctx, &o, out, st);
 }

@@ -91,8 +91,8 @@ tg_status tg_cj_cache_dir(char *buf, size_t n, bool create);
 
 /* ---- the backend (cjit.c) ---- */
 typedef struct tg_cj tg_cj;
-/* Called after every instruction (debug mode); non-OK stops the call with that status.
- * val holds every live value by variable id. */
+/* Called after every instruction (debug mode), on the thread that called; non-OK stops the
+ * call with that status. val holds every live value by variable id. */
 typedef tg_status (*tg_cj_after_fn)(void *ud, const tg_node *n, tg_tensor *const *val);
 tg_status tg_cj_new(tg_graph *g, const tg_compile_opts *opts, tg_cj **out);
 /* The executor that runs the bodies of g's `call` nodes (borrowed; it outlives cj). */
@@ -101,6 +101,10 @@ void tg_cj_free(tg_cj *cj); /* NULL is a no-op */
 tg_status tg_cj_call(tg_cj *cj, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                      bool into);
 void tg_cj_set_after(tg_cj *cj, tg_cj_after_fn fn, void *ud);
+/* tg_cj_call whose after-function gets `ud` instead of the one set: the state of this call,
+ * so that checked calls run at the same time, each with its own. */
+tg_status tg_cj_call_after(tg_cj *cj, void *ud, tg_tensor *const *in, int nin, tg_tensor **out,
+                           int nout, bool into);
 /* Instructions with generated code / with a call-back (tests, diagnostics). */
 void tg_cj_counts(const tg_cj *cj, int *emitted, int *kernels);
 /* What the cached plans hold (tests, diagnostics): the most recently used plan. */

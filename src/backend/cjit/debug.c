@@ -15,11 +15,17 @@
  * another node that may sum the largest input magnitude (terms_bound). NaN positions and
  * infinities must match.
  *
- * Threads: the fields below mu hold the state of one call (the pending node, its reference
- * outputs and input checksums, the leaf values), so tg_dbg_call holds mu for the whole call,
- * before it writes any of them: calls of one debug-mode function are serialized, and the
- * backend it checks (which could run calls at the same time, each on a replica) sees one
- * at a time (mu is always taken before the backend's locks).
+ * Threads: the state of one call (the pending node, its reference outputs and input
+ * checksums, the leaf values) is a dbg_run of its own, which the backend hands check()
+ * for that call (tg_vm_call_hooked, tg_cj_call_after): calls of one debug-mode function
+ * run at the same time, as the backend's calls do, each on a replica and a run of its
+ * own. The ranks of a pmap body must: they wait for each other in collectives. mu guards
+ * only the list of idle runs.
+ *
+ * Ops with state outside their inputs (TG_EFFECT_STATE: the collectives) are not run
+ * again as their own reference: their kernel is the reference kernel in every backend,
+ * and a second run would be a second exchange with the other ranks. Their inputs are
+ * still checked.
  *
  * Inputs: a node may have any number of inputs; the checksum and input arrays are sized
  * for the node with the most. The op record's destroys mask has one bit per input for the
@@ -47,8 +53,16 @@ struct tg_dbg {
     const char *backend;      /* "vm" or "c" */
     int break_op, clobber_op; /* test hooks, -1 when off */
     const tg_subexec *sub;    /* runs the bodies of `call` nodes (borrowed) */
-    pthread_mutex_t mu;       /* one call at a time: held while any field below is used */
-    int next;                 /* order index of the node the pending data is for */
+    pthread_mutex_t mu;       /* guards idle */
+    struct dbg_run *idle;     /* runs no call holds */
+    struct dbg_run *all;      /* every run made */
+};
+
+/* The state of one call. */
+typedef struct dbg_run {
+    tg_dbg *d;
+    struct dbg_run *next_idle, *next_all;
+    int next; /* order index of the node the pending data is for */
     tg_tensor *ref[TG_MAX_OUTS];
     int nref;
     bool ref_failed;
@@ -57,7 +71,7 @@ struct tg_dbg {
     uint64_t *sums;   /* [maxin]: checksums of the pending node's inputs */
     tg_tensor **vin;  /* [maxin]: the pending node's input values */
     tg_tensor **leaf; /* per var: inputs and constants, before a call */
-};
+} dbg_run;
 
 static int env_op(const char *name) {
     const char *s = getenv(name);
@@ -77,10 +91,10 @@ static uint64_t checksum(const tg_tensor *t) {
     return h;
 }
 
-static void drop_ref(tg_dbg *d) {
-    for (int o = 0; o < d->nref; o++) tg_tensor_free(d->ref[o]);
-    d->nref = 0;
-    d->ref_failed = false;
+static void drop_ref(dbg_run *c) {
+    for (int o = 0; o < c->nref; o++) tg_tensor_free(c->ref[o]);
+    c->nref = 0;
+    c->ref_failed = false;
 }
 
 /* The largest finite magnitude among t's elements (0 for a non-float tensor). */
@@ -120,27 +134,29 @@ static double terms_bound(const tg_node *n, tg_tensor *const *vin) {
 }
 
 /* Reference outputs and input checksums of order[i], from the values val (by var id). */
-static tg_status prepare(tg_dbg *d, int i, tg_tensor *const *val) {
-    drop_ref(d);
-    d->next = i;
+static tg_status prepare(dbg_run *c, int i, tg_tensor *const *val) {
+    tg_dbg *d = c->d;
+    drop_ref(c);
+    c->next = i;
     const tg_node *n = d->order[i];
-    tg_tensor **vin = d->vin;
+    tg_tensor **vin = c->vin;
     TG_ASSERT(n->nin <= d->maxin && n->nout <= TG_MAX_OUTS); /* maxin: over all of order */
     for (int k = 0; k < n->nin; k++) {
         vin[k] = val[n->in[k]->id];
         if (!vin[k])
             return tg_set_error(TG_EINTERNAL, "debug: an input of node %d is missing", n->id);
-        d->sums[k] = checksum(vin[k]);
+        c->sums[k] = checksum(vin[k]);
     }
-    d->terms = terms_bound(n, vin);
+    c->terms = terms_bound(n, vin);
+    if (tg_op_table[n->op]->effects & TG_EFFECT_STATE) return TG_OK; /* see the top */
     tg_tensor *ref[TG_MAX_OUTS];
     if (tg_interp_eval(d->ctx, d->g, n, vin, d->sub, ref) != TG_OK) {
-        d->ref_failed = true;
-        snprintf(d->ref_msg, sizeof d->ref_msg, "%s", tg_last_error());
+        c->ref_failed = true;
+        snprintf(c->ref_msg, sizeof c->ref_msg, "%s", tg_last_error());
         return TG_OK;
     }
-    for (int o = 0; o < n->nout; o++) d->ref[o] = ref[o];
-    d->nref = n->nout;
+    for (int o = 0; o < n->nout; o++) c->ref[o] = ref[o];
+    c->nref = n->nout;
     return TG_OK;
 }
 
@@ -258,8 +274,9 @@ static void poke(tg_tensor *t) {
 }
 
 static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
-    tg_dbg *d = ud;
-    int i = d->next;
+    dbg_run *c = ud;
+    tg_dbg *d = c->d;
+    int i = c->next;
     if (i >= d->norder || d->order[i] != n)
         return tg_set_error(TG_EINTERNAL, "debug: the %s backend ran node %d out of order",
                             d->backend, n->id);
@@ -267,15 +284,15 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
     where(d, n, at, sizeof at);
     if (n->op == d->break_op) poke(val[n->out[0]->id]);
     if (n->op == d->clobber_op && n->nin > 0) poke(val[n->in[0]->id]);
-    if (d->ref_failed)
+    if (c->ref_failed)
         return tg_set_error(TG_ECHECK,
                             "debug (%s backend): %s ran, but its reference kernel "
                             "failed on the same inputs: %s",
-                            d->backend, at, d->ref_msg);
-    for (int o = 0; o < d->nref; o++) {
+                            d->backend, at, c->ref_msg);
+    for (int o = 0; o < c->nref; o++) {
         const tg_tensor *got = val[n->out[o]->id];
         if (!got) continue;
-        if (!compare(n, got, d->ref[o], d->terms, msg, sizeof msg))
+        if (!compare(n, got, c->ref[o], c->terms, msg, sizeof msg))
             return tg_set_error(TG_ECHECK, "debug (%s backend): %s: output %d %s", d->backend, at,
                                 o, msg);
     }
@@ -285,7 +302,7 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
         if (t && shares_output(n, t, val))
             continue; /* the memory plan gave an output the
                          buffer of an input that dies here */
-        if (t && checksum(t) != d->sums[k]) {
+        if (t && checksum(t) != c->sums[k]) {
             char ty[TG_TYPE_STR_MAX];
             return tg_set_error(TG_ECHECK,
                                 "debug (%s backend): %s wrote to its input %d (%s), "
@@ -293,9 +310,9 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
                                 d->backend, at, k, tg_type_str(&n->in[k]->type, ty, sizeof ty));
         }
     }
-    drop_ref(d);
-    if (i + 1 < d->norder) return prepare(d, i + 1, val);
-    d->next = d->norder;
+    drop_ref(c);
+    if (i + 1 < d->norder) return prepare(c, i + 1, val);
+    c->next = d->norder;
     return TG_OK;
 }
 
@@ -314,13 +331,10 @@ tg_status tg_dbg_new(tg_graph *g, const tg_compile_opts *opts, tg_dbg **out) {
     d->break_op = env_op("TGRAPH_TEST_BREAK_OP");
     d->clobber_op = env_op("TGRAPH_TEST_CLOBBER_OP");
     d->order = tg_ir_toposort(g, &d->norder);
-    d->leaf = tg_mem_calloc(ctx, sizeof *d->leaf * (size_t)(g->vars.n + 1));
     d->maxin = 1;
     for (int i = 0; d->order && i < d->norder; i++)
         if (d->order[i]->nin > d->maxin) d->maxin = d->order[i]->nin;
-    d->sums = tg_mem_calloc(ctx, sizeof *d->sums * (size_t)d->maxin);
-    d->vin = tg_mem_calloc(ctx, sizeof *d->vin * (size_t)d->maxin);
-    if (!d->order || !d->leaf || !d->sums || !d->vin) {
+    if (!d->order) {
         tg_dbg_free(d);
         return TG_ENOMEM;
     }
@@ -330,13 +344,13 @@ tg_status tg_dbg_new(tg_graph *g, const tg_compile_opts *opts, tg_dbg **out) {
         tg_compile_opts o = *opts;
         o.mode = TG_MODE_C;
         st = tg_cj_new(g, &o, &d->cj);
-        if (st == TG_OK) tg_cj_set_after(d->cj, check_cj, d);
+        if (st == TG_OK) tg_cj_set_after(d->cj, check_cj, NULL);
     } else if (opts && opts->debug_backend != TG_MODE_VM) {
         st = tg_set_error(TG_EINVAL, "debug mode checks the vm or the c backend");
     } else {
         d->backend = "vm";
         st = tg_vm_new(g, opts, &d->vm);
-        if (st == TG_OK) tg_vm_set_hook(d->vm, check, d);
+        if (st == TG_OK) tg_vm_set_hook(d->vm, check, NULL);
     }
     if (st != TG_OK) {
         tg_dbg_free(d);
@@ -352,35 +366,77 @@ void tg_dbg_set_sub(tg_dbg *d, const tg_subexec *sub) {
     if (d->cj) tg_cj_set_sub(d->cj, sub);
 }
 
+static void run_free(tg_dbg *d, dbg_run *c) {
+    tg_ctx *ctx = d->ctx;
+    drop_ref(c);
+    if (c->leaf) tg_mem_free(ctx, c->leaf, sizeof *c->leaf * (size_t)(d->g->vars.n + 1));
+    if (c->sums) tg_mem_free(ctx, c->sums, sizeof *c->sums * (size_t)d->maxin);
+    if (c->vin) tg_mem_free(ctx, c->vin, sizeof *c->vin * (size_t)d->maxin);
+    tg_mem_free(ctx, c, sizeof *c);
+}
+
 void tg_dbg_free(tg_dbg *d) {
     if (!d) return;
     tg_ctx *ctx = d->ctx;
-    drop_ref(d);
     tg_vm_free(d->vm);
     tg_cj_free(d->cj);
+    for (dbg_run *c = d->all, *next; c; c = next) {
+        next = c->next_all;
+        run_free(d, c);
+    }
     if (d->order) tg_mem_free(ctx, d->order, sizeof *d->order * (size_t)(d->g->nodes.n + 1));
-    if (d->leaf) tg_mem_free(ctx, d->leaf, sizeof *d->leaf * (size_t)(d->g->vars.n + 1));
-    if (d->sums) tg_mem_free(ctx, d->sums, sizeof *d->sums * (size_t)d->maxin);
-    if (d->vin) tg_mem_free(ctx, d->vin, sizeof *d->vin * (size_t)d->maxin);
     pthread_mutex_destroy(&d->mu);
     tg_mem_free(ctx, d, sizeof *d);
+}
+
+/* An idle run, or a new one; NULL when out of memory. */
+static dbg_run *run_take(tg_dbg *d) {
+    pthread_mutex_lock(&d->mu);
+    dbg_run *c = d->idle;
+    if (c) d->idle = c->next_idle;
+    pthread_mutex_unlock(&d->mu);
+    if (c) return c;
+    tg_ctx *ctx = d->ctx;
+    c = tg_mem_calloc(ctx, sizeof *c);
+    if (!c) return NULL;
+    c->d = d;
+    c->leaf = tg_mem_calloc(ctx, sizeof *c->leaf * (size_t)(d->g->vars.n + 1));
+    c->sums = tg_mem_calloc(ctx, sizeof *c->sums * (size_t)d->maxin);
+    c->vin = tg_mem_calloc(ctx, sizeof *c->vin * (size_t)d->maxin);
+    if (!c->leaf || !c->sums || !c->vin) {
+        run_free(d, c);
+        return NULL;
+    }
+    pthread_mutex_lock(&d->mu);
+    c->next_all = d->all;
+    d->all = c;
+    pthread_mutex_unlock(&d->mu);
+    return c;
+}
+
+static void run_give(tg_dbg *d, dbg_run *c) {
+    drop_ref(c);
+    pthread_mutex_lock(&d->mu);
+    c->next_idle = d->idle;
+    d->idle = c;
+    pthread_mutex_unlock(&d->mu);
 }
 
 tg_status tg_dbg_call(tg_dbg *d, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                       bool into) {
     tg_graph *g = d->g;
-    pthread_mutex_lock(&d->mu);
+    dbg_run *c = run_take(d);
+    if (!c) return tg_set_error(TG_ENOMEM, "out of memory: the state of a checked call");
     for (int v = 0; v < g->vars.n; v++) {
         tg_var *var = g->vars.items[v];
-        d->leaf[v] = var->kind == TG_VAR_CONST ? var->value : NULL;
+        c->leaf[v] = var->kind == TG_VAR_CONST ? var->value : NULL;
     }
-    for (int i = 0; i < g->inputs.n; i++) d->leaf[((tg_var *)g->inputs.items[i])->id] = in[i];
-    d->next = 0;
-    tg_status st = d->norder > 0 ? prepare(d, 0, d->leaf) : TG_OK;
+    for (int i = 0; i < g->inputs.n; i++) c->leaf[((tg_var *)g->inputs.items[i])->id] = in[i];
+    c->next = 0;
+    tg_status st = d->norder > 0 ? prepare(c, 0, c->leaf) : TG_OK;
     if (st == TG_OK)
-        st = d->vm ? tg_vm_call(d->vm, in, nin, out, nout, into)
-                   : tg_cj_call(d->cj, in, nin, out, nout, into);
-    drop_ref(d);
-    pthread_mutex_unlock(&d->mu);
+        st = d->vm ? tg_vm_call_hooked(d->vm, c, in, nin, out, nout, into)
+                   : tg_cj_call_after(d->cj, c, in, nin, out, nout, into);
+    run_give(d, c);
     return st;
 }

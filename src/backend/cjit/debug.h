@@ -4,8 +4,8 @@
  * checks that it left unchanged every input it does not declare it destroys (checksums
  * taken before it ran). The first failing node stops the call with TG_ECHECK and a message
  * naming the node, its place, its output's type and the worst element. Nodes may have any
- * number of inputs (all are checksummed). Calls of one tg_dbg from several threads are
- * serialized: tg_dbg_call holds the tg_dbg's lock for the whole call.
+ * number of inputs (all are checksummed). Calls of one tg_dbg from several threads run at
+ * the same time, each with a state of its own (the ranks of a pmap body must).
  *
  * Test hooks (environment, read when the function is compiled): TGRAPH_TEST_BREAK_OP=name
  * adds 1 to element 0 of output 0 of every node of that op after it ran (a wrong kernel),

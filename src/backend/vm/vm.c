@@ -13,8 +13,8 @@
  * DYNAMIC values, the state of concurrent runs (dependency counts, the ready queue, each
  * worker's argument slots) and the profile counts of the call, which are added to the
  * VM's totals (under mu) when the call ends. The program, its plans and the scheduler's
- * graph (vm_sched) are only read by calls. Calls with a hook (debug mode) are serialized
- * by their caller (src/backend/cjit/debug.c).
+ * graph (vm_sched) are only read by calls. With a hook (debug mode), each call hands it the
+ * state its caller gave for that call (tg_vm_call_hooked: src/backend/cjit/debug.c).
  * Invariants: owned[v] marks exactly the tensors this call must free; a value is released
  * after its last use (rel lists), or after the concurrent run holding it.
  */
@@ -71,6 +71,7 @@ typedef struct vm_rep {
     tg_type *argt;                /* per worker: their types */
     int nw;                       /* workers those were made for */
     long runs, nodes, overlapped; /* this call's concurrent runs (added to the VM's) */
+    void *hook_ud;                /* what this call hands the hook */
 } vm_rep;
 
 /* ---- helpers ---- */
@@ -175,7 +176,8 @@ tg_status tg_vm_new(tg_graph *g, const tg_compile_opts *opts, tg_vm **out) {
  *
  * A plan cuts the program into maximal runs of consecutive instructions that may run
  * concurrently: VM kernels (vector, reduction, BLAS, fused; they never allocate) of
- * planned or external values that destroy nothing, each too small for its kernel to split
+ * planned or external values that destroy nothing and have no effects (so collectives run
+ * in program order on every rank of a pmap), each too small for its kernel to split
  * its work over the pool (tg_vm_*_splits; a node that splits runs alone with the pool)
  * and moving fewer than VM_BRANCH_NODE_MAX bytes.
  * A run becomes concurrent when it holds two instructions that do not depend on each
@@ -273,7 +275,10 @@ static bool branch_ok(const tg_vm *vm, const tg_plan *p, int i, int nw, size_t *
     const vm_ins *ins = &vm->ins[i];
     const tg_node *n = ins->node;
     *bytes = 0;
-    if (p->dyn[i] || ins->info->kind == VM_REF || ins->op->destroys) return false;
+    /* an op with effects (a collective) runs alone, in program order: the ranks of a pmap,
+       each running this program, must make their exchanges in one order */
+    if (p->dyn[i] || ins->info->kind == VM_REF || ins->op->destroys || ins->op->effects)
+        return false;
     for (int o = 0; o < n->nout; o++) {
         int c = p->cls[n->out[o]->id];
         if (c != TG_PLAN_PLANNED && c != TG_PLAN_EXTERNAL) return false;
@@ -691,7 +696,7 @@ static tg_status call_rep(vm_rep *R, tg_tensor *const *in, tg_tensor **out, int 
         } else {
             double t0 = R->prof ? now_s() : 0.0;
             st = p->dyn[i] ? run_dynamic(R, i) : run_static(R, i, &alone);
-            if (st == TG_OK && vm->hook) st = vm->hook(vm->hook_ud, vm->ins[i].node, r->val);
+            if (st == TG_OK && vm->hook) st = vm->hook(R->hook_ud, vm->ins[i].node, r->val);
             if (st == TG_OK && TG_PLAN_GUARD) st = guard_check(vm, m, i);
             if (R->prof) prof_add(R, i, t0, st);
         }
@@ -732,12 +737,18 @@ static void counts_merge(vm_rep *R) {
 
 tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                      bool into) {
+    return tg_vm_call_hooked(vm, vm->hook_ud, in, nin, out, nout, into);
+}
+
+tg_status tg_vm_call_hooked(tg_vm *vm, void *ud, tg_tensor *const *in, int nin, tg_tensor **out,
+                            int nout, bool into) {
     (void)nin;
     tg_plan_outs o;
     if (tg_plan_outs_begin(vm->ctx, &o, out, nout, into) != TG_OK) return TG_ENOMEM;
     tg_plan_rep *r = NULL;
     tg_status st = tg_plan_rep_take(&vm->pg, &r);
     if (st == TG_OK) {
+        ((vm_rep *)r)->hook_ud = ud;
         st = call_rep((vm_rep *)r, in, out, nout, into);
         counts_merge((vm_rep *)r);
         tg_plan_rep_give(&vm->pg, r);

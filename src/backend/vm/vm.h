@@ -21,7 +21,8 @@
  *    on the thread count).
  *  - Calls of one VM run concurrently, each on a replica of its own (values, buffers,
  *    workspace: src/backend/plan.h); the program and its plans are shared and read-only.
- *    A VM with a hook (debug mode) is called one call at a time by its owner.
+ *    A VM with a hook (debug mode) runs its calls concurrently too, each handing the hook
+ *    the state of its own call (tg_vm_call_hooked).
  *  - No kernel allocates; the plan does, before the run. Reference kernels get zeroed
  *    outputs, as the interpreter gives them.
  */
@@ -46,10 +47,16 @@ void tg_vm_free(tg_vm *vm); /* NULL is a no-op */
  * new tensor. Inputs are checked by the caller (interp.c). */
 tg_status tg_vm_call(tg_vm *vm, tg_tensor *const *in, int nin, tg_tensor **out, int nout,
                      bool into);
-/* Debug mode (src/backend/cjit/debug.c): fn runs after every instruction with its node and
- * the live values by variable id; a status other than TG_OK stops the call with it. */
+/* Debug mode (src/backend/cjit/debug.c): fn runs after every instruction, on the thread that
+ * called, with its node and the live values by variable id; a status other than TG_OK
+ * stops the call with it. ud: what tg_vm_call hands fn. A VM with a hook runs no
+ * instructions concurrently. */
 typedef tg_status (*tg_vm_hook_fn)(void *ud, const tg_node *n, tg_tensor *const *val);
 void tg_vm_set_hook(tg_vm *vm, tg_vm_hook_fn fn, void *ud);
+/* tg_vm_call whose hook gets `ud` instead of the one set: the state of this call, so that
+ * checked calls run at the same time, each with its own. */
+tg_status tg_vm_call_hooked(tg_vm *vm, void *ud, tg_tensor *const *in, int nin, tg_tensor **out,
+                            int nout, bool into);
 /* The per-node profile (when compiled with profiling): time, calls, share, bytes. */
 tg_status tg_vm_profile_print(tg_vm *vm, FILE *f);
 void tg_vm_profile_reset(tg_vm *vm);

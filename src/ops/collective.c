@@ -1,0 +1,507 @@
+/* collective.c - the collectives of pmap (docs/pmap.md, "Collectives"): values exchanged
+ * between the ranks of the enclosing pmap whose axis `axis_name` names, as JAX's:
+ *
+ *   psum(x, axis_name="i")   pmean   pmax   pmin          the same type as x
+ *   all_gather(x, axis_name="i", axis=0, tiled=false)     x of every rank, stacked (tiled:
+ *                                                         concatenated) along `axis`
+ *   psum_scatter(x, axis_name="i", scatter_dimension=0, tiled=false)
+ *                                                         the sum, of which rank r keeps
+ *                                                         block r along scatter_dimension
+ *   ppermute(x, axis_name="i", perm=[[0, 1], [1, 0]])     rank dst gets src's x; ranks that
+ *                                                         are no destination get zeros
+ *
+ * Typing. all_gather and psum_scatter need the number of ranks N: the enclosing pmap pushes
+ * it while it types its body (tg_infer.axes), and a compiled body typed again at run time
+ * reads it from its rank's SPMD frame (tg_infer_axis_size); a body typed outside any pmap
+ * gets '?' for the extents it decides (compiling it as an entry point is an error:
+ * tg_pmap_check_axes). ppermute's perm is checked against N wherever it is known.
+ *
+ * Execution. A kernel finds the frame of its axis (tg_spmd_find, through `outer` for an
+ * enclosing pmap's axis), asks the frame's communicators (tg_comm_set, src/parallel/comm.h)
+ * for the one of its position and talks through it (src/parallel/comm.c). Every rank runs
+ * the same compiled body, so every rank calls the same collectives in the same order: the
+ * one of the body's program, which every backend runs in order (the VM never runs an op
+ * with effects in a concurrent run: vm.c, branch_ok). Results are bit-identical run to run
+ * and on every rank: each element is reduced over the ranks in rank order, in the dtype.
+ * A rank that fails aborts the communicators (src/driver/ranks.c), and a collective
+ * waiting for it returns "collective aborted: ...".
+ *
+ * Invariants:
+ *  - Effects TG_EFFECT_STATE | TG_EFFECT_AXIS: never folded, never merged (two equal
+ *    psums are two exchanges), valid only inside a pmap of their axis.
+ *  - The communicator gets contiguous buffers: an input that is not is copied first (into
+ *    the output where the collective may work in place, else into a scratch tensor).
+ *  - No gradient yet (TG_GRAD_UNDEFINED).
+ */
+#include "ops.h"
+
+#include "../parallel/comm.h"
+
+#include <stdio.h>
+
+enum { A_AXIS };
+enum { A_GATHER_AXIS = 1, A_GATHER_TILED };
+enum { A_SCATTER_DIM = 1, A_SCATTER_TILED };
+enum { A_PERM = 1 };
+
+static const tg_attr_spec reduce_attrs[] = {[A_AXIS] = {"axis_name", TG_AS_STR, 1, 0, {0}}};
+static const tg_attr_spec gather_attrs[] = {
+    [A_AXIS] = {"axis_name", TG_AS_STR, 1, 0, {0}},
+    [A_GATHER_AXIS] = {"axis", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+    [A_GATHER_TILED] = {"tiled", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+};
+static const tg_attr_spec scatter_attrs[] = {
+    [A_AXIS] = {"axis_name", TG_AS_STR, 1, 0, {0}},
+    [A_SCATTER_DIM] = {"scatter_dimension", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+    [A_SCATTER_TILED] = {"tiled", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+};
+static const tg_attr_spec permute_attrs[] = {
+    [A_AXIS] = {"axis_name", TG_AS_STR, 1, 0, {0}},
+    [A_PERM] = {"perm", TG_AS_PAIRS, 1, 0, {0}},
+};
+
+/* ---- typing ---- */
+
+/* The checks every collective makes; *n: the number of ranks (-1 unknown). */
+static tg_status common_infer(tg_infer *ic, int64_t *n) {
+    const char *axis = ic->attrs[A_AXIS].s;
+    if (!axis || !*axis) return tg_infer_fail(ic, TG_EINVAL, "axis_name must not be empty");
+    *n = tg_infer_axis_size(ic, axis);
+    ic->out[0] = ic->in[0];
+    ic->out[0].weak = 0;
+    return TG_OK;
+}
+
+/* At run time the number of ranks must be known: the SPMD frame of the axis gives it. */
+static tg_status need_size(tg_infer *ic, int64_t n) {
+    if (n >= 0 || !ic->runtime) return TG_OK;
+    return tg_infer_fail(ic, TG_EINVAL, "no enclosing pmap has the axis '%s'",
+                         ic->attrs[A_AXIS].s);
+}
+
+static tg_status no_bool_sum(tg_infer *ic) {
+    if (ic->in[0].dtype != TG_DT_BOOL) return TG_OK;
+    return tg_infer_fail(ic, TG_ETYPE,
+                         "a sum of bool is not defined (pmax is a logical or, pmin an and)");
+}
+
+static tg_status psum_infer(tg_infer *ic) {
+    int64_t n;
+    if (common_infer(ic, &n) != TG_OK) return ic->status;
+    return no_bool_sum(ic);
+}
+
+static tg_status pmean_infer(tg_infer *ic) {
+    int64_t n;
+    if (common_infer(ic, &n) != TG_OK) return ic->status;
+    if (!tg_dtype_is_float((tg_dtype)ic->in[0].dtype))
+        return tg_infer_fail(ic, TG_ETYPE, "the mean of %s over ranks: expected a float (cast it)",
+                             tg_dtype_name((tg_dtype)ic->in[0].dtype));
+    return TG_OK;
+}
+
+static tg_status extreme_infer(tg_infer *ic) {
+    int64_t n;
+    return common_infer(ic, &n);
+}
+
+/* x of every rank along a new axis `axis` of extent n (an axis of the result: -1 is the
+ * last), or with tiled=true x's axis `axis` n times as long. */
+static tg_status gather_infer(tg_infer *ic) {
+    int64_t n;
+    if (common_infer(ic, &n) != TG_OK || need_size(ic, n) != TG_OK) return ic->status;
+    const tg_type *x = &ic->in[0];
+    int64_t a = ic->attrs[A_GATHER_AXIS].i;
+    bool tiled = ic->attrs[A_GATHER_TILED].i != 0;
+    int r = x->ndim + (tiled ? 0 : 1), ax;
+    char ty[TG_TYPE_STR_MAX];
+    if (r > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "gathering %s would give more than %d axes",
+                             tg_type_str(x, ty, sizeof ty), TG_MAX_DIMS);
+    if (r == 0)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "tiled=true concatenates along an axis of x, and %s has none",
+                             tg_type_str(x, ty, sizeof ty));
+    if (!tg_axis_norm(a, r, &ax))
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "axis %lld is out of range for the %d axes of %s %s", (long long)a,
+                             r, tiled ? "the concatenation of" : "the stack of",
+                             tg_type_str(x, ty, sizeof ty));
+    tg_type *y = &ic->out[0];
+    y->nobcast = 0;
+    if (tiled) {
+        int64_t e = x->shape[ax];
+        y->shape[ax] = e >= 0 && n >= 0 ? e * n : -1;
+        return TG_OK;
+    }
+    y->ndim = (uint8_t)r;
+    for (int d = r - 1; d > ax; d--) y->shape[d] = x->shape[d - 1];
+    y->shape[ax] = n;
+    for (int d = 0; d < r; d++) {
+        int from = d < ax ? d : d - 1;
+        if (d != ax && (x->nobcast & (1u << from))) y->nobcast |= 1u << d;
+    }
+    return TG_OK;
+}
+
+/* The sum over ranks, of which each rank keeps its block along scatter_dimension: the
+ * dimension removed (its extent must be n) or, tiled, divided by n. */
+static tg_status scatter_infer(tg_infer *ic) {
+    int64_t n;
+    if (common_infer(ic, &n) != TG_OK || no_bool_sum(ic) != TG_OK || need_size(ic, n) != TG_OK)
+        return ic->status;
+    const tg_type *x = &ic->in[0];
+    bool tiled = ic->attrs[A_SCATTER_TILED].i != 0;
+    int64_t a = ic->attrs[A_SCATTER_DIM].i;
+    int d;
+    char ty[TG_TYPE_STR_MAX];
+    if (x->ndim == 0)
+        return tg_infer_fail(ic, TG_EINVAL, "%s has no dimension to scatter",
+                             tg_type_str(x, ty, sizeof ty));
+    if (!tg_axis_norm(a, x->ndim, &d))
+        return tg_infer_fail(ic, TG_EINVAL, "scatter_dimension %lld is out of range for %s",
+                             (long long)a, tg_type_str(x, ty, sizeof ty));
+    int64_t e = x->shape[d];
+    if (e >= 0 && n > 0 && (tiled ? e % n != 0 : e != n))
+        return tg_infer_fail(ic, TG_ESHAPE,
+                             "scatter_dimension %lld of %s has extent %lld, but the axis '%s' "
+                             "has %lld ranks: %s",
+                             (long long)a, tg_type_str(x, ty, sizeof ty), (long long)e,
+                             ic->attrs[A_AXIS].s, (long long)n,
+                             tiled ? "with tiled=true the ranks must divide it"
+                                   : "with tiled=false it must equal them");
+    tg_type *y = &ic->out[0];
+    y->nobcast = 0;
+    if (tiled) {
+        for (int k = 0; k < x->ndim; k++)
+            if (k != d && (x->nobcast & (1u << k))) y->nobcast |= 1u << k;
+        y->shape[d] = e >= 0 && n > 0 ? e / n : -1;
+        return TG_OK;
+    }
+    y->ndim = (uint8_t)(x->ndim - 1);
+    for (int k = 0, o = 0; k < x->ndim; k++) {
+        if (k == d) continue;
+        y->shape[o] = x->shape[k];
+        if (x->nobcast & (1u << k)) y->nobcast |= 1u << o;
+        o++;
+    }
+    return TG_OK;
+}
+
+/* perm: pairs [src, dst] of ranks in [0, n) (when n is known), no source and no
+ * destination twice. */
+static tg_status check_perm(tg_infer *ic, const tg_aval *perm, int64_t n) {
+    int np = perm->n / 2;
+    if (np > TG_COMM_MAX_RANKS)
+        return tg_infer_fail(ic, TG_ELIMIT, "perm has %d pairs; a pmap has at most %d ranks", np,
+                             TG_COMM_MAX_RANKS);
+    for (int p = 0; p < np; p++) {
+        for (int k = 0; k < 2; k++) {
+            int64_t v = perm->ints[2 * p + k];
+            if (v < 0 || (n >= 0 && v >= n)) {
+                char nranks[96] = "";
+                if (n >= 0)
+                    snprintf(nranks, sizeof nranks, " of the axis '%s' (%lld ranks)",
+                             ic->attrs[A_AXIS].s, (long long)n);
+                return tg_infer_fail(ic, TG_EINVAL,
+                                     "perm: the %s %lld of pair %d ([%lld, %lld]) is not a rank%s",
+                                     k ? "destination" : "source", (long long)v, p,
+                                     (long long)perm->ints[2 * p],
+                                     (long long)perm->ints[2 * p + 1], nranks);
+            }
+        }
+        for (int q = 0; q < p; q++)
+            for (int k = 0; k < 2; k++)
+                if (perm->ints[2 * q + k] == perm->ints[2 * p + k])
+                    return tg_infer_fail(ic, TG_EINVAL,
+                                         "perm: %s %lld appears twice (pairs %d and %d); perm "
+                                         "must be a permutation: each rank sends at most once "
+                                         "and receives at most once",
+                                         k ? "destination" : "source",
+                                         (long long)perm->ints[2 * p + k], q, p);
+    }
+    return TG_OK;
+}
+
+static tg_status permute_infer(tg_infer *ic) {
+    int64_t n;
+    if (common_infer(ic, &n) != TG_OK) return ic->status;
+    return check_perm(ic, &ic->attrs[A_PERM], n);
+}
+
+/* ---- kernels ---- */
+
+/* The communicator this thread's rank meets the other ranks of `axis_name` through, and
+ * its rank and their number. Ranks of pmaps nested between are the position (comm.h). */
+static tg_status comm_of(tg_kern *k, tg_comm **c, int *rank, int *n) {
+    const char *axis = k->attrs[A_AXIS].s;
+    const tg_spmd *s = tg_spmd_find(axis);
+    if (!s) return tg_kern_fail(k, TG_EINVAL, "no enclosing pmap has the axis '%s'", axis);
+    int key[TG_COMM_SET_MAX_KEY], nkey = 0;
+    for (const tg_spmd *f = tg_spmd_current(); f != s; f = f->outer) {
+        if (nkey == TG_COMM_SET_MAX_KEY)
+            return tg_kern_fail(k, TG_ELIMIT,
+                                "more than %d pmaps nested inside the pmap of the axis '%s'",
+                                TG_COMM_SET_MAX_KEY, axis);
+        key[nkey++] = f->rank;
+    }
+    if (!s->shared)
+        return tg_kern_fail(k, TG_EINTERNAL, "the ranks of the axis '%s' have no communicator",
+                            axis);
+    tg_status st = tg_comm_set_get(s->shared, key, nkey, c);
+    if (st != TG_OK) return tg_kern_fail(k, st, "%s", tg_last_error());
+    *rank = s->rank;
+    *n = s->size;
+    return TG_OK;
+}
+
+static tg_status comm_fail(tg_kern *k, tg_status st) {
+    return tg_kern_fail(k, st, "%s", tg_last_error());
+}
+
+/* x itself when contiguous, else a contiguous copy the caller frees (*copy); NULL when out
+ * of memory (failed in k). */
+static const tg_tensor *contiguous(tg_kern *k, const tg_tensor *x, tg_tensor **copy) {
+    *copy = NULL;
+    if (tg_tensor_is_contiguous(x)) return x;
+    *copy = tg_tensor_empty(k->ctx, x->dtype, x->ndim, x->shape);
+    if (!*copy) {
+        tg_kern_fail(k, TG_ENOMEM, "out of memory: a contiguous copy of the input");
+        return NULL;
+    }
+    tg_tensor_copy_into(*copy, x);
+    return *copy;
+}
+
+/* Elements of the first `d` axes of t, and of the axes from d on. */
+static void split_at(const tg_tensor *t, int d, int64_t *outer, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int k = 0; k < t->ndim; k++) *(k < d ? outer : inner) *= t->shape[k];
+}
+
+/* The [n, p, q] view of a contiguous [p, n, q] tensor t: block r of the ranks first. */
+static tg_tensor *ranks_first(const tg_tensor *t, int64_t n, int64_t p, int64_t q) {
+    return tg_tensor_view(t, 3, (int64_t[]){n, p, q}, (int64_t[]){q, n * q, 1}, t->offset);
+}
+
+/* psum, pmean, pmax, pmin: an all-reduce, in place in the output when x is not contiguous. */
+static tg_status reduce_ref(tg_kern *k, tg_comm_op op, bool mean) {
+    tg_comm *c;
+    int rank, n;
+    if (comm_of(k, &c, &rank, &n) != TG_OK) return k->status;
+    const tg_tensor *x = k->in[0];
+    tg_tensor *y = k->out[0];
+    const void *send = tg_tensor_data(x);
+    if (!tg_tensor_is_contiguous(x)) {
+        tg_tensor_copy_into(y, x);
+        send = tg_tensor_data(y);
+    }
+    size_t count = (size_t)tg_tensor_size(y);
+    tg_status st = tg_comm_all_reduce(c, rank, op, x->dtype, send, tg_tensor_data(y), count);
+    if (st != TG_OK) return comm_fail(k, st);
+    if (mean && y->dtype == TG_DT_F32) {
+        float *v = tg_tensor_data(y);
+        for (size_t i = 0; i < count; i++) v[i] /= (float)n;
+    } else if (mean) {
+        double *v = tg_tensor_data(y);
+        for (size_t i = 0; i < count; i++) v[i] /= (double)n;
+    }
+    return TG_OK;
+}
+
+static tg_status psum_ref(tg_kern *k) { return reduce_ref(k, TG_COMM_SUM, false); }
+static tg_status pmean_ref(tg_kern *k) { return reduce_ref(k, TG_COMM_SUM, true); }
+static tg_status pmax_ref(tg_kern *k) { return reduce_ref(k, TG_COMM_MAX, false); }
+static tg_status pmin_ref(tg_kern *k) { return reduce_ref(k, TG_COMM_MIN, false); }
+
+/* x is [p, q] around the gathered axis, y [p, n, q]: the ranks' blocks straight into y when
+ * p is 1, else into a [n, p, q] scratch copied into y's [p, n, q] order. */
+static tg_status gather_ref(tg_kern *k) {
+    tg_comm *c;
+    int rank, n;
+    if (comm_of(k, &c, &rank, &n) != TG_OK) return k->status;
+    tg_tensor *copy, *y = k->out[0];
+    const tg_tensor *x = contiguous(k, k->in[0], &copy);
+    if (!x) return k->status;
+    int ax;
+    bool tiled = k->attrs[A_GATHER_TILED].i != 0;
+    tg_axis_norm(k->attrs[A_GATHER_AXIS].i, x->ndim + (tiled ? 0 : 1), &ax);
+    int64_t p, q;
+    split_at(x, ax, &p, &q);
+    size_t es = tg_dtype_size(x->dtype);
+    tg_status st = TG_OK;
+    if (p <= 1) {
+        st = tg_comm_all_gather(c, rank, tg_tensor_data(x), tg_tensor_data(y), (size_t)(p * q) * es);
+        if (st != TG_OK) st = comm_fail(k, st);
+    } else {
+        tg_tensor *blocks = tg_tensor_empty(k->ctx, x->dtype, 3, (int64_t[]){n, p, q});
+        tg_tensor *order = blocks ? ranks_first(y, n, p, q) : NULL;
+        if (!order) st = tg_kern_fail(k, TG_ENOMEM, "out of memory: the gathered blocks");
+        if (st == TG_OK) {
+            st = tg_comm_all_gather(c, rank, tg_tensor_data(x), tg_tensor_data(blocks),
+                                    (size_t)(p * q) * es);
+            if (st == TG_OK)
+                tg_tensor_copy_into(order, blocks);
+            else
+                st = comm_fail(k, st);
+        }
+        tg_tensor_free(order);
+        tg_tensor_free(blocks);
+    }
+    tg_tensor_free(copy);
+    return st;
+}
+
+/* x is [p, n, q] around scatter_dimension, y [p, q]: the ranks' sums of block `rank`, from
+ * x itself when p is 1, else from a [n, p, q] scratch copy. */
+static tg_status scatter_ref(tg_kern *k) {
+    tg_comm *c;
+    int rank, n;
+    if (comm_of(k, &c, &rank, &n) != TG_OK) return k->status;
+    tg_tensor *copy, *y = k->out[0];
+    const tg_tensor *x = contiguous(k, k->in[0], &copy);
+    if (!x) return k->status;
+    int d;
+    tg_axis_norm(k->attrs[A_SCATTER_DIM].i, x->ndim, &d);
+    bool tiled = k->attrs[A_SCATTER_TILED].i != 0;
+    int64_t e = x->shape[d], p, q;
+    if (tiled ? e % n != 0 : e != n) { /* run-time inference checked it against the frame */
+        tg_tensor_free(copy);
+        return tg_kern_fail(k, TG_ESHAPE, "scatter_dimension %d has extent %lld for %d ranks",
+                            d, (long long)e, n);
+    }
+    split_at(x, d, &p, &q);
+    q /= n;
+    tg_tensor *blocks = NULL, *order = NULL;
+    const void *send = tg_tensor_data(x);
+    tg_status st = TG_OK;
+    if (p > 1) {
+        blocks = tg_tensor_empty(k->ctx, x->dtype, 3, (int64_t[]){n, p, q});
+        order = blocks ? ranks_first(x, n, p, q) : NULL;
+        if (!order)
+            st = tg_kern_fail(k, TG_ENOMEM, "out of memory: the blocks to reduce");
+        else
+            tg_tensor_copy_into(blocks, order);
+        if (blocks) send = tg_tensor_data(blocks);
+    }
+    if (st == TG_OK) {
+        st = tg_comm_reduce_scatter(c, rank, TG_COMM_SUM, x->dtype, send, tg_tensor_data(y),
+                                    (size_t)(p * q));
+        if (st != TG_OK) st = comm_fail(k, st);
+    }
+    tg_tensor_free(order);
+    tg_tensor_free(blocks);
+    tg_tensor_free(copy);
+    return st;
+}
+
+static tg_status permute_ref(tg_kern *k) {
+    tg_comm *c;
+    int rank, n;
+    if (comm_of(k, &c, &rank, &n) != TG_OK) return k->status;
+    const tg_aval *perm = &k->attrs[A_PERM];
+    int np = perm->n / 2, src[TG_COMM_MAX_RANKS], dst[TG_COMM_MAX_RANKS];
+    for (int p = 0; p < np; p++) { /* inference checked them against the frame's n */
+        if (perm->ints[2 * p] >= n || perm->ints[2 * p + 1] >= n)
+            return tg_kern_fail(k, TG_EINVAL, "perm: pair %d names a rank beyond the %d of '%s'",
+                                p, n, k->attrs[A_AXIS].s);
+        src[p] = (int)perm->ints[2 * p];
+        dst[p] = (int)perm->ints[2 * p + 1];
+    }
+    tg_tensor *copy;
+    const tg_tensor *x = contiguous(k, k->in[0], &copy);
+    if (!x) return k->status;
+    tg_tensor *y = k->out[0];
+    size_t bytes = (size_t)tg_tensor_size(x) * tg_dtype_size(x->dtype);
+    tg_status st =
+        tg_comm_permute(c, rank, src, dst, np, tg_tensor_data(x), tg_tensor_data(y), bytes);
+    if (st != TG_OK) st = comm_fail(k, st);
+    tg_tensor_free(copy);
+    return st;
+}
+
+/* ---- records ---- */
+
+const tg_op_def tg_op_psum = {.name = "psum",
+                              .min_in = 1,
+                              .max_in = 1,
+                              .nout = 1,
+                              .kind = TG_KIND_OTHER,
+                              .attrs = reduce_attrs,
+                              .nattrs = (int)TG_COUNTOF(reduce_attrs),
+                              .infer = psum_infer,
+                              .ref = psum_ref,
+                              .grad = TG_GRAD_UNDEFINED,
+                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+
+const tg_op_def tg_op_pmean = {.name = "pmean",
+                              .min_in = 1,
+                              .max_in = 1,
+                              .nout = 1,
+                              .kind = TG_KIND_OTHER,
+                              .attrs = reduce_attrs,
+                              .nattrs = (int)TG_COUNTOF(reduce_attrs),
+                              .infer = pmean_infer,
+                              .ref = pmean_ref,
+                              .grad = TG_GRAD_UNDEFINED,
+                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+
+const tg_op_def tg_op_pmax = {.name = "pmax",
+                              .min_in = 1,
+                              .max_in = 1,
+                              .nout = 1,
+                              .kind = TG_KIND_OTHER,
+                              .attrs = reduce_attrs,
+                              .nattrs = (int)TG_COUNTOF(reduce_attrs),
+                              .infer = extreme_infer,
+                              .ref = pmax_ref,
+                              .grad = TG_GRAD_UNDEFINED,
+                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+
+const tg_op_def tg_op_pmin = {.name = "pmin",
+                              .min_in = 1,
+                              .max_in = 1,
+                              .nout = 1,
+                              .kind = TG_KIND_OTHER,
+                              .attrs = reduce_attrs,
+                              .nattrs = (int)TG_COUNTOF(reduce_attrs),
+                              .infer = extreme_infer,
+                              .ref = pmin_ref,
+                              .grad = TG_GRAD_UNDEFINED,
+                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+
+const tg_op_def tg_op_all_gather = {.name = "all_gather",
+                              .min_in = 1,
+                              .max_in = 1,
+                              .nout = 1,
+                              .kind = TG_KIND_OTHER,
+                              .attrs = gather_attrs,
+                              .nattrs = (int)TG_COUNTOF(gather_attrs),
+                              .infer = gather_infer,
+                              .ref = gather_ref,
+                              .grad = TG_GRAD_UNDEFINED,
+                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+
+const tg_op_def tg_op_psum_scatter = {.name = "psum_scatter",
+                              .min_in = 1,
+                              .max_in = 1,
+                              .nout = 1,
+                              .kind = TG_KIND_OTHER,
+                              .attrs = scatter_attrs,
+                              .nattrs = (int)TG_COUNTOF(scatter_attrs),
+                              .infer = scatter_infer,
+                              .ref = scatter_ref,
+                              .grad = TG_GRAD_UNDEFINED,
+                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+
+const tg_op_def tg_op_ppermute = {.name = "ppermute",
+                              .min_in = 1,
+                              .max_in = 1,
+                              .nout = 1,
+                              .kind = TG_KIND_OTHER,
+                              .attrs = permute_attrs,
+                              .nattrs = (int)TG_COUNTOF(permute_attrs),
+                              .infer = permute_infer,
+                              .ref = permute_ref,
+                              .grad = TG_GRAD_UNDEFINED,
+                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
