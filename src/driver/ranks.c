@@ -28,10 +28,14 @@
  *
  * Failure: a rank that fails aborts the communicators of its call and of every enclosing
  * pmap call (through its frames), so that no rank waits in a collective for it; every
- * rank then runs to its end, and after the last one has returned the call fails with the
- * message of the rank whose failure came first ("pmap rank R: ..."): the one that aborted
- * the others' collectives, or ran the nested pmap that did. The slot's communicators are
- * reset before it serves another call.
+ * rank then runs to its end. A rank whose failure only came from such an abort (a
+ * collective that returned aborted, or a nested pmap call that failed only so) is noted
+ * interrupted (tg_comm_set_note_interrupted). After the last rank has returned the call
+ * fails with the message of the lowest rank that failed on its own ("pmap rank R: ...");
+ * when every failure was an interruption, with the lowest one's, and the call's rank in
+ * the enclosing pmap is noted interrupted in turn. So the failure reported is the one that
+ * caused the others, whatever the timing. The slot's communicators are reset before it
+ * serves another call.
  */
 #include "driver.h"
 
@@ -101,12 +105,11 @@ void tg_ranks_free(tg_ranks *rk) {
     tg_mem_free(rk->ctx, rk, sizeof *rk);
 }
 
-/* A failed rank: the communicators of its call and of every enclosing one are aborted,
- * each recording the rank of its own call the failure comes through (the frame's), so
+/* A failed rank: the communicators of its call and of every enclosing one are aborted, so
  * that no rank of any of them waits for this one in a collective. */
 static void abort_from(const tg_spmd *frame, tg_status why) {
     for (const tg_spmd *f = frame; f; f = f->outer)
-        if (f->shared) tg_comm_set_abort(f->shared, f->rank, why);
+        if (f->shared) tg_comm_set_abort(f->shared, why);
 }
 
 static void run_rank(job *j, int r) {
@@ -245,15 +248,17 @@ static tg_status host_devices(tg_device *const **dev, int *nhost) {
     return TG_OK;
 }
 
-/* The rank whose failure the call reports: the one recorded by the first abort of the
- * call's communicators when it failed itself (its failure came first, the others' came
- * from the abort), else the lowest that failed; -1 when none did. */
-static int reported(const job *j) {
-    int origin = tg_comm_set_origin(j->comms);
-    if (origin >= 0 && origin < j->n && j->st[origin] != TG_OK) return origin;
-    for (int r = 0; r < j->n; r++)
-        if (j->st[r] != TG_OK) return r;
-    return -1;
+/* The rank whose failure the call reports (see the top), -1 when none failed; *interrupted:
+ * every failure was an interruption. */
+static int reported(const job *j, bool *interrupted) {
+    int first = -1, own = -1;
+    for (int r = 0; r < j->n && own < 0; r++) {
+        if (j->st[r] == TG_OK) continue;
+        if (first < 0) first = r;
+        if (!tg_comm_set_interrupted(j->comms, r)) own = r;
+    }
+    *interrupted = first >= 0 && own < 0;
+    return own >= 0 ? own : first;
 }
 
 tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_tensor *const *in,
@@ -289,7 +294,10 @@ tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_te
     if (st == TG_OK) {
         j.comms = sl->comms;
         st = nhost > 0 ? run_on_devices(rk->ctx, dev, &j) : run_on_threads(rk, sl, &j);
-        failed = reported(&j);
+        bool interrupted;
+        failed = reported(&j, &interrupted);
+        if (interrupted && j.outer && j.outer->shared)
+            tg_comm_set_note_interrupted(j.outer->shared, j.outer->rank);
         slot_give(rk, sl);
     }
     if (st != TG_OK)

@@ -31,6 +31,8 @@
  *    psums are two exchanges), valid only inside a pmap of their axis.
  *  - The communicator gets contiguous buffers: an input that is not is copied first (into
  *    the output where the collective may work in place, else into a scratch tensor).
+ *  - A communicator fails only when another rank's failure aborted it (the types rule
+ *    out what it does not support).
  *  - No gradient yet (TG_GRAD_UNDEFINED).
  */
 #include "ops.h"
@@ -75,8 +77,7 @@ static tg_status common_infer(tg_infer *ic, int64_t *n) {
 /* At run time the number of ranks must be known: the SPMD frame of the axis gives it. */
 static tg_status need_size(tg_infer *ic, int64_t n) {
     if (n >= 0 || !ic->runtime) return TG_OK;
-    return tg_infer_fail(ic, TG_EINVAL, "no enclosing pmap has the axis '%s'",
-                         ic->attrs[A_AXIS].s);
+    return tg_infer_fail(ic, TG_EINVAL, "no enclosing pmap has the axis '%s'", ic->attrs[A_AXIS].s);
 }
 
 static tg_status no_bool_sum(tg_infer *ic) {
@@ -123,9 +124,8 @@ static tg_status gather_infer(tg_infer *ic) {
                              "tiled=true concatenates along an axis of x, and %s has none",
                              tg_type_str(x, ty, sizeof ty));
     if (!tg_axis_norm(a, r, &ax))
-        return tg_infer_fail(ic, TG_EINVAL,
-                             "axis %lld is out of range for the %d axes of %s %s", (long long)a,
-                             r, tiled ? "the concatenation of" : "the stack of",
+        return tg_infer_fail(ic, TG_EINVAL, "axis %lld is out of range for the %d axes of %s %s",
+                             (long long)a, r, tiled ? "the concatenation of" : "the stack of",
                              tg_type_str(x, ty, sizeof ty));
     tg_type *y = &ic->out[0];
     y->nobcast = 0;
@@ -203,11 +203,10 @@ static tg_status check_perm(tg_infer *ic, const tg_aval *perm, int64_t n) {
                 if (n >= 0)
                     snprintf(nranks, sizeof nranks, " of the axis '%s' (%lld ranks)",
                              ic->attrs[A_AXIS].s, (long long)n);
-                return tg_infer_fail(ic, TG_EINVAL,
-                                     "perm: the %s %lld of pair %d ([%lld, %lld]) is not a rank%s",
-                                     k ? "destination" : "source", (long long)v, p,
-                                     (long long)perm->ints[2 * p],
-                                     (long long)perm->ints[2 * p + 1], nranks);
+                return tg_infer_fail(
+                    ic, TG_EINVAL, "perm: the %s %lld of pair %d ([%lld, %lld]) is not a rank%s",
+                    k ? "destination" : "source", (long long)v, p, (long long)perm->ints[2 * p],
+                    (long long)perm->ints[2 * p + 1], nranks);
             }
         }
         for (int q = 0; q < p; q++)
@@ -231,6 +230,15 @@ static tg_status permute_infer(tg_infer *ic) {
 
 /* ---- kernels ---- */
 
+/* A collective that did not happen. When another rank's failure aborted it, the rank this
+ * thread runs is noted interrupted, so that its pmap reports the failure that caused it
+ * (src/driver/ranks.c). */
+static tg_status comm_fail(tg_kern *k, tg_status st, bool aborted) {
+    const tg_spmd *cur = tg_spmd_current();
+    if (aborted && cur && cur->shared) tg_comm_set_note_interrupted(cur->shared, cur->rank);
+    return tg_kern_fail(k, st, "%s", tg_last_error());
+}
+
 /* The communicator this thread's rank meets the other ranks of `axis_name` through, and
  * its rank and their number. Ranks of pmaps nested between are the position (comm.h). */
 static tg_status comm_of(tg_kern *k, tg_comm **c, int *rank, int *n) {
@@ -249,14 +257,10 @@ static tg_status comm_of(tg_kern *k, tg_comm **c, int *rank, int *n) {
         return tg_kern_fail(k, TG_EINTERNAL, "the ranks of the axis '%s' have no communicator",
                             axis);
     tg_status st = tg_comm_set_get(s->shared, key, nkey, c);
-    if (st != TG_OK) return tg_kern_fail(k, st, "%s", tg_last_error());
+    if (st != TG_OK) return comm_fail(k, st, tg_comm_set_aborted(s->shared));
     *rank = s->rank;
     *n = s->size;
     return TG_OK;
-}
-
-static tg_status comm_fail(tg_kern *k, tg_status st) {
-    return tg_kern_fail(k, st, "%s", tg_last_error());
 }
 
 /* x itself when contiguous, else a contiguous copy the caller frees (*copy); NULL when out
@@ -298,7 +302,7 @@ static tg_status reduce_ref(tg_kern *k, tg_comm_op op, bool mean) {
     }
     size_t count = (size_t)tg_tensor_size(y);
     tg_status st = tg_comm_all_reduce(c, rank, op, x->dtype, send, tg_tensor_data(y), count);
-    if (st != TG_OK) return comm_fail(k, st);
+    if (st != TG_OK) return comm_fail(k, st, true);
     if (mean && y->dtype == TG_DT_F32) {
         float *v = tg_tensor_data(y);
         for (size_t i = 0; i < count; i++) v[i] /= (float)n;
@@ -331,8 +335,9 @@ static tg_status gather_ref(tg_kern *k) {
     size_t es = tg_dtype_size(x->dtype);
     tg_status st = TG_OK;
     if (p <= 1) {
-        st = tg_comm_all_gather(c, rank, tg_tensor_data(x), tg_tensor_data(y), (size_t)(p * q) * es);
-        if (st != TG_OK) st = comm_fail(k, st);
+        st =
+            tg_comm_all_gather(c, rank, tg_tensor_data(x), tg_tensor_data(y), (size_t)(p * q) * es);
+        if (st != TG_OK) st = comm_fail(k, st, true);
     } else {
         tg_tensor *blocks = tg_tensor_empty(k->ctx, x->dtype, 3, (int64_t[]){n, p, q});
         tg_tensor *order = blocks ? ranks_first(y, n, p, q) : NULL;
@@ -343,7 +348,7 @@ static tg_status gather_ref(tg_kern *k) {
             if (st == TG_OK)
                 tg_tensor_copy_into(order, blocks);
             else
-                st = comm_fail(k, st);
+                st = comm_fail(k, st, true);
         }
         tg_tensor_free(order);
         tg_tensor_free(blocks);
@@ -367,8 +372,8 @@ static tg_status scatter_ref(tg_kern *k) {
     int64_t e = x->shape[d], p, q;
     if (tiled ? e % n != 0 : e != n) { /* run-time inference checked it against the frame */
         tg_tensor_free(copy);
-        return tg_kern_fail(k, TG_ESHAPE, "scatter_dimension %d has extent %lld for %d ranks",
-                            d, (long long)e, n);
+        return tg_kern_fail(k, TG_ESHAPE, "scatter_dimension %d has extent %lld for %d ranks", d,
+                            (long long)e, n);
     }
     split_at(x, d, &p, &q);
     q /= n;
@@ -387,7 +392,7 @@ static tg_status scatter_ref(tg_kern *k) {
     if (st == TG_OK) {
         st = tg_comm_reduce_scatter(c, rank, TG_COMM_SUM, x->dtype, send, tg_tensor_data(y),
                                     (size_t)(p * q));
-        if (st != TG_OK) st = comm_fail(k, st);
+        if (st != TG_OK) st = comm_fail(k, st, true);
     }
     tg_tensor_free(order);
     tg_tensor_free(blocks);
@@ -403,8 +408,8 @@ static tg_status permute_ref(tg_kern *k) {
     int np = perm->n / 2, src[TG_COMM_MAX_RANKS], dst[TG_COMM_MAX_RANKS];
     for (int p = 0; p < np; p++) { /* inference checked them against the frame's n */
         if (perm->ints[2 * p] >= n || perm->ints[2 * p + 1] >= n)
-            return tg_kern_fail(k, TG_EINVAL, "perm: pair %d names a rank beyond the %d of '%s'",
-                                p, n, k->attrs[A_AXIS].s);
+            return tg_kern_fail(k, TG_EINVAL, "perm: pair %d names a rank beyond the %d of '%s'", p,
+                                n, k->attrs[A_AXIS].s);
         src[p] = (int)perm->ints[2 * p];
         dst[p] = (int)perm->ints[2 * p + 1];
     }
@@ -415,7 +420,7 @@ static tg_status permute_ref(tg_kern *k) {
     size_t bytes = (size_t)tg_tensor_size(x) * tg_dtype_size(x->dtype);
     tg_status st =
         tg_comm_permute(c, rank, src, dst, np, tg_tensor_data(x), tg_tensor_data(y), bytes);
-    if (st != TG_OK) st = comm_fail(k, st);
+    if (st != TG_OK) st = comm_fail(k, st, true);
     tg_tensor_free(copy);
     return st;
 }
@@ -435,16 +440,16 @@ const tg_op_def tg_op_psum = {.name = "psum",
                               .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
 
 const tg_op_def tg_op_pmean = {.name = "pmean",
-                              .min_in = 1,
-                              .max_in = 1,
-                              .nout = 1,
-                              .kind = TG_KIND_OTHER,
-                              .attrs = reduce_attrs,
-                              .nattrs = (int)TG_COUNTOF(reduce_attrs),
-                              .infer = pmean_infer,
-                              .ref = pmean_ref,
-                              .grad = TG_GRAD_UNDEFINED,
-                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+                               .min_in = 1,
+                               .max_in = 1,
+                               .nout = 1,
+                               .kind = TG_KIND_OTHER,
+                               .attrs = reduce_attrs,
+                               .nattrs = (int)TG_COUNTOF(reduce_attrs),
+                               .infer = pmean_infer,
+                               .ref = pmean_ref,
+                               .grad = TG_GRAD_UNDEFINED,
+                               .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
 
 const tg_op_def tg_op_pmax = {.name = "pmax",
                               .min_in = 1,
@@ -471,37 +476,37 @@ const tg_op_def tg_op_pmin = {.name = "pmin",
                               .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
 
 const tg_op_def tg_op_all_gather = {.name = "all_gather",
-                              .min_in = 1,
-                              .max_in = 1,
-                              .nout = 1,
-                              .kind = TG_KIND_OTHER,
-                              .attrs = gather_attrs,
-                              .nattrs = (int)TG_COUNTOF(gather_attrs),
-                              .infer = gather_infer,
-                              .ref = gather_ref,
-                              .grad = TG_GRAD_UNDEFINED,
-                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+                                    .min_in = 1,
+                                    .max_in = 1,
+                                    .nout = 1,
+                                    .kind = TG_KIND_OTHER,
+                                    .attrs = gather_attrs,
+                                    .nattrs = (int)TG_COUNTOF(gather_attrs),
+                                    .infer = gather_infer,
+                                    .ref = gather_ref,
+                                    .grad = TG_GRAD_UNDEFINED,
+                                    .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
 
 const tg_op_def tg_op_psum_scatter = {.name = "psum_scatter",
-                              .min_in = 1,
-                              .max_in = 1,
-                              .nout = 1,
-                              .kind = TG_KIND_OTHER,
-                              .attrs = scatter_attrs,
-                              .nattrs = (int)TG_COUNTOF(scatter_attrs),
-                              .infer = scatter_infer,
-                              .ref = scatter_ref,
-                              .grad = TG_GRAD_UNDEFINED,
-                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+                                      .min_in = 1,
+                                      .max_in = 1,
+                                      .nout = 1,
+                                      .kind = TG_KIND_OTHER,
+                                      .attrs = scatter_attrs,
+                                      .nattrs = (int)TG_COUNTOF(scatter_attrs),
+                                      .infer = scatter_infer,
+                                      .ref = scatter_ref,
+                                      .grad = TG_GRAD_UNDEFINED,
+                                      .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
 
 const tg_op_def tg_op_ppermute = {.name = "ppermute",
-                              .min_in = 1,
-                              .max_in = 1,
-                              .nout = 1,
-                              .kind = TG_KIND_OTHER,
-                              .attrs = permute_attrs,
-                              .nattrs = (int)TG_COUNTOF(permute_attrs),
-                              .infer = permute_infer,
-                              .ref = permute_ref,
-                              .grad = TG_GRAD_UNDEFINED,
-                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+                                  .min_in = 1,
+                                  .max_in = 1,
+                                  .nout = 1,
+                                  .kind = TG_KIND_OTHER,
+                                  .attrs = permute_attrs,
+                                  .nattrs = (int)TG_COUNTOF(permute_attrs),
+                                  .infer = permute_infer,
+                                  .ref = permute_ref,
+                                  .grad = TG_GRAD_UNDEFINED,
+                                  .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};

@@ -123,13 +123,16 @@ void tg_comm_set_free(tg_comm_set *s);
  * "collective aborted: <the first aborting thread's last error>". */
 tg_status tg_comm_set_get(tg_comm_set *s, const int *key, int nkey, tg_comm **out);
 /* Aborts every communicator of the set (tg_comm_abort, with this thread's last error) and
- * makes tg_comm_set_get fail. The first abort also records `rank`: the rank of the set's
- * call whose failure it comes from (the caller's own, or that of the rank running the
- * nested pmap that failed). */
-void tg_comm_set_abort(tg_comm_set *s, int rank, tg_status why);
-/* The rank the first abort recorded; -1 when the set is not aborted. */
-int tg_comm_set_origin(tg_comm_set *s);
-/* Clears an abort on the set and its communicators. No rank may be inside a collective. */
+ * makes tg_comm_set_get fail. */
+void tg_comm_set_abort(tg_comm_set *s, tg_status why);
+bool tg_comm_set_aborted(tg_comm_set *s);
+/* Notes that rank `rank` of the set's call failed only because of an abort: a collective
+ * of its returned aborted, or a pmap it ran failed only so. Only the thread running that
+ * rank notes it; read once every rank has returned. */
+void tg_comm_set_note_interrupted(tg_comm_set *s, int rank);
+bool tg_comm_set_interrupted(const tg_comm_set *s, int rank);
+/* Clears an abort and the notes on the set and its communicators. No rank may be inside a
+ * collective. */
 void tg_comm_set_reset(tg_comm_set *s);
 
 #endif

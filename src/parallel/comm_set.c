@@ -26,22 +26,24 @@ struct tg_comm_set {
     _Atomic(entry *) head; /* newest first */
     pthread_mutex_t mu;    /* guards making entries and the abort below */
     atomic_bool aborted;
-    int origin; /* the rank the first abort recorded, -1 */
     tg_status why;
     char why_msg[TG_ERRMSG_MAX];
+    bool *interrupted; /* per rank: its failure came from an abort */
 };
 
 tg_comm_set *tg_comm_set_new(tg_ctx *ctx, int n) {
     if (!ctx) ctx = tg_ctx_default();
     TG_ASSERT(n >= 1);
     tg_comm_set *s = tg_mem_calloc(ctx, sizeof *s);
-    if (!s) {
+    bool *flags = s ? tg_mem_calloc(ctx, sizeof *flags * (size_t)n) : NULL;
+    if (!flags) {
+        if (s) tg_mem_free(ctx, s, sizeof *s);
         tg_set_error(TG_ENOMEM, "out of memory: the communicators of a pmap");
         return NULL;
     }
     s->ctx = ctx;
     s->n = n;
-    s->origin = -1;
+    s->interrupted = flags;
     atomic_init(&s->head, NULL);
     atomic_init(&s->aborted, false);
     pthread_mutex_init(&s->mu, NULL);
@@ -56,6 +58,7 @@ void tg_comm_set_free(tg_comm_set *s) {
         tg_mem_free(s->ctx, e, sizeof *e);
     }
     pthread_mutex_destroy(&s->mu);
+    tg_mem_free(s->ctx, s->interrupted, sizeof *s->interrupted * (size_t)s->n);
     tg_mem_free(s->ctx, s, sizeof *s);
 }
 
@@ -111,11 +114,10 @@ tg_status tg_comm_set_get(tg_comm_set *s, const int *key, int nkey, tg_comm **ou
     return st;
 }
 
-void tg_comm_set_abort(tg_comm_set *s, int rank, tg_status why) {
+void tg_comm_set_abort(tg_comm_set *s, tg_status why) {
     TG_ASSERT(why != TG_OK);
     pthread_mutex_lock(&s->mu);
     if (!atomic_load(&s->aborted)) {
-        s->origin = rank;
         s->why = why;
         snprintf(s->why_msg, sizeof s->why_msg, "%s", tg_last_error());
         atomic_store_explicit(&s->aborted, true, memory_order_release);
@@ -124,18 +126,23 @@ void tg_comm_set_abort(tg_comm_set *s, int rank, tg_status why) {
     pthread_mutex_unlock(&s->mu);
 }
 
-int tg_comm_set_origin(tg_comm_set *s) {
-    pthread_mutex_lock(&s->mu);
-    int r = atomic_load(&s->aborted) ? s->origin : -1;
-    pthread_mutex_unlock(&s->mu);
-    return r;
+bool tg_comm_set_aborted(tg_comm_set *s) {
+    return atomic_load_explicit(&s->aborted, memory_order_acquire);
 }
+
+void tg_comm_set_note_interrupted(tg_comm_set *s, int rank) {
+    TG_ASSERT(rank >= 0 && rank < s->n);
+    s->interrupted[rank] = true;
+}
+
+bool tg_comm_set_interrupted(const tg_comm_set *s, int rank) { return s->interrupted[rank]; }
 
 void tg_comm_set_reset(tg_comm_set *s) {
     pthread_mutex_lock(&s->mu);
-    if (atomic_load(&s->aborted))
+    if (atomic_load(&s->aborted)) {
         for (entry *e = atomic_load(&s->head); e; e = e->next) tg_comm_reset(e->comm);
-    s->origin = -1;
+        memset(s->interrupted, 0, sizeof *s->interrupted * (size_t)s->n);
+    }
     atomic_store(&s->aborted, false);
     pthread_mutex_unlock(&s->mu);
 }

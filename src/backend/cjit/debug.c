@@ -22,10 +22,12 @@
  * own. The ranks of a pmap body must: they wait for each other in collectives. mu guards
  * only the list of idle runs.
  *
- * Ops with state outside their inputs (TG_EFFECT_STATE: the collectives) are not run
- * again as their own reference: their kernel is the reference kernel in every backend,
- * and a second run would be a second exchange with the other ranks. Their inputs are
- * still checked.
+ * Nodes that talk to other ranks are not run again as their own reference: ops with state
+ * outside their inputs (TG_EFFECT_STATE: the collectives), whose kernel is the reference
+ * kernel in every backend, and calls and pmaps whose graphs hold one (whose ranks are
+ * checked where they run). A second run would be a second exchange with the other ranks,
+ * and its failure, kept for the comparison, would abort their collectives. Their inputs
+ * are still checked.
  *
  * Inputs: a node may have any number of inputs; the checksum and input arrays are sized
  * for the node with the most. The op record's destroys mask has one bit per input for the
@@ -47,7 +49,8 @@ struct tg_dbg {
     tg_graph *g;
     tg_node **order;
     int norder;
-    int maxin; /* most inputs of one node of order (at least 1) */
+    bool *noref; /* per node of order: not run again as its own reference (see the top) */
+    int maxin;   /* most inputs of one node of order (at least 1) */
     tg_vm *vm;
     tg_cj *cj;
     const char *backend;      /* "vm" or "c" */
@@ -148,7 +151,7 @@ static tg_status prepare(dbg_run *c, int i, tg_tensor *const *val) {
         c->sums[k] = checksum(vin[k]);
     }
     c->terms = terms_bound(n, vin);
-    if (tg_op_table[n->op]->effects & TG_EFFECT_STATE) return TG_OK; /* see the top */
+    if (d->noref[i]) return TG_OK;
     tg_tensor *ref[TG_MAX_OUTS];
     if (tg_interp_eval(d->ctx, d->g, n, vin, d->sub, ref) != TG_OK) {
         c->ref_failed = true;
@@ -316,6 +319,19 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
     return TG_OK;
 }
 
+/* Whether node n talks to other ranks: a collective, or a node whose graphs (calls, pmap
+ * bodies: acyclic, at most TG_CALL_MAX_DEPTH deep) hold one. */
+static bool talks(const tg_node *n) {
+    const tg_op_def *op = tg_op_table[n->op];
+    if (op->effects & TG_EFFECT_STATE) return true;
+    for (int j = 0; j < op->nattrs; j++) {
+        const tg_graph *g = n->attrs[j].kind == TG_ATTR_FUNC ? n->attrs[j].fn : NULL;
+        for (int k = 0; g && k < g->nodes.n; k++)
+            if (talks(g->nodes.items[k])) return true;
+    }
+    return false;
+}
+
 static tg_status check_cj(void *ud, const tg_node *n, tg_tensor *const *val) {
     return check(ud, n, val);
 }
@@ -331,10 +347,13 @@ tg_status tg_dbg_new(tg_graph *g, const tg_compile_opts *opts, tg_dbg **out) {
     d->break_op = env_op("TGRAPH_TEST_BREAK_OP");
     d->clobber_op = env_op("TGRAPH_TEST_CLOBBER_OP");
     d->order = tg_ir_toposort(g, &d->norder);
+    d->noref = d->order ? tg_mem_calloc(ctx, sizeof *d->noref * (size_t)(d->norder + 1)) : NULL;
     d->maxin = 1;
-    for (int i = 0; d->order && i < d->norder; i++)
+    for (int i = 0; d->noref && i < d->norder; i++) {
         if (d->order[i]->nin > d->maxin) d->maxin = d->order[i]->nin;
-    if (!d->order) {
+        d->noref[i] = talks(d->order[i]);
+    }
+    if (!d->noref) {
         tg_dbg_free(d);
         return TG_ENOMEM;
     }
@@ -385,6 +404,7 @@ void tg_dbg_free(tg_dbg *d) {
         run_free(d, c);
     }
     if (d->order) tg_mem_free(ctx, d->order, sizeof *d->order * (size_t)(d->g->nodes.n + 1));
+    if (d->noref) tg_mem_free(ctx, d->noref, sizeof *d->noref * (size_t)(d->norder + 1));
     pthread_mutex_destroy(&d->mu);
     tg_mem_free(ctx, d, sizeof *d);
 }
