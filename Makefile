@@ -47,9 +47,9 @@ asan: deps
 tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan -j $(JOBS) --target test_pool test_vm test_memcap test_debug test_call_exec test_blas \
-		test_replicas test_device test_sched test_pmap test_comm
+		test_replicas test_device test_sched test_pmap test_comm test_collective
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure \
-		-R 'test_pool|test_vm|test_memcap|test_debug|test_call_exec|test_blas$$|test_replicas|test_device|test_sched|test_pmap|test_comm'
+		-R 'test_pool|test_vm|test_memcap|test_debug|test_call_exec|test_blas$$|test_replicas|test_device|test_sched|test_pmap|test_comm|test_collective'
 
 fuzz: deps
 	CC=clang cmake -S . -B build-fuzz -DTG_FUZZ=ON $(CMAKE_FLAGS)
