@@ -67,10 +67,10 @@ static const tg_attr_spec permute_attrs[] = {
 /* The checks every collective makes; *n: the number of ranks (-1 unknown). */
 static tg_status common_infer(tg_infer *ic, int64_t *n) {
     const char *axis = ic->attrs[A_AXIS].s;
+    *n = -1;
     if (!axis || !*axis) return tg_infer_fail(ic, TG_EINVAL, "axis_name must not be empty");
     *n = tg_infer_axis_size(ic, axis);
-    ic->out[0] = ic->in[0];
-    ic->out[0].weak = 0;
+    ic->out[0] = ic->in[0]; /* a weak literal's sum stays weak, as the literal was */
     return TG_OK;
 }
 

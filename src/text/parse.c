@@ -412,18 +412,6 @@ static NOINLINE bool parse_pairs(parser *p, tg_attr *a) {
     return true;
 }
 
-/* Whether attribute `name` (len bytes) of the op named by optok takes a list of pairs. */
-static bool takes_pairs(parser *p, const tg_tok *optok, const char *name, size_t len) {
-    char *opname = scratch_str(p, optok->p, optok->len, optok);
-    int opi = opname ? tg_op_lookup(opname) : -1;
-    for (int j = 0; opi >= 0 && j < tg_op_table[opi]->nattrs; j++) {
-        const tg_attr_spec *s = &tg_op_table[opi]->attrs[j];
-        if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
-            return s->type == TG_AS_PAIRS;
-    }
-    return false;
-}
-
 /* Value of an attribute: scalar, list, string or @function. */
 static NOINLINE bool parse_attr_value(parser *p, tg_attr *a) {
     tg_tok t = p->tok;
@@ -510,6 +498,24 @@ static NOINLINE bool parse_attr_value(parser *p, tg_attr *a) {
         return true;
     }
     return expected(p, "an attribute value");
+}
+
+/* The value of attribute `name` of the call of optok: a list of pairs where the op's
+ * attribute takes one (TG_AS_PAIRS) or the value starts with "[[", any other value
+ * otherwise. A list of pairs for an attribute that takes something else is an error here;
+ * for a name the op lacks, tg_apply reports it. */
+static NOINLINE bool parse_keyword_value(parser *p, const tg_tok *optok, tg_attr *a) {
+    char *opname = scratch_str(p, optok->p, optok->len, optok);
+    if (!opname) return false;
+    int opi = tg_op_lookup(opname), type = -1;
+    for (int j = 0; opi >= 0 && j < tg_op_table[opi]->nattrs; j++)
+        if (strcmp(tg_op_table[opi]->attrs[j].name, a->name) == 0)
+            type = tg_op_table[opi]->attrs[j].type;
+    bool pairs = at(p, TG_TK_LBRACKET) && peek(p)->kind == TG_TK_LBRACKET;
+    if (pairs && type >= 0 && type != TG_AS_PAIRS)
+        return FAIL_TOK(p, &p->tok, TG_EINVAL, "%s: attribute '%s' takes no list of pairs",
+                        opname, a->name);
+    return pairs || type == TG_AS_PAIRS ? parse_pairs(p, a) : parse_attr_value(p, a);
 }
 
 /* The range of integers each dtype holds (bool and floats excluded). */
@@ -983,9 +989,7 @@ static bool parse_call(parser *p, int *nout) {
             if (!a->name) return false;
             advance(p);
             advance(p);
-            if (!(takes_pairs(p, &optok, a->name, t.len) ? parse_pairs(p, a)
-                                                         : parse_attr_value(p, a)))
-                return false;
+            if (!parse_keyword_value(p, &optok, a)) return false;
             na++;
             keywords = true;
         } else if (keywords) {
