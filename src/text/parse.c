@@ -513,8 +513,8 @@ static NOINLINE bool parse_keyword_value(parser *p, const tg_tok *optok, tg_attr
             type = tg_op_table[opi]->attrs[j].type;
     bool pairs = at(p, TG_TK_LBRACKET) && peek(p)->kind == TG_TK_LBRACKET;
     if (pairs && type >= 0 && type != TG_AS_PAIRS)
-        return FAIL_TOK(p, &p->tok, TG_EINVAL, "%s: attribute '%s' takes no list of pairs",
-                        opname, a->name);
+        return FAIL_TOK(p, &p->tok, TG_EINVAL, "%s: attribute '%s' takes no list of pairs", opname,
+                        a->name);
     return pairs || type == TG_AS_PAIRS ? parse_pairs(p, a) : parse_attr_value(p, a);
 }
 

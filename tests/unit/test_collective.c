@@ -151,9 +151,9 @@ static void check_outputs(const tg_tensor *xs, int n, tg_tensor *const *out, con
     static const int ndims[NOUT] = {3, 3, 3, 3, 4, 4, 3, 2, 3, 3, 3};
     for (int o = 0; o < NOUT; o++) {
         const int64_t *shape = tg_tensor_shape(out[o]);
-        int64_t want[NOUT][4] = {{n, n, C},        {n, n, C},     {n, n, C},    {n, n, C},
-                                 {n, n, n, C},     {n, n, C, n},  {n, n, n * C}, {n, C},
-                                 {n, n, C / n},    {n, n, C},     {n, n, C}};
+        int64_t want[NOUT][4] = {{n, n, C},     {n, n, C},    {n, n, C},     {n, n, C},
+                                 {n, n, n, C},  {n, n, C, n}, {n, n, n * C}, {n, C},
+                                 {n, n, C / n}, {n, n, C},    {n, n, C}};
         assert_int_equal(tg_tensor_ndim(out[o]), ndims[o]);
         assert_int_equal(tg_tensor_dtype(out[o]), tg_tensor_dtype(xs));
         for (int d = 0; d < ndims[o]; d++)
@@ -234,22 +234,23 @@ static void test_results_devices(void **state) {
 
 /* ---- nested pmaps ---- */
 
-static const char *NESTED = "func main(xs: f64[2,3,4]) {\n"
-                            "  a, b, g, p = pmap(@mid, xs, axis_name=\"i\")\n"
-                            "  return a, b, g, p\n"
-                            "}\n"
-                            "func mid(x: f64[3,4]) {\n"
-                            "  s = psum(x, axis_name=\"i\")\n"
-                            "  a, b, g, p = pmap(@leaf, s, x, axis_name=\"j\")\n"
-                            "  return a, b, g, p\n"
-                            "}\n"
-                            "func leaf(s: f64[4], x: f64[4]) {\n"
-                            "  a = pmax(x, axis_name=\"i\")\n"
-                            "  b = psum(psum(x, axis_name=\"j\"), axis_name=\"i\")\n"
-                            "  g = all_gather(x, axis_name=\"i\")\n"
-                            "  p = ppermute(add(x, s), axis_name=\"j\", perm=[[0, 2], [2, 1], [1, 0]])\n"
-                            "  return a, b, g, p\n"
-                            "}\n";
+static const char *NESTED =
+    "func main(xs: f64[2,3,4]) {\n"
+    "  a, b, g, p = pmap(@mid, xs, axis_name=\"i\")\n"
+    "  return a, b, g, p\n"
+    "}\n"
+    "func mid(x: f64[3,4]) {\n"
+    "  s = psum(x, axis_name=\"i\")\n"
+    "  a, b, g, p = pmap(@leaf, s, x, axis_name=\"j\")\n"
+    "  return a, b, g, p\n"
+    "}\n"
+    "func leaf(s: f64[4], x: f64[4]) {\n"
+    "  a = pmax(x, axis_name=\"i\")\n"
+    "  b = psum(psum(x, axis_name=\"j\"), axis_name=\"i\")\n"
+    "  g = all_gather(x, axis_name=\"i\")\n"
+    "  p = ppermute(add(x, s), axis_name=\"j\", perm=[[0, 2], [2, 1], [1, 0]])\n"
+    "  return a, b, g, p\n"
+    "}\n";
 
 /* xs[i, j, c]: rank (i, j) of the inner pmaps holds row j of outer rank i's slice. */
 static void check_nested(tg_mode mode, const char *what) {
@@ -257,7 +258,7 @@ static void check_nested(tg_mode mode, const char *what) {
     tg_tensor *xs = values(TG_DT_F64, 3, (int64_t[]){2, 3, 4}, 0.5), *out[4];
     tg_fn *f = compile(m, "main", mode);
     if (tg_fn_call(f, &xs, 1, out, 4) != TG_OK) fail_msg("%s: %s", what, tg_last_error());
-#define X(i, j, c) tg_tensor_get_f64(xs, ((i) * 3 + (j)) * 4 + (c))
+#define X(i, j, c) tg_tensor_get_f64(xs, ((i)*3 + (j)) * 4 + (c))
     static const int from[3] = {1, 2, 0}; /* perm: rank dst gets rank from[dst]'s */
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++)

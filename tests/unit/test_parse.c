@@ -846,11 +846,16 @@ static void test_errors_depth(void **state) {
     assert_int_equal(tg_graph_node_count(tg_module_func(m, 0)), 256);
     tg_module_free(m);
 
-    /* lists are flat: a '[' inside a list is an error, not more nesting */
+    /* lists are flat, lists of pairs hold pairs of numbers: a '[' deeper is an error, not
+       more nesting */
     n = (size_t)snprintf(src, cap, "func f(x: f32[]) {\n  y = sum(x, axis=");
     for (size_t i = 0; i < depth; i++) src[n++] = '[';
     snprintf(src + n, cap - n, "\n  return y\n}\n");
-    parse_err(src, TG_ESYNTAX, "t.tg:2:20: expected a number or ']' but found '['");
+    parse_err(src, TG_EINVAL, "t.tg:2:19: sum: attribute 'axis' takes no list of pairs");
+    n = (size_t)snprintf(src, cap, "func f(x: f32[]) {\n  y = ppermute(x, axis_name=\"i\", perm=");
+    for (size_t i = 0; i < depth; i++) src[n++] = '[';
+    snprintf(src + n, cap - n, "\n  return y\n}\n");
+    parse_err(src, TG_ESYNTAX, "t.tg:2:41: expected an integer but found '['");
     free(src);
 }
 
