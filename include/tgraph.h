@@ -510,10 +510,10 @@ TG_API tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_f
  * split their work over the function's pool while it is free; a call that finds it busy
  * with another call's kernel runs that kernel on its own thread (same results, but for a
  * BLAS product split over its inner dimension, whose partial sums depend on the threads).
- * TG_MODE_REFERENCE calls also run at the same time (all their state is per call).
- * Serialized: calls of a function with state (tg_state: the state is one for all calls,
- * and a call swaps it in when it succeeds; tg_fn_state_set waits for them too), and calls
- * in TG_MODE_DEBUG. Inputs are only read, so threads may share them; a given output must
+ * TG_MODE_REFERENCE and TG_MODE_DEBUG calls also run at the same time (their state is per
+ * call). Serialized: calls of a function with state (tg_state: the state is one for all
+ * calls, and a call swaps it in when it succeeds; tg_fn_state_set waits for them too).
+ * Inputs are only read, so threads may share them; a given output must
  * be written by one call at a time. tg_fn_profile_print and tg_fn_profile_reset may run
  * during calls (the profile sums the calls that ended); tg_fn_free must not. */
 TG_API tg_status tg_fn_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor **out, int nout);

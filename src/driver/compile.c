@@ -31,8 +31,9 @@
  *
  * Threads (tgraph.h, tg_fn_call): calls of a function without state go to the backend at
  * once, and the VM and the C JIT run them at the same time, each on a replica of its own
- * (src/backend/plan.h); calls of a function with state are serialized by mu, since every
- * call reads the state the previous one left (and debug mode serializes its own).
+ * (src/backend/plan.h), and so do those of the reference and debug modes; calls of a
+ * function with state are serialized by mu, since every call reads the state the previous
+ * one left.
  */
 #include "../backend/interp/interp.h"
 #include "../rewrite/rewrite.h"

@@ -25,7 +25,7 @@
  * axis_index(axis_name="batch") is the rank of the enclosing pmap of that axis, a 0-d
  * i64, read from the SPMD frame of the calling thread (tg_spmd_find). Where no pmap of
  * that name encloses it is an error when the function is compiled (tg_pmap_check_axes,
- * which also covers the collectives to come: every op with TG_EFFECT_AXIS) and, should a
+ * which also covers the collectives: every op with TG_EFFECT_AXIS) and, should a
  * kernel ever run outside one, at run time.
  *
  * Invariants:

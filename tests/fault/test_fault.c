@@ -58,7 +58,8 @@ static const char wl_src[] =
     "}\n";
 
 /* A pmap (on cpu:0) whose body maps again (on the caller's thread: ranks of a rank run on
- * threads of their own), with a replicated input, in_axes 1 and an out_axes=none result.
+ * threads of their own), with a replicated input, in_axes 1 and an out_axes=none result,
+ * and collectives over both axes (their communicators are made on first use).
  * One rank each: the test's allocator counts without atomics, so no two ranks may
  * allocate at once. */
 static const char wl_pmap_src[] =
@@ -72,7 +73,8 @@ static const char wl_pmap_src[] =
     "}\n"
     "func inner(x: f64[3], w: f64[3]) {\n"
     "  i = cast(add(axis_index(axis_name=\"a\"), axis_index(axis_name=\"b\")), dtype=\"f64\")\n"
-    "  return add(mul(x, w), i)\n"
+    "  g = all_gather(psum(x, axis_name=\"a\"), axis_name=\"b\", tiled=true)\n"
+    "  return add(add(mul(x, w), i), g)\n"
     "}\n";
 
 typedef tg_status (*workload_fn)(tg_ctx *ctx, double *checksum);
