@@ -26,6 +26,7 @@ Ends with the line "N passed, N failed"; exits 1 when a case failed.
 import argparse
 import math
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -150,6 +151,107 @@ def _renamer(names, prefix):
     return lambda text: pat.sub(lambda m: prefix + m.group(1), text)
 
 
+# ---- devices and annotations ------------------------------------------------------------
+
+
+class Devices:
+    """The devices `tgraph run` has (--devices N: cpu:0..N-1, --sim K: sim:0..K-1) and
+    whether programs are annotated (--annotate). Set once in main, before any worker."""
+
+    def __init__(self):
+        self.host = 0
+        self.sim = 0
+        self.annotate = False
+        self.seed = 0
+
+    def names(self):
+        """The devices an annotation may name: the whole host and every device of the run."""
+        return (["cpu"] + ["cpu:%d" % i for i in range(self.host)]
+                + ["sim:%d" % i for i in range(self.sim)])
+
+    def args(self):
+        """Options of `tgraph run` and `tgraph opt`."""
+        return ["--devices", str(self.host)] if self.host else []
+
+    def env(self):
+        """The environment of tgraph (None: this one)."""
+        if not self.sim:
+            return None
+        env = dict(os.environ)
+        env["TGRAPH_SIM_DEVICES"] = str(self.sim)
+        return env
+
+    def describe(self):
+        """The setting as a command line prefix, for failure messages ("" when none)."""
+        words = ["TGRAPH_SIM_DEVICES=%d" % self.sim] if self.sim else []
+        words += ["tgraph run"] + mode_args(MODE[0]) + self.args()
+        return " ".join(words) if self.host or self.sim else ""
+
+
+DEV = Devices()
+ASSIGN = re.compile(r"(\s*\w+(?:\s*,\s*\w+)*\s*=\s*)(.*?)\s*")
+CALL_HEAD = re.compile(r"fused\{|([A-Za-z_]\w*)\(")
+
+
+def _closing(s, i):
+    """The index of the bracket that closes the one at s[i] (string literals skipped), or
+    None when there is none."""
+    depth, k = 0, i
+    while k < len(s):
+        ch = s[k]
+        if ch == '"':
+            k += 1
+            while k < len(s) and s[k] != '"':
+                k += 2 if s[k] == "\\" else 1
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return k
+        k += 1
+    return None
+
+
+def outer_call(expr):
+    """(open, close): the parentheses of the argument list when expr is one call with
+    nothing after it (`op(...)`, `f(...)` of a function, `fused{...}(...)`); None for a
+    name, a literal, indexing sugar (`x[1:2]`, `f(x)[0]`) and `const(...)` (a constant has
+    no device)."""
+    m = CALL_HEAD.match(expr)
+    if not m or m.group(1) == "const":
+        return None
+    i = m.end() - 1
+    if expr[i] == "{":
+        i = _closing(expr, i)
+        if i is None or expr[i + 1:i + 2] != "(":
+            return None
+        i += 1
+    j = _closing(expr, i)
+    return (i, j) if j == len(expr) - 1 else None
+
+
+def annotate_lines(lines, key):
+    """lines (`names = expr`) with `device="..."` added to the outermost call of a random
+    half of them, among DEV.names(). The choices depend only on --seed, `key` and the
+    lines, so a case is annotated the same in a bundle, alone, and when rerun."""
+    rng = random.Random("%d/%s" % (DEV.seed, key))
+    names = DEV.names()
+    out = []
+    for ln in lines:
+        pick, dev = rng.random() < 0.5, rng.choice(names)
+        m = ASSIGN.fullmatch(ln)
+        call = outer_call(m.group(2)) if m and pick else None
+        if call is None:
+            out.append(ln)
+            continue
+        head, expr = m.group(1), m.group(2)
+        i, j = call
+        sep = ", " if expr[i + 1:j].strip() else ""
+        out.append('%s%s%sdevice="%s")' % (head, expr[:j], sep, dev))
+    return out
+
+
 def bundle_params(items):
     """[(name in the bundle, Param)] of the programs in items = [(program, cases)]."""
     multi = len(items) > 1
@@ -169,8 +271,11 @@ def bundle_text(items):
         sig += ["%s%s: %s" % (pre, p.name, p.decl) for p in prog.params]
         for c in cases:
             suffix = "_c%d" % k
-            body += ["  " + ren(ln.replace("$", suffix)) for ln in c.lines]
-            body.append("  o%d = %s" % (k, ren(c.expr.replace("$", suffix))))
+            lines = [ren(ln.replace("$", suffix)) for ln in c.lines]
+            lines.append("o%d = %s" % (k, ren(c.expr.replace("$", suffix))))
+            if DEV.annotate:
+                lines = annotate_lines(lines, c.full_name())
+            body += ["  " + ln for ln in lines]
             rets.append("o%d" % k)
             k += 1
     return "\n".join(["func main(%s) {" % ", ".join(sig)] + body +
@@ -1454,7 +1559,7 @@ def run_tgraph(tgraph, items, workdir, text=None):
     src = os.path.join(workdir, "prog.tg")
     with open(src, "w") as f:
         f.write(text if text is not None else bundle_text(items))
-    args = [tgraph, "run", src] + mode_args(MODE[0])
+    args = [tgraph, "run", src] + mode_args(MODE[0]) + DEV.args()
     for name, p in bundle_params(items):
         path = os.path.join(workdir, "in_%s.npy" % name)
         np.save(path, p.save(p.value) if p.save else p.value)
@@ -1467,7 +1572,8 @@ def run_tgraph(tgraph, items, workdir, text=None):
         outs.append(path)
         args += ["--out", "%d=%s" % (k, path)]  # by position: `o1 = x` may alias x
     try:
-        res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                             env=DEV.env())
     except subprocess.TimeoutExpired:
         raise Failure("tgraph timed out after 120 s")
     err = res.stderr.decode("utf-8", "replace").strip()
@@ -1536,15 +1642,18 @@ def same_values(a, b):
 
 def opt_roundtrip(tgraph, prog, workdir):
     """`tgraph opt` must print a program that parses back and computes the same values
-    (within each case's tolerance, since rewrites may change the rounding).
-    Returns (check name, None or the failure, the text involved)."""
+    (within each case's tolerance, since rewrites may change the rounding). On devices
+    (--devices, --sim) it prints the placed graph (`opt --placed`), with its transfers, and
+    that is placed again when it runs. Returns (check name, None or the failure, the text
+    involved)."""
     os.makedirs(workdir, exist_ok=True)
     src = os.path.join(workdir, "orig.tg")
     text = prog.text(prog.cases)
     with open(src, "w") as f:
         f.write(text)
-    res = subprocess.run([tgraph, "opt", src], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         timeout=120)
+    placed = ["--placed"] + DEV.args() if DEV.host or DEV.sim else []
+    res = subprocess.run([tgraph, "opt", src] + placed, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, timeout=120, env=DEV.env())
     if res.returncode != 0:
         return ("opt_roundtrip", "tgraph opt exited with %d: %s"
                 % (res.returncode, res.stderr.decode("utf-8", "replace").strip()), text)
@@ -1575,9 +1684,9 @@ def cli_checks(tgraph, tmp):
     checks = []
 
     def run(*extra):
-        return subprocess.run([tgraph, "run", src] + mode_args(MODE[0]) + ["--in", xin]
-                              + list(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=60)
+        return subprocess.run([tgraph, "run", src] + mode_args(MODE[0]) + DEV.args()
+                              + ["--in", xin] + list(extra), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=60, env=DEV.env())
 
     r = run()
     want = "a = %r\nn = %r\n2 = %r\n" % (x * 2, x.astype(np.int64), np.sum(x)[()])
@@ -1596,8 +1705,8 @@ def cli_checks(tgraph, tmp):
     src1 = os.path.join(wd, "one.tg")
     with open(src1, "w") as f:
         f.write("func f(x: f32[3]) {\n  return neg(x)\n}\n")
-    r = subprocess.run([tgraph, "run", src1] + mode_args(MODE[0]) + ["--in", xin],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    r = subprocess.run([tgraph, "run", src1] + mode_args(MODE[0]) + DEV.args() + ["--in", xin],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, env=DEV.env())
     got = r.stdout.decode("utf-8", "replace")
     checks.append(("print_single_output", None if r.returncode == 0 and got == "%r\n" % -x
                    else "stdout %r, expected %r" % (got, "%r\n" % -x)))
@@ -1675,8 +1784,10 @@ def run_bundle(tgraph, bundle, tmp, keep, seed):
 def describe_failure(prog, c, why, keep, seed):
     text = prog.text([c])
     msg = ["FAIL %s: %s" % (c.full_name(), why),
-           "  seed %d; inputs: %s" % (seed, describe_inputs(prog)),
-           "  program:"] + ["    " + ln for ln in text.rstrip().split("\n")]
+           "  seed %d; inputs: %s" % (seed, describe_inputs(prog))]
+    if DEV.describe():
+        msg.append("  run as: " + DEV.describe())
+    msg += ["  program:"] + ["    " + ln for ln in text.rstrip().split("\n")]
     if keep:
         d = os.path.join(keep, c.full_name().replace("/", "__"))
         os.makedirs(d, exist_ok=True)
@@ -1716,6 +1827,13 @@ def main():
                     help="the backends to run, comma-separated (tgraph run --mode); each one "
                          "is compared with NumPy (default: reference,vm: the graph as written "
                          "and the rewritten graph)")
+    ap.add_argument("--devices", type=int, default=0, metavar="N",
+                    help="run on N virtual host devices cpu:0..N-1 (tgraph run --devices N)")
+    ap.add_argument("--sim", type=int, default=0, metavar="K",
+                    help="with K sim devices sim:0..K-1 (TGRAPH_SIM_DEVICES=K)")
+    ap.add_argument("--annotate", action="store_true",
+                    help="annotate a random half of each case's lines with a device of the "
+                         "run (cpu, cpu:i, sim:i), the choice fixed by --seed and the case")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--no-bundle", dest="bundle", action="store_false",
@@ -1726,6 +1844,10 @@ def main():
     if not os.access(tgraph, os.X_OK):
         print("diff_numpy.py: %s is not an executable" % tgraph, file=sys.stderr)
         return 2
+    if not 0 <= args.devices <= 256 or not 0 <= args.sim <= 256:
+        print("diff_numpy.py: --devices and --sim take 0 to 256", file=sys.stderr)
+        return 2
+    DEV.host, DEV.sim, DEV.annotate, DEV.seed = args.devices, args.sim, args.annotate, args.seed
 
     t0 = time.time()
     S = Suite(args.seed)
@@ -1744,8 +1866,10 @@ def main():
                 print(c.full_name())
         return 0
     ncases = sum(len(p.cases) for p in progs)
-    print("diff_numpy: %d cases in %d programs, seed %d, NumPy %s, modes %s"
-          % (ncases, len(progs), args.seed, np.__version__, ", ".join(modes)))
+    print("diff_numpy: %d cases in %d programs, seed %d, NumPy %s, modes %s%s"
+          % (ncases, len(progs), args.seed, np.__version__, ", ".join(modes),
+             "; devices %s%s" % (", ".join(DEV.names()), ", annotated" if DEV.annotate else "")
+             if DEV.host or DEV.sim or DEV.annotate else ""))
     sys.stdout.flush()
 
     tmp = tempfile.mkdtemp(prefix="tgdiff.")
