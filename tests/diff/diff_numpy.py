@@ -1735,17 +1735,20 @@ def describe_inputs(prog):
 
 def run_bundle(tgraph, bundle, tmp, keep, seed):
     """Runs a bundle of programs in one tgraph process; when that fails, each program
-    alone, and when a program fails, each of its cases alone. Returns (passed, failures)."""
+    alone, and when a program fails, each of its cases alone. A failure that none of the
+    smaller runs repeats is a failure all the same (of the bundle or the program).
+    Returns (passed, failures)."""
     wd = os.path.join(tmp, bundle[0].name)
     results = {}  # case -> None or the failure
     outputs = {}  # program -> its outputs, when it ran as a whole
+    unrepeated = []  # failures of a whole that no smaller run repeated
     try:
         got = run_tgraph(tgraph, [(p, p.cases) for p in bundle], wd)
         k = 0
         for prog in bundle:
             outputs[prog] = got[k:k + len(prog.cases)]
             k += len(prog.cases)
-    except Failure:
+    except Failure as bundled:
         for prog in bundle:
             pwd = os.path.join(wd, prog.name)
             try:
@@ -1760,7 +1763,13 @@ def run_bundle(tgraph, bundle, tmp, keep, seed):
                         results[c] = compare(c, g)
                     except Failure as alone:
                         results[c] = str(alone)
-    passed, failures = 0, []
+                if all(results[c] is None for c in prog.cases):
+                    unrepeated.append("FAIL %s: failed as a whole, each case passed alone: %s"
+                                      % (prog.name, whole))
+        if len(bundle) > 1 and len(outputs) == len(bundle):
+            unrepeated.append("FAIL %s: failed as one run, each program passed alone: %s"
+                              % (" ".join(p.name for p in bundle), bundled))
+    passed, failures = 0, list(unrepeated)
     for prog, got in outputs.items():
         for c, g in zip(prog.cases, got):
             results[c] = compare(c, g)
