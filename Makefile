@@ -4,7 +4,7 @@
 #   make demo       train the Fashion-MNIST example (installs the data when missing, as root)
 #   make demo-cli   the command-line tour: examples/demo.sh with build/tgraph
 #   make asan       build and test under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make tsan       run the pool, VM, memory-cap, debug-mode, concurrent-call and device tests under
+#   make tsan       run the pool, VM, memory-cap, debug-mode, concurrent-call, device and scheduler tests under
 #                   ThreadSanitizer
 #   make fuzz       build the libFuzzer targets (clang, build-fuzz/); then run one with
 #                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)
@@ -47,9 +47,9 @@ asan: deps
 tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan -j $(JOBS) --target test_pool test_vm test_memcap test_debug test_call_exec test_blas \
-		test_replicas test_device
+		test_replicas test_device test_sched
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure \
-		-R 'test_pool|test_vm|test_memcap|test_debug|test_call_exec|test_blas$$|test_replicas|test_device'
+		-R 'test_pool|test_vm|test_memcap|test_debug|test_call_exec|test_blas$$|test_replicas|test_device|test_sched'
 
 fuzz: deps
 	CC=clang cmake -S . -B build-fuzz -DTG_FUZZ=ON $(CMAKE_FLAGS)

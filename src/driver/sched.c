@@ -121,7 +121,10 @@ bool tg_sched_checked(void) {
 /* ---- building ---- */
 
 static const char *value_name(const tg_var *v, char *buf, size_t cap) {
-    if (v->name) return v->name;
+    if (v->name) {
+        snprintf(buf, cap, "%s", v->name);
+        return v->name;
+    }
     snprintf(buf, cap, "%%%d", v->id);
     return buf;
 }
@@ -215,10 +218,15 @@ static tg_status part_build(tg_sched *s, int i, tg_node **order, int norder, con
                     map[h] = val ? tg_ir_const(sub, val, hv->lit) : NULL;
                     if (map[h]) map[h]->type = hv->type;
                 } else {
-                    char nm[32];
+                    char nm[300];
                     tg_type t = hv->type;
-                    map[h] = tg_input(sub, value_name(hv, nm, sizeof nm), (tg_dtype)t.dtype, t.ndim,
-                                      t.shape);
+                    value_name(hv, nm, sizeof nm);
+                    for (int q = 0; q < sub->inputs.n; q++) /* one name per input */
+                        if (strcmp(((tg_var *)sub->inputs.items[q])->name, nm) == 0) {
+                            snprintf(nm, sizeof nm, "%.200s.%d", hv->name ? hv->name : "", hv->id);
+                            break;
+                        }
+                    map[h] = tg_input(sub, nm, (tg_dtype)t.dtype, t.ndim, t.shape);
                     if (map[h] && !add_slot(s->ctx, &p->in, &p->nin, h)) st = TG_ENOMEM;
                 }
                 if (!map[h] && st == TG_OK) st = sub->status ? sub->status : TG_ENOMEM;
@@ -514,12 +522,16 @@ static tg_tensor *value(const call *c, int v) {
     return var->kind == TG_VAR_CONST ? var->value : NULL;
 }
 
-static tg_device *home_of(const tg_tensor *t) { return t->buf->device; }
+/* The device whose memory holds t: NULL for the host's (whatever host device made it). */
+static tg_device *home_of(const tg_tensor *t) {
+    tg_device *d = t->buf->device;
+    return d && t->buf->release ? d : NULL;
+}
 
 /* A read of slot v on dev, checked where tg_sched_checked says. */
 static tg_status check_read(const call *c, const step *p, int v, const tg_tensor *t) {
     tg_device *h = home_of(t);
-    bool ok = tg_device_is_host(h) ? tg_device_is_host(p->dev) || p->copy : h == p->dev || p->copy;
+    bool ok = !h ? tg_device_is_host(p->dev) || p->copy : h == p->dev || p->copy;
     if (ok) return TG_OK;
     char nm[32];
     return tg_set_error(TG_ECHECK, "missing transfer: '%s' lives on %s and is read on %s",
@@ -577,7 +589,10 @@ static tg_status run_copy(call *c, const step *p, dev_prof *pr) {
         x = tmp = tg_tensor_dup(x);
         if (!x) return TG_ENOMEM;
     }
-    tg_tensor *y = tg_device_tensor_new(p->dst, x->dtype, x->ndim, x->shape);
+    /* host memory carries no device (a buffer may outlive the registry: the caller's) */
+    tg_tensor *y = tg_device_is_host(p->dst)
+                       ? tg_tensor_empty(NULL, x->dtype, x->ndim, x->shape)
+                       : tg_device_tensor_new(p->dst, x->dtype, x->ndim, x->shape);
     if (!y) {
         tg_tensor_free(tmp);
         return TG_ENOMEM;

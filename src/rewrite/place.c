@@ -160,14 +160,16 @@ static bool derived_of(const place *p, const tg_var *v) {
     return v->kind == TG_VAR_INPUT && p->inloc[v->id] != HOST;
 }
 
-/* "'a'" or "the result of exp at f.tg:3:5": a value, for messages. */
+/* "'a'", "the result of exp at f.tg:3:5" or "a constant": a value, for messages. */
 static void describe(const tg_graph *g, const tg_var *v, char *buf, size_t cap) {
     if (v->name) {
         snprintf(buf, cap, "'%s'", v->name);
+    } else if (v->kind == TG_VAR_NODE && v->node->line > 0) {
+        snprintf(buf, cap, "the result of %s at %s:%d:%d", tg_op_table[v->node->op]->name,
+                 g->file ? g->file : "<input>", v->node->line, v->node->col);
     } else if (v->kind == TG_VAR_NODE) {
-        char at[512];
-        where(g, v->node, at, sizeof at);
-        snprintf(buf, cap, "the result of %s", at);
+        snprintf(buf, cap, "the result of node %d (%s)", v->node->id,
+                 tg_op_table[v->node->op]->name);
     } else {
         snprintf(buf, cap, "a constant");
     }

@@ -891,21 +891,6 @@ static NOINLINE bool build_call(parser *p, const tg_tok *optok, const tg_tok *ra
  * At entry the current token is the op name and the next one is "(". The outputs go to
  * p->outs[0..*nout). A `device="..."` keyword is the call's own: every node the call
  * builds carries it, whatever the call is (op, function, fused, derivative form). */
-/* Whether op opi has an attribute called name (transfer's `device`: the keyword is then
- * both the call's annotation and the op's attribute). */
-static bool op_has_attr(int opi, const char *name) {
-    const tg_op_def *def = tg_op_table[opi];
-    for (int j = 0; j < def->nattrs; j++)
-        if (strcmp(def->attrs[j].name, name) == 0) return true;
-    return false;
-}
-
-/* The op name of a call token, NUL-terminated (scratch). */
-static const char *optok_name(parser *p, const tg_tok *t) {
-    const char *s = scratch_str(p, t->p, t->len, t);
-    return s ? s : "";
-}
-
 static bool parse_call(parser *p, int *nout) {
     tg_tok optok = p->tok;
     advance(p);
@@ -976,11 +961,6 @@ static bool parse_call(parser *p, int *nout) {
     }
     if (!expect(p, TG_TK_RPAREN, "',' or ')'")) return false;
     leave(p);
-    int opi = tg_op_lookup(optok_name(p, &optok));
-    if (device && opi >= 0 && op_has_attr(opi, "device")) { /* transfer: the op's too */
-        if (!GROW(p, attrs, ca, na, &optok)) return false;
-        attrs[na++] = (tg_attr){.name = "device", .kind = TG_ATTR_STR, .s = device};
-    }
     const char *outer = p->g->device;
     p->g->device = device;
     bool ok = build_call(p, &optok, raw.kind == TG_TK_RAW ? &raw : NULL, ins, nin, attrs, na, ca,

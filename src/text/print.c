@@ -302,10 +302,7 @@ static bool put_slice(const printer *pr, const tg_node *n) {
 /* The end of a call: `, device="..."` when n is annotated (`device` alone when the call
  * has no other argument), then ")". */
 static void put_close(const printer *pr, const tg_node *n, bool first) {
-    const tg_op_def *def = tg_op_table[n->op];
-    bool attr = false; /* transfer: its `device` attribute says it already */
-    for (int j = 0; j < def->nattrs; j++) attr |= strcmp(def->attrs[j].name, "device") == 0;
-    if (n->device && !attr) {
+    if (n->device) { /* a transfer's too: it says where the transfer moves its value */
         fprintf(pr->f, "%sdevice=", first ? "" : ", ");
         tg_txt_put_string(pr->f, n->device);
     }

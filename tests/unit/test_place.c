@@ -35,6 +35,7 @@ static tg_graph *parse_fn(const char *src, const char *name) {
     assert_int_equal(st, TG_OK);
     tg_graph *g = tg_graph_clone(tg_module_find(m, name));
     assert_non_null(g);
+    g->file = "test.tg"; /* the clone borrowed the module's copy of the name */
     tg_module_free(m);
     return g;
 }

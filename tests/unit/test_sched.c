@@ -9,7 +9,9 @@
  * input returned as is. A step that fails cancels the call on every device: the error
  * names the failing node, no call hangs, and the next call works. A planted missing
  * transfer (a sim node reading host memory, an output left on a sim device) is an error
- * naming the value and both devices. Eight threads call one function at once.
+ * naming the value and both devices. Eight threads call one function at once. A function
+ * with state compiled over two devices (tg_graph_compile: placement, then the scheduler)
+ * keeps its state through calls that fail.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -236,6 +238,40 @@ static void test_missing_transfer(void **st) {
     tg_graph_free(g);
 }
 
+/* Through tg_graph_compile: a function with state over two devices; a call that fails on
+ * one device leaves the state as it was, and the next good call goes on from it. */
+static void test_state_kept(void **st) {
+    (void)st;
+    static const char *src = "func f(mut n: f64[], x: f64[?], i: i64[?]) {\n"
+                             "  a = sum(exp(x), device=\"cpu:0\")\n"
+                             "  b = sum(take(x, i), device=\"cpu:1\")\n"
+                             "  n <- add(n, 1.0, device=\"cpu:1\")\n"
+                             "  return add(a, b)\n"
+                             "}\n";
+    tg_module *m = NULL;
+    assert_int_equal(tg_module_parse(NULL, src, strlen(src), "state.tg", &m), TG_OK);
+    tg_fn *f = NULL;
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM);
+    assert_int_equal(tg_graph_compile(tg_module_find(m, "f"), &o, &f), TG_OK);
+    int64_t n = 1000, three = 3;
+    tg_tensor *x = ramp(n, 1.0), *good = tg_tensor_new(NULL, TG_DT_I64, 1, &three),
+              *bad = tg_tensor_new(NULL, TG_DT_I64, 1, &three);
+    ((int64_t *)tg_tensor_data(bad))[2] = -n - 1; /* out of range */
+    for (int k = 0; k < 10; k++) {
+        tg_tensor *in[2] = {x, (k % 3 == 1) ? bad : good}, *out = NULL;
+        tg_status rc = tg_fn_call(f, in, 2, &out, 1);
+        assert_int_equal(rc, (k % 3 == 1) ? TG_EINDEX : TG_OK);
+        tg_tensor_free(out);
+    }
+    /* 10 calls, of which k = 1, 4, 7 failed */
+    assert_true(*(const double *)tg_tensor_data(tg_fn_state(f, 0)) == 7.0);
+    tg_tensor_free(x);
+    tg_tensor_free(good);
+    tg_tensor_free(bad);
+    tg_fn_free(f);
+    tg_module_free(m);
+}
+
 typedef struct shared {
     tg_sched *s;
     tg_tensor *x;
@@ -287,7 +323,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_devices), cmocka_unit_test(test_sim_devices),
         cmocka_unit_test(test_cancel),       cmocka_unit_test(test_missing_transfer),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads),      cmocka_unit_test(test_state_kept),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
