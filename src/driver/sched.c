@@ -26,8 +26,10 @@
  * Values. Slot v of a call (v a variable id of the placed graph) holds the tensor of value
  * v when another step or the caller reads it: the caller's inputs and the graph's
  * constants are borrowed, what steps make is the call's until returned. Each call has its
- * own slots and events, so calls from several threads run at once; a part's function is
- * called by its device's queue thread only, one call at a time.
+ * own slots, events and argument arrays of the parts' functions (one region per part, as
+ * long as its inputs and outputs, which have no bound), so calls from several threads run
+ * at once; a part's function is called by its device's queue thread only, one call at a
+ * time.
  *
  * Memory of a sim device (docs/devices.md): a part on it reads its inputs in its memory
  * (brought by copies), opened around the kernels (tg_device_open), and writes its outputs
@@ -55,6 +57,7 @@ typedef struct step {
     tg_fn *fn;   /* part: compiled */
     int nin, nout;
     int *in, *out; /* slots read and written */
+    int io;        /* part: where its nin + nout tensors start in a call's io */
     int *dep;      /* steps of other queues it reads from */
     int ndep;
     const tg_node *first; /* a node of it, for messages */
@@ -74,6 +77,7 @@ struct tg_sched {
     step *steps; /* in submission (topological) order */
     int nsteps, stepcap;
     int nslots;     /* g->vars.n */
+    int nio;        /* the parts' nin + nout, summed */
     int *home;      /* slot -> the slot it reads (copy=false transfers), itself else */
     int *maker;     /* slot -> step that writes it; -1: an input or a constant */
     dev_prof *prof; /* one per device used, for the profile */
@@ -88,7 +92,8 @@ struct tg_sched {
 typedef struct call {
     tg_sched *s;
     tg_tensor **slot;
-    bool *owned; /* slot[v] is the call's to free */
+    bool *owned;    /* slot[v] is the call's to free */
+    tg_tensor **io; /* the arguments of each part's function, at its io */
     tg_event **ev;
     double *busy; /* per step: its time */
     atomic_bool cancel;
@@ -195,19 +200,16 @@ static tg_status part_build(tg_sched *s, int i, tg_node **order, int norder, con
     if (!sub) return TG_ENOMEM;
     p->g = sub;
     sub->file = g->file;
+    int maxin = 0; /* the most inputs of one of its nodes */
+    for (int k = 0; k < norder; k++)
+        if (stepof[order[k]->id] == i && order[k]->nin > maxin) maxin = order[k]->nin;
     tg_var **map = tg_mem_calloc(s->ctx, sizeof *map * (size_t)(s->nslots + 1));
-    tg_var *tmp[64];
-    tg_var **ins = tmp;
-    int cap = 64;
-    tg_status st = map ? TG_OK : TG_ENOMEM;
+    tg_var **ins = tg_mem_alloc(s->ctx, sizeof *ins * (size_t)(maxin + 1));
+    tg_status st = map && ins ? TG_OK : TG_ENOMEM;
     for (int k = 0; st == TG_OK && k < norder; k++) {
         tg_node *n = order[k];
         if (stepof[n->id] != i) continue;
         if (!p->first) p->first = n;
-        if (n->nin > cap) {
-            st = tg_set_error(TG_ELIMIT, "a node with %d inputs", n->nin);
-            break;
-        }
         for (int j = 0; st == TG_OK && j < n->nin; j++) {
             tg_var *u = n->in[j];
             int h = s->home[u->id];
@@ -257,6 +259,7 @@ static tg_status part_build(tg_sched *s, int i, tg_node **order, int norder, con
         if (outs) tg_mem_free(s->ctx, outs, sizeof *outs * (size_t)(p->nout + 1));
     }
     if (map) tg_mem_free(s->ctx, map, sizeof *map * (size_t)(s->nslots + 1));
+    if (ins) tg_mem_free(s->ctx, ins, sizeof *ins * (size_t)(maxin + 1));
     return st;
 }
 
@@ -462,6 +465,8 @@ tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out)
             s->prof[s->nprof++] = (dev_prof){.dev = p->dev};
         }
         if (p->copy) continue;
+        p->io = s->nio;
+        s->nio += p->nin + p->nout;
         tg_compile_opts o = *opts;
         o.pool = p->dev->pool;
         o.nthreads = 0;
@@ -539,9 +544,7 @@ static tg_status check_read(const call *c, const step *p, int v, const tg_tensor
 }
 
 static tg_status run_part(call *c, const step *p) {
-    tg_tensor *ins[64], *outs[64];
-    if (p->nin > 64 || p->nout > 64)
-        return tg_set_error(TG_ELIMIT, "a part with %d inputs and %d outputs", p->nin, p->nout);
+    tg_tensor **ins = c->io + p->io, **outs = ins + p->nin;
     bool checked = tg_sched_checked();
     for (int k = 0; k < p->nin; k++) {
         ins[k] = value(c, p->in[k]);
@@ -696,10 +699,11 @@ tg_status tg_sched_call(tg_sched *s, tg_tensor *const *in, int nin, tg_tensor **
     atomic_init(&c.cancel, false);
     c.slot = tg_mem_calloc(ctx, sizeof *c.slot * nv);
     c.owned = tg_mem_calloc(ctx, sizeof *c.owned * nv);
+    c.io = tg_mem_alloc(ctx, sizeof *c.io * (size_t)(s->nio + 1));
     c.ev = tg_mem_calloc(ctx, sizeof *c.ev * ns);
     c.busy = tg_mem_calloc(ctx, sizeof *c.busy * ns);
     task *tasks = tg_mem_alloc(ctx, sizeof *tasks * ns);
-    tg_status st = c.slot && c.owned && c.ev && c.busy && tasks ? TG_OK : TG_ENOMEM;
+    tg_status st = c.slot && c.owned && c.io && c.ev && c.busy && tasks ? TG_OK : TG_ENOMEM;
     if (!into)
         for (int i = 0; i < nout; i++) out[i] = NULL;
     for (int i = 0; st == TG_OK && i < nin; i++)
@@ -739,6 +743,7 @@ tg_status tg_sched_call(tg_sched *s, tg_tensor *const *in, int nin, tg_tensor **
     for (size_t i = 0; c.ev && i < ns; i++) tg_event_free(c.ev[i]);
     if (c.slot) tg_mem_free(ctx, c.slot, sizeof *c.slot * nv);
     if (c.owned) tg_mem_free(ctx, c.owned, sizeof *c.owned * nv);
+    if (c.io) tg_mem_free(ctx, c.io, sizeof *c.io * (size_t)(s->nio + 1));
     if (c.ev) tg_mem_free(ctx, c.ev, sizeof *c.ev * ns);
     if (c.busy) tg_mem_free(ctx, c.busy, sizeof *c.busy * ns);
     if (tasks) tg_mem_free(ctx, tasks, sizeof *tasks * ns);

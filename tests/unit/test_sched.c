@@ -9,9 +9,10 @@
  * input returned as is. A step that fails cancels the call on every device: the error
  * names the failing node, no call hangs, and the next call works. A planted missing
  * transfer (a sim node reading host memory, an output left on a sim device) is an error
- * naming the value and both devices. Eight threads call one function at once. A function
- * with state compiled over two devices (tg_graph_compile: placement, then the scheduler)
- * keeps its state through calls that fail.
+ * naming the value and both devices. A part has as many inputs and outputs as it needs, and
+ * a node as many inputs (80 values made on one device, joined on another by one node). Eight
+ * threads call one function at once. A function with state compiled over two devices
+ * (tg_graph_compile: placement, then the scheduler) keeps its state through calls that fail.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -149,6 +150,34 @@ static void test_sim_devices(void **st) {
     tg_tensor *xt = ramp(n, 1.0);
     check_against_reference(g, &xt, 1);
     tg_tensor_free(xt);
+    tg_graph_free(g);
+}
+
+/* 80 inputs, each through exp on cpu:1 (one part of 80 inputs and 80 outputs), all joined
+ * on cpu:0 by one concatenate of 80 inputs. */
+static void test_many_values(void **st) {
+    (void)st;
+    enum { N = 80 };
+    tg_graph *g = tg_graph_new(NULL, "many");
+    int64_t n = 3;
+    tg_var *e[N];
+    tg_tensor *x[N];
+    for (int i = 0; i < N; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "x%d", i);
+        tg_var *xi = tg_input(g, nm, TG_DT_F64, 1, &n);
+        on(g, "cpu:1");
+        e[i] = transfer(g, un(g, "exp", xi), "cpu:0", false);
+        x[i] = ramp(n, 1.0 + i);
+    }
+    on(g, "cpu:0");
+    tg_attr axis = TG_A_INT("axis", 0);
+    tg_var *y = tg_apply(g, "concatenate", e, N, &axis, 1);
+    tg_var *outs[2] = {y, un(g, "sum", y)};
+    tg_graph_set_outputs(g, outs, 2);
+    assert_int_equal(g->status, TG_OK);
+    check_against_reference(g, x, N);
+    for (int i = 0; i < N; i++) tg_tensor_free(x[i]);
     tg_graph_free(g);
 }
 
@@ -324,6 +353,7 @@ int main(void) {
         cmocka_unit_test(test_host_devices), cmocka_unit_test(test_sim_devices),
         cmocka_unit_test(test_cancel),       cmocka_unit_test(test_missing_transfer),
         cmocka_unit_test(test_threads),      cmocka_unit_test(test_state_kept),
+        cmocka_unit_test(test_many_values),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
