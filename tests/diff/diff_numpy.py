@@ -174,16 +174,18 @@ class Devices:
         return ["--devices", str(self.host)] if self.host else []
 
     def env(self):
-        """The environment of tgraph (None: this one)."""
+        """The environment of tgraph (None: this one). Sim memory is protected, in release
+        builds too, so a host read of it (a missing transfer) faults rather than passes."""
         if not self.sim:
             return None
         env = dict(os.environ)
         env["TGRAPH_SIM_DEVICES"] = str(self.sim)
+        env["TGRAPH_SIM_PROTECT"] = "1"
         return env
 
     def describe(self):
         """The setting as a command line prefix, for failure messages ("" when none)."""
-        words = ["TGRAPH_SIM_DEVICES=%d" % self.sim] if self.sim else []
+        words = ["TGRAPH_SIM_DEVICES=%d TGRAPH_SIM_PROTECT=1" % self.sim] if self.sim else []
         words += ["tgraph run"] + mode_args(MODE[0]) + self.args()
         return " ".join(words) if self.host or self.sim else ""
 
