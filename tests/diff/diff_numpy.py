@@ -26,7 +26,6 @@ Ends with the line "N passed, N failed"; exits 1 when a case failed.
 import argparse
 import math
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -37,6 +36,8 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+import tg_devices
 
 if hasattr(np, "_set_promotion_state"):
     np._set_promotion_state("weak")  # NEP 50 in NumPy 1.24; the default from NumPy 2 on
@@ -155,8 +156,8 @@ def _renamer(names, prefix):
 
 
 class Devices:
-    """The devices `tgraph run` has (--devices N: cpu:0..N-1, --sim K: sim:0..K-1) and
-    whether programs are annotated (--annotate). Set once in main, before any worker."""
+    """The devices `tgraph run` has (--devices, --sim) and whether programs are annotated
+    (--annotate); tg_devices.py says how. Set once in main, before any worker."""
 
     def __init__(self):
         self.host = 0
@@ -165,93 +166,31 @@ class Devices:
         self.seed = 0
 
     def names(self):
-        """The devices an annotation may name: the whole host and every device of the run."""
-        return (["cpu"] + ["cpu:%d" % i for i in range(self.host)]
-                + ["sim:%d" % i for i in range(self.sim)])
+        return tg_devices.names(self.host, self.sim)
 
     def args(self):
-        """Options of `tgraph run` and `tgraph opt`."""
-        return ["--devices", str(self.host)] if self.host else []
+        return tg_devices.run_args(self.host)
 
     def env(self):
-        """The environment of tgraph (None: this one). Sim memory is protected, in release
-        builds too, so a host read of it (a missing transfer) faults rather than passes."""
-        if not self.sim:
-            return None
-        env = dict(os.environ)
-        env["TGRAPH_SIM_DEVICES"] = str(self.sim)
-        env["TGRAPH_SIM_PROTECT"] = "1"
-        return env
+        return tg_devices.env(self.sim)
+
+    def annotate_lines(self, lines, case):
+        """The lines of a case, annotated when --annotate says (the choices fixed by --seed
+        and the case's name)."""
+        if not self.annotate:
+            return lines
+        return tg_devices.annotate_lines(lines, "%d/%s" % (self.seed, case.full_name()),
+                                         self.names())
 
     def describe(self):
         """The setting as a command line prefix, for failure messages ("" when none)."""
-        words = ["TGRAPH_SIM_DEVICES=%d TGRAPH_SIM_PROTECT=1" % self.sim] if self.sim else []
-        words += ["tgraph run"] + mode_args(MODE[0]) + self.args()
-        return " ".join(words) if self.host or self.sim else ""
+        if not self.host and not self.sim:
+            return ""
+        return " ".join(tg_devices.env_words(self.sim) + ["tgraph", "run"] + mode_args(MODE[0])
+                        + self.args())
 
 
 DEV = Devices()
-ASSIGN = re.compile(r"(\s*\w+(?:\s*,\s*\w+)*\s*=\s*)(.*?)\s*")
-CALL_HEAD = re.compile(r"fused\{|([A-Za-z_]\w*)\(")
-
-
-def _closing(s, i):
-    """The index of the bracket that closes the one at s[i] (string literals skipped), or
-    None when there is none."""
-    depth, k = 0, i
-    while k < len(s):
-        ch = s[k]
-        if ch == '"':
-            k += 1
-            while k < len(s) and s[k] != '"':
-                k += 2 if s[k] == "\\" else 1
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return k
-        k += 1
-    return None
-
-
-def outer_call(expr):
-    """(open, close): the parentheses of the argument list when expr is one call with
-    nothing after it (`op(...)`, `f(...)` of a function, `fused{...}(...)`); None for a
-    name, a literal, indexing sugar (`x[1:2]`, `f(x)[0]`) and `const(...)` (a constant has
-    no device)."""
-    m = CALL_HEAD.match(expr)
-    if not m or m.group(1) == "const":
-        return None
-    i = m.end() - 1
-    if expr[i] == "{":
-        i = _closing(expr, i)
-        if i is None or expr[i + 1:i + 2] != "(":
-            return None
-        i += 1
-    j = _closing(expr, i)
-    return (i, j) if j == len(expr) - 1 else None
-
-
-def annotate_lines(lines, key):
-    """lines (`names = expr`) with `device="..."` added to the outermost call of a random
-    half of them, among DEV.names(). The choices depend only on --seed, `key` and the
-    lines, so a case is annotated the same in a bundle, alone, and when rerun."""
-    rng = random.Random("%d/%s" % (DEV.seed, key))
-    names = DEV.names()
-    out = []
-    for ln in lines:
-        pick, dev = rng.random() < 0.5, rng.choice(names)
-        m = ASSIGN.fullmatch(ln)
-        call = outer_call(m.group(2)) if m and pick else None
-        if call is None:
-            out.append(ln)
-            continue
-        head, expr = m.group(1), m.group(2)
-        i, j = call
-        sep = ", " if expr[i + 1:j].strip() else ""
-        out.append('%s%s%sdevice="%s")' % (head, expr[:j], sep, dev))
-    return out
 
 
 def bundle_params(items):
@@ -275,9 +214,7 @@ def bundle_text(items):
             suffix = "_c%d" % k
             lines = [ren(ln.replace("$", suffix)) for ln in c.lines]
             lines.append("o%d = %s" % (k, ren(c.expr.replace("$", suffix))))
-            if DEV.annotate:
-                lines = annotate_lines(lines, c.full_name())
-            body += ["  " + ln for ln in lines]
+            body += ["  " + ln for ln in DEV.annotate_lines(lines, c)]
             rets.append("o%d" % k)
             k += 1
     return "\n".join(["func main(%s) {" % ", ".join(sig)] + body +
