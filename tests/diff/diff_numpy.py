@@ -11,8 +11,24 @@ with --in/--out .npy files in a temporary folder, computes the same values with 
     against max(|expected|, scale) where reductions and products pass the sum of the
     magnitudes as `scale`; NaN positions must match, infinities must match exactly.
 
-Cases that share inputs are batched into one program (one `tgraph run` per program); when
-a program fails as a whole, each of its cases is rerun alone to find the culprits.
+Cases that share inputs are batched into one program, and programs into one `tgraph run`;
+when a run fails as a whole, each of its programs, then each case, is rerun alone to find
+the culprits (a failure that no smaller run repeats is reported as the whole's).
+
+On devices (docs/devices.md):
+  --devices N   runs on N virtual host devices cpu:0..N-1 (`tgraph run --devices N`);
+  --sim K       with K sim devices sim:0..K-1 (TGRAPH_SIM_DEVICES=K), their memory
+                protected from host reads (TGRAPH_SIM_PROTECT=1);
+  --annotate    adds `device="..."` to the outermost call of a random half of each case's
+                lines (`name = op(...)`, `fused{...}(...)`, a function call; never
+                `const(...)`, never indexing sugar such as `x[1:2]`), naming cpu, cpu:i or
+                sim:i among the devices of the run. The choices are fixed by --seed and the
+                case's name (tg_devices.py), so a case is annotated the same in a bundle
+                and alone; failures print the annotated program and --keep keeps it.
+Without annotations placement is automatic. On devices the `tgraph opt` round trip prints
+the placed graph (`opt --placed`), transfers included, and runs it (placed again).
+--sample K runs the first program of each generator and every K-th after it: the same
+programs, data and annotations as the full suite, fewer of them.
 
 Where tgraph documents a deliberate difference from NumPy 1.24, the expected values
 follow tgraph (each is named where it is applied):
@@ -20,7 +36,7 @@ follow tgraph (each is named where it is applied):
   - tgraph has no uint64: sum/prod of u8 give int64 (NumPy: uint64).
 
 usage: diff_numpy.py --tgraph PATH [--mode reference,vm] [--seed N] [--filter TEXT] [--keep DIR]
-                     [-j N] [-v]
+                     [--devices N] [--sim K] [--annotate] [--sample K] [-j N] [-v]
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
 """
 import argparse
