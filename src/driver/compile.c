@@ -138,8 +138,14 @@ struct tg_fn {
 
 static tg_status states_init(tg_fn *f);
 static void states_free(tg_fn *f);
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts);
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, bool on_device);
 static void callees_free(tg_fn *f);
+
+/* What compile does before the backend: a function of the user is rewritten (every mode
+ * but the reference) and placed when placement is wanted; the callee of a placed function
+ * is rewritten but never placed (it runs where its call node runs, on that node's thread
+ * and pool); a part of a placed graph (sched.c) is neither. */
+typedef enum { FN_USER, FN_ON_DEVICE, FN_PART } fn_kind;
 
 /* Whether g goes through placement: a placement asked for, several devices, or an
  * annotation. With none of them, nothing about devices happens at all. */
@@ -168,15 +174,15 @@ static tg_device *single_host_device(const tg_graph *g) {
     return dev && tg_device_is_host(dev) ? dev : NULL;
 }
 
-/* tg_graph_compile, and the parts of a placed graph (placed: no rewrite, no placement). */
-static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, tg_fn **out) {
+/* tg_graph_compile, the callees of placed functions and the parts of placed graphs. */
+static tg_status compile(tg_graph *g, const tg_compile_opts *opts, fn_kind kind, tg_fn **out) {
     tg_mode mode = opts->mode;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     tg_status st = tg_graph_verify(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
-    if (!placed && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
+    if (kind != FN_PART && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
         /* the pipeline works on a clone: the user's graph is never modified */
         owned = tg_graph_clone(g);
         if (!owned) return tg_rw_error_status();
@@ -190,7 +196,7 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, 
         run = owned;
     }
     bool place = false;
-    if (!placed) st = wants_placement(g, opts, &place);
+    if (kind == FN_USER) st = wants_placement(g, opts, &place);
     tg_compile_opts o = *opts; /* with the pool of the device it runs on, if one */
     const fn_backend *be = NULL;
     if (st == TG_OK && place) { /* placement, after every rewrite (docs/devices.md) */
@@ -217,7 +223,7 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, bool placed, 
     f->owned = owned;
     f->mode = mode;
     st = states_init(f);
-    if (st == TG_OK && !be) st = callees_init(f, &o);
+    if (st == TG_OK && !be) st = callees_init(f, &o, place || kind != FN_USER);
     if (st != TG_OK) {
         tg_fn_free(f);
         return st;
@@ -267,12 +273,12 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     *out = NULL;
     tg_compile_opts o;
     tg_status st = opts_in(&o, opts);
-    return st == TG_OK ? compile(g, &o, false, out) : st;
+    return st == TG_OK ? compile(g, &o, FN_USER, out) : st;
 }
 
 tg_status tg_driver_compile_placed(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
     *out = NULL;
-    return compile(g, opts, true, out);
+    return compile(g, opts, FN_PART, out);
 }
 
 void tg_fn_free(tg_fn *f) {
@@ -324,8 +330,11 @@ static tg_status callee_run(const tg_subexec *x, const tg_graph *body, tg_tensor
 
 /* Compiles the callee of every live call node of f->g, each distinct callee once, with the
  * caller's options: a call the rewrites left dead compiles nothing (in the C mode, no run
- * of cc). */
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
+ * of cc). on_device: f runs placed (its parts, or the whole of it on one device), and a
+ * callee runs where its call does, inside the call's kernel on that device's thread and
+ * pool: placed again on its own, its steps could wait on the very queue thread that runs
+ * the call, or share another device's pool with that device's queue. */
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, bool on_device) {
     tg_graph *g = f->g;
     tg_ctx *ctx = g->ctx;
     if (g->callees.n == 0) return TG_OK;
@@ -347,7 +356,8 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts) {
         tg_fn *cf = NULL;
         /* the callee is compiled, not changed: tg_graph_compile takes a graph it never
            modifies (it rewrites a clone) */
-        st = tg_graph_compile((tg_graph *)body, opts, &cf);
+        st = on_device ? compile((tg_graph *)body, opts, FN_ON_DEVICE, &cf)
+                       : tg_graph_compile((tg_graph *)body, opts, &cf);
         if (st != TG_OK) break;
         f->calls.body[f->calls.n] = body;
         f->calls.fn[f->calls.n++] = cf;

@@ -9,7 +9,8 @@ The vjp form is checked the same way (the loss is the sum of each output times i
 cotangent), and the jacobian and hessian forms against central differences of the NumPy
 value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z, the
 gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (1,n), dot's
-(g.Y^T, X^T.g), and a small MLP with softmax cross-entropy.
+(g.Y^T, X^T.g), a small MLP with softmax cross-entropy, and a call of another function of
+the file.
 
 On devices: --devices N runs on N virtual host devices (`tgraph run --devices N`), --sim K
 with K sim devices (TGRAPH_SIM_DEVICES=K, memory protected), and --annotate adds
@@ -88,6 +89,19 @@ func main(X: f64[3,4], W: f64[4,2], C: f64[3,2], D: f64[4]) {
 }""", {"X": (3, 4), "W": (4, 2), "C": (3, 2), "D": (4,)},
      lambda v: np.sum(np.tanh(v["X"] @ v["W"]) * v["C"]) + np.sum(np.exp(v["X"].sum(0)) * v["D"]),
      ["X", "W"]),
+    ("function_call", """
+func layer(x: f64[?,4], W: f64[4,3]) {
+  return tanh(dot(x, W))
+}
+
+func main(x: f64[?,4], W: f64[4,3], b: f64[3]) {
+  h = layer(x, W)
+  loss = sum(mul(add(h, b), h))
+  gW, gb = grad(loss, W, b)
+  return loss, gW, gb
+}""", {"x": (5, 4), "W": (4, 3), "b": (3,)},
+     lambda v: np.sum((np.tanh(v["x"] @ v["W"]) + v["b"]) * np.tanh(v["x"] @ v["W"])),
+     ["W", "b"]),
 ]
 
 # jacobian and hessian forms: (name, program, input shapes, NumPy function, wrt, kind); the

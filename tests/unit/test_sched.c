@@ -13,6 +13,9 @@
  * a node as many inputs (80 values made on one device, joined on another by one node). Eight
  * threads call one function at once. A function with state compiled over two devices
  * (tg_graph_compile: placement, then the scheduler) keeps its state through calls that fail.
+ * A call node left in the graph (the reference mode, no_inline) runs its callee where the
+ * call runs, on host and sim devices, whatever the callee's own annotations (placed on its
+ * own, its steps waited on the very queue that ran the call).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -301,6 +304,55 @@ static void test_state_kept(void **st) {
     tg_module_free(m);
 }
 
+/* Calls that stay calls, on cpu:1 and sim:0, of a callee whose own annotations spread it
+ * over cpu:0, cpu:1 and sim:1, beside work on cpu:0: the reference and the VM without
+ * inlining. */
+static void test_calls_on_devices(void **st) {
+    (void)st;
+    static const char *src = "func sq(x: f64[?]) {\n"
+                             "  y = mul(x, 0.5, device=\"cpu:0\")\n"
+                             "  z = mul(x, 1.5, device=\"sim:1\")\n"
+                             "  return mul(x, add(y, z), device=\"cpu:1\")\n"
+                             "}\n"
+                             "func main(x: f64[?]) {\n"
+                             "  a = sq(x, device=\"cpu:1\")\n"
+                             "  b = sq(exp(x, device=\"cpu:0\"), device=\"sim:0\")\n"
+                             "  c = sq(a)\n"
+                             "  return add(sum(a), sum(b), device=\"cpu:0\"), c\n"
+                             "}\n";
+    tg_module *m = NULL;
+    assert_int_equal(tg_module_parse(NULL, src, strlen(src), "calls.tg", &m), TG_OK);
+    int64_t n = 1000, none = 0;
+    tg_tensor *x = ramp(n, 1.0), *want_s = tg_tensor_new(NULL, TG_DT_F64, 0, &none),
+              *want_c = tg_tensor_new(NULL, TG_DT_F64, 1, &n);
+    const double *px = tg_tensor_data(x);
+    double *ps = tg_tensor_data(want_s), *pc = tg_tensor_data(want_c);
+    for (int64_t i = 0; i < n; i++) {
+        double a = 2 * px[i] * px[i], e = exp(px[i]); /* sq(x) = 2 x^2 */
+        *ps += a + 2 * e * e;
+        pc[i] = 2 * a * a;
+    }
+    const tg_compile_opts modes[2] = {TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE),
+                                      TG_COMPILE_OPTS(.mode = TG_MODE_VM, .no_inline = true)};
+    for (int k = 0; k < 2; k++) {
+        tg_fn *f = NULL;
+        assert_int_equal(tg_graph_compile(tg_module_find(m, "main"), &modes[k], &f), TG_OK);
+        for (int rep = 0; rep < 3; rep++) {
+            tg_tensor *out[2] = {0};
+            assert_int_equal(tg_fn_call(f, &x, 1, out, 2), TG_OK);
+            close_to(out[0], want_s);
+            close_to(out[1], want_c);
+            tg_tensor_free(out[0]);
+            tg_tensor_free(out[1]);
+        }
+        tg_fn_free(f);
+    }
+    tg_tensor_free(x);
+    tg_tensor_free(want_s);
+    tg_tensor_free(want_c);
+    tg_module_free(m);
+}
+
 typedef struct shared {
     tg_sched *s;
     tg_tensor *x;
@@ -353,7 +405,7 @@ int main(void) {
         cmocka_unit_test(test_host_devices), cmocka_unit_test(test_sim_devices),
         cmocka_unit_test(test_cancel),       cmocka_unit_test(test_missing_transfer),
         cmocka_unit_test(test_threads),      cmocka_unit_test(test_state_kept),
-        cmocka_unit_test(test_many_values),
+        cmocka_unit_test(test_many_values),  cmocka_unit_test(test_calls_on_devices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
