@@ -190,6 +190,15 @@ def program(name, src):
     return "\n".join(lines) + "\n"
 
 
+def run_tgraph(args):
+    """The finished `tgraph` process of args, or None when it ran past 120 s."""
+    try:
+        return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                              env=tg_devices.env(DEV["sim"]))
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def run_case(tgraph, mode, case, work):
     name, src, shapes, f, wrt = case
     path = os.path.join(work, name + ".tg")
@@ -204,8 +213,9 @@ def run_case(tgraph, mode, case, work):
     outs = ["loss"] + ["g" + w for w in wrt]
     for o in outs:
         args += ["--out", f"{o}={os.path.join(work, o + '.npy')}"]
-    res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
-                         env=tg_devices.env(DEV["sim"]))
+    res = run_tgraph(args)
+    if res is None:
+        return "tgraph timed out after 120 s"
     if res.returncode != 0:
         return f"tgraph failed: {res.stderr.decode().strip()}"
     loss = np.load(os.path.join(work, "loss.npy"))
@@ -235,8 +245,9 @@ def run_deriv_case(tgraph, mode, case, work):
     prefix = "J" if kind == "jacobian" else "H"
     for w in wrt:
         args += ["--out", f"{prefix}{w}={os.path.join(work, prefix + w + '.npy')}"]
-    res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
-                         env=tg_devices.env(DEV["sim"]))
+    res = run_tgraph(args)
+    if res is None:
+        return "tgraph timed out after 120 s"
     if res.returncode != 0:
         return f"tgraph failed: {res.stderr.decode().strip()}"
     for w in wrt:
