@@ -122,6 +122,10 @@ if [ -x "$build/bench/bench_events" ]; then
     echo "== cross-device events between cpu:0 and cpu:1 (not part of the table) =="
     "$build/bench/bench_events" || true
 fi
+if [ -x "$build/bench/bench_comm" ]; then
+    echo "== W11a: psum between 2 threads (src/parallel/comm.c) beside memcpy and a hand-written floor =="
+    "$build/bench/bench_comm" || true
+fi
 if [ -x "$build/bench/bench_devices" ]; then
     echo "== W10a: two branches on 2 host devices; sim devices with 1 ms transfers =="
     OPENBLAS_NUM_THREADS=1 "$build/bench/bench_devices" || true

@@ -249,7 +249,8 @@ typedef struct tg_attr {
     const double *floats; /* FLOATS */
     int n;                /* length of ints / floats */
     const bool *none;     /* INTS: none[k] makes entry k `none` (ints[k] is then ignored);
-                             NULL: no entry is none. Only some attributes take it (slices) */
+                             NULL: no entry is none. Only some attributes take it (slices,
+                             pmap's in_axes and out_axes) */
 } tg_attr;
 
 #define TG_A_INT(nm, v)   ((tg_attr){.name = (nm), .kind = TG_ATTR_INT, .i = (v)})

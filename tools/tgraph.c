@@ -968,10 +968,11 @@ static int cmd_opt(const options *o) {
     int rc = EXIT_OK;
     tg_graph *only = o->func ? select_func(m, o->file, o->func) : NULL;
     if (o->func && !only) rc = EXIT_FAIL;
-    /* Each function optimized and printed in turn (after what --print-after shows of it).
-       With --no-inline the calls stay: the functions are printed at the end as one file,
-       where a call prints the name of its callee, whose optimized text is printed once,
-       as its own function. */
+    /* With --print-after, each function is optimized and printed in turn (after what
+       --print-after shows of it). Otherwise the functions are printed at the end as one
+       file that parses back: where calls stay (--no-inline) and pmaps (never inlined) name
+       another function, they print its name, and its optimized text is printed once, as
+       its own function. */
     int nf = tg_module_func_count(m), nr = 0, np = 0;
     tg_graph **res = rc == EXIT_OK ? calloc((size_t)nf + 1, sizeof *res) : NULL;
     if (rc == EXIT_OK && !res) rc = fail("out of memory");
@@ -980,7 +981,7 @@ static int cmd_opt(const options *o) {
         if (only && g != only) continue;
         if (!(res[nr] = optimized(o, g))) {
             rc = EXIT_FAIL;
-        } else if (!o->no_inline) {
+        } else if (!o->no_inline && o->print_after) {
             if (np++ > 0) fputc('\n', stdout);
             tg_status st = tg_graph_print(res[nr], stdout);
             if (st != TG_OK) rc = fail("%s", lib_error(st));

@@ -480,6 +480,16 @@ tg_device *tg_device_cpu(void) {
     return tg_device_list(&devs, &n) == TG_OK ? devs[0] : NULL;
 }
 
+tg_device *tg_device_current(void) {
+    tg_device *d = NULL;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&reg_mu);
+    for (int i = 0; i < reg_n && !d; i++)
+        if (reg_devs[i]->queue && pthread_equal(reg_devs[i]->queue->thread, self)) d = reg_devs[i];
+    pthread_mutex_unlock(&reg_mu);
+    return d;
+}
+
 tg_device *tg_device_find(const char *name) {
     tg_device *const *devs;
     int n;

@@ -99,6 +99,9 @@ tg_status tg_device_list(tg_device *const **devs, int *n);
 tg_status tg_device_count_peek(int *n);
 /* The device called `name`, or NULL with TG_EINVAL naming it and listing the devices. */
 tg_device *tg_device_find(const char *name);
+/* The device whose queue thread is the calling thread; NULL on any other thread (and
+ * before the registry is built). Never builds the registry. */
+tg_device *tg_device_current(void);
 /* The host device `cpu` (NULL only when the registry cannot be built). */
 tg_device *tg_device_cpu(void);
 /* Rebuilds the registry with `host` virtual host devices and `sim` sim devices; -1 takes

@@ -13,8 +13,15 @@
  * Calls (docs/vm.md "Calls"): a `call` node left in the graph run (--no-inline, the reference
  * mode, no_rewrite) runs its callee as a function compiled with the caller's options, once,
  * when the caller is compiled. The backends reach it through the sub-graph executor
- * (tg_subexec, ops.h) they hand to the call's kernel; each callee plans once per input
+ * (tg_subexec, op.h) they hand to the call's kernel; each callee plans once per input
  * signature and reuses its buffers, like any compiled function.
+ *
+ * pmap (docs/pmap.md): the body of each pmap node is compiled the same way, once per
+ * caller, without placement (a rank runs whole on its own device or thread), and the
+ * executor's run_ranks runs its ranks at once through ranks.c, each on a replica of the
+ * one compiled body. An entry function (tg_graph_compile) is first checked to read no pmap
+ * axis outside a pmap of that axis (tg_pmap_check_axes); the callees and bodies it
+ * compiles are covered by that check, made in their callers' context.
  *
  * State (docs/state.md): the graph's outputs end with the new value of each updated state
  * (ir.h), so every backend computes them as ordinary outputs. The function owns two
@@ -114,12 +121,19 @@ static void sched_free(void *b) { tg_sched_free(b); }
 static const fn_backend be_sched = {"devices",  sched_make, sched_sub,
                                     sched_call, sched_free, all_ops};
 
-/* The sub-graph executor of a function: its callees, compiled. */
+/* One graph a function runs as a sub-graph, compiled. */
+typedef struct fn_body {
+    const tg_graph *g; /* the callee of call nodes, or the body of pmap nodes */
+    bool mapped;       /* a pmap body (compiled without placement) */
+    struct tg_fn *fn;  /* compiled */
+} fn_body;
+
+/* The sub-graph executor of a function: its callees and pmap bodies, compiled. */
 typedef struct fn_callees {
     tg_subexec base;
-    const tg_graph **body; /* the callee graphs of the graph's call nodes (distinct) */
-    struct tg_fn **fn;     /* each compiled */
+    fn_body *b; /* distinct (graph, mapped) pairs */
     int n, cap;
+    tg_ranks *ranks; /* the threads of its pmaps' ranks; NULL without pmap nodes */
 } fn_callees;
 
 struct tg_fn {
@@ -133,19 +147,22 @@ struct tg_fn {
     tg_tensor **args;   /* with state: the backend's inputs (states and the caller's) */
     tg_tensor **res;    /* with state: the backend's outputs (returns, then new states) */
     pthread_mutex_t mu; /* with state: one call, set or swap at a time */
-    fn_callees calls;   /* the callees of its call nodes (calls.n == 0: none) */
+    fn_callees calls;   /* its call nodes' callees and pmap bodies (calls.n == 0: none) */
 };
 
 static tg_status states_init(tg_fn *f);
 static void states_free(tg_fn *f);
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, bool on_device);
+/* How compile() treats its graph. */
+enum {
+    REWRITTEN = 1, /* already rewritten: no pipeline */
+    NO_PLACE = 2,  /* no placement: it runs where it is called (a part of a placed graph,
+                      on its device's queue, and the callees of one; a pmap body, which runs
+                      whole where its rank runs, and what it calls: its device annotations
+                      apply only where the function is compiled on its own) */
+    NESTED = 4,    /* a callee or a pmap body: the check of its caller's pmap axes covers it */
+};
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags);
 static void callees_free(tg_fn *f);
-
-/* What compile does before the backend: a function of the user is rewritten (every mode
- * but the reference) and placed when placement is wanted; the callee of a placed function
- * is rewritten but never placed (it runs where its call node runs, on that node's thread
- * and pool); a part of a placed graph (sched.c) is neither. */
-typedef enum { FN_USER, FN_ON_DEVICE, FN_PART } fn_kind;
 
 /* Whether g goes through placement: a placement asked for, several devices, or an
  * annotation. With none of them, nothing about devices happens at all. */
@@ -174,15 +191,19 @@ static tg_device *single_host_device(const tg_graph *g) {
     return dev && tg_device_is_host(dev) ? dev : NULL;
 }
 
-/* tg_graph_compile, the callees of placed functions and the parts of placed graphs. */
-static tg_status compile(tg_graph *g, const tg_compile_opts *opts, fn_kind kind, tg_fn **out) {
+/* tg_graph_compile (flags 0), the parts of a placed graph (REWRITTEN | NO_PLACE), the
+ * callees of a function (NESTED, and the NO_PLACE of their caller: a call inside a part
+ * runs on the part's queue thread, where a scheduler of its own would wait on that queue
+ * for itself) and pmap bodies (NESTED | NO_PLACE). */
+static tg_status compile(tg_graph *g, const tg_compile_opts *opts, int flags, tg_fn **out) {
     tg_mode mode = opts->mode;
     if (g->status != TG_OK) return tg_set_error(g->status, "%s", g->error);
     if (g->outputs.n == 0) return tg_set_error(TG_EINVAL, "function '%s' has no outputs", g->name);
     tg_status st = tg_graph_verify(g);
+    if (st == TG_OK && !(flags & (REWRITTEN | NESTED))) st = tg_pmap_check_axes(g);
     if (st != TG_OK) return st;
     tg_graph *run = g, *owned = NULL;
-    if (kind != FN_PART && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
+    if (!(flags & REWRITTEN) && mode != TG_MODE_REFERENCE && !opts->no_rewrite) {
         /* the pipeline works on a clone: the user's graph is never modified */
         owned = tg_graph_clone(g);
         if (!owned) return tg_rw_error_status();
@@ -196,7 +217,8 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, fn_kind kind,
         run = owned;
     }
     bool place = false;
-    if (kind == FN_USER) st = wants_placement(g, opts, &place);
+    /* the graph run: annotations of inlined callees count */
+    if (!(flags & NO_PLACE)) st = wants_placement(run, opts, &place);
     tg_compile_opts o = *opts; /* with the pool of the device it runs on, if one */
     const fn_backend *be = NULL;
     if (st == TG_OK && place) { /* placement, after every rewrite (docs/devices.md) */
@@ -223,7 +245,7 @@ static tg_status compile(tg_graph *g, const tg_compile_opts *opts, fn_kind kind,
     f->owned = owned;
     f->mode = mode;
     st = states_init(f);
-    if (st == TG_OK && !be) st = callees_init(f, &o, place || kind != FN_USER);
+    if (st == TG_OK && !be) st = callees_init(f, &o, flags & NO_PLACE);
     if (st != TG_OK) {
         tg_fn_free(f);
         return st;
@@ -273,12 +295,12 @@ tg_status tg_graph_compile(tg_graph *g, const tg_compile_opts *opts, tg_fn **out
     *out = NULL;
     tg_compile_opts o;
     tg_status st = opts_in(&o, opts);
-    return st == TG_OK ? compile(g, &o, FN_USER, out) : st;
+    return st == TG_OK ? compile(g, &o, 0, out) : st;
 }
 
 tg_status tg_driver_compile_placed(tg_graph *g, const tg_compile_opts *opts, tg_fn **out) {
     *out = NULL;
-    return compile(g, opts, FN_PART, out);
+    return compile(g, opts, REWRITTEN | NO_PLACE, out);
 }
 
 void tg_fn_free(tg_fn *f) {
@@ -312,29 +334,45 @@ static tg_status backend_call(tg_fn *f, tg_tensor *const *in, int nin, tg_tensor
     return f->be->call(f->run, in, nin, out, nout, into);
 }
 
-/* ---- callees ---- */
+/* ---- callees and pmap bodies ---- */
+
+static tg_fn *body_fn(const fn_callees *c, const tg_graph *body, bool mapped) {
+    for (int i = 0; i < c->n; i++)
+        if (c->b[i].g == body && c->b[i].mapped == mapped) return c->b[i].fn;
+    return NULL;
+}
 
 /* tg_subexec.run: the callee `body` on in, into the caller's outputs out. */
 static tg_status callee_run(const tg_subexec *x, const tg_graph *body, tg_tensor *const *in,
                             int nin, tg_tensor **out, int nout, char *msg, size_t cap) {
-    const fn_callees *c = (const fn_callees *)x;
-    for (int i = 0; i < c->n; i++)
-        if (c->body[i] == body) {
-            tg_status st = tg_fn_call_into(c->fn[i], in, nin, out, nout);
-            if (st != TG_OK) snprintf(msg, cap, "in '%s': %s", body->name, tg_last_error());
-            return st;
-        }
-    snprintf(msg, cap, "'%s' is not a callee of this function", body->name);
-    return TG_EINTERNAL;
+    tg_fn *fn = body_fn((const fn_callees *)x, body, false);
+    if (!fn) {
+        snprintf(msg, cap, "'%s' is not a callee of this function", body->name);
+        return TG_EINTERNAL;
+    }
+    tg_status st = tg_fn_call_into(fn, in, nin, out, nout);
+    if (st != TG_OK) snprintf(msg, cap, "in '%s': %s", body->name, tg_last_error());
+    return st;
 }
 
-/* Compiles the callee of every live call node of f->g, each distinct callee once, with the
- * caller's options: a call the rewrites left dead compiles nothing (in the C mode, no run
- * of cc). on_device: f runs placed (its parts, or the whole of it on one device), and a
- * callee runs where its call does, inside the call's kernel on that device's thread and
- * pool: placed again on its own, its steps could wait on the very queue thread that runs
- * the call, or share another device's pool with that device's queue. */
-static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, bool on_device) {
+/* tg_subexec.run_ranks: the ranks of a pmap of `body` (ranks.c). */
+static tg_status ranks_run(const tg_subexec *x, const tg_graph *body, const char *axis, int nrank,
+                           tg_tensor *const *in, int nin, tg_tensor **out, int nout, char *msg,
+                           size_t cap) {
+    const fn_callees *c = (const fn_callees *)x;
+    tg_fn *fn = body_fn(c, body, true);
+    if (!fn) {
+        snprintf(msg, cap, "'%s' is not a pmap body of this function", body->name);
+        return TG_EINTERNAL;
+    }
+    return tg_ranks_run(c->ranks, fn, axis, nrank, in, nin, out, nout, msg, cap);
+}
+
+/* Compiles the callee of every live call node of f->g and the body of every live pmap
+ * node, each distinct one once, with the caller's options: a call the rewrites left dead
+ * compiles nothing (in the C mode, no run of cc). A pmap body, and whatever a function
+ * compiled with NO_PLACE runs, is compiled without placement. */
+static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags) {
     tg_graph *g = f->g;
     tg_ctx *ctx = g->ctx;
     if (g->callees.n == 0) return TG_OK;
@@ -342,25 +380,24 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, bool on_dev
     tg_node **order = tg_ir_toposort(g, &norder);
     if (!order) return TG_ENOMEM;
     f->calls.base.run = callee_run;
-    f->calls.cap = g->callees.n; /* the distinct callees of g, live or not */
-    f->calls.body = tg_mem_calloc(ctx, sizeof *f->calls.body * (size_t)f->calls.cap);
-    f->calls.fn = tg_mem_calloc(ctx, sizeof *f->calls.fn * (size_t)f->calls.cap);
-    tg_status st = f->calls.body && f->calls.fn ? TG_OK : TG_ENOMEM;
+    f->calls.base.run_ranks = ranks_run;
+    f->calls.cap = 2 * g->callees.n; /* the distinct graphs of g, live or not, both ways */
+    f->calls.b = tg_mem_calloc(ctx, sizeof *f->calls.b * (size_t)f->calls.cap);
+    tg_status st = f->calls.b ? TG_OK : TG_ENOMEM;
     for (int i = 0; i < norder && st == TG_OK; i++) {
         const tg_node *n = order[i];
-        if (n->op != TG_OP_CALL) continue;
+        if (n->op != TG_OP_CALL && n->op != TG_OP_PMAP) continue;
         const tg_graph *body = n->attrs[0].fn;
-        bool seen = false;
-        for (int k = 0; k < f->calls.n && !seen; k++) seen = f->calls.body[k] == body;
-        if (seen) continue;
+        bool mapped = n->op == TG_OP_PMAP;
+        if (body_fn(&f->calls, body, mapped)) continue;
+        if (mapped && !f->calls.ranks && !(f->calls.ranks = tg_ranks_new(ctx))) st = TG_ENOMEM;
         tg_fn *cf = NULL;
-        /* the callee is compiled, not changed: tg_graph_compile takes a graph it never
-           modifies (it rewrites a clone) */
-        st = on_device ? compile((tg_graph *)body, opts, FN_ON_DEVICE, &cf)
-                       : tg_graph_compile((tg_graph *)body, opts, &cf);
+        /* the callee is compiled, not changed: compiling takes a graph it never modifies
+           (it rewrites a clone) */
+        int cfl = NESTED | flags | (mapped ? NO_PLACE : 0);
+        if (st == TG_OK) st = compile((tg_graph *)body, opts, cfl, &cf);
         if (st != TG_OK) break;
-        f->calls.body[f->calls.n] = body;
-        f->calls.fn[f->calls.n++] = cf;
+        f->calls.b[f->calls.n++] = (fn_body){.g = body, .mapped = mapped, .fn = cf};
     }
     tg_mem_free(ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     return st;
@@ -368,10 +405,9 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, bool on_dev
 
 static void callees_free(tg_fn *f) {
     tg_ctx *ctx = f->g->ctx;
-    size_t ncall = (size_t)f->calls.cap;
-    for (int i = 0; i < f->calls.n; i++) tg_fn_free(f->calls.fn[i]);
-    if (f->calls.body) tg_mem_free(ctx, f->calls.body, sizeof *f->calls.body * ncall);
-    if (f->calls.fn) tg_mem_free(ctx, f->calls.fn, sizeof *f->calls.fn * ncall);
+    for (int i = 0; i < f->calls.n; i++) tg_fn_free(f->calls.b[i].fn);
+    if (f->calls.b) tg_mem_free(ctx, f->calls.b, sizeof *f->calls.b * (size_t)f->calls.cap);
+    tg_ranks_free(f->calls.ranks);
 }
 
 /* ---- state ---- */

@@ -5,7 +5,7 @@
  * A backend, as compile.c sees it, is one table of calls (fn_backend): the reference
  * interpreter, the VM, the C JIT, debug mode, and the scheduler, which is chosen when
  * placement spreads a graph over several devices and itself runs each device's part with
- * the backend of the function's mode.
+ * the backend of the function's mode. A function's pmaps run their ranks through ranks.c.
  */
 #ifndef TG_DRIVER_H
 #define TG_DRIVER_H
@@ -45,5 +45,16 @@ tg_status tg_sched_profile_print(tg_sched *s, FILE *f);
  * builds, or TGRAPH_SIM_PROTECT=1): a missing transfer is an error, not a read of memory
  * the device cannot see. */
 bool tg_sched_checked(void);
+
+/* The ranks of a function's pmaps (ranks.c): where they run, their threads, their SPMD
+ * frames. One object per compiled function that has pmap nodes; it owns the threads made
+ * for them. */
+typedef struct tg_ranks tg_ranks;
+tg_ranks *tg_ranks_new(tg_ctx *ctx); /* NULL when out of memory */
+void tg_ranks_free(tg_ranks *rk);    /* NULL is a no-op; no call may be running */
+/* tg_subexec.run_ranks (op.h) with `body` compiled: n ranks of body at once, rank r on
+ * in[r * nin ..) into out[r * nout ..); on failure msg (cap bytes) says why. */
+tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_tensor *const *in,
+                       int nin, tg_tensor **out, int nout, char *msg, size_t cap);
 
 #endif

@@ -26,10 +26,8 @@
  * Values. Slot v of a call (v a variable id of the placed graph) holds the tensor of value
  * v when another step or the caller reads it: the caller's inputs and the graph's
  * constants are borrowed, what steps make is the call's until returned. Each call has its
- * own slots, events and argument arrays of the parts' functions (one region per part, as
- * long as its inputs and outputs, which have no bound), so calls from several threads run
- * at once; a part's function is called by its device's queue thread only, one call at a
- * time.
+ * own slots and events, so calls from several threads run at once; a part's function is
+ * called by its device's queue thread only, one call at a time.
  *
  * Memory of a sim device (docs/devices.md): a part on it reads its inputs in its memory
  * (brought by copies), opened around the kernels (tg_device_open), and writes its outputs
@@ -57,7 +55,6 @@ typedef struct step {
     tg_fn *fn;   /* part: compiled */
     int nin, nout;
     int *in, *out; /* slots read and written */
-    int io;        /* part: where its nin + nout tensors start in a call's io */
     int *dep;      /* steps of other queues it reads from */
     int ndep;
     const tg_node *first; /* a node of it, for messages */
@@ -77,7 +74,6 @@ struct tg_sched {
     step *steps; /* in submission (topological) order */
     int nsteps, stepcap;
     int nslots;     /* g->vars.n */
-    int nio;        /* the parts' nin + nout, summed */
     int *home;      /* slot -> the slot it reads (copy=false transfers), itself else */
     int *maker;     /* slot -> step that writes it; -1: an input or a constant */
     dev_prof *prof; /* one per device used, for the profile */
@@ -92,8 +88,7 @@ struct tg_sched {
 typedef struct call {
     tg_sched *s;
     tg_tensor **slot;
-    bool *owned;    /* slot[v] is the call's to free */
-    tg_tensor **io; /* the arguments of each part's function, at its io */
+    bool *owned; /* slot[v] is the call's to free */
     tg_event **ev;
     double *busy; /* per step: its time */
     atomic_bool cancel;
@@ -147,36 +142,28 @@ static bool is_alias(const tg_node *n, const tg_device *src, const tg_device *ds
            tg_device_is_host(dst);
 }
 
-/* The part of device d and stage st, made when missing. */
-static int part_of(tg_sched *s, tg_device *d, int stage) {
-    int *cap = &s->stepcap;
-    for (int i = 0; i < s->nsteps; i++)
-        if (!s->steps[i].copy && s->steps[i].dev == d && s->steps[i].stage == stage) return i;
-    if (s->nsteps == *cap) {
-        int nc = *cap ? *cap * 2 : 8;
-        step *ns =
-            tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)*cap, sizeof *ns * (size_t)nc);
+/* Appends step st; its index, or -1 when out of memory. */
+static int step_add(tg_sched *s, step st) {
+    if (s->nsteps == s->stepcap) {
+        int nc = s->stepcap ? s->stepcap * 2 : 8;
+        step *ns = tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)s->stepcap,
+                                  sizeof *ns * (size_t)nc);
         if (!ns) return -1;
         s->steps = ns;
-        *cap = nc;
+        s->stepcap = nc;
     }
-    s->steps[s->nsteps] = (step){.dev = d, .stage = stage};
+    s->steps[s->nsteps] = st;
     return s->nsteps++;
 }
 
-static int copy_step(tg_sched *s) {
-    int *cap = &s->stepcap;
-    if (s->nsteps == *cap) {
-        int nc = *cap ? *cap * 2 : 8;
-        step *ns =
-            tg_mem_realloc(s->ctx, s->steps, sizeof *ns * (size_t)*cap, sizeof *ns * (size_t)nc);
-        if (!ns) return -1;
-        s->steps = ns;
-        *cap = nc;
-    }
-    s->steps[s->nsteps] = (step){.copy = true};
-    return s->nsteps++;
+/* The part of device d and stage st, made when missing. */
+static int part_of(tg_sched *s, tg_device *d, int stage) {
+    for (int i = 0; i < s->nsteps; i++)
+        if (!s->steps[i].copy && s->steps[i].dev == d && s->steps[i].stage == stage) return i;
+    return step_add(s, (step){.dev = d, .stage = stage});
 }
+
+static int copy_step(tg_sched *s) { return step_add(s, (step){.copy = true}); }
 
 /* Adds slot v to list (*list, *n), once. */
 static bool add_slot(tg_ctx *ctx, int **list, int *n, int v) {
@@ -200,11 +187,11 @@ static tg_status part_build(tg_sched *s, int i, tg_node **order, int norder, con
     if (!sub) return TG_ENOMEM;
     p->g = sub;
     sub->file = g->file;
-    int maxin = 0; /* the most inputs of one of its nodes */
+    int cap = 1; /* the largest arity */
     for (int k = 0; k < norder; k++)
-        if (stepof[order[k]->id] == i && order[k]->nin > maxin) maxin = order[k]->nin;
+        if (order[k]->nin > cap) cap = order[k]->nin;
     tg_var **map = tg_mem_calloc(s->ctx, sizeof *map * (size_t)(s->nslots + 1));
-    tg_var **ins = tg_mem_alloc(s->ctx, sizeof *ins * (size_t)(maxin + 1));
+    tg_var **ins = tg_mem_alloc(s->ctx, sizeof *ins * (size_t)cap);
     tg_status st = map && ins ? TG_OK : TG_ENOMEM;
     for (int k = 0; st == TG_OK && k < norder; k++) {
         tg_node *n = order[k];
@@ -259,7 +246,7 @@ static tg_status part_build(tg_sched *s, int i, tg_node **order, int norder, con
         if (outs) tg_mem_free(s->ctx, outs, sizeof *outs * (size_t)(p->nout + 1));
     }
     if (map) tg_mem_free(s->ctx, map, sizeof *map * (size_t)(s->nslots + 1));
-    if (ins) tg_mem_free(s->ctx, ins, sizeof *ins * (size_t)(maxin + 1));
+    if (ins) tg_mem_free(s->ctx, ins, sizeof *ins * (size_t)cap);
     return st;
 }
 
@@ -393,11 +380,13 @@ tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out)
         for (int j = 0; j < n->nin; j++) {
             int h = s->home[n->in[j]->id];
             tg_var *hv = g->vars.items[h];
-            /* memory the device cannot read: only a transfer brings it (place.c) */
+            /* memory the device cannot read: only a transfer brings it (place.c); constants
+               are part of the program, copied into each part */
             bool readable =
-                s->maker[h] >= 0
-                    ? (tg_device_is_host(vdev[h]) && tg_device_is_host(dev)) || vdev[h] == dev
-                    : tg_device_is_host(dev);
+                hv->kind == TG_VAR_CONST ||
+                (s->maker[h] >= 0
+                     ? (tg_device_is_host(vdev[h]) && tg_device_is_host(dev)) || vdev[h] == dev
+                     : tg_device_is_host(dev));
             if (!readable) {
                 char msg[300];
                 snprintf(msg, sizeof msg, "missing transfer: '%s' lives on %s and is read on %s",
@@ -465,8 +454,6 @@ tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out)
             s->prof[s->nprof++] = (dev_prof){.dev = p->dev};
         }
         if (p->copy) continue;
-        p->io = s->nio;
-        s->nio += p->nin + p->nout;
         tg_compile_opts o = *opts;
         o.pool = p->dev->pool;
         o.nthreads = 0;
@@ -543,8 +530,7 @@ static tg_status check_read(const call *c, const step *p, int v, const tg_tensor
                         value_name(c->s->g->vars.items[v], nm, sizeof nm), h->name, p->dev->name);
 }
 
-static tg_status run_part(call *c, const step *p) {
-    tg_tensor **ins = c->io + p->io, **outs = ins + p->nin;
+static tg_status run_part(call *c, const step *p, tg_tensor **ins, tg_tensor **outs) {
     bool checked = tg_sched_checked();
     for (int k = 0; k < p->nin; k++) {
         ins[k] = value(c, p->in[k]);
@@ -639,7 +625,15 @@ static void step_task(void *arg, tg_device *dev) {
     const step *p = &c->s->steps[t->i];
     if (atomic_load(&c->cancel)) return;
     double t0 = now();
-    tg_status st = p->copy ? run_copy(c, p, prof_of(c->s, p->dev)) : run_part(c, p);
+    tg_status st = TG_OK;
+    if (p->copy) {
+        st = run_copy(c, p, prof_of(c->s, p->dev));
+    } else { /* the part's argument arrays */
+        size_t n = (size_t)p->nin + (size_t)p->nout + 1;
+        tg_tensor **args = tg_mem_alloc(c->s->ctx, sizeof *args * n);
+        st = args ? run_part(c, p, args, args + p->nin) : TG_ENOMEM;
+        if (args) tg_mem_free(c->s->ctx, args, sizeof *args * n);
+    }
     c->busy[t->i] = now() - t0;
     if (st != TG_OK) call_fail(c, st, tg_last_error());
 }
@@ -650,8 +644,9 @@ static void step_task(void *arg, tg_device *dev) {
 static tg_status collect(call *c, tg_tensor **out, int nout, bool into) {
     tg_sched *s = c->s;
     tg_graph *g = s->g;
-    tg_status st = TG_OK;
-    for (int i = 0; i < nout; i++) {
+    bool *made = tg_mem_calloc(s->ctx, (size_t)nout + 1); /* out[i] is a tensor made here */
+    tg_status st = made ? TG_OK : TG_ENOMEM;
+    for (int i = 0; st == TG_OK && i < nout; i++) {
         const tg_var *o = g->outputs.items[i];
         int h = s->home[o->id];
         tg_tensor *t = value(c, h);
@@ -671,6 +666,7 @@ static tg_status collect(call *c, tg_tensor **out, int nout, bool into) {
             }
             tg_tensor_copy_into(out[i], t);
         } else if (c->owned[h]) {
+            made[i] = true;
             out[i] = t;
             c->owned[h] = false;
             c->slot[h] = NULL; /* a second return of it copies from out[i] below */
@@ -678,15 +674,17 @@ static tg_status collect(call *c, tg_tensor **out, int nout, bool into) {
                 if (s->home[((const tg_var *)g->outputs.items[j])->id] == h) c->slot[h] = t;
         } else {
             out[i] = tg_tensor_dup(t);
+            made[i] = out[i] != NULL;
             if (!out[i]) st = TG_ENOMEM;
         }
-        if (st != TG_OK) break;
     }
-    if (st != TG_OK && !into)
-        for (int i = 0; i < nout; i++) {
+    /* a failed call makes no output (the caller's own tensors stay the caller's) */
+    for (int i = 0; st != TG_OK && made && i < nout; i++)
+        if (made[i]) {
             tg_tensor_free(out[i]);
             out[i] = NULL;
         }
+    if (made) tg_mem_free(s->ctx, made, (size_t)nout + 1);
     return st;
 }
 
@@ -699,11 +697,10 @@ tg_status tg_sched_call(tg_sched *s, tg_tensor *const *in, int nin, tg_tensor **
     atomic_init(&c.cancel, false);
     c.slot = tg_mem_calloc(ctx, sizeof *c.slot * nv);
     c.owned = tg_mem_calloc(ctx, sizeof *c.owned * nv);
-    c.io = tg_mem_alloc(ctx, sizeof *c.io * (size_t)(s->nio + 1));
     c.ev = tg_mem_calloc(ctx, sizeof *c.ev * ns);
     c.busy = tg_mem_calloc(ctx, sizeof *c.busy * ns);
     task *tasks = tg_mem_alloc(ctx, sizeof *tasks * ns);
-    tg_status st = c.slot && c.owned && c.io && c.ev && c.busy && tasks ? TG_OK : TG_ENOMEM;
+    tg_status st = c.slot && c.owned && c.ev && c.busy && tasks ? TG_OK : TG_ENOMEM;
     if (!into)
         for (int i = 0; i < nout; i++) out[i] = NULL;
     for (int i = 0; st == TG_OK && i < nin; i++)
@@ -723,7 +720,10 @@ tg_status tg_sched_call(tg_sched *s, tg_tensor *const *in, int nin, tg_tensor **
             st = tg_device_record(p->dev, c.ev[i]);
         }
     }
-    if (st != TG_OK) call_fail(&c, st, tg_last_error());
+    if (st != TG_OK) { /* a wait or record that failed: the queues may still run steps */
+        call_fail(&c, st, tg_last_error());
+        for (int k = 0; k < s->nprof; k++) tg_device_synchronize(s->prof[k].dev);
+    }
     for (int i = 0; i < submitted; i++) tg_event_synchronize(c.ev[i]);
     double wall = now() - t0;
     if (c.st == TG_OK)
@@ -743,7 +743,6 @@ tg_status tg_sched_call(tg_sched *s, tg_tensor *const *in, int nin, tg_tensor **
     for (size_t i = 0; c.ev && i < ns; i++) tg_event_free(c.ev[i]);
     if (c.slot) tg_mem_free(ctx, c.slot, sizeof *c.slot * nv);
     if (c.owned) tg_mem_free(ctx, c.owned, sizeof *c.owned * nv);
-    if (c.io) tg_mem_free(ctx, c.io, sizeof *c.io * (size_t)(s->nio + 1));
     if (c.ev) tg_mem_free(ctx, c.ev, sizeof *c.ev * ns);
     if (c.busy) tg_mem_free(ctx, c.busy, sizeof *c.busy * ns);
     if (tasks) tg_mem_free(ctx, tasks, sizeof *tasks * ns);

@@ -84,20 +84,15 @@ tg_graph *tg_graph_new(tg_ctx *ctx, const char *name) {
 
 void tg_graph_retain(tg_graph *g) { g->refs++; }
 
-/* Frees g's memory; pushes the callees it held a reference on to `drop`, whose room
- * (*cap) grows when it can (else the callee is leaked rather than freed twice). */
-static void graph_destroy(tg_graph *g, tg_graph ***drop, int *n, int *cap) {
+/* Frees g's memory; pushes each callee whose last reference g held onto *drop (through
+ * drop_next, so that freeing never allocates). */
+static void graph_destroy(tg_graph *g, tg_graph **drop) {
     tg_ctx *ctx = g->ctx;
     for (int i = 0; i < g->callees.n; i++) {
-        if (*n == *cap) {
-            int ncap = *cap ? *cap * 2 : 16;
-            tg_graph **p = tg_mem_realloc(ctx, *drop, sizeof **drop * (size_t)*cap,
-                                          sizeof **drop * (size_t)ncap);
-            if (!p) break;
-            *drop = p;
-            *cap = ncap;
-        }
-        (*drop)[(*n)++] = g->callees.items[i];
+        tg_graph *c = g->callees.items[i];
+        if (--c->refs > 0) continue;
+        c->drop_next = *drop;
+        *drop = c;
     }
     for (int i = 0; i < g->vars.n; i++) {
         tg_var *v = g->vars.items[i];
@@ -120,15 +115,13 @@ static void graph_destroy(tg_graph *g, tg_graph ***drop, int *n, int *cap) {
 /* Iterative: a chain of callees is released with a worklist, not by recursion. */
 void tg_graph_free(tg_graph *g) {
     if (!g || --g->refs > 0) return;
-    tg_ctx *ctx = g->ctx;
-    tg_graph **drop = NULL;
-    int n = 0, cap = 0;
-    graph_destroy(g, &drop, &n, &cap);
-    while (n > 0) {
-        tg_graph *c = drop[--n];
-        if (--c->refs == 0) graph_destroy(c, &drop, &n, &cap);
+    tg_graph *drop = NULL;
+    graph_destroy(g, &drop);
+    while (drop) {
+        tg_graph *c = drop;
+        drop = c->drop_next;
+        graph_destroy(c, &drop);
     }
-    tg_mem_free(ctx, drop, sizeof *drop * (size_t)cap);
 }
 
 /* The graphs reachable from `from` through calls, each with the depth of the calls below
@@ -137,9 +130,10 @@ void tg_graph_free(tg_graph *g) {
  * target, and *npath its length; the walk stops there. Returns the depth of `from`, or
  * -1 for out of memory. Walks deeper than TG_CALL_MAX_DEPTH stop and report that depth. */
 typedef struct call_walk {
-    const tg_graph **seen; /* visited graphs */
-    int *depth;            /* their depths (-1 while on the stack) */
-    int n, cap;
+    const tg_graph **seen; /* visited graphs (room for cap) */
+    int *depth;            /* their depths, -1 while on the stack (room for dcap: the two
+                              grow one after the other, and either may be refused) */
+    int n, cap, dcap;
 } call_walk;
 
 static int walk_find(const call_walk *w, const tg_graph *g) {
@@ -153,13 +147,16 @@ static bool walk_add(tg_ctx *ctx, call_walk *w, const tg_graph *g) {
         int ncap = w->cap ? w->cap * 2 : 16;
         const tg_graph **s =
             tg_mem_realloc(ctx, w->seen, sizeof *s * (size_t)w->cap, sizeof *s * (size_t)ncap);
-        if (s) w->seen = s;
+        if (!s) return false;
+        w->seen = s;
+        w->cap = ncap;
+    }
+    if (w->n == w->dcap) {
         int *d =
-            s ? tg_mem_realloc(ctx, w->depth, sizeof *d * (size_t)w->cap, sizeof *d * (size_t)ncap)
-              : NULL;
+            tg_mem_realloc(ctx, w->depth, sizeof *d * (size_t)w->dcap, sizeof *d * (size_t)w->cap);
         if (!d) return false;
         w->depth = d;
-        w->cap = ncap;
+        w->dcap = w->cap;
     }
     w->seen[w->n] = g;
     w->depth[w->n++] = -1;
@@ -207,11 +204,11 @@ static int call_walk_run(tg_ctx *ctx, const tg_graph *from, const tg_graph *targ
         }
     }
     tg_mem_free(ctx, w.seen, sizeof *w.seen * (size_t)w.cap);
-    tg_mem_free(ctx, w.depth, sizeof *w.depth * (size_t)w.cap);
+    tg_mem_free(ctx, w.depth, sizeof *w.depth * (size_t)w.dcap);
     return result;
 oom:
     tg_mem_free(ctx, w.seen, sizeof *w.seen * (size_t)w.cap);
-    tg_mem_free(ctx, w.depth, sizeof *w.depth * (size_t)w.cap);
+    tg_mem_free(ctx, w.depth, sizeof *w.depth * (size_t)w.dcap);
     return -1;
 }
 
@@ -1311,8 +1308,10 @@ static tg_status verify_node(const tg_graph *g, const tg_node *n, tg_type *tout)
                    .out = tout,
                    .nout = op->nout};
     if (st == TG_OK && (op->infer(&ic) != TG_OK || ic.nout != n->nout))
-        st = tg_set_error(TG_EINTERNAL, "verify: node %d (%s) no longer type-checks: %s", n->id,
-                          op->name, ic.msg);
+        st = ic.status == TG_ENOMEM /* inferring a body allocates (call, pmap) */
+                 ? tg_set_error(TG_ENOMEM, "verify: node %d (%s): %s", n->id, op->name, ic.msg)
+                 : tg_set_error(TG_EINTERNAL, "verify: node %d (%s) no longer type-checks: %s",
+                                n->id, op->name, ic.msg);
     for (int k = 0; k < n->nout && st == TG_OK; k++) {
         if (tg_type_equal(&tout[k], &n->out[k]->type)) continue;
         char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX];

@@ -168,6 +168,7 @@ struct tg_graph {
     const tg_graph *origin; /* the graph this one is a clone of (tg_graph_clone; the first
                                of a chain of clones), else NULL. Compared, never read: it
                                may have been freed (text/print.c) */
+    tg_graph *drop_next;    /* tg_graph_free's worklist of graphs to free (no allocation) */
 };
 
 /* Records the first error of g (later ones are ignored) and sets tg_last_error.

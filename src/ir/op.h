@@ -1,9 +1,9 @@
 /* op.h - the op interface, declared at the IR level: the record every op is (tg_op_def),
  * its attribute schema, the inference and reference-kernel contexts, the sub-graph
- * executor kernels of ops with inner graphs receive, and the properties ops state as data
- * (reductions, BLAS forms, effects). The IR builds, types and verifies nodes through this
- * interface alone; src/ops provides the instances (one record per op, listed once in
- * src/ops/oplist.h) and the table of them.
+ * executor kernels of ops with inner graphs receive, the SPMD context the ranks of a pmap
+ * run in, and the properties ops state as data (reductions, BLAS forms, effects). The IR builds,
+ * types and verifies nodes through this interface alone; src/ops provides the instances (one record
+ * per op, listed once in src/ops/oplist.h) and the table of them.
  *
  * Invariant: nothing in src/ir names a particular op except through tg_op_cast_id, the op the
  * builder inserts when promotion changes an input's dtype.
@@ -43,22 +43,31 @@ typedef struct tg_attr_spec {
 
 /* ---- inference ---- */
 typedef struct tg_infer {
-    const struct tg_op_def *op;     /* the op */
-    const tg_type *in;              /* input types */
-    int nin;                        /* input count */
-    tg_var *const *vars;            /* input variables when building or verifying (constant
-                                       inputs can give static extents); NULL at run time */
-    const tg_tensor *const *values; /* input values known before the run (the VM's memory
-                                       plan computes shape arithmetic); NULL, or entries
-                                       NULL where unknown */
-    const tg_aval *attrs;           /* normalized attributes */
-    tg_type *out;                   /* output types to fill (TG_MAX_OUTS slots) */
-    int nout;                       /* preset to op->nout; ops with nout < 0 set it */
-    bool runtime;                   /* concrete types at run time */
-    int depth;                      /* calls being inferred around this node (call.c) */
-    tg_status status;               /* set by tg_infer_fail */
-    char msg[512];                  /* message, without the op name (the caller adds it) */
+    const struct tg_op_def *op;       /* the op */
+    const tg_type *in;                /* input types */
+    int nin;                          /* input count */
+    tg_var *const *vars;              /* input variables when building or verifying (constant
+                                         inputs can give static extents); NULL at run time */
+    const tg_tensor *const *values;   /* input values known before the run (the VM's memory
+                                         plan computes shape arithmetic); NULL, or entries
+                                         NULL where unknown */
+    const tg_aval *attrs;             /* normalized attributes */
+    tg_type *out;                     /* output types to fill (TG_MAX_OUTS slots) */
+    int nout;                         /* preset to op->nout; ops with nout < 0 set it */
+    bool runtime;                     /* concrete types at run time */
+    int depth;                        /* calls being inferred around this node (call.c) */
+    const struct tg_axis_scope *axes; /* the axes of the pmaps whose bodies are being inferred
+                                         around this node, innermost first; NULL: none */
+    tg_status status;                 /* set by tg_infer_fail */
+    char msg[512];                    /* message, without the op name (the caller adds it) */
 } tg_infer;
+
+/* One enclosing pmap axis of a node being inferred (a list through `outer`): pmap.c pushes
+ * its axis while it infers its body, so that a nested pmap can refuse a name already taken. */
+typedef struct tg_axis_scope {
+    const struct tg_axis_scope *outer; /* the enclosing one, NULL at the outermost */
+    const char *axis;                  /* its axis_name */
+} tg_axis_scope;
 
 tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) TG_PRINTF(3, 4);
 /* Whether input k is a 0-d integer whose value inference can use (a constant, or a value
@@ -66,18 +75,60 @@ tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) TG_PRI
 bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out);
 
 /* ---- reference kernels ---- */
-/* A sub-graph executor: what a backend hands to kernels of ops with inner graphs (call;
- * later pmap, scan, vectorize), so that they run their body without knowing (or calling
+/* A sub-graph executor: what a backend hands to kernels of ops with inner graphs (call,
+ * pmap; later scan, vectorize), so that they run their body without knowing (or calling
  * up into) the backend: the interpreter for reference, a compiled sub-program for the VM,
- * emitted code for the C JIT. run() runs `body` on in (one tensor per input of body) and
- * writes its returned values into out[0..nout), allocated by the caller with the run-time
- * types of the outputs (contiguous). On failure msg (cap bytes) holds the reason, which
- * names the place in the body. Implementations embed this struct first. */
+ * emitted code for the C JIT (src/driver/compile.c implements it for every backend, with
+ * each body compiled once per caller). On failure msg (cap bytes) holds the reason, which
+ * names the place in the body. Implementations embed this struct first.
+ *
+ * run() runs `body` on in (one tensor per input of body) and writes its returned values
+ * into out[0..nout), allocated by the caller with the run-time types of the outputs
+ * (contiguous).
+ *
+ * run_ranks() is the SPMD run of a pmap (src/ops/pmap.c): nrank replicas of `body` at the
+ * same time, each on its own thread (a virtual host device, or a thread made for the
+ * pmap), rank r reading in[r * nin .. r * nin + nin) and writing its returned values into
+ * out[r * nout .. r * nout + nout), any strides: the kernel passes views of the caller's
+ * values (no copy in) and of slice r of its stacked outputs (no copy out). An out entry
+ * NULL is a result nobody wants (out_axes=none beyond rank 0): made and dropped. While
+ * rank r runs, the thread running it has the SPMD frame {axis, r, nrank} (tg_spmd_find
+ * below). It returns once every rank has returned; when ranks failed, msg holds the
+ * message of the lowest of them, "pmap rank R: ...". */
 typedef struct tg_subexec tg_subexec;
 struct tg_subexec {
     tg_status (*run)(const tg_subexec *x, const tg_graph *body, tg_tensor *const *in, int nin,
                      tg_tensor **out, int nout, char *msg, size_t cap);
+    tg_status (*run_ranks)(const tg_subexec *x, const tg_graph *body, const char *axis, int nrank,
+                           tg_tensor *const *in, int nin, tg_tensor **out, int nout, char *msg,
+                           size_t cap);
 };
+
+/* ---- the SPMD context of pmap ranks ----
+ * While rank r of a pmap over axis `axis` runs its body, the thread running it has a
+ * frame saying so: kernels that read the context (axis_index, and the collectives to come:
+ * ops with TG_EFFECT_AXIS) find the frame of the axis they name with tg_spmd_find. A
+ * nested pmap's ranks get frames whose `outer` is the frame of the rank that called it, so
+ * an inner rank sees every enclosing axis. The driver sets the frame around each rank's
+ * call (tg_spmd_set); the kernels of ops with TG_EFFECT_AXIS run on the thread that called
+ * the body (every backend runs reference kernels there), so they always see it. */
+typedef struct tg_spmd tg_spmd;
+struct tg_spmd {
+    const tg_spmd *outer; /* the frame of the enclosing pmap's rank, NULL at the outermost */
+    const char *axis;     /* the pmap's axis_name */
+    int rank;             /* this replica's index along the axis, in [0, size) */
+    int size;             /* the pmap's mapped extent: the number of ranks */
+    void *shared;         /* one object per pmap call, the same for all its ranks, made before
+                             the first rank starts and freed after the last one returns: the
+                             collective engine's (src/parallel/comm.c); NULL without one */
+};
+/* The frame of the innermost pmap rank the calling thread runs, NULL outside any. */
+const tg_spmd *tg_spmd_current(void);
+/* The innermost frame of axis `axis` around the calling thread, NULL when none. */
+const tg_spmd *tg_spmd_find(const char *axis);
+/* Makes s the calling thread's frame (NULL: none) and returns the previous one, which the
+ * caller restores when the rank's call returns. */
+const tg_spmd *tg_spmd_set(const tg_spmd *s);
 
 typedef struct tg_kern {
     tg_ctx *ctx;             /* allocator for outputs the kernel makes itself */
@@ -210,6 +261,10 @@ enum {
     /* side effects or state outside the inputs (collectives, which talk to other devices):
      * never folded, never merged with an equal node */
     TG_EFFECT_STATE = 1u << 1,
+    /* reads the SPMD context of the pmap axis its string attribute `axis_name` names
+     * (axis_index; the collectives): never folded; valid only inside a pmap of that axis,
+     * which compiling checks (tg_pmap_check_axes) and the kernel checks again */
+    TG_EFFECT_AXIS = 1u << 2,
 };
 
 /* ---- the record ---- */
@@ -256,10 +311,20 @@ static inline bool tg_reduce_plain(const tg_op_def *op) {
 }
 /* Whether rewrites may evaluate a node of op at compile time (constant folding). */
 static inline bool tg_op_foldable(const tg_op_def *op) {
-    return !(op->effects & (TG_EFFECT_NOFOLD | TG_EFFECT_STATE));
+    return !(op->effects & (TG_EFFECT_NOFOLD | TG_EFFECT_STATE | TG_EFFECT_AXIS));
 }
 /* Whether rewrites may merge two equal nodes of op (same inputs and attributes). */
 static inline bool tg_op_mergeable(const tg_op_def *op) { return !(op->effects & TG_EFFECT_STATE); }
+
+/* The pmap axis a node of an op with TG_EFFECT_AXIS reads: its `axis_name` attribute. NULL
+ * for other ops. */
+static inline const char *tg_op_axis_name(const tg_op_def *op, const tg_aval *attrs) {
+    if (!(op->effects & TG_EFFECT_AXIS)) return NULL;
+    for (int j = 0; j < op->nattrs; j++)
+        if (op->attrs[j].type == TG_AS_STR && strcmp(op->attrs[j].name, "axis_name") == 0)
+            return attrs[j].s;
+    return NULL;
+}
 
 /* Op by .tg name; -1 when unknown. */
 int tg_op_lookup(const char *name);

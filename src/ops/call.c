@@ -118,8 +118,10 @@ tg_status tg_call_types(tg_infer *ic, const tg_graph *body, const tg_type *tin,
                           .out = tout,
                           .nout = op->nout,
                           .runtime = ic->runtime,
-                          .depth = ic->depth + 1};
-        if (op->infer(sub) != TG_OK || sub->nout != n->nout) {
+                          .depth = ic->depth + 1,
+                          .axes = ic->axes};
+        bool failed = op->infer(sub) != TG_OK;
+        if (failed || sub->nout != n->nout) {
             char where[200];
             if (n->line > 0)
                 snprintf(where, sizeof where, "%s:%d:%d", body->file ? body->file : "<input>",
@@ -128,7 +130,7 @@ tg_status tg_call_types(tg_infer *ic, const tg_graph *body, const tg_type *tin,
                 snprintf(where, sizeof where, "node %d", n->id);
             st = tg_infer_fail(ic, sub->status ? sub->status : TG_ESHAPE, "in %s, at %s: %s: %s",
                                body->name, where, op->name,
-                               sub->nout != n->nout ? "a different number of outputs" : sub->msg);
+                               failed ? sub->msg : "a different number of outputs");
             break;
         }
         for (int k = 0; k < n->nout; k++) {

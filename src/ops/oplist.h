@@ -53,13 +53,15 @@
 
 /* call.c: a call of another function (inlined first thing in the pipeline) */
 #define TG_OPS_CALL(X) X(CALL, call)
+/* pmap.c: a function mapped over an axis across devices, and the rank along it */
+#define TG_OPS_PMAP(X) X(PMAP, pmap) X(AXIS_INDEX, axis_index)
 /* transfer.c: a value moved to another device (inserted by placement, src/rewrite/place.c) */
 #define TG_OPS_DEVICE(X) X(TRANSFER, transfer)
 
 #define TG_OPS(X)                                                                          \
     TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_BLAS(X)      \
     TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X) TG_OPS_RANDOM(X)             \
-    TG_OPS_CALL(X) TG_OPS_DEVICE(X)
+    TG_OPS_CALL(X) TG_OPS_PMAP(X) TG_OPS_DEVICE(X)
 
 /* clang-format on */
 

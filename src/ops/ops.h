@@ -92,6 +92,14 @@ tg_var *tg_grad_broadcast_like(tg_graph *g, tg_var *v, tg_var *like); /* v broad
 tg_status tg_call_types(tg_infer *ic, const tg_graph *body, const tg_type *tin,
                         const tg_tensor *const *values, tg_type *out);
 
+/* ---- pmap (pmap.c) ----
+ * Checks that every op of g reading a pmap axis (TG_EFFECT_AXIS: axis_index, the
+ * collectives), among its live nodes and in the graphs they call or map, is inside a pmap
+ * of that axis: what compiling an entry function requires. A body used only by pmap is so
+ * checked in its pmap's context. TG_OK, or TG_EINVAL with the error set, naming the first
+ * such node's place (and its function when it is not g). */
+tg_status tg_pmap_check_axes(const tg_graph *g);
+
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
  * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim. A
  * `none` entry of starts, stops or steps (tg_aval.none) is an omitted bound or step; every

@@ -37,15 +37,20 @@
  *     original value where it can (a transfer back to the source's device, a transfer to
  *     where its input already is), and an existing transfer serves as the one of its value
  *     and device; those left unread are removed. copy=false marks every transfer between
- *     two host devices (one address space, read-only use: nothing is copied at run time).
+ *     two host devices (one address space, read-only use: nothing is copied at run time),
+ *     unless one of its readers overwrites it in place (gemm_inplace's accumulator: the
+ *     in-place pass ran before placement), which then gets a copy of its own.
+ *  Constants are no values in memory but part of the program: each device's part holds its
+ *  own copy, so a node reads them wherever it runs, with no transfer.
  *
  * Contract after TG_OK (tg_place_check tests it; the multi-device scheduler relies on it):
  *  - every node of the graph has a non-NULL device (interned in the graph), naming a device
  *    of the registry that can run its op (transfers aside);
- *  - a node that is not a transfer reads only values that live on its own device, or host
- *    memory (inputs without annotation, constants) when it runs on a host device;
+ *  - a node that is not a transfer reads only constants, values that live on its own
+ *    device, and host memory (the inputs) when it runs on a host device;
  *  - a transfer (its device: where it moves the value) reads a value that lives on another
- *    device, and its copy is false exactly when both devices are host devices;
+ *    device, and its copy is true when either device is not a host device (and between
+ *    host devices when a reader overwrites it);
  *  - every output (returned value, new value of a state) lives in host memory.
  * With one device (`cpu`) and no transfer in the graph, every node is set to `cpu` and
  * nothing else is done.
@@ -448,6 +453,7 @@ static tg_var *original(tg_var *v) {
 static tg_var *resolve(place *p, tg_var *v, int d) {
     tg_var *o = original(v);
     int l = mem_of(p, o);
+    if (o->kind == TG_VAR_CONST) return o; /* constants travel with the program */
     if (d == HOST) {
         if (is_host(p, l)) return o;
         d = 0; /* `cpu` */
@@ -512,6 +518,10 @@ static tg_status insert_transfers(place *p) {
             tg_var *r = resolve(p, n->in[k], p->dev[n->id]);
             if (!r) return tg_rw_error_status();
             n->in[k] = r;
+            /* a reader that overwrites its input (in place) gets memory of its own */
+            if (r->kind == TG_VAR_NODE && r->node->op == TG_OP_TRANSFER &&
+                (tg_op_table[n->op]->destroys & (1u << k)))
+                r->node->attrs[T_COPY] = (tg_aval){.kind = TG_ATTR_BOOL, .i = 1};
         }
     }
     for (int i = 0; i < g->outputs.n; i++) {
@@ -679,7 +689,7 @@ tg_status tg_place_check(const tg_graph *g) {
         if (n->op == TG_OP_TRANSFER) {
             int l = check_loc(devs, ndev, n->in[0]);
             bool copy = !(is_host(&p, l) && is_host(&p, d));
-            if (l == d || (l == HOST && is_host(&p, d)) || n->attrs[T_COPY].i != copy)
+            if (l == d || (l == HOST && is_host(&p, d)) || (copy && !n->attrs[T_COPY].i))
                 st = tg_set_error(TG_EINTERNAL, "placement: %s moves a value of %s to %s (copy=%s)",
                                   at, l >= 0 ? devs[l]->name : "host memory", n->device,
                                   n->attrs[T_COPY].i ? "true" : "false");
@@ -687,6 +697,7 @@ tg_status tg_place_check(const tg_graph *g) {
         }
         for (int k = 0; k < n->nin && st == TG_OK; k++) {
             int l = check_loc(devs, ndev, n->in[k]);
+            if (n->in[k]->kind == TG_VAR_CONST) continue; /* read where the program runs */
             if (l != d && !(l == HOST && is_host(&p, d)))
                 st = tg_set_error(TG_EINTERNAL, "placement: %s on %s reads input %d from %s", at,
                                   devs[d]->name, k,

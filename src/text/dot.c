@@ -96,9 +96,11 @@ tg_status tg_graph_print_dot(const tg_graph *g, FILE *f) {
         for (int k = 0; k < n->nin; k++) put_leaf(f, n->in[k], done);
         fprintf(f, "  n%d [shape=box, label=\"", n->id);
         put_escaped(f, tg_op_table[n->op]->name);
-        if (n->op == TG_OP_CALL) { /* "call sq": the callee, as the text names it */
-            fputc(' ', f);
-            put_escaped(f, n->attrs[0].fn->name);
+        /* "call sq", "pmap @body": the functions a node runs, as the text names them */
+        for (int j = 0; j < tg_op_table[n->op]->nattrs; j++) {
+            if (n->attrs[j].kind != TG_ATTR_FUNC) continue;
+            fputs(n->op == TG_OP_CALL ? " " : " @", f);
+            put_escaped(f, n->attrs[j].fn->name);
         }
         for (int k = 0; k < n->nout; k++) {
             fputs(k ? ", " : "\\n", f);

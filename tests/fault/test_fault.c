@@ -12,7 +12,8 @@
  * reference interpreter and with the VM (one thread, and a pool of two, two calls so that
  * cached plans are reused) and with the C JIT (from a warm private cache: emission, cache
  * lookup, loading, the generated code's runtime calls); reverse-mode gradients, and
- * jacobians and hessians, built through the C API; .npy reading from files and memory, and writing.
+ * jacobians and hessians, built through the C API; .npy reading from files and memory, and writing;
+ * a nested pmap, its ranks on a device and on the caller's thread.
  * The module's annotations name cpu:0 and cpu:1, which the test makes exist: compiling
  * places it (src/rewrite/place.c) and the devices' scheduler runs it.
  * FAULT_WORKLOAD=name runs one workload; FAULT_VERBOSE=1 prints each one's count;
@@ -54,6 +55,24 @@ static const char wl_src[] =
     "func blas(A: f64[3,4], B: f64[4,5], C: f64[3,5], v: f64[4], u: f64[3]) {\n"
     "  g = add(mul(dot(A, B, device=\"cpu:1\"), 2.0, device=\"cpu:1\"), C, device=\"cpu:1\")\n"
     "  return g, dot(A, v), add(outer(u, v), A)\n"
+    "}\n";
+
+/* A pmap (on cpu:0) whose body maps again (on the caller's thread: ranks of a rank run on
+ * threads of their own), with a replicated input, in_axes 1 and an out_axes=none result.
+ * One rank each: the test's allocator counts without atomics, so no two ranks may
+ * allocate at once. */
+static const char wl_pmap_src[] =
+    "func main(xs: f64[1,3,1], w: f64[3]) {\n"
+    "  y, s = pmap(@outer_fn, xs, w, in_axes=[0, none], out_axes=[0, none], axis_name=\"a\")\n"
+    "  return y, s\n"
+    "}\n"
+    "func outer_fn(x: f64[3,1], w: f64[3]) {\n"
+    "  y = pmap(@inner, x, w, in_axes=[1, none], out_axes=[1], axis_name=\"b\")\n"
+    "  return y, sum(w)\n"
+    "}\n"
+    "func inner(x: f64[3], w: f64[3]) {\n"
+    "  i = cast(add(axis_index(axis_name=\"a\"), axis_index(axis_name=\"b\")), dtype=\"f64\")\n"
+    "  return add(mul(x, w), i)\n"
     "}\n";
 
 typedef tg_status (*workload_fn)(tg_ctx *ctx, double *checksum);
@@ -180,6 +199,33 @@ static tg_status wl_vm_pool(tg_ctx *ctx, double *checksum) {
 static tg_status wl_cjit(tg_ctx *ctx, double *checksum) {
     tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .nthreads = 1, .no_fallback = true);
     return wl_run(ctx, &o, 2, checksum);
+}
+
+/* The pmap module's main, compiled (the bodies with it) and run twice on the VM (its other
+ * functions read axes only a pmap gives: they compile only as bodies). */
+static tg_status wl_pmap(tg_ctx *ctx, double *checksum) {
+    tg_module *m = NULL;
+    tg_status st = tg_module_parse(ctx, wl_pmap_src, sizeof wl_pmap_src - 1, "pmap.tg", &m);
+    if (st != TG_OK) return st;
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = 1);
+    tg_graph *g = tg_module_find(m, "main");
+    tg_fn *f = NULL;
+    tg_tensor *in[2] = {0}, *out[2] = {0};
+    st = tg_graph_compile(g, &o, &f);
+    if (st == TG_OK) st = make_inputs(ctx, g, in);
+    *checksum = 0;
+    for (int c = 0; c < 2 && st == TG_OK; c++) {
+        st = tg_fn_call(f, in, 2, out, 2);
+        for (int k = 0; k < 2; k++) {
+            if (st == TG_OK) *checksum += checksum_of(out[k]);
+            tg_tensor_free(out[k]);
+            out[k] = NULL;
+        }
+    }
+    for (int k = 0; k < 2; k++) tg_tensor_free(in[k]);
+    tg_fn_free(f);
+    tg_module_free(m);
+    return st;
 }
 
 /* Gradients through the C API: d/dW sum(sigmoid(x W) * y) and d/dx, then run on the VM. */
@@ -381,6 +427,10 @@ static void test_jacobian(void **state) {
     (void)state;
     drive("jacobian", wl_jacobian, 30);
 }
+static void test_pmap(void **state) {
+    (void)state;
+    drive("pmap", wl_pmap, 50);
+}
 static void test_npy(void **state) {
     (void)state;
     drive("npy", wl_npy, 12);
@@ -403,7 +453,7 @@ int main(void) {
         cmocka_unit_test(test_reference), cmocka_unit_test(test_vm),
         cmocka_unit_test(test_vm_pool),   cmocka_unit_test(test_grad),
         cmocka_unit_test(test_jacobian),  cmocka_unit_test(test_npy),
-        cmocka_unit_test(test_cjit),
+        cmocka_unit_test(test_cjit),      cmocka_unit_test(test_pmap),
     };
     /* the devices the workload's annotations name: compiling places it on them, and the
      * scheduler runs it (placement and the scheduler under refused allocations too) */

@@ -271,10 +271,10 @@ static void test_effects_flags(void **state) {
     (void)state;
     for (int i = 0; i < TG_OP_COUNT; i++) {
         const tg_op_def *op = tg_op_table[i];
-        /* a call needs a run's sub-graph executor, a transfer says where a value lives at
-         * run time; the rest are pure */
-        bool nofold = i == TG_OP_CALL || i == TG_OP_TRANSFER;
-        unsigned want = nofold ? TG_EFFECT_NOFOLD : 0u;
+        /* a call and a pmap need a run's sub-graph executor, a transfer says where a value
+         * lives at run time, axis_index reads the rank it runs as; the rest are pure */
+        bool nofold = i == TG_OP_CALL || i == TG_OP_PMAP || i == TG_OP_TRANSFER;
+        unsigned want = nofold ? TG_EFFECT_NOFOLD : i == TG_OP_AXIS_INDEX ? TG_EFFECT_AXIS : 0u;
         if (op->effects != want) print_error("%s: effects %u\n", op->name, op->effects);
         assert_int_equal(op->effects, want);
     }
@@ -286,6 +286,9 @@ static void test_effects_flags(void **state) {
     fx.effects = TG_EFFECT_STATE; /* state implies no folding */
     assert_false(tg_op_foldable(&fx));
     assert_false(tg_op_mergeable(&fx));
+    fx.effects = TG_EFFECT_AXIS; /* the rank is known only when it runs; equal ones merge */
+    assert_false(tg_op_foldable(&fx));
+    assert_true(tg_op_mergeable(&fx));
 }
 
 /* Live nodes of op `op`. */

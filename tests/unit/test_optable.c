@@ -52,7 +52,15 @@ static void test_every_record_complete(void **state) {
         assert_true(op->reduce.combine <= TG_RED_AND);
         assert_true(op->reduce.fin <= TG_FIN_LOG_SOFTMAX);
         assert_true(op->blas <= TG_BLAS_GER);
-        assert_int_equal(op->effects & ~(unsigned)(TG_EFFECT_NOFOLD | TG_EFFECT_STATE), 0);
+        assert_int_equal(
+            op->effects & ~(unsigned)(TG_EFFECT_NOFOLD | TG_EFFECT_STATE | TG_EFFECT_AXIS), 0);
+        if (op->effects & TG_EFFECT_AXIS) { /* the axis it reads: a required `axis_name` */
+            bool named = false;
+            for (int a = 0; a < op->nattrs; a++)
+                named = named || (strcmp(op->attrs[a].name, "axis_name") == 0 &&
+                                  op->attrs[a].type == TG_AS_STR && op->attrs[a].required);
+            assert_true(named);
+        }
         if (op->kind == TG_KIND_ELEMWISE && op->ref == tg_ew_ref) {
             assert_true(op->ew.f != NULL || op->ew.i != NULL);
             assert_true(op->ew.flags != 0);

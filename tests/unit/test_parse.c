@@ -779,9 +779,13 @@ static void test_errors_names(void **state) {
     parse_err("func f(x: f32[]) {\n  y = sum(x, fn=@nope)\n  return y\n}", TG_ENAME,
               "t.tg:2:18: unknown function 'nope'");
     /* a function referenced before its definition is known (the op then fails) */
-    parse_err("func f(x: f32[]) {\n  y = pmap(@g, x)\n  return y\n}\n"
+    parse_err("func f(x: f32[]) {\n  y = pmap(@g, x, axis_name=\"i\")\n  return y\n}\n"
               "func g(x: f32[]) {\n  return x\n}\n",
-              TG_ENAME, "t.tg:2:7: 'pmap' is neither an op nor a function of this file");
+              TG_EINVAL,
+              "t.tg:2:7: pmap: in_axes[0] = 0 is out of range for input 1 'x' of type f32[]");
+    parse_err("func f(x: f32[]) {\n  y = vmap(@g, x)\n  return y\n}\n"
+              "func g(x: f32[]) {\n  return x\n}\n",
+              TG_ENAME, "t.tg:2:7: 'vmap' is neither an op nor a function of this file");
     parse_err("func f(x: f32[]) {\n  y = neg(x, @g)\n  return y\n}\n"
               "func g(x: f32[]) {\n  return x\n}\n",
               TG_EINVAL, "t.tg:2:15: neg: takes 0 function arguments");

@@ -10,7 +10,8 @@
  * names the failing node, no call hangs, and the next call works. A planted missing
  * transfer (a sim node reading host memory, an output left on a sim device) is an error
  * naming the value and both devices. A part has as many inputs and outputs as it needs, and
- * a node as many inputs (80 values made on one device, joined on another by one node). Eight
+ * a node as many inputs (70 inputs read by one part and one node; 80 values made by one
+ * part on one device, joined on another by one node). Eight
  * threads call one function at once. A function with state compiled over two devices
  * (tg_graph_compile: placement, then the scheduler) keeps its state through calls that fail.
  * A call node left in the graph (the reference mode, no_inline) runs its callee where the
@@ -304,6 +305,60 @@ static void test_state_kept(void **st) {
     tg_module_free(m);
 }
 
+/* A failed call with state makes no output: the values handed over before the error are
+ * freed (the state update has the wrong run-time shape). */
+static void test_failed_call_outputs(void **st) {
+    (void)st;
+    static const char *src = "func f(mut W: f32[?], x: f32[4]) {\n"
+                             "  a = sum(exp(x), device=\"cpu:0\")\n"
+                             "  b = mul(x, 2.0, device=\"cpu:1\")\n"
+                             "  W <- concatenate(W, W, device=\"cpu:1\")\n"
+                             "  return a, b\n"
+                             "}\n";
+    tg_module *m = NULL;
+    assert_int_equal(tg_module_parse(NULL, src, strlen(src), "grow.tg", &m), TG_OK);
+    tg_fn *f = NULL;
+    assert_int_equal(tg_graph_compile(tg_module_find(m, "f"), NULL, &f), TG_OK);
+    int64_t four = 4;
+    tg_tensor *x = tg_tensor_new(NULL, TG_DT_F32, 1, &four), *out[2] = {0};
+    assert_int_equal(tg_fn_state_set(f, 0, x), TG_OK);
+    assert_int_equal(tg_fn_call(f, &x, 1, out, 2), TG_ESHAPE);
+    assert_non_null(strstr(tg_last_error(), "state 'W'"));
+    assert_null(out[0]);
+    assert_null(out[1]);
+    tg_tensor_free(x);
+    tg_fn_free(f);
+    tg_module_free(m);
+}
+
+/* A part reading 70 values and a node of 70 inputs (no fixed limit). */
+static void test_wide_parts(void **st) {
+    (void)st;
+    tg_graph *g = tg_graph_new(NULL, "wide");
+    int64_t n = 8;
+    tg_var *x[70];
+    for (int i = 0; i < 70; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "x%d", i);
+        x[i] = tg_input(g, nm, TG_DT_F64, 1, &n);
+    }
+    on(g, "cpu:1");
+    tg_attr ax = TG_A_INT("axis", 0);
+    tg_var *cat = tg_apply(g, "concatenate", x, 70, &ax, 1);
+    tg_var *b = un(g, "sum", cat);
+    tg_var *bt = transfer(g, b, "cpu:0", false);
+    on(g, "cpu:0");
+    tg_var *a = un(g, "sum", un(g, "exp", x[0]));
+    tg_var *y = bin(g, "add", a, bt);
+    tg_graph_set_outputs(g, &y, 1);
+    assert_int_equal(g->status, TG_OK);
+    tg_tensor *in[70];
+    for (int i = 0; i < 70; i++) in[i] = ramp(n, 1.0 + i);
+    check_against_reference(g, in, 70);
+    for (int i = 0; i < 70; i++) tg_tensor_free(in[i]);
+    tg_graph_free(g);
+}
+
 /* Calls that stay calls, on cpu:1 and sim:0, of a callee whose own annotations spread it
  * over cpu:0, cpu:1 and sim:1, beside work on cpu:0: the reference and the VM without
  * inlining. */
@@ -402,10 +457,16 @@ static void test_threads(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_host_devices), cmocka_unit_test(test_sim_devices),
-        cmocka_unit_test(test_cancel),       cmocka_unit_test(test_missing_transfer),
-        cmocka_unit_test(test_threads),      cmocka_unit_test(test_state_kept),
-        cmocka_unit_test(test_many_values),  cmocka_unit_test(test_calls_on_devices),
+        cmocka_unit_test(test_host_devices),
+        cmocka_unit_test(test_sim_devices),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_missing_transfer),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_state_kept),
+        cmocka_unit_test(test_failed_call_outputs),
+        cmocka_unit_test(test_wide_parts),
+        cmocka_unit_test(test_many_values),
+        cmocka_unit_test(test_calls_on_devices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

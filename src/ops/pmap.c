@@ -1,0 +1,657 @@
+/* pmap.c - `pmap`, JAX's map of a function over an axis across devices (SPMD), and
+ * `axis_index`, the first op that reads the SPMD context of a pmap's ranks (op.h).
+ *
+ *   ys = pmap(@body, xs, W, in_axes=[0, none], out_axes=[0], axis_name="batch", devices=4)
+ *
+ * Typing (docs/pmap.md). The mapped extent N is each mapped input's extent along its
+ * in_axis (negative axes count from the end; a `none` entry replicates the input); the
+ * extents must agree, and devices=N (0: the mapped extent) must equal it. The body is
+ * typed as a call (tg_call_types) on the slices: a mapped input loses its in_axis, a
+ * replicated one is passed as it is. Each output is the body's output stacked along a new
+ * axis of extent N at its out_axis, or with out_axes `none` the body's output once, which
+ * is allowed only for a value invariant over the axis: one that depends on no mapped input
+ * and no axis_index of the axis, by a dataflow walk of the body (pmap_varying). While it
+ * types its body a pmap pushes its axis (tg_infer.axes), so a nested pmap reusing the name
+ * is an error naming its place.
+ *
+ * Execution. The kernel hands the body to the backend's sub-graph executor
+ * (tg_subexec.run_ranks), which runs the N ranks at the same time: rank r reads views of
+ * slice r of the mapped inputs (no copy in) and writes into views of slice r of the
+ * stacked outputs (no copy out); for out_axes=none rank 0's result is the output. A pmap
+ * is never constant-folded (TG_EFFECT_NOFOLD: compile time has no executor), though two
+ * equal ones merge; the inline pass leaves it alone, so its body is compiled as a function
+ * (src/driver/compile.c). It has no gradient yet (TG_GRAD_UNDEFINED).
+ *
+ * axis_index(axis_name="batch") is the rank of the enclosing pmap of that axis, a 0-d
+ * i64, read from the SPMD frame of the calling thread (tg_spmd_find). Where no pmap of
+ * that name encloses it is an error when the function is compiled (tg_pmap_check_axes,
+ * which also covers the collectives to come: every op with TG_EFFECT_AXIS) and, should a
+ * kernel ever run outside one, at run time.
+ *
+ * Invariants:
+ *  - The body has no state, returns 1 to TG_MAX_OUTS values, and takes one argument per
+ *    input; in_axes and out_axes, when given, have one entry per input and per output.
+ *  - Inference and the kernel agree on N: the first mapped input's extent, or `devices`
+ *    when every input is replicated.
+ */
+#include "ops.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+enum { A_BODY, A_IN_AXES, A_OUT_AXES, A_AXIS, A_DEVICES };
+static const tg_attr_spec pmap_attrs[] = {
+    [A_BODY] = {"body", TG_AS_FUNC, 1, 0, {0}},
+    /* absent: every input mapped along axis 0 (JAX's default) */
+    [A_IN_AXES] = {"in_axes", TG_AS_INTS, 0, TG_NULL_ITEMS, {.kind = TG_ATTR_NONE}},
+    /* absent: every output stacked along axis 0 */
+    [A_OUT_AXES] = {"out_axes", TG_AS_INTS, 0, TG_NULL_ITEMS, {.kind = TG_ATTR_NONE}},
+    [A_AXIS] = {"axis_name", TG_AS_STR, 1, 0, {0}},
+    [A_DEVICES] = {"devices", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+};
+
+/* Entry k of in_axes/out_axes: false for `none`, else the axis as given in *ax. */
+static bool axis_at(const tg_aval *a, int k, int64_t *ax) {
+    if (a->kind != TG_ATTR_INTS) { /* absent: 0 */
+        *ax = 0;
+        return true;
+    }
+    if (tg_aval_none_at(a, k)) return false;
+    *ax = a->ints[k];
+    return true;
+}
+
+/* "f.tg:3:1" for messages: where the body's `func` header is; empty when built in C. */
+static void body_place(const tg_graph *body, char *buf, size_t cap) {
+    if (body->def_line > 0)
+        snprintf(buf, cap, " (%s:%d:%d)", body->file ? body->file : "<input>", body->def_line,
+                 body->def_col);
+    else
+        buf[0] = '\0';
+}
+
+/* " 'xs'" when input k has a name (compile time), else "". */
+static const char *in_name(const tg_infer *ic, int k, char *buf, size_t cap) {
+    const tg_var *v = ic->vars ? ic->vars[k] : NULL;
+    if (v && v->name)
+        snprintf(buf, cap, " '%s'", v->name);
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
+/* t without axis ax (the slice type a rank sees). */
+static tg_type drop_axis(const tg_type *t, int ax) {
+    tg_type s = *t;
+    s.ndim = (uint8_t)(t->ndim - 1);
+    s.nobcast = 0;
+    for (int d = 0, o = 0; d < t->ndim; d++) {
+        if (d == ax) continue;
+        s.shape[o] = t->shape[d];
+        if (t->nobcast & (1u << d)) s.nobcast |= 1u << o;
+        o++;
+    }
+    return s;
+}
+
+/* t with a new axis of extent n at ax (a stacked output); nobcast: the new axis's bit. */
+static tg_type insert_axis(const tg_type *t, int ax, int64_t n, bool nobcast) {
+    tg_type s = *t;
+    s.ndim = (uint8_t)(t->ndim + 1);
+    s.nobcast = 0;
+    s.weak = 0;
+    for (int d = 0, i = 0; d < s.ndim; d++) {
+        if (d == ax) {
+            s.shape[d] = n;
+            if (nobcast) s.nobcast |= 1u << d;
+            continue;
+        }
+        s.shape[d] = t->shape[i];
+        if (t->nobcast & (1u << i)) s.nobcast |= 1u << d;
+        i++;
+    }
+    return s;
+}
+
+static tg_status body_check(tg_infer *ic, const tg_graph *body) {
+    char at[300];
+    body_place(body, at, sizeof at);
+    int nstate = 0;
+    for (int i = 0; i < body->inputs.n; i++) nstate += tg_var_is_state(body->inputs.items[i]);
+    if (nstate > 0 || body->updates.n > 0)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "%s%s has state (`mut` parameters): it cannot be mapped", body->name,
+                             at);
+    if (body->inputs.n != ic->nin)
+        return tg_infer_fail(ic, TG_EINVAL, "%s%s takes %d argument%s, got %d", body->name, at,
+                             body->inputs.n, body->inputs.n == 1 ? "" : "s", ic->nin);
+    if (body->nret < 1 || body->nret > TG_MAX_OUTS)
+        return tg_infer_fail(ic, TG_ELIMIT, "%s%s returns %d values; a pmap maps 1 to %d",
+                             body->name, at, body->nret, TG_MAX_OUTS);
+    const tg_aval *ia = &ic->attrs[A_IN_AXES], *oa = &ic->attrs[A_OUT_AXES];
+    if (ia->kind == TG_ATTR_INTS && ia->n != ic->nin)
+        return tg_infer_fail(ic, TG_EINVAL, "in_axes has %d entr%s for %d input%s", ia->n,
+                             ia->n == 1 ? "y" : "ies", ic->nin, ic->nin == 1 ? "" : "s");
+    if (oa->kind == TG_ATTR_INTS && oa->n != body->nret)
+        return tg_infer_fail(ic, TG_EINVAL, "out_axes has %d entr%s for the %d output%s of %s%s",
+                             oa->n, oa->n == 1 ? "y" : "ies", body->nret,
+                             body->nret == 1 ? "" : "s", body->name, at);
+    const char *axis = ic->attrs[A_AXIS].s;
+    if (!axis || !*axis) return tg_infer_fail(ic, TG_EINVAL, "axis_name must not be empty");
+    for (const tg_axis_scope *s = ic->axes; s; s = s->outer)
+        if (strcmp(s->axis, axis) == 0)
+            return tg_infer_fail(ic, TG_EINVAL,
+                                 "axis name '%s' is already the axis of an enclosing pmap", axis);
+    if (ic->attrs[A_DEVICES].i < 0)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "devices=%lld: expected a count >= 0 (0: the mapped extent)",
+                             (long long)ic->attrs[A_DEVICES].i);
+    return TG_OK;
+}
+
+/* Arguments take the parameters' dtypes: weak literals (replicated inputs) adopt them; a
+ * typed argument of another dtype is an error naming both (no silent cast). */
+static tg_status pmap_promote(tg_infer *ic, tg_dtype *want) {
+    const tg_graph *body = ic->attrs[A_BODY].fn;
+    if (body_check(ic, body) != TG_OK) return ic->status;
+    for (int i = 0; i < ic->nin; i++) {
+        const tg_var *p = body->inputs.items[i];
+        tg_dtype pd = (tg_dtype)p->type.dtype;
+        if (ic->in[i].dtype != pd && !ic->in[i].weak) {
+            char nm[80], at[300];
+            body_place(body, at, sizeof at);
+            return tg_infer_fail(ic, TG_ETYPE, "input %d%s is %s, but parameter '%s' of %s%s is %s",
+                                 i + 1, in_name(ic, i, nm, sizeof nm),
+                                 tg_dtype_name((tg_dtype)ic->in[i].dtype), p->name, body->name, at,
+                                 tg_dtype_name(pd));
+        }
+        want[i] = pd;
+    }
+    return TG_OK;
+}
+
+/* The varying values of body (by var id) over the pmap's axis: its mapped parameters, and
+ * whatever reads a varying value or reads the axis itself (axis_index, or a graph a node
+ * calls or maps that does). *vary (ctx memory) has body->vars.n + 1 entries. */
+static tg_status pmap_varying(tg_ctx *ctx, const tg_graph *body, const tg_aval *in_axes,
+                              const char *axis, bool **vary);
+
+/* One pass over the inputs: the slice types, N and where it came from. */
+typedef struct mapped {
+    int64_t n;    /* the mapped extent, -1 unknown */
+    int from;     /* the input it came from, -1: none (devices=) */
+    bool nobcast; /* run time: N is a 1 that came from a '?' */
+} mapped;
+
+static tg_status map_inputs(tg_infer *ic, tg_type *slice, mapped *m) {
+    *m = (mapped){.n = -1, .from = -1};
+    const tg_aval *ia = &ic->attrs[A_IN_AXES];
+    int64_t devices = ic->attrs[A_DEVICES].i;
+    bool any = false;
+    for (int i = 0; i < ic->nin; i++) {
+        const tg_type *t = &ic->in[i];
+        int64_t a;
+        slice[i] = *t;
+        if (!axis_at(ia, i, &a)) continue;
+        any = true;
+        char nm[80], ty[TG_TYPE_STR_MAX];
+        int64_t ax = a < 0 ? a + t->ndim : a;
+        if (ax < 0 || ax >= t->ndim)
+            return tg_infer_fail(
+                ic, TG_EINVAL, "in_axes[%d] = %lld is out of range for input %d%s of type %s", i,
+                (long long)a, i + 1, in_name(ic, i, nm, sizeof nm), tg_type_str(t, ty, sizeof ty));
+        slice[i] = drop_axis(t, (int)ax);
+        int64_t e = t->shape[ax];
+        if (e < 0) continue;
+        if (m->n >= 0 && m->n != e) {
+            char nm2[80];
+            int64_t pa = 0;
+            axis_at(ia, m->from, &pa);
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "mapped extents differ: input %d%s has %lld along its in_axis "
+                                 "%lld, input %d%s has %lld along its in_axis %lld",
+                                 m->from + 1, in_name(ic, m->from, nm2, sizeof nm2),
+                                 (long long)m->n, (long long)pa, i + 1,
+                                 in_name(ic, i, nm, sizeof nm), (long long)e, (long long)a);
+        }
+        if (m->n < 0) {
+            m->n = e;
+            m->from = i;
+            m->nobcast = e == 1 && (t->nobcast & (1u << ax));
+        }
+    }
+    if (!any && devices == 0)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "no input is mapped (every in_axes entry is none): give devices=N");
+    if (devices > 0 && m->n >= 0 && devices != m->n)
+        return tg_infer_fail(ic, TG_ESHAPE, "devices=%lld, but the mapped extent is %lld",
+                             (long long)devices, (long long)m->n);
+    if (devices > 0 && m->n < 0) {
+        m->n = devices;
+        m->nobcast = false;
+    }
+    if (m->n == 0)
+        return tg_infer_fail(ic, TG_ESHAPE,
+                             "the mapped extent is 0: a pmap needs at least one rank");
+    return TG_OK;
+}
+
+/* Whether each slice fits its parameter: dtype, rank, and each static extent of the
+ * parameter (a '?' accepts any); at run time extents must be known. */
+static tg_status fit_params(tg_infer *ic, const tg_graph *body, const tg_type *slice) {
+    const tg_aval *ia = &ic->attrs[A_IN_AXES];
+    for (int i = 0; i < ic->nin; i++) {
+        const tg_var *p = body->inputs.items[i];
+        const tg_type *a = &slice[i];
+        bool fits = a->dtype == p->type.dtype && a->ndim == p->type.ndim;
+        for (int d = 0; fits && d < a->ndim; d++)
+            fits = p->type.shape[d] < 0 ||
+                   (a->shape[d] >= 0 ? a->shape[d] == p->type.shape[d] : !ic->runtime);
+        if (fits) continue;
+        char ta[TG_TYPE_STR_MAX], tb[TG_TYPE_STR_MAX], tt[TG_TYPE_STR_MAX], at[300], nm[80];
+        int64_t ax;
+        body_place(body, at, sizeof at);
+        in_name(ic, i, nm, sizeof nm);
+        if (axis_at(ia, i, &ax))
+            return tg_infer_fail(ic, a->dtype == p->type.dtype ? TG_ESHAPE : TG_ETYPE,
+                                 "the slice of input %d%s (%s along axis %lld) is %s, but "
+                                 "parameter '%s' of %s%s is %s",
+                                 i + 1, nm, tg_type_str(&ic->in[i], tt, sizeof tt), (long long)ax,
+                                 tg_type_str(a, ta, sizeof ta), p->name, body->name, at,
+                                 tg_type_str(&p->type, tb, sizeof tb));
+        return tg_infer_fail(ic, a->dtype == p->type.dtype ? TG_ESHAPE : TG_ETYPE,
+                             "input %d%s (replicated) is %s, but parameter '%s' of %s%s is %s",
+                             i + 1, nm, tg_type_str(a, ta, sizeof ta), p->name, body->name, at,
+                             tg_type_str(&p->type, tb, sizeof tb));
+    }
+    return TG_OK;
+}
+
+/* "'y' (f.tg:4:3)": how a message names returned value j of body. */
+static void output_desc(const tg_graph *body, int j, char *buf, size_t cap) {
+    const tg_var *v = body->outputs.items[j];
+    const char *name = j < body->out_names.n ? body->out_names.items[j] : NULL;
+    if (!name) name = v->name;
+    int off = name ? snprintf(buf, cap, "'%s'", name) : snprintf(buf, cap, "%d", j + 1);
+    if (off < 0 || (size_t)off >= cap) return;
+    if (v->kind == TG_VAR_NODE && v->node->line > 0)
+        snprintf(buf + off, cap - (size_t)off, " (%s:%d:%d)", body->file ? body->file : "<input>",
+                 v->node->line, v->node->col);
+    else if (v->kind == TG_VAR_INPUT)
+        snprintf(buf + off, cap - (size_t)off, " (a parameter)");
+}
+
+/* out_axes=none only for outputs invariant over the axis (checked at compile time; run
+ * time types the same graph again). */
+static tg_status check_invariant(tg_infer *ic, const tg_graph *body) {
+    const tg_aval *oa = &ic->attrs[A_OUT_AXES];
+    bool any = false;
+    int64_t ax;
+    for (int j = 0; j < body->nret && !any; j++) any = !axis_at(oa, j, &ax);
+    if (!any) return TG_OK;
+    bool *vary = NULL;
+    if (pmap_varying(body->ctx, body, &ic->attrs[A_IN_AXES], ic->attrs[A_AXIS].s, &vary) != TG_OK)
+        return tg_infer_fail(ic, TG_ENOMEM, "out of memory checking the outputs of '%s'",
+                             body->name);
+    tg_status st = TG_OK;
+    for (int j = 0; j < body->nret && st == TG_OK; j++) {
+        const tg_var *v = body->outputs.items[j];
+        if (axis_at(oa, j, &ax) || !vary[v->id]) continue;
+        char desc[300], at[300];
+        output_desc(body, j, desc, sizeof desc);
+        body_place(body, at, sizeof at);
+        st = tg_infer_fail(ic, TG_EINVAL,
+                           "out_axes[%d] is none, but output %s of %s%s varies along the axis "
+                           "'%s' (it depends on a mapped input or the axis index); only a value "
+                           "invariant over the axis can be returned once",
+                           j, desc, body->name, at, ic->attrs[A_AXIS].s);
+    }
+    tg_mem_free(body->ctx, vary, sizeof *vary * (size_t)(body->vars.n + 1));
+    return st;
+}
+
+static tg_status pmap_infer(tg_infer *ic) {
+    const tg_graph *body = ic->attrs[A_BODY].fn;
+    if (body_check(ic, body) != TG_OK) return ic->status;
+    tg_ctx *ctx = body->ctx;
+    size_t nin1 = (size_t)ic->nin + 1;
+    tg_type *slice = tg_mem_alloc(ctx, sizeof *slice * nin1);
+    const tg_tensor **vals = tg_mem_calloc(ctx, sizeof *vals * nin1);
+    tg_type *bout = tg_mem_alloc(ctx, sizeof *bout * TG_MAX_OUTS);
+    mapped m;
+    tg_status st = TG_OK;
+    if (!slice || !vals || !bout)
+        st = tg_infer_fail(ic, TG_ENOMEM, "out of memory typing the body of '%s'", body->name);
+    if (st == TG_OK) st = map_inputs(ic, slice, &m);
+    if (st == TG_OK) st = fit_params(ic, body, slice);
+    if (st == TG_OK && !ic->runtime) st = check_invariant(ic, body);
+    if (st == TG_OK) {
+        const tg_aval *ia = &ic->attrs[A_IN_AXES];
+        int64_t ax;
+        for (int i = 0; ic->values && i < ic->nin; i++)
+            if (!axis_at(ia, i, &ax)) vals[i] = ic->values[i]; /* a replicated value is known */
+        tg_axis_scope scope = {.outer = ic->axes, .axis = ic->attrs[A_AXIS].s};
+        const tg_axis_scope *saved = ic->axes;
+        ic->axes = &scope;
+        st = tg_call_types(ic, body, slice, vals, bout);
+        ic->axes = saved;
+    }
+    const tg_aval *oa = &ic->attrs[A_OUT_AXES];
+    for (int j = 0; st == TG_OK && j < body->nret; j++) {
+        const tg_type *t = &bout[j];
+        int64_t a;
+        bool known = true;
+        for (int d = 0; ic->runtime && d < t->ndim; d++) known = known && t->shape[d] >= 0;
+        if (!known) { /* a value-dependent extent (mask_select): ranks could disagree */
+            char desc[300], ty[TG_TYPE_STR_MAX];
+            output_desc(body, j, desc, sizeof desc);
+            st = tg_infer_fail(ic, TG_ESHAPE,
+                               "output %s of %s is %s, an extent its values decide: the ranks' "
+                               "values must have one shape known before they run",
+                               desc, body->name, tg_type_str(t, ty, sizeof ty));
+            break;
+        }
+        if (!axis_at(oa, j, &a)) {
+            ic->out[j] = *t;
+            ic->out[j].weak = 0;
+            continue;
+        }
+        int r = t->ndim + 1;
+        int64_t ax = a < 0 ? a + r : a;
+        char desc[300], ty[TG_TYPE_STR_MAX];
+        if (r > TG_MAX_DIMS) {
+            output_desc(body, j, desc, sizeof desc);
+            st = tg_infer_fail(ic, TG_ELIMIT,
+                               "output %s of %s is %s: stacked it would have more than %d axes",
+                               desc, body->name, tg_type_str(t, ty, sizeof ty), TG_MAX_DIMS);
+        } else if (ax < 0 || ax >= r) {
+            output_desc(body, j, desc, sizeof desc);
+            st = tg_infer_fail(ic, TG_EINVAL,
+                               "out_axes[%d] = %lld is out of range for output %s of %s, of "
+                               "type %s (stacked: %d axes)",
+                               j, (long long)a, desc, body->name, tg_type_str(t, ty, sizeof ty), r);
+        } else {
+            ic->out[j] = insert_axis(t, (int)ax, m.n, ic->runtime && m.nobcast);
+        }
+    }
+    if (st == TG_OK) ic->nout = body->nret;
+    if (slice) tg_mem_free(ctx, slice, sizeof *slice * nin1);
+    if (vals) tg_mem_free(ctx, vals, sizeof *vals * nin1);
+    if (bout) tg_mem_free(ctx, bout, sizeof *bout * TG_MAX_OUTS);
+    return st;
+}
+
+/* A view of slice r along axis ax of t (rank one less): shares t's buffer. */
+static tg_tensor *slice_view(const tg_tensor *t, int ax, int64_t r) {
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    for (int d = 0, o = 0; d < t->ndim; d++) {
+        if (d == ax) continue;
+        shape[o] = t->shape[d];
+        strides[o++] = t->strides[d];
+    }
+    return tg_tensor_view(t, t->ndim - 1, shape, strides, t->offset + r * t->strides[ax]);
+}
+
+static tg_status pmap_ref(tg_kern *k) {
+    const tg_graph *body = k->attrs[A_BODY].fn;
+    const char *axis = k->attrs[A_AXIS].s;
+    if (!k->sub || !k->sub->run_ranks)
+        return tg_kern_fail(k, TG_EUNSUPPORTED, "no sub-graph executor here to run '%s'",
+                            body->name);
+    const tg_aval *ia = &k->attrs[A_IN_AXES], *oa = &k->attrs[A_OUT_AXES];
+    int nin = k->nin, nout = k->nout;
+    int inax[TG_MAX_OUTS + 1], outax[TG_MAX_OUTS];
+    int *iax = nin <= TG_MAX_OUTS ? inax : tg_mem_alloc(k->ctx, sizeof *iax * (size_t)nin);
+    if (!iax) return tg_kern_fail(k, TG_ENOMEM, "out of memory");
+    int64_t n = k->attrs[A_DEVICES].i, a;
+    for (int i = 0; i < nin; i++) { /* inference checked the axes and the extents */
+        const tg_tensor *t = k->in[i];
+        iax[i] = axis_at(ia, i, &a) ? (int)(a < 0 ? a + t->ndim : a) : -1;
+        if (iax[i] >= 0) n = t->shape[iax[i]];
+    }
+    for (int j = 0; j < nout; j++) {
+        const tg_tensor *t = k->out[j];
+        outax[j] = axis_at(oa, j, &a) ? (int)(a < 0 ? a + t->ndim : a) : -1;
+    }
+    tg_status st = TG_OK;
+    if (n > INT_MAX) st = tg_kern_fail(k, TG_ELIMIT, "a pmap over %lld ranks", (long long)n);
+    size_t nview = st == TG_OK ? (size_t)n * (size_t)(nin + nout) : 0;
+    tg_tensor **view = nview ? tg_mem_calloc(k->ctx, sizeof *view * nview) : NULL;
+    if (st == TG_OK && !view)
+        st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %lld ranks' views", (long long)n);
+    tg_tensor **vin = view, **vout = view ? view + (size_t)n * (size_t)nin : NULL;
+    for (int64_t r = 0; st == TG_OK && r < n; r++) {
+        for (int i = 0; st == TG_OK && i < nin; i++) {
+            tg_tensor **v = &vin[r * nin + i];
+            *v = iax[i] < 0 ? k->in[i] : slice_view(k->in[i], iax[i], r);
+            if (!*v) st = tg_kern_fail(k, TG_ENOMEM, "%s", tg_last_error());
+        }
+        for (int j = 0; st == TG_OK && j < nout; j++) {
+            tg_tensor **v = &vout[r * nout + j];
+            *v = outax[j] >= 0 ? slice_view(k->out[j], outax[j], r) : r == 0 ? k->out[j] : NULL;
+            if (!*v && outax[j] >= 0) st = tg_kern_fail(k, TG_ENOMEM, "%s", tg_last_error());
+        }
+    }
+    if (st == TG_OK) {
+        st = k->sub->run_ranks(k->sub, body, axis, (int)n, vin, nin, vout, nout, k->msg,
+                               sizeof k->msg);
+        if (st != TG_OK) k->status = st;
+    }
+    for (int64_t r = 0; view && r < n; r++) { /* the views made here (not the values) */
+        for (int i = 0; i < nin; i++)
+            if (iax[i] >= 0) tg_tensor_free(vin[r * nin + i]);
+        for (int j = 0; j < nout; j++)
+            if (outax[j] >= 0) tg_tensor_free(vout[r * nout + j]);
+    }
+    if (view) tg_mem_free(k->ctx, view, sizeof *view * nview);
+    if (iax != inax) tg_mem_free(k->ctx, iax, sizeof *iax * (size_t)nin);
+    return st;
+}
+
+const tg_op_def tg_op_pmap = {.name = "pmap",
+                              .min_in = 0,
+                              .max_in = -1,
+                              .nout = -1,
+                              .kind = TG_KIND_OTHER,
+                              .attrs = pmap_attrs,
+                              .nattrs = TG_COUNTOF(pmap_attrs),
+                              .promote = pmap_promote,
+                              .infer = pmap_infer,
+                              .ref = pmap_ref,
+                              .grad = TG_GRAD_UNDEFINED,
+                              .effects = TG_EFFECT_NOFOLD};
+
+/* ---- axis_index ---- */
+
+static const tg_attr_spec axis_index_attrs[] = {{"axis_name", TG_AS_STR, 1, 0, {0}}};
+
+static tg_status axis_index_infer(tg_infer *ic) {
+    const char *axis = ic->attrs[0].s;
+    if (!axis || !*axis) return tg_infer_fail(ic, TG_EINVAL, "axis_name must not be empty");
+    ic->out[0] = (tg_type){.dtype = TG_DT_I64, .ndim = 0};
+    return TG_OK;
+}
+
+static tg_status axis_index_ref(tg_kern *k) {
+    const tg_spmd *s = tg_spmd_find(k->attrs[0].s);
+    if (!s) return tg_kern_fail(k, TG_EINVAL, "no enclosing pmap has the axis '%s'", k->attrs[0].s);
+    tg_store_i64(tg_tensor_data(k->out[0]), TG_DT_I64, s->rank);
+    return TG_OK;
+}
+
+const tg_op_def tg_op_axis_index = {.name = "axis_index",
+                                    .min_in = 0,
+                                    .max_in = 0,
+                                    .nout = 1,
+                                    .kind = TG_KIND_OTHER,
+                                    .attrs = axis_index_attrs,
+                                    .nattrs = 1,
+                                    .infer = axis_index_infer,
+                                    .ref = axis_index_ref,
+                                    .grad = TG_GRAD_NONE,
+                                    .effects = TG_EFFECT_AXIS};
+
+/* ---- which axes a graph reads ----
+ * The axes a graph reads without binding them: the axis_name of each op with
+ * TG_EFFECT_AXIS among its live nodes, and those of the graphs its nodes call or map, less
+ * the axis of the pmap that maps them. Computed once per graph of a walk (call graphs are
+ * acyclic and at most TG_CALL_MAX_DEPTH deep), each with its first reader for messages. */
+
+typedef struct axis_use {
+    const char *axis;    /* the axis read */
+    const tg_graph *g;   /* the graph of the node that reads it */
+    const tg_node *node; /* that node */
+} axis_use;
+
+typedef struct graph_axes {
+    const tg_graph *g;
+    axis_use *use;
+    int n, cap;
+} graph_axes;
+
+typedef struct axes_walk {
+    tg_ctx *ctx;
+    graph_axes *memo;
+    int n, cap;
+    bool oom;
+} axes_walk;
+
+static bool use_add(axes_walk *w, graph_axes *ga, const axis_use *u) {
+    for (int k = 0; k < ga->n; k++)
+        if (strcmp(ga->use[k].axis, u->axis) == 0) return true;
+    if (ga->n == ga->cap) {
+        int ncap = ga->cap ? 2 * ga->cap : 4;
+        axis_use *nu = tg_mem_realloc(w->ctx, ga->use, sizeof *nu * (size_t)ga->cap,
+                                      sizeof *nu * (size_t)ncap);
+        if (!nu) return !(w->oom = true);
+        ga->use = nu;
+        ga->cap = ncap;
+    }
+    ga->use[ga->n++] = *u;
+    return true;
+}
+
+/* The index in w->memo of g's axes (-1 when out of memory). */
+static int graph_axes_of(axes_walk *w, const tg_graph *g) {
+    for (int i = 0; i < w->n; i++)
+        if (w->memo[i].g == g) return i;
+    int norder = 0;
+    tg_node **order = tg_ir_toposort(g, &norder);
+    if (!order) {
+        w->oom = true;
+        return -1;
+    }
+    graph_axes ga = {.g = g};
+    for (int i = 0; i < norder && !w->oom; i++) {
+        const tg_node *n = order[i];
+        const tg_op_def *op = tg_op_table[n->op];
+        const char *read = tg_op_axis_name(op, n->attrs);
+        if (read) use_add(w, &ga, &(axis_use){read, g, n});
+        const char *bound = n->op == TG_OP_PMAP ? n->attrs[A_AXIS].s : NULL;
+        for (int j = 0; j < op->nattrs && !w->oom; j++) {
+            if (n->attrs[j].kind != TG_ATTR_FUNC) continue;
+            int s = graph_axes_of(w, n->attrs[j].fn);
+            for (int k = 0; s >= 0 && k < w->memo[s].n && !w->oom; k++)
+                if (!bound || strcmp(w->memo[s].use[k].axis, bound) != 0)
+                    use_add(w, &ga, &w->memo[s].use[k]);
+        }
+    }
+    tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
+    if (!w->oom && w->n == w->cap) {
+        int ncap = w->cap ? 2 * w->cap : 8;
+        graph_axes *nm =
+            tg_mem_realloc(w->ctx, w->memo, sizeof *nm * (size_t)w->cap, sizeof *nm * (size_t)ncap);
+        if (nm) {
+            w->memo = nm;
+            w->cap = ncap;
+        } else {
+            w->oom = true;
+        }
+    }
+    if (w->oom) {
+        if (ga.use) tg_mem_free(w->ctx, ga.use, sizeof *ga.use * (size_t)ga.cap);
+        return -1;
+    }
+    w->memo[w->n] = ga;
+    return w->n++;
+}
+
+static void walk_fini(axes_walk *w) {
+    for (int i = 0; i < w->n; i++)
+        if (w->memo[i].use)
+            tg_mem_free(w->ctx, w->memo[i].use, sizeof *w->memo[i].use * (size_t)w->memo[i].cap);
+    if (w->memo) tg_mem_free(w->ctx, w->memo, sizeof *w->memo * (size_t)w->cap);
+}
+
+/* Whether node n reads `axis`: it is an op reading it, or a graph it calls or maps does. */
+static bool node_reads(axes_walk *w, const tg_node *n, const char *axis) {
+    const tg_op_def *op = tg_op_table[n->op];
+    const char *read = tg_op_axis_name(op, n->attrs);
+    if (read && strcmp(read, axis) == 0) return true;
+    for (int j = 0; j < op->nattrs; j++) {
+        if (n->attrs[j].kind != TG_ATTR_FUNC) continue;
+        int s = graph_axes_of(w, n->attrs[j].fn);
+        for (int k = 0; s >= 0 && k < w->memo[s].n; k++)
+            if (strcmp(w->memo[s].use[k].axis, axis) == 0) return true;
+    }
+    return false;
+}
+
+static tg_status pmap_varying(tg_ctx *ctx, const tg_graph *body, const tg_aval *in_axes,
+                              const char *axis, bool **vary) {
+    size_t nv = (size_t)body->vars.n + 1;
+    bool *v = tg_mem_calloc(ctx, sizeof *v * nv);
+    int norder = 0;
+    tg_node **order = v ? tg_ir_toposort(body, &norder) : NULL;
+    axes_walk w = {.ctx = ctx};
+    int64_t ax;
+    for (int i = 0; order && i < body->inputs.n; i++)
+        v[((const tg_var *)body->inputs.items[i])->id] = axis_at(in_axes, i, &ax);
+    for (int i = 0; order && i < norder && !w.oom; i++) {
+        const tg_node *n = order[i];
+        bool any = false;
+        for (int k = 0; k < n->nin && !any; k++) any = v[n->in[k]->id];
+        if (!any) any = node_reads(&w, n, axis);
+        for (int k = 0; k < n->nout; k++) v[n->out[k]->id] = any;
+    }
+    walk_fini(&w);
+    if (order) tg_mem_free(body->ctx, order, sizeof *order * (size_t)(body->nodes.n + 1));
+    if (!order || w.oom) {
+        if (v) tg_mem_free(ctx, v, sizeof *v * nv);
+        return TG_ENOMEM;
+    }
+    *vary = v;
+    return TG_OK;
+}
+
+tg_status tg_pmap_check_axes(const tg_graph *g) {
+    bool any = g->callees.n > 0; /* most graphs: no walk at all */
+    for (int i = 0; i < g->nodes.n && !any; i++)
+        any = tg_op_table[((const tg_node *)g->nodes.items[i])->op]->effects & TG_EFFECT_AXIS;
+    if (!any) return TG_OK;
+    axes_walk w = {.ctx = g->ctx};
+    int s = graph_axes_of(&w, g);
+    tg_status st = TG_OK;
+    if (s < 0) {
+        st = tg_set_error(TG_ENOMEM, "out of memory checking the pmap axes of '%s'", g->name);
+    } else if (w.memo[s].n > 0) {
+        const axis_use *u = &w.memo[s].use[0];
+        const char *opname = tg_op_table[u->node->op]->name;
+        char where[400];
+        if (u->node->line > 0)
+            snprintf(where, sizeof where, "%s:%d:%d", u->g->file ? u->g->file : "<input>",
+                     u->node->line, u->node->col);
+        else
+            snprintf(where, sizeof where, "node %d", u->node->id);
+        if (u->g == g)
+            st = tg_set_error(TG_EINVAL, "%s: %s: no enclosing pmap has the axis '%s'", where,
+                              opname, u->axis);
+        else
+            st = tg_set_error(TG_EINVAL,
+                              "in '%s', at %s: %s: no enclosing pmap has the axis '%s' ('%s' "
+                              "reaches it outside any pmap of that axis)",
+                              u->g->name, where, opname, u->axis, g->name);
+    }
+    walk_fini(&w);
+    return st;
+}

@@ -1,0 +1,101 @@
+/* comm.h - private header of src/parallel: collectives between the threads of one process
+ * (the engine under pmap's psum, pmean, pmax, pmin, all_gather, psum_scatter and ppermute;
+ * docs/devices.md, "Collectives between host threads").
+ *
+ * A communicator of n ranks is shared by n threads, one per rank, each calling the
+ * collectives with its rank. Contract:
+ *  - Every rank calls the same collectives in the same order with the same counts, dtype,
+ *    operation and pairs (fixed when a program is compiled: nothing is negotiated at run
+ *    time). A mismatch is a bug of the caller; checked builds (NDEBUG unset) catch the
+ *    kind, count, dtype and operation with TG_ASSERT.
+ *  - A call returns once this rank's result is complete and no other rank will touch its
+ *    buffers any more: the caller may then reuse them.
+ *  - Results are bit-identical run to run and on every rank: an element is reduced over
+ *    the ranks in rank order 0, 1, ..., n-1 ((x0 + x1) + x2 ...) in the dtype itself,
+ *    whatever the timing, the buffer size or the path taken.
+ *  - Buffers are contiguous. `recv` may be `send` where the function says so (in place);
+ *    otherwise a rank's buffers do not overlap each other or any other rank's.
+ *  - Abort: a rank that fails calls tg_comm_abort(c, why) instead of its next collective
+ *    (any other thread may call it too, at any time). A rank waiting for one that will
+ *    not come, and every collective started afterwards, returns `why` with the message
+ *    "collective aborted: <the aborting thread's last error>" instead of waiting. Racing
+ *    with an abort, a collective may complete on some ranks and return `why` on others,
+ *    but no rank gets more than one collective ahead of another, and no rank returns
+ *    while another still reads its buffers (a collective that reads them in place
+ *    completes on every rank or on none). The communicator stays aborted until
+ *    tg_comm_reset, which must run while no rank is inside a collective.
+ *  - Nothing is allocated after tg_comm_new; waits spin (tg_spin_wait), then sleep, so
+ *    more ranks than cores make progress.
+ */
+#ifndef TG_COMM_H
+#define TG_COMM_H
+
+#include "../core/core.h"
+
+typedef struct tg_comm tg_comm;
+
+typedef enum {
+    TG_COMM_SUM, /* wraps for integers */
+    TG_COMM_MAX, /* floats: NaN wins (a NaN of any rank makes the result NaN) */
+    TG_COMM_MIN,
+} tg_comm_op;
+
+/* At most this many ranks. */
+#define TG_COMM_MAX_RANKS 1024
+
+/* A communicator of n ranks (1 <= n <= TG_COMM_MAX_RANKS); NULL with the error set. */
+tg_comm *tg_comm_new(tg_ctx *ctx, int n);
+/* No rank may be inside a collective. NULL is a no-op. */
+void tg_comm_free(tg_comm *c);
+int tg_comm_size(const tg_comm *c);
+
+/* recv[i] = send_0[i] op send_1[i] op ... op send_{n-1}[i] for i < count, on every rank.
+ * recv may be send (in place). Sum: every dtype but bool; max and min: every dtype (bool:
+ * or, and). TG_EUNSUPPORTED for sum of bool. */
+tg_status tg_comm_all_reduce(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt, const void *send,
+                             void *recv, size_t count);
+
+/* The all-reduce of max or min (op), and, per element, how many ranks hold that extreme
+ * value: holders[i] = #{k : send_k[i] == recv[i]}, a NaN counting as equal to a NaN. What
+ * the gradient of pmax / pmin needs: rank k's share of the cotangent of element i is
+ * 1 / holders[i] when send_k[i] equals recv[i] (the same equality), else 0. recv may be
+ * send. */
+tg_status tg_comm_all_reduce_extreme(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt,
+                                     const void *send, void *recv, int32_t *holders, size_t count);
+
+/* send holds n blocks of `block` elements; recv (one block) gets block `rank` reduced over
+ * the ranks: recv[i] = op over k of send_k[rank * block + i]. recv may be
+ * send + rank * block (in place). Dtypes and ops as tg_comm_all_reduce. */
+tg_status tg_comm_reduce_scatter(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt, const void *send,
+                                 void *recv, size_t block);
+
+/* recv (n blocks of `bytes`) gets the send buffer of rank k at block k. send may be
+ * recv + rank * bytes (in place). */
+tg_status tg_comm_all_gather(tg_comm *c, int rank, const void *send, void *recv, size_t bytes);
+
+/* For each pair p < npairs, rank src[p] sends its buffer to rank dst[p]: a rank that is some
+ * dst[p] gets send of src[p] in recv, any other rank gets zeros. Ranks are in [0, n), no
+ * rank is the destination of two pairs (a rank may send to several). send and recv do not
+ * overlap. */
+tg_status tg_comm_permute(tg_comm *c, int rank, const int *src, const int *dst, int npairs,
+                          const void *send, void *recv, size_t bytes);
+
+/* Returns once every rank has called it. */
+tg_status tg_comm_barrier(tg_comm *c, int rank);
+
+/* Makes the waits of every rank return `why` (not TG_OK), as the contract above says; the
+ * message carries this thread's last error. The first abort wins; later ones only wake. */
+void tg_comm_abort(tg_comm *c, tg_status why);
+/* Clears an abort, so that the ranks can start again. No rank may be inside a collective. */
+void tg_comm_reset(tg_comm *c);
+
+/* Collectives of at most this many bytes per rank (the whole send buffer) copy it into the
+ * communicator and exchange flags instead of two barriers (comm.c, "Two paths"); at most
+ * TG_COMM_STAGE_MAX, 0 for never. For tests and the benchmark; the default is
+ * TG_COMM_SMALL_DEFAULT. Only while no rank is inside a collective other than a barrier
+ * (e.g. between two tg_comm_barrier calls of every rank). */
+void tg_comm_set_small_max(tg_comm *c, size_t bytes);
+#define TG_COMM_STAGE_MAX     4096
+#define TG_COMM_SMALL_DEFAULT 512
+
+#endif
