@@ -11,8 +11,24 @@ with --in/--out .npy files in a temporary folder, computes the same values with 
     against max(|expected|, scale) where reductions and products pass the sum of the
     magnitudes as `scale`; NaN positions must match, infinities must match exactly.
 
-Cases that share inputs are batched into one program (one `tgraph run` per program); when
-a program fails as a whole, each of its cases is rerun alone to find the culprits.
+Cases that share inputs are batched into one program, and programs into one `tgraph run`;
+when a run fails as a whole, each of its programs, then each case, is rerun alone to find
+the culprits (a failure that no smaller run repeats is reported as the whole's).
+
+On devices (docs/devices.md):
+  --devices N   runs on N virtual host devices cpu:0..N-1 (`tgraph run --devices N`);
+  --sim K       with K sim devices sim:0..K-1 (TGRAPH_SIM_DEVICES=K), their memory
+                protected from host reads (TGRAPH_SIM_PROTECT=1);
+  --annotate    adds `device="..."` to the outermost call of a random half of each case's
+                lines (`name = op(...)`, `fused{...}(...)`, a function call; never
+                `const(...)`, never indexing sugar such as `x[1:2]`), naming cpu, cpu:i or
+                sim:i among the devices of the run. The choices are fixed by --seed and the
+                case's name (tg_devices.py), so a case is annotated the same in a bundle
+                and alone; failures print the annotated program and --keep keeps it.
+Without annotations placement is automatic. On devices the `tgraph opt` round trip prints
+the placed graph (`opt --placed`), transfers included, and runs it (placed again).
+--sample K runs the first program of each generator and every K-th after it: the same
+programs, data and annotations as the full suite, fewer of them.
 
 Where tgraph documents a deliberate difference from NumPy 1.24, the expected values
 follow tgraph (each is named where it is applied):
@@ -20,7 +36,7 @@ follow tgraph (each is named where it is applied):
   - tgraph has no uint64: sum/prod of u8 give int64 (NumPy: uint64).
 
 usage: diff_numpy.py --tgraph PATH [--mode reference,vm] [--seed N] [--filter TEXT] [--keep DIR]
-                     [-j N] [-v]
+                     [--devices N] [--sim K] [--annotate] [--sample K] [-j N] [-v]
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
 """
 import argparse
@@ -36,6 +52,8 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+import tg_devices
 
 if hasattr(np, "_set_promotion_state"):
     np._set_promotion_state("weak")  # NEP 50 in NumPy 1.24; the default from NumPy 2 on
@@ -150,6 +168,47 @@ def _renamer(names, prefix):
     return lambda text: pat.sub(lambda m: prefix + m.group(1), text)
 
 
+# ---- devices and annotations ------------------------------------------------------------
+
+
+class Devices:
+    """The devices `tgraph run` has (--devices, --sim) and whether programs are annotated
+    (--annotate); tg_devices.py says how. Set once in main, before any worker."""
+
+    def __init__(self):
+        self.host = 0
+        self.sim = 0
+        self.annotate = False
+        self.seed = 0
+
+    def names(self):
+        return tg_devices.names(self.host, self.sim)
+
+    def args(self):
+        return tg_devices.run_args(self.host)
+
+    def env(self):
+        return tg_devices.env(self.sim)
+
+    def annotate_lines(self, lines, case):
+        """The lines of a case, annotated when --annotate says (the choices fixed by --seed
+        and the case's name)."""
+        if not self.annotate:
+            return lines
+        return tg_devices.annotate_lines(lines, "%d/%s" % (self.seed, case.full_name()),
+                                         self.names())
+
+    def describe(self):
+        """The setting as a command line prefix, for failure messages ("" when none)."""
+        if not self.host and not self.sim:
+            return ""
+        return " ".join(tg_devices.env_words(self.sim) + ["tgraph", "run"] + mode_args(MODE[0])
+                        + self.args())
+
+
+DEV = Devices()
+
+
 def bundle_params(items):
     """[(name in the bundle, Param)] of the programs in items = [(program, cases)]."""
     multi = len(items) > 1
@@ -169,8 +228,9 @@ def bundle_text(items):
         sig += ["%s%s: %s" % (pre, p.name, p.decl) for p in prog.params]
         for c in cases:
             suffix = "_c%d" % k
-            body += ["  " + ren(ln.replace("$", suffix)) for ln in c.lines]
-            body.append("  o%d = %s" % (k, ren(c.expr.replace("$", suffix))))
+            lines = [ren(ln.replace("$", suffix)) for ln in c.lines]
+            lines.append("o%d = %s" % (k, ren(c.expr.replace("$", suffix))))
+            body += ["  " + ln for ln in DEV.annotate_lines(lines, c)]
             rets.append("o%d" % k)
             k += 1
     return "\n".join(["func main(%s) {" % ", ".join(sig)] + body +
@@ -1454,7 +1514,7 @@ def run_tgraph(tgraph, items, workdir, text=None):
     src = os.path.join(workdir, "prog.tg")
     with open(src, "w") as f:
         f.write(text if text is not None else bundle_text(items))
-    args = [tgraph, "run", src] + mode_args(MODE[0])
+    args = [tgraph, "run", src] + mode_args(MODE[0]) + DEV.args()
     for name, p in bundle_params(items):
         path = os.path.join(workdir, "in_%s.npy" % name)
         np.save(path, p.save(p.value) if p.save else p.value)
@@ -1467,7 +1527,8 @@ def run_tgraph(tgraph, items, workdir, text=None):
         outs.append(path)
         args += ["--out", "%d=%s" % (k, path)]  # by position: `o1 = x` may alias x
     try:
-        res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                             env=DEV.env())
     except subprocess.TimeoutExpired:
         raise Failure("tgraph timed out after 120 s")
     err = res.stderr.decode("utf-8", "replace").strip()
@@ -1536,15 +1597,18 @@ def same_values(a, b):
 
 def opt_roundtrip(tgraph, prog, workdir):
     """`tgraph opt` must print a program that parses back and computes the same values
-    (within each case's tolerance, since rewrites may change the rounding).
-    Returns (check name, None or the failure, the text involved)."""
+    (within each case's tolerance, since rewrites may change the rounding). On devices
+    (--devices, --sim) it prints the placed graph (`opt --placed`), with its transfers, and
+    that is placed again when it runs. Returns (check name, None or the failure, the text
+    involved)."""
     os.makedirs(workdir, exist_ok=True)
     src = os.path.join(workdir, "orig.tg")
     text = prog.text(prog.cases)
     with open(src, "w") as f:
         f.write(text)
-    res = subprocess.run([tgraph, "opt", src], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         timeout=120)
+    placed = ["--placed"] + DEV.args() if DEV.host or DEV.sim else []
+    res = subprocess.run([tgraph, "opt", src] + placed, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, timeout=120, env=DEV.env())
     if res.returncode != 0:
         return ("opt_roundtrip", "tgraph opt exited with %d: %s"
                 % (res.returncode, res.stderr.decode("utf-8", "replace").strip()), text)
@@ -1575,9 +1639,9 @@ def cli_checks(tgraph, tmp):
     checks = []
 
     def run(*extra):
-        return subprocess.run([tgraph, "run", src] + mode_args(MODE[0]) + ["--in", xin]
-                              + list(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=60)
+        return subprocess.run([tgraph, "run", src] + mode_args(MODE[0]) + DEV.args()
+                              + ["--in", xin] + list(extra), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=60, env=DEV.env())
 
     r = run()
     want = "a = %r\nn = %r\n2 = %r\n" % (x * 2, x.astype(np.int64), np.sum(x)[()])
@@ -1596,8 +1660,8 @@ def cli_checks(tgraph, tmp):
     src1 = os.path.join(wd, "one.tg")
     with open(src1, "w") as f:
         f.write("func f(x: f32[3]) {\n  return neg(x)\n}\n")
-    r = subprocess.run([tgraph, "run", src1] + mode_args(MODE[0]) + ["--in", xin],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    r = subprocess.run([tgraph, "run", src1] + mode_args(MODE[0]) + DEV.args() + ["--in", xin],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, env=DEV.env())
     got = r.stdout.decode("utf-8", "replace")
     checks.append(("print_single_output", None if r.returncode == 0 and got == "%r\n" % -x
                    else "stdout %r, expected %r" % (got, "%r\n" % -x)))
@@ -1626,17 +1690,20 @@ def describe_inputs(prog):
 
 def run_bundle(tgraph, bundle, tmp, keep, seed):
     """Runs a bundle of programs in one tgraph process; when that fails, each program
-    alone, and when a program fails, each of its cases alone. Returns (passed, failures)."""
+    alone, and when a program fails, each of its cases alone. A failure that none of the
+    smaller runs repeats is a failure all the same (of the bundle or the program).
+    Returns (passed, failures)."""
     wd = os.path.join(tmp, bundle[0].name)
     results = {}  # case -> None or the failure
     outputs = {}  # program -> its outputs, when it ran as a whole
+    unrepeated = []  # failures of a whole that no smaller run repeated
     try:
         got = run_tgraph(tgraph, [(p, p.cases) for p in bundle], wd)
         k = 0
         for prog in bundle:
             outputs[prog] = got[k:k + len(prog.cases)]
             k += len(prog.cases)
-    except Failure:
+    except Failure as bundled:
         for prog in bundle:
             pwd = os.path.join(wd, prog.name)
             try:
@@ -1651,7 +1718,13 @@ def run_bundle(tgraph, bundle, tmp, keep, seed):
                         results[c] = compare(c, g)
                     except Failure as alone:
                         results[c] = str(alone)
-    passed, failures = 0, []
+                if all(results[c] is None for c in prog.cases):
+                    unrepeated.append("FAIL %s: failed as a whole, each case passed alone: %s"
+                                      % (prog.name, whole))
+        if len(bundle) > 1 and len(outputs) == len(bundle):
+            unrepeated.append("FAIL %s: failed as one run, each program passed alone: %s"
+                              % (" ".join(p.name for p in bundle), bundled))
+    passed, failures = 0, list(unrepeated)
     for prog, got in outputs.items():
         for c, g in zip(prog.cases, got):
             results[c] = compare(c, g)
@@ -1675,8 +1748,10 @@ def run_bundle(tgraph, bundle, tmp, keep, seed):
 def describe_failure(prog, c, why, keep, seed):
     text = prog.text([c])
     msg = ["FAIL %s: %s" % (c.full_name(), why),
-           "  seed %d; inputs: %s" % (seed, describe_inputs(prog)),
-           "  program:"] + ["    " + ln for ln in text.rstrip().split("\n")]
+           "  seed %d; inputs: %s" % (seed, describe_inputs(prog))]
+    if DEV.describe():
+        msg.append("  run as: " + DEV.describe())
+    msg += ["  program:"] + ["    " + ln for ln in text.rstrip().split("\n")]
     if keep:
         d = os.path.join(keep, c.full_name().replace("/", "__"))
         os.makedirs(d, exist_ok=True)
@@ -1710,12 +1785,22 @@ def main():
     ap.add_argument("--tgraph", required=True, help="path of the tgraph binary")
     ap.add_argument("--seed", type=int, default=20240601)
     ap.add_argument("--filter", default="", help="only cases whose name contains this text")
+    ap.add_argument("--sample", type=int, default=1, metavar="K",
+                    help="only the first program of each generator and every K-th after it "
+                         "(the same programs, data and annotations as in the full suite)")
     ap.add_argument("--keep", default="", help="folder to keep failing programs and inputs in")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--mode", default="reference,vm",
                     help="the backends to run, comma-separated (tgraph run --mode); each one "
                          "is compared with NumPy (default: reference,vm: the graph as written "
                          "and the rewritten graph)")
+    ap.add_argument("--devices", type=int, default=0, metavar="N",
+                    help="run on N virtual host devices cpu:0..N-1 (tgraph run --devices N)")
+    ap.add_argument("--sim", type=int, default=0, metavar="K",
+                    help="with K sim devices sim:0..K-1 (TGRAPH_SIM_DEVICES=K)")
+    ap.add_argument("--annotate", action="store_true",
+                    help="annotate a random half of each case's lines with a device of the "
+                         "run (cpu, cpu:i, sim:i), the choice fixed by --seed and the case")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--no-bundle", dest="bundle", action="store_false",
@@ -1726,17 +1811,25 @@ def main():
     if not os.access(tgraph, os.X_OK):
         print("diff_numpy.py: %s is not an executable" % tgraph, file=sys.stderr)
         return 2
+    if not 0 <= args.devices <= 256 or not 0 <= args.sim <= 256:
+        print("diff_numpy.py: --devices and --sim take 0 to 256", file=sys.stderr)
+        return 2
+    DEV.host, DEV.sim, DEV.annotate, DEV.seed = args.devices, args.sim, args.annotate, args.seed
 
     t0 = time.time()
     S = Suite(args.seed)
     for gen in GENERATORS:
-        gen(S)
+        first = len(S.programs)
+        gen(S)  # every program made, so that a sample has the full suite's data
+        if args.sample > 1:
+            S.programs[first:] = S.programs[first::args.sample]
     progs = []
+    subset = args.filter or args.sample > 1  # no round trips nor CLI checks then
     for prog in S.programs:
         if args.filter:
             prog.cases = [c for c in prog.cases if args.filter in c.full_name()]
         if prog.cases:
-            prog.roundtrip = not args.filter and prog.name.startswith(ROUNDTRIP)
+            prog.roundtrip = not subset and prog.name.startswith(ROUNDTRIP)
             progs.append(prog)
     if args.list:
         for prog in progs:
@@ -1744,8 +1837,10 @@ def main():
                 print(c.full_name())
         return 0
     ncases = sum(len(p.cases) for p in progs)
-    print("diff_numpy: %d cases in %d programs, seed %d, NumPy %s, modes %s"
-          % (ncases, len(progs), args.seed, np.__version__, ", ".join(modes)))
+    print("diff_numpy: %d cases in %d programs, seed %d, NumPy %s, modes %s%s"
+          % (ncases, len(progs), args.seed, np.__version__, ", ".join(modes),
+             "; devices %s%s" % (", ".join(DEV.names()), ", annotated" if DEV.annotate else "")
+             if DEV.host or DEV.sim or DEV.annotate else ""))
     sys.stdout.flush()
 
     tmp = tempfile.mkdtemp(prefix="tgdiff.")
@@ -1760,7 +1855,7 @@ def main():
                 bundles = make_bundles(progs) if args.bundle else [[p] for p in progs]
                 futs = [pool.submit(run_bundle, tgraph, b, mtmp, args.keep, args.seed)
                         for b in bundles]
-                cli = pool.submit(cli_checks, tgraph, mtmp) if not args.filter else None
+                cli = pool.submit(cli_checks, tgraph, mtmp) if not subset else None
                 for b, fut in zip(bundles, futs):
                     n, fails = fut.result()
                     passed += n

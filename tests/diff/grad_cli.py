@@ -9,9 +9,16 @@ The vjp form is checked the same way (the loss is the sum of each output times i
 cotangent), and the jacobian and hessian forms against central differences of the NumPy
 value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z, the
 gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (1,n), dot's
-(g.Y^T, X^T.g), and a small MLP with softmax cross-entropy.
+(g.Y^T, X^T.g), a small MLP with softmax cross-entropy, and a call of another function of
+the file.
 
-usage: grad_cli.py --tgraph PATH [--mode reference,vm]
+On devices: --devices N runs on N virtual host devices (`tgraph run --devices N`), --sim K
+with K sim devices (TGRAPH_SIM_DEVICES=K, memory protected), and --annotate adds
+`device="..."` to the outermost call of a random half of each program's lines, the grad,
+vjp, jacobian and hessian forms included, naming cpu or a device of the run (fixed per
+case; tg_devices.py).
+
+usage: grad_cli.py --tgraph PATH [--mode reference,vm] [--devices N] [--sim K] [--annotate]
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
 """
 import argparse
@@ -22,7 +29,10 @@ import tempfile
 
 import numpy as np
 
+import tg_devices
+
 RNG = np.random.default_rng(20261202)
+DEV = {"host": 0, "sim": 0, "annotate": False}  # --devices, --sim, --annotate
 
 
 def log_softmax(h, axis):
@@ -79,6 +89,19 @@ func main(X: f64[3,4], W: f64[4,2], C: f64[3,2], D: f64[4]) {
 }""", {"X": (3, 4), "W": (4, 2), "C": (3, 2), "D": (4,)},
      lambda v: np.sum(np.tanh(v["X"] @ v["W"]) * v["C"]) + np.sum(np.exp(v["X"].sum(0)) * v["D"]),
      ["X", "W"]),
+    ("function_call", """
+func layer(x: f64[?,4], W: f64[4,3]) {
+  return tanh(dot(x, W))
+}
+
+func main(x: f64[?,4], W: f64[4,3], b: f64[3]) {
+  h = layer(x, W)
+  loss = sum(mul(add(h, b), h))
+  gW, gb = grad(loss, W, b)
+  return loss, gW, gb
+}""", {"x": (5, 4), "W": (4, 3), "b": (3,)},
+     lambda v: np.sum((np.tanh(v["x"] @ v["W"]) + v["b"]) * np.tanh(v["x"] @ v["W"])),
+     ["W", "b"]),
 ]
 
 # jacobian and hessian forms: (name, program, input shapes, NumPy function, wrt, kind); the
@@ -158,12 +181,30 @@ def mode_args(mode):
     return ["--mode", mode]
 
 
+def program(name, src):
+    """The text of a case's program, annotated when --annotate says."""
+    lines = src.strip().split("\n")
+    if DEV["annotate"]:
+        lines = tg_devices.annotate_lines(lines, "grad_cli/" + name,
+                                          tg_devices.names(DEV["host"], DEV["sim"]))
+    return "\n".join(lines) + "\n"
+
+
+def run_tgraph(args):
+    """The finished `tgraph` process of args, or None when it ran past 120 s."""
+    try:
+        return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                              env=tg_devices.env(DEV["sim"]))
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def run_case(tgraph, mode, case, work):
     name, src, shapes, f, wrt = case
     path = os.path.join(work, name + ".tg")
     with open(path, "w") as fh:
-        fh.write(src.strip() + "\n")
-    vals, args = {}, [tgraph, "run", path] + mode_args(mode)
+        fh.write(program(name, src))
+    vals, args = {}, [tgraph, "run", path] + mode_args(mode) + tg_devices.run_args(DEV["host"])
     for k, s in shapes.items():
         vals[k] = (RNG.integers(0, s[2], size=s[1]).astype(np.int64) if s[0] == "int"
                    else RNG.standard_normal(s))
@@ -172,7 +213,9 @@ def run_case(tgraph, mode, case, work):
     outs = ["loss"] + ["g" + w for w in wrt]
     for o in outs:
         args += ["--out", f"{o}={os.path.join(work, o + '.npy')}"]
-    res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    res = run_tgraph(args)
+    if res is None:
+        return "tgraph timed out after 120 s"
     if res.returncode != 0:
         return f"tgraph failed: {res.stderr.decode().strip()}"
     loss = np.load(os.path.join(work, "loss.npy"))
@@ -193,8 +236,8 @@ def run_deriv_case(tgraph, mode, case, work):
     name, src, shapes, f, wrt, kind = case
     path = os.path.join(work, name + ".tg")
     with open(path, "w") as fh:
-        fh.write(src.strip() + "\n")
-    vals, args = {}, [tgraph, "run", path] + mode_args(mode)
+        fh.write(program(name, src))
+    vals, args = {}, [tgraph, "run", path] + mode_args(mode) + tg_devices.run_args(DEV["host"])
     for k, s in shapes.items():
         vals[k] = RNG.standard_normal(s) * 0.5
         np.save(os.path.join(work, k + ".npy"), vals[k])
@@ -202,7 +245,9 @@ def run_deriv_case(tgraph, mode, case, work):
     prefix = "J" if kind == "jacobian" else "H"
     for w in wrt:
         args += ["--out", f"{prefix}{w}={os.path.join(work, prefix + w + '.npy')}"]
-    res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    res = run_tgraph(args)
+    if res is None:
+        return "tgraph timed out after 120 s"
     if res.returncode != 0:
         return f"tgraph failed: {res.stderr.decode().strip()}"
     for w in wrt:
@@ -219,11 +264,26 @@ def run_deriv_case(tgraph, mode, case, work):
     return None
 
 
+def describe(case, mode):
+    """The program of a failed case as it ran, and the command line that ran it."""
+    cmd = " ".join(tg_devices.env_words(DEV["sim"]) + ["tgraph", "run"] + mode_args(mode)
+                   + tg_devices.run_args(DEV["host"]))
+    return "  run as: %s\n  program:\n%s" % (
+        cmd, "".join("    " + ln + "\n" for ln in program(case[0], case[1]).split("\n") if ln))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tgraph", required=True)
     ap.add_argument("--mode", default="reference,vm")
+    ap.add_argument("--devices", type=int, default=0, metavar="N",
+                    help="run on N virtual host devices cpu:0..N-1 (tgraph run --devices N)")
+    ap.add_argument("--sim", type=int, default=0, metavar="K",
+                    help="with K sim devices sim:0..K-1 (TGRAPH_SIM_DEVICES=K)")
+    ap.add_argument("--annotate", action="store_true",
+                    help="annotate a random half of each program's lines with a device")
     a = ap.parse_args()
+    DEV.update(host=a.devices, sim=a.sim, annotate=a.annotate)
     passed = failed = 0
     with tempfile.TemporaryDirectory() as work:
         for mode in a.mode.split(","):
@@ -232,6 +292,7 @@ def main():
                 if msg:
                     failed += 1
                     print(f"FAIL {case[0]} [{mode}]: {msg}")
+                    print(describe(case, mode))
                 else:
                     passed += 1
                     print(f"PASS {case[0]} [{mode}]")
@@ -240,6 +301,7 @@ def main():
                 if msg:
                     failed += 1
                     print(f"FAIL {case[0]} [{mode}]: {msg}")
+                    print(describe(case, mode))
                 else:
                     passed += 1
                     print(f"PASS {case[0]} [{mode}]")

@@ -6,9 +6,9 @@
  * tg_comm_set_small_max); float sums whose value depends on the order; the same results
  * run after run under random delays; the holders of pmax / pmin (ties, NaN); permute with
  * and without receivers; barriers; aborts releasing waiting and sleeping ranks (a watchdog
- * alarm fails a hang), an abort racing with collectives leaving every rank with the same
- * number of completed calls, and reset. Checked builds also catch ranks that disagree on
- * a count (in a forked child). Runs under ThreadSanitizer (make tsan). */
+ * alarm fails a hang), an abort racing with collectives (every rank stops, the ranks'
+ * completed calls equal or within one), and reset. Checked builds also catch ranks that
+ * disagree on a count (in a forked child). Runs under ThreadSanitizer (make tsan). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -9,9 +9,14 @@
  * input returned as is. A step that fails cancels the call on every device: the error
  * names the failing node, no call hangs, and the next call works. A planted missing
  * transfer (a sim node reading host memory, an output left on a sim device) is an error
- * naming the value and both devices. Eight threads call one function at once. A function
- * with state compiled over two devices (tg_graph_compile: placement, then the scheduler)
- * keeps its state through calls that fail.
+ * naming the value and both devices. A part has as many inputs and outputs as it needs, and
+ * a node as many inputs (70 inputs read by one part and one node; 80 values made by one
+ * part on one device, joined on another by one node). Eight
+ * threads call one function at once. A function with state compiled over two devices
+ * (tg_graph_compile: placement, then the scheduler) keeps its state through calls that fail.
+ * A call node left in the graph (the reference mode, no_inline) runs its callee where the
+ * call runs, on host and sim devices, whatever the callee's own annotations (placed on its
+ * own, its steps waited on the very queue that ran the call).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -149,6 +154,34 @@ static void test_sim_devices(void **st) {
     tg_tensor *xt = ramp(n, 1.0);
     check_against_reference(g, &xt, 1);
     tg_tensor_free(xt);
+    tg_graph_free(g);
+}
+
+/* 80 inputs, each through exp on cpu:1 (one part of 80 inputs and 80 outputs), all joined
+ * on cpu:0 by one concatenate of 80 inputs. */
+static void test_many_values(void **st) {
+    (void)st;
+    enum { N = 80 };
+    tg_graph *g = tg_graph_new(NULL, "many");
+    int64_t n = 3;
+    tg_var *e[N];
+    tg_tensor *x[N];
+    for (int i = 0; i < N; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "x%d", i);
+        tg_var *xi = tg_input(g, nm, TG_DT_F64, 1, &n);
+        on(g, "cpu:1");
+        e[i] = transfer(g, un(g, "exp", xi), "cpu:0", false);
+        x[i] = ramp(n, 1.0 + i);
+    }
+    on(g, "cpu:0");
+    tg_attr axis = TG_A_INT("axis", 0);
+    tg_var *y = tg_apply(g, "concatenate", e, N, &axis, 1);
+    tg_var *outs[2] = {y, un(g, "sum", y)};
+    tg_graph_set_outputs(g, outs, 2);
+    assert_int_equal(g->status, TG_OK);
+    check_against_reference(g, x, N);
+    for (int i = 0; i < N; i++) tg_tensor_free(x[i]);
     tg_graph_free(g);
 }
 
@@ -326,6 +359,55 @@ static void test_wide_parts(void **st) {
     tg_graph_free(g);
 }
 
+/* Calls that stay calls, on cpu:1 and sim:0, of a callee whose own annotations spread it
+ * over cpu:0, cpu:1 and sim:1, beside work on cpu:0: the reference and the VM without
+ * inlining. */
+static void test_calls_on_devices(void **st) {
+    (void)st;
+    static const char *src = "func sq(x: f64[?]) {\n"
+                             "  y = mul(x, 0.5, device=\"cpu:0\")\n"
+                             "  z = mul(x, 1.5, device=\"sim:1\")\n"
+                             "  return mul(x, add(y, z), device=\"cpu:1\")\n"
+                             "}\n"
+                             "func main(x: f64[?]) {\n"
+                             "  a = sq(x, device=\"cpu:1\")\n"
+                             "  b = sq(exp(x, device=\"cpu:0\"), device=\"sim:0\")\n"
+                             "  c = sq(a)\n"
+                             "  return add(sum(a), sum(b), device=\"cpu:0\"), c\n"
+                             "}\n";
+    tg_module *m = NULL;
+    assert_int_equal(tg_module_parse(NULL, src, strlen(src), "calls.tg", &m), TG_OK);
+    int64_t n = 1000, none = 0;
+    tg_tensor *x = ramp(n, 1.0), *want_s = tg_tensor_new(NULL, TG_DT_F64, 0, &none),
+              *want_c = tg_tensor_new(NULL, TG_DT_F64, 1, &n);
+    const double *px = tg_tensor_data(x);
+    double *ps = tg_tensor_data(want_s), *pc = tg_tensor_data(want_c);
+    for (int64_t i = 0; i < n; i++) {
+        double a = 2 * px[i] * px[i], e = exp(px[i]); /* sq(x) = 2 x^2 */
+        *ps += a + 2 * e * e;
+        pc[i] = 2 * a * a;
+    }
+    const tg_compile_opts modes[2] = {TG_COMPILE_OPTS(.mode = TG_MODE_REFERENCE),
+                                      TG_COMPILE_OPTS(.mode = TG_MODE_VM, .no_inline = true)};
+    for (int k = 0; k < 2; k++) {
+        tg_fn *f = NULL;
+        assert_int_equal(tg_graph_compile(tg_module_find(m, "main"), &modes[k], &f), TG_OK);
+        for (int rep = 0; rep < 3; rep++) {
+            tg_tensor *out[2] = {0};
+            assert_int_equal(tg_fn_call(f, &x, 1, out, 2), TG_OK);
+            close_to(out[0], want_s);
+            close_to(out[1], want_c);
+            tg_tensor_free(out[0]);
+            tg_tensor_free(out[1]);
+        }
+        tg_fn_free(f);
+    }
+    tg_tensor_free(x);
+    tg_tensor_free(want_s);
+    tg_tensor_free(want_c);
+    tg_module_free(m);
+}
+
 typedef struct shared {
     tg_sched *s;
     tg_tensor *x;
@@ -383,6 +465,8 @@ int main(void) {
         cmocka_unit_test(test_state_kept),
         cmocka_unit_test(test_failed_call_outputs),
         cmocka_unit_test(test_wide_parts),
+        cmocka_unit_test(test_many_values),
+        cmocka_unit_test(test_calls_on_devices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -13,7 +13,8 @@
  * leave a rounding error of their size, not of the result's): for a product (linear
  * algebra) the largest magnitude of an input times the second largest, for a reduction or
  * another node that may sum the largest input magnitude (terms_bound). NaN positions and
- * infinities must match.
+ * infinities must match. Magnitudes below the dtype's smallest normal count as that
+ * normal: a subnormal result (softplus(-100) in f32) has fewer digits than rtol asks for.
  *
  * Threads: the state of one call (the pending node, its reference outputs and input
  * checksums, the leaf values) is a dbg_run of its own, which the backend hands check()
@@ -39,6 +40,7 @@
 #include "../vm/vm.h"
 #include "cjit.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -213,6 +215,7 @@ static bool compare(const tg_node *n, const tg_tensor *got, const tg_tensor *ref
     if (cnt <= 0) return true;
     bool fl = tg_dtype_is_float(ref->dtype);
     double rtol = ref->dtype == TG_DT_F32 ? 1e-4 : 1e-9, scale = isfinite(terms) ? terms : 0.0;
+    double tiny = ref->dtype == TG_DT_F32 ? FLT_MIN : DBL_MIN; /* the smallest normal */
     const tg_op_def *op = tg_op_table[n->op];
     bool sums = op->kind != TG_KIND_ELEMWISE; /* fused nodes too: they may reduce */
     if (fl && sums)
@@ -238,7 +241,8 @@ static bool compare(const tg_node *n, const tg_tensor *got, const tg_tensor *ref
         } else {
             err = fabs(x - y);
             double m = fabs(x) > fabs(y) ? fabs(x) : fabs(y);
-            ok = err <= rtol * (m + scale) + 1e-300;
+            if (m < tiny) m = tiny; /* a subnormal has fewer digits than rtol asks for */
+            ok = err <= rtol * (m + scale);
         }
         if (!ok) {
             bad++;
