@@ -219,6 +219,8 @@ static tg_status run_on_devices(tg_ctx *ctx, tg_device *const *dev, job *j) {
         }
         pthread_mutex_unlock(&submit_mu);
     }
+    /* ranks left unsubmitted never come to the collectives the others wait in */
+    if (st != TG_OK && submitted > 0) tg_comm_set_abort(j->comms, st);
     /* a rank queued without its event: its queue may still run it (on this job) */
     if (submitted > recorded) tg_device_synchronize(dev[submitted - 1]);
     for (int r = 0; r < recorded; r++) tg_event_synchronize(ev[r]);
