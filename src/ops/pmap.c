@@ -383,13 +383,17 @@ static tg_status pmap_infer(tg_infer *ic) {
 
 /* A view of slice r along axis ax of t (rank one less): shares t's buffer. */
 static tg_tensor *slice_view(const tg_tensor *t, int ax, int64_t r) {
-    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS], size = 1;
     for (int d = 0, o = 0; d < t->ndim; d++) {
         if (d == ax) continue;
         shape[o] = t->shape[d];
+        size *= t->shape[d];
         strides[o++] = t->strides[d];
     }
-    return tg_tensor_view(t, t->ndim - 1, shape, strides, t->offset + r * t->strides[ax]);
+    /* a slice with no element reads nothing: its view starts at the buffer's start (the
+       computed offset may lie past the end of an empty buffer) */
+    int64_t off = size == 0 ? 0 : t->offset + r * t->strides[ax];
+    return tg_tensor_view(t, t->ndim - 1, shape, strides, off);
 }
 
 static tg_status pmap_ref(tg_kern *k) {
