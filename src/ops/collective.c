@@ -427,86 +427,25 @@ static tg_status permute_ref(tg_kern *k) {
 
 /* ---- records ---- */
 
-const tg_op_def tg_op_psum = {.name = "psum",
-                              .min_in = 1,
-                              .max_in = 1,
-                              .nout = 1,
-                              .kind = TG_KIND_OTHER,
-                              .attrs = reduce_attrs,
-                              .nattrs = (int)TG_COUNTOF(reduce_attrs),
-                              .infer = psum_infer,
-                              .ref = psum_ref,
-                              .grad = TG_GRAD_UNDEFINED,
-                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+/* A collective: one input, one output, an axis name among its attributes; never folded or
+ * merged (TG_EFFECT_STATE), read the pmap axis (TG_EFFECT_AXIS); no gradient yet. */
+#define COLLECTIVE(op, attr_list, infer_fn, ref_fn)                                                \
+    const tg_op_def tg_op_##op = {.name = #op,                                                     \
+                                  .min_in = 1,                                                     \
+                                  .max_in = 1,                                                     \
+                                  .nout = 1,                                                       \
+                                  .kind = TG_KIND_OTHER,                                           \
+                                  .attrs = attr_list,                                              \
+                                  .nattrs = (int)TG_COUNTOF(attr_list),                            \
+                                  .infer = infer_fn,                                               \
+                                  .ref = ref_fn,                                                   \
+                                  .grad = TG_GRAD_UNDEFINED,                                       \
+                                  .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS}
 
-const tg_op_def tg_op_pmean = {.name = "pmean",
-                               .min_in = 1,
-                               .max_in = 1,
-                               .nout = 1,
-                               .kind = TG_KIND_OTHER,
-                               .attrs = reduce_attrs,
-                               .nattrs = (int)TG_COUNTOF(reduce_attrs),
-                               .infer = pmean_infer,
-                               .ref = pmean_ref,
-                               .grad = TG_GRAD_UNDEFINED,
-                               .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
-
-const tg_op_def tg_op_pmax = {.name = "pmax",
-                              .min_in = 1,
-                              .max_in = 1,
-                              .nout = 1,
-                              .kind = TG_KIND_OTHER,
-                              .attrs = reduce_attrs,
-                              .nattrs = (int)TG_COUNTOF(reduce_attrs),
-                              .infer = extreme_infer,
-                              .ref = pmax_ref,
-                              .grad = TG_GRAD_UNDEFINED,
-                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
-
-const tg_op_def tg_op_pmin = {.name = "pmin",
-                              .min_in = 1,
-                              .max_in = 1,
-                              .nout = 1,
-                              .kind = TG_KIND_OTHER,
-                              .attrs = reduce_attrs,
-                              .nattrs = (int)TG_COUNTOF(reduce_attrs),
-                              .infer = extreme_infer,
-                              .ref = pmin_ref,
-                              .grad = TG_GRAD_UNDEFINED,
-                              .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
-
-const tg_op_def tg_op_all_gather = {.name = "all_gather",
-                                    .min_in = 1,
-                                    .max_in = 1,
-                                    .nout = 1,
-                                    .kind = TG_KIND_OTHER,
-                                    .attrs = gather_attrs,
-                                    .nattrs = (int)TG_COUNTOF(gather_attrs),
-                                    .infer = gather_infer,
-                                    .ref = gather_ref,
-                                    .grad = TG_GRAD_UNDEFINED,
-                                    .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
-
-const tg_op_def tg_op_psum_scatter = {.name = "psum_scatter",
-                                      .min_in = 1,
-                                      .max_in = 1,
-                                      .nout = 1,
-                                      .kind = TG_KIND_OTHER,
-                                      .attrs = scatter_attrs,
-                                      .nattrs = (int)TG_COUNTOF(scatter_attrs),
-                                      .infer = scatter_infer,
-                                      .ref = scatter_ref,
-                                      .grad = TG_GRAD_UNDEFINED,
-                                      .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
-
-const tg_op_def tg_op_ppermute = {.name = "ppermute",
-                                  .min_in = 1,
-                                  .max_in = 1,
-                                  .nout = 1,
-                                  .kind = TG_KIND_OTHER,
-                                  .attrs = permute_attrs,
-                                  .nattrs = (int)TG_COUNTOF(permute_attrs),
-                                  .infer = permute_infer,
-                                  .ref = permute_ref,
-                                  .grad = TG_GRAD_UNDEFINED,
-                                  .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS};
+COLLECTIVE(psum, reduce_attrs, psum_infer, psum_ref);
+COLLECTIVE(pmean, reduce_attrs, pmean_infer, pmean_ref);
+COLLECTIVE(pmax, reduce_attrs, extreme_infer, pmax_ref);
+COLLECTIVE(pmin, reduce_attrs, extreme_infer, pmin_ref);
+COLLECTIVE(all_gather, gather_attrs, gather_infer, gather_ref);
+COLLECTIVE(psum_scatter, scatter_attrs, scatter_infer, scatter_ref);
+COLLECTIVE(ppermute, permute_attrs, permute_infer, permute_ref);
