@@ -82,6 +82,7 @@ struct tg_sched {
     double wall;        /* seconds in calls since the last reset */
     long calls;
     bool profile;
+    bool checked; /* tg_sched_checked(), read once when built: every read is checked */
 };
 
 /* One call in flight. */
@@ -318,6 +319,7 @@ tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out)
     s->ctx = ctx;
     s->nslots = g->vars.n;
     s->profile = opts->profile;
+    s->checked = tg_sched_checked();
     pthread_mutex_init(&s->mu, NULL);
     size_t nv = (size_t)g->vars.n + 1, nn = (size_t)g->nodes.n + 1;
     s->home = tg_mem_alloc(ctx, sizeof *s->home * nv);
@@ -531,7 +533,7 @@ static tg_status check_read(const call *c, const step *p, int v, const tg_tensor
 }
 
 static tg_status run_part(call *c, const step *p, tg_tensor **ins, tg_tensor **outs) {
-    bool checked = tg_sched_checked();
+    bool checked = c->s->checked;
     for (int k = 0; k < p->nin; k++) {
         ins[k] = value(c, p->in[k]);
         if (!ins[k])
