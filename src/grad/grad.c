@@ -160,8 +160,9 @@ static tg_status type_axes(grad_walk *w) {
             if (k < 0) return tg_grad_fail(g, TG_ENOMEM, "grad: out of memory");
             nn += k < GRAD_MAX_AXES - nn ? k : GRAD_MAX_AXES - nn;
         }
+        const char *bound = tg_pmap_axis(n); /* a pmap's body reads its own axis */
         for (int k = 0; k < nn; k++) {
-            if (axis_known(w, names[k])) continue;
+            if (axis_known(w, names[k]) || (bound && strcmp(bound, names[k]) == 0)) continue;
             if (w->naxes == GRAD_MAX_AXES)
                 return tg_grad_fail(g, TG_ELIMIT, "grad: more than %d pmap axes in one function",
                                     GRAD_MAX_AXES);

@@ -829,6 +829,10 @@ tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, cons
     return TG_OK;
 }
 
+const char *tg_pmap_axis(const tg_node *n) {
+    return n->op == TG_OP_PMAP ? n->attrs[A_AXIS].s : NULL;
+}
+
 int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap) {
     bool any = g->callees.n > 0;
     for (int i = 0; i < g->nodes.n && !any; i++)
