@@ -172,7 +172,9 @@ static tg_status pmap_promote(tg_infer *ic, tg_dtype *want) {
 
 /* The varying values of body (by var id) over the pmap's axis: its mapped parameters, and
  * whatever reads a varying value or reads the axis itself (axis_index, or a graph a node
- * calls or maps that does). *vary (ctx memory) has body->vars.n + 1 entries. */
+ * calls or maps that does); an output of a node whose outputs read different inputs
+ * (tg_op_def.out_reads: fused) varies when the inputs it reads do. *vary (ctx memory) has
+ * body->vars.n + 1 entries. */
 static tg_status pmap_varying(tg_ctx *ctx, const tg_graph *body, const tg_aval *in_axes,
                               const char *axis, bool **vary);
 
@@ -603,23 +605,39 @@ static bool node_reads(axes_walk *w, const tg_node *n, const char *axis) {
 
 static tg_status pmap_varying(tg_ctx *ctx, const tg_graph *body, const tg_aval *in_axes,
                               const char *axis, bool **vary) {
-    size_t nv = (size_t)body->vars.n + 1;
+    size_t nv = (size_t)body->vars.n + 1, nr = 1;
+    for (int i = 0; i < body->nodes.n; i++) {
+        const tg_node *n = body->nodes.items[i];
+        if ((size_t)n->nin > nr) nr = (size_t)n->nin;
+    }
     bool *v = tg_mem_calloc(ctx, sizeof *v * nv);
+    bool *reads = tg_mem_alloc(ctx, sizeof *reads * nr);
     int norder = 0;
-    tg_node **order = v ? tg_ir_toposort(body, &norder) : NULL;
+    tg_node **order = v && reads ? tg_ir_toposort(body, &norder) : NULL;
     axes_walk w = {.ctx = ctx};
     int64_t ax;
     for (int i = 0; order && i < body->inputs.n; i++)
         v[((const tg_var *)body->inputs.items[i])->id] = axis_at(in_axes, i, &ax);
     for (int i = 0; order && i < norder && !w.oom; i++) {
         const tg_node *n = order[i];
+        const tg_op_def *op = tg_op_table[n->op];
         bool any = false;
         for (int k = 0; k < n->nin && !any; k++) any = v[n->in[k]->id];
+        bool per_out = any && op->out_reads && n->nout > 1 && !node_reads(&w, n, axis);
         if (!any) any = node_reads(&w, n, axis);
         for (int k = 0; k < n->nout; k++) v[n->out[k]->id] = any;
+        /* outputs that read different inputs (fused): each varies when its own inputs do */
+        for (int k = 0; per_out && k < n->nout && !w.oom; k++) {
+            memset(reads, 0, sizeof *reads * nr);
+            w.oom = op->out_reads(n->attrs, n->nin, k, reads) != TG_OK;
+            bool some = false;
+            for (int j = 0; j < n->nin && !some; j++) some = reads[j] && v[n->in[j]->id];
+            v[n->out[k]->id] = some;
+        }
     }
     walk_fini(&w);
     if (order) tg_mem_free(body->ctx, order, sizeof *order * (size_t)(body->nodes.n + 1));
+    if (reads) tg_mem_free(ctx, reads, sizeof *reads * nr);
     if (!order || w.oom) {
         if (v) tg_mem_free(ctx, v, sizeof *v * nv);
         return TG_ENOMEM;
