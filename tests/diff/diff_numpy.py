@@ -38,8 +38,8 @@ Under pmap (docs/pmap.md), --pmap N runs each program as the body of a pmap over
     random stream [seed, k] (slice 0: the plain suite's data): the generators' own NumPy
     expressions evaluated on each slice. A replicated (`none`) input keeps slice 0's value
     in every slice: that value is written into the generator's own array when the
-    parameter is made, before the expectations are computed from it (Suite.bind), for the
-    programs where that provably works (slice 0's values written into another making of
+    parameter is made, before the expectations are computed from it (Suite.bind), in the
+    programs where that is seen to work (slice 0's values written into another making of
     the suite give slice 0's expectations again);
   - per program, fixed by --seed and its name: each input mapped along an axis (0 to its
     rank, a third of them written negative; the new extent sometimes declared '?') or, a
@@ -181,8 +181,7 @@ class Params(list):
         self.extend(params)
 
     def append(self, p):
-        if self.bind:
-            self.bind(p)
+        self.bind(p)
         super().append(p)
 
     def extend(self, ps):
@@ -292,7 +291,7 @@ def bundle_text(items):
             lines.append("o%d = %s" % (k, ren(c.expr.replace("$", suffix))))
             outs.append((i, c, "o%d" % k, DEV.annotate_lines(lines, c)))
     if PMAP[0]:
-        return pmap_text(items, outs)
+        return pmap_text(items, sig, outs)
     return "\n".join(["func main(%s) {" % ", ".join(sig)] +
                      ["  " + ln for _, _, _, lines in outs for ln in lines] +
                      ["  return " + ", ".join(o for _, _, o, _ in outs), "}"]) + "\n"
@@ -1597,17 +1596,6 @@ GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce,
               gen_composed, gen_npy_layouts, gen_blas]
 
 
-# ---- pmap (--pmap N) --------------------------------------------------------------------
-
-PMAP = [0]  # the ranks every program is mapped over (--pmap); 0: programs run as they are
-PMAP_MAX_RESULTS = 64  # the most results a pmap body may have (docs/pmap.md)
-PMAP_MIN_MAPPED = 0.9  # the run fails when a smaller share of its programs could be mapped
-
-
-class SuiteError(Exception):
-    """The suite cannot be run as asked (an error of the suite, not of tgraph)."""
-
-
 def generate(seed, sample, rng_seed=None, replace=None):
     """(the Suite, its programs): the first program of each generator and every
     `sample`-th after it. The Suite keeps every program made, so that no array of one
@@ -1619,6 +1607,17 @@ def generate(seed, sample, rng_seed=None, replace=None):
         gen(S)  # every program made, so that a sample has the full suite's data
         progs += S.programs[first::max(1, sample)]
     return S, progs
+
+
+# ---- pmap (--pmap N) --------------------------------------------------------------------
+
+PMAP = [0]  # the ranks every program is mapped over (--pmap); 0: programs run as they are
+PMAP_MAX_RESULTS = 64  # the most results a pmap body may have (docs/pmap.md)
+PMAP_MIN_MAPPED = 0.9  # the run fails when a smaller share of its programs could be mapped
+
+
+class SuiteError(Exception):
+    """The suite cannot be run as asked (an error of the suite, not of tgraph)."""
 
 
 def stacked_decl(decl, axis, n, unknown):
@@ -1830,14 +1829,12 @@ def pmap_summary(progs, skipped, skipped_cases, n):
                len(cases) - len(stacked)))
 
 
-def pmap_text(items, outs):
-    """bundle_text under --pmap: main takes the stacked and replicated inputs and calls
-    pmap on bodies that are the bundle's function, split so that none has more than
+def pmap_text(items, sig, outs):
+    """bundle_text under --pmap: main takes the stacked and replicated inputs (sig) and
+    calls pmap on bodies that are the bundle's function, split so that none has more than
     PMAP_MAX_RESULTS results, each taking the parameters of the programs it computes."""
     multi = len(items) > 1
     pre = lambda i: "p%d_" % i if multi else ""  # noqa: E731
-    sig = ["%s%s: %s" % (pre(i), p.name, p.decl) for i, (prog, _) in enumerate(items)
-           for p in prog.params]
     calls, bodies = [], []
     for b, start in enumerate(range(0, len(outs), PMAP_MAX_RESULTS)):
         chunk = outs[start:start + PMAP_MAX_RESULTS]
