@@ -312,6 +312,12 @@ typedef struct tg_op_def {
     const char *c_expr[TG_DT_COUNT];
     uint32_t views;    /* bit i: output 0 may alias input i (kernel makes it) */
     uint32_t destroys; /* bit i: output 0 may overwrite input i (in place) */
+    /* Ops with several outputs that do not each depend on every input (fused): sets
+     * reads[i] (nin entries, false on entry) for each input i that output k of a node with
+     * these attributes depends on. NULL: every output depends on every input. Walks that
+     * follow values rather than nodes ask it (which outputs of a pmap body vary over its
+     * axis, src/ops/pmap.c). Returns TG_OK, or TG_ENOMEM. */
+    tg_status (*out_reads)(const tg_aval *attrs, int nin, int k, bool *reads);
     /* The kernel creates its outputs itself: their extents depend on input values
      * (arange from tensors, boolean masks), so run-time inference may leave -1. */
     uint8_t self_alloc;

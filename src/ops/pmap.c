@@ -796,10 +796,16 @@ static bool node_reads(axes_walk *w, const tg_node *n, const char *axis) {
 
 tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, const bool *maps,
                           tg_node *const *order, int norder, bool **vary) {
-    size_t nv = (size_t)g->vars.n + 1;
+    size_t nv = (size_t)g->vars.n + 1, nr = 1;
+    for (int i = 0; i < g->nodes.n; i++) {
+        const tg_node *n = g->nodes.items[i];
+        if ((size_t)n->nin > nr) nr = (size_t)n->nin;
+    }
     bool *v = tg_mem_calloc(ctx, sizeof *v * nv);
+    bool *reads = tg_mem_alloc(ctx, sizeof *reads * nr);
     tg_node **own = NULL;
-    if (v && !order) order = own = tg_ir_toposort(g, &norder);
+    if (v && reads && !order) order = own = tg_ir_toposort(g, &norder);
+    if (!v || !reads) order = NULL;
     axes_walk w = {.ctx = ctx};
     bool declared = g->spmd_axis && strcmp(g->spmd_axis, axis) == 0;
     for (int i = 0; order && i < g->inputs.n; i++) {
@@ -810,17 +816,27 @@ tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, cons
         const tg_node *n = order[i];
         const tg_op_def *op = tg_op_table[n->op];
         const char *read = tg_op_axis_name(op, n->attrs);
-        bool any = false;
+        bool any = false, per_out = false;
         if (read && strcmp(read, axis) == 0) {
             any = op->spmd != TG_SPMD_INVARIANT;
         } else {
             for (int k = 0; k < n->nin && !any; k++) any = v[n->in[k]->id];
+            per_out = any && op->out_reads && n->nout > 1 && !node_reads(&w, n, axis);
             if (!any) any = node_reads(&w, n, axis);
         }
         for (int k = 0; k < n->nout; k++) v[n->out[k]->id] = any;
+        /* outputs that read different inputs (fused): each varies when its own inputs do */
+        for (int k = 0; per_out && k < n->nout && !w.oom; k++) {
+            memset(reads, 0, sizeof *reads * nr);
+            w.oom = op->out_reads(n->attrs, n->nin, k, reads) != TG_OK;
+            bool some = false;
+            for (int j = 0; j < n->nin && !some; j++) some = reads[j] && v[n->in[j]->id];
+            v[n->out[k]->id] = some;
+        }
     }
     walk_fini(&w);
     if (own) tg_mem_free(g->ctx, own, sizeof *own * (size_t)(g->nodes.n + 1));
+    if (reads) tg_mem_free(ctx, reads, sizeof *reads * nr);
     if (!order || w.oom) {
         if (v) tg_mem_free(ctx, v, sizeof *v * nv);
         return TG_ENOMEM;
