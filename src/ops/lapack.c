@@ -358,6 +358,11 @@ static tg_status ref_cholesky(tg_kern *k) {
     if (!scratch_get(k, &s, (int64_t)n * n, es, 0)) return k->status;
     load_cm(a, s.p, n);
     tg_lapack_int info = lp_potrf(d, lower ? 'L' : 'U', n, s.p);
+    /* OpenBLAS's potrf stops only at a pivot <= 0; LAPACK's reference (and NumPy) also at
+       a NaN one, which a NaN anywhere in the triangle read makes: the first NaN on the
+       factor's diagonal is where the reference stops */
+    for (tg_lapack_int i = 0; i < n && info == 0; i++)
+        if (isnan(cm_get(s.p, d, n, i, i))) info = i + 1;
     if (info != 0) {
         scratch_free(k, &s);
         if (info < 0) return lapack_refused(k, "potrf", info);
@@ -570,7 +575,8 @@ static tg_status vjp_cho_solve(tg_graph *g, const tg_node *n, tg_var *const *gou
     tg_var *gb = tg_apply(g, "cho_solve", (tg_var *[]){c, gout[0]}, 2, &at, 1);
     tg_var *ga = tg_neg(g, rhs_outer(g, gb, n->out[0]));
     tg_var *sym = tg_add(g, ga, tr(g, ga));
-    gin[0] = tri(g, lower ? tg_dot(g, sym, c) : tg_dot(g, c, sym), lower, 0);
+    tg_var *f = tri(g, c, lower, 0); /* the factor potrs reads */
+    gin[0] = tri(g, lower ? tg_dot(g, sym, f) : tg_dot(g, f, sym), lower, 0);
     gin[1] = gb;
     return g->status;
 }
