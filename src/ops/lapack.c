@@ -814,29 +814,28 @@ static tg_status ref_eigh(tg_kern *k) {
  * give infinities or NaN (the eigenvectors are not differentiable there). */
 static tg_status vjp_eigh(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     bool lower = n->attrs[0].i != 0;
-    tg_var *a = n->in[0], *w = n->out[0], *v = n->out[1], *inner = NULL;
-    int64_t zero = 0, one_ax = 1;
-    tg_attr ax0 = TG_A_INTS("axis", &zero, 1), ax1 = TG_A_INTS("axis", &one_ax, 1);
-    tg_tensor *one = tg_tensor_new(g->ctx, (tg_dtype)a->type.dtype, 0, NULL);
-    if (!one) {
-        tg_ir_fail(g, TG_ENOMEM, "out of memory");
-        return g->status;
-    }
-    tg_store_f64(tg_tensor_data(one), one->dtype, 1.0);
-    tg_var *eye = diag_part(g, tg_grad_broadcast_like(g, tg_ir_const(g, one, 0), a));
-    if (gout[0]) /* diag(gw) */
-        inner = tg_mul(g, eye, tg_apply(g, "expand_dims", &gout[0], 1, &ax0, 1));
-    if (gout[1]) {
+    tg_var *a = n->in[0], *w = n->out[0], *v = n->out[1], *gw = gout[0], *G;
+    if (!gout[1]) { /* V diag(gw) V^T */
+        G = tg_dot(g, tg_mul(g, v, gw), tr(g, v));
+    } else {
+        int64_t ax[2] = {0, 1};
+        tg_attr ax0 = TG_A_INTS("axis", &ax[0], 1), ax1 = TG_A_INTS("axis", &ax[1], 1);
+        tg_tensor *one = tg_tensor_new(g->ctx, (tg_dtype)a->type.dtype, 0, NULL);
+        if (!one) {
+            tg_ir_fail(g, TG_ENOMEM, "out of memory");
+            return g->status;
+        }
+        tg_store_f64(tg_tensor_data(one), one->dtype, 1.0);
+        tg_var *eye = diag_part(g, tg_grad_broadcast_like(g, tg_ir_const(g, one, 0), a));
         tg_var *m = tg_dot(g, tr(g, v), gout[1]);
         tg_var *diff = tg_sub(g, tg_apply(g, "expand_dims", &w, 1, &ax0, 1),
                               tg_apply(g, "expand_dims", &w, 1, &ax1, 1)); /* w_j - w_i */
-        /* F o m: the diagonal of m dropped, the rest divided by w_j - w_i (+ 1 on the
-           diagonal, which divides a zero) */
-        tg_var *fm = tg_div(g, tg_sub(g, m, tg_mul(g, m, eye)), tg_add(g, diff, eye));
-        inner = inner ? tg_add(g, inner, fm) : fm;
+        /* F o m: m without its diagonal, divided by w_j - w_i (plus 1 on the diagonal,
+           where it divides a zero) */
+        tg_var *inner = tg_div(g, tg_sub(g, m, tg_mul(g, m, eye)), tg_add(g, diff, eye));
+        if (gw) inner = tg_add(g, inner, tg_mul(g, eye, gw)); /* + diag(gw) */
+        G = tg_dot(g, tg_dot(g, v, inner), tr(g, v));
     }
-    if (!inner) return g->status;
-    tg_var *G = tg_dot(g, tg_dot(g, v, inner), tr(g, v));
     gin[0] = triangle_grad(g, G, lower);
     return g->status;
 }
