@@ -300,9 +300,10 @@ static tg_status lapack_refused(tg_kern *k, const char *routine, tg_lapack_int i
     return tg_kern_fail(k, TG_EINTERNAL, "LAPACK's %s refused argument %d", routine, (int)-info);
 }
 
-/* A workspace size LAPACK answered (a float holding an integer), at least `least`. */
+/* A workspace size LAPACK answered (a float holding an integer), at least the documented
+ * minimum `least`: a float32 answer may have been rounded below it. */
 static bool work_size(tg_kern *k, double q, int64_t least, tg_lapack_int *out) {
-    int64_t w = q > (double)INT_MAX ? (int64_t)INT_MAX + 1 : (int64_t)ceil(q);
+    int64_t w = !(q <= (double)INT_MAX) ? (int64_t)INT_MAX + 1 : q > 0 ? (int64_t)ceil(q) : 0;
     return lapack_extent(k, w > least ? w : least, out);
 }
 
@@ -780,7 +781,9 @@ static tg_status ref_eigh(tg_kern *k) {
     void *qp = d ? (void *)q : (void *)qs;
     tg_lapack_int info = lp_syevd(d, lower ? 'L' : 'U', n, qp, qp, qp, -1, &iq, -1);
     if (info < 0) return lapack_refused(k, "syevd", info);
-    if (!work_size(k, d ? q[0] : qs[0], 1, &lwork) || !work_size(k, iq, 1, &liwork))
+    /* syevd's minimum with eigenvectors: 1 + 6n + 2n^2 and 3 + 5n */
+    if (!work_size(k, d ? q[0] : qs[0], 1 + 6 * (int64_t)n + 2 * (int64_t)n * n, &lwork) ||
+        !work_size(k, iq, 3 + 5 * (int64_t)n, &liwork))
         return k->status;
     if (!scratch_get(k, &s, (int64_t)n * n + n + lwork, es, liwork)) return k->status;
     load_cm(a, s.p, n);
