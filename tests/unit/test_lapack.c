@@ -5,7 +5,8 @@
  *  - inference: square and alignment errors naming the shapes, '?' extents, trans;
  *  - kernels against hand-computed values and against plain C on seeded random matrices
  *    (L L^T = A, A x = b, A A^-1 = I, det by Gaussian elimination, A v = w v with
- *    orthonormal v), on views with negative strides, in f32 and f64, and 0 x 0 matrices;
+ *    orthonormal v), on views with negative strides, in f32 and f64, 0 x 0 matrices, and a
+ *    200 x 200 one (OpenBLAS's blocked factorizations);
  *  - failures as NumPy's: not positive definite (naming the leading minor), singular
  *    solve, inv and solve_triangular, det and slogdet of a singular matrix (0; (0, -inf)),
  *    eigh of a non-finite matrix;
@@ -408,6 +409,53 @@ static void test_random_vs_c(void **state) {
     }
 }
 
+/* A matrix large enough for OpenBLAS's blocked (recursive) factorizations: the residuals
+ * of cholesky, solve, inv and eigh stay at rounding level. */
+static void test_large(void **state) {
+    (void)state;
+    enum { N = 200 };
+    static double a[N * N], x[N * N], r[N * N];
+    rng rr = {7};
+    for (int i = 0; i < N * N; i++) x[i] = urand(&rr);
+    for (int i = 0; i < N; i++) /* x x^T / N + I */
+        for (int j = 0; j <= i; j++) {
+            double s = 0;
+            for (int k = 0; k < N; k++) s += x[i * N + k] * x[j * N + k];
+            a[i * N + j] = a[j * N + i] = s / N + (i == j);
+        }
+    tg_tensor *A = mat(F64, N, N, a), *L = run1(&tg_op_cholesky, &A, 1, LOWER);
+    tg_tensor *Ai = run1(&tg_op_inv, &A, 1, NULL), *wv[2];
+    char msg[512];
+    assert_int_equal(run_multi(&tg_op_eigh, &A, 1, LOWER, wv, msg), TG_OK);
+    double el = 0, ei = 0, ee = 0, w[N];
+    get(L, r);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < N; k++) s += r[i * N + k] * r[j * N + k];
+            el = fmax(el, fabs(s - a[i * N + j]));
+        }
+    get(Ai, r);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < N; k++) s += a[i * N + k] * r[k * N + j];
+            ei = fmax(ei, fabs(s - (i == j)));
+        }
+    get(wv[0], w);
+    get(wv[1], r);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < N; k++) s += a[i * N + k] * r[k * N + j];
+            ee = fmax(ee, fabs(s - w[j] * r[i * N + j]));
+        }
+    if (!(el < 1e-12 && ei < 1e-11 && ee < 1e-11))
+        print_error("residuals: cholesky %g, inv %g, eigh %g\n", el, ei, ee);
+    assert_true(el < 1e-12 && ei < 1e-11 && ee < 1e-11);
+    free_all((tg_tensor *[]){A, L, Ai, wv[0], wv[1]}, 5);
+}
+
 /* 0 x 0 matrices: empty results, det 1, slogdet (1, 0) (NumPy's values). */
 static void test_empty(void **state) {
     (void)state;
@@ -716,12 +764,12 @@ static void test_backends(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_promote),       cmocka_unit_test(test_infer),
-        cmocka_unit_test(test_known_values),  cmocka_unit_test(test_random_vs_c),
-        cmocka_unit_test(test_empty),         cmocka_unit_test(test_failures),
-        cmocka_unit_test(test_grad_cholesky), cmocka_unit_test(test_grad_solvers),
-        cmocka_unit_test(test_grad_inv_det),  cmocka_unit_test(test_grad_eigh),
-        cmocka_unit_test(test_backends),
+        cmocka_unit_test(test_promote),      cmocka_unit_test(test_infer),
+        cmocka_unit_test(test_known_values), cmocka_unit_test(test_random_vs_c),
+        cmocka_unit_test(test_large),        cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_failures),     cmocka_unit_test(test_grad_cholesky),
+        cmocka_unit_test(test_grad_solvers), cmocka_unit_test(test_grad_inv_det),
+        cmocka_unit_test(test_grad_eigh),    cmocka_unit_test(test_backends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
