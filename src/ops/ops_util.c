@@ -56,7 +56,10 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
             snprintf(msg, cap, "output %s: %s", ty, tg_last_error());
         else
             snprintf(msg, cap, "output %s is too large", ty);
-        for (int q = 0; q < o; q++) tg_tensor_free(vout[q]);
+        for (int q = 0; q < o; q++) { /* none left to the caller, which frees what it holds */
+            tg_tensor_free(vout[q]);
+            vout[q] = NULL;
+        }
         return fits ? TG_ENOMEM : TG_ELIMIT;
     }
     tg_status st = tg_kern_call(ctx, n, vin, tout, vout, sub, msg, cap);

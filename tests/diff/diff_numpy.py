@@ -1591,9 +1591,130 @@ def gen_blas(S):
                     scale=np.abs(f64(B)) @ np.abs(f64(v)) + np.abs(f64(y_)))
 
 
+def _spd(S, dt, n):
+    """X X^T + n I: symmetric positive definite and well conditioned."""
+    x = S.data("f64", (n, n), "unit")
+    return np.asarray(x @ x.T + n * np.eye(n), npdt(dt))
+
+
+def _general(S, dt, n):
+    """A random matrix with n added to its diagonal: well conditioned, any sign of det."""
+    return np.asarray(S.data("f64", (n, n), "unit") + n * np.eye(n), npdt(dt))
+
+
+def _maxabs(e):
+    """The largest magnitude of e (1 when empty): the scale of a normwise comparison."""
+    return float(np.max(np.abs(f64(e)))) if np.size(e) else 1.0
+
+
+def _sym_lower(a, lower):
+    """The symmetric matrix an op reading the `lower` (or upper) triangle of a sees."""
+    t = np.tril(a) if lower else np.triu(a)
+    return t + t.T - np.diag(np.diag(a))
+
+
+def gen_lapack(S):
+    """The LAPACK ops against numpy.linalg (scipy.linalg's solve_triangular and cho_solve
+    written with NumPy): f32 and f64, integer inputs (which become f64), '?' extents, views
+    with negative steps, both triangles with junk in the other one, 1-d and 2-d right-hand
+    sides, 0 x 0 and singular matrices. Results are compared against the largest
+    magnitude of the expected value (LAPACK implementations round differently); the
+    eigenvectors, whose signs are LAPACK's choice, as |v| and as v diag(w) v^T."""
+    for dt in FLOATS:
+        rtol = 2e-4 if dt == "f32" else 1e-10
+        rt = npdt(dt)
+        for n in (1, 3, 6):
+            a = _spd(S, dt, n)
+            junk = a + np.triu(S.data(dt, (n, n)), 1)  # the upper triangle is never read
+            junk_lo = a + np.tril(S.data(dt, (n, n)), -1)
+            g = _general(S, dt, n)
+            b, B = S.data(dt, (n,)), S.data(dt, (n, 2))
+            base, gv = _view("H", g, (-1, -2))  # gv: the text of a view of H equal to g
+            p = S.program("lapack_%s_%d" % (dt, n), ("A", junk, tgtype(junk, (0, 1))),
+                          ("U", junk_lo), ("G", g), ("H", base), ("b", b),
+                          ("B", B, tgtype(B, (0,))))
+            A64, G64 = f64(a), f64(g)
+            L = np.linalg.cholesky(A64)
+            p.case("cholesky", "cholesky(A)", L.astype(rt), rtol=rtol, scale=_maxabs(L))
+            p.case("cholesky_upper", "cholesky(U, lower=false)", L.T.astype(rt), rtol=rtol,
+                   scale=_maxabs(L))
+            for nm, bb in (("b", f64(b)), ("B", f64(B))):
+                x = np.linalg.solve(G64, bb)
+                p.case("solve_" + nm, "solve(%s, %s)" % (gv, nm), x.astype(rt), rtol=rtol,
+                       scale=_maxabs(x))
+                x = np.linalg.solve(A64, bb)
+                p.case("cho_solve_" + nm, "cho_solve(cholesky(A), %s)" % nm, x.astype(rt),
+                       rtol=rtol, scale=_maxabs(x))
+                p.case("cho_solve_upper_" + nm,
+                       "cho_solve(add(cholesky(U, lower=false), tril(G, k=-1)), %s, lower=false)"
+                       % nm, x.astype(rt), rtol=rtol, scale=_maxabs(x))
+                for lower in (True, False):
+                    for trans in (0, 1, 2):
+                        for unit in (False, True):
+                            t = np.tril(G64) if lower else np.triu(G64)
+                            if unit:
+                                t = t - np.diag(np.diag(t)) + np.eye(n)
+                            x = np.linalg.solve(t.T if trans else t, bb)
+                            p.case("solve_triangular_%s_%d_%d_%d" % (nm, lower, trans, unit),
+                                   "solve_triangular(G, %s, lower=%s, trans=%d, "
+                                   "unit_diagonal=%s)" % (nm, lit(lower), trans, lit(unit)),
+                                   x.astype(rt), rtol=rtol, scale=_maxabs(x))
+            gi = np.linalg.inv(G64)
+            p.case("inv", "inv(%s)" % gv, gi.astype(rt), rtol=rtol, scale=_maxabs(gi))
+            d = np.linalg.det(G64)
+            p.case("det", "det(G)", np.asarray(d, rt), rtol=rtol, scale=abs(d))
+            sgn, ld = np.linalg.slogdet(G64)
+            p.case("slogdet_sign", "s$", np.asarray(sgn, rt), lines=["s$, l$ = slogdet(G)"])
+            p.case("slogdet_log", "l$", np.asarray(ld, rt), rtol=rtol, scale=abs(ld) + 1,
+                   lines=["s$, l$ = slogdet(G)"])
+            e = _sym_lower(f64(g), True) / n + np.diag(np.arange(n) * 3.0)
+            w, v = np.linalg.eigh(e)
+            ein = np.asarray(np.tril(e) + np.triu(f64(g), 1), rt)
+            p.params.append(Param("E", ein, tgtype(ein)))
+            p.case("eigh_w", "w$", w.astype(rt), rtol=rtol, scale=_maxabs(w),
+                   lines=["w$, v$ = eigh(E)"])
+            p.case("eigh_abs_v", "abs(v$)", np.abs(v).astype(rt), rtol=rtol * 10, scale=1.0,
+                   lines=["w$, v$ = eigh(E)"])
+            p.case("eigh_rebuild", "dot(mul(v$, w$), transpose(v$))", e.astype(rt), rtol=rtol,
+                   scale=_maxabs(e), lines=["w$, v$ = eigh(transpose(E), lower=false)"])
+    # integer inputs become f64; f32 with an integer input is f64 too (numpy.linalg)
+    ai = np.array([[4, 1, 0], [1, 5, 2], [0, 2, 6]], np.int32)
+    bi = np.array([1, -2, 3], np.int8)
+    bf = np.array([0.5, 1.5, -1.0], np.float32)
+    p = S.program("lapack_int", ("a", ai), ("b", bi), ("c", bf), ("a32", ai.astype(np.float32)))
+    A = f64(ai)
+    for name, expr, exp in [
+            ("cholesky", "cholesky(a)", np.linalg.cholesky(A)),
+            ("solve_i8", "solve(a, b)", np.linalg.solve(A, f64(bi))),
+            ("solve_f32_i8", "solve(a32, b)", np.linalg.solve(A, f64(bi))),
+            ("solve_f32", "solve(a32, c)", np.linalg.solve(ai.astype(np.float32), bf)),
+            ("inv", "inv(a)", np.linalg.inv(A)),
+            ("det", "det(a)", np.linalg.det(A)),
+            ("solve_triangular", "solve_triangular(a, b, lower=true)",
+             np.linalg.solve(np.tril(A), f64(bi)))]:
+        exp = np.asarray(exp)
+        tol = 2e-4 if exp.dtype == np.float32 else 1e-10
+        p.case(name, expr, exp, rtol=tol, scale=np.max(np.abs(exp)))
+    # 0 x 0 matrices and singular ones (NumPy: det 0, slogdet (0, -inf), no error)
+    z = np.zeros((0, 0))
+    sing = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    p = S.program("lapack_edge", ("z", z, "f64[?,?]"), ("e", np.zeros((0,)), "f64[?]"),
+                  ("s", sing))
+    p.case("cholesky_0", "cholesky(z)", z)
+    p.case("inv_0", "inv(z)", z)
+    p.case("solve_0", "solve(z, e)", np.zeros((0,)))
+    p.case("det_0", "det(z)", np.asarray(1.0))
+    p.case("slogdet_0", "l$", np.asarray(0.0), lines=["s$, l$ = slogdet(z)"])
+    p.case("eigh_0", "v$", np.zeros((0, 0)), lines=["w$, v$ = eigh(z)"])
+    p.case("det_singular", "det(s)", np.asarray(np.linalg.det(sing)), scale=1.0)
+    sgn, ld = np.linalg.slogdet(sing)
+    p.case("slogdet_singular_sign", "s$", np.asarray(sgn), lines=["s$, l$ = slogdet(s)"])
+    p.case("slogdet_singular_log", "l$", np.asarray(ld), lines=["s$, l$ = slogdet(s)"])
+
+
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
               gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
-              gen_composed, gen_npy_layouts, gen_blas]
+              gen_composed, gen_npy_layouts, gen_blas, gen_lapack]
 
 
 def generate(seed, sample, rng_seed=None, replace=None):
@@ -2031,7 +2152,7 @@ ROUNDTRIP = ("mlp_", "fused_", "index_sugar_f32", "const", "slice_f32", "slice_u
              "subtensor_f32", "take_f32", "weak_literal_", "literals_only", "cast_f64_to_i8",
              "reduce_f32_2x3x4", "unary_specials_", "long_chain", "where_", "mask_select_f32",
              "shift_i8", "broadcast_to_f32", "reshape_f32", "take_assign_f32_axis1",
-             "npy_layouts", "int_graph")
+             "npy_layouts", "int_graph", "lapack_f64_3", "lapack_edge")
 
 
 def describe_inputs(prog):
