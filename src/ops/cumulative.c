@@ -64,7 +64,8 @@ static bool axis_read(const tg_aval *a, int ndim, int *out) {
 
 static tg_status axis_fail(tg_infer *ic, int64_t axis, const tg_type *x) {
     char ts[TG_TYPE_STR_MAX];
-    return tg_infer_fail(ic, TG_EINVAL, "axis %lld is out of bounds for an array of dimension %d (%s)",
+    return tg_infer_fail(ic, TG_EINVAL,
+                         "axis %lld is out of bounds for an array of dimension %d (%s)",
                          (long long)axis, x->ndim, tg_type_str(x, ts, sizeof ts));
 }
 
@@ -320,7 +321,9 @@ static tg_status infer_diff(tg_infer *ic) {
         return tg_infer_fail(ic, TG_ESHAPE,
                              "diff requires input that is at least one dimensional (x is %s)",
                              tg_type_str(x, ts, sizeof ts));
-    if (n < 0) return tg_infer_fail(ic, TG_EINVAL, "order must be non-negative but got %lld", (long long)n);
+    if (n < 0)
+        return tg_infer_fail(ic, TG_EINVAL, "order must be non-negative but got %lld",
+                             (long long)n);
     if (!axis_read(&ic->attrs[DIFF_AXIS], x->ndim, &axis))
         return axis_fail(ic, ic->attrs[DIFF_AXIS].i, x);
     tg_type *o = &ic->out[0];

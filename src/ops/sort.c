@@ -184,7 +184,8 @@ static bool axis_read(const tg_aval *a, int ndim, int *out) {
 
 static tg_status axis_fail(tg_infer *ic, int64_t axis, const tg_type *x) {
     char ts[TG_TYPE_STR_MAX];
-    return tg_infer_fail(ic, TG_EINVAL, "axis %lld is out of bounds for an array of dimension %d (%s)",
+    return tg_infer_fail(ic, TG_EINVAL,
+                         "axis %lld is out of bounds for an array of dimension %d (%s)",
                          (long long)axis, x->ndim, tg_type_str(x, ts, sizeof ts));
 }
 
@@ -216,10 +217,9 @@ static tg_status infer_topk(tg_infer *ic) {
         return axis_fail(ic, ic->attrs[TOPK_AXIS].i, x);
     if (k < 0) return tg_infer_fail(ic, TG_EINVAL, "k must be at least 0, got %lld", (long long)k);
     if (x->shape[axis] >= 0 && k > x->shape[axis])
-        return tg_infer_fail(ic, TG_ESHAPE,
-                             "k = %lld is larger than the extent %lld of axis %d (x is %s)",
-                             (long long)k, (long long)x->shape[axis], axis,
-                             tg_type_str(x, ts, sizeof ts));
+        return tg_infer_fail(
+            ic, TG_ESHAPE, "k = %lld is larger than the extent %lld of axis %d (x is %s)",
+            (long long)k, (long long)x->shape[axis], axis, tg_type_str(x, ts, sizeof ts));
     for (int o = 0; o < 2; o++) {
         tg_type *t = &ic->out[o];
         *t = *x;
@@ -472,10 +472,10 @@ static const tg_attr_spec median_attrs[] = {
 /* What quantile and median share: the q values (median: 0.5, no q axis) and where their
  * axis and keepdims attributes are. */
 typedef struct order_stat {
-    const double *q; /* the quantiles */
-    int nq;          /* how many */
-    bool qaxis;      /* q is a list: its axis leads the result */
-    bool median;     /* np.median's mean of the middle two, and NaN for an empty slice */
+    const double *q;     /* the quantiles */
+    int nq;              /* how many */
+    bool qaxis;          /* q is a list: its axis leads the result */
+    bool median;         /* np.median's mean of the middle two, and NaN for an empty slice */
     const tg_aval *axes; /* axis, keepdims (tg_reduce_axes' layout) */
 } order_stat;
 
@@ -484,7 +484,8 @@ static const double half = 0.5;
 static order_stat order_stat_of(const tg_op_def *op, const tg_aval *attrs) {
     if (op == &tg_op_median) return (order_stat){&half, 1, false, true, attrs};
     const tg_aval *q = &attrs[QU_Q];
-    if (q->kind == TG_ATTR_FLOATS) return (order_stat){q->floats, q->n, true, false, &attrs[QU_AXIS]};
+    if (q->kind == TG_ATTR_FLOATS)
+        return (order_stat){q->floats, q->n, true, false, &attrs[QU_AXIS]};
     return (order_stat){&q->f, 1, false, false, &attrs[QU_AXIS]};
 }
 
@@ -501,8 +502,9 @@ static tg_status infer_order_stat(tg_infer *ic) {
         return tg_infer_fail(ic, TG_EINVAL, "%s", err);
     for (int d = 0; d < x->ndim && !s.median; d++)
         if (ax.red[d] && x->shape[d] == 0)
-            return tg_infer_fail(ic, TG_ESHAPE, "cannot take a quantile of an empty axis (axis %d of %s)",
-                                 d, tg_type_str(x, ts, sizeof ts));
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "cannot take a quantile of an empty axis (axis %d of %s)", d,
+                                 tg_type_str(x, ts, sizeof ts));
     tg_type *o = &ic->out[0];
     memset(o, 0, sizeof *o);
     o->dtype = (uint8_t)(tg_dtype_is_float((tg_dtype)x->dtype) ? x->dtype : TG_DT_F64);
@@ -637,7 +639,8 @@ static tg_status order_stat_ref(tg_kern *k, const tg_op_def *op) {
         keep_ax[nkeep++] = d;
         nout *= x->shape[d];
     }
-    if (nyd != y->ndim) return tg_kern_fail(k, TG_EINTERNAL, "output of rank %d does not match", y->ndim);
+    if (nyd != y->ndim)
+        return tg_kern_fail(k, TG_EINTERNAL, "output of rank %d does not match", y->ndim);
     if (nout == 0 || s.nq == 0) return TG_OK;
     if (!s.median && tg_tensor_size(&sub) == 0)
         return tg_kern_fail(k, TG_ESHAPE, "cannot take a quantile of an empty axis");
