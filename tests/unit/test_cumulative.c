@@ -89,8 +89,8 @@ static tg_tensor *sample(tg_dtype dt, int nd, const int64_t *shape, uint64_t see
 typedef enum { K_SUM, K_PROD, K_MAX, K_MIN } kind;
 
 /* The plain loops: one line (n elements at stride s of the C-order arrays) at a time. */
-static void plain_cum(kind k, bool fl, const double *xf, const int64_t *xi, double *yf,
-                      int64_t *yi, int64_t base, int64_t s, int64_t n) {
+static void plain_cum(kind k, bool fl, const double *xf, const int64_t *xi, double *yf, int64_t *yi,
+                      int64_t base, int64_t s, int64_t n) {
     double a = 0;
     uint64_t u = 0;
     for (int64_t j = 0; j < n; j++) {
@@ -153,15 +153,16 @@ static void test_cum_kernels(void **state) {
                     int64_t s = 1;
                     for (int e = axis + 1; e < 3; e++) s *= shape[e];
                     for (int64_t b = 0; b < n; b++)
-                        if ((b / s) % shape[axis] == 0) plain_cum((kind)o, fl, xf, xi, yf, yi, b, s, shape[axis]);
+                        if ((b / s) % shape[axis] == 0)
+                            plain_cum((kind)o, fl, xf, xi, yf, yi, b, s, shape[axis]);
                 }
                 for (int64_t i = 0; i < n; i++) {
                     if (fl) {
                         double want = dts[d] == F32 ? (double)(float)yf[i] : yf[i];
                         if (at_f64(r.out, i) != want)
                             print_error("%s %s axis %d [%lld]: %g, want %g\n", ops[o]->name,
-                                        tg_dtype_name(dts[d]), axis, (long long)i,
-                                        at_f64(r.out, i), want);
+                                        tg_dtype_name(dts[d]), axis, (long long)i, at_f64(r.out, i),
+                                        want);
                         assert_true(at_f64(r.out, i) == want);
                     } else {
                         /* the plain loop's int64, stored in the output's dtype */
@@ -208,14 +209,16 @@ static void test_diff_kernel(void **state) {
                     for (int64_t round = 0; round < order && round < len; round++)
                         for (int64_t j = 0; j + round + 1 < len; j++) {
                             f[j] = f[j + 1] - f[j];
-                            v[j] = dts[d] == TG_DT_BOOL ? v[j + 1] != v[j]
-                                                        : (int64_t)((uint64_t)v[j + 1] - (uint64_t)v[j]);
+                            v[j] = dts[d] == TG_DT_BOOL
+                                       ? v[j + 1] != v[j]
+                                       : (int64_t)((uint64_t)v[j + 1] - (uint64_t)v[j]);
                             if (dts[d] == F32) f[j] = (float)f[j];
                         }
                     for (int64_t j = 0; j < m; j++) {
                         int64_t i = axis == 1 ? o * m + j : j * other + o;
                         if (tg_dtype_is_float(dts[d])) {
-                            double tol = (dts[d] == F32 ? 1e-5 : 1e-12) * mag * (double)(1 << order);
+                            double tol =
+                                (dts[d] == F32 ? 1e-5 : 1e-12) * mag * (double)(1 << order);
                             assert_true(fabs(at_f64(r.out, i) - f[j]) <= tol);
                         } else {
                             char buf[8];
@@ -336,21 +339,21 @@ static void test_grad_check(void **state) {
  * Lines with no zero, one zero (first, inside, last) and two or more zeros. */
 static void test_cumprod_zeros(void **state) {
     (void)state;
-    const double rows[] = {2, 0, 3, 0.5, -1.5, 0, 1.5, 2, -1, 0.75, 1.2, -0.7, 0.9, 0.8, 0,
-                           0, 0, 2, 1, -2, 1.1, 0, -0.6, 0, 1.4, 0.5, -1.2, 1.3, 0.9, 0.7};
+    const double rows[] = {2, 0, 3, 0.5, -1.5, 0,   1.5, 2,    -1, 0.75, 1.2, -0.7, 0.9, 0.8, 0,
+                           0, 0, 2, 1,   -2,   1.1, 0,   -0.6, 0,  1.4,  0.5, -1.2, 1.3, 0.9, 0.7};
     for (int a = 0; a < 3; a++) {
         tg_graph *g = graph();
         tg_var *x = input(g, "x", F64, SH(6, 5));
-        check(g, along(g, "cumprod", x, a < 2 ? a : NONE), (tg_tensor *[]){tensor(F64, SH(6, 5), rows)},
-              1, "cumprod with zeros");
+        check(g, along(g, "cumprod", x, a < 2 ? a : NONE),
+              (tg_tensor *[]){tensor(F64, SH(6, 5), rows)}, 1, "cumprod with zeros");
     }
     /* exact: d/dx of sum(cumprod([2, 0, 3, 0.5])) is [1, 2 + 6 + 3, 0, 0], of
      * sum(cumprod([0, 0, 2, 3])) [1, 0, 0, 0] */
     tg_graph *g = graph();
     tg_var *x = input(g, "x", F64, SH(2, 4));
     tg_tensor *in[] = {tensor(F64, SH(2, 4), V(2, 0, 3, 0.5, 0, 0, 2, 3))};
-    tg_tensor *gx = vjp_value(g, along(g, "cumprod", x, 1), x, tensor(F64, SH(2, 4), V(1, 1, 1, 1, 1, 1, 1, 1)),
-                              in, 1);
+    tg_tensor *gx = vjp_value(g, along(g, "cumprod", x, 1), x,
+                              tensor(F64, SH(2, 4), V(1, 1, 1, 1, 1, 1, 1, 1)), in, 1);
     expect(gx, SH(2, 4), V(1, 11, 0, 0, 1, 0, 0, 0), 0.0);
     tg_tensor_free(gx);
     tg_tensor_free(in[0]);
@@ -372,8 +375,8 @@ static void test_cumext_ties(void **state) {
     tg_graph *g = graph();
     tg_var *x = input(g, "x", F64, SH(6));
     tg_tensor *in[] = {tensor(F64, SH(6), V(1, 3, 3, 2, 5, 5))};
-    tg_tensor *gx = vjp_value(g, along(g, "cummax", x, 0), x, tensor(F64, SH(6), V(1, 2, 3, 4, 5, 6)),
-                              in, 1);
+    tg_tensor *gx =
+        vjp_value(g, along(g, "cummax", x, 0), x, tensor(F64, SH(6), V(1, 2, 3, 4, 5, 6)), in, 1);
     expect(gx, SH(6), V(1, 9, 0, 0, 11, 0), 0.0);
     tg_tensor_free(gx);
     tg_tensor_free(in[0]);
@@ -442,11 +445,11 @@ static void test_integer_inputs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_infer),         cmocka_unit_test(test_cum_kernels),
-        cmocka_unit_test(test_diff_kernel),   cmocka_unit_test(test_exact_values),
-        cmocka_unit_test(test_flat_view),     cmocka_unit_test(test_empty),
-        cmocka_unit_test(test_grad_check),    cmocka_unit_test(test_cumprod_zeros),
-        cmocka_unit_test(test_cumext_ties),   cmocka_unit_test(test_diff_grad),
+        cmocka_unit_test(test_infer),          cmocka_unit_test(test_cum_kernels),
+        cmocka_unit_test(test_diff_kernel),    cmocka_unit_test(test_exact_values),
+        cmocka_unit_test(test_flat_view),      cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_grad_check),     cmocka_unit_test(test_cumprod_zeros),
+        cmocka_unit_test(test_cumext_ties),    cmocka_unit_test(test_diff_grad),
         cmocka_unit_test(test_integer_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
