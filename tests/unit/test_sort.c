@@ -27,7 +27,12 @@ static tg_status run2(const tg_op_def *op, tg_tensor *const *in, int nin, const 
                       tg_tensor **out, char *msg) {
     tg_type tin[2], tout[TG_MAX_OUTS];
     for (int i = 0; i < nin; i++) tin[i] = type_of(in[i]);
-    tg_infer ic = {.op = op, .in = tin, .nin = nin, .attrs = attrs, .out = tout, .nout = op->nout,
+    tg_infer ic = {.op = op,
+                   .in = tin,
+                   .nin = nin,
+                   .attrs = attrs,
+                   .out = tout,
+                   .nout = op->nout,
                    .runtime = true};
     if (op->infer(&ic) != TG_OK) {
         snprintf(msg, 512, "%s", ic.msg);
@@ -37,8 +42,13 @@ static tg_status run2(const tg_op_def *op, tg_tensor *const *in, int nin, const 
         out[o] = tg_tensor_new(NULL, (tg_dtype)tout[o].dtype, tout[o].ndim, tout[o].shape);
         assert_non_null(out[o]);
     }
-    tg_kern k = {.ctx = tg_ctx_default(), .attrs = attrs, .in = in, .nin = nin, .out = out,
-                 .nout = op->nout, .out_type = tout};
+    tg_kern k = {.ctx = tg_ctx_default(),
+                 .attrs = attrs,
+                 .in = in,
+                 .nin = nin,
+                 .out = out,
+                 .nout = op->nout,
+                 .out_type = tout};
     tg_status st = op->ref(&k);
     if (st != TG_OK) snprintf(msg, 512, "%s", k.msg);
     return st;
@@ -144,8 +154,8 @@ static void test_infer(void **state) {
     const double qs[3] = {0.1, 0.5, 1.0}, bad[2] = {0.5, 1.5};
     const tg_aval q1[3] = {{.kind = TG_ATTR_FLOAT, .f = 0.25}, AV_NONE, AV_BOOL(0)};
     const tg_aval q3[3] = {{.kind = TG_ATTR_FLOATS, .floats = qs, .n = 3}, AV_INTS(1), AV_BOOL(0)};
-    const tg_aval q3k[3] = {{.kind = TG_ATTR_FLOATS, .floats = qs, .n = 3}, AV_INTS(0, 2),
-                            AV_BOOL(1)};
+    const tg_aval q3k[3] = {
+        {.kind = TG_ATTR_FLOATS, .floats = qs, .n = 3}, AV_INTS(0, 2), AV_BOOL(1)};
     const tg_aval qbad[3] = {{.kind = TG_ATTR_FLOATS, .floats = bad, .n = 2}, AV_NONE, AV_BOOL(0)};
     const tg_aval qnan[3] = {{.kind = TG_ATTR_FLOAT, .f = NAN}, AV_NONE, AV_BOOL(0)};
     CHECK_INFER(tg_op_quantile, q1, "f32[]", TY(F32, 3, 4));
@@ -202,8 +212,8 @@ static void test_sort_kernels(void **state) {
                     plain_argsort(x, b, s, len, true, idx);
                     for (int64_t j = 0; j < k; j++) {
                         assert_int_equal(flat_i64(out[1], ob + j * os), idx[j]);
-                        assert_memory_equal(flat_at(out[0], ob + j * os), flat_at(x, b + idx[j] * s),
-                                            esz);
+                        assert_memory_equal(flat_at(out[0], ob + j * os),
+                                            flat_at(x, b + idx[j] * s), esz);
                     }
                 }
                 tg_tensor_free(out[0]);
@@ -220,7 +230,8 @@ static void test_searchsorted_kernel(void **state) {
     /* a sorted with repeats and NaN last, read through a negative stride */
     tg_tensor *ab = mk_tensor(F64, SHAPE(8), VALS(NAN, NAN, 7, 3, 3, 3, -1, -INFINITY));
     tg_tensor *a = mk_reversed(ab);
-    tg_tensor *v = mk_tensor(F64, SHAPE(2, 5), VALS(3, -5, -INFINITY, NAN, 8, 7, -1, 0, 3.5, INFINITY));
+    tg_tensor *v =
+        mk_tensor(F64, SHAPE(2, 5), VALS(3, -5, -INFINITY, NAN, 8, 7, -1, 0, 3.5, INFINITY));
     for (int right = 0; right < 2; right++) {
         const tg_aval side[1] = {{.kind = TG_ATTR_STR, .s = right ? "right" : "left"}};
         tg_tensor *out[1] = {NULL}, *in[2] = {a, v};
@@ -270,8 +281,8 @@ static void test_quantile_kernels(void **state) {
         tg_tensor *base = sample(dts[d], 3, shape, 21 + d);
         tg_tensor *x = mk_reversed(base);
         /* reduce axes 0 and 2 (kept: axis 1), keepdims */
-        const tg_aval attrs[3] = {{.kind = TG_ATTR_FLOATS, .floats = qs, .n = 6}, AV_INTS(2, 0),
-                                  AV_BOOL(1)};
+        const tg_aval attrs[3] = {
+            {.kind = TG_ATTR_FLOATS, .floats = qs, .n = 6}, AV_INTS(2, 0), AV_BOOL(1)};
         const tg_aval mattrs[2] = {AV_INTS(0, 2), AV_BOOL(1)};
         tg_tensor *qo[1] = {NULL}, *mo[1] = {NULL};
         char msg[512];
@@ -419,8 +430,8 @@ static void test_order_stat_grad(void **state) {
         g = graph();
         x = input(g, "x", F32, SH(5, 2));
         check(g, median(g, x, NULL, -1, keep), /* elements far apart for f32's steps */
-              (tg_tensor *[]){tensor(F32, SH(5, 2), V(0.5, -1.25, 2, 0.75, -0.5, 1.5, -2, 0.25,
-                                                       1, -1.75))},
+              (tg_tensor *[]){
+                  tensor(F32, SH(5, 2), V(0.5, -1.25, 2, 0.75, -0.5, 1.5, -2, 0.25, 1, -1.75))},
               1, "median f32");
         g = graph(); /* axis=[]: each element is its own slice */
         x = input(g, "x", F64, SH(2, 3));
@@ -452,8 +463,8 @@ static void test_no_grad(void **state) {
     assert_int_equal(tg_op_searchsorted.grad, TG_GRAD_NONE);
     tg_graph *g = graph();
     tg_var *x = input(g, "x", F64, SH(3));
-    tg_var *cost = tg_reduce(g, "sum", tg_cast(g, sort_op(g, "argsort", x, 0, false), F64), NULL,
-                             -1, false);
+    tg_var *cost =
+        tg_reduce(g, "sum", tg_cast(g, sort_op(g, "argsort", x, 0, false), F64), NULL, -1, false);
     tg_var *gx = NULL;
     assert_int_not_equal(tg_grad(g, cost, &x, 1, TG_DISCONNECTED_ERROR, &gx), TG_OK);
     tg_graph_free(g);
