@@ -1512,7 +1512,7 @@ def gen_cumulative(S):
     # Floats accumulate in double (rounded once per element): NumPy's float64 accumulation
     # of the same values, cast back, is exact for both widths.
     shapes = [(), (0,), (7,), (3, 4), (2, 3, 4), (2, 0, 3)]
-    for dt in ("f32", "f64", "i32", "i8", "u8", "bool", "i64", "i16"):
+    for dt in ("f32", "f64", "i32", "i8", "u8", "bool"):
         for shape in shapes:
             x = S.data(dt, shape, "near1" if dt in FLOATS else "small")
             if dt in FLOATS and x.size > 6:
@@ -1521,7 +1521,7 @@ def gen_cumulative(S):
             p = S.program("cumulative_%s_%s" % (dt, "x".join(map(str, shape)) or "0d"),
                           ("x", x, tgtype(x, unknown)))
             x64 = x.astype(np.float64) if dt in FLOATS else x
-            for ax in [None] + list(range(-len(shape), len(shape))):
+            for ax in [None] + sorted({0, -1} if shape else ()):
                 a = attr_axis(ax)
                 for op, fn in (("cumsum", np.cumsum), ("cumprod", np.cumprod)):
                     exp = _as_tg(fn(x64, axis=ax))
@@ -1531,7 +1531,7 @@ def gen_cumulative(S):
                     p.case("%s_axis%s" % (op, a), "%s(x, axis=%s)" % (op, a),
                            _accumulate(fn, x, ax), signed_zero=False)
             if shape:
-                for n in (0, 1, 2, 3, 9):
+                for n in (0, 1, 3, 9):
                     for ax in sorted({0, -1}):
                         exp = np.diff(x, n=n, axis=ax)
                         scale = None
@@ -1574,7 +1574,7 @@ def _topk(x, k, axis):
 def gen_sort(S):
     # sort and argsort (stable; NaN last; signed zeros in their order), topk
     shapes = [(0,), (9,), (4, 6), (2, 5, 3), (3, 0)]
-    for dt in ("f32", "f64", "i32", "i8", "u8", "bool", "i64", "i16"):
+    for dt in ("f32", "f64", "i32", "i8", "u8", "bool"):
         for shape in shapes:
             if dt in FLOATS:
                 x = S.data(dt, shape, "halves")
@@ -1584,13 +1584,13 @@ def gen_sort(S):
             unknown = (0,) if len(shape) >= 2 else ()
             p = S.program("sort_%s_%s" % (dt, "x".join(map(str, shape))),
                           ("x", x, tgtype(x, unknown)))
-            for ax in [None] + list(range(-len(shape), len(shape))):
+            for ax in [None, 0, -1]:
                 a = attr_axis(ax)
                 p.case("sort_axis%s" % a, "sort(x, axis=%s)" % a, np.sort(x, axis=ax, kind="stable"))
                 p.case("argsort_axis%s" % a, "argsort(x, axis=%s)" % a,
                        np.argsort(x, axis=ax, kind="stable").astype(np.int64))
-            for ax in range(-len(shape), len(shape)):
-                for k in sorted({0, 1, 3, x.shape[ax]}):
+            for ax in sorted({0, -1}):
+                for k in sorted({0, 3, x.shape[ax]}):
                     if k > x.shape[ax]:
                         continue
                     v, i = _topk(x, k, ax)
@@ -1624,16 +1624,16 @@ def gen_sort(S):
     p = S.program("searchsorted_empty", ("a", a), ("v", np.array([1.0, np.nan])))
     p.case("left", "searchsorted(a, v)", np.zeros(2, np.int64))
     # quantile (linear) and median: q scalar and lists, axes, keepdims, NaN slices
-    qs = [0.5, 0.0, 1.0, [0.25, 0.5, 0.9], [0.0, 0.33, 1.0, 0.6]]
-    for dt in ("f64", "f32", "i32", "u8", "i64"):
-        for shape in [(7,), (4, 6), (2, 3, 5), (3, 1)]:
+    qs = [0.5, [0.25, 0.5, 0.9], [0.0, 0.33, 1.0, 0.6]]
+    for dt in ("f64", "f32", "i32", "u8"):
+        for shape in [(7,), (4, 6), (2, 3, 5)]:
             x = S.data(dt, shape, "halves" if dt in FLOATS else "small")
             unknown = (0,) if len(shape) >= 2 else ()
             p = S.program("quantile_%s_%s" % (dt, "x".join(map(str, shape))),
                           ("x", x, tgtype(x, unknown)))
-            axes = [None] + list(range(-len(shape), len(shape)))
+            axes = [None, -1] + ([0] if len(shape) > 1 else [])
             if len(shape) == 3:
-                axes += [[0, 2], [2, 1, 0]]
+                axes += [[0, 2]]
             fdt = np.float64 if dt not in FLOATS else x.dtype
             for ax in axes:
                 npax = tuple(ax) if isinstance(ax, list) else ax
