@@ -508,7 +508,12 @@ static tg_status infer_order_stat(tg_infer *ic) {
     tg_type *o = &ic->out[0];
     memset(o, 0, sizeof *o);
     o->dtype = (uint8_t)(tg_dtype_is_float((tg_dtype)x->dtype) ? x->dtype : TG_DT_F64);
-    int nd = 0;
+    int nd = (s.qaxis ? 1 : 0) + (ax.keep ? x->ndim : x->ndim - ax.nred);
+    if (nd > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)", nd,
+                             TG_MAX_DIMS);
+    o->ndim = (uint8_t)nd;
+    nd = 0;
     if (s.qaxis) o->shape[nd++] = s.nq;
     for (int d = 0; d < x->ndim; d++) {
         if (ax.red[d] && !ax.keep) continue;
@@ -519,10 +524,6 @@ static tg_status infer_order_stat(tg_infer *ic) {
         if (x->nobcast & (1u << d)) o->nobcast |= 1u << nd;
         o->shape[nd++] = x->shape[d];
     }
-    if (nd > TG_MAX_DIMS)
-        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)", nd,
-                             TG_MAX_DIMS);
-    o->ndim = (uint8_t)nd;
     return TG_OK;
 }
 

@@ -166,6 +166,11 @@ static void test_infer(void **state) {
                      TY(F32, 3));
     CHECK_INFER_FAIL(tg_op_quantile, qnan, TG_EINVAL, "in the range [0, 1]", TY(F32, 3));
     CHECK_INFER_FAIL(tg_op_quantile, q3, TG_ESHAPE, "empty axis", TY(F32, 3, 0));
+    /* the q axis on top of a rank TG_MAX_DIMS input kept whole */
+    int64_t ones[TG_MAX_DIMS];
+    for (int d = 0; d < TG_MAX_DIMS; d++) ones[d] = 2;
+    tg_type big = mk_type(F64, TG_MAX_DIMS, ones);
+    CHECK_INFER_FAIL(tg_op_quantile, q3k, TG_ELIMIT, "dimensions", big);
     const tg_aval m_all[2] = {AV_NONE, AV_BOOL(0)}, m1k[2] = {AV_INTS(-1), AV_BOOL(1)};
     CHECK_INFER(tg_op_median, m_all, "f64[]", TY(TG_DT_U8, 3, 0)); /* NaN, as np.median */
     CHECK_INFER(tg_op_median, m1k, "f32[?,1]", TY(F32, -1, 7));
