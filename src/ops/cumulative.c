@@ -217,9 +217,9 @@ static tg_var *cumprod_line_vjp(tg_graph *g, tg_var *x, tg_var *y, tg_var *gy, i
 }
 
 static tg_var *cumext_line_vjp(tg_graph *g, tg_var *x, tg_var *y, tg_var *gy, int axis) {
-    int nd = x->type.ndim;
     tg_var *xd[TG_MAX_DIMS];
-    if (!tg_grad_dims(g, x, xd)) return NULL;
+    if (!tg_grad_dims(g, x, xd)) return NULL; /* also when x is NULL (a failed reshape) */
+    int nd = x->type.ndim;
     /* y shifted by one along axis: y_0, y_0, y_1, ..., y_{n-2} */
     tg_slice s[TG_MAX_DIMS];
     for (int d = 0; d < axis; d++) s[d] = (tg_slice){.omit = TG_SLICE_OMIT_ALL};

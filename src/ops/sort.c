@@ -715,7 +715,7 @@ static tg_status vjp_order_stat(tg_graph *g, const tg_node *n, tg_var *const *go
     tg_dtype dt = (tg_dtype)x->type.dtype;
     int64_t size;
     bool known = false;
-    if (cnt->kind == TG_VAR_CONST && cnt->value) {
+    if (cnt && cnt->kind == TG_VAR_CONST && cnt->value) {
         size = tg_load_i64(tg_tensor_data(cnt->value), cnt->value->dtype);
         known = true;
     }

@@ -69,8 +69,8 @@ tg_var *tg_grad_mul_extents(tg_graph *g, tg_var *a, tg_var *b) {
 tg_var *tg_grad_put_along(tg_graph *g, tg_var *x, tg_var *ind, int axis, tg_var *cot) {
     tg_var *flat;
     tg_attr none = TG_A_NONE("axis");
+    if (!x || !ind || !cot || g->status != TG_OK) return NULL;
     int nd = x->type.ndim;
-    if (!cot || g->status != TG_OK) return NULL;
     if (axis < 0) {
         flat = ind;
     } else {
