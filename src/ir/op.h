@@ -28,6 +28,8 @@ typedef enum {
     TG_AS_FUNC,   /* @name */
     TG_AS_PAIRS,  /* list of int pairs: `[[a, b], [c, d]]` in .tg; a TG_ATTR_INTS of even
                      length in C and in tg_aval (a, b, c, d) */
+    TG_AS_FLOATS, /* a number (kept as FLOAT; ints converted) or a list of numbers (kept as
+                     FLOATS, a list of ints converted): the two stay apart (quantile's q) */
     TG_AS_DATA,   /* op data (TG_ATTR_DATA) of the record's table `data`: made by the library,
                      never given through tg_apply; always required */
 } tg_attr_type;

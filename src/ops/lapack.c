@@ -685,7 +685,10 @@ static tg_status lu_det_of(tg_kern *k, const tg_tensor *a, lu_det *r) {
     for (int64_t i = 0; i < n; i++) {
         double u = cm_get(s.p, d, n, i, i);
         int e;
-        if (ipiv[i] != i + 1) r->sign = -r->sign;
+        if (ipiv[i] != i + 1) { /* a row swap: both forms change sign */
+            r->sign = -r->sign;
+            r->mant = -r->mant;
+        }
         if (u < 0) r->sign = -r->sign;
         r->logabs += log(fabs(u));
         r->mant = frexp(r->mant * u, &e);

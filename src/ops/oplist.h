@@ -65,12 +65,19 @@
     X(PSUM_SCATTER, psum_scatter) X(PPERMUTE, ppermute)
 /* transfer.c: a value moved to another device (inserted by placement, src/rewrite/place.c) */
 #define TG_OPS_DEVICE(X) X(TRANSFER, transfer)
+/* cumulative.c: cumulative ops along an axis; sort.c: sorting, selection, order statistics */
+#define TG_OPS_CUMULATIVE(X)                                                               \
+    X(CUMSUM, cumsum) X(CUMPROD, cumprod) X(CUMMAX, cummax) X(CUMMIN, cummin) X(DIFF, diff)
+#define TG_OPS_SORT(X)                                                                     \
+    X(SORT, sort) X(ARGSORT, argsort) X(TOPK, topk) X(SEARCHSORTED, searchsorted)          \
+    X(QUANTILE, quantile) X(MEDIAN, median)
 
 #define TG_OPS(X)                                                                          \
     TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_LAPACK(X)    \
     TG_OPS_BLAS(X) TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X)               \
     TG_OPS_RANDOM(X)                                                                       \
-    TG_OPS_CALL(X) TG_OPS_PMAP(X) TG_OPS_COLLECTIVE(X) TG_OPS_DEVICE(X)
+    TG_OPS_CALL(X) TG_OPS_PMAP(X) TG_OPS_COLLECTIVE(X) TG_OPS_DEVICE(X)                    \
+    TG_OPS_CUMULATIVE(X) TG_OPS_SORT(X)
 
 /* clang-format on */
 

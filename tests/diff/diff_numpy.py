@@ -1629,7 +1629,7 @@ def gen_lapack(S):
             junk_lo = a + np.tril(S.data(dt, (n, n)), -1)
             g = _general(S, dt, n)
             b, B = S.data(dt, (n,)), S.data(dt, (n, 2))
-            base, gv = _view("H", g, (-1, -2))  # gv: the text of a view of H equal to g
+            base, gv, _ = _view("H", g, (-1, -2))  # gv: the text of a view of H equal to g
             p = S.program("lapack_%s_%d" % (dt, n), ("A", junk, tgtype(junk, (0, 1))),
                           ("U", junk_lo), ("G", g), ("H", base), ("b", b),
                           ("B", B, tgtype(B, (0,))))
@@ -1712,9 +1712,180 @@ def gen_lapack(S):
     p.case("slogdet_singular_log", "l$", np.asarray(ld), lines=["s$, l$ = slogdet(s)"])
 
 
+def _as_tg(a):
+    """NumPy's result where tgraph's dtype differs on purpose: u64 (cumsum/cumprod of u8)
+    is i64 in tgraph."""
+    a = np.asarray(a)
+    return a.astype(np.int64) if a.dtype == np.uint64 else a
+
+
+def _accumulate(fn, x, ax):
+    """np.maximum/np.minimum.accumulate, axis none meaning x flattened (as np.cumsum)."""
+    return fn.accumulate(x.ravel() if ax is None else x, axis=0 if ax is None else ax)
+
+
+def gen_cumulative(S):
+    # cumsum, cumprod, cummax, cummin: every dtype, axis none / int, empty and 0-d inputs.
+    # Floats accumulate in double (rounded once per element): NumPy's float64 accumulation
+    # of the same values, cast back, is exact for both widths.
+    shapes = [(), (0,), (7,), (3, 4), (2, 3, 4), (2, 0, 3)]
+    for dt in ("f32", "f64", "i32", "i8", "u8", "bool"):
+        for shape in shapes:
+            x = S.data(dt, shape, "near1" if dt in FLOATS else "small")
+            if dt in FLOATS and x.size > 6:
+                x = S.sprinkle(x, [np.nan, -0.0, 0.0])
+            unknown = (0,) if len(shape) >= 2 else ()
+            p = S.program("cumulative_%s_%s" % (dt, "x".join(map(str, shape)) or "0d"),
+                          ("x", x, tgtype(x, unknown)))
+            x64 = x.astype(np.float64) if dt in FLOATS else x
+            for ax in [None] + sorted({0, -1} if shape else ()):
+                a = attr_axis(ax)
+                for op, fn in (("cumsum", np.cumsum), ("cumprod", np.cumprod)):
+                    exp = _as_tg(fn(x64, axis=ax))
+                    p.case("%s_axis%s" % (op, a), "%s(x, axis=%s)" % (op, a),
+                           exp.astype(x.dtype) if dt in FLOATS else exp)
+                for op, fn in (("cummax", np.maximum), ("cummin", np.minimum)):
+                    p.case("%s_axis%s" % (op, a), "%s(x, axis=%s)" % (op, a),
+                           _accumulate(fn, x, ax), signed_zero=False)
+            if shape:
+                for n in (0, 1, 3, 9):
+                    for ax in sorted({0, -1}):
+                        exp = np.diff(x, n=n, axis=ax)
+                        scale = None
+                        if dt in FLOATS:  # |terms| of the n-th difference: sum |x| 2^n
+                            scale = np.sum(np.abs(f64(x))) * 2.0 ** n + 1.0
+                        p.case("diff_n%d_axis%d" % (n, ax), "diff(x, n=%d, axis=%d)" % (n, ax),
+                               exp, scale=scale)
+    # views: reversed and strided inputs, along an axis and flattened
+    x = S.data("f64", (5, 6), "near1")
+    p = S.program("cumulative_views", ("x", x))
+    v = x[::-1, 1::2]
+    p.case("cumsum_rev", "cumsum(x[::-1, 1::2], axis=0)", np.cumsum(v, axis=0))
+    p.case("cumprod_flat_view", "cumprod(x[::-1, 1::2])", np.cumprod(v))
+    p.case("cummax_t", "cummax(transpose(x), axis=none)", np.maximum.accumulate(x.T.ravel()))
+    p.case("diff_rev", "diff(x[:, ::-1], n=2, axis=1)", np.diff(x[:, ::-1], n=2, axis=1),
+           scale=np.sum(np.abs(x)) * 4)
+    # integer wrap-around, as NumPy's int64
+    xi = S.data("i64", (3, 5), "full")
+    p = S.program("cumulative_wrap", ("x", xi))
+    p.case("cumsum", "cumsum(x, axis=1)", np.cumsum(xi, axis=1))
+    p.case("cumprod", "cumprod(x, axis=0)", np.cumprod(xi, axis=0))
+    p.case("diff", "diff(x, n=3)", np.diff(xi, n=3))
+
+
+def _topk(x, k, axis):
+    """The k largest along axis, largest first (a NaN counts as the largest), ties by the
+    lowest index: values and int64 indices."""
+    xm = np.moveaxis(x, axis, -1)
+    idx = np.zeros(xm.shape[:-1] + (k,), np.int64)
+    for pos in np.ndindex(*xm.shape[:-1]):
+        line = xm[pos]
+        key = [(0 if (line.dtype.kind == "f" and np.isnan(v)) else 1,
+                -float(v) if line.dtype.kind == "f" and not np.isnan(v) else
+                (0 if line.dtype.kind == "f" else -int(v)), i) for i, v in enumerate(line)]
+        idx[pos] = [i for _, _, i in sorted(key)[:k]]
+    vals = np.take_along_axis(xm, idx, axis=-1)
+    return np.moveaxis(vals, -1, axis), np.moveaxis(idx, -1, axis)
+
+
+def gen_sort(S):
+    # sort and argsort (stable; NaN last; signed zeros in their order), topk
+    shapes = [(0,), (9,), (4, 6), (2, 5, 3), (3, 0)]
+    for dt in ("f32", "f64", "i32", "i8", "u8", "bool"):
+        for shape in shapes:
+            if dt in FLOATS:
+                x = S.data(dt, shape, "halves")
+                x = S.sprinkle(x, [np.nan, -0.0, 0.0, np.nan, -np.inf])
+            else:
+                x = S.data(dt, shape, "small")
+            unknown = (0,) if len(shape) >= 2 else ()
+            p = S.program("sort_%s_%s" % (dt, "x".join(map(str, shape))),
+                          ("x", x, tgtype(x, unknown)))
+            for ax in [None, 0, -1]:
+                a = attr_axis(ax)
+                p.case("sort_axis%s" % a, "sort(x, axis=%s)" % a, np.sort(x, axis=ax, kind="stable"))
+                p.case("argsort_axis%s" % a, "argsort(x, axis=%s)" % a,
+                       np.argsort(x, axis=ax, kind="stable").astype(np.int64))
+            for ax in sorted({0, -1}):
+                for k in sorted({0, 3, x.shape[ax]}):
+                    if k > x.shape[ax]:
+                        continue
+                    v, i = _topk(x, k, ax)
+                    line = "v$, i$ = topk(x, k=%d, axis=%d)" % (k, ax)
+                    p.case("topk_k%d_axis%d_values" % (k, ax), "v$", v, lines=[line])
+                    p.case("topk_k%d_axis%d_indices" % (k, ax), "i$", i, lines=[line])
+    x = S.data("f64", (6, 5), "halves")
+    p = S.program("sort_views", ("x", x))
+    p.case("sort_rev", "sort(x[::-1, ::2], axis=0)", np.sort(x[::-1, ::2], axis=0, kind="stable"))
+    p.case("argsort_flat_t", "argsort(transpose(x), axis=none)",
+           np.argsort(x.T, axis=None, kind="stable").astype(np.int64))
+    # searchsorted: a sorted (repeats, NaN last), v of several ranks, both sides
+    for dt in ("f64", "f32", "i32", "u8"):
+        a = np.sort(S.data(dt, (12,), "halves" if dt in FLOATS else "small"))
+        if dt in FLOATS:
+            a[-2:] = np.nan
+        v = np.concatenate([a[:4], S.data(dt, (5,), "halves" if dt in FLOATS else "small")])
+        if dt in FLOATS:
+            v = np.concatenate([v, np.array([np.nan, np.inf, -np.inf], a.dtype)])
+        p = S.program("searchsorted_" + dt, ("a", a, tgtype(a, (0,))), ("v", v),
+                      ("s", np.asarray(v[1])), ("m", v[:6].reshape(2, 3)))
+        for side in ("left", "right"):
+            for name in ("v", "s", "m"):
+                val = {"v": v, "s": np.asarray(v[1]), "m": v[:6].reshape(2, 3)}[name]
+                p.case("%s_%s" % (side, name), 'searchsorted(a, %s, side="%s")' % (name, side),
+                       np.asarray(np.searchsorted(a, val, side=side), np.int64))
+        if dt == "i32":  # a weak float literal: compared as f64, as NumPy
+            p.case("literal_float", "searchsorted(a, 2.5)",
+                   np.asarray(np.searchsorted(a, 2.5), np.int64))
+    a = np.zeros((0,), np.float64)
+    p = S.program("searchsorted_empty", ("a", a), ("v", np.array([1.0, np.nan])))
+    p.case("left", "searchsorted(a, v)", np.zeros(2, np.int64))
+    # quantile (linear) and median: q scalar and lists, axes, keepdims, NaN slices
+    qs = [0.5, [0.25, 0.5, 0.9], [0.0, 0.33, 1.0, 0.6]]
+    for dt in ("f64", "f32", "i32", "u8"):
+        for shape in [(7,), (4, 6), (2, 3, 5)]:
+            x = S.data(dt, shape, "halves" if dt in FLOATS else "small")
+            unknown = (0,) if len(shape) >= 2 else ()
+            p = S.program("quantile_%s_%s" % (dt, "x".join(map(str, shape))),
+                          ("x", x, tgtype(x, unknown)))
+            axes = [None, -1] + ([0] if len(shape) > 1 else [])
+            if len(shape) == 3:
+                axes += [[0, 2]]
+            fdt = np.float64 if dt not in FLOATS else x.dtype
+            for ax in axes:
+                npax = tuple(ax) if isinstance(ax, list) else ax
+                for keep in (False, True):
+                    kk = "true" if keep else "false"
+                    for q in qs:
+                        qt = "[" + ", ".join(repr(float(v)) for v in q) + "]" \
+                            if isinstance(q, list) else repr(float(q))
+                        exp = np.quantile(x, np.asarray(q, np.float64), axis=npax, keepdims=keep)
+                        p.case("quantile_q%s_axis%s%s" % (qt, attr_axis(ax), "_keep" * keep),
+                               "quantile(x, q=%s, axis=%s, keepdims=%s)" % (qt, attr_axis(ax), kk),
+                               np.asarray(exp).astype(fdt), signed_zero=False)
+                    p.case("median_axis%s%s" % (attr_axis(ax), "_keep" * keep),
+                           "median(x, axis=%s, keepdims=%s)" % (attr_axis(ax), kk),
+                           np.asarray(np.median(x, axis=npax, keepdims=keep)).astype(fdt),
+                           signed_zero=False)
+    x = S.data("f64", (4, 5), "halves")
+    x[1, 2] = np.nan
+    p = S.program("quantile_nan", ("x", x))
+    p.case("quantile", "quantile(x, q=[0.1, 0.8], axis=1)", np.quantile(x, [0.1, 0.8], axis=1))
+    p.case("median", "median(x, axis=1)", np.median(x, axis=1))
+    p.case("median_all", "median(x)", np.asarray(np.median(x)))
+    xb = S.data("bool", (3, 4))
+    p = S.program("quantile_bool", ("x", xb))
+    p.case("median", "median(x, axis=0)", np.median(xb, axis=0))
+    xe = np.zeros((0, 3), np.float64)
+    p = S.program("quantile_empty", ("x", xe, "f64[?,3]"))
+    p.case("median0", "median(x, axis=0)", np.median(xe, axis=0))
+    p.case("quantile1", "quantile(x, q=0.5, axis=1)", np.quantile(np.zeros((0, 3)), 0.5, axis=1))
+
+
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
               gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
-              gen_composed, gen_npy_layouts, gen_blas, gen_lapack]
+              gen_composed, gen_npy_layouts, gen_blas, gen_lapack,
+              gen_cumulative, gen_sort]
 
 
 def generate(seed, sample, rng_seed=None, replace=None):
@@ -2152,7 +2323,8 @@ ROUNDTRIP = ("mlp_", "fused_", "index_sugar_f32", "const", "slice_f32", "slice_u
              "subtensor_f32", "take_f32", "weak_literal_", "literals_only", "cast_f64_to_i8",
              "reduce_f32_2x3x4", "unary_specials_", "long_chain", "where_", "mask_select_f32",
              "shift_i8", "broadcast_to_f32", "reshape_f32", "take_assign_f32_axis1",
-             "npy_layouts", "int_graph", "lapack_f64_3", "lapack_edge")
+             "npy_layouts", "int_graph", "lapack_f64_3", "lapack_edge", "quantile_f64_2x3x5",
+             "sort_f32_4x6", "cumulative_f32_2x3x4")
 
 
 def describe_inputs(prog):

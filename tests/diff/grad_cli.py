@@ -9,9 +9,10 @@ The vjp form is checked the same way (the loss is the sum of each output times i
 cotangent), and the jacobian and hessian forms against central differences of the NumPy
 value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z, the
 gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (1,n), dot's
-(g.Y^T, X^T.g), a small MLP with softmax cross-entropy, and a call of another function of
-the file; and the LAPACK ops (cholesky, solve, solve_triangular, cho_solve, inv, det,
-slogdet, eigh) on matrices the program makes well conditioned.
+(g.Y^T, X^T.g), a small MLP with softmax cross-entropy, a call of another function of
+the file, the cumulative ops, sorts, topk and order statistics together, and the LAPACK
+ops (cholesky, solve, solve_triangular, cho_solve, inv, det, slogdet, eigh) on matrices the
+program makes well conditioned.
 
 On devices: --devices N runs on N virtual host devices (`tgraph run --devices N`), --sim K
 with K sim devices (TGRAPH_SIM_DEVICES=K, memory protected), and --annotate adds
@@ -159,6 +160,28 @@ func main(X: f64[4,4], C: f64[4,4]) {
      lambda v: (lambda w, vv: np.sum(w * np.array([0.0, 1.5, 3, 4.5])) + np.sum(vv * vv * v["C"])
                 + np.sum(w ** 2))(*np.linalg.eigh(0.1 * (v["X"] + v["X"].T)
                                                   + np.diag([0.0, 1.5, 3, 4.5]))), ["X"]),
+    ("cumulative_and_sorting", """
+func main(x: f64[4,6], w: f64[4,6]) {
+  a = sum(mul(cumsum(x, axis=1), w))
+  b = sum(mul(cumprod(x), reshape(w, shape=[-1])))
+  c = sum(mul(cummax(x, axis=0), w))
+  d = sum(mul(diff(x, n=2, axis=1), w[:, 2:]))
+  e = sum(mul(sort(x, axis=none), reshape(w, shape=[-1])))
+  v, i = topk(x, k=3, axis=1)
+  f = sum(mul(v, w[:, :3]))
+  q = sum(mul(quantile(x, q=[0.3, 0.8], axis=1), w[:2, :4]))
+  loss = add(add(add(a, b), add(c, d)), add(add(e, f), add(q, median(x))))
+  gx, gw = grad(loss, x, w)
+  return loss, gx, gw
+}""", {"x": (4, 6), "w": (4, 6)},
+     lambda v: (np.sum(np.cumsum(v["x"], axis=1) * v["w"]) + np.sum(np.cumprod(v["x"]) * v["w"].ravel())
+                + np.sum(np.maximum.accumulate(v["x"], axis=0) * v["w"])
+                + np.sum(np.diff(v["x"], n=2, axis=1) * v["w"][:, 2:])
+                + np.sum(np.sort(v["x"], axis=None) * v["w"].ravel())
+                + np.sum(-np.sort(-v["x"], axis=1)[:, :3] * v["w"][:, :3])
+                + np.sum(np.quantile(v["x"], [0.3, 0.8], axis=1) * v["w"][:2, :4])
+                + np.median(v["x"])),
+     ["x", "w"]),
 ]
 
 # jacobian and hessian forms: (name, program, input shapes, NumPy function, wrt, kind); the

@@ -252,6 +252,23 @@ static void test_known_values(void **state) {
         assert_int_equal(run_multi(&tg_op_slogdet, &a, 1, NULL, sl, msg), TG_OK);
         check_tensor(sl[0], dt, SHAPE0, VALS(1), 0);
         check_tensor(sl[1], dt, SHAPE0, VALS(log(8.0)), tol);
+        /* row swaps in the LU factorization: det([[2, 1], [4, 1]]) = -2 (one swap, positive
+         * pivots), det([[0, 1], [1, 0]]) = -1; slogdet agrees on the sign */
+        tg_tensor *p1 = mat(dt, 2, 2, VALS(2, 1, 4, 1)), *p2 = mat(dt, 2, 2, VALS(0, 1, 1, 0));
+        tg_tensor *d1 = run1(&tg_op_det, &p1, 1, NULL), *d2 = run1(&tg_op_det, &p2, 1, NULL);
+        check_tensor(d1, dt, SHAPE0, VALS(-2), tol * 2);
+        check_tensor(d2, dt, SHAPE0, VALS(-1), tol);
+        tg_tensor *sp[2];
+        char pmsg[512];
+        assert_int_equal(run_multi(&tg_op_slogdet, &p1, 1, NULL, sp, pmsg), TG_OK);
+        check_tensor(sp[0], dt, SHAPE0, VALS(-1), 0);
+        check_tensor(sp[1], dt, SHAPE0, VALS(log(2.0)), tol);
+        tg_tensor_free(sp[0]);
+        tg_tensor_free(sp[1]);
+        tg_tensor_free(d1);
+        tg_tensor_free(d2);
+        tg_tensor_free(p1);
+        tg_tensor_free(p2);
         /* solve A x = [2, 1]: x = [0.5, 0]; with b 2-d */
         tg_tensor *b = vec(dt, 2, VALS(2, 1)), *b2 = mat(dt, 2, 2, VALS(2, 0, 1, 1));
         tg_tensor *x = run1(&tg_op_solve, (tg_tensor *[]){a, b}, 2, NULL);
