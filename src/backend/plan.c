@@ -437,7 +437,7 @@ static void pv_eval(tg_plan_prog *pg, const tg_node *n, const tg_type *tin, cons
         pv_own[n->out[0]->id] = 1;
         return;
     }
-    if (n->nin == 0 || op->destroys || op->effects) return;
+    if (n->nin == 0 || op->destroys || !tg_op_foldable(op)) return;
     tg_tensor **vin = pg->args; /* scratch: pv of the inputs */
     for (int k = 0; k < n->nin; k++)
         if (!(vin[k] = pv[n->in[k]->id])) return;
