@@ -168,34 +168,86 @@ typedef struct body_case {
 } body_case;
 
 static const body_case BODIES[] = {
-    {"psum", {K}, 1, "mul(psum(mul(x, w), axis_name=\"i\"), tanh(x))",
-     "mul(psum(mul(sin(x), w), axis_name=\"i\"), w)", false, false},
-    {"pmean", {K}, 1, "add(pmean(mul(x, exp(w)), axis_name=\"i\"), mul(x, w))",
-     "mul(pmean(mul(x, x), axis_name=\"i\"), tanh(w))", false, false},
-    {"pmax", {K}, 1, "mul(pmax(mul(x, w), axis_name=\"i\"), add(x, 2))",
-     "mul(pmax(mul(x, w), axis_name=\"i\"), w)", true, false},
-    {"pmin", {K}, 1, "mul(pmin(mul(x, w), axis_name=\"i\"), add(x, 2))",
-     "sin(pmin(add(x, w), axis_name=\"i\"))", true, false},
-    {"all_gather", {K}, 1, "mul(all_gather(mul(x, w), axis_name=\"i\"), w)",
-     "psum(mul(all_gather(tanh(x), axis_name=\"i\"), w), axis_name=\"i\")", false, false},
-    {"all_gather axis=1", {2, K}, 2, "sin(all_gather(mul(x, w), axis_name=\"i\", axis=1))",
-     "psum(mul(all_gather(x, axis_name=\"i\", axis=1), w), axis_name=\"i\")", false, false},
-    {"all_gather tiled", {2, K}, 2,
+    {"no collective", {K}, 1, "mul(sin(x), w)", "mul(sin(w), w)", false, false},
+    {"psum",
+     {K},
+     1,
+     "mul(psum(mul(x, w), axis_name=\"i\"), tanh(x))",
+     "mul(psum(mul(sin(x), w), axis_name=\"i\"), w)",
+     false,
+     false},
+    {"pmean",
+     {K},
+     1,
+     "add(pmean(mul(x, exp(w)), axis_name=\"i\"), mul(x, w))",
+     "mul(pmean(mul(x, x), axis_name=\"i\"), tanh(w))",
+     false,
+     false},
+    {"pmax",
+     {K},
+     1,
+     "mul(pmax(mul(x, w), axis_name=\"i\"), add(x, 2))",
+     "mul(pmax(mul(x, w), axis_name=\"i\"), w)",
+     true,
+     false},
+    {"pmin",
+     {K},
+     1,
+     "mul(pmin(mul(x, w), axis_name=\"i\"), add(x, 2))",
+     "sin(pmin(add(x, w), axis_name=\"i\"))",
+     true,
+     false},
+    {"all_gather",
+     {K},
+     1,
+     "mul(all_gather(mul(x, w), axis_name=\"i\"), w)",
+     "psum(mul(all_gather(tanh(x), axis_name=\"i\"), w), axis_name=\"i\")",
+     false,
+     false},
+    {"all_gather axis=1",
+     {2, K},
+     2,
+     "sin(all_gather(mul(x, w), axis_name=\"i\", axis=1))",
+     "psum(mul(all_gather(x, axis_name=\"i\", axis=1), w), axis_name=\"i\")",
+     false,
+     false},
+    {"all_gather tiled",
+     {2, K},
+     2,
      "mul(all_gather(mul(x, w), axis_name=\"i\", tiled=true), exp(w))",
-     "psum(mul(all_gather(x, axis_name=\"i\", tiled=true), w), axis_name=\"i\")", false, false},
-    {"psum_scatter", {-1, K}, 2, "mul(psum_scatter(mul(x, w), axis_name=\"i\"), add(w, 1))",
-     "psum(sin(psum_scatter(mul(x, w), axis_name=\"i\")), axis_name=\"i\")", false, false},
-    {"psum_scatter tiled", {K, -2}, 2,
+     "psum(mul(all_gather(x, axis_name=\"i\", tiled=true), w), axis_name=\"i\")",
+     false,
+     false},
+    {"psum_scatter",
+     {-1, K},
+     2,
+     "mul(psum_scatter(mul(x, w), axis_name=\"i\"), add(w, 1))",
+     "psum(sin(psum_scatter(mul(x, w), axis_name=\"i\")), axis_name=\"i\")",
+     false,
+     false},
+    {"psum_scatter tiled",
+     {K, -2},
+     2,
      "mul(psum_scatter(mul(x, sum(w)), axis_name=\"i\", scatter_dimension=1, tiled=true), "
      "expand_dims(w, axis=[1]))",
      "psum(tanh(psum_scatter(mul(x, expand_dims(w, axis=[1])), axis_name=\"i\", "
      "scatter_dimension=1, tiled=true)), axis_name=\"i\")",
-     false, false},
-    {"ppermute shift", {K}, 1, "mul(ppermute(mul(x, w), axis_name=\"i\", perm={PERM}), add(x, w))",
-     "psum(mul(ppermute(sin(x), axis_name=\"i\", perm={PERM}), w), axis_name=\"i\")", false,
+     false,
      false},
-    {"ppermute cycle", {K}, 1, "mul(ppermute(mul(x, w), axis_name=\"i\", perm={PERM}), add(x, w))",
-     "psum(mul(ppermute(sin(x), axis_name=\"i\", perm={PERM}), w), axis_name=\"i\")", false, true},
+    {"ppermute shift",
+     {K},
+     1,
+     "mul(ppermute(mul(x, w), axis_name=\"i\", perm={PERM}), add(x, w))",
+     "psum(mul(ppermute(sin(x), axis_name=\"i\", perm={PERM}), w), axis_name=\"i\")",
+     false,
+     false},
+    {"ppermute cycle",
+     {K},
+     1,
+     "mul(ppermute(mul(x, w), axis_name=\"i\", perm={PERM}), add(x, w))",
+     "psum(mul(ppermute(sin(x), axis_name=\"i\", perm={PERM}), w), axis_name=\"i\")",
+     false,
+     true},
 };
 
 /* The shapes of a case for N ranks: the slice's, and xs's (N inserted at in_axis). */
@@ -259,7 +311,7 @@ static tg_tensor *make_xs(tg_dtype dt, const int64_t *shape, int ndim, int in_ax
     int64_t size = tg_tensor_size(t), inner = 1;
     for (int d = in_axis + 1; d < ndim; d++) inner *= shape[d];
     for (int64_t flat = 0; flat < size; flat++) {
-        int64_t r = flat / inner % n;               /* the rank */
+        int64_t r = flat / inner % n;                        /* the rank */
         int64_t e = flat / inner / n * inner + flat % inner; /* its element, in C order */
         int64_t src = r;
         if (ties && n == 2 && r == 1 && e % 2 == 0) src = 0;
@@ -316,8 +368,7 @@ static void check_outer(const src_args *a, bool ties) {
              a->dt == TG_DT_F32 ? "f32" : "f64", a->in_axis, a->out_axis, ties ? ", ties" : "");
     tg_module *m = parse(src);
     tg_graph *g = tg_module_find(m, "main");
-    tg_tensor *args[2] = {make_xs(a->dt, xs_shape, xs_ndim, a->in_axis, a->n, ties),
-                          make_w(a->dt)};
+    tg_tensor *args[2] = {make_xs(a->dt, xs_shape, xs_ndim, a->in_axis, a->n, ties), make_w(a->dt)};
     tg_grad_check_report rep = TG_GRAD_CHECK_REPORT();
     if (tg_grad_check(g, args, 2, &TG_GRAD_CHECK_OPTS(.seed = 7), &rep) != TG_OK)
         fail_msg("%s: %s\n%s", what, tg_last_error(), src);
@@ -353,8 +404,11 @@ static void outer_all(void) {
                     check_outer(&a, ties);
                     a.in_axis = 1, a.out_axis = "1";
                     check_outer(&a, ties);
-                    /* an invariant value, returned once */
+                    /* an invariant value, returned once, and stacked (its N copies'
+                       cotangents sum) */
                     a.in_axis = ni % 2, a.out_axis = "none", a.invariant = true;
+                    check_outer(&a, ties);
+                    a.in_axis = (ni + 1) % 2, a.out_axis = "-1";
                     check_outer(&a, ties);
                 }
 }
@@ -374,6 +428,65 @@ static void test_outer_devices(void **state) {
     assert_int_equal(tg_devices_configure(0, 0), TG_OK);
 }
 
+/* The gradient with respect to a constant mapped by the pmap: main reads no axis (the
+ * pmap binds the body's), so nothing is summed outside the pmap. */
+static const char *CONST_GRAD = "func main(w: f64[3]) {\n"
+                                "  xs = const(value=[{XV}], dtype=\"f64\", shape=[{N}, 3])\n"
+                                "  y = pmap(@body, xs, w, in_axes=[0, none], axis_name=\"i\")\n"
+                                "  gx, gw = grad(sum(mul(y, y)), xs, w)\n"
+                                "  return gx, gw\n"
+                                "}\n"
+                                "func body(x: f64[3], w: f64[3]) {\n"
+                                "  return mul(psum(mul(x, w), axis_name=\"i\"), tanh(x))\n"
+                                "}\n";
+static const char *CONST_FWD = "func main(xs: f64[{N},3], w: f64[3]) {\n"
+                               "  y = pmap(@body, xs, w, in_axes=[0, none], axis_name=\"i\")\n"
+                               "  return sum(mul(y, y))\n"
+                               "}\n"
+                               "func body(x: f64[3], w: f64[3]) {\n"
+                               "  return mul(psum(mul(x, w), axis_name=\"i\"), tanh(x))\n"
+                               "}\n";
+
+static void check_constant(int n) {
+    char src[2048], fsrc[2048], ns[8], xv[512] = "";
+    tg_tensor *args[2] = {make_xs(TG_DT_F64, (int64_t[]){n, K}, 2, 0, n, false), make_w(TG_DT_F64)};
+    for (int64_t e = 0; e < n * K; e++)
+        snprintf(xv + strlen(xv), sizeof xv - strlen(xv), "%s%.17g", e ? ", " : "",
+                 tg_tensor_get_f64(args[0], e));
+    snprintf(ns, sizeof ns, "%d", n);
+    expand(src, sizeof src, CONST_GRAD, (const char *[]){"N", ns, "XV", xv, NULL});
+    expand(fsrc, sizeof fsrc, CONST_FWD, (const char *[]){"N", ns, NULL});
+    tg_module *m = parse(src), *fm = parse(fsrc);
+    tg_fn *fwd = compile(tg_module_find(fm, "main"), TG_MODE_REFERENCE, fsrc);
+    for (int md = 0; md < nmodes; md++) {
+        tg_fn *f = compile(tg_module_find(m, "main"), MODES[md], src);
+        tg_tensor *got[2] = {0};
+        if (tg_fn_call(f, &args[1], 1, got, 2) != TG_OK)
+            fail_msg("constant, N=%d, %s: %s\n%s", n, MODE_NAMES[md], tg_last_error(), src);
+        char what[64];
+        snprintf(what, sizeof what, "constant, N=%d, %s", n, MODE_NAMES[md]);
+        expect_fd(fwd, args, 2, got, COST_SUM, what, src);
+        tg_tensor_free(got[0]);
+        tg_tensor_free(got[1]);
+        tg_fn_free(f);
+    }
+    tg_fn_free(fwd);
+    tg_tensor_free(args[0]);
+    tg_tensor_free(args[1]);
+    tg_module_free(m);
+    tg_module_free(fm);
+}
+
+static void test_outer_constant(void **state) {
+    (void)state;
+    for (int ni = 0; ni < 3; ni++) check_constant(NS[ni]);
+    assert_int_equal(tg_devices_configure(4, 0), TG_OK);
+    nmodes = 2;
+    for (int ni = 0; ni < 3; ni++) check_constant(NS[ni]);
+    nmodes = 3;
+    assert_int_equal(tg_devices_configure(0, 0), TG_OK);
+}
+
 /* ---- inside a body: against differences of the sum over the ranks, or of the one value ---- */
 
 static const char *INNER = "func main(xs: {T}{XS}, w: {T}[3]) {\n"
@@ -383,7 +496,7 @@ static const char *INNER = "func main(xs: {T}{XS}, w: {T}[3]) {\n"
                            "}\n"
                            "func body(x: {T}{X}, w: {T}[3]) {\n"
                            "  y = sum({Y})\n"
-                           "  gx, gw = grad(y, x, w)\n"
+                           "  gx, gw = grad(y, x, w, disconnected=\"zero\")\n"
                            "  return gx, gw\n"
                            "}\n";
 
@@ -409,8 +522,7 @@ static void check_inner(const src_args *a, bool ties) {
              a->invariant ? "invariant" : "varying", a->n, a->dt == TG_DT_F32 ? "f32" : "f64",
              a->in_axis, ties ? ", ties" : "");
     tg_module *m = parse(src), *fm = parse(fsrc);
-    tg_tensor *args[2] = {make_xs(a->dt, xs_shape, xs_ndim, a->in_axis, a->n, ties),
-                          make_w(a->dt)};
+    tg_tensor *args[2] = {make_xs(a->dt, xs_shape, xs_ndim, a->in_axis, a->n, ties), make_w(a->dt)};
     tg_fn *fwd = compile(tg_module_find(fm, "main"), TG_MODE_REFERENCE, fsrc);
     for (int md = 0; md < nmodes; md++) {
         tg_fn *f = compile(tg_module_find(m, "main"), MODES[md], src);
@@ -483,8 +595,8 @@ static const char *EXACT = "func main(xs: f64[{N},3], w: f64[3]) {\n"
                            "}\n";
 
 /* Element [r, k] of a stacked gradient, or [k] of one returned once, is want. */
-static void expect_rows(const tg_tensor *t, int n, const double *want_per_rank,
-                        const char *what, const char *mode) {
+static void expect_rows(const tg_tensor *t, int n, const double *want_per_rank, const char *what,
+                        const char *mode) {
     for (int r = 0; r < n; r++)
         for (int k = 0; k < 3; k++) {
             double got = tg_tensor_get_f64(t, (int64_t)r * 3 + k);
@@ -724,7 +836,8 @@ static void check_second(int n) {
     tg_module_free(m);
     tg_tensor *args[2] = {xs, make_w(TG_DT_F64)};
     for (int o = 0; o < 2; o++) {
-        expand(src, sizeof src, SECOND_OUTER, (const char *[]){"N", ns, "G", o ? "gw" : "gx", NULL});
+        expand(src, sizeof src, SECOND_OUTER,
+               (const char *[]){"N", ns, "G", o ? "gw" : "gx", NULL});
         m = parse(src);
         if (tg_grad_check(tg_module_find(m, "main"), args, 2, NULL, NULL) != TG_OK)
             fail_msg("N=%d: %s\n%s", n, tg_last_error(), src);
@@ -763,8 +876,7 @@ static tg_graph *declared_body(void) {
 }
 
 /* main(xs, ws) = pmap(body, xs, ws) with in_axes [0, w_axis] (-1: none) and the name axis. */
-static tg_status map_body(tg_graph *g, tg_graph *body, int w_axis, const char *axis,
-                          tg_var **out) {
+static tg_status map_body(tg_graph *g, tg_graph *body, int w_axis, const char *axis, tg_var **out) {
     tg_var *in[2] = {tg_input(g, "xs", TG_DT_F64, 2, (int64_t[]){2, K}),
                      w_axis < 0 ? tg_input(g, "w", TG_DT_F64, 1, (int64_t[]){K})
                                 : tg_input(g, "ws", TG_DT_F64, 2, (int64_t[]){2, K})};
@@ -842,15 +954,11 @@ static void test_set_mapped(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_outer_threads),
-        cmocka_unit_test(test_outer_devices),
-        cmocka_unit_test(test_inner_threads),
-        cmocka_unit_test(test_inner_devices),
-        cmocka_unit_test(test_exact_threads),
-        cmocka_unit_test(test_exact_devices),
-        cmocka_unit_test(test_step),
-        cmocka_unit_test(test_second_order),
-        cmocka_unit_test(test_set_mapped),
+        cmocka_unit_test(test_outer_threads),  cmocka_unit_test(test_outer_devices),
+        cmocka_unit_test(test_outer_constant), cmocka_unit_test(test_inner_threads),
+        cmocka_unit_test(test_inner_devices),  cmocka_unit_test(test_exact_threads),
+        cmocka_unit_test(test_exact_devices),  cmocka_unit_test(test_step),
+        cmocka_unit_test(test_second_order),   cmocka_unit_test(test_set_mapped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
