@@ -272,16 +272,16 @@ static void test_effects_flags(void **state) {
     for (int i = 0; i < TG_OP_COUNT; i++) {
         const tg_op_def *op = tg_op_table[i];
         /* a call and a pmap need a run's sub-graph executor, a transfer says where a value
-         * lives at run time, axis_index reads the rank it runs as, the collectives talk to
-         * the other ranks; the rest are pure */
+         * lives at run time, axis_index and axis_size read the rank it runs as and their
+         * number, the collectives talk to the other ranks; the rest are pure */
         bool nofold = i == TG_OP_CALL || i == TG_OP_PMAP || i == TG_OP_TRANSFER;
         bool collective = i == TG_OP_PSUM || i == TG_OP_PMEAN || i == TG_OP_PMAX ||
                           i == TG_OP_PMIN || i == TG_OP_ALL_GATHER || i == TG_OP_PSUM_SCATTER ||
                           i == TG_OP_PPERMUTE;
-        unsigned want = nofold                  ? TG_EFFECT_NOFOLD
-                        : collective            ? TG_EFFECT_STATE | TG_EFFECT_AXIS
-                        : i == TG_OP_AXIS_INDEX ? TG_EFFECT_AXIS
-                                                : 0u;
+        unsigned want = nofold       ? TG_EFFECT_NOFOLD
+                        : collective ? TG_EFFECT_STATE | TG_EFFECT_AXIS
+                        : i == TG_OP_AXIS_INDEX || i == TG_OP_AXIS_SIZE ? TG_EFFECT_AXIS
+                                                                        : 0u;
         if (op->effects != want) print_error("%s: effects %u\n", op->name, op->effects);
         assert_int_equal(op->effects, want);
     }
