@@ -138,8 +138,10 @@ tg_status tg_pmap_check_axes(const tg_graph *g);
  * most cap names into names (borrowed from g's nodes and the graphs they call or map).
  * Returns how many there are (possibly more than cap), -1 when out of memory. */
 int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap);
-/* The axis a pmap node binds (its axis_name); NULL for a node of another op. */
-const char *tg_pmap_axis(const tg_node *n);
+/* The same for one node: the axis it reads (an op with TG_EFFECT_AXIS) and those the graphs
+ * it calls or maps read, less the axis a pmap binds for its body. names borrowed from the
+ * nodes; ctx for the walk's memory. */
+int tg_pmap_node_axes(tg_ctx *ctx, const tg_node *n, const char **names, int cap);
 /* Which values of g vary over `axis` (docs/pmap.md, "Typing"), into *vary (ctx memory, one
  * bool per var id, g->vars.n + 1 entries): parameter i varies when mapped[i] (mapped NULL:
  * as g's declaration of that axis says, tg_graph_set_mapped, else every parameter varies);
