@@ -129,7 +129,8 @@ static inline tg_graph *br_build_logp_chain(void) {
  * no copy); the ranks' results, stacked, are reshaped back. The body, logp_rank, takes
  * its K chains one at a time: K calls of br_build_logp_chain (inlined when compiled),
  * whose results it concatenates. One chain is a matrix-vector product each way, which
- * costs less than a product of K rows for the few chains a device has (bench/w10b.c).
+ * costs less than a product of K rows for the few chains a device has (docs/pmap.md,
+ * "Examples").
  * Same state, input and outputs as br_build_logp. */
 static inline tg_graph *br_build_logp_pmap(int64_t chains, int devices) {
     if (devices < 1 || chains % devices) {
