@@ -217,16 +217,22 @@ static int host_devices(void) {
 /* --devices: N devices configured for the pmap; by default those there are (if any). 0 or
  * the number of devices, or -1 after a message. */
 static int setup_devices(opts *o) {
-    if (o->devices > 0 && tg_devices_configure(o->devices, -1) != TG_OK)
-        return fail("configuring %d host devices: %s", o->devices, tg_last_error()), -1;
+    if (o->devices > 0 && tg_devices_configure(o->devices, -1) != TG_OK) {
+        fail("configuring %d host devices: %s", o->devices, tg_last_error());
+        return -1;
+    }
     if (o->devices >= 0) return o->devices;
     int n = host_devices();
-    if (n < 0) return fail("the devices: %s", tg_last_error()), -1;
-    if (n > 0 && o->chains % n)
-        return fail("%d chains do not split evenly over the %d host devices configured "
-                    "(TGRAPH_HOST_DEVICES): give --devices",
-                    o->chains, n),
-               -1;
+    if (n < 0) {
+        fail("the devices: %s", tg_last_error());
+        return -1;
+    }
+    if (n > 0 && o->chains % n) {
+        fail("%d chains do not split evenly over the %d host devices configured "
+             "(TGRAPH_HOST_DEVICES): give --devices",
+             o->chains, n);
+        return -1;
+    }
     return o->devices = n;
 }
 
