@@ -1,5 +1,6 @@
 /* bayes_model.h - the Bayesian linear regression of examples/bayes_regression.c, shared
- * with the W9 benchmark (bench/w9.c). Header-only (static functions).
+ * with the W9 and W10b benchmarks (bench/w9.c, bench/w10b.c). Header-only (static
+ * functions).
  *
  * Model: y ~ Normal(X beta, sigma), beta_j ~ Normal(0, 5), log sigma ~ Normal(0, 1);
  * the sampler works on theta = (beta_1..beta_P, log sigma), P + 1 unconstrained values.
