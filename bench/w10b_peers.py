@@ -4,8 +4,8 @@ examples/bayes_regression.c (N = 10,000, P = 20, float64; the log posterior and 
 gradient written out as in w9_peers.py) for 4 chains over 1,000 leapfrog steps, the
 trajectory bench_w10b times (the same starting point, step 2e-3, momenta from 0). Each
 chain's logp and gradient is computed on its own, with matrix-vector products, as the
-ranks of tgraph's pmap do: NumPy's fastest form here (the chains of a worker batched into
-one product of their rows take about 1.5x longer).
+ranks of tgraph's pmap do: NumPy's fastest form here (4 chains batched into one product
+of their rows took about twice as long).
 
   - numpy-mp workers=2: the chains split over 2 worker processes (multiprocessing, fork), 2
     chains each, one BLAS thread each; the pool is started and has run once before the
