@@ -1,5 +1,5 @@
 #!/bin/sh
-# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11; rw, the
+# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11, W10b; rw, the
 # optimiser's compile time on long chains) for tgraph and for its peers (NumPy, PyTorch,
 # direct CBLAS calls) in this one invocation, in ROUNDS interleaved rounds (each round runs
 # every program once, so slow phases of a busy machine hit all of them alike), then writes
@@ -53,6 +53,8 @@ w9 bin bench_w9 -n $runs
 w9 bin bench_w9 -n $runs --mode c
 w9 py w9_peers.py -n $runs --threads 1
 w9 py w9_peers.py -n $runs --threads 2
+w10b bin bench_w10b -n $runs
+w10b py w10b_peers.py -n $runs
 w11 bin bench_w11 --cold 3
 w2 bin bench_blas -n $runs --side tg
 w2 bin bench_blas -n $runs --side cblas
