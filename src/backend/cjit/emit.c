@@ -11,7 +11,8 @@
  *    scalar expression of the op record (c_expr) for the node's compute dtype; the library's
  *    loop driver (rt->ew) broadcasts, collapses axes and splits rows over the thread pool.
  *    Each loop has a contiguous variant (unit strides: plain indexed loads and stores that
- *    the compiler vectorizes) and a strided one.
+ *    the compiler vectorizes), one for inputs that are contiguous or broadcast (stride 0,
+ *    read from blocks filled with the value: the same vectorized loop) and a strided one.
  *  - fused nodes (elementwise outputs): the same loop, with one local per instruction of
  *    the node's program, so the whole expression runs in registers; fused nodes whose
  *    outputs reduce along rows (the innermost axis among the reduced ones): a loop that
@@ -171,6 +172,62 @@ typedef struct ew_sig {
 
 typedef bool (*body_fn)(tg_cj_str *s, const void *data);
 
+/* The loop's variant for contiguous outputs and inputs each contiguous or broadcast
+ * (stride 0: one value for the row, as an input of shape [K, 1] gives along its rows).
+ * It runs blocks of the contiguous loop: a broadcast input is read from a block on the
+ * stack filled with its value, so the loop is the vectorized one whatever inputs
+ * broadcast, with the same expressions (the same results). Blocks of B elements, B such
+ * that the blocks take at most 16 KiB of stack. A block is filled 16 elements at a time
+ * into aligned memory, in whole vectors that the loop's vector loads read back at once
+ * (filled element by element, every load of a short row waited for the stores). */
+static void put_bcast_variant(tg_cj_str *s, const ew_sig *sig, body_fn body, const void *data,
+                              bool *ok) {
+    size_t bytes = 0;
+    for (int k = 0; k < sig->nin; k++) bytes += tg_dtype_size(sig->in[k]);
+    if (bytes == 0) return;
+    int64_t B = 256;
+    while (B > 16 && (size_t)B * bytes > 16384) B /= 2;
+    tg_cj_str_printf(s, "    if (");
+    for (int o = 0; o < sig->nout; o++)
+        tg_cj_str_printf(s, "s[%d] == %zu && ", o, tg_dtype_size(sig->out[o]));
+    for (int k = 0; k < sig->nin; k++)
+        tg_cj_str_printf(s, "%s(s[%d] == %zu || s[%d] == 0)", k ? " && " : "", sig->nout + k,
+                         tg_dtype_size(sig->in[k]), sig->nout + k);
+    tg_cj_str_printf(s, ") {\n");
+    for (int k = 0; k < sig->nin; k++) {
+        const char *t = ctype(sig->in[k]);
+        int a = sig->nout + k;
+        tg_cj_str_printf(s,
+                         "        _Alignas(64) %s b%d[%lld];\n"
+                         "        const %s *r%d = (const %s *)p[%d];\n"
+                         "        int64_t w%d = %lld;\n"
+                         "        if (s[%d] == 0) {\n"
+                         "            const %s v = r%d[0];\n"
+                         "            for (int64_t j0 = 0; j0 < n && j0 < %lld; j0 += 16)\n"
+                         "                for (int j = 0; j < 16; j++) b%d[j0 + j] = v;\n"
+                         "            r%d = b%d;\n"
+                         "            w%d = 0;\n"
+                         "        }\n",
+                         t, k, (long long)B, t, k, t, a, k, (long long)B, a, t, k, (long long)B, k,
+                         k, k, k);
+    }
+    tg_cj_str_printf(s,
+                     "        for (int64_t j0 = 0; j0 < n; j0 += %lld) {\n"
+                     "            const int64_t m = n - j0 < %lld ? n - j0 : %lld;\n",
+                     (long long)B, (long long)B, (long long)B);
+    for (int o = 0; o < sig->nout; o++)
+        tg_cj_str_printf(s, "            %s *restrict q%d = (%s *)p[%d] + j0;\n",
+                         ctype(sig->out[o]), o, ctype(sig->out[o]), o);
+    tg_cj_str_printf(s, "            for (int64_t j = 0; j < m; j++) {\n");
+    for (int k = 0; k < sig->nin; k++)
+        tg_cj_str_printf(s, "            const %s a%d = r%d[j];\n", ctype(sig->in[k]), k, k);
+    *ok = *ok && body(s, data);
+    for (int o = 0; o < sig->nout; o++) tg_cj_str_printf(s, "            q%d[j] = o%d;\n", o, o);
+    tg_cj_str_printf(s, "            }\n");
+    for (int k = 0; k < sig->nin; k++) tg_cj_str_printf(s, "            r%d += w%d;\n", k, k);
+    tg_cj_str_printf(s, "        }\n        return;\n    }\n");
+}
+
 static void put_loop(tg_cj_str *s, const char *name, const ew_sig *sig, body_fn body,
                      const void *data, const tg_fused_prog *kp, loop_nums *kn, bool *ok) {
     int na = sig->nout + sig->nin;
@@ -200,6 +257,7 @@ static void put_loop(tg_cj_str *s, const char *name, const ew_sig *sig, body_fn 
     *ok = *ok && body(s, data);
     for (int k = 0; k < sig->nout; k++) tg_cj_str_printf(s, "            q%d[j] = o%d;\n", k, k);
     tg_cj_str_printf(s, "        }\n        return;\n    }\n");
+    put_bcast_variant(s, sig, body, data, ok);
     /* strided variant */
     tg_cj_str_printf(s, "    for (int64_t j = 0; j < n; j++) {\n");
     for (int k = 0; k < sig->nin; k++)

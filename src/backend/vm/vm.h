@@ -159,6 +159,9 @@ tg_status tg_vm_ew_run(tg_pool *pool, tg_vk_fn fn, const tg_vk_args *a, int cost
 tg_status tg_vm_exec_ew(vm_exec *e);
 /* Whether an elementwise kernel of this cost over n elements splits over nthreads. */
 bool tg_vm_ew_splits(int64_t n, int cost, int nthreads);
+/* Copies n elements of es bytes (1, 2, 4 or 8) at stride s (elements; 0: one value
+ * repeated) from src into dst, contiguous. */
+void tg_vm_gather(void *dst, const char *src, int64_t s, int64_t n, int64_t es);
 
 /* Reductions (vm_reduce.c). tg_vm_reduce_ok: the class applies to this node (static
  * types); exec returns TG_EUNSUPPORTED when the run-time layout needs the reference. */

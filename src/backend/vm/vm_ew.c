@@ -34,8 +34,36 @@ typedef struct ew_job {
     bool flat;                              /* one axis, strides 1 / 0 */
 } ew_job;
 
-/* Gathers n elements of size es at stride s (elements) into dst. */
-static void gather(void *dst, const char *src, int64_t s, int64_t n, int64_t es) {
+void tg_vm_gather(void *dst, const char *src, int64_t s, int64_t n, int64_t es) {
+    if (s == 1) {
+        memcpy(dst, src, (size_t)(n * es));
+        return;
+    }
+    if (s == 0) { /* a fill, in loops the compiler vectorizes */
+        switch (es) {
+        case 8: {
+            uint64_t v, *d = dst;
+            memcpy(&v, src, 8);
+            for (int64_t i = 0; i < n; i++) d[i] = v;
+            return;
+        }
+        case 4: {
+            uint32_t v, *d = dst;
+            memcpy(&v, src, 4);
+            for (int64_t i = 0; i < n; i++) d[i] = v;
+            return;
+        }
+        case 2: {
+            uint16_t v, *d = dst;
+            memcpy(&v, src, 2);
+            for (int64_t i = 0; i < n; i++) d[i] = v;
+            return;
+        }
+        default:
+            memset(dst, *src, (size_t)n);
+            return;
+        }
+    }
     switch (es) {
     case 8: {
         uint64_t *d = dst;
@@ -108,7 +136,7 @@ static void run_row(const ew_job *J, char *y, const char *const *x, int64_t len)
                 xp[k] = base;
                 ks[k] = s[k];
             } else {
-                gather(ib[k], base, s[k], m, J->isz[k]);
+                tg_vm_gather(ib[k], base, s[k], m, J->isz[k]);
                 xp[k] = ib[k];
                 ks[k] = 1;
             }

@@ -42,6 +42,9 @@
 #define SPLIT_WORK   32768             /* elements x cost above which the pool is used */
 #define SUB          128               /* elements per piece of a costly instruction */
 #define COSTLY       8                 /* tg_vk_cost from which an instruction is cut */
+#define ROW_MIN                                                                                    \
+    256 /* rows from which blocks end at row ends (shorter:                                        \
+           more, smaller blocks cost more than gathering) */
 
 typedef struct fz_ins {
     tg_vk_fn fn; /* NULL for a literal */
@@ -222,7 +225,10 @@ void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
 
 /* ---- run time ---- */
 
-typedef enum { IN_CONTIG, IN_SCALAR, IN_GATHER } in_kind;
+/* How a block reads an input: in place over the flat index of S (contiguous), one value,
+ * in place along one row of the simplified space when the block lies in one (a row's
+ * values contiguous, or one value per row), else gathered. */
+typedef enum { IN_CONTIG, IN_SCALAR, IN_ROW, IN_GATHER } in_kind;
 
 typedef struct fz_run {
     const fz_prog *f;
@@ -233,7 +239,11 @@ typedef struct fz_run {
     int64_t S[TG_MAX_DIMS];                 /* the iteration space */
     int64_t n;                              /* its elements */
     in_kind ik[TG_MAX_OUTS];                /* per input */
-    int64_t bstr[TG_MAX_OUTS][TG_MAX_DIMS]; /* per input: strides over S (0: broadcast) */
+    int nax;                                /* axes of S simplified (space_simplify) */
+    int64_t ax[TG_MAX_DIMS];                /* their extents; the last one is a row */
+    int64_t astr[TG_MAX_OUTS][TG_MAX_DIMS]; /* per input: strides along them (0: broadcast) */
+    bool rowblk;                            /* blocks of the elementwise loop end at row
+                                               ends (IN_ROW inputs read in place) */
     bool stream;                            /* elementwise outputs too large for the caches:
                                                made in scratch, written with streaming stores */
     char *ws;                               /* per-thread scratch, then accumulators */
@@ -245,35 +255,37 @@ typedef struct fz_run {
     int64_t row, nchunks; /* rows: the row being chunked */
 } fz_run;
 
-/* Gathers elements [f0, f0 + m) of input k broadcast over S into dst. */
+/* The element offset in input k of the start of row r of the simplified space. */
+static int64_t row_offset(const fz_run *F, int k, int64_t r) {
+    int64_t off = 0;
+    for (int d = F->nax - 2; d >= 0 && r > 0; d--) {
+        off += r % F->ax[d] * F->astr[k][d];
+        r /= F->ax[d];
+    }
+    return off;
+}
+
+/* Gathers elements [f0, f0 + m) of input k broadcast over S into dst, row by row. */
 static void gather_in(const fz_run *F, int k, int64_t f0, int64_t m, char *dst) {
     const tg_tensor *t = F->in[k];
-    size_t es = tg_dtype_size(t->dtype);
-    const char *base = tg_tensor_data(t);
-    int nd = F->nd;
-    int64_t idx[TG_MAX_DIMS], r = f0;
-    for (int d = nd - 1; d >= 0; d--) {
-        idx[d] = r % F->S[d];
-        r /= F->S[d];
+    const int64_t *ax = F->ax, *st = F->astr[k];
+    int nax = F->nax;
+    int64_t es = (int64_t)tg_dtype_size(t->dtype), inner = ax[nax - 1], s1 = st[nax - 1];
+    int64_t idx[TG_MAX_DIMS], r = f0 / inner, col = f0 % inner, off = 0;
+    for (int d = nax - 2; d >= 0; d--) {
+        idx[d] = r % ax[d];
+        r /= ax[d];
+        off += idx[d] * st[d];
     }
-    int64_t done = 0;
-    while (done < m) {
-        int64_t off = 0;
-        for (int d = 0; d < nd - 1; d++) off += idx[d] * F->bstr[k][d];
-        int64_t in_s = F->bstr[k][nd - 1], len = F->S[nd - 1] - idx[nd - 1];
-        if (len > m - done) len = m - done;
-        const char *src = base + (off + idx[nd - 1] * in_s) * (int64_t)es;
-        char *d0 = dst + done * (int64_t)es;
-        if (in_s == 1) {
-            memcpy(d0, src, (size_t)len * es);
-        } else {
-            for (int64_t i = 0; i < len; i++)
-                memcpy(d0 + i * (int64_t)es, src + i * in_s * (int64_t)es, es);
-        }
+    const char *base = tg_tensor_data(t);
+    for (int64_t done = 0; done < m; col = 0) {
+        int64_t len = inner - col < m - done ? inner - col : m - done;
+        tg_vm_gather(dst + done * es, base + (off + col * s1) * es, s1, len, es);
         done += len;
-        idx[nd - 1] = 0;
-        for (int d = nd - 2; d >= 0; d--) {
-            if (++idx[d] < F->S[d]) break;
+        for (int d = nax - 2; d >= 0; d--) { /* the next row */
+            off += st[d];
+            if (++idx[d] < ax[d]) break;
+            off -= idx[d] * st[d];
             idx[d] = 0;
         }
     }
@@ -343,10 +355,13 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
     char *bufs = scr, *gat = scr + (size_t)f->nbuf * BLK * 8;
     fz_pf pf;
     pf.n = 0;
+    int64_t inner = F->ax[F->nax - 1];
     for (int k = 0; k < p->nin; k++) {
         const tg_tensor *t = F->in[k];
         size_t es = tg_dtype_size(t->dtype);
-        switch (F->ik[k]) {
+        in_kind ik = F->ik[k];
+        if (ik == IN_ROW && f0 % inner + m > inner) ik = IN_GATHER; /* the block crosses a row */
+        switch (ik) {
         case IN_CONTIG: {
             ptr[k] = (const char *)tg_tensor_data(t) + f0 * (int64_t)es;
             str[k] = 1;
@@ -361,6 +376,18 @@ static void eval_block(const fz_run *F, char *scr, int64_t f0, int64_t m, const 
             ptr[k] = tg_tensor_data(t);
             str[k] = 0;
             break;
+        case IN_ROW: {
+            int64_t col = f0 % inner, s1 = F->astr[k][F->nax - 1];
+            ptr[k] = (const char *)tg_tensor_data(t) +
+                     (row_offset(F, k, f0 / inner) + col * s1) * (int64_t)es;
+            str[k] = s1;
+            int64_t next = inner - (col + m) < BLK ? inner - (col + m) : BLK;
+            if (s1 == 0 || next <= 0) break; /* the row's next block */
+            pf.p[pf.n] = ptr[k] + m * (int64_t)es;
+            pf.len[pf.n] = next * (int64_t)es;
+            pf.done[pf.n++] = 0;
+            break;
+        }
         default:
             gather_in(F, k, f0, m, gat + (size_t)k * BLK * 8);
             ptr[k] = gat + (size_t)k * BLK * 8;
@@ -454,8 +481,11 @@ static void ew_task(void *arg, int ith, int nth) {
     fz_pend q;
     q.n = 0;
     tg_pool_share(F->n, ith, nth, BLK, &lo, &hi);
-    for (int64_t f0 = lo; f0 < hi; f0 += BLK) {
-        int64_t m = hi - f0 < BLK ? hi - f0 : BLK;
+    int64_t inner = F->ax[F->nax - 1];
+    for (int64_t f0 = lo, m; f0 < hi; f0 += m) {
+        int64_t end = (f0 / BLK + 1) * BLK; /* blocks stay on BLK's grid (streamed stores) */
+        if (F->rowblk && (f0 / inner + 1) * inner < end) end = (f0 / inner + 1) * inner;
+        m = (end < hi ? end : hi) - f0;
         eval_block(F, scr, f0, m, ptr, str, &q);
         store_outputs(F, f0, m, ptr, str, &q);
     }
@@ -652,6 +682,33 @@ static bool space_of(int nin, const tg_type *in, int *nd, int64_t *S) {
     return true;
 }
 
+/* F->ax and F->astr: the axes of S without its extents of 1, neighbours merged where the
+ * strides of every input allow (bstr: per input, its strides along S; outputs are
+ * contiguous, so the flat C-order index is the same). At least one axis. */
+static void space_simplify(fz_run *F, const int64_t (*bstr)[TG_MAX_DIMS]) {
+    int m = 0;
+    for (int d = 0; d < F->nd; d++) {
+        if (F->S[d] == 1) continue;
+        bool merge = m > 0;
+        for (int k = 0; k < F->p->nin && merge; k++)
+            merge = F->astr[k][m - 1] == bstr[k][d] * F->S[d];
+        if (merge) {
+            F->ax[m - 1] *= F->S[d];
+            for (int k = 0; k < F->p->nin; k++) F->astr[k][m - 1] = bstr[k][d];
+            continue;
+        }
+        F->ax[m] = F->S[d];
+        for (int k = 0; k < F->p->nin; k++) F->astr[k][m] = bstr[k][d];
+        m++;
+    }
+    if (m == 0) { /* one element */
+        F->ax[0] = 1;
+        for (int k = 0; k < F->p->nin; k++) F->astr[k][0] = 0;
+        m = 1;
+    }
+    F->nax = m;
+}
+
 size_t tg_vm_fused_ws(void *prep, const tg_type *in, const tg_type *out, int nthreads) {
     const fz_prog *f = prep;
     const tg_fused_prog *p = f->p;
@@ -672,7 +729,7 @@ tg_status tg_vm_exec_fused(vm_exec *e) {
     const tg_fused_prog *p = f->p;
     fz_run F; /* not zeroed as a whole: per-input arrays are set for p->nin inputs */
     F.acc = F.part = NULL;
-    F.stream = false;
+    F.stream = F.rowblk = false;
     F.row = F.nchunks = 0;
     F.K1 = F.R = F.K2 = 0;
     F.f = f;
@@ -683,7 +740,8 @@ tg_status tg_vm_exec_fused(vm_exec *e) {
         return TG_EUNSUPPORTED;
     for (int o = 0; o < p->nout; o++)
         if (!tg_tensor_is_contiguous(e->out[o])) return TG_EUNSUPPORTED;
-    /* inputs: contiguous over S, one value, or gathered */
+    /* inputs: contiguous over S, one value, or read row by row */
+    int64_t bstr[TG_MAX_OUTS][TG_MAX_DIMS];
     for (int k = 0; k < p->nin; k++) {
         const tg_tensor *t = e->in[k];
         int lead = F.nd - t->ndim;
@@ -692,12 +750,18 @@ tg_status tg_vm_exec_fused(vm_exec *e) {
         for (int d = F.nd - 1; d >= 0; d--) {
             int a = d - lead;
             int64_t ext = a >= 0 ? t->shape[a] : 1;
-            F.bstr[k][d] = a >= 0 && ext != 1 ? t->strides[a] : 0;
-            scalar = scalar && F.bstr[k][d] == 0;
+            bstr[k][d] = a >= 0 && ext != 1 ? t->strides[a] : 0;
+            scalar = scalar && bstr[k][d] == 0;
             contig = contig && ext == F.S[d] && (F.S[d] == 1 || t->strides[a] == expect);
             expect *= F.S[d];
         }
         F.ik[k] = scalar ? IN_SCALAR : contig ? IN_CONTIG : IN_GATHER;
+    }
+    space_simplify(&F, bstr);
+    for (int k = 0; k < p->nin; k++) {
+        int64_t s1 = F.astr[k][F.nax - 1];
+        if (F.ik[k] == IN_GATHER && (s1 == 0 || s1 == 1)) F.ik[k] = IN_ROW;
+        F.rowblk = F.rowblk || (F.ik[k] == IN_ROW && F.ax[F.nax - 1] >= ROW_MIN);
     }
     int nth = e->pool ? e->nthreads : 1;
     F.per_thread = ((size_t)f->nbuf + (size_t)p->nin) * BLK * 8 + 64;
