@@ -867,6 +867,118 @@ static void test_fused_nodes(void **state) {
     tg_module_free(m);
 }
 
+/* ---- fused nodes over broadcast rows ---- */
+
+/* Fused maps whose inputs are one value per row (e[:, None] as a [K, 1] input, a1 = 1, or
+ * as a [K, M] view of stride 0, a1 = ?), one row for all rows (c[None, :]), transposed,
+ * strided, reversed, and [K, 1, 1] and [1, P, 1] over [K, P, L]. */
+static const char *bcast_text = "func f(a: %s[?, %s], b: %s[?, ?], r: %s[?, ?], qt: %s[?, ?],\n"
+                                "       ws: %s[?, ?], u: %s[?, ?], a3: %s[?, ?, ?],\n"
+                                "       v: %s[?, ?, ?], d3: %s[?, ?, ?]) {\n"
+                                "  y1, y2 = fused{sub(mul(%%0, %%1), div(%%2, %%0)); "
+                                "mul(mul(%%0, neg(%%1)), %%3)}(a, r, qt, b)\n"
+                                "  y3 = fused{maximum(add(%%0, %%1), %%2)}(a, b, ws)\n"
+                                "  y4 = fused{where(gt(%%0, 0.0), sub(%%0, %%1), "
+                                "mul(%%2, %%0))}(u, a, b)\n"
+                                "  y5 = fused{add(mul(%%0, %%1), %%2)}(a3, v, d3)\n"
+                                "  y6 = fused{mul(exp(mul(%%0, %%1)), tanh(add(%%1, %%0)))}(a, r)\n"
+                                "  return y1, y2, y3, y4, y5, y6\n"
+                                "}\n";
+
+/* The inputs of bcast_text for K rows of M (P = 3, L = M) as views of small tensors kept
+ * in own[] (in[0]: a [K, 1] tensor when one_col, else a stride-0 view), and contiguous
+ * copies of them in dup[] (a broadcast to [K, M] in both cases). */
+static void bcast_inputs(tg_dtype dt, int64_t K, int64_t M, bool one_col, tg_tensor **own,
+                         tg_tensor **in, tg_tensor **dup) {
+    const int64_t P = 3;
+    own[0] = tensor_of(dt, 1, &K);                    /* e */
+    own[1] = tensor_of(dt, 1, &M);                    /* c */
+    own[2] = tensor_of(dt, 2, (int64_t[]){K, M});     /* r */
+    own[3] = tensor_of(dt, 2, (int64_t[]){M, K});     /* q */
+    own[4] = tensor_of(dt, 2, (int64_t[]){K, 2 * M}); /* w */
+    own[5] = tensor_of(dt, 2, (int64_t[]){K, M});     /* reversed: u */
+    own[6] = tensor_of(dt, 3, (int64_t[]){K, P, M});  /* v */
+    own[7] = tensor_of(dt, 1, &P);                    /* d */
+    for (int i = 0; i < 8; i++) fill_for(own[i], "v", i);
+    in[0] = one_col ? tg_tensor_view(own[0], 2, (int64_t[]){K, 1}, NULL, 0)
+                    : tg_tensor_view(own[0], 2, (int64_t[]){K, M}, (int64_t[]){1, 0}, 0);
+    in[1] = tg_tensor_view(own[1], 2, (int64_t[]){K, M}, (int64_t[]){0, 1}, 0);
+    in[2] = tg_tensor_view(own[2], 2, (int64_t[]){K, M}, NULL, 0);
+    in[3] = tg_tensor_view(own[3], 2, (int64_t[]){K, M}, (int64_t[]){1, K}, 0);
+    in[4] = tg_tensor_view(own[4], 2, (int64_t[]){K, M}, (int64_t[]){2 * M, 2}, 0);
+    in[5] = tg_tensor_view(own[5], 2, (int64_t[]){K, M}, (int64_t[]){-M, 1}, (K - 1) * M);
+    in[6] = tg_tensor_view(own[0], 3, (int64_t[]){K, P, M}, (int64_t[]){1, 0, 0}, 0);
+    in[7] = tg_tensor_view(own[6], 3, (int64_t[]){K, P, M}, NULL, 0);
+    in[8] = tg_tensor_view(own[7], 3, (int64_t[]){K, P, M}, (int64_t[]){0, 1, 0}, 0);
+    for (int i = 0; i < 9; i++) {
+        assert_non_null(in[i]);
+        tg_tensor *full =
+            i == 0 ? tg_tensor_view(own[0], 2, (int64_t[]){K, M}, (int64_t[]){1, 0}, 0) : NULL;
+        dup[i] = tg_tensor_dup(full ? full : in[i]);
+        assert_non_null(dup[i]);
+        tg_tensor_free(full);
+    }
+}
+
+/* The blockwise kernel reads such inputs in place along rows (or gathers rows shorter than
+ * a block's worth): every output equals the reference's (bit for bit but for exp and tanh,
+ * within their bounds) and, bit for bit, the VM's on contiguous copies of the inputs, for
+ * K = 1, 2, 3 rows of M = 1 ... 10000 (odd sizes, rows shorter and longer than a block,
+ * blocks that straddle rows) and, in f64, outputs large enough to be streamed; f32 and
+ * f64, one and two threads. */
+static void test_fused_broadcast_rows(void **state) {
+    (void)state;
+    static const int64_t Ms[] = {1, 7, 255, 256, 300, 513, 1025, 10000};
+    const int nms = (int)(sizeof Ms / sizeof Ms[0]);
+    for (int gi = 0; gi < 4; gi++) {
+        tg_dtype dt = gi < 2 ? TG_DT_F32 : TG_DT_F64;
+        bool one_col = gi % 2 == 1;
+        const char *t = tg_dtype_name(dt);
+        char src[1024], dsrc[1024];
+        snprintf(src, sizeof src, bcast_text, t, one_col ? "1" : "?", t, t, t, t, t, t, t, t, t);
+        snprintf(dsrc, sizeof dsrc, bcast_text, t, "?", t, t, t, t, t, t, t, t, t);
+        tg_module *m, *dm;
+        tg_graph *g = parse_one(src, &m), *dg = parse_one(dsrc, &dm);
+        assert_int_equal(kind_count(g, VM_FUSED), 5);
+        tg_fn *ref = compile_mode(g, TG_MODE_REFERENCE, 1, false);
+        for (int nt = 1; nt <= 2; nt++) {
+            tg_fn *vm = compile_mode(g, TG_MODE_VM, nt, false);
+            tg_fn *dvm = compile_mode(dg, TG_MODE_VM, nt, false);
+            for (int c = 0; c <= 3 * nms; c++) {
+                bool big = c == 3 * nms; /* streamed outputs: 2 x 600009 f64 */
+                if (big && (dt != TG_DT_F64 || SLOW_BUILD)) continue;
+                int64_t K = big ? 3 : 1 + c % 3, M = big ? 200003 : Ms[c / 3];
+                tg_tensor *own[8], *in[9], *dup[9], *r[6] = {0}, *x[6] = {0}, *y[6] = {0};
+                bcast_inputs(dt, K, M, one_col, own, in, dup);
+                if (tg_fn_call(ref, in, 9, r, 6) != TG_OK) fail_msg("%s", tg_last_error());
+                assert_int_equal(tg_fn_call(vm, in, 9, x, 6), TG_OK);
+                assert_int_equal(tg_fn_call(dvm, dup, 9, y, 6), TG_OK);
+                char what[128];
+                for (int o = 0; o < 6; o++) {
+                    snprintf(what, sizeof what,
+                             "broadcast rows %s a[?,%s] [%lld,%lld] threads %d y%d", t,
+                             one_col ? "1" : "?", (long long)K, (long long)M, nt, o + 1);
+                    expect_close(r[o], x[o], o == 5 ? op_ulps("tanh", dt) : 0, 0, what);
+                    expect_close(y[o], x[o], 0, 0, what);
+                    tg_tensor_free(r[o]);
+                    tg_tensor_free(x[o]);
+                    tg_tensor_free(y[o]);
+                }
+                for (int i = 0; i < 9; i++) {
+                    tg_tensor_free(in[i]);
+                    tg_tensor_free(dup[i]);
+                }
+                for (int i = 0; i < 8; i++) tg_tensor_free(own[i]);
+            }
+            tg_fn_free(vm);
+            tg_fn_free(dvm);
+        }
+        tg_fn_free(ref);
+        tg_module_free(m);
+        tg_module_free(dm);
+    }
+}
+
 /* ---- concurrent branches ---- */
 
 /* Independent nodes (fused maps and reductions, a BLAS product, a chain and a join) of a
@@ -1561,6 +1673,7 @@ int main(void) {
         cmocka_unit_test(test_shape_arithmetic_planned),
         cmocka_unit_test(test_runtime_errors_name_the_node),
         cmocka_unit_test(test_fused_nodes),
+        cmocka_unit_test(test_fused_broadcast_rows),
         cmocka_unit_test(test_branches),
         cmocka_unit_test(test_branches_split_alone),
         cmocka_unit_test(test_profile),

@@ -8,9 +8,13 @@
  *
  * At run time the iteration space S is the broadcast of the inputs' shapes. The flat
  * C-order index of S is cut into blocks of BLK elements: for each block every instruction
- * runs once over the block (inputs that are contiguous over S or scalars are read in
- * place, other broadcast or strided inputs are gathered into a block buffer first), so
- * temporaries stay in L1/L2. Elementwise outputs are written straight into the output.
+ * runs once over the block, so temporaries stay in L1/L2. Inputs that are contiguous over
+ * S or scalars are read in place. So is, in a block that lies in one row (the last axis
+ * of S once extents of 1 are dropped and axes merged where every input allows), an input
+ * whose values along the row are contiguous or one value (a [K, 1] input broadcast to
+ * [K, M] is a scalar per row): blocks end at row ends when rows are long enough. Other
+ * broadcast or strided inputs are gathered into a block buffer first, row by row.
+ * Elementwise outputs are written straight into the output.
  * Reductions (every output reduces a value of shape S over the same axes) need S to
  * simplify to [K1, R, K2] (kept, reduced, kept axes):
  *  - K2 = 1 (rows): each row's values are reduced as they are made; a row is summed block
@@ -42,9 +46,9 @@
 #define SPLIT_WORK   32768             /* elements x cost above which the pool is used */
 #define SUB          128               /* elements per piece of a costly instruction */
 #define COSTLY       8                 /* tg_vk_cost from which an instruction is cut */
-#define ROW_MIN                                                                                    \
-    256 /* rows from which blocks end at row ends (shorter:                                        \
-           more, smaller blocks cost more than gathering) */
+/* Rows from which blocks end at row ends: shorter rows would make many small blocks, which
+ * cost more than gathering (at K x 64, rows read in place took 2-3 times as long). */
+#define ROW_MIN 256
 
 typedef struct fz_ins {
     tg_vk_fn fn; /* NULL for a literal */
