@@ -35,6 +35,7 @@
 
 #include "../../ops/fused.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 
@@ -172,16 +173,45 @@ typedef struct ew_sig {
 
 typedef bool (*body_fn)(tg_cj_str *s, const void *data);
 
+/* Whether the loop body written by body calls a function that GCC vectorizes with libmvec
+ * (tg_rt.h: TG_RT_MVEC_FUNCS, and the helpers that call them), by name, in float or
+ * double; true when the body cannot be written. */
+static bool calls_vector_math(tg_ctx *ctx, body_fn body, const void *data) {
+#define TG_X_NAME(f) #f,
+    static const char *const names[] = {TG_RT_MVEC_FUNCS(TG_X_NAME) TG_RT_MVEC_HELPERS(TG_X_NAME)};
+#undef TG_X_NAME
+    tg_cj_str t = {.ctx = ctx};
+    bool calls = !body(&t, data) || t.oom || !t.p;
+    for (const char *p = t.p; !calls && p && *p; p++) {
+        if (!(isalpha((unsigned char)*p) || *p == '_') ||
+            (p > t.p && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+            continue;
+        size_t len = 0;
+        while (isalnum((unsigned char)p[len]) || p[len] == '_') len++;
+        for (size_t i = 0; !calls && i < TG_COUNTOF(names); i++) {
+            size_t n = strlen(names[i]);
+            calls = strncmp(p, names[i], n) == 0 && (len == n || (len == n + 1 && p[n] == 'f')) &&
+                    p[len] == '(';
+        }
+        p += len - 1;
+    }
+    tg_cj_str_free(&t);
+    return calls;
+}
+
 /* The loop's variant for contiguous outputs and inputs each contiguous or broadcast
  * (stride 0: one value for the row, as an input of shape [K, 1] gives along its rows).
  * It runs blocks of the contiguous loop: a broadcast input is read from a block on the
  * stack filled with its value, so the loop is the vectorized one whatever inputs
- * broadcast, with the same expressions (the same results). Blocks of B elements, B such
- * that the blocks take at most 16 KiB of stack. A block is filled 16 elements at a time
- * into aligned memory, in whole vectors that the loop's vector loads read back at once
- * (filled element by element, every load of a short row waited for the stores). */
+ * broadcast, with the same expressions. Not for a body that calls vector math: such a
+ * loop would give, vectorized, other bits (within libmvec's 4 ulp) than the strided
+ * variant these inputs took so far, where the rest of the body gives the same bits. Blocks of B
+ * elements, B such that the blocks take at most 16 KiB of stack. A block is filled 16 elements at a
+ * time into aligned memory, in whole vectors that the loop's vector loads read back at once (filled
+ * element by element, every load of a short row waited for the stores). */
 static void put_bcast_variant(tg_cj_str *s, const ew_sig *sig, body_fn body, const void *data,
                               bool *ok) {
+    if (calls_vector_math(s->ctx, body, data)) return;
     size_t bytes = 0;
     for (int k = 0; k < sig->nin; k++) bytes += tg_dtype_size(sig->in[k]);
     if (bytes == 0) return;

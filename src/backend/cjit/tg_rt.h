@@ -175,33 +175,19 @@ static inline int tg_rt_run(tg_rt *rt, const tg_rt_step *step, int n, const int 
  * With TG_RT_MVEC (the driver defines it where glibc's libmvec is present and links it),
  * libm's functions are declared `simd`, as glibc's own headers do under -ffast-math: GCC
  * then vectorizes loops calling them with libmvec's vector versions (within 4 ulp), with
- * IEEE semantics otherwise kept (no -ffast-math). */
+ * IEEE semantics otherwise kept (no -ffast-math). TG_RT_MVEC_FUNCS lists them (each in
+ * double and, suffixed f, in float), and TG_RT_MVEC_HELPERS the helpers below that call
+ * them: the emitter reads both, since a loop that calls one gives other bits once it is
+ * vectorized than in scalar code. */
+#define TG_RT_MVEC_FUNCS(X)                                                                        \
+    X(exp) X(exp2) X(expm1) X(log) X(log2) X(log1p) X(sin) X(cos) X(tan) X(tanh) X(erf) X(erfc)
+#define TG_RT_MVEC_HELPERS(X) X(tg_rt_sigmoid) X(tg_rt_softplus)
 #if defined(TG_RT_MVEC) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define TG_RT_SIMD __attribute__((__simd__("notinbranch")))
-TG_RT_SIMD double exp(double);
-TG_RT_SIMD float expf(float);
-TG_RT_SIMD double exp2(double);
-TG_RT_SIMD float exp2f(float);
-TG_RT_SIMD double expm1(double);
-TG_RT_SIMD float expm1f(float);
-TG_RT_SIMD double log(double);
-TG_RT_SIMD float logf(float);
-TG_RT_SIMD double log2(double);
-TG_RT_SIMD float log2f(float);
-TG_RT_SIMD double log1p(double);
-TG_RT_SIMD float log1pf(float);
-TG_RT_SIMD double sin(double);
-TG_RT_SIMD float sinf(float);
-TG_RT_SIMD double cos(double);
-TG_RT_SIMD float cosf(float);
-TG_RT_SIMD double tan(double);
-TG_RT_SIMD float tanf(float);
-TG_RT_SIMD double tanh(double);
-TG_RT_SIMD float tanhf(float);
-TG_RT_SIMD double erf(double);
-TG_RT_SIMD float erff(float);
-TG_RT_SIMD double erfc(double);
-TG_RT_SIMD float erfcf(float);
+#define TG_RT_SIMD_DECL(f)                                                                         \
+    TG_RT_SIMD double f(double);                                                                   \
+    TG_RT_SIMD float f##f(float);
+TG_RT_MVEC_FUNCS(TG_RT_SIMD_DECL)
 #endif
 
 /* ---- scalar helpers used by the ops' C expressions (c_expr in the op records) ---- */
