@@ -120,6 +120,10 @@ if [ -x "$build/bench/bench_pool" ]; then
     echo "== thread pool dispatch (empty task; not part of the table) =="
     "$build/bench/bench_pool" --threads 2 || true
 fi
+if [ -x "$build/bench/bench_bcast" ]; then
+    echo "== fused map over an input broadcast along rows / columns vs contiguous (not part of the table) =="
+    "$build/bench/bench_bcast" || true
+fi
 if [ -x "$build/bench/bench_events" ]; then
     echo "== cross-device events between cpu:0 and cpu:1 (not part of the table) =="
     "$build/bench/bench_events" || true
