@@ -201,14 +201,14 @@ static bool calls_vector_math(tg_ctx *ctx, body_fn body, const void *data) {
 
 /* The loop's variant for contiguous outputs and inputs each contiguous or broadcast
  * (stride 0: one value for the row, as an input of shape [K, 1] gives along its rows).
- * It runs blocks of the contiguous loop: a broadcast input is read from a block on the
- * stack filled with its value, so the loop is the vectorized one whatever inputs
- * broadcast, with the same expressions. Not for a body that calls vector math: such a
- * loop would give, vectorized, other bits (within libmvec's 4 ulp) than the strided
- * variant these inputs took so far, where the rest of the body gives the same bits. Blocks of B
- * elements, B such that the blocks take at most 16 KiB of stack. A block is filled 16 elements at a
- * time into aligned memory, in whole vectors that the loop's vector loads read back at once (filled
- * element by element, every load of a short row waited for the stores). */
+ * It runs blocks of B elements of the contiguous loop, a broadcast input read from a
+ * block on the stack filled with its value: the loop the compiler vectorizes, whatever
+ * inputs broadcast, with the same expressions, so the same bits as the strided variant
+ * these inputs took before. Not for a body that calls vector math, which would change its
+ * bits once vectorized (libmvec's functions are not libm's: within 4 ulp). B: the blocks
+ * take at most 16 KiB of stack. A block is filled 16 elements at a time into aligned
+ * memory, in whole vectors that the loop's vector loads read back at once (filled element
+ * by element, every load of a short row waited for the stores to drain). */
 static void put_bcast_variant(tg_cj_str *s, const ew_sig *sig, body_fn body, const void *data,
                               bool *ok) {
     if (calls_vector_math(s->ctx, body, data)) return;
