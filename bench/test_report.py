@@ -3,9 +3,9 @@
 medians, unit conversion, pairing of tgraph's configurations with peers of the same
 thread count (and with peers that name no thread count), the ratios, the targets table,
 a target judged against a line's own twin (W3 reversed against forward, W10 the lowering
-against its --no-blas ablation), a time target read from its wall-clock line (rw), notes about
-skipped programs, and that the chart is well-formed SVG with one bar per
-ratio. Exits non-zero on the first mismatch (ctest: bench_report)."""
+against its --no-blas ablation, W10c 2 devices against 1 device, two words apart), a time
+target read from its wall-clock line (rw), notes about skipped programs, and that the chart
+is well-formed SVG with one bar per ratio. Exits non-zero on the first mismatch (ctest: bench_report)."""
 import os
 import re
 import sys
@@ -58,6 +58,11 @@ rw opt-cpu chain=cancel n=100000: median 150.000 ms, min 140.000 ms (5 runs)
 rw opt chain=mixed n=100000: median 1600.000 ms, min 1400.000 ms (5 runs)
 rw opt-cpu chain=mixed n=100000: median 700.000 ms, min 650.000 ms (5 runs)
 == round 2 of 2 ==
+w10c vm devices=1 threads=1: median 4.000 ms, min 3.900 ms (10 runs)
+w10c vm devices=1 threads=2: median 2.200 ms, min 2.100 ms (10 runs)
+w10c vm devices=2 threads=2: median 2.400 ms, min 2.300 ms (10 runs)
+w10c torch threads=2: median 5.000 ms, min 4.800 ms (10 runs)
+w10c torch-manual threads=2: median 3.000 ms, min 2.900 ms (10 runs)
 w6 vm threads=1: median 6.000 ms, min 2.800 ms (10 runs)
 w6 vm threads=2: median 3.000 ms, min 2.900 ms (10 runs)
 w6 numpy threads=1: median 10.000 ms, min 9.500 ms (10 runs)
@@ -70,6 +75,11 @@ w1 numpy: median 200.000 ms, min 180.000 ms (10 runs)
 w5 vm call: median 0.400 us per call, min 0.350 us (11 batches of 100)
 w8 compile cold (empty cache, incl. first call): median 1.500 s, min 1.100 s (5 runs)
 w7 bench_w7: skipped, not built in build/bench (make bench)
+w10c vm devices=1 threads=1: median 4.000 ms, min 3.900 ms (10 runs)
+w10c vm devices=1 threads=2: median 2.200 ms, min 2.100 ms (10 runs)
+w10c vm devices=2 threads=2: median 2.400 ms, min 2.300 ms (10 runs)
+w10c torch threads=2: median 5.000 ms, min 4.800 ms (10 runs)
+w10c torch-manual threads=2: median 3.000 ms, min 2.900 ms (10 runs)
 """
 
 
@@ -139,6 +149,13 @@ def main():
     assert w10[2] == "yes", w10
     assert target(md, t + ", threads=2")[1:] == [
         "1.00x (worst: w10 vm linear=fwd+bwd+sgd threads=2)", "**no**"]
+    # W10c: 2 devices against 1 device with 1 thread (two words differ: 2.4 / 4.0 ms), and
+    # against the faster of the two PyTorch lines (torch-manual: 2.4 / 3.0 ms)
+    w10c = target(md, "W10c data-parallel step on 2 devices >= 1.6x 1 device (time <= 0.62x)")
+    assert w10c[1:] == ["0.60x (worst: w10c vm devices=2 threads=2)", "yes"], w10c
+    w10c = target(md, "W10c data-parallel step on 2 devices <= 0.6x PyTorch on 2 threads")
+    assert w10c[1:] == ["0.80x (worst: w10c vm devices=2 threads=2)", "**no**"], w10c
+    assert row(md, "vm devices=1 threads=1")[4] == "no peer"
     assert target(md, "W5 >= 2M calls/s (<= 0.5 us per call)")[2] == "yes"
     # rw: the wall-clock line of each chain, not its CPU-time line
     assert target(md, "100k-node cancelling chain optimised in <= 1.5 s")[1:] == [
@@ -159,7 +176,7 @@ def main():
     root = ET.parse(svg_path).getroot()
     bars = [e for e in root.iter() if e.tag.endswith("rect") and e.get("height") == "20"]
     ratios = re.findall(r"\*\*([0-9.]+)x\*\*", md.split("## Targets")[0])
-    assert len(bars) == len(ratios) == 11, (len(bars), ratios)
+    assert len(bars) == len(ratios) == 13, (len(bars), ratios)
     print("bench_report: ok")
     return 0
 

@@ -1,7 +1,9 @@
 /* mlp_step.h - the Fashion-MNIST model of examples/fashion_mnist.c, shared with the W6
  * benchmark (bench/w6.c): an MLP 784-256-10 with relu and a softmax cross-entropy loss,
  * built with the C API as one training-step function (forward, tg_grad, Adam update of
- * every parameter as state) and an evaluation function. Header-only (static functions).
+ * every parameter as state), the same step data-parallel over several devices (a pmap
+ * whose body computes each device's gradient, averaged with pmean), and an evaluation
+ * function. Header-only (static functions).
  */
 #ifndef TG_EXAMPLES_MLP_STEP_H
 #define TG_EXAMPLES_MLP_STEP_H
@@ -39,29 +41,10 @@ static inline tg_var *logits_of(tg_graph *g, tg_var *x, tg_var *const *p) {
     return tg_add(g, tg_dot(g, h, p[P_W2]), p[P_B2]);
 }
 
-/* The training step: inputs x u8[batch,784], y i64[batch] and the learning rate lr f32[]
- * (so the caller can schedule it); state t, the parameters and their two Adam moments;
- * output the mean loss of the batch (before the update). The batch
- * extent is static: every shape in the step, gradients included, is then known when the
- * function is compiled, and the executor plans all of it ahead. */
-static inline tg_graph *build_step(int64_t batch) {
-    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    tg_graph *g = tg_graph_new(NULL, "train_step");
-    tg_var *x = tg_input(g, "x", TG_DT_U8, 2, (int64_t[]){batch, NIN});
-    tg_var *y = tg_input(g, "y", TG_DT_I64, 1, (int64_t[]){batch});
-    tg_var *lr = tg_input(g, "lr", TG_DT_F32, 0, NULL);
-    tg_var *t = tg_state(g, "t", TG_DT_F32, 0, NULL);
-    tg_var *p[NPARAM], *m[NPARAM], *v[NPARAM], *grad[NPARAM];
-    for (int i = 0; i < NPARAM; i++) {
-        char name[16];
-        p[i] = tg_state(g, param_name[i], TG_DT_F32, param_ndim[i], param_shape[i]);
-        snprintf(name, sizeof name, "m_%s", param_name[i]);
-        m[i] = tg_state(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
-        snprintf(name, sizeof name, "v_%s", param_name[i]);
-        v[i] = tg_state(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
-    }
-    /* loss = mean over the batch of -log softmax(logits)[y], the labels made one-hot by
-     * comparing them with 0..9 (a static-shape form whose gradient stays dense) */
+/* The mean loss of a batch: -log softmax(logits)[y] averaged over the rows, the labels
+ * made one-hot by comparing them with 0..9 (a static-shape form whose gradient stays
+ * dense). */
+static inline tg_var *batch_loss(tg_graph *g, tg_var *x, tg_var *y, tg_var *const *p) {
     tg_var *logp = apply1(g, "log_softmax", logits_of(g, x, p), TG_A_INT("axis", 1));
     tg_var *classes = tg_apply(g, "arange", NULL, 0,
                                (tg_attr[]){TG_A_INT("start", 0), TG_A_INT("stop", NOUT),
@@ -71,32 +54,140 @@ static inline tg_graph *build_step(int64_t batch) {
         g, tg_eq(g, apply1(g, "expand_dims", y, TG_A_INTS("axis", (int64_t[]){1}, 1)), classes),
         TG_DT_F32);
     tg_var *ll = tg_reduce(g, "sum", tg_mul(g, onehot, logp), (int64_t[]){1}, 1, false);
-    tg_var *loss = tg_neg(g, tg_reduce(g, "mean", ll, NULL, -1, false));
-    if (!loss || tg_grad(g, loss, p, NPARAM, TG_DISCONNECTED_ERROR, grad) != TG_OK) goto fail;
+    return tg_neg(g, tg_reduce(g, "mean", ll, NULL, -1, false));
+}
 
-    /* Adam: t += 1; step = lr sqrt(1 - b2^t) / (1 - b1^t); p -= step m / (sqrt(v) + eps) */
-    tg_var *t1 = tg_add(g, t, lit(g, 1.0));
-    tg_var *step = tg_mul(g, lr,
+/* The inputs and state every training step has: x u8[batch,784], y i64[batch] and the
+ * learning rate lr f32[] (so the caller can schedule it); state t, the parameters and
+ * their two Adam moments. */
+typedef struct step_vars {
+    tg_var *x, *y, *lr, *t;
+    tg_var *p[NPARAM], *m[NPARAM], *v[NPARAM];
+} step_vars;
+
+static inline void step_declare(tg_graph *g, int64_t batch, step_vars *s) {
+    s->x = tg_input(g, "x", TG_DT_U8, 2, (int64_t[]){batch, NIN});
+    s->y = tg_input(g, "y", TG_DT_I64, 1, (int64_t[]){batch});
+    s->lr = tg_input(g, "lr", TG_DT_F32, 0, NULL);
+    s->t = tg_state(g, "t", TG_DT_F32, 0, NULL);
+    for (int i = 0; i < NPARAM; i++) {
+        char name[16];
+        s->p[i] = tg_state(g, param_name[i], TG_DT_F32, param_ndim[i], param_shape[i]);
+        snprintf(name, sizeof name, "m_%s", param_name[i]);
+        s->m[i] = tg_state(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
+        snprintf(name, sizeof name, "v_%s", param_name[i]);
+        s->v[i] = tg_state(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
+    }
+}
+
+/* Adam with bias correction: t += 1; step = lr sqrt(1 - b2^t) / (1 - b1^t);
+ * m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= step m / (sqrt(v) + eps), each as
+ * an update of the state; then loss becomes the output. */
+static inline tg_status step_finish(tg_graph *g, const step_vars *s, tg_var *const *grad,
+                                    tg_var *loss) {
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    tg_var *t1 = tg_add(g, s->t, lit(g, 1.0));
+    tg_var *step = tg_mul(g, s->lr,
                           tg_div(g, tg_sqrt(g, tg_sub(g, lit(g, 1.0), tg_pow(g, lit(g, b2), t1))),
                                  tg_sub(g, lit(g, 1.0), tg_pow(g, lit(g, b1), t1))));
-    if (tg_update(g, t, t1) != TG_OK) goto fail;
-    for (int i = 0; i < NPARAM; i++) {
-        tg_var *m1 = tg_add(g, tg_mul(g, m[i], lit(g, b1)), tg_mul(g, grad[i], lit(g, 1 - b1)));
-        tg_var *v1 = tg_add(g, tg_mul(g, v[i], lit(g, b2)),
+    tg_status st = tg_update(g, s->t, t1);
+    for (int i = 0; i < NPARAM && st == TG_OK; i++) {
+        tg_var *m1 = tg_add(g, tg_mul(g, s->m[i], lit(g, b1)), tg_mul(g, grad[i], lit(g, 1 - b1)));
+        tg_var *v1 = tg_add(g, tg_mul(g, s->v[i], lit(g, b2)),
                             tg_mul(g, tg_mul(g, grad[i], grad[i]), lit(g, 1 - b2)));
-        tg_var *p1 =
-            tg_sub(g, p[i], tg_mul(g, step, tg_div(g, m1, tg_add(g, tg_sqrt(g, v1), lit(g, eps)))));
-        if (tg_update(g, p[i], p1) != TG_OK || tg_update(g, m[i], m1) != TG_OK ||
-            tg_update(g, v[i], v1) != TG_OK)
-            goto fail;
+        tg_var *p1 = tg_sub(g, s->p[i],
+                            tg_mul(g, step, tg_div(g, m1, tg_add(g, tg_sqrt(g, v1), lit(g, eps)))));
+        if ((st = tg_update(g, s->p[i], p1)) == TG_OK && (st = tg_update(g, s->m[i], m1)) == TG_OK)
+            st = tg_update(g, s->v[i], v1);
     }
-    if (tg_graph_set_outputs(g, &loss, 1) != TG_OK) goto fail;
-    return g;
-fail:
+    return st == TG_OK ? tg_graph_set_outputs(g, &loss, 1) : st;
+}
+
+static inline tg_graph *step_failed(tg_graph *g) {
     fprintf(stderr, "building the training step: %s\n",
             tg_graph_status(g) != TG_OK ? tg_graph_error(g) : tg_last_error());
     tg_graph_free(g);
     return NULL;
+}
+
+/* The training step: forward, gradients (tg_grad) and the Adam update of every parameter,
+ * taking the inputs and state of step_declare; output the mean loss of the batch (before
+ * the update). The batch extent is static: every shape in the step, gradients included,
+ * is then known when the function is compiled, and the executor plans all of it ahead. */
+static inline tg_graph *build_step(int64_t batch) {
+    tg_graph *g = tg_graph_new(NULL, "train_step");
+    step_vars s;
+    step_declare(g, batch, &s);
+    tg_var *loss = batch_loss(g, s.x, s.y, s.p), *grad[NPARAM];
+    if (!loss || tg_grad(g, loss, s.p, NPARAM, TG_DISCONNECTED_ERROR, grad) != TG_OK ||
+        step_finish(g, &s, grad, loss) != TG_OK)
+        return step_failed(g);
+    return g;
+}
+
+/* The same step, data-parallel over ndev devices with pmap (docs/pmap.md): the same
+ * inputs, state and output as build_step(batch), and the same losses and parameters to
+ * float rounding. Each device takes batch/ndev consecutive rows of the batch (ndev must
+ * divide it) and a copy of the parameters (the state tiled ndev times: a broadcast, no
+ * copy), computes the loss and the gradient of its rows (tg_grad inside the pmap's body),
+ * then averages both over the devices with pmean: the mean of equal-sized rows' means is
+ * the batch's mean, so the averaged gradient is the full batch's. The Adam update runs
+ * once, after the pmap, on device 0's averaged gradient (every device holds the same
+ * one). */
+static inline tg_graph *build_step_pmap(int64_t batch, int ndev) {
+    tg_graph *g = tg_graph_new(NULL, "train_step"), *body = NULL;
+    if (ndev < 1 || batch % ndev) {
+        fprintf(stderr, "building the training step: %d devices do not divide a batch of %lld\n",
+                ndev, (long long)batch);
+        tg_graph_free(g);
+        return NULL;
+    }
+    const int64_t rows = batch / ndev;
+    step_vars s;
+    step_declare(g, batch, &s);
+
+    /* the body, run by each device on its rows and its copy of the parameters */
+    body = tg_graph_new(NULL, "device_grad");
+    tg_var *x = tg_input(body, "x", TG_DT_U8, 2, (int64_t[]){rows, NIN});
+    tg_var *y = tg_input(body, "y", TG_DT_I64, 1, (int64_t[]){rows});
+    tg_var *p[NPARAM], *res[1 + NPARAM];
+    for (int i = 0; i < NPARAM; i++)
+        p[i] = tg_input(body, param_name[i], TG_DT_F32, param_ndim[i], param_shape[i]);
+    tg_var *local = batch_loss(body, x, y, p);
+    tg_status st = local ? tg_grad(body, local, p, NPARAM, TG_DISCONNECTED_ERROR, res + 1)
+                         : tg_graph_status(body);
+    const tg_attr axis = TG_A_STR("axis_name", "batch");
+    res[0] = local;
+    for (int k = 0; k < 1 + NPARAM && st == TG_OK; k++)
+        res[k] = tg_apply(body, "pmean", &res[k], 1, &axis, 1);
+    if (st == TG_OK) st = tg_graph_set_outputs(body, res, 1 + NPARAM);
+    if (st != TG_OK) {
+        fprintf(stderr, "building the body of the pmap: %s\n",
+                tg_graph_status(body) != TG_OK ? tg_graph_error(body) : tg_last_error());
+        tg_graph_free(body);
+        tg_graph_free(g);
+        return NULL;
+    }
+
+    /* xs = x reshaped [ndev, rows, 784], ys [ndev, rows], the parameters tiled */
+    tg_var *in[2 + NPARAM], *out[1 + NPARAM], *grad[NPARAM];
+    in[0] = tg_reshape(g, s.x, 3, (int64_t[]){ndev, rows, NIN});
+    in[1] = tg_reshape(g, s.y, 2, (int64_t[]){ndev, rows});
+    for (int i = 0; i < NPARAM; i++) {
+        int64_t shape[3] = {ndev, param_shape[i][0], param_shape[i][1]};
+        in[2 + i] = apply1(g, "broadcast_to", s.p[i], TG_A_INTS("shape", shape, 1 + param_ndim[i]));
+    }
+    int nout = 1 + NPARAM;
+    tg_attr pa[2] = {TG_A_FUNC("body", body), axis};
+    st = tg_apply_multi(g, "pmap", in, 2 + NPARAM, pa, 2, out, &nout);
+    tg_graph_free(body); /* the pmap node keeps it */
+    if (st != TG_OK) return step_failed(g);
+    /* every device returns the same averages: take device 0's */
+    const tg_slice dev0 = {.start = 0, .is_index = true};
+    for (int i = 0; i < NPARAM; i++) grad[i] = tg_slice_apply(g, out[1 + i], &dev0, 1);
+    if (step_finish(g, &s, grad, tg_slice_apply(g, out[0], &dev0, 1)) != TG_OK)
+        return step_failed(g);
+    return g;
 }
 
 /* The evaluation function: inputs x u8[batch,784], y i64[batch] and the four parameters;
