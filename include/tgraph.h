@@ -204,6 +204,14 @@ TG_API const char *tg_var_device(const tg_var *v);
 TG_API tg_status tg_graph_set_device(tg_graph *g, const char *device);
 TG_API const char *tg_graph_device(const tg_graph *g);
 
+/* Declares g the body of a pmap over the axis `axis_name` in which parameter i is mapped
+ * (varies over the axis) when mapped[i], and replicated (invariant) otherwise; parameters
+ * past n count as mapped. A gradient taken inside g (tg_grad, tg_vjp, ...) then follows the
+ * typing rules of docs/pmap.md: the cotangent of a replicated parameter is summed over the
+ * axis. A pmap of that axis mapping g checks that its in_axes agree. The parser declares it
+ * for a function that a pmap maps and that takes a gradient. axis_name NULL clears it. */
+TG_API tg_status tg_graph_set_mapped(tg_graph *g, const char *axis_name, const bool *mapped, int n);
+
 /* ---- builders ------------------------------------------------------------------- */
 #define TG_DIM_UNKNOWN (-1) /* '?' */
 

@@ -10,10 +10,17 @@
  * node they differentiate, and the sum of a value's cotangents (and zeros for a
  * disconnected input) the device that makes the value; where there is none, the device
  * scope in force when tg_vjp was called (g->device), as for any builder.
+ * Pmap typing (docs/pmap.md, "Gradients"): in a graph that reads pmap axes (collectives,
+ * axis_index, or a declared body: tg_graph_set_mapped) every value is typed varying or
+ * invariant over each axis (tg_spmd_varying). A cotangent has its value's type: where an
+ * invariant value is used by a node whose result varies over an axis (or by a collective of
+ * that axis, which takes its input as varying), what that use gives it is summed over the
+ * axis (psum), so that the gradient of an invariant value counts every rank's use once.
  */
 #include "grad.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* ---- the driver ---- */
 
@@ -47,6 +54,8 @@ const char *tg_grad_label(const tg_var *v, char *buf, size_t n) {
     return buf;
 }
 
+enum { GRAD_MAX_AXES = 16 }; /* nested pmap axes one graph can see */
+
 typedef struct grad_walk {
     tg_graph *g;
     const char *scope; /* g->device when the walk began */
@@ -55,6 +64,9 @@ typedef struct grad_walk {
     int norder;
     uint8_t *needed; /* per var: depends on some wrt and is a float */
     tg_var **cot;    /* per var: accumulated cotangent */
+    int naxes;       /* pmap axes the graph reads or is declared for (0: no typing) */
+    const char *axis[GRAD_MAX_AXES];
+    bool *vary[GRAD_MAX_AXES]; /* per axis, per var (nvars + 1): varies over it */
 } grad_walk;
 
 /* Nodes reachable backward from outs, in topological order (iterative DFS). */
@@ -116,6 +128,69 @@ static tg_status accumulate(grad_walk *w, tg_var *v, tg_var *c) {
     return *slot ? TG_OK : w->g->status;
 }
 
+static bool axis_known(const grad_walk *w, const char *axis) {
+    for (int a = 0; a < w->naxes; a++)
+        if (strcmp(w->axis[a], axis) == 0) return true;
+    return false;
+}
+
+/* The pmap axes of the walk's nodes (those they read, directly or through the graphs they
+ * call or map, and the graph's declared one) and the typing over each. */
+static tg_status type_axes(grad_walk *w) {
+    tg_graph *g = w->g;
+    bool any = g->spmd_axis != NULL;
+    for (int i = 0; i < w->norder && !any; i++) {
+        const tg_node *n = w->order[i];
+        const tg_op_def *op = tg_op_table[n->op];
+        any = (op->effects & TG_EFFECT_AXIS) != 0;
+        for (int j = 0; j < op->nattrs && !any; j++) any = n->attrs[j].kind == TG_ATTR_FUNC;
+    }
+    if (!any) return TG_OK; /* most graphs */
+    if (g->spmd_axis) w->axis[w->naxes++] = g->spmd_axis;
+    for (int i = 0; i < w->norder; i++) {
+        const tg_node *n = w->order[i];
+        const tg_op_def *op = tg_op_table[n->op];
+        const char *names[GRAD_MAX_AXES + 1];
+        int nn = 0;
+        const char *read = tg_op_axis_name(op, n->attrs);
+        if (read) names[nn++] = read;
+        for (int j = 0; j < op->nattrs; j++) {
+            if (n->attrs[j].kind != TG_ATTR_FUNC) continue;
+            int k = tg_pmap_free_axes(n->attrs[j].fn, names + nn, GRAD_MAX_AXES - nn);
+            if (k < 0) return tg_grad_fail(g, TG_ENOMEM, "grad: out of memory");
+            nn += k < GRAD_MAX_AXES - nn ? k : GRAD_MAX_AXES - nn;
+        }
+        const char *bound = tg_pmap_axis(n); /* a pmap's body reads its own axis */
+        for (int k = 0; k < nn; k++) {
+            if (axis_known(w, names[k]) || (bound && strcmp(bound, names[k]) == 0)) continue;
+            if (w->naxes == GRAD_MAX_AXES)
+                return tg_grad_fail(g, TG_ELIMIT, "grad: more than %d pmap axes in one function",
+                                    GRAD_MAX_AXES);
+            w->axis[w->naxes++] = names[k];
+        }
+    }
+    for (int a = 0; a < w->naxes; a++)
+        if (tg_spmd_varying(g->ctx, g, w->axis[a], NULL, w->order, w->norder, &w->vary[a]) != TG_OK)
+            return tg_grad_fail(g, TG_ENOMEM, "grad: out of memory");
+    return TG_OK;
+}
+
+/* What node n gives its input x (cotangent c), summed over each axis over which the use
+ * varies and x does not. */
+static tg_var *sum_over_axes(grad_walk *w, const tg_node *n, const tg_var *x, tg_var *c) {
+    const tg_op_def *op = tg_op_table[n->op];
+    const char *read = tg_op_axis_name(op, n->attrs);
+    for (int a = 0; a < w->naxes && c; a++) {
+        if (w->vary[a][x->id]) continue;
+        bool use_varies = read && strcmp(read, w->axis[a]) == 0;
+        for (int k = 0; k < n->nout && !use_varies; k++) use_varies = w->vary[a][n->out[k]->id];
+        if (!use_varies) continue;
+        tg_attr at = TG_A_STR("axis_name", w->axis[a]);
+        c = tg_apply(w->g, "psum", &c, 1, &at, 1);
+    }
+    return c;
+}
+
 /* Runs one node's VJP and adds what it gives to its inputs' cotangents. */
 static tg_status backprop_node(grad_walk *w, tg_node *n) {
     tg_graph *g = w->g;
@@ -158,6 +233,19 @@ static tg_status backprop_node(grad_walk *w, tg_node *n) {
                               op->name, k, tg_type_str(&gin[k]->type, a, sizeof a),
                               tg_type_str(&x->type, b, sizeof b));
             break;
+        }
+        if (w->naxes > 0) {
+            g->line = n->line;
+            g->col = n->col;
+            g->device = n->device ? n->device : w->scope;
+            gin[k] = sum_over_axes(w, n, x, gin[k]);
+            g->line = line;
+            g->col = col;
+            g->device = w->scope;
+            if (!gin[k]) {
+                st = g->status;
+                break;
+            }
         }
         st = accumulate(w, x, gin[k]);
     }
@@ -219,6 +307,7 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
             for (int k = 0; k < n->nout && dep; k++)
                 if (tg_dtype_is_float((tg_dtype)n->out[k]->type.dtype)) w.needed[n->out[k]->id] = 1;
         }
+        st = type_axes(&w);
         for (int i = 0; i < nouts && st == TG_OK; i++)
             if (w.needed[outs[i]->id]) st = accumulate(&w, outs[i], cot[i]);
         for (int i = w.norder - 1; i >= 0 && st == TG_OK; i--) st = backprop_node(&w, w.order[i]);
@@ -241,6 +330,8 @@ tg_status tg_vjp(tg_graph *g, tg_var *const *outs, tg_var *const *cot, int nouts
     if (w.order) tg_mem_free(g->ctx, w.order, sizeof *w.order * (size_t)(nn0 + 1));
     if (w.needed) tg_mem_free(g->ctx, w.needed, (size_t)w.nvars + 1);
     if (w.cot) tg_mem_free(g->ctx, w.cot, sizeof *w.cot * (size_t)(w.nvars + 1));
+    for (int a = 0; a < w.naxes; a++)
+        if (w.vary[a]) tg_mem_free(g->ctx, w.vary[a], sizeof *w.vary[a] * (size_t)(w.nvars + 1));
     if (st != TG_OK)
         for (int i = 0; i < nwrt; i++) out[i] = NULL;
     return st;

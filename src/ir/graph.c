@@ -443,6 +443,31 @@ tg_status tg_graph_set_device(tg_graph *g, const char *device) {
     return TG_OK;
 }
 
+tg_status tg_graph_set_mapped(tg_graph *g, const char *axis_name, const bool *mapped, int n) {
+    if (!g) return tg_set_error(TG_EINVAL, "tg_graph_set_mapped: graph is NULL");
+    if (g->status != TG_OK) return g->status;
+    if (!axis_name) {
+        g->spmd_axis = NULL;
+        g->spmd_mapped = NULL;
+        g->spmd_n = 0;
+        return TG_OK;
+    }
+    if (!*axis_name || n < 0 || (n > 0 && !mapped))
+        return tg_ir_fail(g, TG_EINVAL, "tg_graph_set_mapped: %s",
+                          !*axis_name ? "the axis name is empty"
+                          : n < 0     ? "negative count"
+                                      : "mapped is NULL"),
+               g->status;
+    const char *axis = tg_arena_strdup(&g->arena, axis_name);
+    uint8_t *m = tg_arena_alloc(&g->arena, (size_t)n + 1);
+    if (!axis || !m) return fail_oom(g), g->status;
+    for (int i = 0; i < n; i++) m[i] = mapped[i] ? 1 : 0;
+    g->spmd_axis = axis;
+    g->spmd_mapped = m;
+    g->spmd_n = n;
+    return TG_OK;
+}
+
 const char *tg_graph_device(const tg_graph *g) {
     return null_arg(g, "tg_graph_device", "graph") ? NULL : g->device;
 }
@@ -1122,6 +1147,12 @@ tg_graph *tg_graph_clone(const tg_graph *g) {
     if (c) {
         c->file = g->file;
         c->origin = g->origin ? g->origin : g;
+        if (g->spmd_axis) { /* the pmap typing a gradient taken in the clone needs */
+            c->spmd_axis = tg_arena_strdup(&c->arena, g->spmd_axis);
+            c->spmd_mapped = tg_arena_memdup(&c->arena, g->spmd_mapped, (size_t)g->spmd_n + 1);
+            c->spmd_n = g->spmd_n;
+            if (!c->spmd_axis || !c->spmd_mapped) ok = fail_oom(c) != NULL;
+        }
     }
     for (int i = 0; ok && i < g->inputs.n; i++) {
         tg_var *v = g->inputs.items[i];

@@ -169,6 +169,13 @@ struct tg_graph {
                                of a chain of clones), else NULL. Compared, never read: it
                                may have been freed (text/print.c) */
     tg_graph *drop_next;    /* tg_graph_free's worklist of graphs to free (no allocation) */
+    /* The pmap typing of a body (tg_graph_set_mapped; the parser sets it from the pmap that
+       maps a function with a derivative form): the axis and, per parameter, whether it is
+       mapped (varying over the axis). The gradient walk types the parameters by it; a pmap
+       of this axis checks its in_axes against it. NULL axis: none declared */
+    const char *spmd_axis; /* arena */
+    uint8_t *spmd_mapped;  /* arena, spmd_n entries; a later parameter counts as mapped */
+    int spmd_n;
 };
 
 /* Records the first error of g (later ones are ignored) and sets tg_last_error.

@@ -277,6 +277,18 @@ enum {
     TG_EFFECT_AXIS = 1u << 2,
 };
 
+/* ---- SPMD typing: how an op's result varies over the pmap axis it reads ----
+ * Every value of a pmap body is varying or invariant over each named axis (docs/pmap.md,
+ * "Typing"): what any op makes varies where one of its inputs does; the ops reading an
+ * axis (TG_EFFECT_AXIS) say instead what their result is over that axis. A collective
+ * takes its input as varying (an invariant input counts once per rank); the gradient walk
+ * sums over the axis the cotangent an invariant value gets from a varying use. */
+typedef enum {
+    TG_SPMD_NONE,      /* the result varies where an input does (every op not reading an axis) */
+    TG_SPMD_INVARIANT, /* the same on every rank of the axis (psum, pmean, pmax, pmin) */
+    TG_SPMD_VARYING,   /* varies over the axis (all_gather, psum_scatter, ppermute, axis_index) */
+} tg_spmd_kind;
+
 /* ---- the record ---- */
 typedef struct tg_op_def {
     const char *name;          /* .tg name */
@@ -308,6 +320,7 @@ typedef struct tg_op_def {
     tg_reduce_def reduce;     /* reductions and the softmax family: the computation as data */
     uint8_t blas;             /* tg_blas_form: the BLAS call a lowered op is */
     uint8_t effects;          /* TG_EFFECT_* bits (0: pure) */
+    uint8_t spmd;             /* tg_spmd_kind over the axis read (with TG_EFFECT_AXIS) */
     const tg_opdata_vt *data; /* the table of the op data its TG_AS_DATA attributes hold */
 } tg_op_def;
 

@@ -33,7 +33,9 @@
  *    the output where the collective may work in place, else into a scratch tensor).
  *  - A communicator fails only when another rank's failure aborted it (the types rule
  *    out what it does not support).
- *  - No gradient yet (TG_GRAD_UNDEFINED).
+ *  - psum, pmean, pmax and pmin make a value invariant over the axis; all_gather,
+ *    psum_scatter and ppermute a varying one (JAX's rules: all_gather's result is equal on
+ *    every rank but typed varying, so that its transpose is psum_scatter).
  */
 #include "ops.h"
 
@@ -425,11 +427,83 @@ static tg_status permute_ref(tg_kern *k) {
     return st;
 }
 
+/* ---- gradients ----
+ * The transposes of docs/pmap.md, "Gradients": psum's is the broadcast of the cotangent
+ * (the cotangent of an invariant value counts once: each rank gets it as it is), pmean's
+ * the same divided by the axis size, all_gather's psum_scatter and psum_scatter's
+ * all_gather, ppermute's the inverse permutation; pmax and pmin send the cotangent to the
+ * ranks holding the extreme, split evenly between ties. Each takes its input as varying:
+ * where the input is invariant, the gradient walk sums what it gets over the axis
+ * (src/grad/grad.c), so that psum of an invariant x gets N times the cotangent and pmean,
+ * pmax or pmin of one the cotangent itself. */
+
+static tg_attr axis_attr(const tg_node *n) { return TG_A_STR("axis_name", n->attrs[A_AXIS].s); }
+
+static tg_status psum_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    if (tg_ops_float_in(n, 0)) gin[0] = gout[0];
+    return g->status;
+}
+
+static tg_status pmean_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    if (!tg_ops_float_in(n, 0)) return g->status;
+    tg_attr a = axis_attr(n);
+    tg_var *size = tg_apply(g, "axis_size", NULL, 0, &a, 1);
+    gin[0] = tg_div(g, gout[0], tg_cast(g, size, (tg_dtype)n->in[0]->type.dtype));
+    return g->status;
+}
+
+/* The ranks holding each element's extreme (x == result, or both NaN) share its cotangent:
+ * each gets 1/count of it, where count, the holders, is a psum (at least 1). */
+static tg_status extreme_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    if (!tg_ops_float_in(n, 0)) return g->status;
+    tg_var *x = n->in[0], *r = n->out[0];
+    tg_dtype dt = (tg_dtype)x->type.dtype;
+    tg_var *hit = tg_or(g, tg_eq(g, x, r), tg_and(g, tg_isnan(g, x), tg_isnan(g, r)));
+    tg_attr a = axis_attr(n);
+    tg_var *f = tg_cast(g, hit, dt);
+    tg_var *cnt = tg_maximum(g, tg_apply(g, "psum", &f, 1, &a, 1), tg_literal_float(g, 1.0));
+    gin[0] = tg_where(g, hit, tg_div(g, gout[0], cnt), tg_literal_float(g, 0.0));
+    return g->status;
+}
+
+static tg_status gather_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    if (!tg_ops_float_in(n, 0)) return g->status;
+    tg_attr a[3] = {axis_attr(n), TG_A_INT("scatter_dimension", n->attrs[A_GATHER_AXIS].i),
+                    TG_A_BOOL("tiled", n->attrs[A_GATHER_TILED].i != 0)};
+    gin[0] = tg_apply(g, "psum_scatter", &gout[0], 1, a, 3);
+    return g->status;
+}
+
+static tg_status scatter_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    if (!tg_ops_float_in(n, 0)) return g->status;
+    int d = 0; /* the dimension of x scattered: the axis of the gathered cotangent */
+    tg_axis_norm(n->attrs[A_SCATTER_DIM].i, n->in[0]->type.ndim, &d);
+    tg_attr a[3] = {axis_attr(n), TG_A_INT("axis", d),
+                    TG_A_BOOL("tiled", n->attrs[A_SCATTER_TILED].i != 0)};
+    gin[0] = tg_apply(g, "all_gather", &gout[0], 1, a, 3);
+    return g->status;
+}
+
+static tg_status permute_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    if (!tg_ops_float_in(n, 0)) return g->status;
+    const tg_aval *perm = &n->attrs[A_PERM];
+    int64_t inv[2 * TG_COMM_MAX_RANKS]; /* [dst, src]: what dst received goes back to src */
+    int np = perm->n / 2;
+    for (int p = 0; p < np; p++) {
+        inv[2 * p] = perm->ints[2 * p + 1];
+        inv[2 * p + 1] = perm->ints[2 * p];
+    }
+    tg_attr a[2] = {axis_attr(n), TG_A_INTS("perm", inv, 2 * np)};
+    gin[0] = tg_apply(g, "ppermute", &gout[0], 1, a, 2);
+    return g->status;
+}
+
 /* ---- records ---- */
 
 /* A collective: one input, one output, an axis name among its attributes; never folded or
- * merged (TG_EFFECT_STATE), read the pmap axis (TG_EFFECT_AXIS); no gradient yet. */
-#define COLLECTIVE(op, attr_list, infer_fn, ref_fn)                                                \
+ * merged (TG_EFFECT_STATE), read the pmap axis (TG_EFFECT_AXIS); its result is invariant or
+ * varying over that axis (spmd_kind). */
+#define COLLECTIVE(op, attr_list, infer_fn, ref_fn, vjp_fn, spmd_kind)                             \
     const tg_op_def tg_op_##op = {.name = #op,                                                     \
                                   .min_in = 1,                                                     \
                                   .max_in = 1,                                                     \
@@ -439,13 +513,15 @@ static tg_status permute_ref(tg_kern *k) {
                                   .nattrs = (int)TG_COUNTOF(attr_list),                            \
                                   .infer = infer_fn,                                               \
                                   .ref = ref_fn,                                                   \
-                                  .grad = TG_GRAD_UNDEFINED,                                       \
-                                  .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS}
+                                  .grad = TG_GRAD_VJP,                                             \
+                                  .vjp = vjp_fn,                                                   \
+                                  .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS,                     \
+                                  .spmd = spmd_kind}
 
-COLLECTIVE(psum, reduce_attrs, psum_infer, psum_ref);
-COLLECTIVE(pmean, reduce_attrs, pmean_infer, pmean_ref);
-COLLECTIVE(pmax, reduce_attrs, extreme_infer, pmax_ref);
-COLLECTIVE(pmin, reduce_attrs, extreme_infer, pmin_ref);
-COLLECTIVE(all_gather, gather_attrs, gather_infer, gather_ref);
-COLLECTIVE(psum_scatter, scatter_attrs, scatter_infer, scatter_ref);
-COLLECTIVE(ppermute, permute_attrs, permute_infer, permute_ref);
+COLLECTIVE(psum, reduce_attrs, psum_infer, psum_ref, psum_vjp, TG_SPMD_INVARIANT);
+COLLECTIVE(pmean, reduce_attrs, pmean_infer, pmean_ref, pmean_vjp, TG_SPMD_INVARIANT);
+COLLECTIVE(pmax, reduce_attrs, extreme_infer, pmax_ref, extreme_vjp, TG_SPMD_INVARIANT);
+COLLECTIVE(pmin, reduce_attrs, extreme_infer, pmin_ref, extreme_vjp, TG_SPMD_INVARIANT);
+COLLECTIVE(all_gather, gather_attrs, gather_infer, gather_ref, gather_vjp, TG_SPMD_VARYING);
+COLLECTIVE(psum_scatter, scatter_attrs, scatter_infer, scatter_ref, scatter_vjp, TG_SPMD_VARYING);
+COLLECTIVE(ppermute, permute_attrs, permute_infer, permute_ref, permute_vjp, TG_SPMD_VARYING);

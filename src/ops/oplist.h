@@ -54,7 +54,7 @@
 /* call.c: a call of another function (inlined first thing in the pipeline) */
 #define TG_OPS_CALL(X) X(CALL, call)
 /* pmap.c: a function mapped over an axis across devices, and the rank along it */
-#define TG_OPS_PMAP(X) X(PMAP, pmap) X(AXIS_INDEX, axis_index)
+#define TG_OPS_PMAP(X) X(PMAP, pmap) X(AXIS_INDEX, axis_index) X(AXIS_SIZE, axis_size)
 /* collective.c: values exchanged between the ranks of a pmap */
 #define TG_OPS_COLLECTIVE(X)                                                               \
     X(PSUM, psum) X(PMEAN, pmean) X(PMAX, pmax) X(PMIN, pmin) X(ALL_GATHER, all_gather)    \

@@ -103,6 +103,17 @@ tg_status tg_pmap_check_axes(const tg_graph *g);
  * most cap names into names (borrowed from g's nodes and the graphs they call or map).
  * Returns how many there are (possibly more than cap), -1 when out of memory. */
 int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap);
+/* The axis a pmap node binds (its axis_name); NULL for a node of another op. */
+const char *tg_pmap_axis(const tg_node *n);
+/* Which values of g vary over `axis` (docs/pmap.md, "Typing"), into *vary (ctx memory, one
+ * bool per var id, g->vars.n + 1 entries): parameter i varies when mapped[i] (mapped NULL:
+ * as g's declaration of that axis says, tg_graph_set_mapped, else every parameter varies);
+ * constants do not; a node reading the axis makes what its record's spmd kind says; any
+ * other node's outputs vary when an input does or when a graph it calls or maps reads the
+ * axis. order: the nodes to type, inputs first (NULL: those the outputs reach). TG_OK or
+ * TG_ENOMEM. */
+tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, const bool *mapped,
+                          tg_node *const *order, int norder, bool **vary);
 
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
  * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim. A

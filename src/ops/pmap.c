@@ -20,7 +20,7 @@
  * stacked outputs (no copy out); for out_axes=none rank 0's result is the output. A pmap
  * is never constant-folded (TG_EFFECT_NOFOLD: compile time has no executor), though two
  * equal ones merge; the inline pass leaves it alone, so its body is compiled as a function
- * (src/driver/compile.c). It has no gradient yet (TG_GRAD_UNDEFINED).
+ * (src/driver/compile.c). Its gradient is a pmap of its body's backward function (below).
  *
  * axis_index(axis_name="batch") is the rank of the enclosing pmap of that axis, a 0-d
  * i64, read from the SPMD frame of the calling thread (tg_spmd_find). Where no pmap of
@@ -142,6 +142,22 @@ static tg_status body_check(tg_infer *ic, const tg_graph *body) {
         if (strcmp(s->axis, axis) == 0)
             return tg_infer_fail(ic, TG_EINVAL,
                                  "axis name '%s' is already the axis of an enclosing pmap", axis);
+    if (body->spmd_axis && strcmp(body->spmd_axis, axis) != 0)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "%s%s is typed as the body of a pmap over the axis '%s' (the "
+                             "gradient inside it is built for that), but this pmap's axis is '%s'",
+                             body->name, at, body->spmd_axis, axis);
+    for (int i = 0; body->spmd_axis && i < ic->nin && i < body->spmd_n; i++) {
+        int64_t ax;
+        bool maps = axis_at(ia, i, &ax);
+        if (maps == (body->spmd_mapped[i] != 0)) continue;
+        const tg_var *p = body->inputs.items[i];
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "parameter '%s' of %s%s is typed %s over the axis '%s' (the "
+                             "gradient inside it is built for that), but this pmap %s input %d",
+                             p->name, body->name, at, maps ? "replicated" : "mapped", axis,
+                             maps ? "maps" : "replicates", i + 1);
+    }
     if (ic->attrs[A_DEVICES].i < 0)
         return tg_infer_fail(ic, TG_EINVAL,
                              "devices=%lld: expected a count >= 0 (0: the mapped extent)",
@@ -169,12 +185,6 @@ static tg_status pmap_promote(tg_infer *ic, tg_dtype *want) {
     }
     return TG_OK;
 }
-
-/* The varying values of body (by var id) over the pmap's axis: its mapped parameters, and
- * whatever reads a varying value or reads the axis itself (axis_index, or a graph a node
- * calls or maps that does). *vary (ctx memory) has body->vars.n + 1 entries. */
-static tg_status pmap_varying(tg_ctx *ctx, const tg_graph *body, const tg_aval *in_axes,
-                              const char *axis, bool **vary);
 
 /* One pass over the inputs: the slice types, N and where it came from. */
 typedef struct mapped {
@@ -289,8 +299,13 @@ static tg_status check_invariant(tg_infer *ic, const tg_graph *body) {
     int64_t ax;
     for (int j = 0; j < body->nret && !any; j++) any = !axis_at(oa, j, &ax);
     if (!any) return TG_OK;
-    bool *vary = NULL;
-    if (pmap_varying(body->ctx, body, &ic->attrs[A_IN_AXES], ic->attrs[A_AXIS].s, &vary) != TG_OK)
+    bool *vary = NULL, *maps = tg_mem_alloc(body->ctx, sizeof *maps * (size_t)(ic->nin + 1));
+    for (int i = 0; maps && i < ic->nin; i++) maps[i] = axis_at(&ic->attrs[A_IN_AXES], i, &ax);
+    tg_status vs = maps
+                       ? tg_spmd_varying(body->ctx, body, ic->attrs[A_AXIS].s, maps, NULL, 0, &vary)
+                       : TG_ENOMEM;
+    if (maps) tg_mem_free(body->ctx, maps, sizeof *maps * (size_t)(ic->nin + 1));
+    if (vs != TG_OK)
         return tg_infer_fail(ic, TG_ENOMEM, "out of memory checking the outputs of '%s'",
                              body->name);
     tg_status st = TG_OK;
@@ -302,8 +317,9 @@ static tg_status check_invariant(tg_infer *ic, const tg_graph *body) {
         body_place(body, at, sizeof at);
         st = tg_infer_fail(ic, TG_EINVAL,
                            "out_axes[%d] is none, but output %s of %s%s varies along the axis "
-                           "'%s' (it depends on a mapped input or the axis index); only a value "
-                           "invariant over the axis can be returned once",
+                           "'%s' (it depends on a mapped input, the axis index or a collective "
+                           "that leaves it varying); only a value invariant over the axis can "
+                           "be returned once (reduce it with psum, pmean, pmax or pmin)",
                            j, desc, body->name, at, ic->attrs[A_AXIS].s);
     }
     tg_mem_free(body->ctx, vary, sizeof *vary * (size_t)(body->vars.n + 1));
@@ -452,6 +468,159 @@ static tg_status pmap_ref(tg_kern *k) {
     return st;
 }
 
+/* ---- the gradient ----
+ * The backward pass of a pmap is a pmap of the backward function of its body: that
+ * function takes the body's parameters (typed as the slices the pmap passes) and the
+ * cotangents of the float outputs that receive one, recomputes the body and returns the
+ * cotangents of the float parameters, built by tg_vjp under the pmap's typing (declared
+ * on it: tg_graph_set_mapped), so that the cotangent of a replicated parameter is summed
+ * over the axis and comes back once (out_axes none), that of a mapped one stacked along
+ * its in_axis. A cotangent is mapped like its output. */
+
+/* The in_axes / out_axes entry of an argument: its axis, or none. */
+typedef struct axis_entry {
+    bool mapped;
+    int64_t axis;
+} axis_entry;
+
+static tg_graph *backward_body(tg_graph *g, const tg_node *n, tg_var *const *gout, int *flow,
+                               axis_entry *inax, axis_entry *outax, int *nargs, int *nres) {
+    const tg_graph *body = n->attrs[A_BODY].fn;
+    const tg_aval *ia = &n->attrs[A_IN_AXES], *oa = &n->attrs[A_OUT_AXES];
+    char name[256];
+    snprintf(name, sizeof name, "%s_vjp", body->name);
+    tg_graph *b = tg_graph_new(g->ctx, name);
+    if (!b) return tg_ir_fail(g, TG_ENOMEM, "out of memory building the gradient of a pmap");
+    b->file = body->file;
+    int np = n->nin + TG_MAX_OUTS + 1;
+    tg_var **params = tg_mem_alloc(g->ctx, sizeof *params * (size_t)np);
+    bool *maps = tg_mem_alloc(g->ctx, sizeof *maps * (size_t)np);
+    tg_var *outs[TG_MAX_OUTS], *cots[TG_MAX_OUTS], *ys[TG_MAX_OUTS], **wrt = NULL, **res = NULL;
+    if (params && maps) {
+        wrt = tg_mem_alloc(g->ctx, sizeof *wrt * (size_t)(n->nin + 1));
+        res = tg_mem_alloc(g->ctx, sizeof *res * (size_t)(n->nin + 1));
+    }
+    if (!params || !maps || !wrt || !res) tg_ir_fail(b, TG_ENOMEM, "out of memory");
+    int ny = 0, nw = 0, na = 0;
+    for (int i = 0; b->status == TG_OK && i < n->nin; i++) {
+        const tg_var *p = body->inputs.items[i];
+        tg_type t = n->in[i]->type;
+        int64_t a = 0;
+        inax[na] = (axis_entry){axis_at(ia, i, &a), a};
+        if (inax[na].mapped) t = drop_axis(&t, (int)(a < 0 ? a + t.ndim : a));
+        maps[na] = inax[na].mapped;
+        na++;
+        params[i] = tg_input(b, p->name, (tg_dtype)t.dtype, t.ndim, t.shape);
+    }
+    if (b->status == TG_OK) tg_ir_copy_body(b, body, params, outs);
+    for (int j = 0; b->status == TG_OK && j < n->nout; j++) {
+        if (!gout[j] || !tg_dtype_is_float((tg_dtype)n->out[j]->type.dtype)) continue;
+        char cn[64];
+        int u = 0;
+        bool taken = true;
+        while (taken) { /* ct0, ct1, ...: a name no parameter has */
+            snprintf(cn, sizeof cn, "ct%d%.*s", j, u, "________________");
+            taken = false;
+            for (int i = 0; i < body->inputs.n; i++)
+                taken = taken || strcmp(((const tg_var *)body->inputs.items[i])->name, cn) == 0;
+            u++;
+        }
+        tg_type t = gout[j]->type;
+        int64_t a = 0;
+        inax[na] = (axis_entry){axis_at(oa, j, &a), a};
+        if (inax[na].mapped) t = drop_axis(&t, (int)(a < 0 ? a + t.ndim : a));
+        maps[na] = inax[na].mapped;
+        na++;
+        cots[ny] = tg_input(b, cn, (tg_dtype)t.dtype, t.ndim, t.shape);
+        ys[ny++] = outs[j];
+    }
+    for (int i = 0; b->status == TG_OK && i < n->nin; i++) {
+        flow[i] = -1;
+        if (!tg_ops_float_in(n, i)) continue;
+        flow[i] = nw;
+        outax[nw] = inax[i];
+        wrt[nw++] = params[i];
+    }
+    if (b->status == TG_OK) tg_graph_set_mapped(b, n->attrs[A_AXIS].s, maps, na);
+    if (b->status == TG_OK && ny > 0 && nw > 0)
+        tg_vjp(b, ys, cots, ny, wrt, nw, TG_DISCONNECTED_ZERO, res);
+    if (b->status == TG_OK) tg_graph_set_outputs(b, res, nw);
+    if (params) tg_mem_free(g->ctx, params, sizeof *params * (size_t)np);
+    if (maps) tg_mem_free(g->ctx, maps, sizeof *maps * (size_t)np);
+    if (wrt) tg_mem_free(g->ctx, wrt, sizeof *wrt * (size_t)(n->nin + 1));
+    if (res) tg_mem_free(g->ctx, res, sizeof *res * (size_t)(n->nin + 1));
+    if (b->status != TG_OK) {
+        tg_ir_fail(g, b->status, "%s", b->error);
+        tg_graph_free(b);
+        return NULL;
+    }
+    *nargs = na;
+    *nres = nw;
+    return b;
+}
+
+/* An in_axes / out_axes attribute of these entries. */
+static tg_attr axes_attr(const char *name, const axis_entry *e, int n, int64_t *ints, bool *none) {
+    for (int k = 0; k < n; k++) {
+        ints[k] = e[k].mapped ? e[k].axis : 0;
+        none[k] = !e[k].mapped;
+    }
+    tg_attr a = TG_A_INTS(name, ints, n);
+    a.none = none;
+    return a;
+}
+
+static tg_status pmap_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    bool any_out = false, any_in = false;
+    for (int j = 0; j < n->nout; j++)
+        any_out = any_out || (gout[j] && tg_dtype_is_float((tg_dtype)n->out[j]->type.dtype));
+    for (int i = 0; i < n->nin; i++) any_in = any_in || tg_ops_float_in(n, i);
+    if (!any_out || !any_in) return TG_OK;
+    size_t cap = (size_t)n->nin + TG_MAX_OUTS + 1;
+    int *flow = tg_mem_alloc(g->ctx, sizeof *flow * cap);
+    axis_entry *inax = tg_mem_alloc(g->ctx, sizeof *inax * cap);
+    axis_entry *outax = tg_mem_alloc(g->ctx, sizeof *outax * cap);
+    int64_t *ints = tg_mem_alloc(g->ctx, sizeof *ints * cap);
+    bool *none = tg_mem_alloc(g->ctx, sizeof *none * cap);
+    tg_var **args = tg_mem_alloc(g->ctx, sizeof *args * cap);
+    tg_var **res = tg_mem_alloc(g->ctx, sizeof *res * cap);
+    int na = 0, nres = 0;
+    tg_graph *b = NULL;
+    if (!flow || !inax || !outax || !ints || !none || !args || !res)
+        tg_ir_fail(g, TG_ENOMEM, "out of memory building the gradient of a pmap");
+    else
+        b = backward_body(g, n, gout, flow, inax, outax, &na, &nres);
+    if (b) {
+        for (int i = 0; i < n->nin; i++) args[i] = n->in[i];
+        for (int j = 0, k = n->nin; j < n->nout; j++)
+            if (gout[j] && tg_dtype_is_float((tg_dtype)n->out[j]->type.dtype)) args[k++] = gout[j];
+        tg_attr attrs[5] = {TG_A_FUNC("body", b),
+                            axes_attr("in_axes", inax, na, ints, none),
+                            {0},
+                            TG_A_STR("axis_name", n->attrs[A_AXIS].s),
+                            TG_A_INT("devices", n->attrs[A_DEVICES].i)};
+        int64_t *oints = ints + na;
+        bool *onone = none + na;
+        if ((size_t)(na + nres) > cap) { /* never: na <= nin + outputs, nres <= nin */
+            tg_ir_fail(g, TG_EINTERNAL, "pmap gradient: too many arguments");
+        } else {
+            attrs[2] = axes_attr("out_axes", outax, nres, oints, onone);
+            int nout = nres;
+            if (tg_apply_multi(g, "pmap", args, na, attrs, 5, res, &nout) == TG_OK)
+                for (int i = 0; i < n->nin; i++) gin[i] = flow[i] >= 0 ? res[flow[i]] : NULL;
+        }
+        tg_graph_free(b); /* the pmap node keeps it */
+    }
+    if (flow) tg_mem_free(g->ctx, flow, sizeof *flow * cap);
+    if (inax) tg_mem_free(g->ctx, inax, sizeof *inax * cap);
+    if (outax) tg_mem_free(g->ctx, outax, sizeof *outax * cap);
+    if (ints) tg_mem_free(g->ctx, ints, sizeof *ints * cap);
+    if (none) tg_mem_free(g->ctx, none, sizeof *none * cap);
+    if (args) tg_mem_free(g->ctx, args, sizeof *args * cap);
+    if (res) tg_mem_free(g->ctx, res, sizeof *res * cap);
+    return g->status;
+}
+
 const tg_op_def tg_op_pmap = {.name = "pmap",
                               .min_in = 0,
                               .max_in = -1,
@@ -462,7 +631,8 @@ const tg_op_def tg_op_pmap = {.name = "pmap",
                               .promote = pmap_promote,
                               .infer = pmap_infer,
                               .ref = pmap_ref,
-                              .grad = TG_GRAD_UNDEFINED,
+                              .grad = TG_GRAD_VJP,
+                              .vjp = pmap_vjp,
                               .effects = TG_EFFECT_NOFOLD};
 
 /* ---- axis_index ---- */
@@ -493,7 +663,30 @@ const tg_op_def tg_op_axis_index = {.name = "axis_index",
                                     .infer = axis_index_infer,
                                     .ref = axis_index_ref,
                                     .grad = TG_GRAD_NONE,
-                                    .effects = TG_EFFECT_AXIS};
+                                    .effects = TG_EFFECT_AXIS,
+                                    .spmd = TG_SPMD_VARYING};
+
+/* axis_size(axis_name="batch"): the number of ranks of the enclosing pmap of that axis, a
+ * 0-d i64, the same on every rank (pmean's gradient divides by it). */
+static tg_status axis_size_ref(tg_kern *k) {
+    const tg_spmd *s = tg_spmd_find(k->attrs[0].s);
+    if (!s) return tg_kern_fail(k, TG_EINVAL, "no enclosing pmap has the axis '%s'", k->attrs[0].s);
+    tg_store_i64(tg_tensor_data(k->out[0]), TG_DT_I64, s->size);
+    return TG_OK;
+}
+
+const tg_op_def tg_op_axis_size = {.name = "axis_size",
+                                   .min_in = 0,
+                                   .max_in = 0,
+                                   .nout = 1,
+                                   .kind = TG_KIND_OTHER,
+                                   .attrs = axis_index_attrs,
+                                   .nattrs = 1,
+                                   .infer = axis_index_infer,
+                                   .ref = axis_size_ref,
+                                   .grad = TG_GRAD_NONE,
+                                   .effects = TG_EFFECT_AXIS,
+                                   .spmd = TG_SPMD_INVARIANT};
 
 /* ---- which axes a graph reads ----
  * The axes a graph reads without binding them: the axis_name of each op with
@@ -601,31 +794,43 @@ static bool node_reads(axes_walk *w, const tg_node *n, const char *axis) {
     return false;
 }
 
-static tg_status pmap_varying(tg_ctx *ctx, const tg_graph *body, const tg_aval *in_axes,
-                              const char *axis, bool **vary) {
-    size_t nv = (size_t)body->vars.n + 1;
+tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, const bool *maps,
+                          tg_node *const *order, int norder, bool **vary) {
+    size_t nv = (size_t)g->vars.n + 1;
     bool *v = tg_mem_calloc(ctx, sizeof *v * nv);
-    int norder = 0;
-    tg_node **order = v ? tg_ir_toposort(body, &norder) : NULL;
+    tg_node **own = NULL;
+    if (v && !order) order = own = tg_ir_toposort(g, &norder);
     axes_walk w = {.ctx = ctx};
-    int64_t ax;
-    for (int i = 0; order && i < body->inputs.n; i++)
-        v[((const tg_var *)body->inputs.items[i])->id] = axis_at(in_axes, i, &ax);
+    bool declared = g->spmd_axis && strcmp(g->spmd_axis, axis) == 0;
+    for (int i = 0; order && i < g->inputs.n; i++) {
+        bool m = maps ? maps[i] : !declared || i >= g->spmd_n || g->spmd_mapped[i];
+        v[((const tg_var *)g->inputs.items[i])->id] = m;
+    }
     for (int i = 0; order && i < norder && !w.oom; i++) {
         const tg_node *n = order[i];
+        const tg_op_def *op = tg_op_table[n->op];
+        const char *read = tg_op_axis_name(op, n->attrs);
         bool any = false;
-        for (int k = 0; k < n->nin && !any; k++) any = v[n->in[k]->id];
-        if (!any) any = node_reads(&w, n, axis);
+        if (read && strcmp(read, axis) == 0) {
+            any = op->spmd != TG_SPMD_INVARIANT;
+        } else {
+            for (int k = 0; k < n->nin && !any; k++) any = v[n->in[k]->id];
+            if (!any) any = node_reads(&w, n, axis);
+        }
         for (int k = 0; k < n->nout; k++) v[n->out[k]->id] = any;
     }
     walk_fini(&w);
-    if (order) tg_mem_free(body->ctx, order, sizeof *order * (size_t)(body->nodes.n + 1));
+    if (own) tg_mem_free(g->ctx, own, sizeof *own * (size_t)(g->nodes.n + 1));
     if (!order || w.oom) {
         if (v) tg_mem_free(ctx, v, sizeof *v * nv);
         return TG_ENOMEM;
     }
     *vary = v;
     return TG_OK;
+}
+
+const char *tg_pmap_axis(const tg_node *n) {
+    return n->op == TG_OP_PMAP ? n->attrs[A_AXIS].s : NULL;
 }
 
 int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap) {

@@ -42,6 +42,11 @@ typedef struct parser {
     tg_txt_map updated;        /* states of the current function updated so far */
     tg_arena scratch;          /* temporaries of the current statement(s) */
     tg_var *outs[TG_MAX_OUTS]; /* outputs of the latest call (read before the next one) */
+    /* The pmap typing of the function about to be parsed (parse_funcs, from the pmap that
+       maps it): declared on its graph once its parameters are known. NULL axis: none */
+    const char *map_axis;
+    bool *map_in; /* per parameter: mapped */
+    int map_n;
 } parser;
 
 /* Keeps the frames of non-recursive helpers out of the recursive ones (parse_expr,
@@ -1365,6 +1370,9 @@ static bool parse_func(parser *p) {
         if (!accept(p, TG_TK_COMMA)) break;
     }
     if (!expect(p, TG_TK_RPAREN, "',' or ')'")) return false;
+    if (p->map_axis && p->map_n == g->inputs.n && /* else the pmap reports the arity */
+        tg_graph_set_mapped(g, p->map_axis, p->map_in, p->map_n) != TG_OK)
+        return builder_failed(p, nm.line, nm.col);
     if (!expect(p, TG_TK_LBRACE, "'{'")) return false;
     if (!expect(p, TG_TK_NEWLINE, "end of line")) return false;
     for (;;) {
@@ -1403,7 +1411,10 @@ typedef struct fdef {
     tg_tok name;
     fref *refs;
     int nrefs, crefs;
-    tg_graph *g; /* once parsed */
+    tg_graph *g;  /* once parsed */
+    bool deriv;   /* has a derivative form (grad, vjp, jacobian, hessian) */
+    tg_tok *maps; /* the `pmap` of each `pmap(@NAME, ...)` naming this function */
+    int nmaps, cmaps;
 } fdef;
 typedef struct forder {
     fdef *f;
@@ -1412,8 +1423,10 @@ typedef struct forder {
 } forder;
 
 static void forder_fini(tg_ctx *ctx, forder *fo) {
-    for (int i = 0; i < fo->n; i++)
+    for (int i = 0; i < fo->n; i++) {
         tg_mem_free(ctx, fo->f[i].refs, sizeof *fo->f[i].refs * (size_t)fo->f[i].crefs);
+        tg_mem_free(ctx, fo->f[i].maps, sizeof *fo->f[i].maps * (size_t)fo->f[i].cmaps);
+    }
     tg_mem_free(ctx, fo->f, sizeof *fo->f * (size_t)fo->cap);
     tg_mem_free(ctx, fo->order, sizeof *fo->order * (size_t)(fo->n + 1));
 }
@@ -1433,11 +1446,30 @@ static bool ref_add(tg_ctx *ctx, fdef *d, int callee, const tg_tok *t) {
     return true;
 }
 
-/* Both scans. A lexical error ends them: it is reported where the parser meets it. */
+static bool map_add(tg_ctx *ctx, fdef *d, const tg_tok *pmap) {
+    if (d->nmaps == d->cmaps) {
+        int nc = d->cmaps ? d->cmaps * 2 : 4;
+        tg_tok *m =
+            tg_mem_realloc(ctx, d->maps, sizeof *m * (size_t)d->cmaps, sizeof *m * (size_t)nc);
+        if (!m) return false;
+        d->maps = m;
+        d->cmaps = nc;
+    }
+    d->maps[d->nmaps++] = *pmap;
+    return true;
+}
+
+static bool is_deriv_form(const tg_tok *t) {
+    return tg_tok_is(t, "grad") || tg_tok_is(t, "vjp") || tg_tok_is(t, "jacobian") ||
+           tg_tok_is(t, "hessian");
+}
+
+/* Both scans. A lexical error ends them: it is reported where the parser meets it. The
+ * second also notes the functions with a derivative form and the pmaps naming each. */
 static bool scan_funcs(parser *p, const char *src, size_t len, forder *fo) {
     for (int pass = 0; pass < 2; pass++) {
         tg_lexer lx;
-        tg_tok a, b;
+        tg_tok a, b, b1 = {0}, b2 = {0}; /* b1, b2: the two tokens before a */
         tg_lex_init(&lx, src, len);
         tg_lex_next(&lx, &a);
         bool ok = true;
@@ -1471,8 +1503,14 @@ static bool scan_funcs(parser *p, const char *src, size_t len, forder *fo) {
                 const tg_tok *nm = a.kind == TG_TK_NAME ? &a : &b;
                 if ((e = tg_txt_map_find(&p->all_funcs, nm->p, nm->len)))
                     ok = ref_add(p->ctx, cur, (int)(intptr_t)e->val - 1, nm);
+                if (ok && e && a.kind == TG_TK_AT && b1.kind == TG_TK_LPAREN &&
+                    tg_tok_is(&b2, "pmap"))
+                    ok = map_add(p->ctx, &fo->f[(intptr_t)e->val - 1], &b2);
+                if (a.kind == TG_TK_NAME && is_deriv_form(&a)) cur->deriv = true;
             }
             after_func = tg_tok_is(&a, "func");
+            b2 = b1;
+            b1 = a;
             a = b;
         }
         if (ok && a.kind == TG_TK_ERROR) /* the text cannot be read past it */
@@ -1538,12 +1576,95 @@ static bool order_funcs(parser *p, forder *fo) {
     return ok;
 }
 
+/* Skips one argument of a call: up to the `,` or `)` that ends it. */
+static void skip_arg(parser *p) {
+    int depth = 0;
+    while (!at(p, TG_TK_EOF) && !at(p, TG_TK_ERROR)) {
+        if (depth == 0 && (at(p, TG_TK_COMMA) || at(p, TG_TK_RPAREN))) return;
+        if (at(p, TG_TK_LPAREN) || at(p, TG_TK_LBRACKET)) depth++;
+        if (at(p, TG_TK_RPAREN) || at(p, TG_TK_RBRACKET)) depth--;
+        advance(p);
+    }
+}
+
+/* The typing a pmap gives the function it maps, read from its call (at `pmap`): the axis
+ * name, and per argument whether in_axes maps it (absent: all are). false when the call
+ * does not say (the parse of the call reports what is wrong with it). Strings and flags
+ * live in the scratch arena. */
+static bool read_map_site(parser *p, const tg_tok *pmap, const char **axis, bool **in, int *n) {
+    tg_lex_seek(&p->lx, pmap);
+    p->have_ahead = false;
+    advance(p); /* pmap */
+    advance(p); /* ( */
+    advance(p);
+    tg_attr in_axes = {.kind = TG_ATTR_NONE};
+    *axis = NULL;
+    int npos = -1; /* the first positional argument is @body */
+    while (!failed(p) && !at(p, TG_TK_RPAREN) && !at(p, TG_TK_EOF)) {
+        if (at(p, TG_TK_NAME) && peek(p)->kind == TG_TK_EQUAL) {
+            bool ia = tg_tok_is(&p->tok, "in_axes"), an = tg_tok_is(&p->tok, "axis_name");
+            advance(p);
+            advance(p);
+            tg_attr a = {0};
+            if ((ia || an) && !parse_attr_value(p, &a)) return false;
+            if (ia) in_axes = a;
+            if (an && a.kind == TG_ATTR_STR) *axis = a.s;
+        } else {
+            npos++;
+        }
+        skip_arg(p);
+        if (!accept(p, TG_TK_COMMA)) break;
+    }
+    if (!*axis || npos < 0 || (in_axes.kind == TG_ATTR_INTS && in_axes.n != npos)) return false;
+    bool *m = scratch_alloc(p, sizeof *m * (size_t)(npos + 1), pmap);
+    if (!m) return false;
+    for (int i = 0; i < npos; i++)
+        m[i] = in_axes.kind != TG_ATTR_INTS || !in_axes.none || !in_axes.none[i];
+    *in = m;
+    *n = npos;
+    return true;
+}
+
+/* A function that takes a gradient and that a pmap maps is typed by that pmap (docs/pmap.md,
+ * "Typing"): its mapped parameters vary over the axis. Two pmaps typing it differently are
+ * an error naming both. Sets p->map_*, or leaves them NULL. */
+static bool map_typing(parser *p, const fdef *f) {
+    p->map_axis = NULL;
+    if (!f->deriv) return true;
+    for (int k = 0; k < f->nmaps; k++) {
+        const char *axis;
+        bool *in;
+        int n;
+        if (!read_map_site(p, &f->maps[k], &axis, &in, &n)) {
+            if (failed(p)) return false;
+            continue;
+        }
+        if (!p->map_axis) {
+            p->map_axis = axis;
+            p->map_in = in;
+            p->map_n = n;
+            continue;
+        }
+        bool same = strcmp(axis, p->map_axis) == 0 && n == p->map_n;
+        for (int i = 0; same && i < n; i++) same = in[i] == p->map_in[i];
+        if (!same)
+            return fail_at(p, f->maps[k].line, f->maps[k].col, TG_EINVAL,
+                           "this pmap types '%.*s' differently from the pmap at %d:%d (its axis "
+                           "name or which inputs it maps); the gradient inside '%.*s' is built "
+                           "for one typing: map it one way, or copy the function",
+                           (int)f->name.len, f->name.p, f->maps[0].line, f->maps[0].col,
+                           (int)f->name.len, f->name.p);
+    }
+    return true;
+}
+
 /* Parses the functions in dependency order, each from its `func` token; after each, what
  * follows it in the text must be the next function or the end (nothing else lives at the
  * top level). The module lists the functions in text order. */
 static void parse_funcs(parser *p, forder *fo) {
     for (int k = 0; k < fo->n && !failed(p); k++) {
         int i = fo->order[k];
+        if (!map_typing(p, &fo->f[i])) return;
         tg_lex_seek(&p->lx, &fo->f[i].start);
         p->have_ahead = false;
         advance(p);

@@ -278,12 +278,23 @@ static void test_effects_flags(void **state) {
         bool collective = i == TG_OP_PSUM || i == TG_OP_PMEAN || i == TG_OP_PMAX ||
                           i == TG_OP_PMIN || i == TG_OP_ALL_GATHER || i == TG_OP_PSUM_SCATTER ||
                           i == TG_OP_PPERMUTE;
-        unsigned want = nofold                  ? TG_EFFECT_NOFOLD
-                        : collective            ? TG_EFFECT_STATE | TG_EFFECT_AXIS
-                        : i == TG_OP_AXIS_INDEX ? TG_EFFECT_AXIS
-                                                : 0u;
+        bool axis_read = i == TG_OP_AXIS_INDEX || i == TG_OP_AXIS_SIZE;
+        unsigned want = nofold       ? TG_EFFECT_NOFOLD
+                        : collective ? TG_EFFECT_STATE | TG_EFFECT_AXIS
+                        : axis_read  ? TG_EFFECT_AXIS
+                                     : 0u;
         if (op->effects != want) print_error("%s: effects %u\n", op->name, op->effects);
         assert_int_equal(op->effects, want);
+        /* the SPMD typing (docs/pmap.md): the reductions and the axis size are the same on
+         * every rank, the other collectives and the rank vary; an op reading no axis has
+         * no kind of its own */
+        bool invariant = i == TG_OP_PSUM || i == TG_OP_PMEAN || i == TG_OP_PMAX ||
+                         i == TG_OP_PMIN || i == TG_OP_AXIS_SIZE;
+        unsigned spmd = invariant                             ? TG_SPMD_INVARIANT
+                        : collective || i == TG_OP_AXIS_INDEX ? TG_SPMD_VARYING
+                                                              : TG_SPMD_NONE;
+        if (op->spmd != spmd) print_error("%s: spmd %u\n", op->name, op->spmd);
+        assert_int_equal(op->spmd, spmd);
     }
     tg_op_def fx = tg_op_exp;
     assert_true(tg_op_foldable(&fx) && tg_op_mergeable(&fx));
