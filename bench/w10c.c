@@ -8,10 +8,11 @@
  *
  *  - "devices=1 threads=1": the step on one device with one thread;
  *  - "devices=1 threads=2": the same with both threads splitting each kernel;
- *  - "devices=2 threads=2": the step as a pmap over 2 devices (docs/pmap.md), one thread
- *    each: each device takes 256 rows of the batch and a copy of the weights, computes
- *    the gradient of its rows, pmean averages the two into the batch's gradient, and the
- *    update runs once on device 0's average.
+ *  - "devices=2 threads=2": the step as a pmap over 2 devices (docs/pmap.md, "Example:
+ *    data-parallel training"), one thread each: each device takes 256 rows of the batch
+ *    and the weights, replicated; the loss is pmean of the devices' losses, so its
+ *    gradient is the batch's (each weight's summed over the devices with a psum), and
+ *    every device makes the same update, returned once into the state.
  * Targets (bench/report.py): 2 devices >= 1.6x 1 device (its one thread); 2 devices <=
  * 0.6x PyTorch doing the same step on 2 threads (bench/w10c_peers.py).
  *
@@ -31,10 +32,9 @@
 #include <stdint.h>
 
 #define BATCH 512
-#define NDEV  2
 
 /* The module: loss (the model, for any number of rows), step1 (one device) and step2
- * (pmap over NDEV devices, its body grads). */
+ * (a pmap over 2 devices, its body device_step). */
 static const char *const MODULE =
     "func loss(x: f32[?,784], y: i64[?], W1: f32[784,256], b1: f32[256], W2: f32[256,10],\n"
     "          b2: f32[10]) {\n"
@@ -55,33 +55,28 @@ static const char *const MODULE =
     "  b2 <- sub(b2, mul(gb2, 0.05))\n"
     "  return l\n"
     "}\n"
-    "# each device: 256 rows and its own copy of the weights (the state tiled: a broadcast,\n"
-    "# no copy); the averaged loss and gradient, the same on every device\n"
+    "# each device: 256 rows of the batch (mapped) and the weights (replicated); the loss\n"
+    "# averaged over the devices, so its gradient is the batch's and the same on every\n"
+    "# device, which all make the same update, returned once\n"
     "func step2(x: f32[512,784], y: i64[512], mut W1: f32[784,256], mut b1: f32[256],\n"
     "           mut W2: f32[256,10], mut b2: f32[10]) {\n"
     "  xs = reshape(x, shape=[2,256,784])\n"
     "  ys = reshape(y, shape=[2,256])\n"
-    "  tW1 = broadcast_to(W1, shape=[2,784,256])\n"
-    "  tb1 = broadcast_to(b1, shape=[2,256])\n"
-    "  tW2 = broadcast_to(W2, shape=[2,256,10])\n"
-    "  tb2 = broadcast_to(b2, shape=[2,10])\n"
-    "  l, gW1, gb1, gW2, gb2 = pmap(@grads, xs, ys, tW1, tb1, tW2, tb2, axis_name=\"batch\")\n"
-    "  W1 <- sub(W1, mul(gW1[0], 0.05))\n"
-    "  b1 <- sub(b1, mul(gb1[0], 0.05))\n"
-    "  W2 <- sub(W2, mul(gW2[0], 0.05))\n"
-    "  b2 <- sub(b2, mul(gb2[0], 0.05))\n"
-    "  return l[0]\n"
+    "  l, nW1, nb1, nW2, nb2 = pmap(@device_step, xs, ys, W1, b1, W2, b2, "
+    "in_axes=[0, 0, none, none, none, none], out_axes=[none, none, none, none, none], "
+    "axis_name=\"batch\")\n"
+    "  W1 <- nW1\n"
+    "  b1 <- nb1\n"
+    "  W2 <- nW2\n"
+    "  b2 <- nb2\n"
+    "  return l\n"
     "}\n"
-    "func grads(x: f32[256,784], y: i64[256], W1: f32[784,256], b1: f32[256],\n"
-    "           W2: f32[256,10], b2: f32[10]) {\n"
-    "  l = loss(x, y, W1, b1, W2, b2)\n"
+    "func device_step(x: f32[256,784], y: i64[256], W1: f32[784,256], b1: f32[256],\n"
+    "                 W2: f32[256,10], b2: f32[10]) {\n"
+    "  l = pmean(loss(x, y, W1, b1, W2, b2), axis_name=\"batch\")\n"
     "  gW1, gb1, gW2, gb2 = grad(l, W1, b1, W2, b2)\n"
-    "  a = pmean(l, axis_name=\"batch\")\n"
-    "  aW1 = pmean(gW1, axis_name=\"batch\")\n"
-    "  ab1 = pmean(gb1, axis_name=\"batch\")\n"
-    "  aW2 = pmean(gW2, axis_name=\"batch\")\n"
-    "  ab2 = pmean(gb2, axis_name=\"batch\")\n"
-    "  return a, aW1, ab1, aW2, ab2\n"
+    "  return l, sub(W1, mul(gW1, 0.05)), sub(b1, mul(gb1, 0.05)), sub(W2, mul(gW2, 0.05)), "
+    "sub(b2, mul(gb2, 0.05))\n"
     "}\n";
 
 static void die(const char *what) {
@@ -167,8 +162,8 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < BATCH * 784; i++) xd[i] = (float)uniform(&s);
     for (int64_t i = 0; i < BATCH; i++) yd[i] = (int64_t)(rng_next(&s) % 10);
 
-    /* one device with one thread, with two; NDEV devices of one thread each (the body's
-     * pool: a rank runs its kernels on its own thread) */
+    /* one device with one thread, with two; 2 devices of one thread each: compiled with
+     * one thread, each rank runs the body's kernels on its own (docs/pmap.md, "Execution") */
     enum { ONE1, ONE2, TWO, NCONF };
     static const char *const conf[NCONF] = {"devices=1 threads=1", "devices=1 threads=2",
                                             "devices=2 threads=2"};

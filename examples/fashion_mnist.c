@@ -18,9 +18,10 @@
  * permutation of fold_in(key, epoch)), so a seed reproduces a run.
  *
  * With --devices N the step is data-parallel (build_step_pmap): a pmap over N devices,
- * each taking 1/N of every batch and a copy of the weights, computes its gradient, and
- * pmean averages the N gradients into the full batch's, which the same Adam update then
- * applies. The ranks run on threads of their own, each on its share of the threads
+ * each taking 1/N of every batch and the weights, replicated. The loss is pmean of the
+ * devices' losses, so its gradient (tg_grad inside the pmap's body) is the whole batch's,
+ * the same on every device; each makes the same Adam update, returned once into the
+ * state. The ranks run on threads of their own, each on its share of the threads
  * (--threads / N, at least one); the losses are the one-device run's to float rounding
  * (tests/CMakeLists.txt checks it with --steps and --losses, which write the loss of
  * every step of a shortened run).
@@ -512,7 +513,7 @@ int main(int argc, char **argv) {
            o.lr, o.batch, tg_fn_state_count(step));
     if (o.devices > 1)
         printf("data-parallel on %d devices (pmap): %d examples and %d thread%s each, the "
-               "gradients averaged with pmean\n",
+               "loss averaged with pmean\n",
                o.devices, o.batch / o.devices, tg_pool_size(step_pool),
                tg_pool_size(step_pool) == 1 ? "" : "s");
     printf("backend %s, %d thread%s; compiled in %.2f s\n", o.mode_name, tg_pool_size(pool),

@@ -2,8 +2,8 @@
  * benchmark (bench/w6.c): an MLP 784-256-10 with relu and a softmax cross-entropy loss,
  * built with the C API as one training-step function (forward, tg_grad, Adam update of
  * every parameter as state), the same step data-parallel over several devices (a pmap
- * whose body computes each device's gradient, averaged with pmean), and an evaluation
- * function. Header-only (static functions).
+ * whose body takes the gradient of the loss averaged over the devices with pmean), and an
+ * evaluation function. Header-only (static functions).
  */
 #ifndef TG_EXAMPLES_MLP_STEP_H
 #define TG_EXAMPLES_MLP_STEP_H
@@ -57,49 +57,69 @@ static inline tg_var *batch_loss(tg_graph *g, tg_var *x, tg_var *y, tg_var *cons
     return tg_neg(g, tg_reduce(g, "mean", ll, NULL, -1, false));
 }
 
-/* The inputs and state every training step has: x u8[batch,784], y i64[batch] and the
- * learning rate lr f32[] (so the caller can schedule it); state t, the parameters and
- * their two Adam moments. */
+/* What a training step reads: the batch x u8[rows,784] and y i64[rows], the learning
+ * rate lr f32[] (so the caller can schedule it), and Adam's step counter t, the parameters
+ * and their two moments: state of the step function, or parameters of the pmap's body. */
 typedef struct step_vars {
     tg_var *x, *y, *lr, *t;
     tg_var *p[NPARAM], *m[NPARAM], *v[NPARAM];
 } step_vars;
 
-static inline void step_declare(tg_graph *g, int64_t batch, step_vars *s) {
-    s->x = tg_input(g, "x", TG_DT_U8, 2, (int64_t[]){batch, NIN});
-    s->y = tg_input(g, "y", TG_DT_I64, 1, (int64_t[]){batch});
+#define NSTATE (1 + 3 * NPARAM) /* t, the parameters, their moments */
+
+static inline void step_declare(tg_graph *g, int64_t rows, bool state, step_vars *s) {
+    tg_var *(*mk)(tg_graph *, const char *, tg_dtype, int, const int64_t *) =
+        state ? tg_state : tg_input;
+    s->x = tg_input(g, "x", TG_DT_U8, 2, (int64_t[]){rows, NIN});
+    s->y = tg_input(g, "y", TG_DT_I64, 1, (int64_t[]){rows});
     s->lr = tg_input(g, "lr", TG_DT_F32, 0, NULL);
-    s->t = tg_state(g, "t", TG_DT_F32, 0, NULL);
+    s->t = mk(g, "t", TG_DT_F32, 0, NULL);
     for (int i = 0; i < NPARAM; i++) {
         char name[16];
-        s->p[i] = tg_state(g, param_name[i], TG_DT_F32, param_ndim[i], param_shape[i]);
+        s->p[i] = mk(g, param_name[i], TG_DT_F32, param_ndim[i], param_shape[i]);
         snprintf(name, sizeof name, "m_%s", param_name[i]);
-        s->m[i] = tg_state(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
+        s->m[i] = mk(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
         snprintf(name, sizeof name, "v_%s", param_name[i]);
-        s->v[i] = tg_state(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
+        s->v[i] = mk(g, name, TG_DT_F32, param_ndim[i], param_shape[i]);
     }
 }
 
-/* Adam with bias correction: t += 1; step = lr sqrt(1 - b2^t) / (1 - b1^t);
- * m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= step m / (sqrt(v) + eps), each as
- * an update of the state; then loss becomes the output. */
-static inline tg_status step_finish(tg_graph *g, const step_vars *s, tg_var *const *grad,
-                                    tg_var *loss) {
-    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    tg_var *t1 = tg_add(g, s->t, lit(g, 1.0));
-    tg_var *step = tg_mul(g, s->lr,
-                          tg_div(g, tg_sqrt(g, tg_sub(g, lit(g, 1.0), tg_pow(g, lit(g, b2), t1))),
-                                 tg_sub(g, lit(g, 1.0), tg_pow(g, lit(g, b1), t1))));
-    tg_status st = tg_update(g, s->t, t1);
-    for (int i = 0; i < NPARAM && st == TG_OK; i++) {
-        tg_var *m1 = tg_add(g, tg_mul(g, s->m[i], lit(g, b1)), tg_mul(g, grad[i], lit(g, 1 - b1)));
-        tg_var *v1 = tg_add(g, tg_mul(g, s->v[i], lit(g, b2)),
-                            tg_mul(g, tg_mul(g, grad[i], grad[i]), lit(g, 1 - b2)));
-        tg_var *p1 = tg_sub(g, s->p[i],
-                            tg_mul(g, step, tg_div(g, m1, tg_add(g, tg_sqrt(g, v1), lit(g, eps)))));
-        if ((st = tg_update(g, s->p[i], p1)) == TG_OK && (st = tg_update(g, s->m[i], m1)) == TG_OK)
-            st = tg_update(g, s->v[i], v1);
+/* t, then each parameter followed by its two moments: the NSTATE values in the order
+ * step_declare makes them. */
+static inline void step_state(const step_vars *s, tg_var **out) {
+    out[0] = s->t;
+    for (int i = 0; i < NPARAM; i++) {
+        out[1 + 3 * i] = s->p[i];
+        out[2 + 3 * i] = s->m[i];
+        out[3 + 3 * i] = s->v[i];
     }
+}
+
+/* Adam with bias correction, into next's t, p, m, v: t += 1;
+ * step = lr sqrt(1 - b2^t) / (1 - b1^t); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+ * p -= step m / (sqrt(v) + eps). */
+static inline void adam(tg_graph *g, const step_vars *s, tg_var *const *grad, step_vars *next) {
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    next->t = tg_add(g, s->t, lit(g, 1.0));
+    tg_var *step =
+        tg_mul(g, s->lr,
+               tg_div(g, tg_sqrt(g, tg_sub(g, lit(g, 1.0), tg_pow(g, lit(g, b2), next->t))),
+                      tg_sub(g, lit(g, 1.0), tg_pow(g, lit(g, b1), next->t))));
+    for (int i = 0; i < NPARAM; i++) {
+        next->m[i] = tg_add(g, tg_mul(g, s->m[i], lit(g, b1)), tg_mul(g, grad[i], lit(g, 1 - b1)));
+        next->v[i] = tg_add(g, tg_mul(g, s->v[i], lit(g, b2)),
+                            tg_mul(g, tg_mul(g, grad[i], grad[i]), lit(g, 1 - b2)));
+        next->p[i] = tg_sub(
+            g, s->p[i],
+            tg_mul(g, step, tg_div(g, next->m[i], tg_add(g, tg_sqrt(g, next->v[i]), lit(g, eps)))));
+    }
+}
+
+/* Declares each state's new value (state[k] <- value[k]) and returns loss. */
+static inline tg_status step_finish(tg_graph *g, tg_var *const *state, tg_var *const *value,
+                                    tg_var *loss) {
+    tg_status st = TG_OK;
+    for (int k = 0; k < NSTATE && st == TG_OK; k++) st = tg_update(g, state[k], value[k]);
     return st == TG_OK ? tg_graph_set_outputs(g, &loss, 1) : st;
 }
 
@@ -110,83 +130,84 @@ static inline tg_graph *step_failed(tg_graph *g) {
     return NULL;
 }
 
-/* The training step: forward, gradients (tg_grad) and the Adam update of every parameter,
- * taking the inputs and state of step_declare; output the mean loss of the batch (before
+/* The training step: forward, gradients (tg_grad) and the Adam update of every parameter
+ * (state, updated in place); inputs x, y, lr; output the mean loss of the batch (before
  * the update). The batch extent is static: every shape in the step, gradients included,
  * is then known when the function is compiled, and the executor plans all of it ahead. */
 static inline tg_graph *build_step(int64_t batch) {
     tg_graph *g = tg_graph_new(NULL, "train_step");
-    step_vars s;
-    step_declare(g, batch, &s);
-    tg_var *loss = batch_loss(g, s.x, s.y, s.p), *grad[NPARAM];
-    if (!loss || tg_grad(g, loss, s.p, NPARAM, TG_DISCONNECTED_ERROR, grad) != TG_OK ||
-        step_finish(g, &s, grad, loss) != TG_OK)
+    step_vars s, next;
+    step_declare(g, batch, true, &s);
+    tg_var *loss = batch_loss(g, s.x, s.y, s.p), *grad[NPARAM], *state[NSTATE], *value[NSTATE];
+    if (!loss || tg_grad(g, loss, s.p, NPARAM, TG_DISCONNECTED_ERROR, grad) != TG_OK)
         return step_failed(g);
+    adam(g, &s, grad, &next);
+    step_state(&s, state);
+    step_state(&next, value);
+    if (step_finish(g, state, value, loss) != TG_OK) return step_failed(g);
     return g;
 }
 
-/* The same step, data-parallel over ndev devices with pmap (docs/pmap.md): the same
- * inputs, state and output as build_step(batch), and the same losses and parameters to
- * float rounding. Each device takes batch/ndev consecutive rows of the batch (ndev must
- * divide it) and a copy of the parameters (the state tiled ndev times: a broadcast, no
- * copy), computes the loss and the gradient of its rows (tg_grad inside the pmap's body),
- * then averages both over the devices with pmean: the mean of equal-sized rows' means is
- * the batch's mean, so the averaged gradient is the full batch's. The Adam update runs
- * once, after the pmap, on device 0's averaged gradient (every device holds the same
- * one). */
+/* The same step, data-parallel over ndev devices with pmap (docs/pmap.md, "Example:
+ * data-parallel training"): the same inputs, state and output as build_step(batch), and
+ * the same losses and parameters to float rounding. The pmap's body is the step of one
+ * device: it takes batch/ndev consecutive rows of the batch (mapped; ndev must divide
+ * the batch) and the learning rate, step counter, parameters and moments (replicated);
+ * loss = pmean(the loss of its rows) is the batch's loss (the mean of equal shares'
+ * means), so grad(loss, parameters) is the batch's gradient, the same on every device
+ * (the gradient of a replicated parameter is summed over the devices); every device then
+ * makes the same Adam update, and the new values are returned once (out_axes none) into
+ * the state. */
 static inline tg_graph *build_step_pmap(int64_t batch, int ndev) {
-    tg_graph *g = tg_graph_new(NULL, "train_step"), *body = NULL;
     if (ndev < 1 || batch % ndev) {
         fprintf(stderr, "building the training step: %d devices do not divide a batch of %lld\n",
                 ndev, (long long)batch);
-        tg_graph_free(g);
         return NULL;
     }
     const int64_t rows = batch / ndev;
-    step_vars s;
-    step_declare(g, batch, &s);
-
-    /* the body, run by each device on its rows and its copy of the parameters */
-    body = tg_graph_new(NULL, "device_grad");
-    tg_var *x = tg_input(body, "x", TG_DT_U8, 2, (int64_t[]){rows, NIN});
-    tg_var *y = tg_input(body, "y", TG_DT_I64, 1, (int64_t[]){rows});
-    tg_var *p[NPARAM], *res[1 + NPARAM];
-    for (int i = 0; i < NPARAM; i++)
-        p[i] = tg_input(body, param_name[i], TG_DT_F32, param_ndim[i], param_shape[i]);
-    tg_var *local = batch_loss(body, x, y, p);
-    tg_status st = local ? tg_grad(body, local, p, NPARAM, TG_DISCONNECTED_ERROR, res + 1)
-                         : tg_graph_status(body);
     const tg_attr axis = TG_A_STR("axis_name", "batch");
-    res[0] = local;
-    for (int k = 0; k < 1 + NPARAM && st == TG_OK; k++)
-        res[k] = tg_apply(body, "pmean", &res[k], 1, &axis, 1);
-    if (st == TG_OK) st = tg_graph_set_outputs(body, res, 1 + NPARAM);
-    if (st != TG_OK) {
-        fprintf(stderr, "building the body of the pmap: %s\n",
-                tg_graph_status(body) != TG_OK ? tg_graph_error(body) : tg_last_error());
-        tg_graph_free(body);
-        tg_graph_free(g);
+
+    /* the body: the inputs in step_vars' order, x and y mapped, the rest replicated */
+    tg_graph *body = tg_graph_new(NULL, "device_step");
+    step_vars b, next;
+    step_declare(body, rows, false, &b);
+    bool mapped[3 + NSTATE] = {true, true};
+    tg_var *loss = NULL, *grad[NPARAM], *res[1 + NSTATE];
+    if (tg_graph_set_mapped(body, "batch", mapped, 3 + NSTATE) == TG_OK)
+        loss = tg_apply(body, "pmean", (tg_var *[]){batch_loss(body, b.x, b.y, b.p)}, 1, &axis, 1);
+    if (!loss || tg_grad(body, loss, b.p, NPARAM, TG_DISCONNECTED_ERROR, grad) != TG_OK) {
+        step_failed(body);
+        return NULL;
+    }
+    adam(body, &b, grad, &next);
+    res[0] = loss;
+    step_state(&next, res + 1);
+    if (tg_graph_set_outputs(body, res, 1 + NSTATE) != TG_OK) {
+        step_failed(body);
         return NULL;
     }
 
-    /* xs = x reshaped [ndev, rows, 784], ys [ndev, rows], the parameters tiled */
-    tg_var *in[2 + NPARAM], *out[1 + NPARAM], *grad[NPARAM];
+    /* the step: xs = x reshaped [ndev, rows, 784], ys [ndev, rows]; every result once */
+    tg_graph *g = tg_graph_new(NULL, "train_step");
+    step_vars s;
+    step_declare(g, batch, true, &s);
+    tg_var *in[3 + NSTATE], *out[1 + NSTATE];
     in[0] = tg_reshape(g, s.x, 3, (int64_t[]){ndev, rows, NIN});
     in[1] = tg_reshape(g, s.y, 2, (int64_t[]){ndev, rows});
-    for (int i = 0; i < NPARAM; i++) {
-        int64_t shape[3] = {ndev, param_shape[i][0], param_shape[i][1]};
-        in[2 + i] = apply1(g, "broadcast_to", s.p[i], TG_A_INTS("shape", shape, 1 + param_ndim[i]));
-    }
-    int nout = 1 + NPARAM;
-    tg_attr pa[2] = {TG_A_FUNC("body", body), axis};
-    st = tg_apply_multi(g, "pmap", in, 2 + NPARAM, pa, 2, out, &nout);
+    in[2] = s.lr;
+    step_state(&s, in + 3);
+    int64_t in_axes[3 + NSTATE] = {0}, out_axes[1 + NSTATE] = {0};
+    bool in_none[3 + NSTATE], out_none[1 + NSTATE];
+    for (int k = 0; k < 3 + NSTATE; k++) in_none[k] = !mapped[k];
+    for (int k = 0; k < 1 + NSTATE; k++) out_none[k] = true;
+    tg_attr pa[4] = {TG_A_FUNC("body", body), axis, TG_A_INTS("in_axes", in_axes, 3 + NSTATE),
+                     TG_A_INTS("out_axes", out_axes, 1 + NSTATE)};
+    pa[2].none = in_none;
+    pa[3].none = out_none;
+    int nout = 1 + NSTATE;
+    tg_status st = tg_apply_multi(g, "pmap", in, 3 + NSTATE, pa, 4, out, &nout);
     tg_graph_free(body); /* the pmap node keeps it */
-    if (st != TG_OK) return step_failed(g);
-    /* every device returns the same averages: take device 0's */
-    const tg_slice dev0 = {.start = 0, .is_index = true};
-    for (int i = 0; i < NPARAM; i++) grad[i] = tg_slice_apply(g, out[1 + i], &dev0, 1);
-    if (step_finish(g, &s, grad, tg_slice_apply(g, out[0], &dev0, 1)) != TG_OK)
-        return step_failed(g);
+    if (st != TG_OK || step_finish(g, in + 3, out + 1, out[0]) != TG_OK) return step_failed(g);
     return g;
 }
 

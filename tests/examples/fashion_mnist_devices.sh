@@ -1,9 +1,10 @@
 #!/bin/sh
 # fashion_mnist_devices.sh - the data-parallel Fashion-MNIST step (examples/fashion_mnist.c
-# --devices N, a pmap whose ranks average their gradients with pmean) follows the
-# one-device run's loss curve: the loss of every step of a short run (--steps, --losses)
-# on 2 and 4 devices equals the one-device loss within a relative 1e-5 (float rounding:
-# each device sums its share of the batch, pmean the shares).
+# --devices N: a pmap of the step, its loss averaged over the devices with pmean, the
+# gradient taken through it) follows the one-device run's loss curve: the loss of every
+# step of a short run (--steps, --losses) on 2 and 4 devices equals the one-device loss
+# within a relative 1e-5 (float rounding: each device sums its share of the batch, the
+# collectives the shares).
 #
 # usage: fashion_mnist_devices.sh PATH/TO/example_fashion_mnist [STEPS]
 # Needs Debian's dataset-fashion-mnist (tests/CMakeLists.txt adds the test only then).

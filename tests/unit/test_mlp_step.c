@@ -129,8 +129,8 @@ static void test_c_api_and_tg_agree_reference(void **st) {
 }
 
 /* The data-parallel step (build_step_pmap: a pmap over ndev devices, each with 1/ndev of
- * the batch, the gradients averaged with pmean) against the one-device step: the same
- * losses and states, to float rounding, step after step. */
+ * the batch, the gradient taken through pmean of the loss) against the one-device step:
+ * the same losses and states, to float rounding, step after step. */
 static void check_pmap(tg_mode mode, int ndev) {
     tg_graph *g1 = build_step(B), *gp = build_step_pmap(B, ndev);
     assert_non_null(g1);
