@@ -129,13 +129,13 @@ static void test_c_api_and_tg_agree_reference(void **st) {
 }
 
 /* The data-parallel step (build_step_pmap: a pmap over ndev devices, each with 1/ndev of
- * the batch, the gradient taken through pmean of the loss) against the one-device step:
- * the same losses and states, to float rounding, step after step. */
-static void check_pmap(tg_mode mode, int ndev) {
+ * the batch, the gradient taken through pmean of the loss) against the one-device step, in
+ * the VM: the same losses and states, to float rounding, step after step. */
+static void check_pmap(int ndev) {
     tg_graph *g1 = build_step(B), *gp = build_step_pmap(B, ndev);
     assert_non_null(g1);
     assert_non_null(gp);
-    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = 1);
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 1);
     tg_fn *f1 = NULL, *fp = NULL;
     assert_int_equal(tg_graph_compile(g1, &o, &f1), TG_OK);
     assert_int_equal(tg_graph_compile(gp, &o, &fp), TG_OK);
@@ -164,15 +164,10 @@ static void check_pmap(tg_mode mode, int ndev) {
     tg_graph_free(gp);
 }
 
-static void test_pmap_step_agrees_vm(void **st) {
+static void test_pmap_step_agrees(void **st) {
     (void)st;
-    check_pmap(TG_MODE_VM, 2);
-    check_pmap(TG_MODE_VM, 4);
-}
-
-static void test_pmap_step_agrees_reference(void **st) {
-    (void)st;
-    check_pmap(TG_MODE_REFERENCE, 2);
+    check_pmap(2);
+    check_pmap(4);
 }
 
 /* a batch the devices cannot share equally is refused when the step is built */
@@ -210,8 +205,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_c_api_and_tg_agree_vm),
         cmocka_unit_test(test_c_api_and_tg_agree_reference),
-        cmocka_unit_test(test_pmap_step_agrees_vm),
-        cmocka_unit_test(test_pmap_step_agrees_reference),
+        cmocka_unit_test(test_pmap_step_agrees),
         cmocka_unit_test(test_pmap_step_uneven_batch),
         cmocka_unit_test(test_eval_counts_correct),
     };
