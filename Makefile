@@ -5,7 +5,7 @@
 #   make demo-cli   the command-line tour: examples/demo.sh with build/tgraph
 #   make asan       build and test under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       run the pool, VM, memory-cap, debug-mode, concurrent-call, device, scheduler and
-#                   pmap and collectives tests under ThreadSanitizer
+#                   pmap, collectives and pmap gradient tests under ThreadSanitizer
 #   make fuzz       build the libFuzzer targets (clang, build-fuzz/); then run one with
 #                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)
 #   make bench      run W1-W11 beside NumPy and PyTorch: bench/results.md (bench/run.sh);
@@ -48,9 +48,9 @@ asan: deps
 tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan -j $(JOBS) --target test_pool test_vm test_memcap test_debug test_call_exec test_blas \
-		test_replicas test_device test_sched test_pmap test_comm test_collective
+		test_replicas test_device test_sched test_pmap test_comm test_collective test_pmap_grad
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure \
-		-R 'test_pool|test_vm|test_memcap|test_debug|test_call_exec|test_blas$$|test_replicas|test_device|test_sched|test_pmap|test_comm|test_collective'
+		-R 'test_pool|test_vm|test_memcap|test_debug|test_call_exec|test_blas$$|test_replicas|test_device|test_sched|test_pmap|test_comm|test_collective|test_pmap_grad'
 
 fuzz: deps
 	CC=clang cmake -S . -B build-fuzz -DTG_FUZZ=ON $(CMAKE_FLAGS)

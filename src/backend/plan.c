@@ -400,7 +400,9 @@ static int inplace_source(const tg_plan_prog *pg, const tg_plan *p, const tg_nod
  * with a `?` extent feeds to `alloc`) is evaluated while the plan is made, so that
  * inference knows the extents it gives and the nodes after it keep fast kernels and
  * planned buffers. The values are functions of the input shapes (the plan's key) and of
- * constants only; the nodes still run at call time. */
+ * constants only; the nodes still run at call time. An op with effects is never evaluated
+ * here, as it is never constant-folded: a collective's value is the ranks' exchange, and
+ * the rank making the plan would wait in it for ranks that wait for the plan. */
 
 static bool pv_small(const tg_type *t) {
     int64_t n = 1;
@@ -435,7 +437,7 @@ static void pv_eval(tg_plan_prog *pg, const tg_node *n, const tg_type *tin, cons
         pv_own[n->out[0]->id] = 1;
         return;
     }
-    if (n->nin == 0 || op->destroys) return;
+    if (n->nin == 0 || op->destroys || !tg_op_foldable(op)) return;
     tg_tensor **vin = pg->args; /* scratch: pv of the inputs */
     for (int k = 0; k < n->nin; k++)
         if (!(vin[k] = pv[n->in[k]->id])) return;

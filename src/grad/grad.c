@@ -135,7 +135,8 @@ static bool axis_known(const grad_walk *w, const char *axis) {
 }
 
 /* The pmap axes of the walk's nodes (those they read, directly or through the graphs they
- * call or map, and the graph's declared one) and the typing over each. */
+ * call or map, less those a pmap among them binds, and the graph's declared one) and the
+ * typing over each. */
 static tg_status type_axes(grad_walk *w) {
     tg_graph *g = w->g;
     bool any = g->spmd_axis != NULL;
@@ -148,21 +149,11 @@ static tg_status type_axes(grad_walk *w) {
     if (!any) return TG_OK; /* most graphs */
     if (g->spmd_axis) w->axis[w->naxes++] = g->spmd_axis;
     for (int i = 0; i < w->norder; i++) {
-        const tg_node *n = w->order[i];
-        const tg_op_def *op = tg_op_table[n->op];
-        const char *names[GRAD_MAX_AXES + 1];
-        int nn = 0;
-        const char *read = tg_op_axis_name(op, n->attrs);
-        if (read) names[nn++] = read;
-        for (int j = 0; j < op->nattrs; j++) {
-            if (n->attrs[j].kind != TG_ATTR_FUNC) continue;
-            int k = tg_pmap_free_axes(n->attrs[j].fn, names + nn, GRAD_MAX_AXES - nn);
-            if (k < 0) return tg_grad_fail(g, TG_ENOMEM, "grad: out of memory");
-            nn += k < GRAD_MAX_AXES - nn ? k : GRAD_MAX_AXES - nn;
-        }
-        const char *bound = tg_pmap_axis(n); /* a pmap's body reads its own axis */
-        for (int k = 0; k < nn; k++) {
-            if (axis_known(w, names[k]) || (bound && strcmp(bound, names[k]) == 0)) continue;
+        const char *names[GRAD_MAX_AXES + 1]; /* one more than fit: that one fails */
+        int nn = tg_pmap_node_axes(g->ctx, w->order[i], names, GRAD_MAX_AXES + 1);
+        if (nn < 0) return tg_grad_fail(g, TG_ENOMEM, "grad: out of memory");
+        for (int k = 0; k < nn && k <= GRAD_MAX_AXES; k++) {
+            if (axis_known(w, names[k])) continue;
             if (w->naxes == GRAD_MAX_AXES)
                 return tg_grad_fail(g, TG_ELIMIT, "grad: more than %d pmap axes in one function",
                                     GRAD_MAX_AXES);

@@ -647,6 +647,7 @@ static const char *attr_type_want(tg_attr_type t) {
                                         [TG_AS_FUNC] = "a function (@name)",
                                         [TG_AS_PAIRS] = "a list of pairs [[a, b], ...] (in C, "
                                                         "a list of ints of even length)",
+                                        [TG_AS_FLOATS] = "a number or a list of numbers",
                                         [TG_AS_DATA] = "data the library makes"};
     return names[t];
 }
@@ -707,6 +708,21 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
         if (a->kind != TG_ATTR_INT && a->kind != TG_ATTR_FLOAT && a->kind != TG_ATTR_BOOL)
             return false;
         break;
+    case TG_AS_FLOATS:
+        if (a->kind == TG_ATTR_INT) {
+            v.kind = TG_ATTR_FLOAT;
+            v.f = (double)a->i;
+        } else if (a->kind == TG_ATTR_INTS) {
+            if (a->none) return false;
+            double *f = a->n ? tg_arena_alloc(&g->arena, sizeof *f * (size_t)a->n) : NULL;
+            if (a->n && !f) *oom = true;
+            for (int k = 0; f && k < a->n; k++) f[k] = (double)a->ints[k];
+            v.kind = TG_ATTR_FLOATS;
+            v.floats = f;
+        } else if (a->kind != TG_ATTR_FLOAT && a->kind != TG_ATTR_FLOATS) {
+            return false;
+        }
+        break;
     case TG_AS_PAIRS:
         if (a->kind != TG_ATTR_INTS || a->n % 2 != 0 || a->none) return false;
         if (a->n < 0 || (a->n > 0 && !a->ints)) return false;
@@ -745,7 +761,7 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
         v.s = tg_arena_strdup(&g->arena, v.s);
         if (!v.s) *oom = true;
     }
-    if (v.kind == TG_ATTR_FLOATS && a->n > 0) {
+    if (a->kind == TG_ATTR_FLOATS && a->n > 0) {
         v.floats = tg_arena_memdup(&g->arena, a->floats, sizeof *a->floats * (size_t)a->n);
         if (!v.floats) *oom = true;
     }

@@ -28,6 +28,8 @@ typedef enum {
     TG_AS_FUNC,   /* @name */
     TG_AS_PAIRS,  /* list of int pairs: `[[a, b], [c, d]]` in .tg; a TG_ATTR_INTS of even
                      length in C and in tg_aval (a, b, c, d) */
+    TG_AS_FLOATS, /* a number (kept as FLOAT; ints converted) or a list of numbers (kept as
+                     FLOATS, a list of ints converted): the two stay apart (quantile's q) */
     TG_AS_DATA,   /* op data (TG_ATTR_DATA) of the record's table `data`: made by the library,
                      never given through tg_apply; always required */
 } tg_attr_type;
@@ -312,6 +314,12 @@ typedef struct tg_op_def {
     const char *c_expr[TG_DT_COUNT];
     uint32_t views;    /* bit i: output 0 may alias input i (kernel makes it) */
     uint32_t destroys; /* bit i: output 0 may overwrite input i (in place) */
+    /* Ops with several outputs that do not each depend on every input (fused): sets
+     * reads[i] (nin entries, false on entry) for each input i that output k of a node with
+     * these attributes depends on. NULL: every output depends on every input. Walks that
+     * follow values rather than nodes ask it (which outputs of a pmap body vary over its
+     * axis, src/ops/pmap.c). Returns TG_OK, or TG_ENOMEM. */
+    tg_status (*out_reads)(const tg_aval *attrs, int nin, int k, bool *reads);
     /* The kernel creates its outputs itself: their extents depend on input values
      * (arange from tensors, boolean masks), so run-time inference may leave -1. */
     uint8_t self_alloc;

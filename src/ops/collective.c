@@ -435,7 +435,10 @@ static tg_status permute_ref(tg_kern *k) {
  * ranks holding the extreme, split evenly between ties. Each takes its input as varying:
  * where the input is invariant, the gradient walk sums what it gets over the axis
  * (src/grad/grad.c), so that psum of an invariant x gets N times the cotangent and pmean,
- * pmax or pmin of one the cotangent itself. */
+ * pmax or pmin of one the cotangent itself. all_gather's and psum_scatter's transposes
+ * are reshaped to x's shape: a body is typed outside its pmap when its gradient is built
+ * (N is '?' there), and an extent of N would otherwise stay '?' in x's cotangent, which
+ * pmap cannot stack (its extent would look decided by values). */
 
 static tg_attr axis_attr(const tg_node *n) { return TG_A_STR("axis_name", n->attrs[A_AXIS].s); }
 
@@ -470,7 +473,7 @@ static tg_status gather_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, 
     if (!tg_ops_float_in(n, 0)) return g->status;
     tg_attr a[3] = {axis_attr(n), TG_A_INT("scatter_dimension", n->attrs[A_GATHER_AXIS].i),
                     TG_A_BOOL("tiled", n->attrs[A_GATHER_TILED].i != 0)};
-    gin[0] = tg_apply(g, "psum_scatter", &gout[0], 1, a, 3);
+    gin[0] = tg_grad_reshape_like(g, tg_apply(g, "psum_scatter", &gout[0], 1, a, 3), n->in[0]);
     return g->status;
 }
 
@@ -480,7 +483,7 @@ static tg_status scatter_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout,
     tg_axis_norm(n->attrs[A_SCATTER_DIM].i, n->in[0]->type.ndim, &d);
     tg_attr a[3] = {axis_attr(n), TG_A_INT("axis", d),
                     TG_A_BOOL("tiled", n->attrs[A_SCATTER_TILED].i != 0)};
-    gin[0] = tg_apply(g, "all_gather", &gout[0], 1, a, 3);
+    gin[0] = tg_grad_reshape_like(g, tg_apply(g, "all_gather", &gout[0], 1, a, 3), n->in[0]);
     return g->status;
 }
 

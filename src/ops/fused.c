@@ -959,11 +959,26 @@ done:
     return st;
 }
 
+/* The inputs output k reads: the slots below nin its expression reaches, walking the
+ * instructions backwards (each reads only smaller slots). */
+static tg_status fused_out_reads(const tg_aval *attrs, int nin, int k, bool *reads) {
+    const tg_fused_prog *p = prog_of(&attrs[TG_FUSED_A_EXPR]);
+    bool *need = tg_mem_calloc(p->ctx, sizeof *need * (size_t)p->nslot);
+    if (!need) return TG_ENOMEM;
+    need[p->out[k].slot] = true;
+    for (int j = p->ninstr - 1; j >= 0; j--)
+        for (int a = 0; need[p->nin + j] && a < p->instr[j].nin; a++)
+            need[p->instr[j].in[a]] = true;
+    for (int i = 0; i < nin && i < p->nin; i++) reads[i] = need[i];
+    tg_mem_free(p->ctx, need, sizeof *need * (size_t)p->nslot);
+    return TG_OK;
+}
+
 /* clang-format off */
 const tg_op_def tg_op_fused = {
     .name = "fused", .min_in = 1, .max_in = -1, .nout = -1, .kind = TG_KIND_OTHER,
     .attrs = fused_attrs, .nattrs = (int)TG_COUNTOF(fused_attrs),
-    .promote = NULL, .infer = fused_infer, .ref = fused_ref,
+    .promote = NULL, .infer = fused_infer, .ref = fused_ref, .out_reads = fused_out_reads,
     .grad = TG_GRAD_UNDEFINED, .data = &tg_fused_data,
 };
 /* clang-format on */

@@ -276,23 +276,6 @@ static tg_attr axis_attr(const tg_aval *a) {
     return a->kind == TG_ATTR_NONE ? TG_A_NONE("axis") : TG_A_INT("axis", a->i);
 }
 
-/* The value of a constant 0-d integer variable. */
-static bool const_i64(const tg_var *v, int64_t *out) {
-    if (!v || v->kind != TG_VAR_CONST || !v->value || v->value->ndim != 0) return false;
-    *out = tg_load_i64(tg_tensor_data(v->value), v->value->dtype);
-    return true;
-}
-
-/* a * b for 0-d i64 extents, folded when both are static. */
-static tg_var *mul_ext(tg_graph *g, tg_var *a, tg_var *b) {
-    int64_t x, y;
-    if (const_i64(a, &x) && const_i64(b, &y) && (x == 0 || y <= INT64_MAX / x))
-        return tg_literal_int(g, x * y);
-    if (const_i64(a, &x) && x == 1) return b;
-    if (const_i64(b, &y) && y == 1) return a;
-    return tg_mul(g, a, b);
-}
-
 /* A strong 0-d constant of dtype dt holding v. */
 static tg_var *scalar_const(tg_graph *g, tg_dtype dt, double v) {
     tg_tensor *t = tg_tensor_new(g->ctx, dt, 0, NULL);
@@ -464,43 +447,13 @@ static tg_status ref_take_along(tg_kern *k) {
     return TG_OK;
 }
 
-/* The scatter-add of take_along: the flat C-order position in x of every gathered
- * element, sum over d of idx_d * stride_d with idx_axis the (normalized) index and
- * idx_d = arange(extent) along the other axes (0 where x was broadcast), then one
- * inc_take into zeros of x with axis none. Extents and strides come from shape(x) where
- * they are '?'. */
+/* The scatter-add of take_along (tg_grad_put_along, vjp_util.c). */
 static tg_status vjp_take_along(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    tg_var *x = n->in[0], *ind = n->in[1], *flat;
-    tg_attr none = TG_A_NONE("axis");
-    int ax, nd = x->type.ndim;
+    int ax;
     if (!tg_ops_float_in(n, 0)) return g->status;
-    if (!axis_read(&n->attrs[0], nd, &ax))
+    if (!axis_read(&n->attrs[0], n->in[0]->type.ndim, &ax))
         return tg_ir_fail(g, TG_EINTERNAL, "take_along gradient: bad axis"), g->status;
-    if (ax < 0) {
-        flat = ind;
-    } else {
-        tg_var *xd[TG_MAX_DIMS], *stride[TG_MAX_DIMS];
-        if (!tg_grad_dims(g, x, xd)) return g->status;
-        stride[nd - 1] = tg_literal_int(g, 1);
-        for (int d = nd - 2; d >= 0; d--) stride[d] = mul_ext(g, stride[d + 1], xd[d + 1]);
-        tg_var *i64 = ind->type.dtype == TG_DT_I64 ? ind : tg_cast(g, ind, TG_DT_I64);
-        tg_var *norm =
-            tg_where(g, tg_lt(g, i64, tg_literal_int(g, 0)), tg_add(g, i64, xd[ax]), i64);
-        flat = mul_ext(g, norm, stride[ax]);
-        for (int d = 0; d < nd; d++) {
-            if (d == ax || x->type.shape[d] == 1) continue;
-            int64_t others[TG_MAX_DIMS];
-            int no = 0;
-            for (int e = 0; e < nd; e++)
-                if (e != d) others[no++] = e;
-            tg_var *iota = tg_apply(g, "arange", &xd[d], 1, NULL, 0);
-            tg_attr a = TG_A_INTS("axis", others, no);
-            if (no > 0) iota = tg_apply(g, "expand_dims", &iota, 1, &a, 1);
-            flat = tg_add(g, flat, mul_ext(g, iota, stride[d]));
-        }
-    }
-    tg_var *ins[3] = {tg_grad_zeros_like(g, x), flat, gout[0]};
-    gin[0] = tg_apply(g, "inc_take", ins, 3, &none, 1);
+    gin[0] = tg_grad_put_along(g, n->in[0], n->in[1], ax, gout[0]);
     return g->status;
 }
 
@@ -904,7 +857,7 @@ static tg_status vjp_mask_select(tg_graph *g, const tg_node *n, tg_var *const *g
     tg_var *xd[TG_MAX_DIMS], *ins[TG_MAX_DIMS + 2];
     if (!tg_grad_dims(g, x, xd)) return g->status;
     tg_var *rows = tg_literal_int(g, 1);
-    for (int d = 0; d < md; d++) rows = mul_ext(g, rows, xd[d]);
+    for (int d = 0; d < md; d++) rows = tg_grad_mul_extents(g, rows, xd[d]);
     ins[0] = scalar_const(g, (tg_dtype)x->type.dtype, 0.0);
     ins[1] = rows;
     for (int d = md; d < nd; d++) ins[d - md + 2] = xd[d];

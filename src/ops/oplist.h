@@ -27,6 +27,10 @@
     X(SQUEEZE, squeeze) X(BROADCAST_TO, broadcast_to) X(SLICE, slice)
 
 #define TG_OPS_LINALG(X) X(DOT, dot) X(MATMUL, matmul) X(OUTER, outer)
+/* lapack.c: the core ops of 2-D matrices computed by LAPACK */
+#define TG_OPS_LAPACK(X)                                                                   \
+    X(CHOLESKY, cholesky) X(SOLVE_TRIANGULAR, solve_triangular) X(SOLVE, solve)            \
+    X(CHO_SOLVE, cho_solve) X(INV, inv) X(DET, det) X(SLOGDET, slogdet) X(EIGH, eigh)
 /* blas.c: the lowered BLAS forms and their in-place variants */
 #define TG_OPS_BLAS(X)                                                                     \
     X(GEMM, gemm) X(GEMV, gemv) X(GER, ger) X(GEMM_INPLACE, gemm_inplace)                  \
@@ -61,11 +65,19 @@
     X(PSUM_SCATTER, psum_scatter) X(PPERMUTE, ppermute)
 /* transfer.c: a value moved to another device (inserted by placement, src/rewrite/place.c) */
 #define TG_OPS_DEVICE(X) X(TRANSFER, transfer)
+/* cumulative.c: cumulative ops along an axis; sort.c: sorting, selection, order statistics */
+#define TG_OPS_CUMULATIVE(X)                                                               \
+    X(CUMSUM, cumsum) X(CUMPROD, cumprod) X(CUMMAX, cummax) X(CUMMIN, cummin) X(DIFF, diff)
+#define TG_OPS_SORT(X)                                                                     \
+    X(SORT, sort) X(ARGSORT, argsort) X(TOPK, topk) X(SEARCHSORTED, searchsorted)          \
+    X(QUANTILE, quantile) X(MEDIAN, median)
 
 #define TG_OPS(X)                                                                          \
-    TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_BLAS(X)      \
-    TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X) TG_OPS_RANDOM(X)             \
-    TG_OPS_CALL(X) TG_OPS_PMAP(X) TG_OPS_COLLECTIVE(X) TG_OPS_DEVICE(X)
+    TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_LAPACK(X)    \
+    TG_OPS_BLAS(X) TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X)               \
+    TG_OPS_RANDOM(X)                                                                       \
+    TG_OPS_CALL(X) TG_OPS_PMAP(X) TG_OPS_COLLECTIVE(X) TG_OPS_DEVICE(X)                    \
+    TG_OPS_CUMULATIVE(X) TG_OPS_SORT(X)
 
 /* clang-format on */
 

@@ -58,6 +58,35 @@ tg_status tg_ew_promote(tg_infer *ic, tg_dtype *want);
 tg_status tg_ew_infer(tg_infer *ic);
 tg_status tg_ew_ref(tg_kern *k);
 
+/* ---- lines: the elements of a tensor along one axis (cumulative.c, sort.c) ----
+ * Ops that work on one axis at a time (cumulative sums, sorts) see a tensor as lines: the
+ * elements along `axis` at each position of the other axes, or, with axis < 0, all of it
+ * flattened in C order (NumPy's axis=None). Element j of a line is at p + j * step bytes,
+ * except for a flattened tensor whose strides do not collapse into one (a transposed or
+ * sliced view), whose elements are found from their C-order position (`gather`). */
+typedef struct tg_line {
+    const tg_tensor *t; /* the tensor */
+    char *p;            /* element 0 (when not gather) */
+    int64_t step;       /* bytes from one element to the next (when not gather) */
+    int64_t n;          /* elements */
+    bool gather;        /* element j is t's element j in C order, found by unflattening j */
+} tg_line;
+/* The line of t along axis (< 0: t flattened) through position o of the other axes
+ * (o[axis] is ignored; o is unused when axis < 0). */
+void tg_line_get(const tg_tensor *t, int axis, const int64_t *o, tg_line *l);
+char *tg_line_gather_at(const tg_line *l, int64_t j);
+static inline char *tg_line_at(const tg_line *l, int64_t j) {
+    return l->gather ? tg_line_gather_at(l, j) : l->p + j * l->step;
+}
+/* The positions of t's lines: outer = t's shape with extent 1 at axis (*nd = t->ndim; 0
+ * when axis < 0: one line), walked with tg_index_next(*nd, outer, o) from o = 0. Returns
+ * the number of lines (0 when another axis is empty). */
+int64_t tg_lines_outer(const tg_tensor *t, int axis, int64_t *outer, int *nd);
+/* The type of x flattened (np.ravel) with dtype dt: one extent, the product of x's ('?' when
+ * one is '?' and none is 0), nobcast when it is a 1 that came from a '?'. false when the
+ * product does not fit in int64. */
+bool tg_type_flat(const tg_type *x, tg_dtype dt, tg_type *o);
+
 /* ---- tiny helpers shared by the families ---- */
 /* The int64 whose bits are u (two's complement wrap-around without undefined behaviour). */
 static inline int64_t tg_ops_wrap_i64(uint64_t u) {
@@ -83,6 +112,12 @@ bool tg_grad_dims(tg_graph *g, tg_var *v, tg_var **dims); /* v->type.ndim of the
 tg_var *tg_grad_reshape(tg_graph *g, tg_var *x, int ndim, tg_var *const *dims);
 tg_var *tg_grad_reshape_like(tg_graph *g, tg_var *x, tg_var *like);   /* x with like's shape */
 tg_var *tg_grad_broadcast_like(tg_graph *g, tg_var *v, tg_var *like); /* v broadcast to it */
+/* a * b for 0-d i64 extents, folded to a literal when both are static (vjp_util.c). */
+tg_var *tg_grad_mul_extents(tg_graph *g, tg_var *a, tg_var *b);
+/* The cotangent x gets from take_along(x, ind, axis) (axis < 0: none, x flattened) whose
+ * result has the cotangent cot: zeros of x's type with cot added at the gathered places,
+ * repeated indices accumulating (vjp_util.c). */
+tg_var *tg_grad_put_along(tg_graph *g, tg_var *x, tg_var *ind, int axis, tg_var *cot);
 
 /* ---- calls (call.c) ----
  * Output types of `body` called on arguments of types tin (one per input of body; values:
@@ -103,8 +138,10 @@ tg_status tg_pmap_check_axes(const tg_graph *g);
  * most cap names into names (borrowed from g's nodes and the graphs they call or map).
  * Returns how many there are (possibly more than cap), -1 when out of memory. */
 int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap);
-/* The axis a pmap node binds (its axis_name); NULL for a node of another op. */
-const char *tg_pmap_axis(const tg_node *n);
+/* The same for one node: the axis it reads (an op with TG_EFFECT_AXIS) and those the graphs
+ * it calls or maps read, less the axis a pmap binds for its body. names borrowed from the
+ * nodes; ctx for the walk's memory. */
+int tg_pmap_node_axes(tg_ctx *ctx, const tg_node *n, const char **names, int cap);
 /* Which values of g vary over `axis` (docs/pmap.md, "Typing"), into *vary (ctx memory, one
  * bool per var id, g->vars.n + 1 entries): parameter i varies when mapped[i] (mapped NULL:
  * as g's declaration of that axis says, tg_graph_set_mapped, else every parameter varies);

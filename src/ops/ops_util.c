@@ -56,7 +56,10 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
             snprintf(msg, cap, "output %s: %s", ty, tg_last_error());
         else
             snprintf(msg, cap, "output %s is too large", ty);
-        for (int q = 0; q < o; q++) tg_tensor_free(vout[q]);
+        for (int q = 0; q < o; q++) { /* none left to the caller, which frees what it holds */
+            tg_tensor_free(vout[q]);
+            vout[q] = NULL;
+        }
         return fits ? TG_ENOMEM : TG_ELIMIT;
     }
     tg_status st = tg_kern_call(ctx, n, vin, tout, vout, sub, msg, cap);
@@ -305,6 +308,74 @@ bool tg_reduce_axes(const tg_aval *attrs, int nattrs, int ndim, tg_axes *ax, cha
         ax->mask |= 1u << a;
         ax->nred++;
     }
+    return true;
+}
+
+/* ---- lines ---- */
+
+void tg_line_get(const tg_tensor *t, int axis, const int64_t *o, tg_line *l) {
+    int64_t esz = (int64_t)tg_dtype_size(t->dtype), off = t->offset;
+    *l = (tg_line){.t = t};
+    if (axis >= 0) {
+        for (int d = 0; d < t->ndim; d++)
+            if (d != axis) off += o[d] * t->strides[d];
+        l->n = t->shape[axis];
+        l->step = t->strides[axis] * esz;
+        l->p = (char *)t->buf->data + off * esz;
+        return;
+    }
+    /* flattened: one stride when each axis steps over the whole of the axes after it
+     * (axes of extent 1 aside) */
+    int64_t inner = 0, stride = 0, ext = 0; /* the innermost stride; the last axis walked */
+    l->n = tg_tensor_size(t);
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] == 1) continue;
+        if (ext != 0 && t->strides[d] != stride * ext) {
+            l->gather = true;
+            return;
+        }
+        if (ext == 0) inner = t->strides[d];
+        stride = t->strides[d];
+        ext = t->shape[d];
+    }
+    l->step = inner * esz;
+    l->p = (char *)t->buf->data + off * esz;
+}
+
+char *tg_line_gather_at(const tg_line *l, int64_t j) {
+    const tg_tensor *t = l->t;
+    int64_t off = t->offset;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        off += (j % t->shape[d]) * t->strides[d];
+        j /= t->shape[d];
+    }
+    return (char *)t->buf->data + off * (int64_t)tg_dtype_size(t->dtype);
+}
+
+int64_t tg_lines_outer(const tg_tensor *t, int axis, int64_t *outer, int *nd) {
+    int64_t count = 1;
+    *nd = axis < 0 ? 0 : t->ndim;
+    for (int d = 0; d < *nd; d++) {
+        outer[d] = d == axis ? 1 : t->shape[d];
+        count *= outer[d];
+    }
+    return count;
+}
+
+bool tg_type_flat(const tg_type *x, tg_dtype dt, tg_type *o) {
+    int64_t n = 1;
+    bool unknown = false;
+    for (int d = 0; d < x->ndim; d++) {
+        if (x->shape[d] < 0)
+            unknown = true;
+        else if (__builtin_mul_overflow(n, x->shape[d], &n))
+            return false;
+    }
+    memset(o, 0, sizeof *o);
+    o->dtype = (uint8_t)dt;
+    o->ndim = 1;
+    o->shape[0] = unknown && n != 0 ? -1 : n;
+    if (o->shape[0] == 1 && x->nobcast) o->nobcast = 1u;
     return true;
 }
 

@@ -475,13 +475,33 @@ static tg_status pmap_ref(tg_kern *k) {
  * cotangents of the float parameters, built by tg_vjp under the pmap's typing (declared
  * on it: tg_graph_set_mapped), so that the cotangent of a replicated parameter is summed
  * over the axis and comes back once (out_axes none), that of a mapped one stacked along
- * its in_axis. A cotangent is mapped like its output. */
+ * its in_axis. A cotangent is mapped like its output; that of a stacked output invariant
+ * over the axis (the N copies of one value) is first summed over it, as the value counts
+ * once in the body. */
 
 /* The in_axes / out_axes entry of an argument: its axis, or none. */
 typedef struct axis_entry {
     bool mapped;
     int64_t axis;
 } axis_entry;
+
+/* Sums over the axis each mapped cotangent (cot_mapped[j]) of an output ys[j] invariant over
+ * it, in b (declared: tg_graph_set_mapped; its nodes in creation order, which is
+ * topological). */
+static void sum_invariant_cots(tg_graph *b, const char *axis, tg_var *const *ys, tg_var **cots,
+                               int ny, const bool *cot_mapped) {
+    size_t nv = (size_t)b->vars.n + 1;
+    bool *vary = NULL;
+    if (tg_spmd_varying(b->ctx, b, axis, NULL, (tg_node *const *)b->nodes.items, b->nodes.n,
+                        &vary) != TG_OK) {
+        tg_ir_fail(b, TG_ENOMEM, "out of memory");
+        return;
+    }
+    tg_attr a = TG_A_STR("axis_name", axis);
+    for (int j = 0; j < ny; j++)
+        if (cot_mapped[j] && !vary[ys[j]->id]) cots[j] = tg_apply(b, "psum", &cots[j], 1, &a, 1);
+    tg_mem_free(b->ctx, vary, sizeof *vary * nv);
+}
 
 static tg_graph *backward_body(tg_graph *g, const tg_node *n, tg_var *const *gout, int *flow,
                                axis_entry *inax, axis_entry *outax, int *nargs, int *nres) {
@@ -542,6 +562,7 @@ static tg_graph *backward_body(tg_graph *g, const tg_node *n, tg_var *const *gou
         wrt[nw++] = params[i];
     }
     if (b->status == TG_OK) tg_graph_set_mapped(b, n->attrs[A_AXIS].s, maps, na);
+    if (b->status == TG_OK) sum_invariant_cots(b, n->attrs[A_AXIS].s, ys, cots, ny, maps + n->nin);
     if (b->status == TG_OK && ny > 0 && nw > 0)
         tg_vjp(b, ys, cots, ny, wrt, nw, TG_DISCONNECTED_ZERO, res);
     if (b->status == TG_OK) tg_graph_set_outputs(b, res, nw);
@@ -728,6 +749,28 @@ static bool use_add(axes_walk *w, graph_axes *ga, const axis_use *u) {
     return true;
 }
 
+static int graph_axes_of(axes_walk *w, const tg_graph *g);
+
+/* The axis a node binds for the graph it maps: a pmap's, else NULL. */
+static const char *bound_axis(const tg_node *n) {
+    return n->op == TG_OP_PMAP ? n->attrs[A_AXIS].s : NULL;
+}
+
+/* Adds to ga the axes node n (of graph g) reads without binding them: the axis_name of an
+ * op reading one, and those the graphs it calls or maps read, less the axis it binds. */
+static void node_axes(axes_walk *w, graph_axes *ga, const tg_graph *g, const tg_node *n) {
+    const tg_op_def *op = tg_op_table[n->op];
+    const char *read = tg_op_axis_name(op, n->attrs), *bound = bound_axis(n);
+    if (read) use_add(w, ga, &(axis_use){read, g, n});
+    for (int j = 0; j < op->nattrs && !w->oom; j++) {
+        if (n->attrs[j].kind != TG_ATTR_FUNC) continue;
+        int s = graph_axes_of(w, n->attrs[j].fn);
+        for (int k = 0; s >= 0 && k < w->memo[s].n && !w->oom; k++)
+            if (!bound || strcmp(w->memo[s].use[k].axis, bound) != 0)
+                use_add(w, ga, &w->memo[s].use[k]);
+    }
+}
+
 /* The index in w->memo of g's axes (-1 when out of memory). */
 static int graph_axes_of(axes_walk *w, const tg_graph *g) {
     for (int i = 0; i < w->n; i++)
@@ -739,20 +782,7 @@ static int graph_axes_of(axes_walk *w, const tg_graph *g) {
         return -1;
     }
     graph_axes ga = {.g = g};
-    for (int i = 0; i < norder && !w->oom; i++) {
-        const tg_node *n = order[i];
-        const tg_op_def *op = tg_op_table[n->op];
-        const char *read = tg_op_axis_name(op, n->attrs);
-        if (read) use_add(w, &ga, &(axis_use){read, g, n});
-        const char *bound = n->op == TG_OP_PMAP ? n->attrs[A_AXIS].s : NULL;
-        for (int j = 0; j < op->nattrs && !w->oom; j++) {
-            if (n->attrs[j].kind != TG_ATTR_FUNC) continue;
-            int s = graph_axes_of(w, n->attrs[j].fn);
-            for (int k = 0; s >= 0 && k < w->memo[s].n && !w->oom; k++)
-                if (!bound || strcmp(w->memo[s].use[k].axis, bound) != 0)
-                    use_add(w, &ga, &w->memo[s].use[k]);
-        }
-    }
+    for (int i = 0; i < norder && !w->oom; i++) node_axes(w, &ga, g, order[i]);
     tg_mem_free(g->ctx, order, sizeof *order * (size_t)(g->nodes.n + 1));
     if (!w->oom && w->n == w->cap) {
         int ncap = w->cap ? 2 * w->cap : 8;
@@ -780,11 +810,13 @@ static void walk_fini(axes_walk *w) {
     if (w->memo) tg_mem_free(w->ctx, w->memo, sizeof *w->memo * (size_t)w->cap);
 }
 
-/* Whether node n reads `axis`: it is an op reading it, or a graph it calls or maps does. */
+/* Whether node n reads `axis`: it is an op reading it, or a graph it calls or maps does
+ * (for a pmap of that axis, its body reads the pmap's own axis, not the enclosing one). */
 static bool node_reads(axes_walk *w, const tg_node *n, const char *axis) {
     const tg_op_def *op = tg_op_table[n->op];
-    const char *read = tg_op_axis_name(op, n->attrs);
+    const char *read = tg_op_axis_name(op, n->attrs), *bound = bound_axis(n);
     if (read && strcmp(read, axis) == 0) return true;
+    if (bound && strcmp(bound, axis) == 0) return false;
     for (int j = 0; j < op->nattrs; j++) {
         if (n->attrs[j].kind != TG_ATTR_FUNC) continue;
         int s = graph_axes_of(w, n->attrs[j].fn);
@@ -796,10 +828,16 @@ static bool node_reads(axes_walk *w, const tg_node *n, const char *axis) {
 
 tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, const bool *maps,
                           tg_node *const *order, int norder, bool **vary) {
-    size_t nv = (size_t)g->vars.n + 1;
+    size_t nv = (size_t)g->vars.n + 1, nr = 1;
+    for (int i = 0; i < g->nodes.n; i++) {
+        const tg_node *n = g->nodes.items[i];
+        if ((size_t)n->nin > nr) nr = (size_t)n->nin;
+    }
     bool *v = tg_mem_calloc(ctx, sizeof *v * nv);
+    bool *reads = tg_mem_alloc(ctx, sizeof *reads * nr);
     tg_node **own = NULL;
-    if (v && !order) order = own = tg_ir_toposort(g, &norder);
+    if (v && reads && !order) order = own = tg_ir_toposort(g, &norder);
+    if (!v || !reads) order = NULL;
     axes_walk w = {.ctx = ctx};
     bool declared = g->spmd_axis && strcmp(g->spmd_axis, axis) == 0;
     for (int i = 0; order && i < g->inputs.n; i++) {
@@ -810,27 +848,33 @@ tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, cons
         const tg_node *n = order[i];
         const tg_op_def *op = tg_op_table[n->op];
         const char *read = tg_op_axis_name(op, n->attrs);
-        bool any = false;
+        bool any = false, per_out = false;
         if (read && strcmp(read, axis) == 0) {
             any = op->spmd != TG_SPMD_INVARIANT;
         } else {
             for (int k = 0; k < n->nin && !any; k++) any = v[n->in[k]->id];
+            per_out = any && op->out_reads && n->nout > 1 && !node_reads(&w, n, axis);
             if (!any) any = node_reads(&w, n, axis);
         }
         for (int k = 0; k < n->nout; k++) v[n->out[k]->id] = any;
+        /* outputs that read different inputs (fused): each varies when its own inputs do */
+        for (int k = 0; per_out && k < n->nout && !w.oom; k++) {
+            memset(reads, 0, sizeof *reads * nr);
+            w.oom = op->out_reads(n->attrs, n->nin, k, reads) != TG_OK;
+            bool some = false;
+            for (int j = 0; j < n->nin && !some; j++) some = reads[j] && v[n->in[j]->id];
+            v[n->out[k]->id] = some;
+        }
     }
     walk_fini(&w);
     if (own) tg_mem_free(g->ctx, own, sizeof *own * (size_t)(g->nodes.n + 1));
+    if (reads) tg_mem_free(ctx, reads, sizeof *reads * nr);
     if (!order || w.oom) {
         if (v) tg_mem_free(ctx, v, sizeof *v * nv);
         return TG_ENOMEM;
     }
     *vary = v;
     return TG_OK;
-}
-
-const char *tg_pmap_axis(const tg_node *n) {
-    return n->op == TG_OP_PMAP ? n->attrs[A_AXIS].s : NULL;
 }
 
 int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap) {
@@ -843,6 +887,17 @@ int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap) {
     for (int k = 0; k < n && k < cap; k++) names[k] = w.memo[s].use[k].axis;
     walk_fini(&w);
     return n;
+}
+
+int tg_pmap_node_axes(tg_ctx *ctx, const tg_node *n, const char **names, int cap) {
+    axes_walk w = {.ctx = ctx};
+    graph_axes ga = {0};
+    node_axes(&w, &ga, NULL, n);
+    int cnt = w.oom ? -1 : ga.n;
+    for (int k = 0; k < cnt && k < cap; k++) names[k] = ga.use[k].axis;
+    if (ga.use) tg_mem_free(ctx, ga.use, sizeof *ga.use * (size_t)ga.cap);
+    walk_fini(&w);
+    return cnt;
 }
 
 tg_status tg_pmap_check_axes(const tg_graph *g) {

@@ -271,6 +271,7 @@ static bool attrs_normalize(eparser *e, const tg_op_def *def, const uattr *ua, i
                 break;
             case TG_AS_FUNC:
             case TG_AS_PAIRS:
+            case TG_AS_FLOATS:
             case TG_AS_DATA:
                 ok = false;
                 break;

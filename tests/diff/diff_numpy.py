@@ -30,18 +30,42 @@ the placed graph (`opt --placed`), transfers included, and runs it (placed again
 --sample K runs the first program of each generator and every K-th after it: the same
 programs, data and annotations as the full suite, fewer of them.
 
+Under pmap (docs/pmap.md), --pmap N runs each program as the body of a pmap over N ranks:
+  - its function, renamed body<b>, is called by a new main taking stacked inputs:
+    `o0, o1 = pmap(@body0, x, W, in_axes=[1, none], out_axes=[0, -1], axis_name="batch")`
+    (split into several bodies where a bundle has more than 64 results, a body's limit);
+  - slice k of every input, and what NumPy expects of it, is the suite made again with the
+    random stream [seed, k] (slice 0: the plain suite's data): the generators' own NumPy
+    expressions evaluated on each slice. A replicated (`none`) input keeps slice 0's value
+    in every slice: that value is written into the generator's own array when the
+    parameter is made, before the expectations are computed from it (Suite.bind), in the
+    programs where that is seen to work (slice 0's values written into another making of
+    the suite give slice 0's expectations again);
+  - per program, fixed by --seed and its name: each input mapped along an axis (0 to its
+    rank, a third of them written negative; the new extent sometimes declared '?') or, a
+    quarter of them, replicated; each result stacked along an axis drawn the same way, or,
+    half of those that read no mapped input, returned once (out_axes=none);
+  - expected: each slice's expectation stacked along out_axes, with the plain suite's
+    tolerances (scales stacked the same way).
+The ranks run on threads, or with --devices N (or more) on the host devices. What cannot
+be mapped is skipped and counted: a program with state or whose types differ between
+slices, a case with a result whose extent its values decide (mask_select, alloc from a
+tensor; a program with nothing else is skipped whole); the run fails when fewer than 90% of
+its programs were mapped.
+
 Where tgraph documents a deliberate difference from NumPy 1.24, the expected values
 follow tgraph (each is named where it is applied):
   - tgraph has no float16: float-only ops on bool/i8/u8 give float32 (NumPy: float16);
   - tgraph has no uint64: sum/prod of u8 give int64 (NumPy: uint64).
 
 usage: diff_numpy.py --tgraph PATH [--mode reference,vm] [--seed N] [--filter TEXT] [--keep DIR]
-                     [--devices N] [--sim K] [--annotate] [--sample K] [-j N] [-v]
+                     [--devices N] [--sim K] [--annotate] [--pmap N] [--sample K] [-j N] [-v]
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
 """
 import argparse
 import math
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -119,6 +143,11 @@ class Param:
         self.value = np.asarray(value)
         self.decl = decl
         self.save = save  # transform applied only to the saved file (byte order, layout)
+        # the generator's own array: a value written into it reaches the expectations the
+        # generator computes from it afterwards (Suite.bind)
+        self.own = self.value is value and self.value.flags.writeable
+        self.in_axis = None  # under --pmap: the axis it is mapped along, None: replicated
+        self.body_decl = decl  # under --pmap: the type of the body's parameter
 
 
 class Case:
@@ -136,17 +165,41 @@ class Case:
         self.scale = scale
         # exact elementwise results (no reduction, no tolerance) also compare signed zeros
         self.signed_zero = rtol is None and scale is None
+        self.out_axis = None  # under --pmap: the axis it is stacked along, None: returned once
 
     def full_name(self):
         return "%s/%s" % (self.prog.name, self.name)
 
 
+class Params(list):
+    """A program's parameters; each one added, when the program is made or later
+    (`p.params += [...]`, `p.params.append(...)`), is handed to `bind` first."""
+
+    def __init__(self, params, bind):
+        self.bind = bind
+        super().__init__()
+        self.extend(params)
+
+    def append(self, p):
+        self.bind(p)
+        super().append(p)
+
+    def extend(self, ps):
+        for p in ps:
+            self.append(p)
+
+    def __iadd__(self, ps):
+        self.extend(ps)
+        return self
+
+
 class Program:
-    def __init__(self, name, params):
+    def __init__(self, name, params, bind=None):
         self.name = name
-        self.params = params
+        self.params = Params(params, lambda p: bind(self, p)) if bind else list(params)
         self.cases = []
         self.roundtrip = False  # also check `tgraph opt` prints a program that runs the same
+        self.pmap_devices = False  # under --pmap: write devices=N even when not required
 
     def case(self, name, expr, expect, rtol=None, scale=None, lines=(), signed_zero=None):
         c = Case(self, name, expr, expect, rtol, scale, lines)
@@ -158,13 +211,18 @@ class Program:
         return bundle_text([(self, cases)])
 
 
+def _param_uses(names):
+    """A pattern matching every use of the parameters `names` in a .tg expression (not
+    attribute keywords `k=`, op names `f(`, nor parts of longer names)."""
+    return re.compile(r'(?<![\w.$"])(%s)(?![\w$"(]|\s*=|\s*\()'
+                      % "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
+
+
 def _renamer(names, prefix):
-    """A function that prefixes every use of the parameters `names` in a .tg expression
-    (not attribute keywords `k=`, op names `f(`, nor parts of longer names)."""
+    """A function that prefixes every use of the parameters `names` in a .tg expression."""
     if not prefix or not names:
         return lambda text: text
-    pat = re.compile(r'(?<![\w.$"])(%s)(?![\w$"(]|\s*=|\s*\()'
-                     % "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
+    pat = _param_uses(names)
     return lambda text: pat.sub(lambda m: prefix + m.group(1), text)
 
 
@@ -218,30 +276,60 @@ def bundle_params(items):
 
 def bundle_text(items):
     """One function computing the cases of several programs, outputs in order. With more
-    than one program, parameters are renamed p<i>_<name>; locals get a suffix _c<k>."""
+    than one program, parameters are renamed p<i>_<name>; locals get a suffix _c<k>.
+    Under --pmap, that function is the body of pmaps (pmap_text)."""
     multi = len(items) > 1
-    sig, body, rets = [], [], []
-    k = 0
+    sig, outs = [], []  # outs: (program index, case, output name, lines computing it)
     for i, (prog, cases) in enumerate(items):
         pre = "p%d_" % i if multi else ""
         ren = _renamer([p.name for p in prog.params], pre)
         sig += ["%s%s: %s" % (pre, p.name, p.decl) for p in prog.params]
         for c in cases:
+            k = len(outs)
             suffix = "_c%d" % k
             lines = [ren(ln.replace("$", suffix)) for ln in c.lines]
             lines.append("o%d = %s" % (k, ren(c.expr.replace("$", suffix))))
-            body += ["  " + ln for ln in DEV.annotate_lines(lines, c)]
-            rets.append("o%d" % k)
-            k += 1
-    return "\n".join(["func main(%s) {" % ", ".join(sig)] + body +
-                     ["  return " + ", ".join(rets), "}"]) + "\n"
+            outs.append((i, c, "o%d" % k, DEV.annotate_lines(lines, c)))
+    if PMAP[0]:
+        return pmap_text(items, sig, outs)
+    return "\n".join(["func main(%s) {" % ", ".join(sig)] +
+                     ["  " + ln for _, _, _, lines in outs for ln in lines] +
+                     ["  return " + ", ".join(o for _, _, o, _ in outs), "}"]) + "\n"
 
 
 class Suite:
-    def __init__(self, seed):
+    """The programs of the generators and their data, drawn from one random stream.
+    `replace` (--pmap) gives values for some parameters, {program: {parameter: array}}:
+    each is written into the generator's own array when the parameter is added to its
+    program, before any expectation is computed from it, so the expectations are NumPy's
+    on those values. A parameter that cannot take its value so (a copy of the generator's
+    array, one already a parameter of an earlier program) puts its program in `unbound`."""
+
+    def __init__(self, seed, rng_seed=None, replace=None):
         self.seed = seed
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(seed if rng_seed is None else rng_seed)
         self.programs = []
+        self.replace = replace or {}
+        self.unbound = set()  # names of programs some of whose parameters are not their own
+        self.arrays = {}  # id of the array of each parameter so far (all kept alive) -> program
+
+    def bind(self, prog, p):
+        """Writes the value `replace` gives p (if any) into p's array, and notes whether it
+        could be written so (Suite)."""
+        shared = id(p.value) in self.arrays  # a write for one would change the other's value
+        if shared:
+            self.unbound.add(self.arrays[id(p.value)])
+        else:
+            self.arrays[id(p.value)] = prog.name
+        if shared or not p.own:
+            self.unbound.add(prog.name)
+        new = self.replace.get(prog.name, {}).get(p.name)
+        if new is None:
+            return
+        if shared or not p.own or new.dtype != p.value.dtype or new.shape != p.value.shape:
+            self.unbound.add(prog.name)
+        else:
+            p.value[...] = new
 
     def program(self, name, *params):
         """params: (name, array) or (name, array, decl) or Param."""
@@ -253,7 +341,7 @@ class Suite:
                 ps.append(Param(p[0], p[1], tgtype(p[1])))
             else:
                 ps.append(Param(p[0], p[1], p[2]))
-        prog = Program(name, ps)
+        prog = Program(name, ps, self.bind)
         self.programs.append(prog)
         return prog
 
@@ -1400,19 +1488,22 @@ def gen_npy_layouts(S):
 
 
 def _view(name, a, steps):
-    """A base array holding `a` under the view name[::s0, ::s1] and that index text."""
+    """A base array holding `a` under the view name[::s0, ::s1], that index text, and the
+    view itself."""
     base_shape = tuple(max(n, 0) * abs(st) if n else 0 for n, st in zip(a.shape, steps))
     base = np.zeros(base_shape, a.dtype)
     sl = tuple(slice(None, None, st) for st in steps)
     base[sl] = a
     idx = "%s[%s]" % (name, ", ".join("::%d" % st for st in steps))
-    return base, idx
+    return base, idx, base[sl]
 
 
 def gen_blas(S):
     """The lowered BLAS forms (the blas and inplace phases, run in vm mode) on views with
     steps +-1 and +-2 of every operand, 0 and 1 extents, float32 and float64: each case
-    is its own program, so no product is shared with another case."""
+    is its own program, so no product is shared with another case. Expectations read the
+    operands through the views of the parameters (a value written into a parameter reaches
+    them: Suite.bind)."""
     mat_steps = [(1, 1), (-1, -1), (2, 2), (-2, -2), (1, -2), (-2, 1)]
     vec_steps = [(1,), (-1,), (2,), (-2,)]
     k = 0
@@ -1420,12 +1511,13 @@ def gen_blas(S):
     def prog(dt, arrays, steps):
         nonlocal k
         k += 1
-        params, idx = [], []
+        params, idx, views = [], [], []
         for (nm, a), st in zip(arrays, steps):
-            base, ix = _view(nm, a, st)
+            base, ix, view = _view(nm, a, st)
             params.append((nm, base))
             idx.append(ix)
-        return S.program("blas_%s_%d" % (dt, k), *params), idx
+            views.append(view)
+        return S.program("blas_%s_%d" % (dt, k), *params), idx, views
 
     for dt in FLOATS:
         rtol = RTOL[dt] * 10
@@ -1434,7 +1526,8 @@ def gen_blas(S):
             for sy in mat_steps:
                 for sz in mat_steps:
                     X, Y, Z = S.data(dt, (M, K)), S.data(dt, (K, N)), S.data(dt, (M, N))
-                    p, (x, y, z) = prog(dt, [("X", X), ("Y", Y), ("Z", Z)], [sx, sy, sz])
+                    p, (x, y, z), (X, Y, Z) = prog(dt, [("X", X), ("Y", Y), ("Z", Z)],
+                                                   [sx, sy, sz])
                     sc = np.abs(f64(X)) @ np.abs(f64(Y))
                     p.case("gemm", "sub(mul(0.5, %s), mul(2, dot(%s, %s)))" % (z, x, y),
                            0.5 * Z - 2 * (X @ Y), rtol=rtol, scale=2 * sc + np.abs(f64(Z)))
@@ -1442,7 +1535,8 @@ def gen_blas(S):
         for sx in mat_steps:
             for sy in mat_steps:
                 X, Y, Z = S.data(dt, (K, M)), S.data(dt, (N, K)), S.data(dt, (N, M))
-                p, (x, y, z) = prog(dt, [("X", X), ("Y", Y), ("Z", Z)], [sx, sy, (1, 1)])
+                p, (x, y, z), (X, Y, Z) = prog(dt, [("X", X), ("Y", Y), ("Z", Z)],
+                                                   [sx, sy, (1, 1)])
                 sc = np.abs(f64(Y)) @ np.abs(f64(X))
                 p.case("gemm_t", "add(exp(%s), transpose(dot(transpose(%s), transpose(%s))))"
                        % (z, x, y), np.exp(Z) + (X.T @ Y.T).T, rtol=rtol,
@@ -1453,7 +1547,8 @@ def gen_blas(S):
                 X, Y, Z = S.data(dt, (m, kk)), S.data(dt, (kk, n)), S.data(dt, (m, n))
                 r = S.data(dt, (n,))
                 a, b = S.data(dt, ()), S.data(dt, ())
-                p, (x, y, z) = prog(dt, [("X", X), ("Y", Y), ("Z", Z)], [st, st, st])
+                p, (x, y, z), (X, Y, Z) = prog(dt, [("X", X), ("Y", Y), ("Z", Z)],
+                                                   [st, st, st])
                 p.params += [Param("r", r, tgtype(r)), Param("a", a, tgtype(a)),
                              Param("b", b, tgtype(b))]
                 sc = np.abs(f64(X)) @ np.abs(f64(Y))
@@ -1467,7 +1562,8 @@ def gen_blas(S):
                 for sy in vec_steps:
                     A, x_, y_ = S.data(dt, (6, 4)), S.data(dt, (4,)), S.data(dt, (6,))
                     u = S.data(dt, (6,))
-                    p, (A_, xv, yv) = prog(dt, [("A", A), ("x", x_), ("y", y_)], [sa, sx, sy])
+                    p, (A_, xv, yv), (A, x_, y_) = prog(dt, [("A", A), ("x", x_), ("y", y_)],
+                                                       [sa, sx, sy])
                     p.params.append(Param("u", u, tgtype(u)))
                     p.case("gemv", "add(dot(%s, %s), mul(3, %s))" % (A_, xv, yv),
                            A @ x_ + 3 * y_, rtol=rtol,
@@ -1495,9 +1591,562 @@ def gen_blas(S):
                     scale=np.abs(f64(B)) @ np.abs(f64(v)) + np.abs(f64(y_)))
 
 
+def _spd(S, dt, n):
+    """X X^T + n I: symmetric positive definite and well conditioned."""
+    x = S.data("f64", (n, n), "unit")
+    return np.asarray(x @ x.T + n * np.eye(n), npdt(dt))
+
+
+def _general(S, dt, n):
+    """A random matrix with n added to its diagonal: well conditioned, any sign of det."""
+    return np.asarray(S.data("f64", (n, n), "unit") + n * np.eye(n), npdt(dt))
+
+
+def _maxabs(e):
+    """The largest magnitude of e (1 when empty): the scale of a normwise comparison."""
+    return float(np.max(np.abs(f64(e)))) if np.size(e) else 1.0
+
+
+def _sym_lower(a, lower):
+    """The symmetric matrix an op reading the `lower` (or upper) triangle of a sees."""
+    t = np.tril(a) if lower else np.triu(a)
+    return t + t.T - np.diag(np.diag(a))
+
+
+def gen_lapack(S):
+    """The LAPACK ops against numpy.linalg (scipy.linalg's solve_triangular and cho_solve
+    written with NumPy): f32 and f64, integer inputs (which become f64), '?' extents, views
+    with negative steps, both triangles with junk in the other one, 1-d and 2-d right-hand
+    sides, 0 x 0 and singular matrices. Results are compared against the largest
+    magnitude of the expected value (LAPACK implementations round differently); the
+    eigenvectors, whose signs are LAPACK's choice, as |v| and as v diag(w) v^T."""
+    for dt in FLOATS:
+        rtol = 2e-4 if dt == "f32" else 1e-10
+        rt = npdt(dt)
+        for n in (1, 3, 6):
+            a = _spd(S, dt, n)
+            junk = a + np.triu(S.data(dt, (n, n)), 1)  # the upper triangle is never read
+            junk_lo = a + np.tril(S.data(dt, (n, n)), -1)
+            g = _general(S, dt, n)
+            b, B = S.data(dt, (n,)), S.data(dt, (n, 2))
+            base, gv, _ = _view("H", g, (-1, -2))  # gv: the text of a view of H equal to g
+            p = S.program("lapack_%s_%d" % (dt, n), ("A", junk, tgtype(junk, (0, 1))),
+                          ("U", junk_lo), ("G", g), ("H", base), ("b", b),
+                          ("B", B, tgtype(B, (0,))))
+            A64, G64 = f64(a), f64(g)
+            L = np.linalg.cholesky(A64)
+            p.case("cholesky", "cholesky(A)", L.astype(rt), rtol=rtol, scale=_maxabs(L))
+            p.case("cholesky_upper", "cholesky(U, lower=false)", L.T.astype(rt), rtol=rtol,
+                   scale=_maxabs(L))
+            for nm, bb in (("b", f64(b)), ("B", f64(B))):
+                x = np.linalg.solve(G64, bb)
+                p.case("solve_" + nm, "solve(%s, %s)" % (gv, nm), x.astype(rt), rtol=rtol,
+                       scale=_maxabs(x))
+                x = np.linalg.solve(A64, bb)
+                p.case("cho_solve_" + nm, "cho_solve(cholesky(A), %s)" % nm, x.astype(rt),
+                       rtol=rtol, scale=_maxabs(x))
+                p.case("cho_solve_upper_" + nm,
+                       "cho_solve(add(cholesky(U, lower=false), tril(G, k=-1)), %s, lower=false)"
+                       % nm, x.astype(rt), rtol=rtol, scale=_maxabs(x))
+                for lower in (True, False):
+                    for trans in (0, 1, 2):
+                        for unit in (False, True):
+                            t = np.tril(G64) if lower else np.triu(G64)
+                            if unit:
+                                t = t - np.diag(np.diag(t)) + np.eye(n)
+                            x = np.linalg.solve(t.T if trans else t, bb)
+                            p.case("solve_triangular_%s_%d_%d_%d" % (nm, lower, trans, unit),
+                                   "solve_triangular(G, %s, lower=%s, trans=%d, "
+                                   "unit_diagonal=%s)" % (nm, lit(lower), trans, lit(unit)),
+                                   x.astype(rt), rtol=rtol, scale=_maxabs(x))
+            gi = np.linalg.inv(G64)
+            p.case("inv", "inv(%s)" % gv, gi.astype(rt), rtol=rtol, scale=_maxabs(gi))
+            d = np.linalg.det(G64)
+            p.case("det", "det(G)", np.asarray(d, rt), rtol=rtol, scale=abs(d))
+            sgn, ld = np.linalg.slogdet(G64)
+            p.case("slogdet_sign", "s$", np.asarray(sgn, rt), lines=["s$, l$ = slogdet(G)"])
+            p.case("slogdet_log", "l$", np.asarray(ld, rt), rtol=rtol, scale=abs(ld) + 1,
+                   lines=["s$, l$ = slogdet(G)"])
+            e = _sym_lower(f64(g), True) / n + np.diag(np.arange(n) * 3.0)
+            w, v = np.linalg.eigh(e)
+            ein = np.asarray(np.tril(e) + np.triu(f64(g), 1), rt)
+            p.params.append(Param("E", ein, tgtype(ein)))
+            p.case("eigh_w", "w$", w.astype(rt), rtol=rtol, scale=_maxabs(w),
+                   lines=["w$, v$ = eigh(E)"])
+            p.case("eigh_abs_v", "abs(v$)", np.abs(v).astype(rt), rtol=rtol * 10, scale=1.0,
+                   lines=["w$, v$ = eigh(E)"])
+            p.case("eigh_rebuild", "dot(mul(v$, w$), transpose(v$))", e.astype(rt), rtol=rtol,
+                   scale=_maxabs(e), lines=["w$, v$ = eigh(transpose(E), lower=false)"])
+    # integer inputs become f64; f32 with an integer input is f64 too (numpy.linalg)
+    ai = np.array([[4, 1, 0], [1, 5, 2], [0, 2, 6]], np.int32)
+    bi = np.array([1, -2, 3], np.int8)
+    bf = np.array([0.5, 1.5, -1.0], np.float32)
+    p = S.program("lapack_int", ("a", ai), ("b", bi), ("c", bf), ("a32", ai.astype(np.float32)))
+    A = f64(ai)
+    for name, expr, exp in [
+            ("cholesky", "cholesky(a)", np.linalg.cholesky(A)),
+            ("solve_i8", "solve(a, b)", np.linalg.solve(A, f64(bi))),
+            ("solve_f32_i8", "solve(a32, b)", np.linalg.solve(A, f64(bi))),
+            ("solve_f32", "solve(a32, c)", np.linalg.solve(ai.astype(np.float32), bf)),
+            ("inv", "inv(a)", np.linalg.inv(A)),
+            ("det", "det(a)", np.linalg.det(A)),
+            ("solve_triangular", "solve_triangular(a, b, lower=true)",
+             np.linalg.solve(np.tril(A), f64(bi)))]:
+        exp = np.asarray(exp)
+        tol = 2e-4 if exp.dtype == np.float32 else 1e-10
+        p.case(name, expr, exp, rtol=tol, scale=np.max(np.abs(exp)))
+    # 0 x 0 matrices and singular ones (NumPy: det 0, slogdet (0, -inf), no error)
+    z = np.zeros((0, 0))
+    sing = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    p = S.program("lapack_edge", ("z", z, "f64[?,?]"), ("e", np.zeros((0,)), "f64[?]"),
+                  ("s", sing))
+    p.case("cholesky_0", "cholesky(z)", z)
+    p.case("inv_0", "inv(z)", z)
+    p.case("solve_0", "solve(z, e)", np.zeros((0,)))
+    p.case("det_0", "det(z)", np.asarray(1.0))
+    p.case("slogdet_0", "l$", np.asarray(0.0), lines=["s$, l$ = slogdet(z)"])
+    p.case("eigh_0", "v$", np.zeros((0, 0)), lines=["w$, v$ = eigh(z)"])
+    p.case("det_singular", "det(s)", np.asarray(np.linalg.det(sing)), scale=1.0)
+    sgn, ld = np.linalg.slogdet(sing)
+    p.case("slogdet_singular_sign", "s$", np.asarray(sgn), lines=["s$, l$ = slogdet(s)"])
+    p.case("slogdet_singular_log", "l$", np.asarray(ld), lines=["s$, l$ = slogdet(s)"])
+
+
+def _as_tg(a):
+    """NumPy's result where tgraph's dtype differs on purpose: u64 (cumsum/cumprod of u8)
+    is i64 in tgraph."""
+    a = np.asarray(a)
+    return a.astype(np.int64) if a.dtype == np.uint64 else a
+
+
+def _accumulate(fn, x, ax):
+    """np.maximum/np.minimum.accumulate, axis none meaning x flattened (as np.cumsum)."""
+    return fn.accumulate(x.ravel() if ax is None else x, axis=0 if ax is None else ax)
+
+
+def gen_cumulative(S):
+    # cumsum, cumprod, cummax, cummin: every dtype, axis none / int, empty and 0-d inputs.
+    # Floats accumulate in double (rounded once per element): NumPy's float64 accumulation
+    # of the same values, cast back, is exact for both widths.
+    shapes = [(), (0,), (7,), (3, 4), (2, 3, 4), (2, 0, 3)]
+    for dt in ("f32", "f64", "i32", "i8", "u8", "bool"):
+        for shape in shapes:
+            x = S.data(dt, shape, "near1" if dt in FLOATS else "small")
+            if dt in FLOATS and x.size > 6:
+                x = S.sprinkle(x, [np.nan, -0.0, 0.0])
+            unknown = (0,) if len(shape) >= 2 else ()
+            p = S.program("cumulative_%s_%s" % (dt, "x".join(map(str, shape)) or "0d"),
+                          ("x", x, tgtype(x, unknown)))
+            x64 = x.astype(np.float64) if dt in FLOATS else x
+            for ax in [None] + sorted({0, -1} if shape else ()):
+                a = attr_axis(ax)
+                for op, fn in (("cumsum", np.cumsum), ("cumprod", np.cumprod)):
+                    exp = _as_tg(fn(x64, axis=ax))
+                    p.case("%s_axis%s" % (op, a), "%s(x, axis=%s)" % (op, a),
+                           exp.astype(x.dtype) if dt in FLOATS else exp)
+                for op, fn in (("cummax", np.maximum), ("cummin", np.minimum)):
+                    p.case("%s_axis%s" % (op, a), "%s(x, axis=%s)" % (op, a),
+                           _accumulate(fn, x, ax), signed_zero=False)
+            if shape:
+                for n in (0, 1, 3, 9):
+                    for ax in sorted({0, -1}):
+                        exp = np.diff(x, n=n, axis=ax)
+                        scale = None
+                        if dt in FLOATS:  # |terms| of the n-th difference: sum |x| 2^n
+                            scale = np.sum(np.abs(f64(x))) * 2.0 ** n + 1.0
+                        p.case("diff_n%d_axis%d" % (n, ax), "diff(x, n=%d, axis=%d)" % (n, ax),
+                               exp, scale=scale)
+    # views: reversed and strided inputs, along an axis and flattened
+    x = S.data("f64", (5, 6), "near1")
+    p = S.program("cumulative_views", ("x", x))
+    v = x[::-1, 1::2]
+    p.case("cumsum_rev", "cumsum(x[::-1, 1::2], axis=0)", np.cumsum(v, axis=0))
+    p.case("cumprod_flat_view", "cumprod(x[::-1, 1::2])", np.cumprod(v))
+    p.case("cummax_t", "cummax(transpose(x), axis=none)", np.maximum.accumulate(x.T.ravel()))
+    p.case("diff_rev", "diff(x[:, ::-1], n=2, axis=1)", np.diff(x[:, ::-1], n=2, axis=1),
+           scale=np.sum(np.abs(x)) * 4)
+    # integer wrap-around, as NumPy's int64
+    xi = S.data("i64", (3, 5), "full")
+    p = S.program("cumulative_wrap", ("x", xi))
+    p.case("cumsum", "cumsum(x, axis=1)", np.cumsum(xi, axis=1))
+    p.case("cumprod", "cumprod(x, axis=0)", np.cumprod(xi, axis=0))
+    p.case("diff", "diff(x, n=3)", np.diff(xi, n=3))
+
+
+def _topk(x, k, axis):
+    """The k largest along axis, largest first (a NaN counts as the largest), ties by the
+    lowest index: values and int64 indices."""
+    xm = np.moveaxis(x, axis, -1)
+    idx = np.zeros(xm.shape[:-1] + (k,), np.int64)
+    for pos in np.ndindex(*xm.shape[:-1]):
+        line = xm[pos]
+        key = [(0 if (line.dtype.kind == "f" and np.isnan(v)) else 1,
+                -float(v) if line.dtype.kind == "f" and not np.isnan(v) else
+                (0 if line.dtype.kind == "f" else -int(v)), i) for i, v in enumerate(line)]
+        idx[pos] = [i for _, _, i in sorted(key)[:k]]
+    vals = np.take_along_axis(xm, idx, axis=-1)
+    return np.moveaxis(vals, -1, axis), np.moveaxis(idx, -1, axis)
+
+
+def gen_sort(S):
+    # sort and argsort (stable; NaN last; signed zeros in their order), topk
+    shapes = [(0,), (9,), (4, 6), (2, 5, 3), (3, 0)]
+    for dt in ("f32", "f64", "i32", "i8", "u8", "bool"):
+        for shape in shapes:
+            if dt in FLOATS:
+                x = S.data(dt, shape, "halves")
+                x = S.sprinkle(x, [np.nan, -0.0, 0.0, np.nan, -np.inf])
+            else:
+                x = S.data(dt, shape, "small")
+            unknown = (0,) if len(shape) >= 2 else ()
+            p = S.program("sort_%s_%s" % (dt, "x".join(map(str, shape))),
+                          ("x", x, tgtype(x, unknown)))
+            for ax in [None, 0, -1]:
+                a = attr_axis(ax)
+                p.case("sort_axis%s" % a, "sort(x, axis=%s)" % a, np.sort(x, axis=ax, kind="stable"))
+                p.case("argsort_axis%s" % a, "argsort(x, axis=%s)" % a,
+                       np.argsort(x, axis=ax, kind="stable").astype(np.int64))
+            for ax in sorted({0, -1}):
+                for k in sorted({0, 3, x.shape[ax]}):
+                    if k > x.shape[ax]:
+                        continue
+                    v, i = _topk(x, k, ax)
+                    line = "v$, i$ = topk(x, k=%d, axis=%d)" % (k, ax)
+                    p.case("topk_k%d_axis%d_values" % (k, ax), "v$", v, lines=[line])
+                    p.case("topk_k%d_axis%d_indices" % (k, ax), "i$", i, lines=[line])
+    x = S.data("f64", (6, 5), "halves")
+    p = S.program("sort_views", ("x", x))
+    p.case("sort_rev", "sort(x[::-1, ::2], axis=0)", np.sort(x[::-1, ::2], axis=0, kind="stable"))
+    p.case("argsort_flat_t", "argsort(transpose(x), axis=none)",
+           np.argsort(x.T, axis=None, kind="stable").astype(np.int64))
+    # searchsorted: a sorted (repeats, NaN last), v of several ranks, both sides
+    for dt in ("f64", "f32", "i32", "u8"):
+        a = np.sort(S.data(dt, (12,), "halves" if dt in FLOATS else "small"))
+        if dt in FLOATS:
+            a[-2:] = np.nan
+        v = np.concatenate([a[:4], S.data(dt, (5,), "halves" if dt in FLOATS else "small")])
+        if dt in FLOATS:
+            v = np.concatenate([v, np.array([np.nan, np.inf, -np.inf], a.dtype)])
+        p = S.program("searchsorted_" + dt, ("a", a, tgtype(a, (0,))), ("v", v),
+                      ("s", np.asarray(v[1])), ("m", v[:6].reshape(2, 3)))
+        for side in ("left", "right"):
+            for name in ("v", "s", "m"):
+                val = {"v": v, "s": np.asarray(v[1]), "m": v[:6].reshape(2, 3)}[name]
+                p.case("%s_%s" % (side, name), 'searchsorted(a, %s, side="%s")' % (name, side),
+                       np.asarray(np.searchsorted(a, val, side=side), np.int64))
+        if dt == "i32":  # a weak float literal: compared as f64, as NumPy
+            p.case("literal_float", "searchsorted(a, 2.5)",
+                   np.asarray(np.searchsorted(a, 2.5), np.int64))
+    a = np.zeros((0,), np.float64)
+    p = S.program("searchsorted_empty", ("a", a), ("v", np.array([1.0, np.nan])))
+    p.case("left", "searchsorted(a, v)", np.zeros(2, np.int64))
+    # quantile (linear) and median: q scalar and lists, axes, keepdims, NaN slices
+    qs = [0.5, [0.25, 0.5, 0.9], [0.0, 0.33, 1.0, 0.6]]
+    for dt in ("f64", "f32", "i32", "u8"):
+        for shape in [(7,), (4, 6), (2, 3, 5)]:
+            x = S.data(dt, shape, "halves" if dt in FLOATS else "small")
+            unknown = (0,) if len(shape) >= 2 else ()
+            p = S.program("quantile_%s_%s" % (dt, "x".join(map(str, shape))),
+                          ("x", x, tgtype(x, unknown)))
+            axes = [None, -1] + ([0] if len(shape) > 1 else [])
+            if len(shape) == 3:
+                axes += [[0, 2]]
+            fdt = np.float64 if dt not in FLOATS else x.dtype
+            for ax in axes:
+                npax = tuple(ax) if isinstance(ax, list) else ax
+                for keep in (False, True):
+                    kk = "true" if keep else "false"
+                    for q in qs:
+                        qt = "[" + ", ".join(repr(float(v)) for v in q) + "]" \
+                            if isinstance(q, list) else repr(float(q))
+                        exp = np.quantile(x, np.asarray(q, np.float64), axis=npax, keepdims=keep)
+                        p.case("quantile_q%s_axis%s%s" % (qt, attr_axis(ax), "_keep" * keep),
+                               "quantile(x, q=%s, axis=%s, keepdims=%s)" % (qt, attr_axis(ax), kk),
+                               np.asarray(exp).astype(fdt), signed_zero=False)
+                    p.case("median_axis%s%s" % (attr_axis(ax), "_keep" * keep),
+                           "median(x, axis=%s, keepdims=%s)" % (attr_axis(ax), kk),
+                           np.asarray(np.median(x, axis=npax, keepdims=keep)).astype(fdt),
+                           signed_zero=False)
+    x = S.data("f64", (4, 5), "halves")
+    x[1, 2] = np.nan
+    p = S.program("quantile_nan", ("x", x))
+    p.case("quantile", "quantile(x, q=[0.1, 0.8], axis=1)", np.quantile(x, [0.1, 0.8], axis=1))
+    p.case("median", "median(x, axis=1)", np.median(x, axis=1))
+    p.case("median_all", "median(x)", np.asarray(np.median(x)))
+    xb = S.data("bool", (3, 4))
+    p = S.program("quantile_bool", ("x", xb))
+    p.case("median", "median(x, axis=0)", np.median(xb, axis=0))
+    xe = np.zeros((0, 3), np.float64)
+    p = S.program("quantile_empty", ("x", xe, "f64[?,3]"))
+    p.case("median0", "median(x, axis=0)", np.median(xe, axis=0))
+    p.case("quantile1", "quantile(x, q=0.5, axis=1)", np.quantile(np.zeros((0, 3)), 0.5, axis=1))
+
+
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
               gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
-              gen_composed, gen_npy_layouts, gen_blas]
+              gen_composed, gen_npy_layouts, gen_blas, gen_lapack,
+              gen_cumulative, gen_sort]
+
+
+def generate(seed, sample, rng_seed=None, replace=None):
+    """(the Suite, its programs): the first program of each generator and every
+    `sample`-th after it. The Suite keeps every program made, so that no array of one
+    is freed and its id taken by another (Suite.bind)."""
+    S = Suite(seed, rng_seed, replace)
+    progs = []
+    for gen in GENERATORS:
+        first = len(S.programs)
+        gen(S)  # every program made, so that a sample has the full suite's data
+        progs += S.programs[first::max(1, sample)]
+    return S, progs
+
+
+# ---- pmap (--pmap N) --------------------------------------------------------------------
+
+PMAP = [0]  # the ranks every program is mapped over (--pmap); 0: programs run as they are
+PMAP_MAX_RESULTS = 64  # the most results a pmap body may have (docs/pmap.md)
+PMAP_MIN_MAPPED = 0.9  # the run fails when a smaller share of its programs could be mapped
+
+
+class SuiteError(Exception):
+    """The suite cannot be run as asked (an error of the suite, not of tgraph)."""
+
+
+def stacked_decl(decl, axis, n, unknown):
+    """The type `decl` with a new axis of extent n (or '?') inserted at `axis`."""
+    m = re.fullmatch(r"(\w+)\[(.*)\]", decl.strip())
+    dims = [d.strip() for d in m.group(2).split(",")] if m.group(2).strip() else []
+    dims.insert(axis % (len(dims) + 1), "?" if unknown else str(n))
+    return "%s[%s]" % (m.group(1), ",".join(dims))
+
+
+def pick_axis(rng, rank):
+    """An axis of a value of rank `rank` + 1 (the mapped one), written negative a third of
+    the time."""
+    axis = rng.randint(0, rank)
+    return axis - (rank + 1) if rng.random() < 1 / 3 else axis
+
+
+def _value_extents(prog, c):
+    """The op by which case c of prog has a result whose extent values decide, or None:
+    mask_select (or indexing sugar with a bool parameter, `x[m]`), alloc with an extent
+    that is not a literal (`alloc(0, size(x))`: tgraph's typing does not fold size or
+    shape, so it cannot know that every rank's extent is the same)."""
+    bools = {p.name for p in prog.params if p.value.dtype == np.bool_}
+    for ln in c.lines + [c.expr]:
+        if "mask_select(" in ln:
+            return "mask_select"
+        for idx in re.findall(r"[\w\])]\[([^\[\]]*)\]", ln):
+            if any(part.strip() in bools for part in idx.split(",")):
+                return "mask_select"
+        for m in re.finditer(r"\balloc\(", ln):
+            extents = _call_args(ln, m.end())[1:]  # after the value: literals or tensors
+            if not all(re.fullmatch(r"\d+", a) for a in extents):
+                return "alloc"
+    return None
+
+
+def _call_args(text, start):
+    """The arguments (stripped) of the call whose list starts at text[start], just after
+    its '(', up to the ')' that closes it."""
+    args, depth, cur = [], 0, start
+    for k in range(start, len(text)):
+        ch = text[k]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}" and depth:
+            depth -= 1
+        elif ch in ",)" and not depth:
+            args.append(text[cur:k].strip())
+            cur = k + 1
+            if ch == ")":
+                break
+    return args
+
+
+def _structure(prog):
+    """What every slice of a program must share: names, types, expressions, tolerances."""
+    return ([(p.name, p.decl, p.value.dtype, p.value.shape) for p in prog.params],
+            [(c.name, c.expr, tuple(c.lines), c.expect.dtype, c.rtol, c.scale is None,
+              c.signed_zero) for c in prog.cases])
+
+
+def unmappable(slices):
+    """(why the program, made once per slice (`slices`), cannot be mapped, or None;
+    {index: why} of its cases that cannot be)."""
+    prog = slices[0]
+    if any("<-" in ln for c in prog.cases for ln in c.lines + [c.expr]):
+        return "state (a pmap body has none)", {}
+    if any(_structure(s) != _structure(prog) for s in slices[1:]):
+        return "structure depending on the data", {}
+    cases = {}
+    for j, c in enumerate(prog.cases):
+        op = _value_extents(prog, c)
+        if op:
+            cases[j] = "value-dependent output shapes (%s)" % op
+        elif any(s.cases[j].expect.shape != c.expect.shape for s in slices[1:]):
+            cases[j] = "value-dependent output shapes"
+    return None, cases
+
+
+def same_expectations(a, b):
+    """Whether two makings of a program expect the same values with the same scales."""
+    for c, d in zip(a.cases, b.cases):
+        if not same_values(c.expect, d.expect):
+            return False
+        if c.scale is not None and not same_values(np.asarray(f64(c.scale)),
+                                                   np.asarray(f64(d.scale))):
+            return False
+    return True
+
+
+def pmap_programs(seed, n, sample, keep):
+    """The suite's programs mapped over n ranks (module docstring, --pmap): for each one
+    that `keep` keeps and that can be mapped, a program whose parameters are the stacked
+    (or replicated) inputs and whose cases expect the stacked (or once returned) results.
+    Returns (those programs, {reason: count} of the programs that could not be mapped,
+    {reason: count} of the cases of mapped programs that could not be)."""
+    _, base = generate(seed, sample)
+    names = [p.name for p in base]
+    if len(set(names)) != len(names):
+        raise SuiteError("--pmap needs distinct program names")
+    runs = [base] + [generate(seed, sample, [seed, k])[1] for k in range(1, n)]
+    # Slice 0's inputs written into the arrays of another making of the suite must give
+    # slice 0's expectations again: then a replicated input's value reaches every slice's
+    # expectations (Suite.bind), and the program may have replicated inputs.
+    every = {p.name: {q.name: q.value for q in p.params} for p in base}
+    check_suite, check = generate(seed, sample, [seed, 1], every)
+    for run in runs[1:] + [check]:
+        if [p.name for p in run] != names:
+            raise SuiteError("the suite's programs depend on its random data")
+    skipped, skipped_cases, plans = {}, {}, {}
+    for i, prog in enumerate(base):
+        kept = [j for j, c in enumerate(prog.cases) if keep(c)]
+        if not kept:
+            continue
+        why, bad = unmappable([run[i] for run in runs] + [check[i]])
+        if why is None and all(j in bad for j in kept):
+            why = bad[kept[0]]
+        if why:
+            skipped[why] = skipped.get(why, 0) + 1
+            continue
+        for j in kept:
+            if j in bad:
+                skipped_cases[bad[j]] = skipped_cases.get(bad[j], 0) + 1
+        replicable = prog.name not in check_suite.unbound and same_expectations(prog, check[i])
+        rng = random.Random("pmap/%d/%s" % (seed, prog.name))
+        axes = []
+        for p in prog.params:
+            if replicable and rng.random() < 0.25:
+                axes.append(None)
+            else:
+                axes.append((pick_axis(rng, p.value.ndim), rng.random() < 0.25))
+        plans[i] = (rng, axes, [j for j in range(len(prog.cases)) if j not in bad])
+    # slice k >= 1 made again with the replicated inputs taking slice 0's values
+    slices = [base]
+    for k in range(1, n):
+        replace = {base[i].name: {p.name: p.value for p, ax in zip(base[i].params, axes)
+                                  if ax is None} for i, (_, axes, _) in plans.items()}
+        S, again = generate(seed, sample, [seed, k], replace)
+        if [p.name for p in again] != names:
+            raise SuiteError("the suite's programs depend on its random data")
+        for i, (_, axes, _) in list(plans.items()):
+            ok = base[i].name not in S.unbound or all(ax is not None for ax in axes)
+            for p, q, r, ax in zip(again[i].params, runs[k][i].params, base[i].params, axes):
+                ok = ok and same_values(p.value, r.value if ax is None else q.value)
+            if not ok:  # an input that is not the one its expectations were computed from
+                why = "inputs that cannot be made again per slice"
+                skipped[why] = skipped.get(why, 0) + 1
+                del plans[i]
+        slices.append(again)
+    mapped = [map_program([s[i] for s in slices], axes, rng, n, cases)
+              for i, (rng, axes, cases) in sorted(plans.items())]
+    return mapped, skipped, skipped_cases
+
+
+def map_program(slices, axes, rng, n, cases):
+    """The program of the slices `slices` (one making of it per rank) under pmap: each
+    parameter stacked along its axis (axes: (axis, declared '?') or None: replicated), and
+    each of its cases numbered in `cases` with its expectation stacked along an out_axis
+    drawn from rng, or returned once (none) when it reads no mapped parameter."""
+    prog = slices[0]
+    mp = Program(prog.name, [])
+    mp.pmap_devices = rng.random() < 0.5
+    for j, p in enumerate(prog.params):
+        if axes[j] is None:
+            q = Param(p.name, p.value, p.decl, p.save)
+        else:
+            axis, unknown = axes[j]
+            q = Param(p.name, np.stack([s.params[j].value for s in slices], axis=axis),
+                      stacked_decl(p.decl, axis, n, unknown), p.save)
+            q.in_axis = axis
+        q.body_decl = p.decl
+        mp.params.append(q)
+    mapped_names = [p.name for p in mp.params if p.in_axis is not None]
+    uses = _param_uses(mapped_names) if mapped_names else None
+    for j in cases:
+        c, each = prog.cases[j], [s.cases[j] for s in slices]
+        varies = uses is not None and any(uses.search(ln) for ln in c.lines + [c.expr])
+        once = not varies and all(same_values(d.expect, c.expect) for d in each)
+        if once and rng.random() < 0.5:
+            axis, expect, scale = None, c.expect, c.scale
+        else:
+            axis = pick_axis(rng, c.expect.ndim)
+            expect = np.stack([d.expect for d in each], axis=axis)
+            scale = None if c.scale is None else np.stack(
+                [np.broadcast_to(f64(d.scale), d.expect.shape) for d in each], axis=axis)
+        mc = Case(mp, c.name, c.expr, expect, c.rtol, scale, c.lines)
+        mc.signed_zero = c.signed_zero
+        mc.out_axis = axis
+        mp.cases.append(mc)
+    return mp
+
+
+def pmap_summary(progs, skipped, skipped_cases, n):
+    """One line saying what --pmap mapped, and how."""
+    params = [p for prog in progs for p in prog.params]
+    cases = [c for prog in progs for c in prog.cases]
+    mapped = [p for p in params if p.in_axis is not None]
+    stacked = [c for c in cases if c.out_axis is not None]
+    nonzero = lambda xs, at: sum(1 for x in xs if getattr(x, at) != 0)  # noqa: E731
+    why = lambda d: ", ".join("%d %s" % (k, w) for w, k in sorted(d.items()))  # noqa: E731
+    return ("pmap over %d ranks on %s: %d programs mapped, %d skipped%s, and %d cases of "
+            "them%s; inputs: %d mapped (%d along another axis than 0), %d replicated; "
+            "results: %d stacked (%d along another axis than 0), %d returned once"
+            % (n, "host devices" if DEV.host else "threads", len(progs),
+               sum(skipped.values()), skipped and " (%s)" % why(skipped) or "",
+               sum(skipped_cases.values()), skipped_cases and " (%s)" % why(skipped_cases)
+               or "", len(mapped), nonzero(mapped, "in_axis"),
+               len(params) - len(mapped), len(stacked), nonzero(stacked, "out_axis"),
+               len(cases) - len(stacked)))
+
+
+def pmap_text(items, sig, outs):
+    """bundle_text under --pmap: main takes the stacked and replicated inputs (sig) and
+    calls pmap on bodies that are the bundle's function, split so that none has more than
+    PMAP_MAX_RESULTS results, each taking the parameters of the programs it computes."""
+    multi = len(items) > 1
+    pre = lambda i: "p%d_" % i if multi else ""  # noqa: E731
+    calls, bodies = [], []
+    for b, start in enumerate(range(0, len(outs), PMAP_MAX_RESULTS)):
+        chunk = outs[start:start + PMAP_MAX_RESULTS]
+        progs = sorted({i for i, _, _, _ in chunk})
+        params = [(pre(i) + p.name, p) for i in progs for p in items[i][0].params]
+        results = [o for _, _, o, _ in chunk]
+        attrs = 'in_axes=[%s], out_axes=[%s], axis_name="batch"' % (
+            ", ".join(attr_axis(p.in_axis) for _, p in params),
+            ", ".join(attr_axis(c.out_axis) for _, c, _, _ in chunk))
+        if all(p.in_axis is None for _, p in params) or any(items[i][0].pmap_devices
+                                                            for i in progs):
+            attrs += ", devices=%d" % PMAP[0]
+        calls.append("  %s = pmap(@body%d, %s, %s)" % (", ".join(results), b,
+                                                      ", ".join(nm for nm, _ in params), attrs))
+        bodies += (["func body%d(%s) {" % (b, ", ".join("%s: %s" % (nm, p.body_decl)
+                                                          for nm, p in params))] +
+                   ["  " + ln for _, _, _, lines in chunk for ln in lines] +
+                   ["  return " + ", ".join(results), "}"])
+    return "\n".join(["func main(%s) {" % ", ".join(sig)] + calls +
+                     ["  return " + ", ".join(o for _, _, o, _ in outs), "}"] + bodies) + "\n"
 
 
 # ---- running and comparing ------------------------------------------------------------
@@ -1674,7 +2323,8 @@ ROUNDTRIP = ("mlp_", "fused_", "index_sugar_f32", "const", "slice_f32", "slice_u
              "subtensor_f32", "take_f32", "weak_literal_", "literals_only", "cast_f64_to_i8",
              "reduce_f32_2x3x4", "unary_specials_", "long_chain", "where_", "mask_select_f32",
              "shift_i8", "broadcast_to_f32", "reshape_f32", "take_assign_f32_axis1",
-             "npy_layouts", "int_graph")
+             "npy_layouts", "int_graph", "lapack_f64_3", "lapack_edge", "quantile_f64_2x3x5",
+             "sort_f32_4x6", "cumulative_f32_2x3x4")
 
 
 def describe_inputs(prog):
@@ -1801,6 +2451,10 @@ def main():
     ap.add_argument("--annotate", action="store_true",
                     help="annotate a random half of each case's lines with a device of the "
                          "run (cpu, cpu:i, sim:i), the choice fixed by --seed and the case")
+    ap.add_argument("--pmap", type=int, default=0, metavar="N",
+                    help="run every program that can be mapped as the body of a pmap over N "
+                         "ranks, on stacked inputs, against NumPy slice by slice (on threads; "
+                         "with --devices N or more, on the host devices)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--no-bundle", dest="bundle", action="store_false",
@@ -1814,18 +2468,27 @@ def main():
     if not 0 <= args.devices <= 256 or not 0 <= args.sim <= 256:
         print("diff_numpy.py: --devices and --sim take 0 to 256", file=sys.stderr)
         return 2
+    if args.pmap and (args.sim or args.annotate or not 0 < args.pmap <= 64
+                      or 0 < args.devices < args.pmap):
+        print("diff_numpy.py: --pmap takes 1 to 64 ranks, on threads or on at least as many "
+              "host devices (--devices), without --sim and --annotate", file=sys.stderr)
+        return 2
     DEV.host, DEV.sim, DEV.annotate, DEV.seed = args.devices, args.sim, args.annotate, args.seed
+    PMAP[0] = args.pmap
 
     t0 = time.time()
-    S = Suite(args.seed)
-    for gen in GENERATORS:
-        first = len(S.programs)
-        gen(S)  # every program made, so that a sample has the full suite's data
-        if args.sample > 1:
-            S.programs[first:] = S.programs[first::args.sample]
+    if args.pmap:
+        try:
+            made, skipped, skipped_cases = pmap_programs(
+                args.seed, args.pmap, args.sample, lambda c: args.filter in c.full_name())
+        except SuiteError as e:
+            print("diff_numpy.py: %s" % e, file=sys.stderr)
+            return 2
+    else:
+        made = generate(args.seed, args.sample)[1]
     progs = []
     subset = args.filter or args.sample > 1  # no round trips nor CLI checks then
-    for prog in S.programs:
+    for prog in made:
         if args.filter:
             prog.cases = [c for c in prog.cases if args.filter in c.full_name()]
         if prog.cases:
@@ -1841,6 +2504,12 @@ def main():
           % (ncases, len(progs), args.seed, np.__version__, ", ".join(modes),
              "; devices %s%s" % (", ".join(DEV.names()), ", annotated" if DEV.annotate else "")
              if DEV.host or DEV.sim or DEV.annotate else ""))
+    if args.pmap:
+        print(pmap_summary(progs, skipped, skipped_cases, args.pmap))
+        if len(progs) < PMAP_MIN_MAPPED * (len(progs) + sum(skipped.values())) or not progs:
+            print("FAIL too few programs mapped: at least %d%% must be"
+                  % round(100 * PMAP_MIN_MAPPED))
+            return 1
     sys.stdout.flush()
 
     tmp = tempfile.mkdtemp(prefix="tgdiff.")

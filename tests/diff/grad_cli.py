@@ -9,8 +9,10 @@ The vjp form is checked the same way (the loss is the sum of each output times i
 cotangent), and the jacobian and hessian forms against central differences of the NumPy
 value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z, the
 gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (1,n), dot's
-(g.Y^T, X^T.g), a small MLP with softmax cross-entropy, and a call of another function of
-the file.
+(g.Y^T, X^T.g), a small MLP with softmax cross-entropy, a call of another function of
+the file, the cumulative ops, sorts, topk and order statistics together, and the LAPACK
+ops (cholesky, solve, solve_triangular, cho_solve, inv, det, slogdet, eigh) on matrices the
+program makes well conditioned.
 
 On devices: --devices N runs on N virtual host devices (`tgraph run --devices N`), --sim K
 with K sim devices (TGRAPH_SIM_DEVICES=K, memory protected), and --annotate adds
@@ -102,6 +104,84 @@ func main(x: f64[?,4], W: f64[4,3], b: f64[3]) {
 }""", {"x": (5, 4), "W": (4, 3), "b": (3,)},
      lambda v: np.sum((np.tanh(v["x"] @ v["W"]) + v["b"]) * np.tanh(v["x"] @ v["W"])),
      ["W", "b"]),
+    # the LAPACK ops (docs/grad.md, "Linear algebra (lapack.c)"), on matrices made well
+    # conditioned in the graph: X X^T + n I is positive definite, X + n I far from singular,
+    # and a small symmetric matrix plus diag(0, 1.5, 3, 4.5) has well separated eigenvalues
+    ("cholesky", """
+func main(X: f64[4,4], G: f64[4,4]) {
+  A = add(dot(X, transpose(X)), mul(4, eye(n=4)))
+  L = cholesky(A)
+  U = cholesky(A, lower=false)
+  loss = add(sum(mul(L, G)), sum(mul(U, mul(G, G))))
+  gX, gG = grad(loss, X, G)
+  return loss, gX, gG
+}""", {"X": (4, 4), "G": (4, 4)},
+     lambda v: (np.sum(np.linalg.cholesky(v["X"] @ v["X"].T + 4 * np.eye(4)) * v["G"])
+                + np.sum(np.linalg.cholesky(v["X"] @ v["X"].T + 4 * np.eye(4)).T
+                         * v["G"] ** 2)), ["X", "G"]),
+    ("solvers", """
+func main(X: f64[3,3], b: f64[3], B: f64[3,2]) {
+  A = add(X, mul(3, eye(n=3)))
+  x = solve(A, b)
+  y = solve_triangular(A, B, lower=true, trans=1)
+  z = solve_triangular(A, b, unit_diagonal=true)
+  loss = add(add(sum(mul(x, x)), sum(mul(y, B))), sum(mul(z, b)))
+  gX, gb, gB = grad(loss, X, b, B)
+  return loss, gX, gb, gB
+}""", {"X": (3, 3), "b": (3,), "B": (3, 2)},
+     lambda v: (np.sum(np.linalg.solve(v["X"] + 3 * np.eye(3), v["b"]) ** 2)
+                + np.sum(np.linalg.solve(np.tril(v["X"] + 3 * np.eye(3)).T, v["B"]) * v["B"])
+                + np.sum(np.linalg.solve(np.triu(v["X"], 1) + np.eye(3), v["b"]) * v["b"])),
+     ["X", "b", "B"]),
+    ("cho_solve_inv_det", """
+func main(X: f64[3,3], b: f64[3]) {
+  S = add(dot(X, transpose(X)), mul(3, eye(n=3)))
+  z = cho_solve(cholesky(S), b)
+  A = add(X, mul(3, eye(n=3)))
+  s, l = slogdet(A)
+  loss = add(add(sum(mul(z, b)), sum(inv(S))), add(mul(s, l), det(A)))
+  gX, gb = grad(loss, X, b)
+  return loss, gX, gb
+}""", {"X": (3, 3), "b": (3,)},
+     lambda v: (np.sum(np.linalg.solve(v["X"] @ v["X"].T + 3 * np.eye(3), v["b"]) * v["b"])
+                + np.sum(np.linalg.inv(v["X"] @ v["X"].T + 3 * np.eye(3)))
+                + np.prod(np.linalg.slogdet(v["X"] + 3 * np.eye(3)))
+                + np.linalg.det(v["X"] + 3 * np.eye(3))), ["X", "b"]),
+    ("eigh", """
+func main(X: f64[4,4], C: f64[4,4]) {
+  D = const(value=[0.0, 1.5, 3.0, 4.5], dtype="f64")
+  A = add(mul(0.1, add(X, transpose(X))), mul(eye(n=4), D))
+  w, v = eigh(A)
+  w2, v2 = eigh(A, lower=false)
+  loss = add(add(sum(mul(w, D)), sum(mul(mul(v, v), C))), sum(mul(w2, w2)))
+  gX = grad(loss, X)
+  return loss, gX
+}""", {"X": (4, 4), "C": (4, 4)},
+     lambda v: (lambda w, vv: np.sum(w * np.array([0.0, 1.5, 3, 4.5])) + np.sum(vv * vv * v["C"])
+                + np.sum(w ** 2))(*np.linalg.eigh(0.1 * (v["X"] + v["X"].T)
+                                                  + np.diag([0.0, 1.5, 3, 4.5]))), ["X"]),
+    ("cumulative_and_sorting", """
+func main(x: f64[4,6], w: f64[4,6]) {
+  a = sum(mul(cumsum(x, axis=1), w))
+  b = sum(mul(cumprod(x), reshape(w, shape=[-1])))
+  c = sum(mul(cummax(x, axis=0), w))
+  d = sum(mul(diff(x, n=2, axis=1), w[:, 2:]))
+  e = sum(mul(sort(x, axis=none), reshape(w, shape=[-1])))
+  v, i = topk(x, k=3, axis=1)
+  f = sum(mul(v, w[:, :3]))
+  q = sum(mul(quantile(x, q=[0.3, 0.8], axis=1), w[:2, :4]))
+  loss = add(add(add(a, b), add(c, d)), add(add(e, f), add(q, median(x))))
+  gx, gw = grad(loss, x, w)
+  return loss, gx, gw
+}""", {"x": (4, 6), "w": (4, 6)},
+     lambda v: (np.sum(np.cumsum(v["x"], axis=1) * v["w"]) + np.sum(np.cumprod(v["x"]) * v["w"].ravel())
+                + np.sum(np.maximum.accumulate(v["x"], axis=0) * v["w"])
+                + np.sum(np.diff(v["x"], n=2, axis=1) * v["w"][:, 2:])
+                + np.sum(np.sort(v["x"], axis=None) * v["w"].ravel())
+                + np.sum(-np.sort(-v["x"], axis=1)[:, :3] * v["w"][:, :3])
+                + np.sum(np.quantile(v["x"], [0.3, 0.8], axis=1) * v["w"][:2, :4])
+                + np.median(v["x"])),
+     ["x", "w"]),
 ]
 
 # jacobian and hessian forms: (name, program, input shapes, NumPy function, wrt, kind); the

@@ -11,7 +11,8 @@
  * (fusion and BLAS lowering included) and IR verification; compiling and running with the
  * reference interpreter and with the VM (one thread, and a pool of two, two calls so that
  * cached plans are reused) and with the C JIT (from a warm private cache: emission, cache
- * lookup, loading, the generated code's runtime calls); reverse-mode gradients, and
+ * lookup, loading, the generated code's runtime calls), LAPACK's ops (their scratch) among them;
+ * reverse-mode gradients, and
  * jacobians and hessians, built through the C API; .npy reading from files and memory, and writing;
  * a nested pmap, its ranks on a device and on the caller's thread.
  * The module's annotations name cpu:0 and cpu:1, which the test makes exist: compiling
@@ -55,6 +56,14 @@ static const char wl_src[] =
     "func blas(A: f64[3,4], B: f64[4,5], C: f64[3,5], v: f64[4], u: f64[3]) {\n"
     "  g = add(mul(dot(A, B, device=\"cpu:1\"), 2.0, device=\"cpu:1\"), C, device=\"cpu:1\")\n"
     "  return g, dot(A, v), add(outer(u, v), A)\n"
+    "}\n"
+    "func lapack(X: f64[5,5], b: f64[5]) {\n"
+    "  A = add(dot(X, transpose(X)), eye(n=5))\n"
+    "  L = cholesky(A)\n"
+    "  w, v = eigh(A)\n"
+    "  s, ld = slogdet(A)\n"
+    "  gX = grad(add(ld, sum(w)), X)\n"
+    "  return solve(A, b), cho_solve(L, b), inv(A), mul(det(A), s), w, mul(v, v), gX\n"
     "}\n";
 
 /* A pmap (on cpu:0) whose body maps again (on the caller's thread: ranks of a rank run on

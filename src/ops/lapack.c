@@ -1,0 +1,862 @@
+/* lapack.c - the core linear-algebra ops on 2-D matrices, computed by LAPACK (lapack.h):
+ * cholesky, solve_triangular, solve, cho_solve, inv, det, slogdet and eigh, with the
+ * semantics of numpy.linalg and scipy.linalg, each with its gradient built as ordinary graph.
+ *
+ * One record per op. Dtypes: float32 runs LAPACK's s routines, float64 its d routines. As
+ * numpy.linalg does, every other input (integers, bool) counts as float64: the result is
+ * float32 only when every input is float32 (solve(f32, i8) is f64), and the promote hook
+ * casts the inputs to it.
+ *
+ * Layout: LAPACK is column-major and overwrites its operands; tgraph's values are strided
+ * views. Each kernel copies its operands, whatever their strides, into one scratch block
+ * (from the kernel's context) in column-major order, runs the routine there, and copies the
+ * results out through the outputs' strides: O(n^2) copies beside O(n^3) work, and no
+ * transposition reasoning in the calls (uplo 'L' is the lower triangle as NumPy prints it).
+ *
+ * Reading: cholesky and eigh read only the triangle `lower` names, cho_solve and
+ * solve_triangular only their factor's triangle (not its diagonal with unit_diagonal), as
+ * LAPACK does; the other entries never matter, so their gradients are zero there.
+ *
+ * Failures (run-time errors, as numpy.linalg's LinAlgError): cholesky of a matrix that is
+ * not positive definite names the leading minor of the first failing order; solve, inv and
+ * solve_triangular of an exactly singular matrix name the zero pivot or diagonal entry;
+ * eigh of a matrix with a non-finite entry in its triangle is refused (LAPACK's result
+ * there is not defined), and a failed convergence is reported. det of a singular matrix
+ * is 0 and slogdet's is (0, -inf), with no error. Extents beyond LAPACK's 32-bit integers
+ * are an error. NaN entries elsewhere flow through the arithmetic.
+ */
+#include "ops.h"
+
+#include "lapack.h"
+
+#include <limits.h>
+#include <math.h>
+
+/* ---- dtypes and inference ---- */
+
+/* numpy.linalg's rule: float32 when every input is, float64 otherwise. */
+static tg_status promote_lapack(tg_infer *ic, tg_dtype *want) {
+    bool single = true;
+    for (int i = 0; i < ic->nin; i++) single = single && ic->in[i].dtype == TG_DT_F32;
+    for (int i = 0; i < ic->nin; i++) want[i] = single ? TG_DT_F32 : TG_DT_F64;
+    return TG_OK;
+}
+
+/* Input i must be a square matrix: *n gets its extent (-1 when both are '?') and *nb
+ * whether that extent is a 1 that must not broadcast. */
+static tg_status square_in(tg_infer *ic, int i, int64_t *n, bool *nb) {
+    const tg_type *t = &ic->in[i];
+    char s[TG_TYPE_STR_MAX];
+    if (t->ndim != 2)
+        return tg_infer_fail(ic, TG_ESHAPE, "expected a 2-d matrix, got %s",
+                             tg_type_str(t, s, sizeof s));
+    if (t->shape[0] >= 0 && t->shape[1] >= 0 && t->shape[0] != t->shape[1])
+        return tg_infer_fail(ic, TG_ESHAPE, "expected a square matrix, got %s",
+                             tg_type_str(t, s, sizeof s));
+    int ax = t->shape[0] >= 0 ? 0 : 1;
+    *n = t->shape[ax];
+    *nb = (t->nobcast >> ax) & 1u;
+    return TG_OK;
+}
+
+/* Output slot o: dtype dt, nd (0, 1 or 2) extents of n. */
+static void square_type(tg_type *o, tg_dtype dt, int nd, int64_t n, bool nb) {
+    memset(o, 0, sizeof *o);
+    o->dtype = (uint8_t)dt;
+    o->ndim = (uint8_t)nd;
+    for (int d = 0; d < nd; d++) {
+        o->shape[d] = n;
+        if (nb) o->nobcast |= 1u << d;
+    }
+}
+
+/* A square matrix in, outputs of nd[0..nout) extents of its size. */
+static tg_status infer_square_outs(tg_infer *ic, const int *nd, int nout) {
+    int64_t n;
+    bool nb;
+    if (square_in(ic, 0, &n, &nb) != TG_OK) return ic->status;
+    for (int o = 0; o < nout; o++)
+        square_type(&ic->out[o], (tg_dtype)ic->in[0].dtype, nd[o], n, nb);
+    ic->nout = nout;
+    return TG_OK;
+}
+
+/* A square matrix (input 0) and a right-hand side b (input 1), [n] or [n,k]: the result
+ * has b's type. */
+static tg_status infer_solver(tg_infer *ic) {
+    const tg_type *a = &ic->in[0], *b = &ic->in[1];
+    char as[TG_TYPE_STR_MAX], bs[TG_TYPE_STR_MAX];
+    int64_t n;
+    bool nb;
+    if (square_in(ic, 0, &n, &nb) != TG_OK) return ic->status;
+    if (b->ndim != 1 && b->ndim != 2)
+        return tg_infer_fail(ic, TG_ESHAPE, "the right-hand side must be 1-d or 2-d, got %s",
+                             tg_type_str(b, bs, sizeof bs));
+    if (n >= 0 && b->shape[0] >= 0 && b->shape[0] != n)
+        return tg_infer_fail(ic, TG_ESHAPE, "%s and %s do not align (%lld != %lld)",
+                             tg_type_str(a, as, sizeof as), tg_type_str(b, bs, sizeof bs),
+                             (long long)n, (long long)b->shape[0]);
+    tg_type *o = &ic->out[0];
+    *o = *b;
+    o->weak = 0;
+    o->dtype = a->dtype;
+    if (o->shape[0] < 0 && n >= 0) {
+        o->shape[0] = n;
+        o->nobcast = (o->nobcast & ~1u) | (nb ? 1u : 0u);
+    }
+    ic->nout = 1;
+    return TG_OK;
+}
+
+static tg_status infer_matrix(tg_infer *ic) { return infer_square_outs(ic, (const int[]){2}, 1); }
+static tg_status infer_scalar(tg_infer *ic) { return infer_square_outs(ic, (const int[]){0}, 1); }
+
+/* ---- kernels: shared ---- */
+
+/* Every operand and output is f32 or f64, all of one dtype (the promote hook's casts). */
+static bool float_operands(tg_kern *k) {
+    tg_dtype dt = k->out[0]->dtype;
+    bool ok = dt == TG_DT_F32 || dt == TG_DT_F64;
+    for (int i = 0; i < k->nin; i++) ok = ok && k->in[i]->dtype == dt;
+    for (int i = 1; i < k->nout; i++) ok = ok && k->out[i]->dtype == dt;
+    if (!ok) tg_kern_fail(k, TG_EINTERNAL, "operands of different or non-float dtypes");
+    return ok;
+}
+
+/* An extent as LAPACK's INTEGER. */
+static bool lapack_extent(tg_kern *k, int64_t v, tg_lapack_int *out) {
+    if (v > INT_MAX) {
+        tg_kern_fail(k, TG_ELIMIT, "extent %lld is beyond LAPACK's 32-bit integers", (long long)v);
+        return false;
+    }
+    *out = (tg_lapack_int)v;
+    return true;
+}
+
+/* The extent of the square matrix t (run-time inference checked it). */
+static bool square_extent(tg_kern *k, const tg_tensor *t, tg_lapack_int *n) {
+    if (t->ndim != 2 || t->shape[0] != t->shape[1]) {
+        tg_kern_fail(k, TG_EINTERNAL, "expected a square matrix");
+        return false;
+    }
+    return lapack_extent(k, t->shape[0], n);
+}
+
+/* The scratch of one kernel call: ne elements of es bytes, then ni LAPACK integers. */
+typedef struct scratch {
+    char *p;     /* the block */
+    size_t size; /* its bytes */
+    size_t ints; /* offset of the integers */
+} scratch;
+
+static bool scratch_get(tg_kern *k, scratch *s, int64_t ne, size_t es, int64_t ni) {
+    size_t a, b;
+    s->p = NULL;
+    if (!tg_size_mul((size_t)ne, es, &a) || !tg_size_mul((size_t)ni, sizeof(tg_lapack_int), &b) ||
+        !tg_size_add(a, b, &s->size)) {
+        tg_kern_fail(k, TG_ELIMIT, "the operands are too large");
+        return false;
+    }
+    s->ints = a; /* a multiple of es (4 or 8 bytes): aligned for the integers */
+    if (s->size == 0) s->size = 1;
+    s->p = tg_mem_alloc(k->ctx, s->size);
+    if (!s->p) tg_kern_fail(k, TG_ENOMEM, "out of memory (%zu bytes of scratch)", s->size);
+    return s->p != NULL;
+}
+
+static void scratch_free(tg_kern *k, scratch *s) {
+    if (s->p) tg_mem_free(k->ctx, s->p, s->size);
+    s->p = NULL;
+}
+
+/* Element e of the scratch (of es bytes each), and its integers. */
+static void *sc_at(const scratch *s, int64_t e, size_t es) { return s->p + (size_t)e * es; }
+static tg_lapack_int *sc_ints(const scratch *s) { return (tg_lapack_int *)(s->p + s->ints); }
+
+/* Rows, columns and their strides of a 1-d (one column) or 2-d tensor. */
+static void mat_dims(const tg_tensor *t, int64_t *r, int64_t *c, int64_t *rs, int64_t *cs) {
+    *r = t->shape[0];
+    *rs = t->strides[0];
+    *c = t->ndim == 2 ? t->shape[1] : 1;
+    *cs = t->ndim == 2 ? t->strides[1] : 0;
+}
+
+/* Copies the 1-d or 2-d tensor x into dst, column-major with leading dimension ld. */
+static void load_cm(const tg_tensor *x, void *dst, int64_t ld) {
+    int64_t r, c, rs, cs;
+    mat_dims(x, &r, &c, &rs, &cs);
+    if (r == 0 || c == 0) return;
+    if (x->dtype == TG_DT_F64) {
+        const double *s = tg_tensor_data(x);
+        double *d = dst;
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t i = 0; i < r; i++) d[i + j * ld] = s[i * rs + j * cs];
+    } else {
+        const float *s = tg_tensor_data(x);
+        float *d = dst;
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t i = 0; i < r; i++) d[i + j * ld] = s[i * rs + j * cs];
+    }
+}
+
+/* Copies the column-major src (leading dimension ld) into the 1-d or 2-d tensor y. */
+static void store_cm(tg_tensor *y, const void *src, int64_t ld) {
+    int64_t r, c, rs, cs;
+    mat_dims(y, &r, &c, &rs, &cs);
+    if (r == 0 || c == 0) return;
+    if (y->dtype == TG_DT_F64) {
+        const double *s = src;
+        double *d = tg_tensor_data(y);
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t i = 0; i < r; i++) d[i * rs + j * cs] = s[i + j * ld];
+    } else {
+        const float *s = src;
+        float *d = tg_tensor_data(y);
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t i = 0; i < r; i++) d[i * rs + j * cs] = s[i + j * ld];
+    }
+}
+
+/* Element (i, j) of the column-major n x n matrix m, as a double. */
+static double cm_get(const void *m, bool d, int64_t n, int64_t i, int64_t j) {
+    return d ? ((const double *)m)[i + j * n] : ((const float *)m)[i + j * n];
+}
+
+/* ---- the LAPACK calls, by dtype (d: float64). Each returns LAPACK's info. ---- */
+
+static tg_lapack_int lp_potrf(bool d, char uplo, tg_lapack_int n, void *a) {
+    tg_lapack_int info = 0;
+    if (d)
+        dpotrf_(&uplo, &n, a, &n, &info, 1);
+    else
+        spotrf_(&uplo, &n, a, &n, &info, 1);
+    return info;
+}
+
+static tg_lapack_int lp_potrs(bool d, char uplo, tg_lapack_int n, tg_lapack_int nrhs, const void *a,
+                              void *b) {
+    tg_lapack_int info = 0;
+    if (d)
+        dpotrs_(&uplo, &n, &nrhs, a, &n, b, &n, &info, 1);
+    else
+        spotrs_(&uplo, &n, &nrhs, a, &n, b, &n, &info, 1);
+    return info;
+}
+
+static tg_lapack_int lp_trtrs(bool d, char uplo, char trans, char diag, tg_lapack_int n,
+                              tg_lapack_int nrhs, const void *a, void *b) {
+    tg_lapack_int info = 0;
+    if (d)
+        dtrtrs_(&uplo, &trans, &diag, &n, &nrhs, a, &n, b, &n, &info, 1, 1, 1);
+    else
+        strtrs_(&uplo, &trans, &diag, &n, &nrhs, a, &n, b, &n, &info, 1, 1, 1);
+    return info;
+}
+
+static tg_lapack_int lp_gesv(bool d, tg_lapack_int n, tg_lapack_int nrhs, void *a,
+                             tg_lapack_int *ipiv, void *b) {
+    tg_lapack_int info = 0;
+    if (d)
+        dgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
+    else
+        sgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
+    return info;
+}
+
+static tg_lapack_int lp_getrf(bool d, tg_lapack_int n, void *a, tg_lapack_int *ipiv) {
+    tg_lapack_int info = 0;
+    if (d)
+        dgetrf_(&n, &n, a, &n, ipiv, &info);
+    else
+        sgetrf_(&n, &n, a, &n, ipiv, &info);
+    return info;
+}
+
+/* lwork = -1: the workspace query (its answer in work[0]). */
+static tg_lapack_int lp_getri(bool d, tg_lapack_int n, void *a, const tg_lapack_int *ipiv,
+                              void *work, tg_lapack_int lwork) {
+    tg_lapack_int info = 0;
+    if (d)
+        dgetri_(&n, a, &n, ipiv, work, &lwork, &info);
+    else
+        sgetri_(&n, a, &n, ipiv, work, &lwork, &info);
+    return info;
+}
+
+/* lwork = liwork = -1: the workspace query (answers in work[0] and iwork[0]). */
+static tg_lapack_int lp_syevd(bool d, char uplo, tg_lapack_int n, void *a, void *w, void *work,
+                              tg_lapack_int lwork, tg_lapack_int *iwork, tg_lapack_int liwork) {
+    tg_lapack_int info = 0;
+    char jobz = 'V';
+    if (d)
+        dsyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+    else
+        ssyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+    return info;
+}
+
+/* A negative info is an argument LAPACK refused: a bug of these kernels. */
+static tg_status lapack_refused(tg_kern *k, const char *routine, tg_lapack_int info) {
+    return tg_kern_fail(k, TG_EINTERNAL, "LAPACK's %s refused argument %d", routine, (int)-info);
+}
+
+/* A workspace size LAPACK answered (a float holding an integer), at least the documented
+ * minimum `least`: a float32 answer may have been rounded below it. */
+static bool work_size(tg_kern *k, double q, int64_t least, tg_lapack_int *out) {
+    int64_t w = !(q <= (double)INT_MAX) ? (int64_t)INT_MAX + 1 : q > 0 ? (int64_t)ceil(q) : 0;
+    return lapack_extent(k, w > least ? w : least, out);
+}
+
+/* ---- gradients: shared ---- */
+
+static tg_var *tr(tg_graph *g, tg_var *v) { return v ? tg_transpose(g, v, NULL) : NULL; }
+
+/* tril(v, k) when lower, else triu(v, k). */
+static tg_var *tri(tg_graph *g, tg_var *v, bool lower, int64_t k) {
+    tg_attr a = TG_A_INT("k", k);
+    return v ? tg_apply(g, lower ? "tril" : "triu", &v, 1, &a, 1) : NULL;
+}
+
+/* v with its off-diagonal entries zeroed. */
+static tg_var *diag_part(tg_graph *g, tg_var *v) { return tri(g, tri(g, v, true, 0), false, 0); }
+
+static tg_var *solve_tri(tg_graph *g, tg_var *a, tg_var *b, bool lower, int trans, bool unit) {
+    tg_attr at[] = {TG_A_BOOL("lower", lower), TG_A_INT("trans", trans),
+                    TG_A_BOOL("unit_diagonal", unit)};
+    return a && b ? tg_apply(g, "solve_triangular", (tg_var *[]){a, b}, 2, at, 3) : NULL;
+}
+
+/* u v^T for the right-hand sides u, v of one shape ([n] or [n,k]). */
+static tg_var *rhs_outer(tg_graph *g, tg_var *u, tg_var *v) {
+    if (!u || !v) return NULL;
+    return v->type.ndim == 1 ? tg_outer(g, u, v) : tg_dot(g, u, tr(g, v));
+}
+
+/* The gradient of a function of a symmetric matrix that reads only one triangle of its
+ * input (cholesky, eigh): given G, a gradient with respect to the symmetric matrix whose
+ * symmetric part is right, each entry of the triangle read stands for both of its mirror
+ * entries: tri(G + G^T) with the diagonal counted once. */
+static tg_var *triangle_grad(tg_graph *g, tg_var *G, bool lower) {
+    tg_var *t = tg_add(g, G, tr(g, G));
+    return tg_sub(g, tri(g, t, lower, 0), tg_mul(g, tg_literal_float(g, 0.5), diag_part(g, t)));
+}
+
+/* ---- cholesky ---- */
+
+static const tg_attr_spec lower_true_attrs[] = {
+    {"lower", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 1}},
+};
+
+static tg_status ref_cholesky(tg_kern *k) {
+    const tg_tensor *a = k->in[0];
+    tg_tensor *y = k->out[0];
+    bool lower = k->attrs[0].i != 0, d = y->dtype == TG_DT_F64;
+    size_t es = tg_dtype_size(y->dtype);
+    tg_lapack_int n;
+    scratch s;
+    if (!float_operands(k) || !square_extent(k, a, &n)) return k->status;
+    if (n == 0) return TG_OK;
+    if (!scratch_get(k, &s, (int64_t)n * n, es, 0)) return k->status;
+    load_cm(a, s.p, n);
+    tg_lapack_int info = lp_potrf(d, lower ? 'L' : 'U', n, s.p);
+    /* OpenBLAS's potrf stops only at a pivot <= 0; LAPACK's reference (and NumPy) also at
+       a NaN one, which a NaN anywhere in the triangle read makes: the first NaN on the
+       factor's diagonal is where the reference stops */
+    for (tg_lapack_int i = 0; i < n && info == 0; i++)
+        if (isnan(cm_get(s.p, d, n, i, i))) info = i + 1;
+    if (info != 0) {
+        scratch_free(k, &s);
+        if (info < 0) return lapack_refused(k, "potrf", info);
+        return tg_kern_fail(k, TG_EINVAL,
+                            "the matrix is not positive definite (its leading minor of order %d "
+                            "is not)",
+                            (int)info);
+    }
+    for (int64_t j = 0; j < n; j++) /* LAPACK leaves the other triangle as it was */
+        for (int64_t i = 0; i < n; i++)
+            if (lower ? i < j : i > j) memset(sc_at(&s, i + j * n, es), 0, es);
+    store_cm(y, s.p, n);
+    scratch_free(k, &s);
+    return TG_OK;
+}
+
+/* Murray (2016), as PyTensor's CholeskyGrad: with A = L L^T and phi(X) the lower triangle
+ * of X with its diagonal halved, S = L^-T phi(L^T gL) L^-1 is the gradient with respect to
+ * the symmetric A (its symmetric part), which triangle_grad turns into the gradient of the
+ * lower triangle read. The upper factor is the transpose of the lower one of A^T. */
+static tg_status vjp_cholesky(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    bool lower = n->attrs[0].i != 0;
+    tg_var *L = n->out[0], *gL = gout[0];
+    if (!lower) {
+        L = tr(g, L);
+        gL = tr(g, gL);
+    }
+    tg_var *m = tg_dot(g, tr(g, L), gL);
+    tg_var *phi =
+        tg_mul(g, tg_literal_float(g, 0.5), tg_add(g, tri(g, m, true, 0), tri(g, m, true, -1)));
+    tg_var *s1 = solve_tri(g, L, phi, true, 1, false);             /* L^-T phi */
+    tg_var *s = tr(g, solve_tri(g, L, tr(g, s1), true, 1, false)); /* (L^-T s1^T)^T */
+    tg_var *ga = triangle_grad(g, s, true);
+    gin[0] = lower ? ga : tr(g, ga);
+    return g->status;
+}
+
+const tg_op_def tg_op_cholesky = {
+    .name = "cholesky",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .attrs = lower_true_attrs,
+    .nattrs = (int)TG_COUNTOF(lower_true_attrs),
+    .promote = promote_lapack,
+    .infer = infer_matrix,
+    .ref = ref_cholesky,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_cholesky,
+};
+
+/* ---- solve_triangular ---- */
+
+enum { ST_LOWER, ST_TRANS, ST_UNIT };
+static const tg_attr_spec solve_tri_attrs[] = {
+    [ST_LOWER] = {"lower", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+    [ST_TRANS] = {"trans", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+    [ST_UNIT] = {"unit_diagonal", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+};
+
+static tg_status infer_solve_tri(tg_infer *ic) {
+    int64_t t = ic->attrs[ST_TRANS].i;
+    if (t < 0 || t > 2)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "trans must be 0 (a x = b), 1 (a^T x = b) or 2 (a^H x = b), got %lld",
+                             (long long)t);
+    return infer_solver(ic);
+}
+
+/* The right-hand side b of a square a ([n] or [n,k]) as LAPACK's extents. */
+static bool rhs_extents(tg_kern *k, const tg_tensor *a, const tg_tensor *b, tg_lapack_int *n,
+                        tg_lapack_int *nrhs) {
+    if (!square_extent(k, a, n)) return false;
+    if ((b->ndim != 1 && b->ndim != 2) || b->shape[0] != *n) {
+        tg_kern_fail(k, TG_EINTERNAL, "the right-hand side does not match the matrix");
+        return false;
+    }
+    return lapack_extent(k, b->ndim == 2 ? b->shape[1] : 1, nrhs);
+}
+
+static tg_status ref_solve_tri(tg_kern *k) {
+    const tg_tensor *a = k->in[0], *b = k->in[1];
+    tg_tensor *y = k->out[0];
+    bool lower = k->attrs[ST_LOWER].i != 0, unit = k->attrs[ST_UNIT].i != 0;
+    bool d = y->dtype == TG_DT_F64;
+    size_t es = tg_dtype_size(y->dtype);
+    tg_lapack_int n, nrhs;
+    scratch s;
+    if (!float_operands(k) || !rhs_extents(k, a, b, &n, &nrhs)) return k->status;
+    if (n == 0) return TG_OK;
+    if (!scratch_get(k, &s, (int64_t)n * n + (int64_t)n * nrhs, es, 0)) return k->status;
+    void *rhs = sc_at(&s, (int64_t)n * n, es);
+    load_cm(a, s.p, n);
+    load_cm(b, rhs, n);
+    /* trans 2 (conjugate transpose) is the transpose for real matrices */
+    tg_lapack_int info = lp_trtrs(d, lower ? 'L' : 'U', k->attrs[ST_TRANS].i ? 'T' : 'N',
+                                  unit ? 'U' : 'N', n, nrhs, s.p, rhs);
+    if (info == 0) store_cm(y, rhs, n);
+    scratch_free(k, &s);
+    if (info < 0) return lapack_refused(k, "trtrs", info);
+    if (info > 0)
+        return tg_kern_fail(k, TG_EINVAL, "singular matrix: its diagonal entry [%d, %d] is zero",
+                            (int)info - 1, (int)info - 1);
+    return TG_OK;
+}
+
+/* x = op(A)^-1 b: gb = op(A)^-T gx; g op(A) = -gb x^T, of which A's triangle read (without
+ * the diagonal when it is taken as ones) is the gradient. */
+static tg_status vjp_solve_tri(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    bool lower = n->attrs[ST_LOWER].i != 0, unit = n->attrs[ST_UNIT].i != 0;
+    int trans = n->attrs[ST_TRANS].i != 0;
+    tg_var *a = n->in[0], *x = n->out[0];
+    tg_var *gb = solve_tri(g, a, gout[0], lower, !trans, unit);
+    tg_var *gop = tg_neg(g, rhs_outer(g, gb, x));
+    gin[0] = tri(g, trans ? tr(g, gop) : gop, lower, unit ? (lower ? -1 : 1) : 0);
+    gin[1] = gb;
+    return g->status;
+}
+
+const tg_op_def tg_op_solve_triangular = {
+    .name = "solve_triangular",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .attrs = solve_tri_attrs,
+    .nattrs = (int)TG_COUNTOF(solve_tri_attrs),
+    .promote = promote_lapack,
+    .infer = infer_solve_tri,
+    .ref = ref_solve_tri,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_solve_tri,
+};
+
+/* ---- solve ---- */
+
+static tg_status ref_solve(tg_kern *k) {
+    const tg_tensor *a = k->in[0], *b = k->in[1];
+    tg_tensor *y = k->out[0];
+    bool d = y->dtype == TG_DT_F64;
+    size_t es = tg_dtype_size(y->dtype);
+    tg_lapack_int n, nrhs;
+    scratch s;
+    if (!float_operands(k) || !rhs_extents(k, a, b, &n, &nrhs)) return k->status;
+    if (n == 0) return TG_OK;
+    if (!scratch_get(k, &s, (int64_t)n * n + (int64_t)n * nrhs, es, n)) return k->status;
+    void *rhs = sc_at(&s, (int64_t)n * n, es);
+    load_cm(a, s.p, n);
+    load_cm(b, rhs, n);
+    tg_lapack_int info = lp_gesv(d, n, nrhs, s.p, sc_ints(&s), rhs);
+    if (info == 0) store_cm(y, rhs, n);
+    scratch_free(k, &s);
+    if (info < 0) return lapack_refused(k, "gesv", info);
+    if (info > 0)
+        return tg_kern_fail(k, TG_EINVAL,
+                            "singular matrix: pivot %d of its LU factorization is exactly zero",
+                            (int)info - 1);
+    return TG_OK;
+}
+
+/* x = A^-1 b: gb = A^-T gx, gA = -gb x^T. */
+static tg_status vjp_solve(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *gb = tg_apply(g, "solve", (tg_var *[]){tr(g, n->in[0]), gout[0]}, 2, NULL, 0);
+    gin[0] = tg_neg(g, rhs_outer(g, gb, n->out[0]));
+    gin[1] = gb;
+    return g->status;
+}
+
+const tg_op_def tg_op_solve = {
+    .name = "solve",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .promote = promote_lapack,
+    .infer = infer_solver,
+    .ref = ref_solve,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_solve,
+};
+
+/* ---- cho_solve ---- */
+
+static tg_status ref_cho_solve(tg_kern *k) {
+    const tg_tensor *c = k->in[0], *b = k->in[1];
+    tg_tensor *y = k->out[0];
+    bool lower = k->attrs[0].i != 0, d = y->dtype == TG_DT_F64;
+    size_t es = tg_dtype_size(y->dtype);
+    tg_lapack_int n, nrhs;
+    scratch s;
+    if (!float_operands(k) || !rhs_extents(k, c, b, &n, &nrhs)) return k->status;
+    if (n == 0) return TG_OK;
+    if (!scratch_get(k, &s, (int64_t)n * n + (int64_t)n * nrhs, es, 0)) return k->status;
+    void *rhs = sc_at(&s, (int64_t)n * n, es);
+    load_cm(c, s.p, n);
+    load_cm(b, rhs, n);
+    tg_lapack_int info = lp_potrs(d, lower ? 'L' : 'U', n, nrhs, s.p, rhs);
+    if (info == 0) store_cm(y, rhs, n);
+    scratch_free(k, &s);
+    return info < 0 ? lapack_refused(k, "potrs", info) : TG_OK;
+}
+
+/* x = A^-1 b with A = L L^T (lower) or U^T U: gb = A^-1 gx (A is symmetric) and
+ * gA = -gb x^T; through the factor, gL = tril((gA + gA^T) L), gU = triu(U (gA + gA^T)). */
+static tg_status vjp_cho_solve(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    bool lower = n->attrs[0].i != 0;
+    tg_var *c = n->in[0];
+    tg_attr at = TG_A_BOOL("lower", lower);
+    tg_var *gb = tg_apply(g, "cho_solve", (tg_var *[]){c, gout[0]}, 2, &at, 1);
+    tg_var *ga = tg_neg(g, rhs_outer(g, gb, n->out[0]));
+    tg_var *sym = tg_add(g, ga, tr(g, ga));
+    tg_var *f = tri(g, c, lower, 0); /* the factor potrs reads */
+    gin[0] = tri(g, lower ? tg_dot(g, sym, f) : tg_dot(g, f, sym), lower, 0);
+    gin[1] = gb;
+    return g->status;
+}
+
+const tg_op_def tg_op_cho_solve = {
+    .name = "cho_solve",
+    .min_in = 2,
+    .max_in = 2,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .attrs = lower_true_attrs,
+    .nattrs = (int)TG_COUNTOF(lower_true_attrs),
+    .promote = promote_lapack,
+    .infer = infer_solver,
+    .ref = ref_cho_solve,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_cho_solve,
+};
+
+/* ---- inv ---- */
+
+static tg_status ref_inv(tg_kern *k) {
+    const tg_tensor *a = k->in[0];
+    tg_tensor *y = k->out[0];
+    bool d = y->dtype == TG_DT_F64;
+    size_t es = tg_dtype_size(y->dtype);
+    tg_lapack_int n, lwork, piv = 0;
+    double q[1];
+    float qs[1];
+    scratch s;
+    if (!float_operands(k) || !square_extent(k, a, &n)) return k->status;
+    if (n == 0) return TG_OK;
+    /* the workspace query reads neither the matrix nor the pivots */
+    tg_lapack_int info =
+        lp_getri(d, n, d ? (void *)q : (void *)qs, &piv, d ? (void *)q : (void *)qs, -1);
+    if (info < 0) return lapack_refused(k, "getri", info);
+    if (!work_size(k, d ? q[0] : qs[0], n, &lwork)) return k->status;
+    if (!scratch_get(k, &s, (int64_t)n * n + lwork, es, n)) return k->status;
+    load_cm(a, s.p, n);
+    info = lp_getrf(d, n, s.p, sc_ints(&s));
+    if (info == 0) info = lp_getri(d, n, s.p, sc_ints(&s), sc_at(&s, (int64_t)n * n, es), lwork);
+    if (info == 0) store_cm(y, s.p, n);
+    scratch_free(k, &s);
+    if (info < 0) return lapack_refused(k, "getrf/getri", info);
+    if (info > 0)
+        return tg_kern_fail(k, TG_EINVAL,
+                            "singular matrix: pivot %d of its LU factorization is exactly zero",
+                            (int)info - 1);
+    return TG_OK;
+}
+
+/* Y = A^-1: gA = -Y^T gY Y^T. */
+static tg_status vjp_inv(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *yt = tr(g, n->out[0]);
+    gin[0] = tg_neg(g, tg_dot(g, tg_dot(g, yt, gout[0]), yt));
+    return g->status;
+}
+
+const tg_op_def tg_op_inv = {
+    .name = "inv",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .promote = promote_lapack,
+    .infer = infer_matrix,
+    .ref = ref_inv,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_inv,
+};
+
+/* ---- det, slogdet ---- */
+
+/* The LU factorization of the square matrix a: its determinant as sign * exp(logabs),
+ * numpy's way (sign ±1, 0 for a singular matrix whose logabs is -inf; a NaN pivot keeps
+ * the sign and makes logabs NaN), and also as the product itself, *mant * 2^*expo, kept
+ * normalized so that no intermediate overflows or underflows. */
+typedef struct lu_det {
+    double sign, logabs; /* slogdet */
+    double mant;         /* det = mant * 2^expo */
+    long expo;
+} lu_det;
+
+static tg_status lu_det_of(tg_kern *k, const tg_tensor *a, lu_det *r) {
+    bool d = a->dtype == TG_DT_F64;
+    size_t es = tg_dtype_size(a->dtype);
+    tg_lapack_int n;
+    scratch s;
+    *r = (lu_det){.sign = 1.0, .mant = 1.0};
+    if (!float_operands(k) || !square_extent(k, a, &n)) return k->status;
+    if (n == 0) return TG_OK;
+    if (!scratch_get(k, &s, (int64_t)n * n, es, n)) return k->status;
+    load_cm(a, s.p, n);
+    tg_lapack_int info = lp_getrf(d, n, s.p, sc_ints(&s));
+    if (info < 0) {
+        scratch_free(k, &s);
+        return lapack_refused(k, "getrf", info);
+    }
+    if (info > 0) { /* an exactly zero pivot */
+        scratch_free(k, &s);
+        *r = (lu_det){.sign = 0.0, .logabs = -INFINITY, .mant = 0.0};
+        return TG_OK;
+    }
+    const tg_lapack_int *ipiv = sc_ints(&s);
+    for (int64_t i = 0; i < n; i++) {
+        double u = cm_get(s.p, d, n, i, i);
+        int e;
+        if (ipiv[i] != i + 1) { /* a row swap: both forms change sign */
+            r->sign = -r->sign;
+            r->mant = -r->mant;
+        }
+        if (u < 0) r->sign = -r->sign;
+        r->logabs += log(fabs(u));
+        r->mant = frexp(r->mant * u, &e);
+        r->expo += e;
+    }
+    scratch_free(k, &s);
+    return TG_OK;
+}
+
+static tg_status ref_det(tg_kern *k) {
+    lu_det r;
+    if (lu_det_of(k, k->in[0], &r) != TG_OK) return k->status;
+    /* ldexp saturates to +-inf or 0 like the exact product would */
+    double v = r.expo > INT_MAX   ? r.mant * INFINITY
+               : r.expo < INT_MIN ? r.mant * 0.0
+                                  : ldexp(r.mant, (int)r.expo);
+    tg_store_f64(tg_tensor_data(k->out[0]), k->out[0]->dtype, v);
+    return TG_OK;
+}
+
+/* d = det(A): gA = g d A^-T. */
+static tg_status vjp_det(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *a = n->in[0];
+    tg_var *ainv = tg_apply(g, "inv", &a, 1, NULL, 0);
+    gin[0] = tg_mul(g, tg_mul(g, gout[0], n->out[0]), tr(g, ainv));
+    return g->status;
+}
+
+const tg_op_def tg_op_det = {
+    .name = "det",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .promote = promote_lapack,
+    .infer = infer_scalar,
+    .ref = ref_det,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_det,
+};
+
+static tg_status infer_slogdet(tg_infer *ic) {
+    return infer_square_outs(ic, (const int[]){0, 0}, 2);
+}
+
+static tg_status ref_slogdet(tg_kern *k) {
+    lu_det r;
+    if (lu_det_of(k, k->in[0], &r) != TG_OK) return k->status;
+    tg_store_f64(tg_tensor_data(k->out[0]), k->out[0]->dtype, r.sign);
+    tg_store_f64(tg_tensor_data(k->out[1]), k->out[1]->dtype, r.logabs);
+    return TG_OK;
+}
+
+/* The sign is piecewise constant (no gradient); log|det A| has gA = g A^-T. */
+static tg_status vjp_slogdet(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *a = n->in[0];
+    if (!gout[1]) {
+        gin[0] = tg_grad_zeros_like(g, a);
+        return g->status;
+    }
+    gin[0] = tg_mul(g, gout[1], tr(g, tg_apply(g, "inv", &a, 1, NULL, 0)));
+    return g->status;
+}
+
+const tg_op_def tg_op_slogdet = {
+    .name = "slogdet",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 2,
+    .kind = TG_KIND_LINALG,
+    .promote = promote_lapack,
+    .infer = infer_slogdet,
+    .ref = ref_slogdet,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_slogdet,
+};
+
+/* ---- eigh ---- */
+
+static tg_status infer_eigh(tg_infer *ic) { return infer_square_outs(ic, (const int[]){1, 2}, 2); }
+
+static tg_status ref_eigh(tg_kern *k) {
+    const tg_tensor *a = k->in[0];
+    tg_tensor *w = k->out[0], *v = k->out[1];
+    bool lower = k->attrs[0].i != 0, d = w->dtype == TG_DT_F64;
+    size_t es = tg_dtype_size(w->dtype);
+    tg_lapack_int n, lwork, liwork, iq = 0;
+    double q[1];
+    float qs[1];
+    scratch s;
+    if (!float_operands(k) || !square_extent(k, a, &n)) return k->status;
+    if (n == 0) return TG_OK;
+    void *qp = d ? (void *)q : (void *)qs;
+    tg_lapack_int info = lp_syevd(d, lower ? 'L' : 'U', n, qp, qp, qp, -1, &iq, -1);
+    if (info < 0) return lapack_refused(k, "syevd", info);
+    /* syevd's minimum with eigenvectors: 1 + 6n + 2n^2 and 3 + 5n */
+    if (!work_size(k, d ? q[0] : qs[0], 1 + 6 * (int64_t)n + 2 * (int64_t)n * n, &lwork) ||
+        !work_size(k, iq, 3 + 5 * (int64_t)n, &liwork))
+        return k->status;
+    if (!scratch_get(k, &s, (int64_t)n * n + n + lwork, es, liwork)) return k->status;
+    load_cm(a, s.p, n);
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t i = lower ? j : 0; i < (lower ? n : j + 1); i++)
+            if (!isfinite(cm_get(s.p, d, n, i, j))) {
+                double x = cm_get(s.p, d, n, i, j);
+                scratch_free(k, &s);
+                return tg_kern_fail(k, TG_EINVAL,
+                                    "the matrix has a non-finite entry [%lld, %lld] = %g",
+                                    (long long)i, (long long)j, x);
+            }
+    void *ev = sc_at(&s, (int64_t)n * n, es);
+    info = lp_syevd(d, lower ? 'L' : 'U', n, s.p, ev, sc_at(&s, (int64_t)n * n + n, es), lwork,
+                    sc_ints(&s), liwork);
+    if (info == 0) {
+        store_cm(w, ev, n);
+        store_cm(v, s.p, n);
+    }
+    scratch_free(k, &s);
+    if (info < 0) return lapack_refused(k, "syevd", info);
+    if (info > 0)
+        return tg_kern_fail(k, TG_EINVAL, "the eigenvalue algorithm did not converge (info %d)",
+                            (int)info);
+    return TG_OK;
+}
+
+/* A = V diag(w) V^T with distinct eigenvalues: with F_ij = 1 / (w_j - w_i) off the diagonal
+ * and 0 on it, G = V (diag(gw) + F o (V^T gV)) V^T is the gradient with respect to the
+ * symmetric A, which triangle_grad turns into that of the triangle read. Equal eigenvalues
+ * give infinities or NaN (the eigenvectors are not differentiable there). */
+static tg_status vjp_eigh(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    bool lower = n->attrs[0].i != 0;
+    tg_var *a = n->in[0], *w = n->out[0], *v = n->out[1], *gw = gout[0], *G;
+    if (!gout[1]) { /* V diag(gw) V^T */
+        G = tg_dot(g, tg_mul(g, v, gw), tr(g, v));
+    } else {
+        int64_t ax[2] = {0, 1};
+        tg_attr ax0 = TG_A_INTS("axis", &ax[0], 1), ax1 = TG_A_INTS("axis", &ax[1], 1);
+        tg_tensor *one = tg_tensor_new(g->ctx, (tg_dtype)a->type.dtype, 0, NULL);
+        if (!one) {
+            tg_ir_fail(g, TG_ENOMEM, "out of memory");
+            return g->status;
+        }
+        tg_store_f64(tg_tensor_data(one), one->dtype, 1.0);
+        tg_var *eye = diag_part(g, tg_grad_broadcast_like(g, tg_ir_const(g, one, 0), a));
+        tg_var *m = tg_dot(g, tr(g, v), gout[1]);
+        tg_var *diff = tg_sub(g, tg_apply(g, "expand_dims", &w, 1, &ax0, 1),
+                              tg_apply(g, "expand_dims", &w, 1, &ax1, 1)); /* w_j - w_i */
+        /* F o m: m without its diagonal, divided by w_j - w_i (plus 1 on the diagonal,
+           where it divides a zero) */
+        tg_var *inner = tg_div(g, tg_sub(g, m, tg_mul(g, m, eye)), tg_add(g, diff, eye));
+        if (gw) inner = tg_add(g, inner, tg_mul(g, eye, gw)); /* + diag(gw) */
+        G = tg_dot(g, tg_dot(g, v, inner), tr(g, v));
+    }
+    gin[0] = triangle_grad(g, G, lower);
+    return g->status;
+}
+
+const tg_op_def tg_op_eigh = {
+    .name = "eigh",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 2,
+    .kind = TG_KIND_LINALG,
+    .attrs = lower_true_attrs,
+    .nattrs = (int)TG_COUNTOF(lower_true_attrs),
+    .promote = promote_lapack,
+    .infer = infer_eigh,
+    .ref = ref_eigh,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_eigh,
+};
