@@ -33,8 +33,9 @@ PEERS = ("numpy", "torch", "cblas")
 # but each tgraph line is compared with its own twin, the line whose `filter` word is
 # replaced by `twin` (W3: x=reversed against x=forward, same backend and threads); twin
 # may also be a pair (words, replacement) when the words that differ are not the filter
-# (W10: the lowering's `vm` line against its own `vm-no-blas` ablation; W10c: 2 devices
-# against 1 device, each with its own thread count).
+# (W10: the lowering's `vm` line against its own `vm-no-blas` ablation; W10b: pmap on 2
+# devices against the same pmap on 1; W10c: 2 devices against 1 device, each with its own
+# thread count).
 # ("time", ms, filter, text): the best median.
 ABLATIONS = ("unfused", "vm-no-blas")
 TARGETS = OrderedDict([
@@ -56,6 +57,10 @@ TARGETS = OrderedDict([
     ("w10", [("self", 0.99, "linear=fwd+bwd+sgd",
               "W10 training step (fwd+bwd+sgd) with the lowering <= 0.99x --no-blas",
               ("vm", "vm-no-blas"))]),
+    ("w10b", [("self", 1 / 1.85, "devices=2",
+               "W10b pmap, 2 devices / 1 device <= 0.54x (a speed-up >= 1.85x)", "devices=1"),
+              ("ratio", 0.6, "devices=2", "W10b pmap on 2 devices <= 0.6x NumPy in 2 worker "
+               "processes", "numpy-mp")]),
     ("w10c", [("self", 1 / 1.6, "devices=2 threads=2",
                "W10c data-parallel step on 2 devices >= 1.6x 1 device (time <= 0.62x)",
                ("devices=2 threads=2", "devices=1 threads=1")),
@@ -194,7 +199,7 @@ def ratio_target(res, names, wl, limit, filt, text, kind, twin=None):
 
 
 def workload_key(name):
-    m = re.match(r"w(\d+)([a-z]?)$", name.split()[0])
+    m = re.match(r"w(\d+)([a-z]?)$", name.split()[0])  # w10b after w10
     return (int(m.group(1)), m.group(2)) if m else (99, name.split()[0])
 
 

@@ -1,11 +1,12 @@
 #!/bin/sh
-# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11, W10c the
-# data-parallel training step; rw, the optimiser's compile time on long chains) for tgraph
-# and for its peers (NumPy, PyTorch, direct CBLAS calls) in this one invocation, in ROUNDS
-# interleaved rounds (each round runs every program once, so slow phases of a busy machine
-# hit all of them alike), then writes bench/results.md (a table per workload with tgraph's
-# ratio to the best peer, and the suite's targets) and bench/results.svg (a bar chart of
-# the ratios) through bench/report.py.
+# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11; W10b, the
+# sampler's chains on devices; W10c, the data-parallel training step; rw, the optimiser's
+# compile time on long chains) for tgraph and for its peers (NumPy, PyTorch, direct CBLAS
+# calls) in this one invocation, in ROUNDS interleaved rounds (each round runs every
+# program once, so slow phases of a busy machine hit all of them alike), then writes
+# bench/results.md (a table per workload with tgraph's ratio to the best peer, and the
+# suite's targets) and bench/results.svg (a bar chart of the ratios) through
+# bench/report.py.
 #
 # usage: bench/run.sh [BUILD_DIR] [-n RUNS] [-r ROUNDS] [-o OUT.md]
 #   BUILD_DIR  where the bench_* programs are built (default build/; `make bench` builds them)
@@ -55,6 +56,8 @@ w9 bin bench_w9 -n $runs
 w9 bin bench_w9 -n $runs --mode c
 w9 py w9_peers.py -n $runs --threads 1
 w9 py w9_peers.py -n $runs --threads 2
+w10b bin bench_w10b -n $runs
+w10b py w10b_peers.py -n $runs
 w10c bin bench_w10c -n $runs
 w10c py w10c_peers.py -n $runs --threads 2
 w11 bin bench_w11 --cold 3

@@ -3,9 +3,11 @@
 medians, unit conversion, pairing of tgraph's configurations with peers of the same
 thread count (and with peers that name no thread count), the ratios, the targets table,
 a target judged against a line's own twin (W3 reversed against forward, W10 the lowering
-against its --no-blas ablation, W10c 2 devices against 1 device, two words apart), a time
-target read from its wall-clock line (rw), notes about skipped programs, and that the chart
-is well-formed SVG with one bar per ratio. Exits non-zero on the first mismatch (ctest: bench_report)."""
+against its --no-blas ablation, W10b 2 devices against 1, W10c 2 devices against 1 device,
+two words apart), a target against one kind of peer (W10b: NumPy's worker processes, not
+its faster sequential line), a time target read from its wall-clock line (rw), notes about
+skipped programs, and that the chart is well-formed SVG with one bar per ratio. Exits
+non-zero on the first mismatch (ctest: bench_report)."""
 import os
 import re
 import sys
@@ -75,6 +77,11 @@ w1 numpy: median 200.000 ms, min 180.000 ms (10 runs)
 w5 vm call: median 0.400 us per call, min 0.350 us (11 batches of 100)
 w8 compile cold (empty cache, incl. first call): median 1.500 s, min 1.100 s (5 runs)
 w7 bench_w7: skipped, not built in build/bench (make bench)
+w10b pmap devices=2: median 140.000 ms, min 130.000 ms (10 runs)
+w10b pmap devices=1: median 270.000 ms, min 260.000 ms (10 runs)
+w10b batched threads=1: median 300.000 ms, min 290.000 ms (10 runs)
+w10b numpy-mp workers=2: median 200.000 ms, min 190.000 ms (10 runs)
+w10b numpy workers=1: median 190.000 ms, min 180.000 ms (10 runs)
 w10c vm devices=1 threads=1: median 4.000 ms, min 3.900 ms (10 runs)
 w10c vm devices=1 threads=2: median 2.200 ms, min 2.100 ms (10 runs)
 w10c vm devices=2 threads=2: median 2.400 ms, min 2.300 ms (10 runs)
@@ -149,6 +156,13 @@ def main():
     assert w10[2] == "yes", w10
     assert target(md, t + ", threads=2")[1:] == [
         "1.00x (worst: w10 vm linear=fwd+bwd+sgd threads=2)", "**no**"]
+    # W10b: 2 devices against 1 (140 / 270 ms), and against NumPy's 2 worker processes
+    # (140 / 200 ms), not against the faster sequential NumPy line
+    w10b = target(md, "W10b pmap, 2 devices / 1 device <= 0.54x (a speed-up >= 1.85x)")
+    assert w10b[1:] == ["0.52x (worst: w10b pmap devices=2)", "yes"], w10b
+    w10b = target(md, "W10b pmap on 2 devices <= 0.6x NumPy in 2 worker processes")
+    assert w10b[1:] == ["0.70x (worst: w10b pmap devices=2)", "**no**"], w10b
+    assert md.index("| W10 |") < md.index("| W10B |") < md.index("| W10C |") < md.index("| RW |")
     # W10c: 2 devices against 1 device with 1 thread (two words differ: 2.4 / 4.0 ms), and
     # against the faster of the two PyTorch lines (torch-manual: 2.4 / 3.0 ms)
     w10c = target(md, "W10c data-parallel step on 2 devices >= 1.6x 1 device (time <= 0.62x)")
@@ -176,7 +190,7 @@ def main():
     root = ET.parse(svg_path).getroot()
     bars = [e for e in root.iter() if e.tag.endswith("rect") and e.get("height") == "20"]
     ratios = re.findall(r"\*\*([0-9.]+)x\*\*", md.split("## Targets")[0])
-    assert len(bars) == len(ratios) == 13, (len(bars), ratios)
+    assert len(bars) == len(ratios) == 16, (len(bars), ratios)
     print("bench_report: ok")
     return 0
 

@@ -8,11 +8,11 @@
  *
  *  - "devices=1 threads=1": the step on one device with one thread;
  *  - "devices=1 threads=2": the same with both threads splitting each kernel;
- *  - "devices=2 threads=2": the step as a pmap over 2 devices (docs/pmap.md, "Example:
- *    data-parallel training"), one thread each: each device takes 256 rows of the batch
- *    and the weights, replicated; the loss is pmean of the devices' losses, so its
- *    gradient is the batch's (each weight's summed over the devices with a psum), and
- *    every device makes the same update, returned once into the state.
+ *  - "devices=2 threads=2": the step as a pmap over 2 devices (docs/pmap.md, "Examples"),
+ *    one thread each: each device takes 256 rows of the batch and the weights,
+ *    replicated; the loss is pmean of the devices' losses, so its gradient is the batch's
+ *    (each weight's summed over the devices with a psum), and every device makes the same
+ *    update, returned once into the state.
  * Targets (bench/report.py): 2 devices >= 1.6x 1 device (its one thread); 2 devices <=
  * 0.6x PyTorch doing the same step on 2 threads (bench/w10c_peers.py).
  *

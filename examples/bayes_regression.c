@@ -3,6 +3,7 @@
  *
  *   example_bayes_regression [--chains C] [--warmup W] [--samples S] [--leapfrog L]
  *                            [--seed K] [--threads T] [--backend vm|c|reference]
+ *                            [--devices N]
  *
  * Synthetic data (N = 10,000 observations, P = 20 predictors, known coefficients) is drawn
  * with tgraph's counter-based random numbers; the model (examples/bayes_model.h) has
@@ -11,16 +12,26 @@
  * read-only state of the compiled function; the sampler calls it at every leapfrog step.
  * Momenta and accept tests come from a second compiled function whose random key is state.
  *
+ * With --devices N (or, without the flag, when host devices are configured:
+ * TGRAPH_HOST_DEVICES=N) the chains run with pmap (docs/pmap.md) over the N virtual host
+ * devices cpu:0..cpu:N-1, at the same time: the compiled function reshapes theta to
+ * [N, C / N, P+1] and maps it along axis 0; each rank computes the logp and gradient of
+ * its C / N chains (the gradient taken inside the pmap body, per chain), reading the data,
+ * which stays state of the outer function, as replicated inputs (in_axes none: no copy).
+ * It is compiled once too, and before sampling its logp and gradient are checked against
+ * the batched graph's on the same point. --devices 0 keeps the batched graph.
+ *
  * The sampler is HMC with a fixed number of leapfrog steps, a step size per chain tuned
  * during warm-up by dual averaging (target acceptance 0.8) and jittered by +-10% per
  * iteration. It prints, for every coefficient, the true value, the posterior mean and
  * standard deviation and the distance in standard deviations, the R-hat of each value
  * across chains, and the logp+grad evaluations per second.
  *
- * Exit status 0 when the run checks out: the compiled logp matches a plain C computation,
- * every true coefficient lies within 3 posterior standard deviations of its posterior
- * mean, the posterior means agree with the least-squares fit (to which they converge for
- * this much data) within 0.5 sd, and R-hat < 1.05; 1 otherwise; 2 on bad flags.
+ * Exit status 0 when the run checks out: the compiled logp matches a plain C computation
+ * (and with devices, the pmap's logp and gradient match the batched graph's), every true
+ * coefficient lies within 3 posterior standard deviations of its posterior mean, the
+ * posterior means agree with the least-squares fit (to which they converge for this much
+ * data) within 0.5 sd, and R-hat < 1.05; 1 otherwise; 2 on bad flags.
  */
 #include <tgraph.h>
 
@@ -37,6 +48,7 @@
 
 typedef struct opts {
     int chains, warmup, samples, leapfrog, threads;
+    int devices; /* ranks of the pmap; 0: batched, no pmap; -1: not given */
     long seed;
     tg_mode mode;
     const char *mode_name;
@@ -131,11 +143,16 @@ static int least_squares(const double *X, const double *y, double *b, double *sd
 static int usage(void) {
     fprintf(stderr, "usage: example_bayes_regression [--chains C] [--warmup W] [--samples S]\n"
                     "         [--leapfrog L] [--seed K] [--threads T] [--backend vm|c|reference]\n"
+                    "         [--devices N]\n"
                     "  --chains    chains sampled side by side (default 4)\n"
                     "  --warmup    iterations tuning the step size, discarded (default 500)\n"
                     "  --samples   iterations kept per chain (default 1000)\n"
                     "  --leapfrog  leapfrog steps per iteration (default 10)\n"
-                    "  --seed      of the data and of the sampler (default 1)\n");
+                    "  --seed      of the data and of the sampler (default 1)\n"
+                    "  --devices   run the chains with pmap over N virtual host devices, C / N\n"
+                    "              chains each (N must divide C); 0: every chain in one batched\n"
+                    "              graph (default: the host devices configured by\n"
+                    "              TGRAPH_HOST_DEVICES, else 0)\n");
     return 2;
 }
 
@@ -145,6 +162,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
                 .samples = 1000,
                 .leapfrog = 10,
                 .seed = 1,
+                .devices = -1,
                 .mode = TG_MODE_VM,
                 .mode_name = "vm"};
     for (int i = 1; i < argc; i++) {
@@ -167,6 +185,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
             o->seed = x;
         else if (!strcmp(a, "--threads") && num && x >= 0 && x <= 1024)
             o->threads = (int)x;
+        else if (!strcmp(a, "--devices") && num && x >= 0 && x <= MAX_CHAINS)
+            o->devices = (int)x;
         else if (!strcmp(a, "--backend") && !strcmp(v, "vm"))
             o->mode = TG_MODE_VM, o->mode_name = v;
         else if (!strcmp(a, "--backend") && !strcmp(v, "c"))
@@ -178,7 +198,64 @@ static int parse_opts(int argc, char **argv, opts *o) {
             return usage();
         }
     }
+    if (o->devices > 0 && o->chains % o->devices) {
+        fprintf(stderr, "bayes_regression: %d chains do not split evenly over %d devices\n",
+                o->chains, o->devices);
+        return usage();
+    }
     return 0;
+}
+
+/* The virtual host devices cpu:0.. that are configured (TGRAPH_HOST_DEVICES), or -1 when
+ * the setting is malformed. */
+static int host_devices(void) {
+    int n = tg_devices_count(), host = 0;
+    for (int i = 0; i < n; i++) host += !strncmp(tg_devices_name(i), "cpu:", 4);
+    return n < 0 ? -1 : host;
+}
+
+/* --devices: N devices configured for the pmap; by default those there are (if any). 0 or
+ * the number of devices, or -1 after a message. */
+static int setup_devices(opts *o) {
+    if (o->devices > 0 && tg_devices_configure(o->devices, -1) != TG_OK) {
+        fail("configuring %d host devices: %s", o->devices, tg_last_error());
+        return -1;
+    }
+    if (o->devices >= 0) return o->devices;
+    int n = host_devices();
+    if (n < 0) {
+        fail("the devices: %s", tg_last_error());
+        return -1;
+    }
+    if (n > 0 && o->chains % n) {
+        fail("%d chains do not split evenly over the %d host devices configured "
+             "(TGRAPH_HOST_DEVICES): give --devices",
+             o->chains, n);
+        return -1;
+    }
+    return o->devices = n;
+}
+
+/* The largest difference between two tensors of the same shape, relative to the size of
+ * the value (at least 1). */
+static double rel_diff(const tg_tensor *a, const tg_tensor *b) {
+    const double *x = tg_tensor_data(a), *y = tg_tensor_data(b);
+    double worst = 0;
+    for (int64_t i = 0; i < tg_tensor_size(a); i++) {
+        double d = fabs(x[i] - y[i]) / fmax(1, fabs(y[i]));
+        if (isnan(d)) return INFINITY;
+        worst = fmax(worst, d);
+    }
+    return worst;
+}
+
+/* Compiles a logp graph (br_build_logp or br_build_logp_pmap) and gives it the data. */
+static tg_status compile_logp(tg_graph *g, const tg_compile_opts *co, tg_tensor *const *data,
+                              tg_fn **f) {
+    tg_status st = g ? tg_graph_compile(g, co, f) : TG_EINVAL;
+    if (st == TG_OK) st = tg_fn_state_set(*f, tg_fn_state_find(*f, "X"), data[0]);
+    if (st == TG_OK) st = tg_fn_state_set(*f, tg_fn_state_find(*f, "y"), data[1]);
+    return st;
 }
 
 /* ---- main -------------------------------------------------------------------------- */
@@ -187,12 +264,14 @@ int main(int argc, char **argv) {
     opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc) return rc;
+    const int ndev = setup_devices(&o);
+    if (ndev < 0) return 1;
     rc = 1;
     const int C = o.chains, D = BR_D, L = o.leapfrog;
-    tg_graph *gsim = NULL, *glp = NULL, *gdraw = NULL;
-    tg_fn *fsim = NULL, *fdraw = NULL;
+    tg_graph *gsim = NULL, *glp = NULL, *gbatch = NULL, *gdraw = NULL;
+    tg_fn *fsim = NULL, *fbatch = NULL, *fdraw = NULL;
     density dens = {0};
-    tg_tensor *data[3] = {0}, *rnd[2] = {0}, *key = NULL;
+    tg_tensor *data[3] = {0}, *rnd[2] = {0}, *key = NULL, *bout[2] = {0};
     double *draws = NULL; /* [samples][C][D] */
     tg_compile_opts co = TG_COMPILE_OPTS(.mode = o.mode, .nthreads = o.threads);
 
@@ -209,11 +288,11 @@ int main(int argc, char **argv) {
            "(data drawn with tgraph's random numbers, seed %ld, in %.2f s)\n",
            BR_N, BR_P, BR_SIGMA, o.seed, now() - t0);
 
-    /* 2. logp and its gradient, compiled once for all chains; the data is state */
+    /* 2. logp and its gradient, compiled once for all chains (batched, or a pmap over the
+     * devices, each rank a share of the chains); the data is state */
     t0 = now();
-    if (!(glp = br_build_logp(C)) || tg_graph_compile(glp, &co, &dens.f) != TG_OK ||
-        tg_fn_state_set(dens.f, tg_fn_state_find(dens.f, "X"), data[0]) != TG_OK ||
-        tg_fn_state_set(dens.f, tg_fn_state_find(dens.f, "y"), data[1]) != TG_OK) {
+    glp = ndev ? br_build_logp_pmap(C, ndev) : br_build_logp(C);
+    if (compile_logp(glp, &co, data, &dens.f) != TG_OK) {
         fail("compiling logp (backend %s): %s", o.mode_name, tg_last_error());
         goto done;
     }
@@ -234,8 +313,14 @@ int main(int argc, char **argv) {
         fail("out of memory");
         goto done;
     }
-    printf("logp and gradient for %d chains compiled once (backend %s) in %.2f s\n", C, o.mode_name,
-           now() - t0);
+    if (ndev)
+        printf("logp and gradient for %d chains compiled once (backend %s) in %.2f s: a pmap "
+               "over %d device%s, %d chain%s each\n",
+               C, o.mode_name, now() - t0, ndev, ndev > 1 ? "s" : "", C / ndev,
+               C / ndev > 1 ? "s" : "");
+    else
+        printf("logp and gradient for %d chains compiled once (backend %s) in %.2f s\n", C,
+               o.mode_name, now() - t0);
 
     double *th = tg_tensor_data(dens.theta), *lp = tg_tensor_data(dens.out[0]);
     double *gr = tg_tensor_data(dens.out[1]);
@@ -257,6 +342,22 @@ int main(int argc, char **argv) {
     if (!(worst < 1e-10)) {
         fail("the compiled logp disagrees with the plain C one");
         goto done;
+    }
+    if (ndev) { /* the pmap against the batched graph, logp and gradient, same point */
+        gbatch = br_build_logp(C);
+        if (compile_logp(gbatch, &co, data, &fbatch) != TG_OK ||
+            tg_fn_call(fbatch, &dens.theta, 1, bout, 2) != TG_OK) {
+            fail("the batched logp: %s", tg_last_error());
+            goto done;
+        }
+        double dl = rel_diff(dens.out[0], bout[0]), dg = rel_diff(dens.out[1], bout[1]);
+        printf("pmap over %d device%s vs batched at the starting points: relative difference "
+               "%.1e (logp), %.1e (gradient)\n",
+               ndev, ndev > 1 ? "s" : "", dl, dg);
+        if (!(dl < 1e-12 && dg < 1e-10)) {
+            fail("the pmap's logp and gradient disagree with the batched ones");
+            goto done;
+        }
     }
 
     /* 4. HMC */
@@ -389,6 +490,8 @@ int main(int argc, char **argv) {
 done:
     free(draws);
     for (int i = 0; i < 3; i++) tg_tensor_free(data[i]);
+    tg_tensor_free(bout[0]);
+    tg_tensor_free(bout[1]);
     tg_tensor_free(rnd[0]);
     tg_tensor_free(rnd[1]);
     tg_tensor_free(key);
@@ -396,10 +499,12 @@ done:
     tg_tensor_free(dens.out[0]);
     tg_tensor_free(dens.out[1]);
     tg_fn_free(dens.f);
+    tg_fn_free(fbatch);
     tg_fn_free(fdraw);
     tg_fn_free(fsim);
     tg_graph_free(gdraw);
     tg_graph_free(glp);
+    tg_graph_free(gbatch);
     tg_graph_free(gsim);
     return rc;
 }

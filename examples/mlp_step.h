@@ -148,16 +148,15 @@ static inline tg_graph *build_step(int64_t batch) {
     return g;
 }
 
-/* The same step, data-parallel over ndev devices with pmap (docs/pmap.md, "Example:
- * data-parallel training"): the same inputs, state and output as build_step(batch), and
- * the same losses and parameters to float rounding. The pmap's body is the step of one
- * device: it takes batch/ndev consecutive rows of the batch (mapped; ndev must divide
- * the batch) and the learning rate, step counter, parameters and moments (replicated);
- * loss = pmean(the loss of its rows) is the batch's loss (the mean of equal shares'
- * means), so grad(loss, parameters) is the batch's gradient, the same on every device
- * (the gradient of a replicated parameter is summed over the devices); every device then
- * makes the same Adam update, and the new values are returned once (out_axes none) into
- * the state. */
+/* The same step, data-parallel over ndev devices with pmap (docs/pmap.md, "Examples"):
+ * the same inputs, state and output as build_step(batch), and the same losses and
+ * parameters to float rounding. The pmap's body is the step of one device: it takes
+ * batch/ndev consecutive rows of the batch (mapped; ndev must divide the batch) and the
+ * learning rate, step counter, parameters and moments (replicated); loss = pmean(the loss
+ * of its rows) is the batch's loss (the mean of equal shares' means), so grad(loss,
+ * parameters) is the batch's gradient, the same on every device (the gradient of a
+ * replicated parameter is summed over the devices); every device then makes the same
+ * Adam update, and the new values are returned once (out_axes none) into the state. */
 static inline tg_graph *build_step_pmap(int64_t batch, int ndev) {
     if (ndev < 1 || batch % ndev) {
         fprintf(stderr, "building the training step: %d devices do not divide a batch of %lld\n",

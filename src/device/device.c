@@ -160,9 +160,9 @@ static bool point_reached(void *arg) {
     return atomic_load_explicit(&p->e->reached, memory_order_acquire) >= p->target;
 }
 
-static void event_wait_until(tg_event *e, uint64_t target) {
+static void event_wait_until(tg_event *e, uint64_t target, bool spin) {
     event_point p = {e, target};
-    bool spun = tg_spin_wait(point_reached, &p); /* no sleep when the record comes soon */
+    bool spun = spin && tg_spin_wait(point_reached, &p); /* no sleep when it comes soon */
     pthread_mutex_lock(&e->mu); /* also after spinning: the recorder sets `reached` under mu,
                                    and the waiter may free e as soon as it returns */
     if (spun) {
@@ -193,7 +193,7 @@ static void record_task(void *arg, tg_device *d) {
 
 static void wait_task(void *arg, tg_device *d) {
     event_point *p = arg;
-    event_wait_until(p->e, p->target);
+    event_wait_until(p->e, p->target, true);
     free(p);
 }
 
@@ -230,7 +230,14 @@ void tg_event_synchronize(tg_event *e) {
     pthread_mutex_lock(&e->mu);
     uint64_t target = e->recorded;
     pthread_mutex_unlock(&e->mu);
-    event_wait_until(e, target);
+    event_wait_until(e, target, true);
+}
+
+void tg_event_sleep(tg_event *e) {
+    pthread_mutex_lock(&e->mu);
+    uint64_t target = e->recorded;
+    pthread_mutex_unlock(&e->mu);
+    event_wait_until(e, target, false);
 }
 
 tg_status tg_device_synchronize(tg_device *d) {

@@ -148,6 +148,9 @@ tg_status tg_device_record(tg_device *d, tg_event *e);
 tg_status tg_device_wait(tg_device *d, tg_event *e);
 /* Waits on the host for the last record of e (at once when none was made). */
 void tg_event_synchronize(tg_event *e);
+/* The same without spinning first: for a waiter whose core the work it waits for needs
+ * (the caller of a pmap whose ranks run on every host device). */
+void tg_event_sleep(tg_event *e);
 
 /* The queue of a thread of the host (d->queue, started by the registry): the iface queue
  * functions of cpu, cpu:i and sim:i. */

@@ -223,7 +223,7 @@ static tg_status run_on_devices(tg_ctx *ctx, tg_device *const *dev, job *j) {
     if (st != TG_OK && submitted > 0) tg_comm_set_abort(j->comms, st);
     /* a rank queued without its event: its queue may still run it (on this job) */
     if (submitted > recorded) tg_device_synchronize(dev[submitted - 1]);
-    for (int r = 0; r < recorded; r++) tg_event_synchronize(ev[r]);
+    for (int r = 0; r < recorded; r++) tg_event_sleep(ev[r]);
     for (int r = 0; ev && r < j->n; r++) tg_event_free(ev[r]);
     if (ev) tg_mem_free(ctx, ev, sizeof *ev * n);
     if (task) tg_mem_free(ctx, task, sizeof *task * n);

@@ -59,7 +59,8 @@ enum { GRAD_MAX_AXES = 16 }; /* nested pmap axes one graph can see */
 typedef struct grad_walk {
     tg_graph *g;
     const char *scope; /* g->device when the walk began */
-    int nvars;         /* vars that existed when the walk began */
+    int nvars;         /* vars the per-var arrays have room for (those when the walk began,
+                          and those of the callees' bodies it copies: backprop_inline) */
     tg_node **order;   /* nodes the outputs depend on, inputs first */
     int norder;
     uint8_t *needed; /* per var: depends on some wrt and is a float */
@@ -182,6 +183,95 @@ static tg_var *sum_over_axes(grad_walk *w, const tg_node *n, const tg_var *x, tg
     return c;
 }
 
+static tg_status backprop_node(grad_walk *w, tg_node *n);
+
+/* Room in the per-value arrays for the values g has now: all grown, or none. */
+static tg_status grow_arrays(grad_walk *w) {
+    tg_graph *g = w->g;
+    int nv = g->vars.n;
+    if (nv <= w->nvars) return TG_OK;
+    size_t o = (size_t)w->nvars + 1, m = (size_t)nv + 1;
+    uint8_t *needed = tg_mem_calloc(g->ctx, m);
+    tg_var **cot = tg_mem_calloc(g->ctx, sizeof *cot * m);
+    bool *vary[GRAD_MAX_AXES] = {0};
+    bool ok = needed && cot;
+    for (int a = 0; ok && a < w->naxes; a++) ok = (vary[a] = tg_mem_calloc(g->ctx, m)) != NULL;
+    if (!ok) {
+        if (needed) tg_mem_free(g->ctx, needed, m);
+        if (cot) tg_mem_free(g->ctx, cot, sizeof *cot * m);
+        for (int a = 0; a < w->naxes; a++)
+            if (vary[a]) tg_mem_free(g->ctx, vary[a], m);
+        return tg_grad_fail(g, TG_ENOMEM, "grad: out of memory");
+    }
+    memcpy(needed, w->needed, o);
+    memcpy(cot, w->cot, sizeof *cot * o);
+    tg_mem_free(g->ctx, w->needed, o);
+    tg_mem_free(g->ctx, w->cot, sizeof *cot * o);
+    w->needed = needed;
+    w->cot = cot;
+    for (int a = 0; a < w->naxes; a++) {
+        memcpy(vary[a], w->vary[a], o);
+        tg_mem_free(g->ctx, w->vary[a], o);
+        w->vary[a] = vary[a];
+    }
+    w->nvars = nv;
+    return TG_OK;
+}
+
+/* The gradient of a call whose callee reads a pmap axis (collectives in a function a body
+ * calls): the callee's body is copied here and the walk goes through it, so that its
+ * values are typed with the call's arguments (a callee's invariant result, which the
+ * call's own typing counts as varying, gets its cotangent summed over the axis) and its
+ * collectives' transposes see the caller's types. A backward function of its own could
+ * not know them. The copy recomputes the forward values it needs, as that function would. */
+static tg_status backprop_inline(grad_walk *w, tg_node *n) {
+    tg_graph *g = w->g;
+    const tg_graph *fn = n->attrs[0].fn;
+    tg_var *outs[TG_MAX_OUTS];
+    int first = g->nodes.n, line = g->line, col = g->col;
+    g->line = n->line;
+    g->col = n->col;
+    g->device = n->device ? n->device : w->scope;
+    tg_status st = tg_ir_copy_body(g, fn, n->in, outs);
+    if (st == TG_OK) st = grow_arrays(w);
+    int nnew = g->nodes.n - first;
+    tg_node *const *copy = (tg_node *const *)g->nodes.items + first;
+    for (int a = 0; st == TG_OK && a < w->naxes; a++)
+        if (tg_spmd_varying_more(g->ctx, w->axis[a], copy, nnew, w->vary[a]) != TG_OK)
+            st = tg_grad_fail(g, TG_ENOMEM, "grad: out of memory");
+    for (int i = 0; st == TG_OK && i < nnew; i++) { /* which copied values need cotangents */
+        const tg_node *m = copy[i];
+        bool dep = false;
+        for (int k = 0; k < m->nin; k++) dep = dep || w->needed[m->in[k]->id];
+        for (int k = 0; k < m->nout && dep; k++)
+            if (tg_dtype_is_float((tg_dtype)m->out[k]->type.dtype)) w->needed[m->out[k]->id] = 1;
+    }
+    /* the call's outputs' cotangents go to the copy's; where the call's typing counted an
+       output varying that the copy makes invariant, the uses' shares are summed */
+    for (int k = 0; st == TG_OK && k < n->nout; k++) {
+        tg_var *c = w->cot[n->out[k]->id];
+        if (!c || !w->needed[outs[k]->id]) continue;
+        for (int a = 0; a < w->naxes && c; a++) {
+            if (!w->vary[a][n->out[k]->id] || w->vary[a][outs[k]->id]) continue;
+            tg_attr at = TG_A_STR("axis_name", w->axis[a]);
+            c = tg_apply(g, "psum", &c, 1, &at, 1);
+        }
+        st = c ? accumulate(w, outs[k], c) : g->status;
+    }
+    g->line = line;
+    g->col = col;
+    g->device = w->scope;
+    for (int i = nnew - 1; st == TG_OK && i >= 0; i--) st = backprop_node(w, copy[i]);
+    return st;
+}
+
+/* Whether n calls a function that reads a pmap axis, with axes to type in this walk. */
+static bool calls_axes(const grad_walk *w, const tg_node *n) {
+    if (n->op != TG_OP_CALL || w->naxes == 0) return false;
+    const char *name;
+    return tg_pmap_free_axes(n->attrs[0].fn, &name, 1) != 0;
+}
+
 /* Runs one node's VJP and adds what it gives to its inputs' cotangents. */
 static tg_status backprop_node(grad_walk *w, tg_node *n) {
     tg_graph *g = w->g;
@@ -190,6 +280,7 @@ static tg_status backprop_node(grad_walk *w, tg_node *n) {
     for (int k = 0; k < n->nout; k++) any_out = any_out || w->cot[n->out[k]->id];
     for (int k = 0; k < n->nin; k++) any_in = any_in || w->needed[n->in[k]->id];
     if (!any_out || !any_in || op->grad == TG_GRAD_NONE) return TG_OK;
+    if (calls_axes(w, n)) return backprop_inline(w, n);
     char where[96] = "";
     if (n->line > 0) snprintf(where, sizeof where, " at %d:%d", n->line, n->col);
     if (op->grad != TG_GRAD_VJP || !op->vjp)

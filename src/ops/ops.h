@@ -151,6 +151,10 @@ int tg_pmap_node_axes(tg_ctx *ctx, const tg_node *n, const char **names, int cap
  * TG_ENOMEM. */
 tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, const bool *mapped,
                           tg_node *const *order, int norder, bool **vary);
+/* The same for more nodes (order: inputs first), into an array vary already holding the
+ * types of the values they read and room for those they make. */
+tg_status tg_spmd_varying_more(tg_ctx *ctx, const char *axis, tg_node *const *order, int norder,
+                               bool *vary);
 
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
  * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim. A

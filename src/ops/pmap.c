@@ -826,31 +826,42 @@ static bool node_reads(axes_walk *w, const tg_node *n, const char *axis) {
     return false;
 }
 
-tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, const bool *maps,
-                          tg_node *const *order, int norder, bool **vary) {
-    size_t nv = (size_t)g->vars.n + 1, nr = 1;
-    for (int i = 0; i < g->nodes.n; i++) {
-        const tg_node *n = g->nodes.items[i];
-        if ((size_t)n->nin > nr) nr = (size_t)n->nin;
-    }
-    bool *v = tg_mem_calloc(ctx, sizeof *v * nv);
+/* A call's outputs vary as its callee's results do when the callee's parameters vary as
+ * the call's arguments do (so a helper returning a psum makes an invariant value). */
+static tg_status type_call(tg_ctx *ctx, const char *axis, const tg_node *n, bool *v) {
+    const tg_graph *fn = n->attrs[0].fn;
+    bool *maps = tg_mem_alloc(ctx, sizeof *maps * (size_t)(n->nin + 1)), *cv = NULL;
+    if (!maps) return TG_ENOMEM;
+    for (int k = 0; k < n->nin; k++) maps[k] = v[n->in[k]->id];
+    tg_status st = tg_spmd_varying(ctx, fn, axis, maps, NULL, 0, &cv);
+    tg_mem_free(ctx, maps, sizeof *maps * (size_t)(n->nin + 1));
+    if (st != TG_OK) return st;
+    for (int k = 0; k < n->nout && k < fn->nret; k++)
+        v[n->out[k]->id] = cv[((const tg_var *)fn->outputs.items[k])->id];
+    tg_mem_free(ctx, cv, sizeof *cv * (size_t)(fn->vars.n + 1));
+    return TG_OK;
+}
+
+/* Types the nodes of order (inputs first) over axis into v, whose entries for the values
+ * they read are set. */
+static tg_status type_nodes(tg_ctx *ctx, const char *axis, tg_node *const *order, int norder,
+                            bool *v) {
+    size_t nr = 1;
+    for (int i = 0; i < norder; i++)
+        if ((size_t)order[i]->nin > nr) nr = (size_t)order[i]->nin;
     bool *reads = tg_mem_alloc(ctx, sizeof *reads * nr);
-    tg_node **own = NULL;
-    if (v && reads && !order) order = own = tg_ir_toposort(g, &norder);
-    if (!v || !reads) order = NULL;
+    if (!reads) return TG_ENOMEM;
     axes_walk w = {.ctx = ctx};
-    bool declared = g->spmd_axis && strcmp(g->spmd_axis, axis) == 0;
-    for (int i = 0; order && i < g->inputs.n; i++) {
-        bool m = maps ? maps[i] : !declared || i >= g->spmd_n || g->spmd_mapped[i];
-        v[((const tg_var *)g->inputs.items[i])->id] = m;
-    }
-    for (int i = 0; order && i < norder && !w.oom; i++) {
+    for (int i = 0; i < norder && !w.oom; i++) {
         const tg_node *n = order[i];
         const tg_op_def *op = tg_op_table[n->op];
         const char *read = tg_op_axis_name(op, n->attrs);
         bool any = false, per_out = false;
         if (read && strcmp(read, axis) == 0) {
             any = op->spmd != TG_SPMD_INVARIANT;
+        } else if (n->op == TG_OP_CALL) { /* the callee typed with the arguments' types */
+            if (type_call(ctx, axis, n, v) != TG_OK) w.oom = true;
+            continue;
         } else {
             for (int k = 0; k < n->nin && !any; k++) any = v[n->in[k]->id];
             per_out = any && op->out_reads && n->nout > 1 && !node_reads(&w, n, axis);
@@ -867,14 +878,34 @@ tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, cons
         }
     }
     walk_fini(&w);
+    tg_mem_free(ctx, reads, sizeof *reads * nr);
+    return w.oom ? TG_ENOMEM : TG_OK;
+}
+
+tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, const bool *maps,
+                          tg_node *const *order, int norder, bool **vary) {
+    size_t nv = (size_t)g->vars.n + 1;
+    bool *v = tg_mem_calloc(ctx, sizeof *v * nv);
+    tg_node **own = NULL;
+    if (v && !order) order = own = tg_ir_toposort(g, &norder);
+    bool declared = g->spmd_axis && strcmp(g->spmd_axis, axis) == 0;
+    for (int i = 0; v && order && i < g->inputs.n; i++) {
+        bool m = maps ? maps[i] : !declared || i >= g->spmd_n || g->spmd_mapped[i];
+        v[((const tg_var *)g->inputs.items[i])->id] = m;
+    }
+    tg_status st = v && order ? type_nodes(ctx, axis, order, norder, v) : TG_ENOMEM;
     if (own) tg_mem_free(g->ctx, own, sizeof *own * (size_t)(g->nodes.n + 1));
-    if (reads) tg_mem_free(ctx, reads, sizeof *reads * nr);
-    if (!order || w.oom) {
+    if (st != TG_OK) {
         if (v) tg_mem_free(ctx, v, sizeof *v * nv);
-        return TG_ENOMEM;
+        return st;
     }
     *vary = v;
     return TG_OK;
+}
+
+tg_status tg_spmd_varying_more(tg_ctx *ctx, const char *axis, tg_node *const *order, int norder,
+                               bool *vary) {
+    return type_nodes(ctx, axis, order, norder, vary);
 }
 
 int tg_pmap_free_axes(const tg_graph *g, const char **names, int cap) {
