@@ -8,7 +8,8 @@
 #                   pmap, collectives and pmap gradient tests under ThreadSanitizer
 #   make fuzz       build the libFuzzer targets (clang, build-fuzz/); then run one with
 #                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)
-#   make bench      run W1-W11 beside NumPy and PyTorch: bench/results.md (bench/run.sh)
+#   make bench      run W1-W11 beside NumPy and PyTorch: bench/results.md (bench/run.sh);
+#                   installs PyTorch (python3-torch) when missing, as root
 #   make format     reformat every C file with clang-format; make format-check only checks
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -56,7 +57,9 @@ fuzz: deps
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_parse fuzz_npy fuzz_pipeline \
 		$$(grep -q fuzz_idx build-fuzz/Makefile 2>/dev/null && echo fuzz_idx)
 
-bench: all
+bench:
+	@sh scripts/deps.sh bench || echo "make bench: the peers whose packages are missing are skipped"
+	@$(MAKE) --no-print-directory all
 	sh bench/run.sh $(BUILD)
 
 format:

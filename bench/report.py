@@ -32,9 +32,10 @@ PEERS = ("numpy", "torch", "cblas")
 # those ratios is what must meet the limit. ("self", limit, filter, text, twin): the same,
 # but each tgraph line is compared with its own twin, the line whose `filter` word is
 # replaced by `twin` (W3: x=reversed against x=forward, same backend and threads); twin
-# may also be a pair (word, replacement) when the word that differs is not the filter
+# may also be a pair (words, replacement) when the words that differ are not the filter
 # (W10: the lowering's `vm` line against its own `vm-no-blas` ablation; W10b: pmap on 2
-# devices against the same pmap on 1).
+# devices against the same pmap on 1; W10c: 2 devices against 1 device, each with its own
+# thread count).
 # ("time", ms, filter, text): the best median.
 ABLATIONS = ("unfused", "vm-no-blas")
 TARGETS = OrderedDict([
@@ -60,6 +61,11 @@ TARGETS = OrderedDict([
                "W10b pmap, 2 devices / 1 device <= 0.54x (a speed-up >= 1.85x)", "devices=1"),
               ("ratio", 0.6, "devices=2", "W10b pmap on 2 devices <= 0.6x NumPy in 2 worker "
                "processes", "numpy-mp")]),
+    ("w10c", [("self", 1 / 1.6, "devices=2 threads=2",
+               "W10c data-parallel step on 2 devices >= 1.6x 1 device (time <= 0.62x)",
+               ("devices=2 threads=2", "devices=1 threads=1")),
+              ("ratio", 0.6, "devices=2 threads=2",
+               "W10c data-parallel step on 2 devices <= 0.6x PyTorch on 2 threads", "torch")]),
     ("w11", [("time", 3000.0, "cold graph=mixed",
               "W11 C JIT cold compile of a 3,010-node graph <= 3 s")]),
 ])
@@ -140,11 +146,15 @@ def best_peer(res, name, kind=None):
 
 
 def twin_of(res, name, filt, twin):
-    """The line name with its word filt replaced by twin (or, twin being a pair (word,
-    replacement), with that word replaced), and its median (None if absent)."""
-    word, rep = twin if isinstance(twin, tuple) else (filt, twin)
-    t = " ".join(rep if w == word else w for w in name.split())
-    return (t, res[t][0]) if t != name and t in res else None
+    """The line name with its word filt replaced by twin (or, twin being a pair (words,
+    replacement), with that run of words replaced), and its median (None if absent)."""
+    old, rep = twin if isinstance(twin, tuple) else (filt, twin)
+    words, old = name.split(), old.split()
+    for i in range(len(words) - len(old) + 1):
+        if words[i:i + len(old)] == old:
+            t = " ".join(words[:i] + rep.split() + words[i + len(old):])
+            return (t, res[t][0]) if t != name and t in res else None
+    return None
 
 
 def ratio_target(res, names, wl, limit, filt, text, kind, twin=None):

@@ -1,8 +1,9 @@
 #!/bin/sh
-# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11, W10b; rw, the
-# optimiser's compile time on long chains) for tgraph and for its peers (NumPy, PyTorch,
-# direct CBLAS calls) in this one invocation, in ROUNDS interleaved rounds (each round runs
-# every program once, so slow phases of a busy machine hit all of them alike), then writes
+# run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11; W10b, the
+# sampler's chains on devices; W10c, the data-parallel training step; rw, the optimiser's
+# compile time on long chains) for tgraph and for its peers (NumPy, PyTorch, direct CBLAS
+# calls) in this one invocation, in ROUNDS interleaved rounds (each round runs every
+# program once, so slow phases of a busy machine hit all of them alike), then writes
 # bench/results.md (a table per workload with tgraph's ratio to the best peer, and the
 # suite's targets) and bench/results.svg (a bar chart of the ratios) through
 # bench/report.py.
@@ -15,11 +16,13 @@
 #
 # Adding a program: one line in the job list below, "WORKLOAD bin|py PROGRAM ARGS...":
 # bin programs are $BUILD_DIR/bench/PROGRAM, py scripts bench/PROGRAM run with a python3
-# that has NumPy (Debian's /usr/bin/python3 with python3-numpy; PyTorch is timed where it
-# imports). Each prints result lines "NAME: median <t> <unit>, min <t> <unit> ..." (see
-# bench_util.h); NAME starts with the workload, and its second word says whose time it is:
-# numpy*, torch* or cblas* for a peer, anything else for tgraph. KEY=VALUE words in NAME
-# (threads=2) pair tgraph's configurations with the peers they are compared with.
+# that has NumPy (Debian's /usr/bin/python3 with python3-numpy; PyTorch, python3-torch, is
+# timed where it imports: `make bench` installs it as root when missing, and a peer script
+# without it prints a "skipped" line). Each prints result lines "NAME: median <t> <unit>,
+# min <t> <unit> ..." (see bench_util.h); NAME starts with the workload, and its second word
+# says whose time it is: numpy*, torch* or cblas* for a peer, anything else for tgraph.
+# KEY=VALUE words in NAME (threads=2) pair tgraph's configurations with the peers they are
+# compared with.
 # A program that is not built, or a peer script without NumPy, is skipped with a note.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -55,6 +58,8 @@ w9 py w9_peers.py -n $runs --threads 1
 w9 py w9_peers.py -n $runs --threads 2
 w10b bin bench_w10b -n $runs
 w10b py w10b_peers.py -n $runs
+w10c bin bench_w10c -n $runs
+w10c py w10c_peers.py -n $runs --threads 2
 w11 bin bench_w11 --cold 3
 w2 bin bench_blas -n $runs --side tg
 w2 bin bench_blas -n $runs --side cblas

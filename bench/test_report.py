@@ -3,10 +3,11 @@
 medians, unit conversion, pairing of tgraph's configurations with peers of the same
 thread count (and with peers that name no thread count), the ratios, the targets table,
 a target judged against a line's own twin (W3 reversed against forward, W10 the lowering
-against its --no-blas ablation, W10b 2 devices against 1), a target against one kind of
-peer (W10b: NumPy's worker processes, not its faster sequential line), a time target read
-from its wall-clock line (rw), notes about skipped programs, and that the chart is
-well-formed SVG with one bar per ratio. Exits non-zero on the first mismatch (ctest: bench_report)."""
+against its --no-blas ablation, W10b 2 devices against 1, W10c 2 devices against 1 device,
+two words apart), a target against one kind of peer (W10b: NumPy's worker processes, not
+its faster sequential line), a time target read from its wall-clock line (rw), notes about
+skipped programs, and that the chart is well-formed SVG with one bar per ratio. Exits
+non-zero on the first mismatch (ctest: bench_report)."""
 import os
 import re
 import sys
@@ -59,6 +60,11 @@ rw opt-cpu chain=cancel n=100000: median 150.000 ms, min 140.000 ms (5 runs)
 rw opt chain=mixed n=100000: median 1600.000 ms, min 1400.000 ms (5 runs)
 rw opt-cpu chain=mixed n=100000: median 700.000 ms, min 650.000 ms (5 runs)
 == round 2 of 2 ==
+w10c vm devices=1 threads=1: median 4.000 ms, min 3.900 ms (10 runs)
+w10c vm devices=1 threads=2: median 2.200 ms, min 2.100 ms (10 runs)
+w10c vm devices=2 threads=2: median 2.400 ms, min 2.300 ms (10 runs)
+w10c torch threads=2: median 5.000 ms, min 4.800 ms (10 runs)
+w10c torch-manual threads=2: median 3.000 ms, min 2.900 ms (10 runs)
 w6 vm threads=1: median 6.000 ms, min 2.800 ms (10 runs)
 w6 vm threads=2: median 3.000 ms, min 2.900 ms (10 runs)
 w6 numpy threads=1: median 10.000 ms, min 9.500 ms (10 runs)
@@ -76,6 +82,11 @@ w10b pmap devices=1: median 270.000 ms, min 260.000 ms (10 runs)
 w10b batched threads=1: median 300.000 ms, min 290.000 ms (10 runs)
 w10b numpy-mp workers=2: median 200.000 ms, min 190.000 ms (10 runs)
 w10b numpy workers=1: median 190.000 ms, min 180.000 ms (10 runs)
+w10c vm devices=1 threads=1: median 4.000 ms, min 3.900 ms (10 runs)
+w10c vm devices=1 threads=2: median 2.200 ms, min 2.100 ms (10 runs)
+w10c vm devices=2 threads=2: median 2.400 ms, min 2.300 ms (10 runs)
+w10c torch threads=2: median 5.000 ms, min 4.800 ms (10 runs)
+w10c torch-manual threads=2: median 3.000 ms, min 2.900 ms (10 runs)
 """
 
 
@@ -151,7 +162,14 @@ def main():
     assert w10b[1:] == ["0.52x (worst: w10b pmap devices=2)", "yes"], w10b
     w10b = target(md, "W10b pmap on 2 devices <= 0.6x NumPy in 2 worker processes")
     assert w10b[1:] == ["0.70x (worst: w10b pmap devices=2)", "**no**"], w10b
-    assert md.index("| W10 |") < md.index("| W10B |") < md.index("| RW |")  # sorted
+    assert md.index("| W10 |") < md.index("| W10B |") < md.index("| W10C |") < md.index("| RW |")
+    # W10c: 2 devices against 1 device with 1 thread (two words differ: 2.4 / 4.0 ms), and
+    # against the faster of the two PyTorch lines (torch-manual: 2.4 / 3.0 ms)
+    w10c = target(md, "W10c data-parallel step on 2 devices >= 1.6x 1 device (time <= 0.62x)")
+    assert w10c[1:] == ["0.60x (worst: w10c vm devices=2 threads=2)", "yes"], w10c
+    w10c = target(md, "W10c data-parallel step on 2 devices <= 0.6x PyTorch on 2 threads")
+    assert w10c[1:] == ["0.80x (worst: w10c vm devices=2 threads=2)", "**no**"], w10c
+    assert row(md, "vm devices=1 threads=1")[4] == "no peer"
     assert target(md, "W5 >= 2M calls/s (<= 0.5 us per call)")[2] == "yes"
     # rw: the wall-clock line of each chain, not its CPU-time line
     assert target(md, "100k-node cancelling chain optimised in <= 1.5 s")[1:] == [
@@ -172,7 +190,7 @@ def main():
     root = ET.parse(svg_path).getroot()
     bars = [e for e in root.iter() if e.tag.endswith("rect") and e.get("height") == "20"]
     ratios = re.findall(r"\*\*([0-9.]+)x\*\*", md.split("## Targets")[0])
-    assert len(bars) == len(ratios) == 14, (len(bars), ratios)
+    assert len(bars) == len(ratios) == 16, (len(bars), ratios)
     print("bench_report: ok")
     return 0
 

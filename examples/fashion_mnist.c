@@ -1,9 +1,10 @@
 /* fashion_mnist.c - trains a two-layer perceptron on Fashion-MNIST with tgraph: what
  * `make demo` runs.
  *
- *   example_fashion_mnist [--epochs N] [--batch B] [--threads T] [--backend vm|c|reference]
- *                         [--lr LR] [--seed S] [--data DIR] [--out DIR] [--profile]
- *                         [--expect-accuracy A]
+ *   example_fashion_mnist [--epochs N] [--batch B] [--threads T] [--devices N]
+ *                         [--backend vm|c|reference] [--lr LR] [--seed S] [--data DIR]
+ *                         [--out DIR] [--profile] [--expect-accuracy A] [--steps S]
+ *                         [--losses FILE]
  *
  * The model (mlp_step.h), 784-256-10 with relu and a softmax cross-entropy loss, is built
  * with the C API as ONE training-step function: forward pass, reverse-mode gradients
@@ -15,6 +16,15 @@
  * u8 -> f32 scaling, the whole Adam update) fused kernels. The initial weights and the
  * order of the examples in each epoch come from tgraph's random numbers (normal,
  * permutation of fold_in(key, epoch)), so a seed reproduces a run.
+ *
+ * With --devices N the step is data-parallel (build_step_pmap): a pmap over N devices,
+ * each taking 1/N of every batch and the weights, replicated. The loss is pmean of the
+ * devices' losses, so its gradient (tg_grad inside the pmap's body) is the whole batch's,
+ * the same on every device; each makes the same Adam update, returned once into the
+ * state. The ranks run on threads of their own, each on its share of the threads
+ * (--threads / N, at least one); the losses are the one-device run's to float rounding
+ * (tests/CMakeLists.txt checks it with --steps and --losses, which write the loss of
+ * every step of a shortened run).
  *
  * It reads the gzipped IDX files of Debian's dataset-fashion-mnist package (idx.c),
  * shows a progress bar on stderr, prints the test accuracy after each epoch and
@@ -47,7 +57,9 @@ static const char *const class_names[NOUT] = {"T-shirt/top", "Trouser",   "Pullo
                                               "Bag",         "Ankle boot"};
 
 typedef struct opts {
-    int epochs, batch, threads, profile;
+    int epochs, batch, threads, devices, profile;
+    long steps;         /* stop after this many steps (0: run every epoch to its end) */
+    const char *losses; /* where to write the loss of every step (NULL: nowhere) */
     tg_mode mode;
     const char *mode_name;
     double lr, expect; /* expect: the least final test accuracy that counts as success */
@@ -338,19 +350,23 @@ static int load_weights(const char *dir, tg_tensor **params) {
 
 static int usage(void) {
     fprintf(stderr,
-            "usage: example_fashion_mnist [--epochs N] [--batch B] [--threads T]\n"
+            "usage: example_fashion_mnist [--epochs N] [--batch B] [--threads T] [--devices N]\n"
             "         [--backend vm|c|reference] [--lr LR] [--seed S] [--data DIR] [--out DIR]\n"
-            "         [--profile] [--expect-accuracy A]\n"
+            "         [--profile] [--expect-accuracy A] [--steps S] [--losses FILE]\n"
             "  --epochs   passes over the 60,000 training images (default 10)\n"
             "  --batch    examples per step (default 256)\n"
             "  --threads  threads, the caller included (default: TGRAPH_NUM_THREADS or all cores)\n"
+            "  --devices  train data-parallel on N devices (a pmap), each on 1/N of every batch\n"
+            "             and its share of the threads (default 1: no pmap)\n"
             "  --backend  vm (default), c (the C JIT, where built), reference (slow: the oracle)\n"
             "  --lr       Adam's initial learning rate (default 0.002; cosine decay to lr/20)\n"
             "  --data     directory of the *-ubyte.gz files "
             "(default /usr/share/datasets/fashion-mnist)\n"
             "  --out      where the plot and the weights go (default .)\n"
             "  --profile  print the per-node profile of the training step at the end\n"
-            "  --expect-accuracy A  exit with status 1 when the test accuracy ends below A%%\n");
+            "  --expect-accuracy A  exit with status 1 when the test accuracy ends below A%%\n"
+            "  --steps S  stop after S training steps (the last epoch cut short)\n"
+            "  --losses FILE  write the loss of every step to FILE, one `step loss` line each\n");
     return 2;
 }
 
@@ -367,6 +383,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
     *o = (opts){.epochs = 10,
                 .batch = 256,
                 .threads = 0,
+                .devices = 1,
                 .mode = TG_MODE_VM,
                 .mode_name = "vm",
                 .lr = 2e-3,
@@ -392,6 +409,12 @@ static int parse_opts(int argc, char **argv, opts *o) {
             o->batch = (int)x;
         else if (!strcmp(a, "--threads") && parse_int(v, 0, 1024, &x))
             o->threads = (int)x;
+        else if (!strcmp(a, "--devices") && parse_int(v, 1, 64, &x))
+            o->devices = (int)x;
+        else if (!strcmp(a, "--steps") && parse_int(v, 1, 1000000000L, &x))
+            o->steps = x;
+        else if (!strcmp(a, "--losses"))
+            o->losses = v;
         else if (!strcmp(a, "--seed") && parse_int(v, 0, 2147483647L, &x))
             o->seed = (uint64_t)x;
         else if (!strcmp(a, "--lr") && (o->lr = strtod(v, NULL)) > 0 && o->lr < 10)
@@ -428,7 +451,8 @@ int main(int argc, char **argv) {
     tg_graph *gs = NULL, *ge = NULL, *gp = NULL;
     tg_fn *step = NULL, *eval = NULL, *eval2 = NULL, *shuffle = NULL;
     tg_tensor *order_t = NULL, *epoch_t = NULL;
-    tg_pool *pool = NULL;
+    tg_pool *pool = NULL, *step_pool = NULL;
+    FILE *losses = NULL;
     tg_tensor *xb = NULL, *yb = NULL, *loss = NULL, *lrt = NULL, *reloaded[NPARAM] = {0},
               *pred = NULL;
     double *ep_loss = NULL, *ep_acc = NULL;
@@ -446,13 +470,34 @@ int main(int argc, char **argv) {
         die("--batch %d: larger than the %lld training images", o.batch, (long long)train.n);
         goto done;
     }
+    if (o.batch % o.devices) {
+        die("--batch %d is not a multiple of --devices %d: each device takes an equal share",
+            o.batch, o.devices);
+        goto done;
+    }
+    if (o.losses && !(losses = fopen(o.losses, "w"))) {
+        die("cannot write %s: %s", o.losses, strerror(errno));
+        goto done;
+    }
 
     /* compile the training step and the evaluation once */
     t0 = now();
+    /* the devices of a data-parallel step run at once, each splitting its kernels over a
+     * pool of its share of the threads */
     pool = tg_pool_new(NULL, o.threads);
-    if (!pool || !(gs = build_step(o.batch)) || !(ge = build_eval(EVAL_BATCH))) goto done;
+    step_pool =
+        pool && o.devices > 1
+            ? tg_pool_new(NULL, tg_pool_size(pool) / o.devices ? tg_pool_size(pool) / o.devices : 1)
+            : NULL;
+    if (!pool || (o.devices > 1 && !step_pool)) {
+        die("starting the threads: %s", tg_last_error());
+        goto done;
+    }
+    gs = o.devices > 1 ? build_step_pmap(o.batch, o.devices) : build_step(o.batch);
+    if (!gs || !(ge = build_eval(EVAL_BATCH))) goto done;
     tg_compile_opts co = TG_COMPILE_OPTS(.mode = o.mode, .pool = pool);
-    tg_compile_opts cs = TG_COMPILE_OPTS(.mode = o.mode, .pool = pool, .profile = o.profile != 0);
+    tg_compile_opts cs = TG_COMPILE_OPTS(.mode = o.mode, .pool = step_pool ? step_pool : pool,
+                                         .profile = o.profile != 0);
     if (!(gp = build_shuffle(train.n, (int64_t)o.seed))) goto done;
     if (tg_graph_compile(gs, &cs, &step) != TG_OK || tg_graph_compile(ge, &co, &eval) != TG_OK ||
         tg_graph_compile(gp, &co, &shuffle) != TG_OK) {
@@ -466,6 +511,11 @@ int main(int argc, char **argv) {
     printf("model: MLP 784-256-10 (relu), softmax cross-entropy, Adam (lr %g, cosine decay), "
            "batch %d; one compiled step function with %d state tensors\n",
            o.lr, o.batch, tg_fn_state_count(step));
+    if (o.devices > 1)
+        printf("data-parallel on %d devices (pmap): %d examples and %d thread%s each, the "
+               "loss averaged with pmean\n",
+               o.devices, o.batch / o.devices, tg_pool_size(step_pool),
+               tg_pool_size(step_pool) == 1 ? "" : "s");
     printf("backend %s, %d thread%s; compiled in %.2f s\n", o.mode_name, tg_pool_size(pool),
            tg_pool_size(pool) == 1 ? "" : "s", now() - t0);
 
@@ -476,6 +526,12 @@ int main(int argc, char **argv) {
     lrt = tg_tensor_new(NULL, TG_DT_F32, 0, NULL);
     order_t = tg_tensor_new(NULL, TG_DT_I64, 1, &train.n);
     epoch_t = tg_tensor_new(NULL, TG_DT_I64, 0, NULL);
+    /* the examples of the run: whole epochs of full batches, or --steps batches */
+    int64_t per_epoch = train.n / B * B, total = (int64_t)o.epochs * per_epoch;
+    if (o.steps && o.steps * B < total) {
+        total = o.steps * B;
+        o.epochs = (int)((total + per_epoch - 1) / per_epoch);
+    }
     ep_loss = calloc((size_t)o.epochs, sizeof *ep_loss);
     ep_acc = calloc((size_t)o.epochs, sizeof *ep_acc);
     if (!xb || !yb || !loss || !lrt || !order_t || !epoch_t || !ep_loss || !ep_acc) {
@@ -484,8 +540,7 @@ int main(int argc, char **argv) {
     }
 
     tg_tensor *params[NPARAM];
-    int64_t per_epoch = train.n / B * B;
-    progress pr = {.start = now(), .total = (int64_t)o.epochs * per_epoch, .tty = isatty(2)};
+    progress pr = {.start = now(), .total = total, .tty = isatty(2)};
     double train_time = 0;
     for (int ep = 0; ep < o.epochs; ep++) {
         /* this epoch's order of the examples: permutation(fold_in(key, epoch)) */
@@ -499,7 +554,7 @@ int main(int argc, char **argv) {
         int64_t seen = 0;
         /* full batches of the shuffled order (the few examples left over this epoch come
          * first in another one) */
-        for (int64_t s = 0; s + B <= train.n; s += B) {
+        for (int64_t s = 0; s + B <= train.n && pr.done < pr.total; s += B) {
             const int64_t nb = B;
             uint8_t *xd = tg_tensor_data(xb);
             int64_t *yd = tg_tensor_data(yb);
@@ -526,6 +581,7 @@ int main(int argc, char **argv) {
                 die("the loss is %g at epoch %d: lower --lr", l, ep + 1);
                 goto done;
             }
+            if (losses) fprintf(losses, "%lld %.9g\n", (long long)(pr.done / B + 1), l);
             sum += l * (double)nb;
             seen += nb;
             pr.done += nb;
@@ -546,8 +602,12 @@ int main(int argc, char **argv) {
     double acc = ep_acc[o.epochs - 1];
     if (o.profile && tg_fn_profile_print(step, stdout) != TG_OK)
         fprintf(stderr, "fashion_mnist: no profile with backend %s\n", o.mode_name);
-    printf("trained %d epochs in %.1f s (%.0f examples/s)\n", o.epochs, train_time,
-           (double)o.epochs * (double)per_epoch / train_time);
+    if (o.steps)
+        printf("trained %lld steps in %.1f s (%.0f examples/s)\n", (long long)(pr.done / B),
+               train_time, (double)pr.done / train_time);
+    else
+        printf("trained %d epochs in %.1f s (%.0f examples/s)\n", o.epochs, train_time,
+               (double)pr.done / train_time);
     printf("test accuracy: %.1f%%\n", acc);
 
     /* per-class accuracy, from the predictions of the final model */
@@ -598,6 +658,7 @@ int main(int argc, char **argv) {
     }
     rc = 0;
 done:
+    if (losses && fclose(losses) != 0 && rc == 0) rc = die("cannot write %s", o.losses);
     for (int i = 0; i < NPARAM; i++) tg_tensor_free(reloaded[i]);
     tg_tensor_free(pred);
     tg_tensor_free(xb);
@@ -619,6 +680,7 @@ done:
     tg_graph_free(gp);
     tg_graph_free(ge);
     tg_graph_free(gs);
+    tg_pool_free(step_pool);
     tg_pool_free(pool);
     return rc;
 }

@@ -3,9 +3,12 @@
 # As root it uses apt-get; otherwise it prints the command to run.
 #   sh scripts/deps.sh          what the build and the tests need
 #   sh scripts/deps.sh demo     that, plus the Fashion-MNIST data `make demo` trains on
+#   sh scripts/deps.sh bench    that, plus the peers `make bench` times (PyTorch); neither the
+#                               build nor the tests need it
 set -e
 pkgs="cmake make gcc pkg-config libopenblas-serial-dev libopenblas-dev libxsmm-dev libcmocka-dev libsleef-dev zlib1g-dev python3-numpy"
 if [ "${1:-}" = demo ]; then pkgs="$pkgs dataset-fashion-mnist"; fi
+if [ "${1:-}" = bench ]; then pkgs="$pkgs python3-torch"; fi
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

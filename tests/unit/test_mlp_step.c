@@ -2,7 +2,9 @@
  * the C API (examples/mlp_step.h) and the same function written in .tg
  * (examples/fashion_mnist.tg) give the same losses and parameters over several steps on
  * a synthetic batch, in the VM and in the reference interpreter; the loss falls; the
- * parameters are state (13 of them, the call takes the batch and the learning rate); and
+ * parameters are state (13 of them, the call takes the batch and the learning rate); the
+ * data-parallel step (build_step_pmap, on 2 and 4 devices) gives the one-device losses and
+ * states to float rounding, and refuses a batch the devices cannot share equally; and
  * the evaluation function counts a padding label (-1) as never correct.
  * Runs with tests/ as the working directory.
  */
@@ -126,6 +128,54 @@ static void test_c_api_and_tg_agree_reference(void **st) {
     check_same(TG_MODE_REFERENCE);
 }
 
+/* The data-parallel step (build_step_pmap: a pmap over ndev devices, each with 1/ndev of
+ * the batch, the gradient taken through pmean of the loss) against the one-device step, in
+ * the VM: the same losses and states, to float rounding, step after step. */
+static void check_pmap(int ndev) {
+    tg_graph *g1 = build_step(B), *gp = build_step_pmap(B, ndev);
+    assert_non_null(g1);
+    assert_non_null(gp);
+    tg_compile_opts o = TG_COMPILE_OPTS(.nthreads = 1);
+    tg_fn *f1 = NULL, *fp = NULL;
+    assert_int_equal(tg_graph_compile(g1, &o, &f1), TG_OK);
+    assert_int_equal(tg_graph_compile(gp, &o, &fp), TG_OK);
+    assert_int_equal(tg_fn_state_count(fp), 13);
+    assert_int_equal(init_params(f1, 7), TG_OK);
+    assert_int_equal(init_params(fp, 7), TG_OK);
+
+    batch b = make_batch();
+    double l1[STEPS], lp[STEPS];
+    run_steps(f1, &b, l1);
+    run_steps(fp, &b, lp);
+    for (int s = 0; s < STEPS; s++)
+        if (!(fabs(l1[s] - lp[s]) <= 1e-5 * fabs(l1[s])))
+            fail_msg("%d devices, step %d: loss %.9g, one device %.9g", ndev, s, lp[s], l1[s]);
+    for (int i = 0; i < tg_fn_state_count(f1); i++) {
+        const char *name = tg_fn_state_name(f1, i);
+        int k = tg_fn_state_find(fp, name);
+        assert_true(k >= 0);
+        double d = max_diff(tg_fn_state(f1, i), tg_fn_state(fp, k));
+        if (d > 1e-5) fail_msg("%d devices: state %s differs by %g", ndev, name, d);
+    }
+    free_batch(&b);
+    tg_fn_free(f1);
+    tg_fn_free(fp);
+    tg_graph_free(g1);
+    tg_graph_free(gp);
+}
+
+static void test_pmap_step_agrees(void **st) {
+    (void)st;
+    check_pmap(2);
+    check_pmap(4);
+}
+
+/* a batch the devices cannot share equally is refused when the step is built */
+static void test_pmap_step_uneven_batch(void **st) {
+    (void)st;
+    assert_null(build_step_pmap(B + 1, 2));
+}
+
 static void test_eval_counts_correct(void **st) {
     (void)st;
     const int64_t E = 4;
@@ -155,6 +205,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_c_api_and_tg_agree_vm),
         cmocka_unit_test(test_c_api_and_tg_agree_reference),
+        cmocka_unit_test(test_pmap_step_agrees),
+        cmocka_unit_test(test_pmap_step_uneven_batch),
         cmocka_unit_test(test_eval_counts_correct),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
