@@ -667,47 +667,37 @@ static tg_status axis_index_infer(tg_infer *ic) {
     return TG_OK;
 }
 
-static tg_status axis_index_ref(tg_kern *k) {
+/* The rank (axis_index) or the number of ranks (axis_size) of the calling thread's frame
+ * of the axis. */
+static tg_status axis_read(tg_kern *k, bool size) {
     const tg_spmd *s = tg_spmd_find(k->attrs[0].s);
     if (!s) return tg_kern_fail(k, TG_EINVAL, "no enclosing pmap has the axis '%s'", k->attrs[0].s);
-    tg_store_i64(tg_tensor_data(k->out[0]), TG_DT_I64, s->rank);
+    tg_store_i64(tg_tensor_data(k->out[0]), TG_DT_I64, size ? s->size : s->rank);
     return TG_OK;
 }
 
-const tg_op_def tg_op_axis_index = {.name = "axis_index",
-                                    .min_in = 0,
-                                    .max_in = 0,
-                                    .nout = 1,
-                                    .kind = TG_KIND_OTHER,
-                                    .attrs = axis_index_attrs,
-                                    .nattrs = 1,
-                                    .infer = axis_index_infer,
-                                    .ref = axis_index_ref,
-                                    .grad = TG_GRAD_NONE,
-                                    .effects = TG_EFFECT_AXIS,
-                                    .spmd = TG_SPMD_VARYING};
-
+static tg_status axis_index_ref(tg_kern *k) { return axis_read(k, false); }
 /* axis_size(axis_name="batch"): the number of ranks of the enclosing pmap of that axis, a
  * 0-d i64, the same on every rank (pmean's gradient divides by it). */
-static tg_status axis_size_ref(tg_kern *k) {
-    const tg_spmd *s = tg_spmd_find(k->attrs[0].s);
-    if (!s) return tg_kern_fail(k, TG_EINVAL, "no enclosing pmap has the axis '%s'", k->attrs[0].s);
-    tg_store_i64(tg_tensor_data(k->out[0]), TG_DT_I64, s->size);
-    return TG_OK;
-}
+static tg_status axis_size_ref(tg_kern *k) { return axis_read(k, true); }
 
-const tg_op_def tg_op_axis_size = {.name = "axis_size",
-                                   .min_in = 0,
-                                   .max_in = 0,
-                                   .nout = 1,
-                                   .kind = TG_KIND_OTHER,
-                                   .attrs = axis_index_attrs,
-                                   .nattrs = 1,
-                                   .infer = axis_index_infer,
-                                   .ref = axis_size_ref,
-                                   .grad = TG_GRAD_NONE,
-                                   .effects = TG_EFFECT_AXIS,
-                                   .spmd = TG_SPMD_INVARIANT};
+/* An op reading the pmap axis its axis_name names: no input, a 0-d i64, never folded. */
+#define AXIS_OP(op, ref_fn, spmd_kind)                                                             \
+    const tg_op_def tg_op_##op = {.name = #op,                                                     \
+                                  .min_in = 0,                                                     \
+                                  .max_in = 0,                                                     \
+                                  .nout = 1,                                                       \
+                                  .kind = TG_KIND_OTHER,                                           \
+                                  .attrs = axis_index_attrs,                                       \
+                                  .nattrs = 1,                                                     \
+                                  .infer = axis_index_infer,                                       \
+                                  .ref = ref_fn,                                                   \
+                                  .grad = TG_GRAD_NONE,                                            \
+                                  .effects = TG_EFFECT_AXIS,                                       \
+                                  .spmd = spmd_kind}
+
+AXIS_OP(axis_index, axis_index_ref, TG_SPMD_VARYING);
+AXIS_OP(axis_size, axis_size_ref, TG_SPMD_INVARIANT);
 
 /* ---- which axes a graph reads ----
  * The axes a graph reads without binding them: the axis_name of each op with
