@@ -445,26 +445,51 @@ static bool rhs_extents(tg_kern *k, const tg_tensor *a, const tg_tensor *b, tg_l
     return lapack_extent(k, b->ndim == 2 ? b->shape[1] : 1, nrhs);
 }
 
-static tg_status ref_solve_tri(tg_kern *k) {
+/* The start of a solver's kernel (a square matrix, input 0, and a right-hand side, input
+ * 1): loads the matrix into the scratch's first n*n elements and the right-hand side after
+ * them (*rhs), column-major, with n pivot integers after both when `pivots`. False when
+ * the kernel is done: on a failure (k->status) or when n is 0 (nothing to solve). */
+static bool solver_load(tg_kern *k, scratch *s, bool pivots, tg_lapack_int *n, tg_lapack_int *nrhs,
+                        void **rhs) {
     const tg_tensor *a = k->in[0], *b = k->in[1];
-    tg_tensor *y = k->out[0];
+    size_t es = tg_dtype_size(k->out[0]->dtype);
+    if (!float_operands(k) || !rhs_extents(k, a, b, n, nrhs) || *n == 0) return false;
+    if (!scratch_get(k, s, (int64_t)*n * *n + (int64_t)*n * *nrhs, es, pivots ? *n : 0))
+        return false;
+    *rhs = sc_at(s, (int64_t)*n * *n, es);
+    load_cm(a, s->p, *n);
+    load_cm(b, *rhs, *n);
+    return true;
+}
+
+/* The end of a solver's kernel: stores the solution when LAPACK succeeded (info 0), frees
+ * the scratch and refuses a negative info; returns info. */
+static tg_lapack_int solver_store(tg_kern *k, scratch *s, const void *rhs, tg_lapack_int n,
+                                  const char *routine, tg_lapack_int info) {
+    if (info == 0) store_cm(k->out[0], rhs, n);
+    scratch_free(k, s);
+    if (info < 0) lapack_refused(k, routine, info);
+    return info;
+}
+
+/* An exactly zero pivot (LAPACK's info > 0) of an LU factorization. */
+static tg_status lu_singular(tg_kern *k, tg_lapack_int info) {
+    return tg_kern_fail(k, TG_EINVAL,
+                        "singular matrix: pivot %d of its LU factorization is exactly zero",
+                        (int)info - 1);
+}
+
+static tg_status ref_solve_tri(tg_kern *k) {
     bool lower = k->attrs[ST_LOWER].i != 0, unit = k->attrs[ST_UNIT].i != 0;
-    bool d = y->dtype == TG_DT_F64;
-    size_t es = tg_dtype_size(y->dtype);
+    bool d = k->out[0]->dtype == TG_DT_F64;
     tg_lapack_int n, nrhs;
     scratch s;
-    if (!float_operands(k) || !rhs_extents(k, a, b, &n, &nrhs)) return k->status;
-    if (n == 0) return TG_OK;
-    if (!scratch_get(k, &s, (int64_t)n * n + (int64_t)n * nrhs, es, 0)) return k->status;
-    void *rhs = sc_at(&s, (int64_t)n * n, es);
-    load_cm(a, s.p, n);
-    load_cm(b, rhs, n);
+    void *rhs;
+    if (!solver_load(k, &s, false, &n, &nrhs, &rhs)) return k->status;
     /* trans 2 (conjugate transpose) is the transpose for real matrices */
     tg_lapack_int info = lp_trtrs(d, lower ? 'L' : 'U', k->attrs[ST_TRANS].i ? 'T' : 'N',
                                   unit ? 'U' : 'N', n, nrhs, s.p, rhs);
-    if (info == 0) store_cm(y, rhs, n);
-    scratch_free(k, &s);
-    if (info < 0) return lapack_refused(k, "trtrs", info);
+    if (solver_store(k, &s, rhs, n, "trtrs", info) < 0) return k->status;
     if (info > 0)
         return tg_kern_fail(k, TG_EINVAL, "singular matrix: its diagonal entry [%d, %d] is zero",
                             (int)info - 1, (int)info - 1);
@@ -502,27 +527,14 @@ const tg_op_def tg_op_solve_triangular = {
 /* ---- solve ---- */
 
 static tg_status ref_solve(tg_kern *k) {
-    const tg_tensor *a = k->in[0], *b = k->in[1];
-    tg_tensor *y = k->out[0];
-    bool d = y->dtype == TG_DT_F64;
-    size_t es = tg_dtype_size(y->dtype);
+    bool d = k->out[0]->dtype == TG_DT_F64;
     tg_lapack_int n, nrhs;
     scratch s;
-    if (!float_operands(k) || !rhs_extents(k, a, b, &n, &nrhs)) return k->status;
-    if (n == 0) return TG_OK;
-    if (!scratch_get(k, &s, (int64_t)n * n + (int64_t)n * nrhs, es, n)) return k->status;
-    void *rhs = sc_at(&s, (int64_t)n * n, es);
-    load_cm(a, s.p, n);
-    load_cm(b, rhs, n);
+    void *rhs;
+    if (!solver_load(k, &s, true, &n, &nrhs, &rhs)) return k->status;
     tg_lapack_int info = lp_gesv(d, n, nrhs, s.p, sc_ints(&s), rhs);
-    if (info == 0) store_cm(y, rhs, n);
-    scratch_free(k, &s);
-    if (info < 0) return lapack_refused(k, "gesv", info);
-    if (info > 0)
-        return tg_kern_fail(k, TG_EINVAL,
-                            "singular matrix: pivot %d of its LU factorization is exactly zero",
-                            (int)info - 1);
-    return TG_OK;
+    if (solver_store(k, &s, rhs, n, "gesv", info) < 0) return k->status;
+    return info > 0 ? lu_singular(k, info) : TG_OK;
 }
 
 /* x = A^-1 b: gb = A^-T gx, gA = -gb x^T. */
@@ -549,22 +561,14 @@ const tg_op_def tg_op_solve = {
 /* ---- cho_solve ---- */
 
 static tg_status ref_cho_solve(tg_kern *k) {
-    const tg_tensor *c = k->in[0], *b = k->in[1];
-    tg_tensor *y = k->out[0];
-    bool lower = k->attrs[0].i != 0, d = y->dtype == TG_DT_F64;
-    size_t es = tg_dtype_size(y->dtype);
+    bool lower = k->attrs[0].i != 0, d = k->out[0]->dtype == TG_DT_F64;
     tg_lapack_int n, nrhs;
     scratch s;
-    if (!float_operands(k) || !rhs_extents(k, c, b, &n, &nrhs)) return k->status;
-    if (n == 0) return TG_OK;
-    if (!scratch_get(k, &s, (int64_t)n * n + (int64_t)n * nrhs, es, 0)) return k->status;
-    void *rhs = sc_at(&s, (int64_t)n * n, es);
-    load_cm(c, s.p, n);
-    load_cm(b, rhs, n);
+    void *rhs;
+    if (!solver_load(k, &s, false, &n, &nrhs, &rhs)) return k->status;
     tg_lapack_int info = lp_potrs(d, lower ? 'L' : 'U', n, nrhs, s.p, rhs);
-    if (info == 0) store_cm(y, rhs, n);
-    scratch_free(k, &s);
-    return info < 0 ? lapack_refused(k, "potrs", info) : TG_OK;
+    solver_store(k, &s, rhs, n, "potrs", info); /* potrs has no info > 0 */
+    return k->status;
 }
 
 /* x = A^-1 b with A = L L^T (lower) or U^T U: gb = A^-1 gx (A is symmetric) and
@@ -622,11 +626,7 @@ static tg_status ref_inv(tg_kern *k) {
     if (info == 0) store_cm(y, s.p, n);
     scratch_free(k, &s);
     if (info < 0) return lapack_refused(k, "getrf/getri", info);
-    if (info > 0)
-        return tg_kern_fail(k, TG_EINVAL,
-                            "singular matrix: pivot %d of its LU factorization is exactly zero",
-                            (int)info - 1);
-    return TG_OK;
+    return info > 0 ? lu_singular(k, info) : TG_OK;
 }
 
 /* Y = A^-1: gA = -Y^T gY Y^T. */
