@@ -254,61 +254,26 @@ static tg_status vjp_cumext(tg_graph *g, const tg_node *n, tg_var *const *gout, 
     return cum_vjp(g, n, gout, gin, cumext_line_vjp);
 }
 
-const tg_op_def tg_op_cumsum = {
-    .name = "cumsum",
-    .min_in = 1,
-    .max_in = 1,
-    .nout = 1,
-    .kind = TG_KIND_OTHER,
-    .attrs = cum_attrs,
-    .nattrs = (int)TG_COUNTOF(cum_attrs),
-    .infer = infer_cumsum,
-    .ref = ref_cumsum,
-    .grad = TG_GRAD_VJP,
-    .vjp = vjp_cumsum,
-};
+/* A cumulative op along `axis`: one input, the result of cum_infer, its gradient vjp_fn. */
+#define CUM_OP(op, vjp_fn)                                                                         \
+    const tg_op_def tg_op_##op = {                                                                 \
+        .name = #op,                                                                               \
+        .min_in = 1,                                                                               \
+        .max_in = 1,                                                                               \
+        .nout = 1,                                                                                 \
+        .kind = TG_KIND_OTHER,                                                                     \
+        .attrs = cum_attrs,                                                                        \
+        .nattrs = (int)TG_COUNTOF(cum_attrs),                                                      \
+        .infer = infer_##op,                                                                       \
+        .ref = ref_##op,                                                                           \
+        .grad = TG_GRAD_VJP,                                                                       \
+        .vjp = vjp_fn,                                                                             \
+    }
 
-const tg_op_def tg_op_cumprod = {
-    .name = "cumprod",
-    .min_in = 1,
-    .max_in = 1,
-    .nout = 1,
-    .kind = TG_KIND_OTHER,
-    .attrs = cum_attrs,
-    .nattrs = (int)TG_COUNTOF(cum_attrs),
-    .infer = infer_cumprod,
-    .ref = ref_cumprod,
-    .grad = TG_GRAD_VJP,
-    .vjp = vjp_cumprod,
-};
-
-const tg_op_def tg_op_cummax = {
-    .name = "cummax",
-    .min_in = 1,
-    .max_in = 1,
-    .nout = 1,
-    .kind = TG_KIND_OTHER,
-    .attrs = cum_attrs,
-    .nattrs = (int)TG_COUNTOF(cum_attrs),
-    .infer = infer_cummax,
-    .ref = ref_cummax,
-    .grad = TG_GRAD_VJP,
-    .vjp = vjp_cumext,
-};
-
-const tg_op_def tg_op_cummin = {
-    .name = "cummin",
-    .min_in = 1,
-    .max_in = 1,
-    .nout = 1,
-    .kind = TG_KIND_OTHER,
-    .attrs = cum_attrs,
-    .nattrs = (int)TG_COUNTOF(cum_attrs),
-    .infer = infer_cummin,
-    .ref = ref_cummin,
-    .grad = TG_GRAD_VJP,
-    .vjp = vjp_cumext,
-};
+CUM_OP(cumsum, vjp_cumsum);
+CUM_OP(cumprod, vjp_cumprod);
+CUM_OP(cummax, vjp_cumext);
+CUM_OP(cummin, vjp_cumext);
 
 /* ---- diff ---- */
 
