@@ -53,42 +53,14 @@ static const tg_attr_spec diff_attrs[] = {
     [DIFF_AXIS] = {"axis", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = -1}},
 };
 
-/* The `axis` attribute: none gives -1 (x flattened). */
-static bool axis_read(const tg_aval *a, int ndim, int *out) {
-    if (a->kind == TG_ATTR_NONE) {
-        *out = -1;
-        return true;
-    }
-    return tg_axis_norm(a->i, ndim, out);
-}
-
-static tg_status axis_fail(tg_infer *ic, int64_t axis, const tg_type *x) {
-    char ts[TG_TYPE_STR_MAX];
-    return tg_infer_fail(ic, TG_EINVAL,
-                         "axis %lld is out of bounds for an array of dimension %d (%s)",
-                         (long long)axis, x->ndim, tg_type_str(x, ts, sizeof ts));
-}
-
 /* ---- cumsum, cumprod, cummax, cummin ---- */
 
 typedef enum { CUM_SUM, CUM_PROD, CUM_MAX, CUM_MIN } cum_kind;
 
 static tg_status cum_infer(tg_infer *ic, cum_kind kind) {
-    const tg_type *x = &ic->in[0];
-    tg_type *o = &ic->out[0];
-    int axis;
-    if (!axis_read(&ic->attrs[0], x->ndim, &axis)) return axis_fail(ic, ic->attrs[0].i, x);
-    tg_dtype dt = (tg_dtype)x->dtype;
+    tg_dtype dt = (tg_dtype)ic->in[0].dtype;
     if ((kind == CUM_SUM || kind == CUM_PROD) && !tg_dtype_is_float(dt)) dt = TG_DT_I64;
-    if (axis < 0) {
-        if (!tg_type_flat(x, dt, o))
-            return tg_infer_fail(ic, TG_ELIMIT, "x has more elements than an int64 counts");
-        return TG_OK;
-    }
-    *o = *x;
-    o->dtype = (uint8_t)dt;
-    o->weak = 0;
-    return TG_OK;
+    return tg_infer_along(ic, dt);
 }
 
 static tg_status infer_cumsum(tg_infer *ic) { return cum_infer(ic, CUM_SUM); }
@@ -140,7 +112,7 @@ static tg_status cum_ref(tg_kern *k, cum_kind kind) {
     tg_tensor *y = k->out[0];
     int axis, nd;
     int64_t outer[TG_MAX_DIMS], o[TG_MAX_DIMS] = {0};
-    if (!axis_read(&k->attrs[0], x->ndim, &axis))
+    if (!tg_axis_attr(&k->attrs[0], x->ndim, &axis))
         return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
     if (tg_tensor_size(x) == 0) return TG_OK;
     tg_lines_outer(x, axis, outer, &nd);
@@ -187,7 +159,7 @@ static tg_status cum_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_
     tg_var *x = n->in[0];
     int axis;
     if (!tg_ops_float_in(n, 0)) return g->status;
-    if (!axis_read(&n->attrs[0], x->type.ndim, &axis))
+    if (!tg_axis_attr(&n->attrs[0], x->type.ndim, &axis))
         return tg_ir_fail(g, TG_EINTERNAL, "%s gradient: bad axis", tg_op_table[n->op]->name),
                g->status;
     if (axis >= 0) {
@@ -289,8 +261,8 @@ static tg_status infer_diff(tg_infer *ic) {
     if (n < 0)
         return tg_infer_fail(ic, TG_EINVAL, "order must be non-negative but got %lld",
                              (long long)n);
-    if (!axis_read(&ic->attrs[DIFF_AXIS], x->ndim, &axis))
-        return axis_fail(ic, ic->attrs[DIFF_AXIS].i, x);
+    if (!tg_axis_attr(&ic->attrs[DIFF_AXIS], x->ndim, &axis))
+        return tg_axis_fail(ic, ic->attrs[DIFF_AXIS].i, x);
     tg_type *o = &ic->out[0];
     *o = *x;
     o->weak = 0;

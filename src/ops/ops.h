@@ -86,6 +86,14 @@ int64_t tg_lines_outer(const tg_tensor *t, int axis, int64_t *outer, int *nd);
  * one is '?' and none is 0), nobcast when it is a 1 that came from a '?'. false when the
  * product does not fit in int64. */
 bool tg_type_flat(const tg_type *x, tg_dtype dt, tg_type *o);
+/* The `axis` attribute a of an op along one axis of an ndim-d input or along it flattened
+ * (none): *out gets the axis normalized, or -1 for none; false when it is out of range. */
+bool tg_axis_attr(const tg_aval *a, int ndim, int *out);
+/* The inference failure of the axis attribute `axis` out of range of x. */
+tg_status tg_axis_fail(tg_infer *ic, int64_t axis, const tg_type *x);
+/* The result of an op along the axis of its attribute 0 (tg_axis_attr): input 0's type
+ * with dtype dt, or input 0 flattened (np.ravel) when the axis is none. */
+tg_status tg_infer_along(tg_infer *ic, tg_dtype dt);
 
 /* ---- tiny helpers shared by the families ---- */
 /* The int64 whose bits are u (two's complement wrap-around without undefined behaviour). */

@@ -379,6 +379,37 @@ bool tg_type_flat(const tg_type *x, tg_dtype dt, tg_type *o) {
     return true;
 }
 
+bool tg_axis_attr(const tg_aval *a, int ndim, int *out) {
+    if (a->kind == TG_ATTR_NONE) {
+        *out = -1;
+        return true;
+    }
+    return tg_axis_norm(a->i, ndim, out);
+}
+
+tg_status tg_axis_fail(tg_infer *ic, int64_t axis, const tg_type *x) {
+    char ts[TG_TYPE_STR_MAX];
+    return tg_infer_fail(ic, TG_EINVAL,
+                         "axis %lld is out of bounds for an array of dimension %d (%s)",
+                         (long long)axis, x->ndim, tg_type_str(x, ts, sizeof ts));
+}
+
+tg_status tg_infer_along(tg_infer *ic, tg_dtype dt) {
+    const tg_type *x = &ic->in[0];
+    tg_type *o = &ic->out[0];
+    int axis;
+    if (!tg_axis_attr(&ic->attrs[0], x->ndim, &axis)) return tg_axis_fail(ic, ic->attrs[0].i, x);
+    if (axis < 0) {
+        if (!tg_type_flat(x, dt, o))
+            return tg_infer_fail(ic, TG_ELIMIT, "x has more elements than an int64 counts");
+        return TG_OK;
+    }
+    *o = *x;
+    o->dtype = (uint8_t)dt;
+    o->weak = 0;
+    return TG_OK;
+}
+
 /* ---- the generic elementwise op ---- */
 
 /* The dtype an elementwise op computes in, from its flags and its input types. Writes

@@ -173,40 +173,8 @@ static const tg_attr_spec topk_attrs[] = {
     [TOPK_AXIS] = {"axis", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = -1}},
 };
 
-/* The `axis` attribute: none gives -1 (x flattened). */
-static bool axis_read(const tg_aval *a, int ndim, int *out) {
-    if (a->kind == TG_ATTR_NONE) {
-        *out = -1;
-        return true;
-    }
-    return tg_axis_norm(a->i, ndim, out);
-}
-
-static tg_status axis_fail(tg_infer *ic, int64_t axis, const tg_type *x) {
-    char ts[TG_TYPE_STR_MAX];
-    return tg_infer_fail(ic, TG_EINVAL,
-                         "axis %lld is out of bounds for an array of dimension %d (%s)",
-                         (long long)axis, x->ndim, tg_type_str(x, ts, sizeof ts));
-}
-
-static tg_status sort_infer(tg_infer *ic, tg_dtype dt) {
-    const tg_type *x = &ic->in[0];
-    tg_type *o = &ic->out[0];
-    int axis;
-    if (!axis_read(&ic->attrs[0], x->ndim, &axis)) return axis_fail(ic, ic->attrs[0].i, x);
-    if (axis < 0) {
-        if (!tg_type_flat(x, dt, o))
-            return tg_infer_fail(ic, TG_ELIMIT, "x has more elements than an int64 counts");
-        return TG_OK;
-    }
-    *o = *x;
-    o->dtype = (uint8_t)dt;
-    o->weak = 0;
-    return TG_OK;
-}
-
-static tg_status infer_sort(tg_infer *ic) { return sort_infer(ic, (tg_dtype)ic->in[0].dtype); }
-static tg_status infer_argsort(tg_infer *ic) { return sort_infer(ic, TG_DT_I64); }
+static tg_status infer_sort(tg_infer *ic) { return tg_infer_along(ic, (tg_dtype)ic->in[0].dtype); }
+static tg_status infer_argsort(tg_infer *ic) { return tg_infer_along(ic, TG_DT_I64); }
 
 static tg_status infer_topk(tg_infer *ic) {
     const tg_type *x = &ic->in[0];
@@ -214,7 +182,7 @@ static tg_status infer_topk(tg_infer *ic) {
     int axis;
     char ts[TG_TYPE_STR_MAX];
     if (!tg_axis_norm(ic->attrs[TOPK_AXIS].i, x->ndim, &axis))
-        return axis_fail(ic, ic->attrs[TOPK_AXIS].i, x);
+        return tg_axis_fail(ic, ic->attrs[TOPK_AXIS].i, x);
     if (k < 0) return tg_infer_fail(ic, TG_EINVAL, "k must be at least 0, got %lld", (long long)k);
     if (x->shape[axis] >= 0 && k > x->shape[axis])
         return tg_infer_fail(
@@ -259,7 +227,7 @@ static tg_status sort_ref(tg_kern *k, bool indices) {
     size_t esz = tg_dtype_size(dt);
     int axis, nd;
     int64_t outer[TG_MAX_DIMS], o[TG_MAX_DIMS] = {0};
-    if (!axis_read(&k->attrs[0], x->ndim, &axis))
+    if (!tg_axis_attr(&k->attrs[0], x->ndim, &axis))
         return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
     if (tg_tensor_size(x) == 0) return TG_OK;
     tg_lines_outer(x, axis, outer, &nd);
@@ -327,7 +295,7 @@ static tg_status vjp_sort(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
     tg_var *x = n->in[0];
     int axis;
     if (!tg_ops_float_in(n, 0)) return g->status;
-    if (!axis_read(&n->attrs[0], x->type.ndim, &axis))
+    if (!tg_axis_attr(&n->attrs[0], x->type.ndim, &axis))
         return tg_ir_fail(g, TG_EINTERNAL, "sort gradient: bad axis"), g->status;
     tg_attr a = n->attrs[0].kind == TG_ATTR_NONE ? TG_A_NONE("axis") : TG_A_INT("axis", axis);
     tg_var *perm = tg_apply(g, "argsort", &x, 1, &a, 1);
