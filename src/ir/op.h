@@ -330,6 +330,11 @@ typedef struct tg_op_def {
     uint8_t effects;          /* TG_EFFECT_* bits (0: pure) */
     uint8_t spmd;             /* tg_spmd_kind over the axis read (with TG_EFFECT_AXIS) */
     const tg_opdata_vt *data; /* the table of the op data its TG_AS_DATA attributes hold */
+    /* Core ops (Blockwise): the core signature in NumPy's gufunc notation, one group per
+     * input and output, "(m,n),(n,k)->(m,k)". Inputs may carry leading batch dimensions
+     * in front of their core dimensions; the op runs once per block of the broadcast batch.
+     * NULL: not a core op. */
+    const char *signature;
 } tg_op_def;
 
 /* The reductions with one double accumulator per output element and at most a division by
