@@ -107,23 +107,11 @@ static void cum_line(const tg_line *lx, const tg_line *ly, cum_kind kind, tg_dty
     }
 }
 
-static tg_status cum_ref(tg_kern *k, cum_kind kind) {
-    const tg_tensor *x = k->in[0];
-    tg_tensor *y = k->out[0];
-    int axis, nd;
-    int64_t outer[TG_MAX_DIMS], o[TG_MAX_DIMS] = {0};
-    if (!tg_axis_attr(&k->attrs[0], x->ndim, &axis))
-        return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
-    if (tg_tensor_size(x) == 0) return TG_OK;
-    tg_lines_outer(x, axis, outer, &nd);
-    do {
-        tg_line lx, ly;
-        tg_line_get(x, axis, o, &lx);
-        tg_line_get(y, axis, o, &ly);
-        cum_line(&lx, &ly, kind, x->dtype, y->dtype);
-    } while (tg_index_next(nd, outer, o));
-    return TG_OK;
+static void cum_each(const tg_line *lx, const tg_line *ly, void *ctx) {
+    cum_line(lx, ly, *(const cum_kind *)ctx, lx->t->dtype, ly->t->dtype);
 }
+
+static tg_status cum_ref(tg_kern *k, cum_kind kind) { return tg_lines_map(k, cum_each, &kind); }
 
 static tg_status ref_cumsum(tg_kern *k) { return cum_ref(k, CUM_SUM); }
 static tg_status ref_cumprod(tg_kern *k) { return cum_ref(k, CUM_PROD); }

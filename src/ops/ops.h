@@ -82,6 +82,12 @@ static inline char *tg_line_at(const tg_line *l, int64_t j) {
  * when axis < 0: one line), walked with tg_index_next(*nd, outer, o) from o = 0. Returns
  * the number of lines (0 when another axis is empty). */
 int64_t tg_lines_outer(const tg_tensor *t, int axis, int64_t *outer, int *nd);
+/* Runs fn(&lx, &ly, ctx) on each pair of lines of x and y along axis (attrs[0] of a kernel
+ * whose one input x and output y share their other extents): the kernel of an op that maps
+ * each line of x to a line of y (cumulative ops, sort). Fails when the axis attribute is
+ * out of bounds for x. */
+tg_status tg_lines_map(tg_kern *k, void (*fn)(const tg_line *lx, const tg_line *ly, void *ctx),
+                       void *ctx);
 /* The type of x flattened (np.ravel) with dtype dt: one extent, the product of x's ('?' when
  * one is '?' and none is 0), nobcast when it is a 1 that came from a '?'. false when the
  * product does not fit in int64. */

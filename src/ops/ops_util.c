@@ -362,6 +362,24 @@ int64_t tg_lines_outer(const tg_tensor *t, int axis, int64_t *outer, int *nd) {
     return count;
 }
 
+tg_status tg_lines_map(tg_kern *k, void (*fn)(const tg_line *lx, const tg_line *ly, void *ctx),
+                       void *ctx) {
+    const tg_tensor *x = k->in[0];
+    int axis, nd;
+    int64_t outer[TG_MAX_DIMS], o[TG_MAX_DIMS] = {0};
+    if (!tg_axis_attr(&k->attrs[0], x->ndim, &axis))
+        return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
+    if (tg_tensor_size(x) == 0) return TG_OK;
+    tg_lines_outer(x, axis, outer, &nd);
+    do {
+        tg_line lx, ly;
+        tg_line_get(x, axis, o, &lx);
+        tg_line_get(k->out[0], axis, o, &ly);
+        fn(&lx, &ly, ctx);
+    } while (tg_index_next(nd, outer, o));
+    return TG_OK;
+}
+
 bool tg_type_flat(const tg_type *x, tg_dtype dt, tg_type *o) {
     int64_t n = 1;
     bool unknown = false;

@@ -48,61 +48,21 @@
 
 /* ---- the order of elements ---- */
 
-static double load_float(const char *p, tg_dtype dt) {
-    if (dt == TG_DT_F64) {
-        double v;
-        memcpy(&v, p, sizeof v);
-        return v;
-    }
-    float v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static int64_t load_int(const char *p, tg_dtype dt) {
-    switch (dt) {
-    case TG_DT_I8: {
-        int8_t v;
-        memcpy(&v, p, sizeof v);
-        return v;
-    }
-    case TG_DT_I16: {
-        int16_t v;
-        memcpy(&v, p, sizeof v);
-        return v;
-    }
-    case TG_DT_I32: {
-        int32_t v;
-        memcpy(&v, p, sizeof v);
-        return v;
-    }
-    case TG_DT_I64: {
-        int64_t v;
-        memcpy(&v, p, sizeof v);
-        return v;
-    }
-    case TG_DT_BOOL:
-        return *(const uint8_t *)p != 0;
-    default:
-        return *(const uint8_t *)p;
-    }
-}
-
 /* -1, 0 or 1: a before, tied with, after b in ascending order (NaN after every number). */
 static int elem_cmp(const char *a, const char *b, tg_dtype dt) {
     if (dt == TG_DT_F32 || dt == TG_DT_F64) {
-        double x = load_float(a, dt), y = load_float(b, dt);
+        double x = tg_load_f64(a, dt), y = tg_load_f64(b, dt);
         if (x < y) return -1;
         if (x > y) return 1;
         if (x == y) return 0;
         return isnan(x) ? !isnan(y) : -1;
     }
-    int64_t x = load_int(a, dt), y = load_int(b, dt);
+    int64_t x = tg_load_i64(a, dt), y = tg_load_i64(b, dt);
     return (x > y) - (x < y);
 }
 
 static bool elem_isnan(const char *p, tg_dtype dt) {
-    return (dt == TG_DT_F32 || dt == TG_DT_F64) && isnan(load_float(p, dt));
+    return (dt == TG_DT_F32 || dt == TG_DT_F64) && isnan(tg_load_f64(p, dt));
 }
 
 /* ---- heapsort of a line in place ----
@@ -208,45 +168,33 @@ static void stable_ties(const tg_line *lx, const tg_line *ly, tg_dtype dt) {
     int64_t n = ly->n, zero = n, nan = n;
     size_t esz = tg_dtype_size(dt);
     for (int64_t j = n - 1; j >= 0; j--) {
-        double v = load_float(tg_line_at(ly, j), dt);
+        double v = tg_load_f64(tg_line_at(ly, j), dt);
         if (isnan(v)) nan = j;
         if (v == 0.0) zero = j;
     }
     for (int64_t j = 0; j < n; j++) {
         const char *p = tg_line_at(lx, j);
-        double v = load_float(p, dt);
+        double v = tg_load_f64(p, dt);
         if (v == 0.0) memcpy(tg_line_at(ly, zero++), p, esz);
         if (isnan(v)) memcpy(tg_line_at(ly, nan++), p, esz);
     }
 }
 
-static tg_status sort_ref(tg_kern *k, bool indices) {
-    const tg_tensor *x = k->in[0];
-    tg_tensor *y = k->out[0];
-    tg_dtype dt = x->dtype;
+static void sort_each(const tg_line *lx, const tg_line *ly, void *ctx) {
+    tg_dtype dt = lx->t->dtype;
     size_t esz = tg_dtype_size(dt);
-    int axis, nd;
-    int64_t outer[TG_MAX_DIMS], o[TG_MAX_DIMS] = {0};
-    if (!tg_axis_attr(&k->attrs[0], x->ndim, &axis))
-        return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
-    if (tg_tensor_size(x) == 0) return TG_OK;
-    tg_lines_outer(x, axis, outer, &nd);
-    do {
-        tg_line lx, ly;
-        tg_line_get(x, axis, o, &lx);
-        tg_line_get(y, axis, o, &ly);
-        if (indices) {
-            by_index c = {.x = &lx, .dt = dt};
-            for (int64_t j = 0; j < lx.n; j++) memcpy(tg_line_at(&ly, j), &j, sizeof j);
-            heap_sort(&ly, ly.n, sizeof(int64_t), cmp_indices, &c);
-            continue;
-        }
-        for (int64_t j = 0; j < lx.n; j++) memcpy(tg_line_at(&ly, j), tg_line_at(&lx, j), esz);
-        heap_sort(&ly, ly.n, esz, cmp_values, &dt);
-        if (tg_dtype_is_float(dt)) stable_ties(&lx, &ly, dt);
-    } while (tg_index_next(nd, outer, o));
-    return TG_OK;
+    if (*(const bool *)ctx) { /* argsort */
+        by_index c = {.x = lx, .dt = dt};
+        for (int64_t j = 0; j < lx->n; j++) memcpy(tg_line_at(ly, j), &j, sizeof j);
+        heap_sort(ly, ly->n, sizeof(int64_t), cmp_indices, &c);
+        return;
+    }
+    for (int64_t j = 0; j < lx->n; j++) memcpy(tg_line_at(ly, j), tg_line_at(lx, j), esz);
+    heap_sort(ly, ly->n, esz, cmp_values, &dt);
+    if (tg_dtype_is_float(dt)) stable_ties(lx, ly, dt);
 }
+
+static tg_status sort_ref(tg_kern *k, bool indices) { return tg_lines_map(k, sort_each, &indices); }
 
 static tg_status ref_sort(tg_kern *k) { return sort_ref(k, false); }
 static tg_status ref_argsort(tg_kern *k) { return sort_ref(k, true); }
@@ -511,10 +459,10 @@ static uint64_t order_key(const char *p, tg_dtype dt) {
     }
     case TG_DT_BOOL:
     case TG_DT_U8:
-        return (uint64_t)load_int(p, dt);
+        return (uint64_t)tg_load_i64(p, dt);
     default: { /* signed: the two's complement bits with the sign bit flipped */
         int bits = 8 * (int)tg_dtype_size(dt);
-        uint64_t u = (uint64_t)load_int(p, dt) ^ (1ull << (bits - 1));
+        uint64_t u = (uint64_t)tg_load_i64(p, dt) ^ (1ull << (bits - 1));
         return bits == 64 ? u : u & ((1ull << bits) - 1);
     }
     }
