@@ -214,15 +214,7 @@ static tg_graph *backward_fn(tg_graph *g, const tg_node *n, tg_var *const *gout,
     for (int j = 0; b->status == TG_OK && j < n->nout; j++) {
         if (!gout[j] || !tg_dtype_is_float((tg_dtype)n->out[j]->type.dtype)) continue;
         char cn[64];
-        int u = 0;
-        bool taken = true;
-        while (taken) { /* ct0, ct1, ...: a name no parameter has */
-            snprintf(cn, sizeof cn, "ct%d%.*s", j, u, "________________");
-            taken = false;
-            for (int i = 0; i < fn->inputs.n; i++)
-                taken = taken || strcmp(((const tg_var *)fn->inputs.items[i])->name, cn) == 0;
-            u++;
-        }
+        tg_grad_cot_name(fn, j, cn, sizeof cn);
         const tg_type *t = &gout[j]->type;
         cots[ny] = tg_input(b, cn, (tg_dtype)t->dtype, t->ndim, t->shape);
         ys[ny++] = outs[j];

@@ -132,6 +132,10 @@ tg_var *tg_grad_mul_extents(tg_graph *g, tg_var *a, tg_var *b);
  * result has the cotangent cot: zeros of x's type with cot added at the gathered places,
  * repeated indices accumulating (vjp_util.c). */
 tg_var *tg_grad_put_along(tg_graph *g, tg_var *x, tg_var *ind, int axis, tg_var *cot);
+/* The name of the parameter of a backward function (fn_vjp, built from fn's body) that
+ * takes the cotangent of fn's output j: ct<j>, with '_' appended until no parameter of fn
+ * has it (vjp_util.c). */
+void tg_grad_cot_name(const tg_graph *fn, int j, char *name, size_t cap);
 
 /* ---- calls (call.c) ----
  * Output types of `body` called on arguments of types tin (one per input of body; values:

@@ -536,15 +536,7 @@ static tg_graph *backward_body(tg_graph *g, const tg_node *n, tg_var *const *gou
     for (int j = 0; b->status == TG_OK && j < n->nout; j++) {
         if (!gout[j] || !tg_dtype_is_float((tg_dtype)n->out[j]->type.dtype)) continue;
         char cn[64];
-        int u = 0;
-        bool taken = true;
-        while (taken) { /* ct0, ct1, ...: a name no parameter has */
-            snprintf(cn, sizeof cn, "ct%d%.*s", j, u, "________________");
-            taken = false;
-            for (int i = 0; i < body->inputs.n; i++)
-                taken = taken || strcmp(((const tg_var *)body->inputs.items[i])->name, cn) == 0;
-            u++;
-        }
+        tg_grad_cot_name(body, j, cn, sizeof cn);
         tg_type t = gout[j]->type;
         int64_t a = 0;
         inax[na] = (axis_entry){axis_at(oa, j, &a), a};

@@ -98,3 +98,13 @@ tg_var *tg_grad_put_along(tg_graph *g, tg_var *x, tg_var *ind, int axis, tg_var 
     tg_var *ins[3] = {tg_grad_zeros_like(g, x), flat, cot};
     return tg_apply(g, "inc_take", ins, 3, &none, 1);
 }
+
+void tg_grad_cot_name(const tg_graph *fn, int j, char *name, size_t cap) {
+    bool taken = true;
+    for (int u = 0; taken; u++) {
+        snprintf(name, cap, "ct%d%.*s", j, u, "________________");
+        taken = false;
+        for (int i = 0; i < fn->inputs.n; i++)
+            taken = taken || strcmp(((const tg_var *)fn->inputs.items[i])->name, name) == 0;
+    }
+}
