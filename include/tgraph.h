@@ -131,6 +131,23 @@ TG_API int64_t tg_tensor_size(const tg_tensor *t);           /* number of elemen
 TG_API void *tg_tensor_data(const tg_tensor *t);             /* address of element [0,...,0] */
 TG_API bool tg_tensor_is_contiguous(const tg_tensor *t);
 TG_API tg_ctx *tg_tensor_ctx(const tg_tensor *t);
+/* DLPack exchange (the unversioned DLManagedTensor of DLPack 0.x, as NumPy 1.24 and
+ * PyTorch produce and consume it; include dlpack.h for its fields), host memory only.
+ *
+ * tg_tensor_from_dlpack borrows m's memory without a copy: the tensor (and every view of
+ * it) reads and writes it in place, and m's deleter runs once, when the last of them is
+ * freed. On failure (a device other than the host, a dtype tgraph lacks, lanes, a data
+ * address not aligned to the element size, extents or strides beyond tgraph's limits) it
+ * returns NULL with the reason in tg_last_error(), and m stays the caller's. ctx counts
+ * only the tensor's header, never the borrowed memory.
+ *
+ * tg_tensor_to_dlpack returns a managed tensor sharing t's memory (no copy), with t's
+ * shape, strides and dtype (bool as DLPack's bool code); it holds a reference to that
+ * memory until the consumer calls its deleter, once. NULL with tg_last_error() set when t
+ * lives on a device the host cannot read, or on allocation failure. */
+struct DLManagedTensor;
+TG_API tg_tensor *tg_tensor_from_dlpack(tg_ctx *ctx, struct DLManagedTensor *m);
+TG_API struct DLManagedTensor *tg_tensor_to_dlpack(const tg_tensor *t);
 /* Element access by flat C-order index (any strides), converted to/from double. */
 TG_API double tg_tensor_get_f64(const tg_tensor *t, int64_t flat);
 

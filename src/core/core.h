@@ -129,7 +129,9 @@ struct tg_buffer {
     /* The device that owns `data` (a tg_device of src/device, opaque here): NULL or the
      * cpu device for host memory. Memory of a device the host must not read has
      * `release` set: the last unref calls it, and it frees `data` through the device and
-     * then the header. Core never reads `device` itself. */
+     * then the header. Host memory borrowed from another library (dlpack.c) has `release`
+     * set and `device` NULL: releasing it hands the memory back to its owner. Core never
+     * reads `device` itself. */
     void *device;
     void (*release)(tg_buffer *b);
 };

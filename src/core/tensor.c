@@ -4,8 +4,9 @@
  * accessors of tgraph.h, tg_shape_size, tg_contiguous_strides, tg_tensor_copy_into and
  * tg_tensor_get_f64.
  * Invariants:
- *  - A buffer is one allocation from its ctx: the tg_buffer header, padding, then
- *    `nbytes` of data aligned to 64 bytes; alloc_size records the block size for the free.
+ *  - A buffer made here is one allocation from its ctx: the tg_buffer header, padding,
+ *    then `nbytes` of data aligned to 64 bytes; alloc_size records the block size for the
+ *    free. (Device buffers and borrowed DLPack memory have a `release` of their own.)
  *  - A tensor holds exactly one buffer reference. Every element a tensor can address
  *    (offset + sum (i_k * stride_k) for 0 <= i_k < shape_k) lies inside its buffer, and its
  *    offset lies in [0, buffer elements] even when the tensor is empty: tg_tensor_view

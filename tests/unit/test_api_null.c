@@ -112,6 +112,8 @@ static void test_tensors(void **state) {
     NULLRET(tg_tensor_from_data(NULL, TG_DT_F32, 1, NULL, NULL), "tg_tensor_from_data");
     NULLRET(tg_tensor_view(NULL, 1, shp3, NULL, 0), "tg_tensor_view");
     NULLRET(tg_tensor_dup(NULL), "tg_tensor_dup");
+    NULLRET(tg_tensor_from_dlpack(NULL, NULL), "tg_tensor_from_dlpack");
+    NULLRET(tg_tensor_to_dlpack(NULL), "tg_tensor_to_dlpack");
     tg_tensor_free(NULL);
     VALUE(tg_tensor_dtype(NULL), TG_DT_COUNT, "tg_tensor_dtype");
     VALUE(tg_tensor_ndim(NULL), -1, "tg_tensor_ndim");
