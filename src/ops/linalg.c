@@ -6,7 +6,8 @@
  *    axis of a with the last axis of a 1-D b or the second-to-last axis of b, giving
  *    a.shape[:-1] + b.shape without that axis (1-D.1-D is a scalar).
  *  - matmul: no 0-d operands; a 1-D a gains a leading 1 and a 1-D b a trailing 1, both
- *    removed from the result; the batch axes broadcast like NumPy (with the '?' rules).
+ *    removed from the result; the batch axes broadcast like NumPy (with the '?' rules):
+ *    a Blockwise op of signature "(m?,n),(n,p?)->(m?,p?)" (blockwise.h).
  *  - outer: flattens both inputs: [size(a), size(b)].
  * Invariants: the reference kernels are plain loops over any strides: floats multiply and
  * accumulate in double (rounded once at the store), integers in uint64 (wrapping, no
@@ -31,11 +32,14 @@ static tg_dtype result_dtype(const tg_infer *ic) {
     return tg_promote_types(t, 2);
 }
 
+/* Names the core signature of an op that has one (matmul). */
 static tg_status align_fail(tg_infer *ic, int64_t ka, int64_t kb) {
     char as[TG_TYPE_STR_MAX], bs[TG_TYPE_STR_MAX];
-    return tg_infer_fail(ic, TG_ESHAPE, "%s and %s do not align (%lld != %lld)",
+    const char *sig = ic->op->signature;
+    return tg_infer_fail(ic, TG_ESHAPE, "%s and %s do not align (%lld != %lld)%s%s",
                          tg_type_str(&ic->in[0], as, sizeof as),
-                         tg_type_str(&ic->in[1], bs, sizeof bs), (long long)ka, (long long)kb);
+                         tg_type_str(&ic->in[1], bs, sizeof bs), (long long)ka, (long long)kb,
+                         sig ? " in the signature " : "", sig ? sig : "");
 }
 
 /* Accumulator for one output element, by the category of the output dtype. */
@@ -453,6 +457,9 @@ const tg_op_def tg_op_matmul = {
     .ref = ref_matmul,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_matmul,
+    /* NumPy's; its kernel and inference handle the batch themselves (BLAS lowering reads
+       the batch from the operands' ranks) */
+    .signature = "(m?,n),(n,p?)->(m?,p?)",
 };
 
 /* ---- outer ---- */
