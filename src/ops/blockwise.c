@@ -51,8 +51,10 @@ static bool parse_group(const char **pp, tg_bw_sig *sig, int k) {
         }
         sig->dim[k][d] = (int8_t)j;
         p = skip_space(p);
-        if (*p == ',') p = skip_space(p + 1);
-        else if (*p != ')') return false;
+        if (*p == ',')
+            p = skip_space(p + 1);
+        else if (*p != ')')
+            return false;
     }
     *pp = p + 1;
     return true;
@@ -142,8 +144,7 @@ tg_status tg_bw_infer(tg_infer *ic) {
     uint32_t absent;
     char s1[TG_TYPE_STR_MAX], s2[TG_TYPE_STR_MAX];
     if (!tg_bw_parse(sigs, &sig) || sig.nin != ic->nin || sig.nout > TG_MAX_OUTS)
-        return tg_infer_fail(ic, TG_EINTERNAL, "malformed core signature \"%s\"",
-                             sigs ? sigs : "");
+        return tg_infer_fail(ic, TG_EINTERNAL, "malformed core signature \"%s\"", sigs ? sigs : "");
     for (int i = 0; i < ic->nin; i++) nd[i] = ic->in[i].ndim;
     if (!tg_bw_core_ranks(&sig, nd, core, &absent, &bad))
         return tg_infer_fail(ic, TG_ESHAPE,
@@ -193,8 +194,8 @@ tg_status tg_bw_infer(tg_infer *ic) {
                 return tg_infer_fail(ic, TG_ESHAPE,
                                      "core shape %s of input %d does not match the signature "
                                      "%s: %s is %lld and %lld",
-                                     core_str(t, core[i], s1, sizeof s1), i, sigs,
-                                     sig.names[j], (long long)ext[j], (long long)e);
+                                     core_str(t, core[i], s1, sizeof s1), i, sigs, sig.names[j],
+                                     (long long)ext[j], (long long)e);
             return tg_infer_fail(ic, TG_ESHAPE,
                                  "core shapes %s (input %d) and %s (input %d) do not match the "
                                  "signature %s: %s is %lld and %lld",
@@ -225,8 +226,7 @@ tg_status tg_bw_infer(tg_infer *ic) {
 /* The view of block `bi` (a batch index of the result, nbatch extents) of t, whose last
  * `core` dimensions are its core: t's leading dimensions right-aligned with the batch, an
  * extent 1 read at 0. Borrows t's buffer. */
-static void block_view(const tg_tensor *t, int core, int nbatch, const int64_t *bi,
-                       tg_tensor *v) {
+static void block_view(const tg_tensor *t, int core, int nbatch, const int64_t *bi, tg_tensor *v) {
     int lead = t->ndim - core;
     v->dtype = t->dtype;
     v->ndim = core;
@@ -274,8 +274,7 @@ static void bw_task(void *arg, int ith, int nth) {
         q /= J->batch[a];
     }
     for (int64_t b = lo; b < hi; b++, tg_index_next(J->nbatch, J->batch, bi)) {
-        for (int i = 0; i < k->nin; i++)
-            block_view(k->in[i], J->cores[i], J->nbatch, bi, &vin[i]);
+        for (int i = 0; i < k->nin; i++) block_view(k->in[i], J->cores[i], J->nbatch, bi, &vin[i]);
         for (int o = 0; o < k->nout; o++)
             block_view(k->out[o], J->cores[k->nin + o], J->nbatch, bi, &vout[o]);
         tg_kern sub = *k;

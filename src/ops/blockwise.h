@@ -21,16 +21,16 @@
 #include "ops.h"
 
 #define TG_BW_MAX_OPERANDS 8 /* inputs and outputs of one signature */
-#define TG_BW_MAX_NAMES 8    /* distinct dimension names */
+#define TG_BW_MAX_NAMES    8 /* distinct dimension names */
 
 /* A parsed signature: operands 0..nin) are the inputs, nin..nin+nout) the outputs. */
 typedef struct tg_bw_sig {
     int nin, nout;
-    int nnames;                                /* distinct names */
-    char names[TG_BW_MAX_NAMES][8];            /* each name, without '?' */
-    int8_t rank[TG_BW_MAX_OPERANDS];           /* core rank with the optional dimensions */
+    int nnames;                                  /* distinct names */
+    char names[TG_BW_MAX_NAMES][8];              /* each name, without '?' */
+    int8_t rank[TG_BW_MAX_OPERANDS];             /* core rank with the optional dimensions */
     int8_t dim[TG_BW_MAX_OPERANDS][TG_MAX_DIMS]; /* name index of each core dimension */
-    uint32_t opt[TG_BW_MAX_OPERANDS];          /* bit d: core dimension d is optional */
+    uint32_t opt[TG_BW_MAX_OPERANDS];            /* bit d: core dimension d is optional */
 } tg_bw_sig;
 
 /* Parses s; false when it is malformed (a bug of the record that holds it). */
