@@ -162,10 +162,10 @@ int main(int argc, char **argv) {
         }
     for (int c = 0; c < nc; c++) {
         qsort(cs[c].t, (size_t)runs, sizeof *cs[c].t, bench_cmp);
-        double med = runs % 2 ? cs[c].t[runs / 2]
-                              : 0.5 * (cs[c].t[runs / 2 - 1] + cs[c].t[runs / 2]);
-        printf("%s: median %.3f us, min %.3f us (%d runs of %ld calls)\n", cs[c].name,
-               med * 1e6, cs[c].t[0] * 1e6, runs, batch[c]);
+        double med =
+            runs % 2 ? cs[c].t[runs / 2] : 0.5 * (cs[c].t[runs / 2 - 1] + cs[c].t[runs / 2]);
+        printf("%s: median %.3f us, min %.3f us (%d runs of %ld calls)\n", cs[c].name, med * 1e6,
+               cs[c].t[0] * 1e6, runs, batch[c]);
         tg_fn_free(cs[c].f);
         free(cs[c].t);
     }

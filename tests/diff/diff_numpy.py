@@ -941,7 +941,8 @@ def gen_linalg(S):
             p.case("dot", "dot(a, b)", np.dot(a, b), scale=scale)
     mm = [((5,), (5,)), ((3, 5), (5,)), ((5,), (5, 4)), ((3, 5), (5, 4)), ((2, 3, 5), (5, 4)),
           ((2, 3, 5), (2, 5, 4)), ((2, 1, 3, 5), (4, 5, 2)), ((5,), (2, 5, 4)),
-          ((2, 3, 5), (5,)), ((0, 3, 5), (5, 2)), ((3, 0), (0, 2)), ((1, 3, 5), (6, 5, 1))]
+          ((2, 3, 5), (5,)), ((0, 3, 5), (5, 2)), ((3, 0), (0, 2)), ((1, 3, 5), (6, 5, 1)),
+          ((2, 3, 4, 5), (5, 6)), ((3, 1, 4, 5), (1, 5, 6))]  # the last two: one gemm (rows)
     for dt in ("f32", "f64", "i64", "u8", "bool"):
         for k, (sa, sb) in enumerate(mm):
             a = S.data(dt, sa, "small" if dt in INTS else "real")
@@ -950,6 +951,11 @@ def gen_linalg(S):
             p = S.program("matmul_%s_%d" % (dt, k), ("a", a, tgtype(a, ua)), ("b", b))
             scale = np.matmul(np.abs(f64(a)), np.abs(f64(b))) if dt in FLOATS else None
             p.case("matmul", "matmul(a, b)", np.matmul(a, b), scale=scale)
+            if k >= 12:  # a batch whose rows do not follow each other: a gemm per block
+                at = np.swapaxes(a, 0, 1)
+                p.case("matmul_swapped", "matmul(transpose(a, axes=[1, 0, 2, 3]), b)",
+                       np.matmul(at, b),
+                       scale=np.matmul(np.abs(f64(at)), np.abs(f64(b))) if dt in FLOATS else None)
     for dt in ("f32", "f64", "i16", "bool"):
         for k, (sa, sb) in enumerate([((4,), (3,)), ((2, 2), (3,)), ((), (3,)), ((0,), (3,)),
                                       ((2, 3), (2, 1, 2))]):
