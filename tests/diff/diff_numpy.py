@@ -1780,6 +1780,16 @@ def _lapack_batched(S):
         case("eigh_rebuild", "matmul(mul(v$, expand_dims(w$, axis=1)), transpose(v$, axes=[0, 2, 1]))",
              E64, ["w$, v$ = eigh(E)"])
         # log(diag(L)) summed per block: the log-determinant of a batch of Cholesky factors
+        # fused programs with core ops (fused.h), run block by block of the batch: elementwise
+        # work after a product and a factorization, before one, and two core ops in a row
+        case("fused_matmul_bias_tanh", "fused{tanh(add(matmul(%0, %1), %2))}(G, G, b)",
+             np.tanh(G64 @ G64 + f64(b1)))
+        case("fused_exp_cholesky", "fused{exp(cholesky(%0))}(A)",
+             np.exp(_loop(np.linalg.cholesky, (A64, 2))))
+        case("fused_cholesky_scaled", "fused{cholesky(mul(%0, 2.0))}(A)",
+             _loop(np.linalg.cholesky, (2 * A64, 2)))
+        case("fused_inv_cholesky", "fused{inv(cholesky(%0))}(A)",
+             _loop(lambda a: np.linalg.inv(np.linalg.cholesky(a)), (A64, 2)))
         # 2 sum(log(diag(L))): the log-determinant of each block from its Cholesky factor
         case("logdet_chol", "mul(2.0, sum(log(add(mul(L$, I$), sub(1.0, I$))), axis=[2, 3]))",
              _loop(lambda a: np.linalg.slogdet(a)[1], (A64, 2)),
