@@ -68,6 +68,9 @@ TARGETS = OrderedDict([
                "W10c data-parallel step on 2 devices <= 0.6x PyTorch on 2 threads", "torch")]),
     ("w11", [("time", 3000.0, "cold graph=mixed",
               "W11 C JIT cold compile of a 3,010-node graph <= 3 s")]),
+    ("w12", [("ratio", 0.7, "vm threads=1",
+              "W12 batched Cholesky plus solve (the same ops) <= 0.7x NumPy at 1 thread",
+              "numpy")]),
 ])
 
 

@@ -442,7 +442,7 @@ static void pv_eval(tg_plan_prog *pg, const tg_node *n, const tg_type *tin, cons
     for (int k = 0; k < n->nin; k++)
         if (!(vin[k] = pv[n->in[k]->id])) return;
     char msg[64];
-    if (tg_kern_run(pg->ctx, n, vin, tout, out, NULL, msg, sizeof msg) != TG_OK) return;
+    if (tg_kern_run(pg->ctx, n, vin, tout, out, NULL, NULL, msg, sizeof msg) != TG_OK) return;
     for (int o = 0; o < n->nout; o++) {
         pv[n->out[o]->id] = out[o];
         pv_own[n->out[o]->id] = 1;

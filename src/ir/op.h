@@ -153,6 +153,8 @@ typedef struct tg_kern {
     int nout;                /* count */
     const tg_type *out_type; /* run-time output types (all extents known) */
     const tg_subexec *sub;   /* the backend's sub-graph executor; NULL where there is none */
+    tg_pool *pool;           /* threads the kernel may split its work over (Blockwise ops
+                                split their batch, blockwise.c); NULL: the calling thread */
     tg_status status;        /* set by tg_kern_fail */
     char msg[512];           /* message without the op name */
 } tg_kern;

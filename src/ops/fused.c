@@ -18,6 +18,8 @@
  *    default context. The reference kernel uses the kernel's context.
  */
 #include "fused.h"
+
+#include "blockwise.h"
 #include "../ir/ir.h"
 
 #include <stdarg.h>
@@ -27,8 +29,16 @@
 /* ---- ops allowed ---- */
 
 bool tg_fused_can_inline(int op) {
-    return op >= 0 && op < TG_OP_COUNT && tg_op_table[op]->kind == TG_KIND_ELEMWISE &&
-           tg_op_table[op]->nout == 1 && op != TG_OP_FUSED;
+    return op >= 0 && op < TG_OP_COUNT &&
+           ((tg_op_table[op]->kind == TG_KIND_ELEMWISE && tg_op_table[op]->nout == 1 &&
+             op != TG_OP_FUSED) ||
+            tg_fused_is_core(op));
+}
+
+bool tg_fused_is_core(int op) {
+    if (op < 0 || op >= TG_OP_COUNT) return false;
+    const tg_op_def *d = tg_op_table[op];
+    return d->signature && d->nout == 1 && d->max_in >= 1 && d->max_in <= TG_FUSED_MAX_ARGS;
 }
 
 bool tg_fused_can_reduce(int op) {
@@ -694,6 +704,9 @@ static bool broadcasts_to(const tg_type *t, const tg_type *s) {
 static void check_uniform(tg_fused_prog *p) {
     p->uniform = false;
     p->reduces = p->nout > 0 && p->out[0].reduce >= 0;
+    p->core = false;
+    for (int j = 0; j < p->ninstr; j++) p->core = p->core || tg_fused_is_core(p->instr[j].op);
+    if (p->core) return;
     /* the iteration space */
     const tg_type *vals[TG_MAX_OUTS];
     for (int o = 0; o < p->nout; o++) vals[o] = &p->type[p->out[o].slot];
@@ -890,17 +903,12 @@ static tg_status run_ref(tg_kern *k, int op, const tg_aval *attrs, tg_tensor *co
     return TG_OK;
 }
 
-/* The oracle: every instruction with its op's reference kernel on whole temporaries. */
-static tg_status fused_ref(tg_kern *k) {
-    char msg[sizeof k->msg];
-    int nin = k->node->nin;
-    tg_type *tin = tg_mem_alloc(k->ctx, sizeof *tin * (size_t)(nin + 1));
-    if (!tin) return tg_kern_fail(k, TG_ENOMEM, "out of memory");
-    for (int s = 0; s < nin; s++) runtime_type(&k->node->in[s]->type, k->in[s], &tin[s]);
-    tg_fused_prog *p;
-    tg_status st = tg_fused_node_typed(k->ctx, k->node, tin, true, &p, msg, sizeof msg);
-    tg_mem_free(k->ctx, tin, sizeof *tin * (size_t)(nin + 1));
-    if (st != TG_OK) return tg_kern_fail(k, st, "%s", msg);
+/* Runs the typed program p on the values in (p->nin of them) into the outputs out (of
+ * p->out_type's shapes, any strides): every instruction with its op's reference kernel on
+ * whole temporaries. */
+static tg_status eval_prog(tg_kern *k, const tg_fused_prog *p, tg_tensor *const *in,
+                           tg_tensor **out) {
+    tg_status st = TG_OK;
     tg_tensor **val = tg_mem_calloc(k->ctx, sizeof *val * (size_t)(p->nslot + 1));
     int *last = tg_mem_alloc(k->ctx, sizeof *last * (size_t)(p->nslot + 1));
     if (!val || !last) {
@@ -912,7 +920,7 @@ static tg_status fused_ref(tg_kern *k) {
     for (int j = 0; j < p->ninstr; j++)
         for (int a = 0; a < p->instr[j].nin; a++) last[p->instr[j].in[a]] = j;
     for (int o = 0; o < p->nout; o++) last[p->out[o].slot] = p->ninstr;
-    for (int s = 0; s < p->nin; s++) val[s] = k->in[s];
+    for (int s = 0; s < p->nin; s++) val[s] = in[s];
     for (int j = 0; j < p->ninstr && st == TG_OK; j++) {
         const tg_fused_instr *ins = &p->instr[j];
         int s = p->nin + j;
@@ -944,17 +952,146 @@ static tg_status fused_ref(tg_kern *k) {
     for (int o = 0; o < p->nout && st == TG_OK; o++) {
         const tg_fused_out *x = &p->out[o];
         if (x->reduce < 0) {
-            tg_tensor_copy_into(k->out[o], val[x->slot]);
+            tg_tensor_copy_into(out[o], val[x->slot]);
             continue;
         }
         tg_tensor *arg = val[x->slot];
-        st = run_ref(k, x->reduce, x->attrs, &arg, 1, &k->out_type[o], &k->out[o], -1);
+        st = run_ref(k, x->reduce, x->attrs, &arg, 1, &p->out_type[o], &out[o], -1);
     }
 done:
     if (val)
         for (int s = p->nin; s < p->nslot; s++) tg_tensor_free(val[s]);
     if (val) tg_mem_free(k->ctx, val, sizeof *val * (size_t)(p->nslot + 1));
     if (last) tg_mem_free(k->ctx, last, sizeof *last * (size_t)(p->nslot + 1));
+    return st;
+}
+
+/* ---- the batch loop of programs with core ops (fused.h, tg_fused_is_core) ---- */
+
+/* How the typed program p splits into blocks: *nbatch, the batch rank every core op's
+ * output has, and lead[s], the leading (batch) dimensions of input s: those in front of
+ * its core where a core op reads it, those in front of the cores' output rank where an
+ * elementwise op does. false when p does not split (no core op, a reduction, core ops or
+ * readers that disagree). */
+static bool block_plan(const tg_fused_prog *p, const tg_tensor *const *out, int *lead,
+                       int *nbatch) {
+    int b = -1, r = -1;
+    if (!p->core || p->reduces) return false;
+    for (int s = 0; s < p->nin; s++) lead[s] = -1;
+    for (int pass = 0; pass < 2; pass++) /* the core ops first: they fix b and r */
+        for (int j = 0; j < p->ninstr; j++) {
+            const tg_fused_instr *ins = &p->instr[j];
+            bool core = tg_fused_is_core(ins->op);
+            if (ins->op == TG_FUSED_CONST || core != (pass == 0)) continue;
+            int cores[TG_BW_MAX_OPERANDS] = {0}, nd[TG_BW_MAX_OPERANDS] = {0}, bad;
+            uint32_t absent;
+            if (core) {
+                tg_bw_sig sig;
+                for (int a = 0; a < ins->nin; a++) nd[a] = p->type[ins->in[a]].ndim;
+                if (!tg_bw_parse(tg_op_table[ins->op]->signature, &sig) || sig.nin != ins->nin ||
+                    !tg_bw_core_ranks(&sig, nd, cores, &absent, &bad))
+                    return false;
+                int rj = cores[sig.nin], bj = p->type[p->nin + j].ndim - rj;
+                if ((b >= 0 && bj != b) || (r >= 0 && rj != r)) return false;
+                b = bj, r = rj;
+            }
+            for (int a = 0; a < ins->nin; a++) {
+                int s = ins->in[a];
+                if (s >= p->nin) continue;
+                int nds = p->type[s].ndim;
+                int want = core ? nds - cores[a] : nds > r ? nds - r : 0;
+                if ((lead[s] >= 0 && lead[s] != want) || want > b) return false;
+                lead[s] = want;
+            }
+        }
+    for (int s = 0; s < p->nin; s++)
+        if (lead[s] < 0) lead[s] = 0;
+    for (int o = 0; o < p->nout; o++)
+        if (out[o]->ndim != b + r || p->out[o].slot < p->nin) return false;
+    *nbatch = b;
+    return b > 0;
+}
+
+/* The view of block bi (nbatch indices) of t whose first `lead` dimensions are batch ones,
+ * right-aligned with the batch (an extent 1 read at 0). Borrows t's buffer. */
+static void block_of(const tg_tensor *t, int lead, int nbatch, const int64_t *bi, tg_tensor *v) {
+    *v = *t;
+    v->ndim = t->ndim - lead;
+    for (int d = 0; d < lead; d++)
+        if (t->shape[d] != 1) v->offset += bi[nbatch - lead + d] * t->strides[d];
+    for (int d = 0; d < v->ndim; d++) {
+        v->shape[d] = t->shape[lead + d];
+        v->strides[d] = t->strides[lead + d];
+    }
+}
+
+/* Runs the program of node k->node block by block (block_plan's split): each block's values
+ * are views of the inputs and outputs, the program typed once for a block. TG_EUNSUPPORTED
+ * (nothing run) when the program does not split. */
+static tg_status run_blocks(tg_kern *k, const tg_fused_prog *whole) {
+    int nin = k->node->nin, nout = k->node->nout, b = 0;
+    size_t sz = (sizeof(int) + sizeof(tg_tensor) + sizeof(tg_tensor *) + sizeof(tg_type)) *
+                (size_t)(nin + nout + 1);
+    char *mem = tg_mem_alloc(k->ctx, sz);
+    if (!mem) return tg_kern_fail(k, TG_ENOMEM, "out of memory");
+    tg_tensor *views = (tg_tensor *)mem;
+    tg_tensor **pv = (tg_tensor **)(views + nin + nout + 1);
+    tg_type *tin = (tg_type *)(pv + nin + nout + 1);
+    int *lead = (int *)(tin + nin + nout + 1);
+    tg_status st = TG_EUNSUPPORTED;
+    tg_fused_prog *q = NULL;
+    if (!block_plan(whole, (const tg_tensor *const *)k->out, lead, &b)) goto done;
+    const int64_t *batch = k->out[0]->shape;
+    int64_t bi[TG_MAX_DIMS] = {0}, nblocks = 1;
+    for (int d = 0; d < b; d++) nblocks *= batch[d];
+    for (int i = 0; i < nin + nout; i++) pv[i] = &views[i];
+    /* the block's types: the inputs' static types less their batch dimensions */
+    for (int s = 0; s < nin; s++) {
+        tg_type st0 = k->node->in[s]->type;
+        block_of(k->in[s], lead[s], b, bi, &views[s]);
+        st0.ndim = (uint8_t)(st0.ndim - lead[s]);
+        memmove(st0.shape, st0.shape + lead[s], sizeof st0.shape[0] * st0.ndim);
+        runtime_type(&st0, &views[s], &tin[s]);
+    }
+    char msg[sizeof k->msg];
+    st = tg_fused_node_typed(k->ctx, k->node, tin, true, &q, msg, sizeof msg);
+    if (st != TG_OK) {
+        st = TG_EUNSUPPORTED; /* whole values, where the program's own error will show */
+        goto done;
+    }
+    for (int64_t e = 0; e < nblocks && st == TG_OK; e++, tg_index_next(b, batch, bi)) {
+        for (int s = 0; s < nin; s++) block_of(k->in[s], lead[s], b, bi, &views[s]);
+        for (int o = 0; o < nout; o++) block_of(k->out[o], b, b, bi, &views[nin + o]);
+        st = eval_prog(k, q, pv, pv + nin);
+        if (st == TG_OK) continue;
+        char where[8 * TG_MAX_DIMS + 8], why[sizeof k->msg];
+        size_t at = 0;
+        for (int d = 0; d < b; d++)
+            at += (size_t)snprintf(where + at, sizeof where - at, "%s%lld", d ? ", " : "",
+                                   (long long)bi[d]);
+        memcpy(why, k->msg, sizeof why);
+        tg_kern_fail(k, st, "batch element [%s]: %s", where, why);
+    }
+done:
+    tg_fused_free(q);
+    tg_mem_free(k->ctx, mem, sz);
+    return st;
+}
+
+/* The oracle: every instruction with its op's reference kernel on whole temporaries, or on
+ * the blocks of the batch for a program with core ops. */
+static tg_status fused_ref(tg_kern *k) {
+    char msg[sizeof k->msg];
+    int nin = k->node->nin;
+    tg_type *tin = tg_mem_alloc(k->ctx, sizeof *tin * (size_t)(nin + 1));
+    if (!tin) return tg_kern_fail(k, TG_ENOMEM, "out of memory");
+    for (int s = 0; s < nin; s++) runtime_type(&k->node->in[s]->type, k->in[s], &tin[s]);
+    tg_fused_prog *p;
+    tg_status st = tg_fused_node_typed(k->ctx, k->node, tin, true, &p, msg, sizeof msg);
+    tg_mem_free(k->ctx, tin, sizeof *tin * (size_t)(nin + 1));
+    if (st != TG_OK) return tg_kern_fail(k, st, "%s", msg);
+    st = p->core ? run_blocks(k, p) : TG_EUNSUPPORTED;
+    if (st == TG_EUNSUPPORTED) st = eval_prog(k, p, k->in, k->out);
     tg_fused_free(p);
     return st;
 }

@@ -110,15 +110,28 @@ typedef struct tg_fused_prog {
                           outputs read (elementwise outputs, reduced slots) */
     bool uniform;      /* the guarantees listed above hold */
     bool reduces;      /* the outputs are reductions */
+    bool core;         /* an instruction is a core op (tg_fused_is_core): not uniform; the
+                          reference kernel runs the program block by block of the batch */
 } tg_fused_prog;
 
 /* The table of fused programs as op data: hash and equality compare instructions, literals
  * (as written, and the dtype they print for) and outputs; positions are not compared. */
 extern const tg_opdata_vt tg_fused_data;
 
-/* Ops allowed inside expressions (elementwise ops) and at an output's root (reductions whose
- * record says they are plain, tg_reduce_plain: evaluators read the record's `reduce`). */
+/* Ops allowed inside expressions (elementwise ops and core ops) and at an output's root
+ * (reductions whose record says they are plain, tg_reduce_plain: evaluators read the
+ * record's `reduce`). */
 bool tg_fused_can_inline(int op);
+/* Core ops: Blockwise ops (a record with a signature, blockwise.h) of one output and at most
+ * TG_FUSED_MAX_ARGS inputs. A program with one (`fused{tanh(add(matmul(%0, %1), %2))}`) is
+ * a Blockwise node whose elementwise work before and after its core ops runs in its loop
+ * over the batch: the reference kernel splits every value into the blocks of the batch its
+ * core ops share (the batch rank of their outputs; the elementwise values are blocks of the
+ * cores' output shape) and runs the whole program on each block, one block at a time, so
+ * no value of the whole batch but the outputs is ever made. A program whose core ops
+ * disagree on the batch, or that reduces, runs on whole values as any other. Such a program
+ * is never `uniform`: the VM and the C JIT call the reference kernel for it. */
+bool tg_fused_is_core(int op);
 bool tg_fused_can_reduce(int op);
 
 /* ---- building programs (the fuse pass, the .tg parser) ----

@@ -1,6 +1,14 @@
-/* lapack.c - the core linear-algebra ops on 2-D matrices, computed by LAPACK (lapack.h):
- * cholesky, solve_triangular, solve, cho_solve, inv, det, slogdet and eigh, with the
- * semantics of numpy.linalg and scipy.linalg, each with its gradient built as ordinary graph.
+/* lapack.c - the core linear-algebra ops, computed by LAPACK (lapack.h): cholesky,
+ * solve_triangular, solve, cho_solve, inv, det, slogdet and eigh, with the semantics of
+ * numpy.linalg and scipy.linalg, each with its gradient built as ordinary graph.
+ *
+ * Each is a Blockwise op (blockwise.h): its record's signature names its core, and leading
+ * batch dimensions broadcast in front of it, as numpy.linalg's do. Inference comes from the
+ * signature (tg_bw_infer), the kernels below compute one block (2-D matrices) and
+ * tg_bw_ref runs them over the batch; the gradients are built on the batched values
+ * (matmul, the batched transpose) and summed over broadcast batch dimensions (tg_bw_vjp).
+ * The right-hand side of the solvers follows NumPy 2: b is a vector, "(m,m),(m)->(m)",
+ * only when it is 1-D; otherwise it is a stack of matrices, "(m,m),(m,n)->(m,n)".
  *
  * One record per op. Dtypes: float32 runs LAPACK's s routines, float64 its d routines. As
  * numpy.linalg does, every other input (integers, bool) counts as float64: the result is
@@ -25,8 +33,7 @@
  * is 0 and slogdet's is (0, -inf), with no error. Extents beyond LAPACK's 32-bit integers
  * are an error. NaN entries elsewhere flow through the arithmetic.
  */
-#include "ops.h"
-
+#include "blockwise.h"
 #include "lapack.h"
 
 #include <limits.h>
@@ -41,75 +48,6 @@ static tg_status promote_lapack(tg_infer *ic, tg_dtype *want) {
     for (int i = 0; i < ic->nin; i++) want[i] = single ? TG_DT_F32 : TG_DT_F64;
     return TG_OK;
 }
-
-/* Input i must be a square matrix: *n gets its extent (-1 when both are '?') and *nb
- * whether that extent is a 1 that must not broadcast. */
-static tg_status square_in(tg_infer *ic, int i, int64_t *n, bool *nb) {
-    const tg_type *t = &ic->in[i];
-    char s[TG_TYPE_STR_MAX];
-    if (t->ndim != 2)
-        return tg_infer_fail(ic, TG_ESHAPE, "expected a 2-d matrix, got %s",
-                             tg_type_str(t, s, sizeof s));
-    if (t->shape[0] >= 0 && t->shape[1] >= 0 && t->shape[0] != t->shape[1])
-        return tg_infer_fail(ic, TG_ESHAPE, "expected a square matrix, got %s",
-                             tg_type_str(t, s, sizeof s));
-    int ax = t->shape[0] >= 0 ? 0 : 1;
-    *n = t->shape[ax];
-    *nb = (t->nobcast >> ax) & 1u;
-    return TG_OK;
-}
-
-/* Output slot o: dtype dt, nd (0, 1 or 2) extents of n. */
-static void square_type(tg_type *o, tg_dtype dt, int nd, int64_t n, bool nb) {
-    memset(o, 0, sizeof *o);
-    o->dtype = (uint8_t)dt;
-    o->ndim = (uint8_t)nd;
-    for (int d = 0; d < nd; d++) {
-        o->shape[d] = n;
-        if (nb) o->nobcast |= 1u << d;
-    }
-}
-
-/* A square matrix in, outputs of nd[0..nout) extents of its size. */
-static tg_status infer_square_outs(tg_infer *ic, const int *nd, int nout) {
-    int64_t n;
-    bool nb;
-    if (square_in(ic, 0, &n, &nb) != TG_OK) return ic->status;
-    for (int o = 0; o < nout; o++)
-        square_type(&ic->out[o], (tg_dtype)ic->in[0].dtype, nd[o], n, nb);
-    ic->nout = nout;
-    return TG_OK;
-}
-
-/* A square matrix (input 0) and a right-hand side b (input 1), [n] or [n,k]: the result
- * has b's type. */
-static tg_status infer_solver(tg_infer *ic) {
-    const tg_type *a = &ic->in[0], *b = &ic->in[1];
-    char as[TG_TYPE_STR_MAX], bs[TG_TYPE_STR_MAX];
-    int64_t n;
-    bool nb;
-    if (square_in(ic, 0, &n, &nb) != TG_OK) return ic->status;
-    if (b->ndim != 1 && b->ndim != 2)
-        return tg_infer_fail(ic, TG_ESHAPE, "the right-hand side must be 1-d or 2-d, got %s",
-                             tg_type_str(b, bs, sizeof bs));
-    if (n >= 0 && b->shape[0] >= 0 && b->shape[0] != n)
-        return tg_infer_fail(ic, TG_ESHAPE, "%s and %s do not align (%lld != %lld)",
-                             tg_type_str(a, as, sizeof as), tg_type_str(b, bs, sizeof bs),
-                             (long long)n, (long long)b->shape[0]);
-    tg_type *o = &ic->out[0];
-    *o = *b;
-    o->weak = 0;
-    o->dtype = a->dtype;
-    if (o->shape[0] < 0 && n >= 0) {
-        o->shape[0] = n;
-        o->nobcast = (o->nobcast & ~1u) | (nb ? 1u : 0u);
-    }
-    ic->nout = 1;
-    return TG_OK;
-}
-
-static tg_status infer_matrix(tg_infer *ic) { return infer_square_outs(ic, (const int[]){2}, 1); }
-static tg_status infer_scalar(tg_infer *ic) { return infer_square_outs(ic, (const int[]){0}, 1); }
 
 /* ---- kernels: shared ---- */
 
@@ -179,6 +117,12 @@ static void mat_dims(const tg_tensor *t, int64_t *r, int64_t *c, int64_t *rs, in
     *rs = t->strides[0];
     *c = t->ndim == 2 ? t->shape[1] : 1;
     *cs = t->ndim == 2 ? t->strides[1] : 0;
+}
+
+/* Whether the matrix t has contiguous rows (strides [n, 1]): its memory, read column-major
+ * as LAPACK reads it, is then its transpose. */
+static bool rows_contiguous(const tg_tensor *t) {
+    return t->ndim == 2 && t->strides[1] == 1 && t->strides[0] == t->shape[1];
 }
 
 /* Copies the 1-d or 2-d tensor x into dst, column-major with leading dimension ld. */
@@ -272,6 +216,16 @@ static tg_lapack_int lp_getrf(bool d, tg_lapack_int n, void *a, tg_lapack_int *i
     return info;
 }
 
+static tg_lapack_int lp_getrs(bool d, char trans, tg_lapack_int n, tg_lapack_int nrhs,
+                              const void *a, const tg_lapack_int *ipiv, void *b) {
+    tg_lapack_int info = 0;
+    if (d)
+        dgetrs_(&trans, &n, &nrhs, a, &n, ipiv, b, &n, &info, 1);
+    else
+        sgetrs_(&trans, &n, &nrhs, a, &n, ipiv, b, &n, &info, 1);
+    return info;
+}
+
 /* lwork = -1: the workspace query (its answer in work[0]). */
 static tg_lapack_int lp_getri(bool d, tg_lapack_int n, void *a, const tg_lapack_int *ipiv,
                               void *work, tg_lapack_int lwork) {
@@ -309,7 +263,17 @@ static bool work_size(tg_kern *k, double q, int64_t least, tg_lapack_int *out) {
 
 /* ---- gradients: shared ---- */
 
-static tg_var *tr(tg_graph *g, tg_var *v) { return v ? tg_transpose(g, v, NULL) : NULL; }
+static tg_var *tr(tg_graph *g, tg_var *v) { return tg_bw_mT(g, v); }
+
+/* A right-hand side (or its solution, or their cotangents) as a stack of matrices: a
+ * vector one (vec: b was 1-D) gains a trailing column axis, which uncol removes again. */
+static tg_var *col(tg_graph *g, tg_var *v, bool vec) { return vec ? tg_bw_expand(g, v, -1) : v; }
+static tg_var *uncol(tg_graph *g, tg_var *v, bool vec) { return vec ? tg_bw_squeeze(g, v, -1) : v; }
+
+/* v (a batch of scalars) broadcastable against a batch of matrices. */
+static tg_var *per_matrix(tg_graph *g, tg_var *v) {
+    return tg_bw_expand(g, tg_bw_expand(g, v, -1), -1);
+}
 
 /* tril(v, k) when lower, else triu(v, k). */
 static tg_var *tri(tg_graph *g, tg_var *v, bool lower, int64_t k) {
@@ -324,12 +288,6 @@ static tg_var *solve_tri(tg_graph *g, tg_var *a, tg_var *b, bool lower, int tran
     tg_attr at[] = {TG_A_BOOL("lower", lower), TG_A_INT("trans", trans),
                     TG_A_BOOL("unit_diagonal", unit)};
     return a && b ? tg_apply(g, "solve_triangular", (tg_var *[]){a, b}, 2, at, 3) : NULL;
-}
-
-/* u v^T for the right-hand sides u, v of one shape ([n] or [n,k]). */
-static tg_var *rhs_outer(tg_graph *g, tg_var *u, tg_var *v) {
-    if (!u || !v) return NULL;
-    return v->type.ndim == 1 ? tg_outer(g, u, v) : tg_dot(g, u, tr(g, v));
 }
 
 /* The gradient of a function of a symmetric matrix that reads only one triangle of its
@@ -347,7 +305,7 @@ static const tg_attr_spec lower_true_attrs[] = {
     {"lower", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 1}},
 };
 
-static tg_status ref_cholesky(tg_kern *k) {
+static tg_status core_cholesky(tg_kern *k) {
     const tg_tensor *a = k->in[0];
     tg_tensor *y = k->out[0];
     bool lower = k->attrs[0].i != 0, d = y->dtype == TG_DT_F64;
@@ -357,8 +315,17 @@ static tg_status ref_cholesky(tg_kern *k) {
     if (!float_operands(k) || !square_extent(k, a, &n)) return k->status;
     if (n == 0) return TG_OK;
     if (!scratch_get(k, &s, (int64_t)n * n, es, 0)) return k->status;
-    load_cm(a, s.p, n);
-    tg_lapack_int info = lp_potrf(d, lower ? 'L' : 'U', n, s.p);
+    /* with contiguous rows in and out (the usual case), the scratch holds a^T as copied and
+       the factor comes back as copied: the triangle of a^T that stands for a's `lower` one
+       is the other, and the factor of a^T's, read row by row, is a's (the transposed copies
+       took a third of a batch of 32 x 32 factorizations) */
+    bool flip = rows_contiguous(a) && rows_contiguous(y);
+    if (flip)
+        memcpy(s.p, tg_tensor_data(a), (size_t)n * (size_t)n * es);
+    else
+        load_cm(a, s.p, n);
+    bool lo = lower != flip; /* the triangle of the scratch potrf reads and writes */
+    tg_lapack_int info = lp_potrf(d, lo ? 'L' : 'U', n, s.p);
     /* OpenBLAS's potrf stops only at a pivot <= 0; LAPACK's reference (and NumPy) also at
        a NaN one, which a NaN anywhere in the triangle read makes: the first NaN on the
        factor's diagonal is where the reference stops */
@@ -372,10 +339,14 @@ static tg_status ref_cholesky(tg_kern *k) {
                             "is not)",
                             (int)info);
     }
-    for (int64_t j = 0; j < n; j++) /* LAPACK leaves the other triangle as it was */
-        for (int64_t i = 0; i < n; i++)
-            if (lower ? i < j : i > j) memset(sc_at(&s, i + j * n, es), 0, es);
-    store_cm(y, s.p, n);
+    for (int64_t j = 0; j < n; j++) { /* LAPACK leaves the other triangle as it was */
+        int64_t i0 = lo ? 0 : j + 1, i1 = lo ? j : n;
+        if (i1 > i0) memset(sc_at(&s, i0 + j * n, es), 0, (size_t)(i1 - i0) * es);
+    }
+    if (flip)
+        memcpy(tg_tensor_data(y), s.p, (size_t)n * (size_t)n * es);
+    else
+        store_cm(y, s.p, n);
     scratch_free(k, &s);
     return TG_OK;
 }
@@ -384,14 +355,15 @@ static tg_status ref_cholesky(tg_kern *k) {
  * of X with its diagonal halved, S = L^-T phi(L^T gL) L^-1 is the gradient with respect to
  * the symmetric A (its symmetric part), which triangle_grad turns into the gradient of the
  * lower triangle read. The upper factor is the transpose of the lower one of A^T. */
-static tg_status vjp_cholesky(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+static tg_status core_vjp_cholesky(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                   tg_var **gin) {
     bool lower = n->attrs[0].i != 0;
     tg_var *L = n->out[0], *gL = gout[0];
     if (!lower) {
         L = tr(g, L);
         gL = tr(g, gL);
     }
-    tg_var *m = tg_dot(g, tr(g, L), gL);
+    tg_var *m = tg_matmul(g, tr(g, L), gL);
     tg_var *phi =
         tg_mul(g, tg_literal_float(g, 0.5), tg_add(g, tri(g, m, true, 0), tri(g, m, true, -1)));
     tg_var *s1 = solve_tri(g, L, phi, true, 1, false);             /* L^-T phi */
@@ -399,6 +371,13 @@ static tg_status vjp_cholesky(tg_graph *g, const tg_node *n, tg_var *const *gout
     tg_var *ga = triangle_grad(g, s, true);
     gin[0] = lower ? ga : tr(g, ga);
     return g->status;
+}
+
+static tg_status ref_cholesky(tg_kern *k) {
+    return tg_bw_ref(k, tg_op_cholesky.signature, core_cholesky);
+}
+static tg_status vjp_cholesky(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return tg_bw_vjp(g, n, gout, gin, core_vjp_cholesky);
 }
 
 const tg_op_def tg_op_cholesky = {
@@ -410,10 +389,11 @@ const tg_op_def tg_op_cholesky = {
     .attrs = lower_true_attrs,
     .nattrs = (int)TG_COUNTOF(lower_true_attrs),
     .promote = promote_lapack,
-    .infer = infer_matrix,
+    .infer = tg_bw_infer,
     .ref = ref_cholesky,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_cholesky,
+    .signature = "(m,m)->(m,m)",
 };
 
 /* ---- solve_triangular ---- */
@@ -431,7 +411,7 @@ static tg_status infer_solve_tri(tg_infer *ic) {
         return tg_infer_fail(ic, TG_EINVAL,
                              "trans must be 0 (a x = b), 1 (a^T x = b) or 2 (a^H x = b), got %lld",
                              (long long)t);
-    return infer_solver(ic);
+    return tg_bw_infer(ic);
 }
 
 /* The right-hand side b of a square a ([n] or [n,k]) as LAPACK's extents. */
@@ -447,17 +427,24 @@ static bool rhs_extents(tg_kern *k, const tg_tensor *a, const tg_tensor *b, tg_l
 
 /* The start of a solver's kernel (a square matrix, input 0, and a right-hand side, input
  * 1): loads the matrix into the scratch's first n*n elements and the right-hand side after
- * them (*rhs), column-major, with n pivot integers after both when `pivots`. False when
+ * them (*rhs), column-major, with n pivot integers after both when `pivots`. A matrix with
+ * contiguous rows is copied as it is (*flip): the scratch then holds its transpose, which
+ * the caller solves with the transposed system (a transposed copy took a third of the
+ * time of a batch of 32 x 32 solves). False when
  * the kernel is done: on a failure (k->status) or when n is 0 (nothing to solve). */
 static bool solver_load(tg_kern *k, scratch *s, bool pivots, tg_lapack_int *n, tg_lapack_int *nrhs,
-                        void **rhs) {
+                        void **rhs, bool *flip) {
     const tg_tensor *a = k->in[0], *b = k->in[1];
     size_t es = tg_dtype_size(k->out[0]->dtype);
     if (!float_operands(k) || !rhs_extents(k, a, b, n, nrhs) || *n == 0) return false;
     if (!scratch_get(k, s, (int64_t)*n * *n + (int64_t)*n * *nrhs, es, pivots ? *n : 0))
         return false;
     *rhs = sc_at(s, (int64_t)*n * *n, es);
-    load_cm(a, s->p, *n);
+    *flip = rows_contiguous(a);
+    if (*flip)
+        memcpy(s->p, tg_tensor_data(a), (size_t)*n * (size_t)*n * es);
+    else
+        load_cm(a, s->p, *n);
     load_cm(b, *rhs, *n);
     return true;
 }
@@ -479,16 +466,19 @@ static tg_status lu_singular(tg_kern *k, tg_lapack_int info) {
                         (int)info - 1);
 }
 
-static tg_status ref_solve_tri(tg_kern *k) {
+static tg_status core_solve_tri(tg_kern *k) {
     bool lower = k->attrs[ST_LOWER].i != 0, unit = k->attrs[ST_UNIT].i != 0;
     bool d = k->out[0]->dtype == TG_DT_F64;
     tg_lapack_int n, nrhs;
     scratch s;
     void *rhs;
-    if (!solver_load(k, &s, false, &n, &nrhs, &rhs)) return k->status;
-    /* trans 2 (conjugate transpose) is the transpose for real matrices */
-    tg_lapack_int info = lp_trtrs(d, lower ? 'L' : 'U', k->attrs[ST_TRANS].i ? 'T' : 'N',
-                                  unit ? 'U' : 'N', n, nrhs, s.p, rhs);
+    bool flip;
+    if (!solver_load(k, &s, false, &n, &nrhs, &rhs, &flip)) return k->status;
+    /* trans 2 (conjugate transpose) is the transpose for real matrices; a^T (flip) has the
+       other triangle and the other op */
+    bool lo = lower != flip, t = (k->attrs[ST_TRANS].i != 0) != flip;
+    tg_lapack_int info =
+        lp_trtrs(d, lo ? 'L' : 'U', t ? 'T' : 'N', unit ? 'U' : 'N', n, nrhs, s.p, rhs);
     if (solver_store(k, &s, rhs, n, "trtrs", info) < 0) return k->status;
     if (info > 0)
         return tg_kern_fail(k, TG_EINVAL, "singular matrix: its diagonal entry [%d, %d] is zero",
@@ -498,15 +488,24 @@ static tg_status ref_solve_tri(tg_kern *k) {
 
 /* x = op(A)^-1 b: gb = op(A)^-T gx; g op(A) = -gb x^T, of which A's triangle read (without
  * the diagonal when it is taken as ones) is the gradient. */
-static tg_status vjp_solve_tri(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+static tg_status core_vjp_solve_tri(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                    tg_var **gin) {
     bool lower = n->attrs[ST_LOWER].i != 0, unit = n->attrs[ST_UNIT].i != 0;
+    bool vec = n->in[1]->type.ndim == 1;
     int trans = n->attrs[ST_TRANS].i != 0;
-    tg_var *a = n->in[0], *x = n->out[0];
-    tg_var *gb = solve_tri(g, a, gout[0], lower, !trans, unit);
-    tg_var *gop = tg_neg(g, rhs_outer(g, gb, x));
+    tg_var *a = n->in[0], *x = col(g, n->out[0], vec);
+    tg_var *gb = solve_tri(g, a, col(g, gout[0], vec), lower, !trans, unit);
+    tg_var *gop = tg_neg(g, tg_matmul(g, gb, tr(g, x)));
     gin[0] = tri(g, trans ? tr(g, gop) : gop, lower, unit ? (lower ? -1 : 1) : 0);
-    gin[1] = gb;
+    gin[1] = uncol(g, gb, vec);
     return g->status;
+}
+
+static tg_status ref_solve_tri(tg_kern *k) {
+    return tg_bw_ref(k, tg_op_solve_triangular.signature, core_solve_tri);
+}
+static tg_status vjp_solve_tri(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return tg_bw_vjp(g, n, gout, gin, core_vjp_solve_tri);
 }
 
 const tg_op_def tg_op_solve_triangular = {
@@ -522,27 +521,39 @@ const tg_op_def tg_op_solve_triangular = {
     .ref = ref_solve_tri,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_solve_tri,
+    .signature = "(m,m),(m,n?)->(m,n?)",
 };
 
 /* ---- solve ---- */
 
-static tg_status ref_solve(tg_kern *k) {
+static tg_status core_solve(tg_kern *k) {
     bool d = k->out[0]->dtype == TG_DT_F64;
     tg_lapack_int n, nrhs;
     scratch s;
     void *rhs;
-    if (!solver_load(k, &s, true, &n, &nrhs, &rhs)) return k->status;
-    tg_lapack_int info = lp_gesv(d, n, nrhs, s.p, sc_ints(&s), rhs);
-    if (solver_store(k, &s, rhs, n, "gesv", info) < 0) return k->status;
+    bool flip;
+    if (!solver_load(k, &s, true, &n, &nrhs, &rhs, &flip)) return k->status;
+    /* a^T (flip): its LU, then (a^T)^T x = b */
+    tg_lapack_int info =
+        flip ? lp_getrf(d, n, s.p, sc_ints(&s)) : lp_gesv(d, n, nrhs, s.p, sc_ints(&s), rhs);
+    if (flip && info == 0) info = lp_getrs(d, 'T', n, nrhs, s.p, sc_ints(&s), rhs);
+    if (solver_store(k, &s, rhs, n, flip ? "getrf/getrs" : "gesv", info) < 0) return k->status;
     return info > 0 ? lu_singular(k, info) : TG_OK;
 }
 
 /* x = A^-1 b: gb = A^-T gx, gA = -gb x^T. */
-static tg_status vjp_solve(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    tg_var *gb = tg_apply(g, "solve", (tg_var *[]){tr(g, n->in[0]), gout[0]}, 2, NULL, 0);
-    gin[0] = tg_neg(g, rhs_outer(g, gb, n->out[0]));
-    gin[1] = gb;
+static tg_status core_vjp_solve(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    bool vec = n->in[1]->type.ndim == 1;
+    tg_var *gx = col(g, gout[0], vec);
+    tg_var *gb = tg_apply(g, "solve", (tg_var *[]){tr(g, n->in[0]), gx}, 2, NULL, 0);
+    gin[0] = tg_neg(g, tg_matmul(g, gb, tr(g, col(g, n->out[0], vec))));
+    gin[1] = uncol(g, gb, vec);
     return g->status;
+}
+
+static tg_status ref_solve(tg_kern *k) { return tg_bw_ref(k, tg_op_solve.signature, core_solve); }
+static tg_status vjp_solve(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return tg_bw_vjp(g, n, gout, gin, core_vjp_solve);
 }
 
 const tg_op_def tg_op_solve = {
@@ -552,38 +563,54 @@ const tg_op_def tg_op_solve = {
     .nout = 1,
     .kind = TG_KIND_LINALG,
     .promote = promote_lapack,
-    .infer = infer_solver,
+    .infer = tg_bw_infer,
     .ref = ref_solve,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_solve,
+    .signature = "(m,m),(m,n?)->(m,n?)",
 };
 
 /* ---- cho_solve ---- */
 
-static tg_status ref_cho_solve(tg_kern *k) {
+static tg_status core_cho_solve(tg_kern *k) {
     bool lower = k->attrs[0].i != 0, d = k->out[0]->dtype == TG_DT_F64;
     tg_lapack_int n, nrhs;
     scratch s;
     void *rhs;
-    if (!solver_load(k, &s, false, &n, &nrhs, &rhs)) return k->status;
-    tg_lapack_int info = lp_potrs(d, lower ? 'L' : 'U', n, nrhs, s.p, rhs);
+    bool flip;
+    if (!solver_load(k, &s, false, &n, &nrhs, &rhs, &flip)) return k->status;
+    /* c^T (flip) is the other triangle's factor of the same matrix */
+    tg_lapack_int info = lp_potrs(d, lower != flip ? 'L' : 'U', n, nrhs, s.p, rhs);
     solver_store(k, &s, rhs, n, "potrs", info); /* potrs has no info > 0 */
     return k->status;
 }
 
 /* x = A^-1 b with A = L L^T (lower) or U^T U: gb = A^-1 gx (A is symmetric) and
- * gA = -gb x^T; through the factor, gL = tril((gA + gA^T) L), gU = triu(U (gA + gA^T)). */
-static tg_status vjp_cho_solve(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    bool lower = n->attrs[0].i != 0;
+ * gA = -gb x^T; through the factor, gL = tril((gA + gA^T) L), gU = triu(U (gA + gA^T)),
+ * computed without forming gA. */
+static tg_status core_vjp_cho_solve(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                    tg_var **gin) {
+    bool lower = n->attrs[0].i != 0, vec = n->in[1]->type.ndim == 1;
     tg_var *c = n->in[0];
     tg_attr at = TG_A_BOOL("lower", lower);
-    tg_var *gb = tg_apply(g, "cho_solve", (tg_var *[]){c, gout[0]}, 2, &at, 1);
-    tg_var *ga = tg_neg(g, rhs_outer(g, gb, n->out[0]));
-    tg_var *sym = tg_add(g, ga, tr(g, ga));
-    tg_var *f = tri(g, c, lower, 0); /* the factor potrs reads */
-    gin[0] = tri(g, lower ? tg_dot(g, sym, f) : tg_dot(g, f, sym), lower, 0);
-    gin[1] = gb;
+    tg_var *gb = tg_apply(g, "cho_solve", (tg_var *[]){c, col(g, gout[0], vec)}, 2, &at, 1);
+    tg_var *x = col(g, n->out[0], vec), *f = tri(g, c, lower, 0); /* the factor potrs reads */
+    /* (gA + gA^T) L = -(gb (x^T L) + x (gb^T L)), and L (gA + gA^T) for an upper factor:
+       products with the k columns of the right-hand side, O(n^2 k) instead of O(n^3) */
+    tg_var *p = lower ? tg_add(g, tg_matmul(g, gb, tg_matmul(g, tr(g, x), f)),
+                               tg_matmul(g, x, tg_matmul(g, tr(g, gb), f)))
+                      : tg_add(g, tg_matmul(g, tg_matmul(g, f, gb), tr(g, x)),
+                               tg_matmul(g, tg_matmul(g, f, x), tr(g, gb)));
+    gin[0] = tri(g, tg_neg(g, p), lower, 0);
+    gin[1] = uncol(g, gb, vec);
     return g->status;
+}
+
+static tg_status ref_cho_solve(tg_kern *k) {
+    return tg_bw_ref(k, tg_op_cho_solve.signature, core_cho_solve);
+}
+static tg_status vjp_cho_solve(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return tg_bw_vjp(g, n, gout, gin, core_vjp_cho_solve);
 }
 
 const tg_op_def tg_op_cho_solve = {
@@ -595,15 +622,16 @@ const tg_op_def tg_op_cho_solve = {
     .attrs = lower_true_attrs,
     .nattrs = (int)TG_COUNTOF(lower_true_attrs),
     .promote = promote_lapack,
-    .infer = infer_solver,
+    .infer = tg_bw_infer,
     .ref = ref_cho_solve,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_cho_solve,
+    .signature = "(m,m),(m,n?)->(m,n?)",
 };
 
 /* ---- inv ---- */
 
-static tg_status ref_inv(tg_kern *k) {
+static tg_status core_inv(tg_kern *k) {
     const tg_tensor *a = k->in[0];
     tg_tensor *y = k->out[0];
     bool d = y->dtype == TG_DT_F64;
@@ -630,10 +658,15 @@ static tg_status ref_inv(tg_kern *k) {
 }
 
 /* Y = A^-1: gA = -Y^T gY Y^T. */
-static tg_status vjp_inv(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+static tg_status core_vjp_inv(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *yt = tr(g, n->out[0]);
-    gin[0] = tg_neg(g, tg_dot(g, tg_dot(g, yt, gout[0]), yt));
+    gin[0] = tg_neg(g, tg_matmul(g, tg_matmul(g, yt, gout[0]), yt));
     return g->status;
+}
+
+static tg_status ref_inv(tg_kern *k) { return tg_bw_ref(k, tg_op_inv.signature, core_inv); }
+static tg_status vjp_inv(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return tg_bw_vjp(g, n, gout, gin, core_vjp_inv);
 }
 
 const tg_op_def tg_op_inv = {
@@ -643,10 +676,11 @@ const tg_op_def tg_op_inv = {
     .nout = 1,
     .kind = TG_KIND_LINALG,
     .promote = promote_lapack,
-    .infer = infer_matrix,
+    .infer = tg_bw_infer,
     .ref = ref_inv,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_inv,
+    .signature = "(m,m)->(m,m)",
 };
 
 /* ---- det, slogdet ---- */
@@ -698,7 +732,7 @@ static tg_status lu_det_of(tg_kern *k, const tg_tensor *a, lu_det *r) {
     return TG_OK;
 }
 
-static tg_status ref_det(tg_kern *k) {
+static tg_status core_det(tg_kern *k) {
     lu_det r;
     if (lu_det_of(k, k->in[0], &r) != TG_OK) return k->status;
     /* ldexp saturates to +-inf or 0 like the exact product would */
@@ -710,11 +744,16 @@ static tg_status ref_det(tg_kern *k) {
 }
 
 /* d = det(A): gA = g d A^-T. */
-static tg_status vjp_det(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+static tg_status core_vjp_det(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     tg_var *a = n->in[0];
     tg_var *ainv = tg_apply(g, "inv", &a, 1, NULL, 0);
-    gin[0] = tg_mul(g, tg_mul(g, gout[0], n->out[0]), tr(g, ainv));
+    gin[0] = tg_mul(g, per_matrix(g, tg_mul(g, gout[0], n->out[0])), tr(g, ainv));
     return g->status;
+}
+
+static tg_status ref_det(tg_kern *k) { return tg_bw_ref(k, tg_op_det.signature, core_det); }
+static tg_status vjp_det(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return tg_bw_vjp(g, n, gout, gin, core_vjp_det);
 }
 
 const tg_op_def tg_op_det = {
@@ -724,17 +763,14 @@ const tg_op_def tg_op_det = {
     .nout = 1,
     .kind = TG_KIND_LINALG,
     .promote = promote_lapack,
-    .infer = infer_scalar,
+    .infer = tg_bw_infer,
     .ref = ref_det,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_det,
+    .signature = "(m,m)->()",
 };
 
-static tg_status infer_slogdet(tg_infer *ic) {
-    return infer_square_outs(ic, (const int[]){0, 0}, 2);
-}
-
-static tg_status ref_slogdet(tg_kern *k) {
+static tg_status core_slogdet(tg_kern *k) {
     lu_det r;
     if (lu_det_of(k, k->in[0], &r) != TG_OK) return k->status;
     tg_store_f64(tg_tensor_data(k->out[0]), k->out[0]->dtype, r.sign);
@@ -743,14 +779,22 @@ static tg_status ref_slogdet(tg_kern *k) {
 }
 
 /* The sign is piecewise constant (no gradient); log|det A| has gA = g A^-T. */
-static tg_status vjp_slogdet(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+static tg_status core_vjp_slogdet(tg_graph *g, const tg_node *n, tg_var *const *gout,
+                                  tg_var **gin) {
     tg_var *a = n->in[0];
     if (!gout[1]) {
         gin[0] = tg_grad_zeros_like(g, a);
         return g->status;
     }
-    gin[0] = tg_mul(g, gout[1], tr(g, tg_apply(g, "inv", &a, 1, NULL, 0)));
+    gin[0] = tg_mul(g, per_matrix(g, gout[1]), tr(g, tg_apply(g, "inv", &a, 1, NULL, 0)));
     return g->status;
+}
+
+static tg_status ref_slogdet(tg_kern *k) {
+    return tg_bw_ref(k, tg_op_slogdet.signature, core_slogdet);
+}
+static tg_status vjp_slogdet(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return tg_bw_vjp(g, n, gout, gin, core_vjp_slogdet);
 }
 
 const tg_op_def tg_op_slogdet = {
@@ -760,17 +804,16 @@ const tg_op_def tg_op_slogdet = {
     .nout = 2,
     .kind = TG_KIND_LINALG,
     .promote = promote_lapack,
-    .infer = infer_slogdet,
+    .infer = tg_bw_infer,
     .ref = ref_slogdet,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_slogdet,
+    .signature = "(m,m)->(),()",
 };
 
 /* ---- eigh ---- */
 
-static tg_status infer_eigh(tg_infer *ic) { return infer_square_outs(ic, (const int[]){1, 2}, 2); }
-
-static tg_status ref_eigh(tg_kern *k) {
+static tg_status core_eigh(tg_kern *k) {
     const tg_tensor *a = k->in[0];
     tg_tensor *w = k->out[0], *v = k->out[1];
     bool lower = k->attrs[0].i != 0, d = w->dtype == TG_DT_F64;
@@ -818,14 +861,12 @@ static tg_status ref_eigh(tg_kern *k) {
  * and 0 on it, G = V (diag(gw) + F o (V^T gV)) V^T is the gradient with respect to the
  * symmetric A, which triangle_grad turns into that of the triangle read. Equal eigenvalues
  * give infinities or NaN (the eigenvectors are not differentiable there). */
-static tg_status vjp_eigh(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+static tg_status core_vjp_eigh(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
     bool lower = n->attrs[0].i != 0;
     tg_var *a = n->in[0], *w = n->out[0], *v = n->out[1], *gw = gout[0], *G;
     if (!gout[1]) { /* V diag(gw) V^T */
-        G = tg_dot(g, tg_mul(g, v, gw), tr(g, v));
+        G = tg_matmul(g, tg_mul(g, v, tg_bw_expand(g, gw, -2)), tr(g, v));
     } else {
-        int64_t ax[2] = {0, 1};
-        tg_attr ax0 = TG_A_INTS("axis", &ax[0], 1), ax1 = TG_A_INTS("axis", &ax[1], 1);
         tg_tensor *one = tg_tensor_new(g->ctx, (tg_dtype)a->type.dtype, 0, NULL);
         if (!one) {
             tg_ir_fail(g, TG_ENOMEM, "out of memory");
@@ -833,17 +874,21 @@ static tg_status vjp_eigh(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
         }
         tg_store_f64(tg_tensor_data(one), one->dtype, 1.0);
         tg_var *eye = diag_part(g, tg_grad_broadcast_like(g, tg_ir_const(g, one, 0), a));
-        tg_var *m = tg_dot(g, tr(g, v), gout[1]);
-        tg_var *diff = tg_sub(g, tg_apply(g, "expand_dims", &w, 1, &ax0, 1),
-                              tg_apply(g, "expand_dims", &w, 1, &ax1, 1)); /* w_j - w_i */
+        tg_var *m = tg_matmul(g, tr(g, v), gout[1]);
+        tg_var *diff = tg_sub(g, tg_bw_expand(g, w, -2), tg_bw_expand(g, w, -1)); /* w_j - w_i */
         /* F o m: m without its diagonal, divided by w_j - w_i (plus 1 on the diagonal,
            where it divides a zero) */
         tg_var *inner = tg_div(g, tg_sub(g, m, tg_mul(g, m, eye)), tg_add(g, diff, eye));
-        if (gw) inner = tg_add(g, inner, tg_mul(g, eye, gw)); /* + diag(gw) */
-        G = tg_dot(g, tg_dot(g, v, inner), tr(g, v));
+        if (gw) inner = tg_add(g, inner, tg_mul(g, eye, tg_bw_expand(g, gw, -2))); /* diag(gw) */
+        G = tg_matmul(g, tg_matmul(g, v, inner), tr(g, v));
     }
     gin[0] = triangle_grad(g, G, lower);
     return g->status;
+}
+
+static tg_status ref_eigh(tg_kern *k) { return tg_bw_ref(k, tg_op_eigh.signature, core_eigh); }
+static tg_status vjp_eigh(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return tg_bw_vjp(g, n, gout, gin, core_vjp_eigh);
 }
 
 const tg_op_def tg_op_eigh = {
@@ -855,8 +900,9 @@ const tg_op_def tg_op_eigh = {
     .attrs = lower_true_attrs,
     .nattrs = (int)TG_COUNTOF(lower_true_attrs),
     .promote = promote_lapack,
-    .infer = infer_eigh,
+    .infer = tg_bw_infer,
     .ref = ref_eigh,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_eigh,
+    .signature = "(m,m)->(m),(m,m)",
 };

@@ -57,6 +57,14 @@ void sgetrf_(const tg_lapack_int *m, const tg_lapack_int *n, float *a, const tg_
 void dgetrf_(const tg_lapack_int *m, const tg_lapack_int *n, double *a, const tg_lapack_int *lda,
              tg_lapack_int *ipiv, tg_lapack_int *info);
 
+/* Solves op(A) X = B from ?getrf's factors (trans 'N' or 'T'). */
+void sgetrs_(const char *trans, const tg_lapack_int *n, const tg_lapack_int *nrhs, const float *a,
+             const tg_lapack_int *lda, const tg_lapack_int *ipiv, float *b,
+             const tg_lapack_int *ldb, tg_lapack_int *info, size_t trans_len);
+void dgetrs_(const char *trans, const tg_lapack_int *n, const tg_lapack_int *nrhs, const double *a,
+             const tg_lapack_int *lda, const tg_lapack_int *ipiv, double *b,
+             const tg_lapack_int *ldb, tg_lapack_int *info, size_t trans_len);
+
 /* The inverse from ?getrf's factors; lwork = -1 asks for the best workspace in work[0]. */
 void sgetri_(const tg_lapack_int *n, float *a, const tg_lapack_int *lda, const tg_lapack_int *ipiv,
              float *work, const tg_lapack_int *lwork, tg_lapack_int *info);

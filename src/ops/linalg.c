@@ -6,14 +6,18 @@
  *    axis of a with the last axis of a 1-D b or the second-to-last axis of b, giving
  *    a.shape[:-1] + b.shape without that axis (1-D.1-D is a scalar).
  *  - matmul: no 0-d operands; a 1-D a gains a leading 1 and a 1-D b a trailing 1, both
- *    removed from the result; the batch axes broadcast like NumPy (with the '?' rules).
+ *    removed from the result; the batch axes broadcast like NumPy (with the '?' rules):
+ *    a Blockwise op of signature "(m?,n),(n,p?)->(m?,p?)" (blockwise.h).
  *  - outer: flattens both inputs: [size(a), size(b)].
- * Invariants: the reference kernels are plain loops over any strides: floats multiply and
+ * Invariants: the reference kernels are plain loops over any strides (but matmul of two
+ * float matrices of its dtype that BLAS can take: one gemm): floats multiply and
  * accumulate in double (rounded once at the store), integers in uint64 (wrapping, no
  * undefined overflow), bool is the logical or of ands; an empty contraction gives zeros.
  */
 #include "ops.h"
 
+#include <cblas.h>
+#include <limits.h>
 #include <stdio.h>
 
 /* ---- shared ---- */
@@ -31,11 +35,14 @@ static tg_dtype result_dtype(const tg_infer *ic) {
     return tg_promote_types(t, 2);
 }
 
+/* Names the core signature of an op that has one (matmul). */
 static tg_status align_fail(tg_infer *ic, int64_t ka, int64_t kb) {
     char as[TG_TYPE_STR_MAX], bs[TG_TYPE_STR_MAX];
-    return tg_infer_fail(ic, TG_ESHAPE, "%s and %s do not align (%lld != %lld)",
+    const char *sig = ic->op->signature;
+    return tg_infer_fail(ic, TG_ESHAPE, "%s and %s do not align (%lld != %lld)%s%s",
                          tg_type_str(&ic->in[0], as, sizeof as),
-                         tg_type_str(&ic->in[1], bs, sizeof bs), (long long)ka, (long long)kb);
+                         tg_type_str(&ic->in[1], bs, sizeof bs), (long long)ka, (long long)kb,
+                         sig ? " in the signature " : "", sig ? sig : "");
 }
 
 /* Accumulator for one output element, by the category of the output dtype. */
@@ -360,10 +367,53 @@ static tg_status infer_matmul(tg_infer *ic) {
     return TG_OK;
 }
 
+/* A 2-D operand as BLAS takes it (row-major): one unit stride and a leading dimension. */
+static bool blas_operand(const tg_tensor *t, CBLAS_TRANSPOSE *tr, int *ld) {
+    int64_t r = t->shape[0], c = t->shape[1];
+    if (t->strides[1] == 1 && t->strides[0] >= (c > 1 ? c : 1) && t->strides[0] <= INT_MAX) {
+        *tr = CblasNoTrans;
+        *ld = (int)(t->strides[0] > 0 ? t->strides[0] : 1);
+        return true;
+    }
+    if (t->strides[0] == 1 && t->strides[1] >= (r > 1 ? r : 1) && t->strides[1] <= INT_MAX) {
+        *tr = CblasTrans;
+        *ld = (int)t->strides[1];
+        return true;
+    }
+    return false;
+}
+
+/* y = a @ b by one BLAS gemm: float operands of y's dtype, 2-D, each with a unit stride, y
+ * contiguous, extents within BLAS's integers. The per-block product of a fused Blockwise
+ * node (fused.h) runs here, as the LAPACK ops run LAPACK. false: not such a product. */
+static bool matmul_blas(const tg_tensor *a, const tg_tensor *b, tg_tensor *y) {
+    tg_dtype dt = y->dtype;
+    CBLAS_TRANSPOSE ta, tb;
+    int lda, ldb;
+    if ((dt != TG_DT_F32 && dt != TG_DT_F64) || a->dtype != dt || b->dtype != dt || a->ndim != 2 ||
+        b->ndim != 2 || y->ndim != 2)
+        return false;
+    int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
+    if (M < 1 || N < 1 || K < 1 || M > INT_MAX || N > INT_MAX || K > INT_MAX ||
+        y->strides[1] != 1 || y->strides[0] != N || !blas_operand(a, &ta, &lda) ||
+        !blas_operand(b, &tb, &ldb))
+        return false;
+    if (dt == TG_DT_F64)
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, tg_tensor_data(a), lda,
+                    tg_tensor_data(b), ldb, 0.0, tg_tensor_data(y), (int)N);
+    else
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, tg_tensor_data(a), lda,
+                    tg_tensor_data(b), ldb, 0.0f, tg_tensor_data(y), (int)N);
+    return true;
+}
+
 static tg_status ref_matmul(tg_kern *k) {
     const tg_tensor *a = k->in[0], *b = k->in[1];
     tg_tensor *y = k->out[0];
     tg_dtype odt = y->dtype;
+    if (a->ndim == 2 && b->ndim == 2 && a->shape[1] == b->shape[0] && y->ndim == 2 &&
+        y->shape[0] == a->shape[0] && y->shape[1] == b->shape[1] && matmul_blas(a, b, y))
+        return TG_OK;
     if (a->ndim == 0 || b->ndim == 0)
         return tg_kern_fail(k, TG_ESHAPE, "input operand %d does not have enough dimensions",
                             a->ndim == 0 ? 0 : 1);
@@ -453,6 +503,9 @@ const tg_op_def tg_op_matmul = {
     .ref = ref_matmul,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_matmul,
+    /* NumPy's; its kernel and inference handle the batch themselves (BLAS lowering reads
+       the batch from the operands' ranks) */
+    .signature = "(m?,n),(n,p?)->(m?,p?)",
 };
 
 /* ---- outer ---- */

@@ -40,7 +40,8 @@
 /* ---- errors ---- */
 
 tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, const tg_type *tout,
-                      tg_tensor **vout, const tg_subexec *sub, char *msg, size_t cap) {
+                      tg_tensor **vout, const tg_subexec *sub, tg_pool *pool, char *msg,
+                      size_t cap) {
     const tg_op_def *op = tg_op_table[n->op];
     bool self = op->views || op->self_alloc;
     for (int o = 0; o < n->nout; o++) vout[o] = NULL;
@@ -62,7 +63,7 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
         }
         return fits ? TG_ENOMEM : TG_ELIMIT;
     }
-    tg_status st = tg_kern_call(ctx, n, vin, tout, vout, sub, msg, cap);
+    tg_status st = tg_kern_call(ctx, n, vin, tout, vout, sub, pool, msg, cap);
     if (st == TG_OK) return TG_OK;
     for (int o = 0; o < n->nout; o++) {
         tg_tensor_free(vout[o]);
@@ -72,7 +73,8 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
 }
 
 tg_status tg_kern_call(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, const tg_type *tout,
-                       tg_tensor **vout, const tg_subexec *sub, char *msg, size_t cap) {
+                       tg_tensor **vout, const tg_subexec *sub, tg_pool *pool, char *msg,
+                       size_t cap) {
     tg_kern k = {.ctx = ctx,
                  .node = n,
                  .attrs = n->attrs,
@@ -81,7 +83,8 @@ tg_status tg_kern_call(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, con
                  .out = vout,
                  .nout = n->nout,
                  .out_type = tout,
-                 .sub = sub};
+                 .sub = sub,
+                 .pool = pool};
     if (tg_op_table[n->op]->ref(&k) == TG_OK) return TG_OK;
     snprintf(msg, cap, "%s", k.msg);
     return k.status ? k.status : TG_EINVAL;
@@ -98,7 +101,7 @@ tg_status tg_node_eval(tg_ctx *ctx, const tg_graph *g, const tg_node *n, tg_tens
     for (int k = 0; k < n->nin && st == TG_OK; k++)
         tg_type_of_tensor(&n->in[k]->type, in[k], &tin[k]);
     if (st == TG_OK && (st = tg_node_infer(n, tin, NULL, tout, msg, sizeof msg)) == TG_OK)
-        st = tg_kern_run(ctx, n, in, tout, out, sub, msg, sizeof msg);
+        st = tg_kern_run(ctx, n, in, tout, out, sub, NULL, msg, sizeof msg);
     if (st != TG_OK && tin && tout) {
         const char *name = tg_op_table[n->op]->name;
         if (n->line > 0)

@@ -63,6 +63,7 @@ usage: diff_numpy.py --tgraph PATH [--mode reference,vm] [--seed N] [--filter TE
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
 """
 import argparse
+import contextlib
 import math
 import os
 import random
@@ -72,6 +73,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -941,15 +943,22 @@ def gen_linalg(S):
             p.case("dot", "dot(a, b)", np.dot(a, b), scale=scale)
     mm = [((5,), (5,)), ((3, 5), (5,)), ((5,), (5, 4)), ((3, 5), (5, 4)), ((2, 3, 5), (5, 4)),
           ((2, 3, 5), (2, 5, 4)), ((2, 1, 3, 5), (4, 5, 2)), ((5,), (2, 5, 4)),
-          ((2, 3, 5), (5,)), ((0, 3, 5), (5, 2)), ((3, 0), (0, 2)), ((1, 3, 5), (6, 5, 1))]
+          ((2, 3, 5), (5,)), ((0, 3, 5), (5, 2)), ((3, 0), (0, 2)), ((1, 3, 5), (6, 5, 1)),
+          ((2, 3, 4, 5), (5, 6)), ((3, 1, 4, 5), (1, 5, 6))]  # the last two: one gemm (rows)
     for dt in ("f32", "f64", "i64", "u8", "bool"):
         for k, (sa, sb) in enumerate(mm):
-            a = S.data(dt, sa, "small" if dt in INTS else "real")
-            b = S.data(dt, sb, "small" if dt in INTS else "real")
+            with _own_stream(S, k >= 12, ("matmul", dt, k)):
+                a = S.data(dt, sa, "small" if dt in INTS else "real")
+                b = S.data(dt, sb, "small" if dt in INTS else "real")
             ua = (0,) if len(sa) >= 2 and sa[0] != 1 else ()
             p = S.program("matmul_%s_%d" % (dt, k), ("a", a, tgtype(a, ua)), ("b", b))
             scale = np.matmul(np.abs(f64(a)), np.abs(f64(b))) if dt in FLOATS else None
             p.case("matmul", "matmul(a, b)", np.matmul(a, b), scale=scale)
+            if k >= 12:  # a batch whose rows do not follow each other: a gemm per block
+                at = np.swapaxes(a, 0, 1)
+                p.case("matmul_swapped", "matmul(transpose(a, axes=[1, 0, 2, 3]), b)",
+                       np.matmul(at, b),
+                       scale=np.matmul(np.abs(f64(at)), np.abs(f64(b))) if dt in FLOATS else None)
     for dt in ("f32", "f64", "i16", "bool"):
         for k, (sa, sb) in enumerate([((4,), (3,)), ((2, 2), (3,)), ((), (3,)), ((0,), (3,)),
                                       ((2, 3), (2, 1, 2))]):
@@ -1710,6 +1719,99 @@ def gen_lapack(S):
     sgn, ld = np.linalg.slogdet(sing)
     p.case("slogdet_singular_sign", "s$", np.asarray(sgn), lines=["s$, l$ = slogdet(s)"])
     p.case("slogdet_singular_log", "l$", np.asarray(ld), lines=["s$, l$ = slogdet(s)"])
+    with _own_stream(S, True, "lapack_batched"):
+        _lapack_batched(S)
+
+
+@contextlib.contextmanager
+def _own_stream(S, own, key):
+    """With own, the data drawn inside comes from a stream of its own (seeded by the suite's
+    seed and key), so that programs added to a generator leave every other program's data
+    as it was."""
+    saved = S.rng
+    if own:
+        S.rng = np.random.default_rng([S.seed, zlib.crc32(repr(key).encode())])
+    try:
+        yield
+    finally:
+        S.rng = saved
+
+
+def _loop(f, *xs):
+    """f applied block by block over the broadcast leading dimensions of xs (each x with
+    its core rank: (x, core)), the results stacked: the oracle of a Blockwise op."""
+    shapes = [x.shape[:x.ndim - c] for x, c in xs]
+    batch = np.broadcast_shapes(*shapes)
+    outs = None
+    for idx in np.ndindex(*batch):
+        blocks = []
+        for (x, c), sh in zip(xs, shapes):
+            lead = len(batch) - len(sh)
+            blocks.append(x[tuple(0 if sh[i] == 1 else idx[lead + i] for i in range(len(sh)))])
+        r = f(*blocks)
+        r = r if isinstance(r, tuple) else (r,)
+        if outs is None:
+            outs = [np.empty(batch + np.shape(v)) for v in r]
+        for o, v in zip(outs, r):
+            o[idx] = v
+    return outs if len(outs) > 1 else outs[0]
+
+
+def _lapack_batched(S):
+    """The LAPACK ops over leading batch dimensions (Blockwise), against explicit loops of
+    numpy.linalg: batches of 2 x 3, batch dimensions broadcast (a static 1, a missing one),
+    '?' batch extents, a 1-d right-hand side shared by every block (NumPy 2's rule: b is a
+    vector only when it is 1-d), and gradients of a batched objective."""
+    for dt in FLOATS:
+        rtol = 2e-4 if dt == "f32" else 1e-10
+        rt = npdt(dt)
+        n = 4
+        A = np.stack([np.stack([_spd(S, dt, n) for _ in range(3)]) for _ in range(2)])
+        G = np.stack([_general(S, dt, n) for _ in range(3)])
+        b1 = S.data(dt, (n,))
+        B = S.data(dt, (2, 1, n, 2))
+        E = np.stack([_sym_lower(f64(_general(S, dt, n)), True) / n + np.diag(np.arange(n) * 3.0)
+                      for _ in range(3)]).astype(rt)
+        p = S.program("lapack_batched_%s" % dt, ("A", A, tgtype(A, (0,))), ("G", G),
+                      ("b", b1), ("B", B), ("E", E))
+        A64, G64, B64, E64 = f64(A), f64(G), f64(B), f64(E)
+
+        def case(name, expr, exp, lines=None):
+            exp = np.asarray(exp)
+            p.case(name, expr, exp.astype(rt), rtol=rtol, scale=_maxabs(exp) + 1e-300,
+                   lines=lines or [])
+        case("cholesky", "cholesky(A)", _loop(np.linalg.cholesky, (A64, 2)))
+        case("cholesky_upper", "cholesky(A, lower=false)",
+             _loop(lambda a: np.linalg.cholesky(a).T, (A64, 2)))
+        case("solve_vec", "solve(G, b)", _loop(np.linalg.solve, (G64, 2), (f64(b1), 1)))
+        case("solve_bcast", "solve(G, B)", _loop(np.linalg.solve, (G64, 2), (B64, 2)))
+        case("cho_solve_bcast", "cho_solve(cholesky(A), B)",
+             _loop(np.linalg.solve, (A64, 2), (B64, 2)))
+        case("solve_triangular", "solve_triangular(G, B, lower=true, trans=1)",
+             _loop(lambda a, x: np.linalg.solve(np.tril(a).T, x), (G64, 2), (B64, 2)))
+        case("inv", "inv(G)", _loop(np.linalg.inv, (G64, 2)))
+        case("det", "det(G)", _loop(np.linalg.det, (G64, 2)))
+        case("slogdet_log", "l$", _loop(lambda a: np.linalg.slogdet(a)[1], (G64, 2)),
+             ["s$, l$ = slogdet(G)"])
+        case("eigh_w", "w$", _loop(lambda a: np.linalg.eigh(a)[0], (E64, 2)),
+             ["w$, v$ = eigh(E)"])
+        case("eigh_rebuild", "matmul(mul(v$, expand_dims(w$, axis=1)), transpose(v$, axes=[0, 2, 1]))",
+             E64, ["w$, v$ = eigh(E)"])
+        # log(diag(L)) summed per block: the log-determinant of a batch of Cholesky factors
+        # fused programs with core ops (fused.h), run block by block of the batch: elementwise
+        # work after a product and a factorization, before one, and two core ops in a row
+        case("fused_matmul_bias_tanh", "fused{tanh(add(matmul(%0, %1), %2))}(G, G, b)",
+             np.tanh(G64 @ G64 + f64(b1)))
+        case("fused_exp_cholesky", "fused{exp(cholesky(%0))}(A)",
+             np.exp(_loop(np.linalg.cholesky, (A64, 2))))
+        case("fused_cholesky_scaled", "fused{cholesky(mul(%0, 2.0))}(A)",
+             _loop(np.linalg.cholesky, (2 * A64, 2)))
+        case("fused_inv_cholesky", "fused{inv(cholesky(%0))}(A)",
+             _loop(lambda a: np.linalg.inv(np.linalg.cholesky(a)), (A64, 2)))
+        # 2 sum(log(diag(L))): the log-determinant of each block from its Cholesky factor
+        case("logdet_chol", "mul(2.0, sum(log(add(mul(L$, I$), sub(1.0, I$))), axis=[2, 3]))",
+             _loop(lambda a: np.linalg.slogdet(a)[1], (A64, 2)),
+             ["L$ = cholesky(A)", 'I$ = eye(n=%d, dtype="%s")' % (n, dt)])
 
 
 def _as_tg(a):

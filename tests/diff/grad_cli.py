@@ -160,6 +160,46 @@ func main(X: f64[4,4], C: f64[4,4]) {
      lambda v: (lambda w, vv: np.sum(w * np.array([0.0, 1.5, 3, 4.5])) + np.sum(vv * vv * v["C"])
                 + np.sum(w ** 2))(*np.linalg.eigh(0.1 * (v["X"] + v["X"].T)
                                                   + np.diag([0.0, 1.5, 3, 4.5]))), ["X"]),
+    # the same ops over batches (Blockwise): batch dimensions broadcast (a missing one, a
+    # static 1), so the gradients of the broadcast operands sum over them
+    ("batched_cholesky_logdet", """
+func main(X: f64[2,3,4,4], G: f64[3,4,4], b: f64[4], B: f64[1,3,4,2]) {
+  A = add(matmul(X, transpose(X, axes=[0, 1, 3, 2])), mul(4, eye(n=4)))
+  L = cholesky(A)
+  I = eye(n=4)
+  ld = sum(log(add(mul(L, I), sub(1.0, I))), axis=[2, 3])
+  x = cho_solve(L, b)
+  y = solve(add(G, mul(4, eye(n=4))), B)
+  z = solve_triangular(L, B, lower=true, trans=1)
+  loss = add(add(sum(mul(ld, ld)), sum(mul(x, x))), add(sum(mul(y, y)), sum(z)))
+  gX, gG, gb, gB = grad(loss, X, G, b, B)
+  return loss, gX, gG, gb, gB
+}""", {"X": (2, 3, 4, 4), "G": (3, 4, 4), "b": (4,), "B": (1, 3, 4, 2)},
+     lambda v: (lambda A, Gp: (
+         np.sum(np.log(np.diagonal(np.linalg.cholesky(A), axis1=-2, axis2=-1)).sum(-1) ** 2)
+         + sum(np.sum(np.linalg.solve(A[i, j], v["b"]) ** 2)
+               for i in range(2) for j in range(3))
+         + np.sum(np.linalg.solve(Gp, v["B"]) ** 2)
+         + sum(np.sum(np.linalg.solve(np.linalg.cholesky(A[i, j]).T, v["B"][0, j]))
+               for i in range(2) for j in range(3))))(
+        v["X"] @ np.swapaxes(v["X"], -1, -2) + 4 * np.eye(4), v["G"] + 4 * np.eye(4)),
+     ["X", "G", "b", "B"]),
+    ("batched_inv_det_eigh", """
+func main(X: f64[3,3,3], Y: f64[1,3,3]) {
+  A = add(X, mul(3, eye(n=3)))
+  s, l = slogdet(A)
+  D = const(value=[0.0, 1.5, 3.0], dtype="f64")
+  S = add(mul(0.1, add(Y, transpose(Y, axes=[0, 2, 1]))), mul(eye(n=3), D))
+  w, v = eigh(add(S, mul(0.01, A)))
+  loss = add(add(sum(mul(s, l)), sum(det(A))), add(sum(inv(A)), sum(mul(w, w))))
+  gX, gY = grad(loss, X, Y)
+  return loss, gX, gY
+}""", {"X": (3, 3, 3), "Y": (1, 3, 3)},
+     lambda v: (lambda A, S: np.sum(np.prod(np.linalg.slogdet(A), axis=0)) + np.sum(np.linalg.det(A))
+                + np.sum(np.linalg.inv(A)) + np.sum(np.linalg.eigh(S + 0.01 * A)[0] ** 2))(
+        v["X"] + 3 * np.eye(3),
+        0.1 * (v["Y"] + np.swapaxes(v["Y"], -1, -2)) + np.eye(3) * np.array([0.0, 1.5, 3.0])),
+     ["X", "Y"]),
     ("cumulative_and_sorting", """
 func main(x: f64[4,6], w: f64[4,6]) {
   a = sum(mul(cumsum(x, axis=1), w))

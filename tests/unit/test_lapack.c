@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "ops_testutil.h"
+#include "ops/blockwise.h"
 
 #define F32 TG_DT_F32
 #define F64 TG_DT_F64
@@ -187,6 +188,37 @@ static void test_promote(void **state) {
     tg_graph_free(g);
 }
 
+static void test_signature(void **state) {
+    (void)state;
+    tg_bw_sig sig;
+    assert_true(tg_bw_parse("(m?,n),(n,p?)->(m?,p?)", &sig));
+    assert_int_equal(sig.nin, 2);
+    assert_int_equal(sig.nout, 1);
+    assert_int_equal(sig.nnames, 3);
+    assert_int_equal(sig.rank[0], 2);
+    assert_int_equal(sig.opt[0], 1u);
+    assert_int_equal(sig.opt[1], 2u);
+    assert_int_equal(sig.dim[1][0], sig.dim[0][1]);
+    assert_true(tg_bw_parse("(m,m)->(),()", &sig));
+    assert_int_equal(sig.nout, 2);
+    assert_int_equal(sig.rank[1], 0);
+    const char *bad[] = {"", "(m,m)", "(m,m)->", "(m,,m)->()", "(m)->(m)x", "(M)->()"};
+    for (size_t i = 0; i < TG_COUNTOF(bad); i++) assert_false(tg_bw_parse(bad[i], &sig));
+    /* optional names: a 1-d b of solve is a vector (n absent), a 2-d one a matrix */
+    int core[3], bad_in;
+    uint32_t absent;
+    assert_true(tg_bw_parse(tg_op_solve.signature, &sig));
+    assert_true(tg_bw_core_ranks(&sig, (const int[]){3, 1}, core, &absent, &bad_in));
+    assert_int_equal(core[0], 2);
+    assert_int_equal(core[1], 1);
+    assert_int_equal(core[2], 1);
+    assert_true(tg_bw_core_ranks(&sig, (const int[]){2, 3}, core, &absent, &bad_in));
+    assert_int_equal(core[1], 2);
+    assert_int_equal(core[2], 2);
+    assert_false(tg_bw_core_ranks(&sig, (const int[]){1, 1}, core, &absent, &bad_in));
+    assert_int_equal(bad_in, 0);
+}
+
 static void test_infer(void **state) {
     (void)state;
     const tg_aval st0[] = {AV_BOOL(0), AV_INT(0), AV_BOOL(0)};
@@ -199,19 +231,39 @@ static void test_infer(void **state) {
     CHECK_INFER(tg_op_solve, NULL, "f64[3,?]", TY(F64, 3, Q), TY(F64, Q, Q));
     CHECK_INFER(tg_op_solve_triangular, st0, "f32[2,5]", TY(F32, 2, 2), TY(F32, 2, 5));
     CHECK_INFER(tg_op_cho_solve, LOWER, "f64[4,1]", TY(F64, 4, 4), TY(F64, 4, 1));
-    CHECK_INFER_FAIL(tg_op_cholesky, LOWER, TG_ESHAPE, "expected a square matrix, got f64[3,4]",
+    CHECK_INFER_FAIL(tg_op_cholesky, LOWER, TG_ESHAPE,
+                     "core shape [3,4] of input 0 does not match the signature (m,m)->(m,m): m "
+                     "is 3 and 4",
                      TY(F64, 3, 4));
-    CHECK_INFER_FAIL(tg_op_eigh, LOWER, TG_ESHAPE, "expected a 2-d matrix, got f64[3]", TY(F64, 3));
-    CHECK_INFER_FAIL(tg_op_det, NULL, TG_ESHAPE, "expected a 2-d matrix, got f32[2,2,2]",
-                     TY(F32, 2, 2, 2));
-    CHECK_INFER_FAIL(tg_op_solve, NULL, TG_ESHAPE, "f64[3,3] and f64[4] do not align (3 != 4)",
+    CHECK_INFER_FAIL(tg_op_eigh, LOWER, TG_ESHAPE,
+                     "input 0 (f64[3]) has 1 dimensions, fewer than its core in the signature "
+                     "(m,m)->(m),(m,m)",
+                     TY(F64, 3));
+    CHECK_INFER_FAIL(tg_op_det, NULL, TG_ESHAPE, "core shape [2,3] of input 0", TY(F32, 2, 2, 3));
+    CHECK_INFER_FAIL(tg_op_solve, NULL, TG_ESHAPE,
+                     "core shapes [3,3] (input 0) and [4] (input 1) do not match the signature "
+                     "(m,m),(m,n?)->(m,n?): m is 3 and 4",
                      TY(F64, 3, 3), TY(F64, 4));
-    CHECK_INFER_FAIL(tg_op_solve, NULL, TG_ESHAPE, "f64[?,3] and f64[2,5] do not align",
+    CHECK_INFER_FAIL(tg_op_solve, NULL, TG_ESHAPE, "core shapes [?,3] (input 0) and [2,5]",
                      TY(F64, Q, 3), TY(F64, 2, 5));
-    CHECK_INFER_FAIL(tg_op_cho_solve, LOWER, TG_ESHAPE, "must be 1-d or 2-d, got f64[3,3,1]",
-                     TY(F64, 3, 3), TY(F64, 3, 3, 1));
-    CHECK_INFER_FAIL(tg_op_solve, NULL, TG_ESHAPE, "expected a square matrix, got f64[3,2]",
-                     TY(F64, 3, 2), TY(F64, 3));
+    CHECK_INFER_FAIL(tg_op_solve, NULL, TG_ESHAPE, "core shape [3,2] of input 0", TY(F64, 3, 2),
+                     TY(F64, 3));
+    /* batches: NumPy 2's rule (b is a vector only when 1-d), broadcasting, '?' */
+    CHECK_INFER(tg_op_cholesky, LOWER, "f64[5,3,3]", TY(F64, 5, 3, 3));
+    CHECK_INFER(tg_op_cholesky, LOWER, "f64[?,2,3,3]", TY(F64, Q, 2, 3, 3));
+    CHECK_INFER(tg_op_det, NULL, "f64[2,7]", TY(F64, 2, 7, 4, 4));
+    CHECK_INFER(tg_op_solve, NULL, "f64[5,3]", TY(F64, 5, 3, 3), TY(F64, 3));
+    CHECK_INFER(tg_op_solve, NULL, "f64[5,3,2]", TY(F64, 5, 3, 3), TY(F64, 3, 2));
+    CHECK_INFER(tg_op_solve, NULL, "f64[4,5,3,2]", TY(F64, 1, 5, 3, 3), TY(F64, 4, 1, 3, 2));
+    CHECK_INFER(tg_op_cho_solve, LOWER, "f64[3,3,1]", TY(F64, 3, 3), TY(F64, 3, 3, 1));
+    CHECK_INFER(tg_op_solve_triangular, st0, "f64[6,2,2]", TY(F64, Q, 2, 2), TY(F64, 6, 2, 2));
+    CHECK_INFER_FAIL(tg_op_solve, NULL, TG_ESHAPE,
+                     "the batch dimensions of f64[5,3,3], f64[4,3,2] do not broadcast "
+                     "(cannot broadcast f64[5] with f64[4])",
+                     TY(F64, 5, 3, 3), TY(F64, 4, 3, 2));
+    /* a b of shape [B, m] is a stack of matrices [B, m] (NumPy 2), not of vectors */
+    CHECK_INFER_FAIL(tg_op_solve, NULL, TG_ESHAPE, "core shapes [3,3] (input 0) and [5,3]",
+                     TY(F64, 5, 3, 3), TY(F64, 5, 3));
     const tg_aval st3[] = {AV_BOOL(0), AV_INT(3), AV_BOOL(0)};
     CHECK_INFER_FAIL(tg_op_solve_triangular, st3, TG_EINVAL, "trans must be 0", TY(F64, 2, 2),
                      TY(F64, 2));
@@ -727,6 +779,210 @@ static void test_grad_eigh(void **state) {
     }
 }
 
+/* ---- batches (Blockwise) ---- */
+
+/* nb matrices n x n stacked as [nb, n, n]: symmetric positive definite (kind 0), general
+ * (1) or symmetric with separated eigenvalues (2), each from its own seed. */
+static tg_tensor *stack(uint64_t seed, tg_dtype dt, int nb, int n, int kind) {
+    double v[6 * NMAX * NMAX];
+    assert_true(nb <= 6);
+    for (int b = 0; b < nb; b++) {
+        double *m = v + b * n * n;
+        if (kind == 0)
+            spd_mat(seed + (uint64_t)b, n, m);
+        else if (kind == 1)
+            random_mat(seed + (uint64_t)b, n, n, m);
+        else
+            sym_mat(seed + (uint64_t)b, n, m);
+    }
+    return mk_tensor(dt, 3, (const int64_t[]){nb, n, n}, v);
+}
+
+/* Block b (along axis 0) of t, copied contiguous, one dimension less. */
+static tg_tensor *block(const tg_tensor *t, int64_t b) {
+    int64_t per = tg_tensor_size(t) / t->shape[0];
+    double v[6 * NMAX * NMAX];
+    for (int64_t e = 0; e < per; e++) v[e] = tg_tensor_get_f64(t, b * per + e);
+    return mk_tensor(t->dtype, t->ndim - 1, t->shape + 1, v);
+}
+
+static void expect_same(const tg_tensor *x, const tg_tensor *y, const char *what) {
+    assert_int_equal(tg_tensor_size(x), tg_tensor_size(y));
+    for (int64_t e = 0; e < tg_tensor_size(x); e++)
+        if (tg_tensor_get_f64(x, e) != tg_tensor_get_f64(y, e)) {
+            print_error("%s: element %lld: %.17g != %.17g\n", what, (long long)e,
+                        tg_tensor_get_f64(x, e), tg_tensor_get_f64(y, e));
+            fail();
+        }
+}
+
+/* Every op on a batch of 4 equals the op on each block, bit for bit, on one thread and
+ * split over a pool of 3; b broadcasts (a 1-d b against every block, and a batch of
+ * right-hand sides against one matrix). */
+static void test_batched(void **state) {
+    (void)state;
+    tg_pool *pool = tg_pool_new(NULL, 3);
+    assert_non_null(pool);
+    for (int t = 0; t < 2; t++) {
+        tg_dtype dt = t ? F32 : F64;
+        const int nb = 4, n = 5;
+        tg_tensor *A = stack(100, dt, nb, n, 0), *G = stack(200, dt, nb, n, 1);
+        tg_tensor *S = stack(300, dt, nb, n, 2), *b1 = rhs(400, dt, n, 0);
+        tg_tensor *B = stack(500, dt, nb, n, 1); /* a batch of n x n right-hand sides */
+        const tg_aval st0[] = {AV_BOOL(1), AV_INT(1), AV_BOOL(0)};
+        struct {
+            const tg_op_def *op;
+            const tg_aval *attrs;
+            tg_tensor *in[2];
+            int nin;
+            bool bcast; /* input 1 is the same for every block */
+        } cases[] = {
+            {&tg_op_cholesky, LOWER, {A}, 1, false},
+            {&tg_op_inv, NULL, {G}, 1, false},
+            {&tg_op_det, NULL, {G}, 1, false},
+            {&tg_op_slogdet, NULL, {G}, 1, false},
+            {&tg_op_eigh, LOWER, {S}, 1, false},
+            {&tg_op_solve, NULL, {G, b1}, 2, true},
+            {&tg_op_solve, NULL, {G, B}, 2, false},
+            {&tg_op_solve_triangular, st0, {G, b1}, 2, true},
+            {&tg_op_cho_solve, LOWER, {A, B}, 2, false},
+        };
+        for (size_t c = 0; c < TG_COUNTOF(cases); c++) {
+            const tg_op_def *op = cases[c].op;
+            tg_tensor *one[TG_MAX_OUTS] = {0}, *split[TG_MAX_OUTS] = {0};
+            char msg[512];
+            assert_int_equal(run_multi(op, cases[c].in, cases[c].nin, cases[c].attrs, one, msg),
+                             TG_OK);
+            /* the same through a pool (tg_kern.pool): the blocks split over 3 threads */
+            tg_type tin[2], touts[TG_MAX_OUTS];
+            for (int i = 0; i < cases[c].nin; i++)
+                tg_type_of_tensor(&(tg_type){0}, cases[c].in[i], &tin[i]);
+            tg_infer ic = {.op = op,
+                           .in = tin,
+                           .nin = cases[c].nin,
+                           .attrs = cases[c].attrs,
+                           .out = touts,
+                           .nout = op->nout,
+                           .runtime = true};
+            assert_int_equal(op->infer(&ic), TG_OK);
+            for (int o = 0; o < op->nout; o++)
+                split[o] =
+                    tg_tensor_new(NULL, (tg_dtype)touts[o].dtype, touts[o].ndim, touts[o].shape);
+            tg_kern k = {.ctx = tg_ctx_default(),
+                         .attrs = cases[c].attrs,
+                         .in = cases[c].in,
+                         .nin = cases[c].nin,
+                         .out = split,
+                         .nout = op->nout,
+                         .out_type = touts,
+                         .pool = pool};
+            assert_int_equal(op->ref(&k), TG_OK);
+            for (int o = 0; o < op->nout; o++) {
+                assert_int_equal(one[o]->shape[0], nb);
+                expect_same(one[o], split[o], op->name);
+            }
+            for (int b = 0; b < nb; b++) {
+                tg_tensor *bin[2] = {block(cases[c].in[0], b), NULL}, *bout[TG_MAX_OUTS] = {0};
+                if (cases[c].nin == 2)
+                    bin[1] = cases[c].bcast ? cases[c].in[1] : block(cases[c].in[1], b);
+                assert_int_equal(run_multi(op, bin, cases[c].nin, cases[c].attrs, bout, msg),
+                                 TG_OK);
+                for (int o = 0; o < op->nout; o++) {
+                    tg_tensor *ob = block(one[o], b);
+                    expect_same(ob, bout[o], op->name);
+                    tg_tensor_free(ob);
+                    tg_tensor_free(bout[o]);
+                }
+                tg_tensor_free(bin[0]);
+                if (cases[c].nin == 2 && !cases[c].bcast) tg_tensor_free(bin[1]);
+            }
+            free_all(one, op->nout);
+            free_all(split, op->nout);
+        }
+        /* a failing block is named by its batch index, the lowest one whatever the split */
+        tg_tensor *bad = stack(100, dt, nb, n, 0);
+        for (int b = 1; b < nb; b += 2) /* a negative first pivot */
+            tg_store_f64((char *)tg_tensor_data(bad) + (size_t)b * n * n * tg_dtype_size(dt), dt,
+                         -1.0);
+        expect_fail(&tg_op_cholesky, &bad, 1, LOWER, TG_EINVAL,
+                    "batch element [1]: the matrix is not positive definite (its leading minor "
+                    "of order 1 is not)");
+        tg_tensor *bout[1] = {tg_tensor_new(NULL, dt, 3, bad->shape)};
+        tg_type tb[1];
+        tg_type_of_tensor(&(tg_type){0}, bad, &tb[0]);
+        tg_kern k = {.ctx = tg_ctx_default(),
+                     .attrs = LOWER,
+                     .in = &bad,
+                     .nin = 1,
+                     .out = bout,
+                     .nout = 1,
+                     .out_type = tb,
+                     .pool = pool};
+        assert_int_equal(tg_op_cholesky.ref(&k), TG_EINVAL);
+        assert_non_null(strstr(k.msg, "batch element [1]:"));
+        tg_tensor_free(bout[0]);
+        tg_tensor_free(bad);
+        tg_tensor *ins[] = {A, G, S, b1, B};
+        free_all(ins, 5);
+    }
+    tg_pool_free(pool);
+}
+
+/* Gradients through batches, with batch dimensions broadcast (summed back). */
+static void test_grad_batched(void **state) {
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        tg_dtype dt = t ? F32 : F64;
+        tg_graph *g = graph();
+        tg_var *a = tg_input(g, "a", dt, 3, (const int64_t[]){3, 4, 4});
+        check_grad(g, op1(g, "cholesky", a, NULL, 0), (tg_tensor *[]){stack(600, dt, 3, 4, 0)}, 1,
+                   "batched cholesky");
+        /* k 0: one matrix, a batch of right-hand sides (gA sums over the batch); k 1: a
+           batch of matrices, one 1-d right-hand side (gb sums) */
+        for (int k = 0; k < 2; k++) {
+            const char *ops[] = {"solve", "cho_solve", "solve_triangular"};
+            for (int o = 0; o < 3; o++) {
+                tg_graph *g2 = graph();
+                tg_var *x, *y;
+                tg_tensor *in[2];
+                if (k == 0) {
+                    x = tg_input(g2, "a", dt, 2, (const int64_t[]){4, 4});
+                    y = tg_input(g2, "b", dt, 3, (const int64_t[]){2, 4, 4});
+                    in[0] = general(610, dt, 4);
+                    in[1] = stack(620, dt, 2, 4, 1);
+                } else {
+                    x = tg_input(g2, "a", dt, 3, (const int64_t[]){2, 4, 4});
+                    y = tg_input(g2, "b", dt, 1, (const int64_t[]){4});
+                    in[0] = stack(630, dt, 2, 4, 1);
+                    in[1] = rhs(640, dt, 4, 0);
+                }
+                check_grad(g2, op2(g2, ops[o], x, y, NULL, 0), in, 2, ops[o]);
+            }
+        }
+        g = graph();
+        a = tg_input(g, "a", dt, 3, (const int64_t[]){2, 3, 3});
+        check_grad(g, op1(g, "det", a, NULL, 0), (tg_tensor *[]){stack(650, dt, 2, 3, 1)}, 1,
+                   "batched det");
+        g = graph();
+        a = tg_input(g, "a", dt, 3, (const int64_t[]){2, 3, 3});
+        check_grad(g, op1(g, "inv", a, NULL, 0), (tg_tensor *[]){stack(660, dt, 2, 3, 1)}, 1,
+                   "batched inv");
+        for (int o = 0; o < 2; o++) {
+            g = graph();
+            a = tg_input(g, "a", dt, 3, (const int64_t[]){2, 4, 4});
+            tg_var *outs[2];
+            int nout = 2;
+            assert_int_equal(tg_apply_multi(g, o ? "eigh" : "slogdet", &a, 1, NULL, 0, outs, &nout),
+                             TG_OK);
+            tg_tensor *m = stack(670, dt, 2, 4, o ? 2 : 1);
+            for (int64_t e = 0; e < tg_tensor_size(m) && o && t; e++) /* as test_grad_eigh */
+                tg_store_f64((char *)tg_tensor_data(m) + e * 4, dt, tg_tensor_get_f64(m, e) / 6.0);
+            check_grad(g, o ? outs[0] : outs[1], (tg_tensor *[]){m}, 1,
+                       o ? "batched eigh" : "batched slogdet");
+        }
+    }
+}
+
 /* ---- backends ---- */
 
 /* Every op in one graph, run by the reference interpreter, the VM and the C JIT: the
@@ -781,12 +1037,14 @@ static void test_backends(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_promote),      cmocka_unit_test(test_infer),
-        cmocka_unit_test(test_known_values), cmocka_unit_test(test_random_vs_c),
-        cmocka_unit_test(test_large),        cmocka_unit_test(test_empty),
-        cmocka_unit_test(test_failures),     cmocka_unit_test(test_grad_cholesky),
-        cmocka_unit_test(test_grad_solvers), cmocka_unit_test(test_grad_inv_det),
-        cmocka_unit_test(test_grad_eigh),    cmocka_unit_test(test_backends),
+        cmocka_unit_test(test_promote),       cmocka_unit_test(test_signature),
+        cmocka_unit_test(test_infer),         cmocka_unit_test(test_known_values),
+        cmocka_unit_test(test_random_vs_c),   cmocka_unit_test(test_large),
+        cmocka_unit_test(test_empty),         cmocka_unit_test(test_failures),
+        cmocka_unit_test(test_grad_cholesky), cmocka_unit_test(test_grad_solvers),
+        cmocka_unit_test(test_grad_inv_det),  cmocka_unit_test(test_grad_eigh),
+        cmocka_unit_test(test_batched),       cmocka_unit_test(test_grad_batched),
+        cmocka_unit_test(test_backends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -519,7 +519,7 @@ static void test_views(void **state) {
     tg_type tout[2] = {n->out[0]->type, n->out[1]->type};
     spy s = {.base = {.run_ranks = spy_ranks}};
     char msg[256];
-    assert_int_equal(tg_kern_call(NULL, n, in, tout, out, &s.base, msg, sizeof msg), TG_OK);
+    assert_int_equal(tg_kern_call(NULL, n, in, tout, out, &s.base, NULL, msg, sizeof msg), TG_OK);
     assert_int_equal(s.nrank, 4);
     for (int r = 0; r < 4; r++) {
         /* rank r reads column r of xs in place, and w itself */

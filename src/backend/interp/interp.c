@@ -91,7 +91,7 @@ static tg_status eval_node(tg_ctx *ctx, const tg_graph *g, const tg_node *n, con
     char where[256], msg[512];
     for (int o = 0; o < n->nout; o++) vout[o] = NULL;
     tg_status st = tg_node_infer(n, tin, NULL, tout, msg, sizeof msg);
-    if (st == TG_OK) st = tg_kern_run(ctx, n, vin, tout, vout, sub, msg, sizeof msg);
+    if (st == TG_OK) st = tg_kern_run(ctx, n, vin, tout, vout, sub, NULL, msg, sizeof msg);
     if (st != TG_OK) {
         node_where(g, n, where, sizeof where);
         return tg_set_error(st, "%s: %s", where, msg);

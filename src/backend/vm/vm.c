@@ -440,7 +440,7 @@ tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_te
         memset(tg_tensor_data(t), 0, (size_t)tg_tensor_size(t) * tg_dtype_size(t->dtype));
     }
     char msg[512];
-    st = tg_kern_call(ctx, n, vin, tout, vout, ln->sub, msg, sizeof msg);
+    st = tg_kern_call(ctx, n, vin, tout, vout, ln->sub, ln->pool, msg, sizeof msg);
     if (st != TG_OK) {
         for (int o = 0; o < n->nout && self; o++) tg_tensor_free(vout[o]);
         return tg_plan_node_fail(g, n, st, msg);
@@ -662,7 +662,7 @@ static tg_status run_dynamic(vm_rep *R, int i) {
     char msg[512];
     tg_status st = tg_node_infer(n, tin, NULL, tout, msg, sizeof msg);
     if (st != TG_OK) return node_fail(vm, n, st, msg);
-    st = tg_kern_run(vm->ctx, n, vin, tout, vout, vm->pg.sub, msg, sizeof msg);
+    st = tg_kern_run(vm->ctx, n, vin, tout, vout, vm->pg.sub, R->base.pool, msg, sizeof msg);
     if (st != TG_OK) return node_fail(vm, n, st, msg);
     for (int o = 0; o < n->nout; o++) {
         int v = n->out[o]->id;

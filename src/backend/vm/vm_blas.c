@@ -685,6 +685,22 @@ typedef struct batch_job {
     int64_t nbatch, cstride;                  /* batches, and C's elements per batch */
 } batch_job;
 
+/* Whether a batched product is one product with the batch folded into the rows of A and
+ * C: b the same for every batch (broadcast), a stored row by row (not transposed) with
+ * each batch's rows right after the previous batch's (C is contiguous). A[b, M, K] @
+ * B[K, N] is then one gemm of b * M rows, which splits over the pool by rows like any
+ * other, instead of b small ones. */
+static bool fold_rows(const batch_job *B) {
+    if (B->g.A.trans) return false;
+    int64_t want = B->g.M * B->g.A.ld; /* elements from one batch's rows to the next */
+    for (int t = B->nbat - 1; t >= 0; t--) {
+        if (B->bshape[t] == 1) continue;
+        if (B->sb[t] != 0 || B->sa[t] != want) return false;
+        want *= B->bshape[t];
+    }
+    return true;
+}
+
 static void batch_range(const batch_job *B, int64_t lo, int64_t hi) {
     int64_t es = B->g.f64 ? 8 : 4;
     for (int64_t e = lo; e < hi; e++) {
@@ -835,6 +851,10 @@ tg_status tg_vm_exec_blas(vm_exec *e) {
     B.g.alpha = 1.0;
     B.g.beta = 0.0;
     B.cstride = M * N;
+    if (B.nbatch > 1 && fold_rows(&B)) { /* one product: the batch folded into the rows */
+        B.g.M = M * B.nbatch;
+        B.nbatch = 1;
+    }
     if (B.nbatch == 1 || B.nbat == 0) {
         gemm_run(&B.g, e->pool, nth, ws, ws_left(e, ws));
     } else if (nth > 1 && B.nbatch >= nth &&
