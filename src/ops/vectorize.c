@@ -50,8 +50,9 @@ tg_var *tg_batch_pad(tg_batch *b, tg_var *x, int ncore) {
 tg_var *tg_batch_spread(tg_batch *b, tg_var *x) {
     tg_var *ins[TG_MAX_DIMS + 2];
     if (!x || x->type.ndim + 1 > TG_MAX_DIMS)
-        return x ? tg_ir_fail(b->g, TG_ELIMIT, "vectorize: a batched value would have more than "
-                                               "%d dimensions",
+        return x ? tg_ir_fail(b->g, TG_ELIMIT,
+                              "vectorize: a batched value would have more than "
+                              "%d dimensions",
                               TG_MAX_DIMS)
                  : NULL;
     ins[0] = x;
@@ -80,8 +81,8 @@ tg_status tg_batch_refuse(tg_batch *b, const tg_node *n, const char *why) {
     if (n->line > 0)
         snprintf(at, sizeof at, " at %s:%d:%d", b->fn->file ? b->fn->file : "<input>", n->line,
                  n->col);
-    tg_ir_fail(b->g, TG_EUNSUPPORTED, "vectorize: %s%s in '%s': %s",
-               tg_op_table[n->op]->name, at, b->fn->name, why);
+    tg_ir_fail(b->g, TG_EUNSUPPORTED, "vectorize: %s%s in '%s': %s", tg_op_table[n->op]->name, at,
+               b->fn->name, why);
     return b->g->status;
 }
 
@@ -126,8 +127,10 @@ static tg_status batch_core(tg_batch *b, const tg_node *n, tg_var *const *in, co
         int dims = 0;
         bool any = false;
         for (s++; *s && *s != ')'; s++) {
-            if (*s == ',') dims++;
-            else if (*s != ' ') any = true;
+            if (*s == ',')
+                dims++;
+            else if (*s != ' ')
+                any = true;
         }
         core[nsig++] = any ? dims + 1 : 0;
         if (!*s) break;
@@ -234,7 +237,8 @@ static bool fits(const tg_batch *b, const tg_var *x, const tg_type *t, bool batc
     if (batched && b->size >= 0 && x->type.shape[0] >= 0 && x->type.shape[0] != b->size)
         return false;
     for (int d = 0; d < t->ndim; d++)
-        if (t->shape[d] >= 0 && x->type.shape[d + off] >= 0 && t->shape[d] != x->type.shape[d + off])
+        if (t->shape[d] >= 0 && x->type.shape[d + off] >= 0 &&
+            t->shape[d] != x->type.shape[d + off])
             return false;
     return true;
 }
@@ -382,13 +386,15 @@ static tg_status check_arg(tg_graph *g, const tg_graph *f, int i, const tg_var *
     return g->status;
 }
 
-tg_status tg_vectorize(tg_graph *g, tg_graph *f, tg_var *const *args, int nargs,
-                              const int *in_axes, const int *out_axes, tg_var **outs,
-                              int *nouts) {
+tg_status tg_vectorize(tg_graph *g, tg_graph *f, tg_var *const *args, int nargs, const int *in_axes,
+                       const int *out_axes, tg_var **outs, int *nouts) {
     if (!g) return tg_set_error(TG_EINVAL, "tg_vectorize: graph is NULL");
     if (g->status != TG_OK) return g->status;
     if (!f || !nouts || !outs || nargs < 0 || (nargs > 0 && !args))
-        return tg_ir_fail(g, TG_EINVAL, "tg_vectorize: %s", !f ? "function is NULL" : !nouts || !outs ? "outs or nouts is NULL" : "bad arguments"),
+        return tg_ir_fail(g, TG_EINVAL, "tg_vectorize: %s",
+                          !f                ? "function is NULL"
+                          : !nouts || !outs ? "outs or nouts is NULL"
+                                            : "bad arguments"),
                g->status;
     if (f->ctx != g->ctx)
         return tg_ir_fail(g, TG_EINVAL, "vectorize: '%s' belongs to another context", f->name),
@@ -402,22 +408,27 @@ tg_status tg_vectorize(tg_graph *g, tg_graph *f, tg_var *const *args, int nargs,
                           at),
                g->status;
     if (f->inputs.n != nargs)
-        return tg_ir_fail(g, TG_EINVAL, "vectorize: %s%s takes %d argument%s, got %d", f->name,
-                          at, f->inputs.n, f->inputs.n == 1 ? "" : "s", nargs),
+        return tg_ir_fail(g, TG_EINVAL, "vectorize: %s%s takes %d argument%s, got %d", f->name, at,
+                          f->inputs.n, f->inputs.n == 1 ? "" : "s", nargs),
                g->status;
     if (f->nret < 1 || f->nret > *nouts || f->nret > TG_MAX_OUTS)
         return tg_ir_fail(g, TG_ELIMIT, "vectorize: %s%s returns %d values; room for %d", f->name,
                           at, f->nret, *nouts < TG_MAX_OUTS ? *nouts : TG_MAX_OUTS),
                g->status;
     for (int i = 0; i < nargs; i++)
-        if (!args[i]) return tg_ir_fail(g, TG_EINVAL, "vectorize: argument %d is NULL", i + 1),
-                      g->status;
+        if (!args[i])
+            return tg_ir_fail(g, TG_EINVAL, "vectorize: argument %d is NULL", i + 1), g->status;
     tg_batch b = {.g = g, .size = -1, .fn = f};
     tg_var *x[TG_MAX_OUTS], *y[TG_MAX_OUTS];
     bool bx[TG_MAX_OUTS], by[TG_MAX_OUTS];
     if (nargs > TG_MAX_OUTS)
         return tg_ir_fail(g, TG_ELIMIT, "vectorize: at most %d arguments", TG_MAX_OUTS), g->status;
-    int first = -1, first_ax = 0;
+    int first = -1, first_ax = 0, mapped = 0;
+    for (int i = 0; i < nargs; i++) mapped += !in_axes || in_axes[i] != TG_AXIS_NONE;
+    if (mapped == 0)
+        return tg_ir_fail(g, TG_EINVAL,
+                          "vectorize: no input is mapped (every in_axes entry is none)"),
+               g->status;
     for (int i = 0; i < nargs; i++) {
         const tg_var *a = args[i], *p = f->inputs.items[i];
         int ax = in_axes ? in_axes[i] : 0, nd = a->type.ndim;
@@ -441,9 +452,8 @@ tg_status tg_vectorize(tg_graph *g, tg_graph *f, tg_var *const *args, int nargs,
             return tg_ir_fail(g, TG_ESHAPE,
                               "vectorize: input %d%s has extent %lld along its mapped axis %d, "
                               "but input %d%s has %lld along axis %d",
-                              first + 1, var_name(args[first], n0, sizeof n0),
-                              (long long)b.size, first_ax, i + 1, var_name(a, nm, sizeof nm),
-                              (long long)e, ax),
+                              first + 1, var_name(args[first], n0, sizeof n0), (long long)b.size,
+                              first_ax, i + 1, var_name(a, nm, sizeof nm), (long long)e, ax),
                    g->status;
         }
         if (first < 0 || (b.size < 0 && e >= 0)) {
@@ -454,10 +464,6 @@ tg_status tg_vectorize(tg_graph *g, tg_graph *f, tg_var *const *args, int nargs,
         x[i] = move_axis(g, args[i], ax, 0);
         if (!b.src || b.src->type.shape[0] < 0) b.src = x[i];
     }
-    if (first < 0)
-        return tg_ir_fail(g, TG_EINVAL, "vectorize: no input is mapped (every in_axes entry is "
-                                        "none)"),
-               g->status;
     if (g->status != TG_OK || tg_batch_body(&b, f, x, bx, y, by) != TG_OK) return g->status;
     for (int i = 0; i < f->nret; i++) {
         int ax = out_axes ? out_axes[i] : 0, nd = y[i]->type.ndim + !by[i];
