@@ -15,130 +15,8 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <math.h>
 
-#include "tgraph.h"
-
-#define N TG_AXIS_NONE
-
-static tg_ctx *ctx;
-
-static tg_tensor *rnd(int nd, const int64_t *shape, unsigned seed) {
-    int64_t n = 1;
-    for (int i = 0; i < nd; i++) n *= shape[i];
-    double *v = malloc(sizeof *v * (size_t)(n + 1));
-    for (int64_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        v[i] = ((double)((seed >> 8) % 20001) - 10000.0) / 7000.0;
-    }
-    tg_tensor *t = tg_tensor_from_data(ctx, TG_DT_F64, nd, shape, v);
-    free(v);
-    return t;
-}
-
-/* Slice b of t along axis (a view). */
-static tg_tensor *slice_at(const tg_tensor *t, int axis, int64_t b) {
-    int nd = tg_tensor_ndim(t);
-    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
-    for (int d = 0, o = 0; d < nd; d++) {
-        if (d == axis) continue;
-        shape[o] = tg_tensor_shape(t)[d];
-        strides[o++] = tg_tensor_strides(t)[d];
-    }
-    return tg_tensor_view(t, nd - 1, shape, strides,
-                          tg_tensor_offset(t) + b * tg_tensor_strides(t)[axis]);
-}
-
-static void expect_close(const tg_tensor *got, const tg_tensor *want, double tol) {
-    assert_int_equal(tg_tensor_ndim(got), tg_tensor_ndim(want));
-    for (int d = 0; d < tg_tensor_ndim(got); d++)
-        assert_int_equal(tg_tensor_shape(got)[d], tg_tensor_shape(want)[d]);
-    for (int64_t i = 0; i < tg_tensor_size(got); i++) {
-        double a = tg_tensor_get_f64(got, i), b = tg_tensor_get_f64(want, i);
-        if (fabs(a - b) > tol * (1 + fabs(b))) {
-            print_error("element %lld: %g, expected %g\n", (long long)i, a, b);
-            fail();
-        }
-    }
-}
-
-static tg_tensor **call(tg_graph *g, tg_mode mode, tg_tensor *const *in, int nin) {
-    tg_fn *fn = NULL;
-    tg_status st = tg_graph_compile(g, &TG_COMPILE_OPTS(.mode = mode, .nthreads = 1), &fn);
-    if (st != TG_OK) print_error("%s\n", tg_last_error());
-    assert_int_equal(st, TG_OK);
-    int nout = tg_graph_output_count(g);
-    tg_tensor **out = calloc((size_t)nout + 1, sizeof *out);
-    st = tg_fn_call(fn, in, nin, out, nout);
-    if (st != TG_OK) print_error("%s\n", tg_last_error());
-    assert_int_equal(st, TG_OK);
-    tg_fn_free(fn);
-    return out;
-}
-
-/* Vectorizes f over the tensors in (in_axes, out_axes; NULL: 0) in a new graph, runs it in
- * reference and VM modes, and compares each result with f called on each slice. Returns the
- * batched graph (the caller frees it). */
-static tg_graph *check_loop_as(tg_graph *f, tg_tensor *const *in, int nin, const int *in_axes,
-                               const int *out_axes, bool unknown) {
-    tg_graph *g = tg_graph_new(ctx, "main");
-    tg_var *args[16], *outs[16];
-    for (int i = 0; i < nin; i++) {
-        char nm[16];
-        snprintf(nm, sizeof nm, "a%d", i);
-        int64_t shape[TG_MAX_DIMS];
-        int nd = tg_tensor_ndim(in[i]), ax = in_axes ? in_axes[i] : 0;
-        for (int d = 0; d < nd; d++) shape[d] = tg_tensor_shape(in[i])[d];
-        if (unknown && ax != N) shape[ax < 0 ? ax + nd : ax] = TG_DIM_UNKNOWN;
-        args[i] = tg_input(g, nm, tg_tensor_dtype(in[i]), nd, shape);
-    }
-    int nouts = 16;
-    tg_status st = tg_vectorize(g, f, args, nin, in_axes, out_axes, outs, &nouts);
-    if (st != TG_OK) print_error("%s\n", tg_last_error());
-    assert_int_equal(st, TG_OK);
-    assert_int_equal(nouts, tg_graph_output_count(f));
-    assert_int_equal(tg_graph_set_outputs(g, outs, nouts), TG_OK);
-    int64_t B = -1;
-    for (int i = 0; i < nin; i++) {
-        int ax = in_axes ? in_axes[i] : 0;
-        if (ax == N) continue;
-        if (ax < 0) ax += tg_tensor_ndim(in[i]);
-        B = tg_tensor_shape(in[i])[ax];
-    }
-    tg_mode modes[2] = {TG_MODE_REFERENCE, TG_MODE_VM};
-    for (int m = 0; m < 2; m++) {
-        tg_tensor **got = call(g, modes[m], in, nin);
-        for (int64_t b = 0; b < B; b++) {
-            tg_tensor *sl[16];
-            for (int i = 0; i < nin; i++) {
-                int ax = in_axes ? in_axes[i] : 0;
-                if (ax != N && ax < 0) ax += tg_tensor_ndim(in[i]);
-                sl[i] = ax == N ? tg_tensor_dup(in[i]) : slice_at(in[i], ax, b);
-            }
-            tg_tensor **want = call(f, TG_MODE_REFERENCE, sl, nin);
-            for (int k = 0; k < nouts; k++) {
-                int ax = out_axes ? out_axes[k] : 0;
-                if (ax != N && ax < 0) ax += tg_tensor_ndim(got[k]);
-                tg_tensor *gk = ax == N ? tg_tensor_dup(got[k]) : slice_at(got[k], ax, b);
-                expect_close(gk, want[k], 1e-10);
-                tg_tensor_free(gk);
-                tg_tensor_free(want[k]);
-            }
-            free(want);
-            for (int i = 0; i < nin; i++) tg_tensor_free(sl[i]);
-        }
-        for (int k = 0; k < nouts; k++) tg_tensor_free(got[k]);
-        free(got);
-    }
-    return g;
-}
-
-static tg_graph *check_loop(tg_graph *f, tg_tensor *const *in, int nin, const int *in_axes,
-                            const int *out_axes) {
-    return check_loop_as(f, in, nin, in_axes, out_axes, false);
-}
-
-#define SH(...) (const int64_t[]){__VA_ARGS__}
+#include "vectorize_testutil.h"
 
 /* Elementwise ops broadcast, reductions and axis attributes shift; in_axes and out_axes
  * anywhere, negative too. */
@@ -174,8 +52,12 @@ static void test_products(void **state) {
     tg_var *a = tg_input(f, "a", TG_DT_F64, 1, SH(3));
     tg_var *B = tg_input(f, "B", TG_DT_F64, 2, SH(3, 2));
     tg_var *M = tg_input(f, "M", TG_DT_F64, 2, SH(2, 3));
-    tg_var *outs[] = {tg_matmul(f, a, B), tg_dot(f, M, a),   tg_matmul(f, M, B),
-                      tg_dot(f, a, a),    tg_outer(f, a, a), tg_dot(f, B, tg_dot(f, M, a)),
+    tg_var *outs[] = {tg_matmul(f, a, B),
+                      tg_dot(f, M, a),
+                      tg_matmul(f, M, B),
+                      tg_dot(f, a, a),
+                      tg_outer(f, a, a),
+                      tg_dot(f, B, tg_dot(f, M, a)),
                       tg_dot(f, a, tg_reduce(f, "sum", a, NULL, -1, false))};
     assert_int_equal(tg_graph_set_outputs(f, outs, 7), TG_OK);
     tg_tensor *in[3] = {rnd(2, SH(4, 3), 4), rnd(3, SH(3, 2, 4), 5), rnd(2, SH(2, 3), 6)};
@@ -184,7 +66,8 @@ static void test_products(void **state) {
     tg_graph_free(check_loop(f, in2, 3, (int[]){N, 0, 1}, (int[]){1, 0, 2, 0, -1, 0, 0}));
     tg_tensor *in3[3] = {rnd(2, SH(3, 4), 10), rnd(2, SH(3, 2), 11), rnd(3, SH(4, 2, 3), 12)};
     tg_graph_free(check_loop(f, in3, 3, (int[]){1, N, 0}, NULL));
-    for (int i = 0; i < 3; i++) tg_tensor_free(in[i]), tg_tensor_free(in2[i]), tg_tensor_free(in3[i]);
+    for (int i = 0; i < 3; i++)
+        tg_tensor_free(in[i]), tg_tensor_free(in2[i]), tg_tensor_free(in3[i]);
     tg_graph_free(f);
 }
 
@@ -304,7 +187,8 @@ static void test_calls_nested_pmap(void **state) {
     assert_int_equal(tg_graph_set_outputs(f, &r, 1), TG_OK);
     /* h(X: [4,3], c) = vectorize(f, X, c, in_axes=[0, none]) */
     tg_graph *h = tg_graph_new(ctx, "h");
-    tg_var *hx[2] = {tg_input(h, "X", TG_DT_F64, 2, SH(4, 3)), tg_input(h, "c", TG_DT_F64, 0, NULL)};
+    tg_var *hx[2] = {tg_input(h, "X", TG_DT_F64, 2, SH(4, 3)),
+                     tg_input(h, "c", TG_DT_F64, 0, NULL)};
     tg_var *hy;
     one = 1;
     assert_int_equal(tg_vectorize(h, f, hx, 2, (int[]){0, N}, NULL, &hy, &one), TG_OK);
@@ -315,8 +199,12 @@ static void test_calls_nested_pmap(void **state) {
     tg_graph *main = tg_graph_new(ctx, "main");
     tg_var *mx[2] = {tg_input(main, "X", TG_DT_F64, 3, SH(2, 4, 3)),
                      tg_input(main, "c", TG_DT_F64, 0, NULL)};
-    tg_attr pa[3] = {TG_A_FUNC("body", h), TG_A_STR("axis_name", "d"),
-                     {.name = "in_axes", .kind = TG_ATTR_INTS, .ints = SH(0, 0), .n = 2,
+    tg_attr pa[3] = {TG_A_FUNC("body", h),
+                     TG_A_STR("axis_name", "d"),
+                     {.name = "in_axes",
+                      .kind = TG_ATTR_INTS,
+                      .ints = SH(0, 0),
+                      .n = 2,
                       .none = (const bool[]){false, true}}};
     tg_var *py = tg_apply(main, "pmap", mx, 2, pa, 3);
     assert_non_null(py);
@@ -371,7 +259,11 @@ static void test_errors(void **state) {
         tg_status st;
         const char *msg;
     } cases[] = {
-        {SH(4, 3), SH(3, 5), {0, 1}, {0}, TG_ESHAPE,
+        {SH(4, 3),
+         SH(3, 5),
+         {0, 1},
+         {0},
+         TG_ESHAPE,
          "vectorize: input 1 'xs' has extent 4 along its mapped axis 0, but input 2 'ys' has 5 "
          "along axis 1"},
         {SH(4, 3), SH(3, 5), {2, 1}, {0}, TG_EINVAL, "in_axes[0] = 2 is out of range"},
@@ -416,10 +308,10 @@ static void test_errors(void **state) {
 int main(void) {
     ctx = tg_ctx_default();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_elemwise_and_axes),   cmocka_unit_test(test_products),
-        cmocka_unit_test(test_shape_ops),           cmocka_unit_test(test_per_example_gradients),
-        cmocka_unit_test(test_grad_of_vectorized),  cmocka_unit_test(test_calls_nested_pmap),
-        cmocka_unit_test(test_unbatched_outputs),   cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_elemwise_and_axes),  cmocka_unit_test(test_products),
+        cmocka_unit_test(test_shape_ops),          cmocka_unit_test(test_per_example_gradients),
+        cmocka_unit_test(test_grad_of_vectorized), cmocka_unit_test(test_calls_nested_pmap),
+        cmocka_unit_test(test_unbatched_outputs),  cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
