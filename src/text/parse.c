@@ -904,8 +904,8 @@ static NOINLINE bool build_fused(parser *p, const tg_tok *optok, const tg_tok *r
 static bool vectorize_axes(parser *p, const tg_tok *optok, const tg_attr *a, int n,
                            const char *what, int *ax) {
     if (a->kind == TG_ATTR_INTS && a->n != n)
-        return FAIL_TOK(p, optok, TG_EINVAL, "vectorize: %s has %d entr%s for %d %s", a->name, a->n,
-                        a->n == 1 ? "y" : "ies", n, what);
+        return FAIL_TOK(p, optok, TG_EINVAL, "vectorize: %s has %d entr%s for %d %s%s", a->name,
+                        a->n, a->n == 1 ? "y" : "ies", n, what, n == 1 ? "" : "s");
     if (a->kind != TG_ATTR_INTS && a->kind != TG_ATTR_INT && a->kind != TG_ATTR_NONE)
         return FAIL_TOK(p, optok, TG_EINVAL,
                         "vectorize: %s expects a list of ints and nones, an int or none", a->name);
@@ -946,7 +946,7 @@ static NOINLINE bool build_vectorize(parser *p, const tg_tok *optok, tg_var **in
         int n = which == 0 ? nin : fn->nret;
         ax[which] = scratch_alloc(p, sizeof *ax[which] * (size_t)(n + 1), optok);
         if (!ax[which] ||
-            !vectorize_axes(p, optok, &attrs[k], n, which == 0 ? "inputs" : "outputs", ax[which]))
+            !vectorize_axes(p, optok, &attrs[k], n, which == 0 ? "input" : "output", ax[which]))
             return false;
     }
     set_pos(p, optok);

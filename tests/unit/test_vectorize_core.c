@@ -17,7 +17,8 @@ static tg_graph *spd_core(void) {
     tg_graph *f = tg_graph_new(ctx, "spd");
     tg_var *A = tg_input(f, "A", TG_DT_F64, 2, SH(3, 3));
     tg_var *eye = tg_apply(f, "eye", NULL, 0, &TG_A_INT("n", 3), 1);
-    tg_var *S = tg_add(f, tg_matmul(f, A, tg_transpose(f, A, NULL)), tg_mul(f, eye, tg_literal_float(f, 3.0)));
+    tg_var *S = tg_add(f, tg_matmul(f, A, tg_transpose(f, A, NULL)),
+                       tg_mul(f, eye, tg_literal_float(f, 3.0)));
     tg_var *outs[3];
     outs[0] = tg_apply(f, "cholesky", &S, 1, NULL, 0);
     int n = 2;

@@ -132,6 +132,7 @@ static tg_graph *check_loop(tg_graph *f, tg_tensor *const *in, int nin, const in
     return check_loop_as(f, in, nin, in_axes, out_axes, false);
 }
 
-#define SH(...) (const int64_t[]){__VA_ARGS__}
+#define SH(...)                                                                                    \
+    (const int64_t[]) { __VA_ARGS__ }
 
 #endif
