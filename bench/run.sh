@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11; W10b, the
-# sampler's chains on devices; W10c, the data-parallel training step; rw, the optimiser's
-# compile time on long chains) for tgraph and for its peers (NumPy, PyTorch, direct CBLAS
+# sampler's chains on devices; W10c, the data-parallel training step; PE, per-example
+# gradients through vectorize; rw, the optimiser's compile time on long chains) for tgraph and for its peers (NumPy, PyTorch, direct CBLAS
 # calls) in this one invocation, in ROUNDS interleaved rounds (each round runs every
 # program once, so slow phases of a busy machine hit all of them alike), then writes
 # bench/results.md (a table per workload with tgraph's ratio to the best peer, and the
@@ -61,6 +61,7 @@ w10b py w10b_peers.py -n $runs
 w10c bin bench_w10c -n $runs
 w10c py w10c_peers.py -n $runs --threads 2
 w11 bin bench_w11 --cold 3
+pe bin bench_pe -n $runs
 w2 bin bench_blas -n $runs --side tg
 w2 bin bench_blas -n $runs --side cblas
 w2 py blas_peers.py -n $runs
