@@ -172,8 +172,8 @@ int main(int argc, char **argv) {
         if (on[c]) {
             qsort(t[c], (size_t)runs, sizeof *t[c], bench_cmp);
             double med = runs % 2 ? t[c][runs / 2] : 0.5 * (t[c][runs / 2 - 1] + t[c][runs / 2]);
-            printf("%s: median %.3f us, min %.3f us (%d runs of %ld calls)\n", names[c],
-                   med * 1e6, t[c][0] * 1e6, runs, batch[c]);
+            printf("%s: median %.3f us, min %.3f us (%d runs of %ld calls)\n", names[c], med * 1e6,
+                   t[c][0] * 1e6, runs, batch[c]);
         }
         tg_fn_free(fn[c]);
         free(t[c]);

@@ -189,11 +189,16 @@ tg_var *tg_batch_make(tg_batch *b, const tg_node *n, tg_var *const *in, const tg
 /* The error for node n of the body that cannot be batched: "vectorize: OP at PLACE in F: why". */
 tg_status tg_batch_refuse(tg_batch *b, const tg_node *n, const char *why);
 /* Rules records may name: along the attribute `axis` (what records with one get, every
- * input batched), and as it is (ops that already map over leading axes: tril, triu). */
+ * input batched), and as it is (ops that already map over leading axes or work per
+ * element: tril, triu, psum). */
 tg_status tg_batch_axis(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
                         tg_var **out, bool *out_batched);
 tg_status tg_batch_leading(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
                            tg_var **out, bool *out_batched);
+/* The refusal, for a record whose derived rule would be wrong (categorical: its `axis` is
+ * not all that a batch changes). */
+tg_status tg_batch_none(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                        tg_var **out, bool *out_batched);
 /* Batches the body of fn on args (batched[i]: args[i] is batched) into outs, saying which
  * are batched in out_batched: what vectorize does, and a call inside a body. */
 tg_status tg_batch_body(tg_batch *b, const tg_graph *fn, tg_var *const *args, const bool *batched,

@@ -210,6 +210,12 @@ tg_status tg_batch_leading(tg_batch *b, const tg_node *n, tg_var *const *in, con
     return b->g->status;
 }
 
+tg_status tg_batch_none(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                        tg_var **out, bool *ob) {
+    (void)in, (void)batched, (void)out, (void)ob;
+    return tg_batch_refuse(b, n, "no batching rule for batched inputs");
+}
+
 /* ---- the walk ---- */
 
 /* The rule of node n's op, from its record (op.h, "batching"); NULL: none. */
