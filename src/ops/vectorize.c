@@ -22,7 +22,6 @@
  */
 #include "ops.h"
 
-#include <limits.h>
 #include <stdio.h>
 
 /* ---- helpers for the rules (ops.h) ---- */
@@ -257,6 +256,7 @@ tg_status tg_batch_body(tg_batch *b, const tg_graph *fn, tg_var *const *args, co
         return tg_ir_fail(g, TG_ELIMIT, "vectorize: calls nest deeper than %d", TG_CALL_MAX_DEPTH),
                g->status;
     const tg_graph *outer = b->fn;
+    const char *dev = g->device; /* the scope's: nodes of the body without one take it */
     b->fn = fn;
     b->depth++;
     int norder = 0, nv = fn->vars.n + 1;
@@ -289,6 +289,7 @@ tg_status tg_batch_body(tg_batch *b, const tg_graph *fn, tg_var *const *args, co
             any = any || tb[k];
         }
         if (g->status != TG_OK) break;
+        g->device = n->device ? tg_ir_device_intern(g, n->device) : dev;
         tg_var **out = tmp + TG_MAX_OUTS + 1;
         bool *ob = tb + TG_MAX_OUTS + 1;
         if (n->nout > TG_MAX_OUTS) {
@@ -332,6 +333,7 @@ tg_status tg_batch_body(tg_batch *b, const tg_graph *fn, tg_var *const *args, co
     tg_mem_free(g->ctx, bat, sizeof *bat * (size_t)nv);
     tg_mem_free(g->ctx, tmp, sizeof *tmp * (size_t)(2 * TG_MAX_OUTS + 2));
     tg_mem_free(g->ctx, tb, sizeof *tb * (size_t)(2 * TG_MAX_OUTS + 2));
+    g->device = dev;
     b->fn = outer;
     b->depth--;
     return g->status;
@@ -400,7 +402,14 @@ tg_status tg_vectorize(tg_graph *g, tg_graph *f, tg_var *const *args, int nargs,
         return tg_ir_fail(g, TG_EINVAL, "tg_vectorize: %s",
                           !f                ? "function is NULL"
                           : !nouts || !outs ? "outs or nouts is NULL"
-                                            : "bad arguments"),
+                          : nargs < 0       ? "nargs is negative"
+                                            : "args is NULL"),
+               g->status;
+    if (f == g)
+        return tg_ir_fail(g, TG_EINVAL, "vectorize: '%s' cannot vectorize itself", f->name),
+               g->status;
+    if (f->status != TG_OK)
+        return tg_ir_fail(g, f->status, "vectorize: '%s' failed to build: %s", f->name, f->error),
                g->status;
     if (f->ctx != g->ctx)
         return tg_ir_fail(g, TG_EINVAL, "vectorize: '%s' belongs to another context", f->name),
@@ -423,7 +432,7 @@ tg_status tg_vectorize(tg_graph *g, tg_graph *f, tg_var *const *args, int nargs,
                g->status;
     for (int i = 0; i < nargs; i++)
         if (!args[i])
-            return tg_ir_fail(g, TG_EINVAL, "vectorize: argument %d is NULL", i + 1), g->status;
+            return tg_ir_fail(g, TG_EINVAL, "tg_vectorize: argument %d is NULL", i + 1), g->status;
     tg_batch b = {.g = g, .size = -1, .fn = f};
     tg_var *x[TG_MAX_OUTS], *y[TG_MAX_OUTS];
     bool bx[TG_MAX_OUTS], by[TG_MAX_OUTS];
