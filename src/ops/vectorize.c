@@ -24,6 +24,8 @@
 
 #include <stdio.h>
 
+enum { MAX_ATTRS = 16 }; /* more attributes than any record has */
+
 /* ---- helpers for the rules (ops.h) ---- */
 
 tg_var *tg_batch_extent(tg_batch *b) {
@@ -158,9 +160,9 @@ tg_status tg_batch_axis(tg_batch *b, const tg_node *n, tg_var *const *in, const 
     int j = -1;
     for (int k = 0; k < op->nattrs; k++)
         if (strcmp(op->attrs[k].name, "axis") == 0) j = k;
-    if (j < 0 || op->nattrs > 16 || n->nin > TG_MAX_OUTS)
+    if (j < 0 || op->nattrs > MAX_ATTRS || n->nin > TG_MAX_OUTS)
         return tg_batch_refuse(b, n, "no batching rule for batched inputs");
-    tg_aval attrs[16];
+    tg_aval attrs[MAX_ATTRS];
     int64_t axes[TG_MAX_DIMS];
     memcpy(attrs, n->attrs, sizeof *attrs * (size_t)op->nattrs);
     tg_var *x[TG_MAX_OUTS];
