@@ -71,6 +71,25 @@ static void test_products(void **state) {
     tg_graph_free(f);
 }
 
+/* matmul of stacks of matrices: the batched operands' stacks are padded to line up with the
+ * other operand's, batched or not. */
+static void test_matmul_stacks(void **state) {
+    (void)state;
+    tg_graph *f = tg_graph_new(ctx, "f");
+    tg_var *A = tg_input(f, "A", TG_DT_F64, 3, SH(2, 3, 4));
+    tg_var *M = tg_input(f, "M", TG_DT_F64, 2, SH(4, 3));
+    tg_var *v = tg_input(f, "v", TG_DT_F64, 1, SH(4));
+    tg_var *outs[] = {tg_matmul(f, A, M), tg_matmul(f, M, A), tg_matmul(f, A, v),
+                      tg_matmul(f, v, M)};
+    assert_int_equal(tg_graph_set_outputs(f, outs, 4), TG_OK);
+    tg_tensor *in[3] = {rnd(4, SH(2, 3, 4, 5), 40), rnd(3, SH(5, 4, 3), 41), rnd(1, SH(4), 42)};
+    tg_graph_free(check_loop(f, in, 3, (int[]){-1, 0, N}, NULL));
+    tg_tensor *in2[3] = {rnd(3, SH(2, 3, 4), 43), rnd(3, SH(4, 3, 5), 44), rnd(2, SH(5, 4), 45)};
+    tg_graph_free(check_loop(f, in2, 3, (int[]){N, 2, 0}, (int[]){1, 0, 0, -1}));
+    for (int i = 0; i < 3; i++) tg_tensor_free(in[i]), tg_tensor_free(in2[i]);
+    tg_graph_free(f);
+}
+
 /* Shape ops and indexing: transpose, reshape, expand_dims, squeeze, broadcast_to, slices,
  * take with fixed indices, concatenate, stack. */
 static void test_shape_ops(void **state) {
@@ -308,10 +327,15 @@ static void test_errors(void **state) {
 int main(void) {
     ctx = tg_ctx_default();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_elemwise_and_axes),  cmocka_unit_test(test_products),
-        cmocka_unit_test(test_shape_ops),          cmocka_unit_test(test_per_example_gradients),
-        cmocka_unit_test(test_grad_of_vectorized), cmocka_unit_test(test_calls_nested_pmap),
-        cmocka_unit_test(test_unbatched_outputs),  cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_elemwise_and_axes),
+        cmocka_unit_test(test_products),
+        cmocka_unit_test(test_matmul_stacks),
+        cmocka_unit_test(test_shape_ops),
+        cmocka_unit_test(test_per_example_gradients),
+        cmocka_unit_test(test_grad_of_vectorized),
+        cmocka_unit_test(test_calls_nested_pmap),
+        cmocka_unit_test(test_unbatched_outputs),
+        cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
