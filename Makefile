@@ -8,7 +8,7 @@
 #                   pmap, collectives and pmap gradient tests under ThreadSanitizer
 #   make fuzz       build the libFuzzer targets (clang, build-fuzz/); then run one with
 #                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)
-#   make bench      run W1-W13 beside NumPy and PyTorch: bench/results.md (bench/run.sh);
+#   make bench      run W1-W13 and PE beside NumPy, PyTorch and C: bench/results.md (bench/run.sh);
 #                   installs PyTorch (python3-torch) when missing, as root
 #   make format     reformat every C file with clang-format; make format-check only checks
 BUILD ?= build

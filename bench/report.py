@@ -7,8 +7,8 @@ usage: report.py RAW_LINES OUT.md OUT.svg [--meta KEY=VALUE ...]
 
 A result line is  NAME: median <t> <unit>, min <t> <unit> ...  (unit ns, us, ms or s),
 as bench_util.h's bench_report prints it; one line per round. The first word of NAME is
-the workload (w1..w9, or another name); a NAME with a word that starts with numpy, torch
-or cblas is a peer's (that word names the peer), every other NAME is tgraph's. The
+the workload (w1..w9, or another name); a NAME with a word that starts with numpy, torch,
+cblas or cloop is a peer's (that word names the peer), every other NAME is tgraph's. The
 median reported for a configuration is the median of its per-round medians, the min the
 smallest min. A tgraph configuration is compared with the fastest peer of its workload
 whose other words all describe it too: each is one of its words, or a KEY=VALUE whose
@@ -23,7 +23,7 @@ from collections import OrderedDict
 LINE = re.compile(r"^(?P<name>[A-Za-z]\S*\b[^:]*): median (?P<med>[0-9.eE+-]+) (?P<mu>ns|us|ms|s)\b"
                   r".*?min (?P<min>[0-9.eE+-]+) (?P<nu>ns|us|ms|s)\b")
 SCALE = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}  # to milliseconds
-PEERS = ("numpy", "torch", "cblas")
+PEERS = ("numpy", "torch", "cblas", "cloop")  # cloop: C written by hand (bench/pe.c)
 
 # Targets of the suite. ("ratio", limit, filter, text, peer): for each thread count, every
 # configuration of tgraph (sizes, dtypes, ...) is compared with the peer (None: the best

@@ -346,6 +346,21 @@ TG_API tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int n
 TG_API tg_status tg_call(tg_graph *g, tg_graph *callee, tg_var *const *args, int nargs,
                          tg_var **outs, int *nouts);
 
+/* ---- vectorize: a function mapped over a batch axis (docs/vectorize.md) ------------ */
+#define TG_AXIS_NONE INT32_MIN /* an in_axes/out_axes entry: not mapped (JAX's None) */
+/* JAX's vmap as a graph transformation: builds in g the graph of f (written over core
+ * shapes, outputs set, no state) applied to each slice of the mapped arguments, as ordinary
+ * graph (no loop), so that gradients, rewrites and backends see it as if written by hand.
+ * in_axes[i] (NULL: every entry 0) is the axis of args[i] that is mapped (negative counts
+ * from the end), or TG_AXIS_NONE for an argument passed whole to every slice; at least one
+ * argument is mapped, and the mapped extents agree. A slice (the argument without its
+ * mapped axis) must fit the parameter as a call's argument does (tg_call). out_axes[i]
+ * (NULL: every entry 0) is where output i gets the batch axis, or TG_AXIS_NONE for an
+ * output that depends on no mapped argument, returned once. *nouts holds the room of outs
+ * on entry and f's output count on return. Ops without a batching rule are an error naming
+ * them. */
+TG_API tg_status tg_vectorize(tg_graph *g, tg_graph *f, tg_var *const *args, int nargs,
+                              const int *in_axes, const int *out_axes, tg_var **outs, int *nouts);
 /* ---- gradients (reverse mode) --------------------------------------------------- */
 /* What to do when the result does not depend on an input asked for. */
 typedef enum {

@@ -293,6 +293,24 @@ typedef enum {
     TG_SPMD_VARYING,   /* varies over the axis (all_gather, psum_scatter, ppermute, axis_index) */
 } tg_spmd_kind;
 
+/* ---- batching: how an op maps over a batch axis (vectorize, src/ops/vectorize.c) ----
+ * vectorize rewrites a function written over core shapes into the graph over a batch: every
+ * value of the body is either unbatched (as in the body) or batched, with the batch axis in
+ * front of its core axes. A node none of whose inputs is batched is made again as it is. For
+ * the others the rule is read from the record, in this order: the hook `batch` when set;
+ * elementwise ops broadcast (a batched input's core rank is padded with axes of 1 after the
+ * batch axis); ops with a `signature` apply to batched inputs as they are (the batch is one
+ * more leading batch dimension); ops with an `axis` attribute (reductions, the softmax
+ * family, cumulative, sorting and joining ops) shift it past the batch axis, every input
+ * batched. An op none of these covers is refused by name.
+ *
+ * A hook builds in b's graph the batched form of node n (of the body) from in[0..n->nin),
+ * each batched or not as batched[k] says (at least one is), into out[0..n->nout), and says
+ * in out_batched[k] (preset true) whether output k is batched. Errors go to the graph. */
+typedef struct tg_batch tg_batch;
+typedef tg_status (*tg_batch_fn)(tg_batch *b, const tg_node *n, tg_var *const *in,
+                                 const bool *batched, tg_var **out, bool *out_batched);
+
 /* ---- the record ---- */
 typedef struct tg_op_def {
     const char *name;          /* .tg name */
@@ -337,6 +355,7 @@ typedef struct tg_op_def {
      * in front of their core dimensions; the op runs once per block of the broadcast batch.
      * NULL: not a core op. */
     const char *signature;
+    tg_batch_fn batch; /* its own batching rule (above); NULL: derived from the record */
 } tg_op_def;
 
 /* The reductions with one double accumulator per output element and at most a division by

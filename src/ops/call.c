@@ -254,6 +254,12 @@ static tg_status call_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
     return TG_OK;
 }
 
+/* Over a batch (vectorize): the callee's body batched in place, as inlining would copy it. */
+static tg_status call_batch(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                            tg_var **out, bool *ob) {
+    return tg_batch_body(b, n->attrs[A_FN].fn, in, batched, out, ob);
+}
+
 const tg_op_def tg_op_call = {.name = "call",
                               .min_in = 0,
                               .max_in = -1,
@@ -266,4 +272,5 @@ const tg_op_def tg_op_call = {.name = "call",
                               .ref = call_ref,
                               .grad = TG_GRAD_VJP,
                               .vjp = call_vjp,
+                              .batch = call_batch,
                               .effects = TG_EFFECT_NOFOLD};

@@ -505,8 +505,10 @@ static tg_status permute_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout,
 
 /* A collective: one input, one output, an axis name among its attributes; never folded or
  * merged (TG_EFFECT_STATE), read the pmap axis (TG_EFFECT_AXIS); its result is invariant or
- * varying over that axis (spmd_kind). */
-#define COLLECTIVE(op, attr_list, infer_fn, ref_fn, vjp_fn, spmd_kind)                             \
+ * varying over that axis (spmd_kind). Over a batch (vectorize), the reductions and ppermute
+ * work per element as they are (tg_batch_leading); all_gather shifts its axis (the rule
+ * derived from its `axis`); psum_scatter has none. */
+#define COLLECTIVE(op, attr_list, infer_fn, ref_fn, vjp_fn, spmd_kind, batch_fn)                   \
     const tg_op_def tg_op_##op = {.name = #op,                                                     \
                                   .min_in = 1,                                                     \
                                   .max_in = 1,                                                     \
@@ -519,12 +521,18 @@ static tg_status permute_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout,
                                   .grad = TG_GRAD_VJP,                                             \
                                   .vjp = vjp_fn,                                                   \
                                   .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS,                     \
-                                  .spmd = spmd_kind}
+                                  .spmd = spmd_kind,                                               \
+                                  .batch = batch_fn}
 
-COLLECTIVE(psum, reduce_attrs, psum_infer, psum_ref, psum_vjp, TG_SPMD_INVARIANT);
-COLLECTIVE(pmean, reduce_attrs, pmean_infer, pmean_ref, pmean_vjp, TG_SPMD_INVARIANT);
-COLLECTIVE(pmax, reduce_attrs, extreme_infer, pmax_ref, extreme_vjp, TG_SPMD_INVARIANT);
-COLLECTIVE(pmin, reduce_attrs, extreme_infer, pmin_ref, extreme_vjp, TG_SPMD_INVARIANT);
-COLLECTIVE(all_gather, gather_attrs, gather_infer, gather_ref, gather_vjp, TG_SPMD_VARYING);
-COLLECTIVE(psum_scatter, scatter_attrs, scatter_infer, scatter_ref, scatter_vjp, TG_SPMD_VARYING);
-COLLECTIVE(ppermute, permute_attrs, permute_infer, permute_ref, permute_vjp, TG_SPMD_VARYING);
+COLLECTIVE(psum, reduce_attrs, psum_infer, psum_ref, psum_vjp, TG_SPMD_INVARIANT, tg_batch_leading);
+COLLECTIVE(pmean, reduce_attrs, pmean_infer, pmean_ref, pmean_vjp, TG_SPMD_INVARIANT,
+           tg_batch_leading);
+COLLECTIVE(pmax, reduce_attrs, extreme_infer, pmax_ref, extreme_vjp, TG_SPMD_INVARIANT,
+           tg_batch_leading);
+COLLECTIVE(pmin, reduce_attrs, extreme_infer, pmin_ref, extreme_vjp, TG_SPMD_INVARIANT,
+           tg_batch_leading);
+COLLECTIVE(all_gather, gather_attrs, gather_infer, gather_ref, gather_vjp, TG_SPMD_VARYING, NULL);
+COLLECTIVE(psum_scatter, scatter_attrs, scatter_infer, scatter_ref, scatter_vjp, TG_SPMD_VARYING,
+           NULL);
+COLLECTIVE(ppermute, permute_attrs, permute_infer, permute_ref, permute_vjp, TG_SPMD_VARYING,
+           tg_batch_leading);

@@ -350,6 +350,26 @@ static tg_status vjp_take(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
     return g->status;
 }
 
+/* Over a batch, with the indices the same for every element (a batched index would gather a
+ * different selection per element: take_along does that): the axis shifts past the batch
+ * axis; axis=none gathers from each element flattened. */
+static tg_status batch_take(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                            tg_var **out, bool *ob) {
+    (void)ob;
+    if (batched[1])
+        return tg_batch_refuse(b, n, "its indices vary over the batch (use take_along)");
+    tg_var *x[2] = {batched[0] ? in[0] : tg_batch_spread(b, in[0]), in[1]};
+    tg_aval a = n->attrs[0];
+    if (a.kind == TG_ATTR_NONE) {
+        x[0] = tg_batch_flatten(b, x[0]);
+        a = (tg_aval){.kind = TG_ATTR_INT, .i = 1};
+    } else {
+        a.i += a.i >= 0;
+    }
+    if (b->g->status == TG_OK) tg_batch_make(b, n, x, &a, out);
+    return b->g->status;
+}
+
 const tg_op_def tg_op_take = {
     .name = "take",
     .min_in = 2,
@@ -362,6 +382,7 @@ const tg_op_def tg_op_take = {
     .ref = ref_take,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_take,
+    .batch = batch_take,
 };
 
 /* ---- take_along ---- */
@@ -598,6 +619,26 @@ static tg_status vjp_inc_subtensor(tg_graph *g, const tg_node *n, tg_var *const 
     return vjp_subtensor(g, n, gout, gin, true);
 }
 
+/* Over a batch: the target batched, a whole-axis entry for the batch axis in front of the
+ * slice, and a batched update padded to the selection's core rank (an unbatched one
+ * broadcasts as it is). */
+static tg_status batch_subtensor(tg_batch *b, const tg_node *n, tg_var *const *in,
+                                 const bool *batched, tg_var **out, bool *ob) {
+    (void)ob;
+    tg_aval attrs[4];
+    tg_slice_front buf;
+    const tg_aval *ix = &n->attrs[TG_SLICE_A_INDEX];
+    if (n->attrs[TG_SLICE_A_STARTS].n + 1 > TG_MAX_DIMS)
+        return tg_batch_refuse(b, n, "too many dimensions");
+    int sel = n->in[0]->type.ndim;
+    for (int i = 0; i < ix->n; i++) sel -= ix->ints[i] != 0;
+    tg_var *x[2] = {batched[0] ? in[0] : tg_batch_spread(b, in[0]),
+                    batched[1] ? tg_batch_pad(b, in[1], sel) : in[1]};
+    tg_slice_batch_attrs(n->attrs, attrs, &buf);
+    if (b->g->status == TG_OK) tg_batch_make(b, n, x, attrs, out);
+    return b->g->status;
+}
+
 const tg_op_def tg_op_set_subtensor = {
     .name = "set_subtensor",
     .min_in = 2,
@@ -611,6 +652,7 @@ const tg_op_def tg_op_set_subtensor = {
     .ref = ref_set_subtensor,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_set_subtensor,
+    .batch = batch_subtensor,
 };
 
 const tg_op_def tg_op_inc_subtensor = {
@@ -626,6 +668,7 @@ const tg_op_def tg_op_inc_subtensor = {
     .ref = ref_inc_subtensor,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_inc_subtensor,
+    .batch = batch_subtensor,
 };
 
 /* ---- set_take, inc_take ---- */
@@ -732,6 +775,23 @@ static tg_status vjp_inc_take(tg_graph *g, const tg_node *n, tg_var *const *gout
     return vjp_take_assign(g, n, gout, gin, true);
 }
 
+/* Over a batch, with indices the same for every element: the target batched, the axis
+ * shifted past the batch axis, a batched update padded to the selection's core rank. */
+static tg_status batch_take_assign(tg_batch *b, const tg_node *n, tg_var *const *in,
+                                   const bool *batched, tg_var **out, bool *ob) {
+    (void)ob;
+    if (batched[1]) return tg_batch_refuse(b, n, "its indices vary over the batch");
+    tg_aval a = n->attrs[0];
+    if (a.kind == TG_ATTR_NONE)
+        return tg_batch_refuse(b, n, "axis=none with a target that varies over the batch");
+    int sel = n->in[0]->type.ndim - 1 + n->in[1]->type.ndim;
+    tg_var *x[3] = {batched[0] ? in[0] : tg_batch_spread(b, in[0]), in[1],
+                    batched[2] ? tg_batch_pad(b, in[2], sel) : in[2]};
+    a.i += a.i >= 0;
+    if (b->g->status == TG_OK) tg_batch_make(b, n, x, &a, out);
+    return b->g->status;
+}
+
 const tg_op_def tg_op_set_take = {
     .name = "set_take",
     .min_in = 3,
@@ -745,6 +805,7 @@ const tg_op_def tg_op_set_take = {
     .ref = ref_set_take,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_set_take,
+    .batch = batch_take_assign,
 };
 
 const tg_op_def tg_op_inc_take = {
@@ -760,6 +821,7 @@ const tg_op_def tg_op_inc_take = {
     .ref = ref_inc_take,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_inc_take,
+    .batch = batch_take_assign,
 };
 
 /* ---- mask_select ---- */

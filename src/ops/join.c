@@ -773,6 +773,22 @@ static tg_status ref_alloc(tg_kern *k) {
     return copy_bcast(k, y, v);
 }
 
+/* Over a batch (vectorize): the value's core rank padded to the extents', the batch extent in
+ * front of them; the extents themselves must not vary over the batch. */
+static tg_status batch_alloc(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                             tg_var **out, bool *ob) {
+    (void)ob;
+    tg_var *ins[TG_MAX_DIMS + 2];
+    for (int k = 1; k < n->nin; k++)
+        if (batched[k]) return tg_batch_refuse(b, n, "its extents vary over the batch");
+    if (n->nin + 1 > TG_MAX_DIMS + 1) return tg_batch_refuse(b, n, "too many dimensions");
+    ins[0] = tg_batch_pad(b, in[0], n->nin - 1);
+    ins[1] = tg_batch_extent(b);
+    for (int k = 1; k < n->nin; k++) ins[k + 1] = in[k];
+    if (b->g->status == TG_OK) out[0] = tg_apply(b->g, "alloc", ins, n->nin + 1, NULL, 0);
+    return b->g->status;
+}
+
 const tg_op_def tg_op_alloc = {
     .name = "alloc",
     .min_in = 1,
@@ -784,6 +800,7 @@ const tg_op_def tg_op_alloc = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_fill_value,
     .self_alloc = 1,
+    .batch = batch_alloc,
 };
 
 /* ---- arange ---- */
@@ -1098,6 +1115,7 @@ const tg_op_def tg_op_tril = {
     .ref = ref_tril,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_tri,
+    .batch = tg_batch_leading,
 };
 
 const tg_op_def tg_op_triu = {
@@ -1112,6 +1130,7 @@ const tg_op_def tg_op_triu = {
     .ref = ref_triu,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_tri,
+    .batch = tg_batch_leading,
 };
 
 /* ---- shape, size ---- */
@@ -1141,6 +1160,16 @@ static tg_status ref_size(tg_kern *k) {
     return TG_OK;
 }
 
+/* Over a batch: the body's value's extents, the batched one's without the batch's. */
+static tg_status batch_shape(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                             tg_var **out, bool *ob) {
+    (void)n, (void)batched;
+    tg_slice rest = {.start = 1, .omit = TG_SLICE_NO_STOP | TG_SLICE_NO_STEP};
+    out[0] = tg_slice_apply(b->g, tg_apply(b->g, "shape", &in[0], 1, NULL, 0), &rest, 1);
+    ob[0] = false;
+    return b->g->status;
+}
+
 const tg_op_def tg_op_shape = {
     .name = "shape",
     .min_in = 1,
@@ -1150,6 +1179,7 @@ const tg_op_def tg_op_shape = {
     .infer = infer_shape,
     .ref = ref_shape,
     .grad = TG_GRAD_NONE,
+    .batch = batch_shape,
 };
 
 const tg_op_def tg_op_size = {

@@ -306,6 +306,70 @@ static tg_status ref_dot(tg_kern *k) {
     return TG_OK;
 }
 
+/* ---- batching (vectorize) ----
+ * matmul maps over leading axes already: the batch axis is one more. A batched operand whose
+ * core is a vector becomes a matrix (a row on the left, a column on the right: otherwise
+ * its batch axis would be taken for rows), and the axis so added leaves the result again;
+ * batched operands are padded so that their stacks of matrices line up. */
+static tg_status batch_matmul(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                              tg_var **out, bool *ob) {
+    (void)ob;
+    tg_graph *g = b->g;
+    tg_var *x[2];
+    int depth = 0;
+    bool row = batched[0] && in[0]->type.ndim == 2, col = batched[1] && in[1]->type.ndim == 2;
+    /* vectors against a vector or a matrix: the batch folds into the rows of one product */
+    if (row && !batched[1] && in[1]->type.ndim <= 2) {
+        out[0] = tg_matmul(g, in[0], in[1]);
+        return g->status;
+    }
+    if (col && !batched[0] && in[0]->type.ndim <= 2) {
+        tg_var *a = in[0]->type.ndim == 2 ? tg_transpose(g, in[0], NULL) : in[0];
+        out[0] = tg_matmul(g, in[1], a);
+        return g->status;
+    }
+    if (row && col && tg_dtype_is_float((tg_dtype)n->out[0]->type.dtype)) { /* inner products */
+        int64_t last = -1;
+        tg_var *p = tg_mul(g, in[0], in[1]);
+        out[0] = p ? tg_reduce(g, "sum", p, &last, 1, false) : NULL;
+        return g->status;
+    }
+    x[0] = row ? expand_at(g, in[0], 1) : in[0];
+    x[1] = col ? expand_at(g, in[1], 2) : in[1];
+    for (int k = 0; k < 2 && x[k]; k++) {
+        int stack = x[k]->type.ndim - batched[k] - 2;
+        if (stack > depth) depth = stack;
+    }
+    for (int k = 0; k < 2; k++)
+        if (batched[k]) x[k] = tg_batch_pad(b, x[k], depth + 2);
+    tg_var *y = tg_matmul(g, x[0], x[1]);
+    if (!y) return g->status;
+    int64_t sq[2];
+    int nsq = 0;
+    if (row) sq[nsq++] = x[1]->type.ndim >= 2 ? -2 : -1;
+    if (col) sq[nsq++] = -1;
+    tg_attr a = TG_A_INTS("axis", sq, nsq);
+    out[0] = nsq ? tg_apply(g, "squeeze", &y, 1, &a, 1) : y;
+    return g->status;
+}
+
+/* dot is matmul where b is at most a matrix or a is a vector, and a product with a 0-d
+ * operand is a multiplication; the other forms pair the stacks of both operands, which a
+ * batch cannot take. */
+static tg_status batch_dot(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                           tg_var **out, bool *ob) {
+    int na = n->in[0]->type.ndim, nb = n->in[1]->type.ndim;
+    if (na == 0 || nb == 0) {
+        int core = na > nb ? na : nb;
+        tg_var *x[2];
+        for (int k = 0; k < 2; k++) x[k] = batched[k] ? tg_batch_pad(b, in[k], core) : in[k];
+        out[0] = tg_mul(b->g, x[0], x[1]);
+        return b->g->status;
+    }
+    if (nb <= 2 || na == 1) return batch_matmul(b, n, in, batched, out, ob);
+    return tg_batch_refuse(b, n, "dot of a stack of matrices with a stack of matrices");
+}
+
 const tg_op_def tg_op_dot = {
     .name = "dot",
     .min_in = 2,
@@ -317,6 +381,7 @@ const tg_op_def tg_op_dot = {
     .ref = ref_dot,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_dot,
+    .batch = batch_dot,
 };
 
 /* ---- matmul ---- */
@@ -506,6 +571,7 @@ const tg_op_def tg_op_matmul = {
     /* NumPy's; its kernel and inference handle the batch themselves (BLAS lowering reads
        the batch from the operands' ranks) */
     .signature = "(m?,n),(n,p?)->(m?,p?)",
+    .batch = batch_matmul,
 };
 
 /* ---- outer ---- */
@@ -581,6 +647,26 @@ static tg_status vjp_outer(tg_graph *g, const tg_node *n, tg_var *const *gout, t
     return g->status;
 }
 
+/* Over a batch: each operand's core flattened to a vector, then a broadcast product, the
+ * left one as a column. */
+static tg_status batch_outer(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                             tg_var **out, bool *ob) {
+    (void)ob;
+    tg_graph *g = b->g;
+    tg_var *x[2];
+    int64_t flat = -1;
+    for (int k = 0; k < 2; k++) {
+        if (batched[k])
+            x[k] = in[k]->type.ndim == 2 ? in[k] : tg_batch_flatten(b, in[k]);
+        else
+            x[k] = in[k]->type.ndim == 1 ? in[k] : tg_reshape(g, in[k], 1, &flat);
+    }
+    x[0] = expand_at(g, x[0], -1);
+    if (batched[1]) x[1] = expand_at(g, x[1], 1);
+    out[0] = tg_mul(g, x[0], x[1]);
+    return g->status;
+}
+
 const tg_op_def tg_op_outer = {
     .name = "outer",
     .min_in = 2,
@@ -592,4 +678,5 @@ const tg_op_def tg_op_outer = {
     .ref = ref_outer,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_outer,
+    .batch = batch_outer,
 };

@@ -175,6 +175,46 @@ tg_status tg_spmd_varying(tg_ctx *ctx, const tg_graph *g, const char *axis, cons
 tg_status tg_spmd_varying_more(tg_ctx *ctx, const char *axis, tg_node *const *order, int norder,
                                bool *vary);
 
+/* ---- batching (vectorize.c): the state of a vectorize and what rules share ----
+ * A batched value has its batch axis in front of its core axes (op.h, "batching"). */
+struct tg_batch {
+    tg_graph *g;        /* where the batched graph is built */
+    int64_t size;       /* the batch extent, -1 when '?' */
+    tg_var *src;        /* a batched value whose axis 0 is the batch (for a '?' extent) */
+    tg_var *extent;     /* the extent as a 0-d i64 value, made on first use */
+    const tg_graph *fn; /* the body being batched (messages) */
+    int depth;          /* bodies being batched (calls inside the body) */
+};
+/* The batch extent as a 0-d i64 (a literal when static). */
+tg_var *tg_batch_extent(tg_batch *b);
+/* Batched x with axes of 1 inserted after the batch axis up to ncore core axes. */
+tg_var *tg_batch_pad(tg_batch *b, tg_var *x, int ncore);
+/* Unbatched x broadcast over the batch (batched). */
+tg_var *tg_batch_spread(tg_batch *b, tg_var *x);
+/* Batched x reshaped to [batch, core size] (core extents static). */
+tg_var *tg_batch_flatten(tg_batch *b, tg_var *x);
+/* Node n's op made on in with attrs (normalized), outputs into out (NULL: not wanted);
+ * returns the first output, NULL on error. */
+tg_var *tg_batch_make(tg_batch *b, const tg_node *n, tg_var *const *in, const tg_aval *attrs,
+                      tg_var **out);
+/* The error for node n of the body that cannot be batched: "vectorize: OP at PLACE in F: why". */
+tg_status tg_batch_refuse(tg_batch *b, const tg_node *n, const char *why);
+/* Rules records may name: along the attribute `axis` (what records with one get, every
+ * input batched), and as it is (ops that already map over leading axes or work per
+ * element: tril, triu, psum). */
+tg_status tg_batch_axis(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                        tg_var **out, bool *out_batched);
+tg_status tg_batch_leading(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                           tg_var **out, bool *out_batched);
+/* The refusal, for a record whose derived rule would be wrong (categorical: its `axis` is
+ * not all that a batch changes). */
+tg_status tg_batch_none(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                        tg_var **out, bool *out_batched);
+/* Batches the body of fn on args (batched[i]: args[i] is batched) into outs, saying which
+ * are batched in out_batched: what vectorize does, and a call inside a body. */
+tg_status tg_batch_body(tg_batch *b, const tg_graph *fn, tg_var *const *args, const bool *batched,
+                        tg_var **outs, bool *out_batched);
+
 /* ---- slice (shape.c): the parser builds slice nodes, the printer prints them back ----
  * Attribute order of tg_op_slice's schema: four int lists of one length n <= ndim. A
  * `none` entry of starts, stops or steps (tg_aval.none) is an omitted bound or step; every
@@ -183,5 +223,12 @@ enum { TG_SLICE_A_STARTS, TG_SLICE_A_STOPS, TG_SLICE_A_STEPS, TG_SLICE_A_INDEX }
 /* Writes the index expression of normalized slice attributes, "[1:, ::-1, 0]", into buf
  * (cap bytes). false (buf "") when the attributes are malformed or buf is too small. */
 bool tg_slice_format(const tg_aval *attrs, char *buf, size_t cap);
+/* The slice attributes a (slice, set_subtensor, inc_subtensor) with a whole-axis entry in
+ * front, for a batch axis (vectorize): into out[0..4), the lists kept in buf. */
+typedef struct tg_slice_front {
+    int64_t ints[4][TG_MAX_DIMS + 1];
+    bool none[4][TG_MAX_DIMS + 1];
+} tg_slice_front;
+void tg_slice_batch_attrs(const tg_aval *a, tg_aval *out, tg_slice_front *buf);
 
 #endif

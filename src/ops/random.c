@@ -507,6 +507,7 @@ const tg_op_def tg_op_categorical = {
     .infer = infer_categorical,
     .ref = ref_categorical,
     .grad = TG_GRAD_NONE,
+    .batch = tg_batch_none, /* a draw per example needs a key per example */
 };
 
 /* ---- permutation ---- */

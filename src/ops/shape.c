@@ -297,6 +297,29 @@ static tg_status vjp_reshape(tg_graph *g, const tg_node *n, tg_var *const *gout,
     return g->status;
 }
 
+/* Over a batch: the batch extent in front of the core result's extents (a '?' of the core
+ * result comes from the extent inputs, which must not be batched). */
+static tg_status batch_reshape(tg_batch *b, const tg_node *n, tg_var *const *in,
+                               const bool *batched, tg_var **out, bool *ob) {
+    (void)ob;
+    for (int k = 1; k < n->nin; k++)
+        if (batched[k]) return tg_batch_refuse(b, n, "its extents vary over the batch");
+    const tg_type *t = &n->out[0]->type;
+    tg_var *dims[TG_MAX_DIMS + 1];
+    if (t->ndim + 1 > TG_MAX_DIMS) return tg_batch_refuse(b, n, "too many dimensions");
+    dims[0] = tg_batch_extent(b);
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] >= 0)
+            dims[d + 1] = tg_literal_int(b->g, t->shape[d]);
+        else if (n->nin == t->ndim + 1)
+            dims[d + 1] = in[d + 1];
+        else
+            return tg_batch_refuse(b, n, "a '?' extent of its result comes from shape=[..., -1]");
+    }
+    out[0] = tg_grad_reshape(b->g, in[0], t->ndim + 1, dims);
+    return b->g->status;
+}
+
 const tg_op_def tg_op_reshape = {
     .name = "reshape",
     .min_in = 1,
@@ -310,6 +333,7 @@ const tg_op_def tg_op_reshape = {
     .views = 1u << 0,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_reshape,
+    .batch = batch_reshape,
 };
 
 /* ---- transpose ---- */
@@ -388,6 +412,22 @@ static tg_status vjp_transpose(tg_graph *g, const tg_node *n, tg_var *const *gou
     return g->status;
 }
 
+/* Over a batch: the batch axis stays in front, the core axes move as in the body. */
+static tg_status batch_transpose(tg_batch *b, const tg_node *n, tg_var *const *in,
+                                 const bool *batched, tg_var **out, bool *ob) {
+    (void)batched, (void)ob;
+    int nd = n->in[0]->type.ndim;
+    int64_t perm[TG_MAX_DIMS];
+    if (nd + 1 > TG_MAX_DIMS) return tg_batch_refuse(b, n, "too many dimensions");
+    perm[0] = 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t a = n->attrs[0].kind == TG_ATTR_INTS ? n->attrs[0].ints[d] : nd - 1 - d;
+        perm[d + 1] = (a < 0 ? a + nd : a) + 1;
+    }
+    out[0] = tg_transpose(b->g, in[0], perm);
+    return b->g->status;
+}
+
 const tg_op_def tg_op_transpose = {
     .name = "transpose",
     .min_in = 1,
@@ -401,6 +441,7 @@ const tg_op_def tg_op_transpose = {
     .views = 1u << 0,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_transpose,
+    .batch = batch_transpose,
 };
 
 /* ---- expand_dims ---- */
@@ -613,6 +654,21 @@ static tg_status vjp_squeeze(tg_graph *g, const tg_node *n, tg_var *const *gout,
     return g->status;
 }
 
+/* Over a batch: the axes shift past the batch axis; `none` (every axis of extent 1) becomes
+ * the core axes of static extent 1, so that a batch of one is never squeezed. */
+static tg_status batch_squeeze(tg_batch *b, const tg_node *n, tg_var *const *in,
+                               const bool *batched, tg_var **out, bool *ob) {
+    if (n->attrs[0].kind != TG_ATTR_NONE) return tg_batch_axis(b, n, in, batched, out, ob);
+    const tg_type *t = &n->in[0]->type;
+    int64_t axes[TG_MAX_DIMS];
+    int na = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] == 1) axes[na++] = d + 1;
+    tg_attr a = TG_A_INTS("axis", axes, na);
+    out[0] = na ? tg_apply(b->g, "squeeze", &in[0], 1, &a, 1) : in[0];
+    return b->g->status;
+}
+
 const tg_op_def tg_op_squeeze = {
     .name = "squeeze",
     .min_in = 1,
@@ -626,6 +682,7 @@ const tg_op_def tg_op_squeeze = {
     .views = 1u << 0,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_squeeze,
+    .batch = batch_squeeze,
 };
 
 /* ---- broadcast_to ---- */
@@ -703,6 +760,22 @@ static tg_status vjp_broadcast_to(tg_graph *g, const tg_node *n, tg_var *const *
     return g->status;
 }
 
+/* Over a batch: the input's core rank padded to the target's, then the batch extent in
+ * front of the target shape. */
+static tg_status batch_broadcast_to(tg_batch *b, const tg_node *n, tg_var *const *in,
+                                    const bool *batched, tg_var **out, bool *ob) {
+    (void)batched, (void)ob;
+    const tg_aval *s = &n->attrs[0];
+    tg_var *ins[TG_MAX_DIMS + 2];
+    if (s->n + 1 > TG_MAX_DIMS) return tg_batch_refuse(b, n, "too many dimensions");
+    ins[0] = tg_batch_pad(b, in[0], s->n);
+    ins[1] = tg_batch_extent(b);
+    for (int d = 0; d < s->n; d++) ins[d + 2] = tg_literal_int(b->g, s->ints[d]);
+    if (b->g->status != TG_OK) return b->g->status;
+    out[0] = tg_apply(b->g, "alloc", ins, s->n + 2, NULL, 0);
+    return b->g->status;
+}
+
 const tg_op_def tg_op_broadcast_to = {
     .name = "broadcast_to",
     .min_in = 1,
@@ -716,6 +789,7 @@ const tg_op_def tg_op_broadcast_to = {
     .views = 1u << 0,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_broadcast_to,
+    .batch = batch_broadcast_to,
 };
 
 /* ---- slice ---- */
@@ -910,6 +984,35 @@ static tg_status vjp_slice(tg_graph *g, const tg_node *n, tg_var *const *gout, t
     return g->status;
 }
 
+void tg_slice_batch_attrs(const tg_aval *a, tg_aval *out, tg_slice_front *buf) {
+    int n = a[TG_SLICE_A_STARTS].n;
+    for (int q = 0; q < 4; q++) {
+        buf->ints[q][0] = 0;
+        buf->none[q][0] = q < 3;
+        for (int i = 0; i < n; i++) {
+            buf->ints[q][i + 1] = a[q].n > i ? a[q].ints[i] : 0;
+            buf->none[q][i + 1] = tg_aval_none_at(&a[q], i);
+        }
+        out[q] = (tg_aval){.kind = TG_ATTR_INTS,
+                           .ints = buf->ints[q],
+                           .n = n + 1,
+                           .none = q < 3 ? buf->none[q] : NULL};
+    }
+}
+
+/* Over a batch: a whole-axis entry in front for the batch axis. */
+static tg_status batch_slice(tg_batch *b, const tg_node *n, tg_var *const *in, const bool *batched,
+                             tg_var **out, bool *ob) {
+    (void)batched, (void)ob;
+    tg_aval attrs[4];
+    tg_slice_front buf;
+    if (n->attrs[TG_SLICE_A_STARTS].n + 1 > TG_MAX_DIMS)
+        return tg_batch_refuse(b, n, "too many dimensions");
+    tg_slice_batch_attrs(n->attrs, attrs, &buf);
+    tg_batch_make(b, n, in, attrs, out);
+    return b->g->status;
+}
+
 const tg_op_def tg_op_slice = {
     .name = "slice",
     .min_in = 1,
@@ -923,6 +1026,7 @@ const tg_op_def tg_op_slice = {
     .views = 1u << 0,
     .grad = TG_GRAD_VJP,
     .vjp = vjp_slice,
+    .batch = batch_slice,
 };
 
 /* Part i of list v (none mask `none`): nothing where it is omitted. */

@@ -322,7 +322,7 @@ static bool bind(parser *p, const tg_tok *t, tg_var *v) {
 
 /* Names the parser reads as built-in forms rather than ops (a function may not take one). */
 static bool is_special_form(const char *name) {
-    static const char *const forms[] = {"const", "grad", "vjp", "jacobian", "hessian"};
+    static const char *const forms[] = {"const", "grad", "vjp", "jacobian", "hessian", "vectorize"};
     for (size_t i = 0; i < TG_COUNTOF(forms); i++)
         if (strcmp(name, forms[i]) == 0) return true;
     return false;
@@ -899,6 +899,64 @@ static NOINLINE bool build_fused(parser *p, const tg_tok *optok, const tg_tok *r
     return true;
 }
 
+/* One of vectorize's in_axes/out_axes (attribute a) for n entries into ax: a list of one
+ * entry each (`none` for an unmapped one), or a single int or `none` for all of them. */
+static bool vectorize_axes(parser *p, const tg_tok *optok, const tg_attr *a, int n,
+                           const char *what, int *ax) {
+    if (a->kind == TG_ATTR_INTS && a->n != n)
+        return FAIL_TOK(p, optok, TG_EINVAL, "vectorize: %s has %d entr%s for %d %s%s", a->name,
+                        a->n, a->n == 1 ? "y" : "ies", n, what, n == 1 ? "" : "s");
+    if (a->kind != TG_ATTR_INTS && a->kind != TG_ATTR_INT && a->kind != TG_ATTR_NONE)
+        return FAIL_TOK(p, optok, TG_EINVAL,
+                        "vectorize: %s expects a list of ints and nones, an int or none", a->name);
+    for (int k = 0; k < n; k++) {
+        int64_t v = a->kind == TG_ATTR_INTS ? a->ints[k] : a->i;
+        bool none = a->kind == TG_ATTR_NONE || (a->kind == TG_ATTR_INTS && a->none && a->none[k]);
+        if (!none && (v < -TG_MAX_DIMS || v > TG_MAX_DIMS))
+            return FAIL_TOK(p, optok, TG_EINVAL, "vectorize: %s entry %lld is out of range",
+                            a->name, (long long)v);
+        ax[k] = none ? TG_AXIS_NONE : (int)v;
+    }
+    return true;
+}
+
+/* vectorize(@f, x1, x2, ..., in_axes=[0, none], out_axes=[0]) (docs/vectorize.md): f mapped
+ * over the batch axis, built at once by tg_vectorize as ordinary graph. */
+static NOINLINE bool build_vectorize(parser *p, const tg_tok *optok, tg_var **ins, int nin,
+                                     const tg_attr *attrs, int na, const tg_tok *fpos, int nf,
+                                     int *nout) {
+    if (nf != 1)
+        return FAIL_TOK(p, optok, TG_EINVAL,
+                        "vectorize: expects one function (@f) and its arguments, got %d "
+                        "functions",
+                        nf);
+    tg_graph *fn = func_graph(p, &fpos[0]);
+    if (!fn)
+        return FAIL_TOK(p, &fpos[0], TG_ENAME, "unknown function '%.*s'", (int)fpos[0].len,
+                        fpos[0].p);
+    int *ax[2] = {NULL, NULL};
+    for (int k = 0; k < na; k++) {
+        int which = strcmp(attrs[k].name, "in_axes") == 0    ? 0
+                    : strcmp(attrs[k].name, "out_axes") == 0 ? 1
+                                                             : -1;
+        if (which < 0)
+            return FAIL_TOK(p, optok, TG_EINVAL,
+                            "vectorize: unknown attribute '%s' (expected in_axes or out_axes)",
+                            attrs[k].name);
+        int n = which == 0 ? nin : fn->nret;
+        ax[which] = scratch_alloc(p, sizeof *ax[which] * (size_t)(n + 1), optok);
+        if (!ax[which] ||
+            !vectorize_axes(p, optok, &attrs[k], n, which == 0 ? "input" : "output", ax[which]))
+            return false;
+    }
+    set_pos(p, optok);
+    int cap = TG_MAX_OUTS;
+    if (tg_vectorize(p->g, fn, ins, nin, ax[0], ax[1], p->outs, &cap) != TG_OK)
+        return builder_failed(p, optok->line, optok->col);
+    *nout = cap;
+    return true;
+}
+
 /* Builds the call whose arguments parse_call read: an op, a function of the file, fused,
  * a derivative form or the subtensor sugar; the outputs go to p->outs[0..*nout). */
 static NOINLINE bool build_call(parser *p, const tg_tok *optok, const tg_tok *raw, tg_var **ins,
@@ -933,6 +991,8 @@ static NOINLINE bool build_call(parser *p, const tg_tok *optok, const tg_tok *ra
             return FAIL_TOK(p, &fpos[k], TG_EINVAL, "%s: takes %d function argument%s", opname, k,
                             k == 1 ? "" : "s");
     }
+    if (strcmp(opname, "vectorize") == 0)
+        return build_vectorize(p, optok, ins, nin, attrs, na, fpos, nf, nout);
     if (opi < 0) return build_func_call(p, optok, opname, ins, nin, na, nf, nout);
     if (opi == TG_OP_FUSED) return build_fused(p, optok, raw, ins, nin, attrs, na, nout);
     set_pos(p, optok);

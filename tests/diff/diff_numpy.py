@@ -53,6 +53,10 @@ slices, a case with a result whose extent its values decide (mask_select, alloc 
 tensor; a program with nothing else is skipped whole); the run fails when fewer than 90% of
 its programs were mapped.
 
+vectorize (docs/vectorize.md) is checked by programs of their own (vectorize_checks): a
+function of the file mapped over axes of random inputs, compared with the loop over the
+examples in NumPy (explicit loops, or np.vectorize with a gufunc signature).
+
 Where tgraph documents a deliberate difference from NumPy 1.24, the expected values
 follow tgraph (each is named where it is applied):
   - tgraph has no float16: float-only ops on bool/i8/u8 give float32 (NumPy: float16);
@@ -2421,6 +2425,143 @@ def cli_checks(tgraph, tmp):
     return passed, fails
 
 
+def _vectorize_cases(rng):
+    """[(name, .tg text, {input: array}, [expected outputs])]: programs that vectorize a
+    function of the file, with what the loop over the examples gives in NumPy (explicit
+    loops, or np.vectorize with a gufunc signature), stacked along each output's axis."""
+    def d(*shape):
+        return rng.standard_normal(shape)
+
+    def sigmoid(z):
+        return 1 / (1 + np.exp(-z))
+
+    cases = []
+    xs, cs, rs = d(3, 5, 4), d(5), d(4, 5)
+    def f(x, c, r):
+        e = np.exp(x - x.max(axis=0))
+        return (np.sum(np.exp(x) * c, axis=1), np.max(x), e / e.sum(axis=0),
+                np.cumsum(x, axis=-1), np.argmax(x), np.mean(x + r, axis=-2, keepdims=True),
+                np.where(x > c, x, r))
+    outs = list(zip(*[f(xs[:, k, :], cs[k], rs[:, k]) for k in range(5)]))
+    cases.append(("elemwise_axes", """
+func f(x: f64[3,4], c: f64[], r: f64[4]) {
+  return sum(mul(exp(x), c), axis=1), max(x), softmax(x, axis=0), cumsum(x, axis=-1), argmax(x), mean(add(x, r), axis=-2, keepdims=true), where(gt(x, c), x, r)
+}
+func main(xs: f64[3,?,4], cs: f64[5], rs: f64[4,5]) {
+  o0, o1, o2, o3, o4, o5, o6 = vectorize(@f, xs, cs, rs, in_axes=[1, 0, -1], out_axes=[0, -1, 2, 0, 0, 1, -3])
+  return o0, o1, o2, o3, o4, o5, o6
+}
+""", {"xs": xs, "cs": cs, "rs": rs},
+        [np.stack(o, axis=ax) for o, ax in zip(outs, [0, -1, 2, 0, 0, 1, -3])]))
+    a, B, M = d(4, 3), d(3, 2, 4), d(2, 3)
+    prod = np.vectorize(lambda a, B, M: (a @ B, M @ a, M @ B, np.dot(a, a), np.outer(a, a)),
+                        signature="(3),(3,2),(2,3)->(2),(2),(2,2),(),(3,3)")
+    cases.append(("products", """
+func f(a: f64[3], B: f64[3,2], M: f64[2,3]) {
+  return matmul(a, B), dot(M, a), matmul(M, B), dot(a, a), outer(a, a)
+}
+func main(a: f64[4,3], B: f64[3,2,4], M: f64[2,3]) {
+  o0, o1, o2, o3, o4 = vectorize(@f, a, B, M, in_axes=[0, 2, none])
+  return o0, o1, o2, o3, o4
+}
+""", {"a": a, "B": B, "M": M}, list(prod(a, np.moveaxis(B, 2, 0), M))))
+    x, v = d(2, 4, 3), d(4, 3)
+    def g(x, v):
+        return (x.T, x.reshape(3, -1), x[1:, ::-1], np.take(x, [2, 0], axis=1),
+                np.concatenate([x, v[None]], axis=0), np.stack([v, v], axis=-1),
+                np.broadcast_to(v, (4, 3)))
+    outs = list(zip(*[g(x[:, k], v[k]) for k in range(4)]))
+    cases.append(("shape_ops", """
+func f(x: f64[2,3], v: f64[3]) {
+  i = const(value=[2, 0], dtype="i64")
+  return transpose(x), reshape(x, shape=[3, -1]), x[1:, ::-1], take(x, i, axis=1), concatenate(x, expand_dims(v, axis=0), axis=0), stack(v, v, axis=-1), broadcast_to(v, shape=[4, 3])
+}
+func main(x: f64[2,4,3], v: f64[4,3]) {
+  o0, o1, o2, o3, o4, o5, o6 = vectorize(@f, x, v, in_axes=[1, 0])
+  return o0, o1, o2, o3, o4, o5, o6
+}
+""", {"x": x, "v": v}, [np.stack(o) for o in outs]))
+    X, y, w = d(16, 5), (rng.random(16) > 0.5) * 1.0, d(5)
+    r = sigmoid(X @ w + 0.25) - y
+    cases.append(("per_example_grad", """
+func loss(x: f64[5], y: f64[], w: f64[5]) {
+  z = add(dot(x, w), 0.25)
+  l = sub(softplus(z), mul(y, z))
+  return grad(l, w), l
+}
+func main(X: f64[16,5], y: f64[16], w: f64[5]) {
+  g, l = vectorize(@loss, X, y, w, in_axes=[0, 0, none])
+  return g, l
+}
+""", {"X": X, "y": y, "w": w},
+        [r[:, None] * X, np.logaddexp(0, X @ w + 0.25) - y * (X @ w + 0.25)]))
+    A, Bm = d(3, 2), d(4, 2)
+    cases.append(("nested_calls", """
+func sq(v: f64[2]) {
+  return mul(v, v)
+}
+func dist(x: f64[2], y: f64[2]) {
+  return sum(sq(sub(x, y)))
+}
+func row(x: f64[2], ys: f64[4,2]) {
+  return vectorize(@dist, x, ys, in_axes=[none, 0])
+}
+func main(a: f64[3,2], b: f64[4,2]) {
+  return vectorize(@row, a, b, in_axes=[0, none])
+}
+""", {"a": A, "b": Bm}, [np.array([[np.sum((p - q) ** 2) for q in Bm] for p in A])]))
+    P = d(2, 3, 4)
+    cases.append(("inside_pmap", """
+func f(x: f64[4]) {
+  return sum(mul(x, x))
+}
+func body(x: f64[3,4]) {
+  return vectorize(@f, x)
+}
+func main(x: f64[2,3,4]) {
+  return pmap(@body, x, axis_name="d")
+}
+""", {"x": P}, [np.array([[np.sum(r * r) for r in s] for s in P])]))
+    return cases
+
+
+def vectorize_checks(tgraph, tmp):
+    """vectorize (docs/vectorize.md) against the loop over the examples in NumPy. Returns
+    (passed, failures)."""
+    wd = os.path.join(tmp, "vectorize")
+    os.makedirs(wd, exist_ok=True)
+    passed, fails = 0, []
+    for name, src, ins, want in _vectorize_cases(np.random.default_rng(24)):
+        path = os.path.join(wd, name + ".tg")
+        with open(path, "w") as f:
+            f.write(src)
+        args = [tgraph, "run", path] + mode_args(MODE[0]) + DEV.args()
+        for k, v in ins.items():
+            np.save(os.path.join(wd, "%s_%s.npy" % (name, k)), v)
+            args += ["--in", "%s=%s" % (k, os.path.join(wd, "%s_%s.npy" % (name, k)))]
+        outs = [os.path.join(wd, "%s_out%d.npy" % (name, i)) for i in range(len(want))]
+        for i, o in enumerate(outs):
+            args += ["--out", "%d=%s" % (i, o)]
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                           env=DEV.env())
+        why = None
+        if r.returncode != 0:
+            why = "tgraph failed: %s" % r.stderr.decode("utf-8", "replace").strip()
+        for i, (o, e) in enumerate(zip(outs, want)):
+            if why:
+                break
+            got, e = np.load(o), np.asarray(e)
+            if got.shape != e.shape:
+                why = "output %d has shape %s, expected %s" % (i, got.shape, e.shape)
+            elif not np.allclose(got, e, rtol=1e-10, atol=1e-12):
+                why = "output %d differs: %r, expected %r" % (i, got, e)
+        if why:
+            fails.append("FAIL vectorize/%s: %s\n%s" % (name, why, src))
+        else:
+            passed += 1
+    return passed, fails
+
+
 ROUNDTRIP = ("mlp_", "fused_", "index_sugar_f32", "const", "slice_f32", "slice_unknown",
              "subtensor_f32", "take_f32", "weak_literal_", "literals_only", "cast_f64_to_i8",
              "reduce_f32_2x3x4", "unary_specials_", "long_chain", "where_", "mask_select_f32",
@@ -2627,6 +2768,7 @@ def main():
                 futs = [pool.submit(run_bundle, tgraph, b, mtmp, args.keep, args.seed)
                         for b in bundles]
                 cli = pool.submit(cli_checks, tgraph, mtmp) if not subset else None
+                vec = pool.submit(vectorize_checks, tgraph, mtmp) if not subset else None
                 for b, fut in zip(bundles, futs):
                     n, fails = fut.result()
                     passed += n
@@ -2634,10 +2776,11 @@ def main():
                     if args.verbose:
                         print("%s%s: %d passed, %d failed" % (tag, " ".join(p.name for p in b),
                                                               n, len(fails)))
-                if cli:
-                    n, fails = cli.result()
-                    passed += n
-                    failures += [tag + f for f in fails]
+                for checks in (cli, vec):
+                    if checks:
+                        n, fails = checks.result()
+                        passed += n
+                        failures += [tag + f for f in fails]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -10,7 +10,8 @@ cotangent), and the jacobian and hessian forms against central differences of th
 value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z, the
 gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (1,n), dot's
 (g.Y^T, X^T.g), a small MLP with softmax cross-entropy, a call of another function of
-the file, the cumulative ops, sorts, topk and order statistics together, and the LAPACK
+the file, vectorize (per-example gradients differentiated again), the cumulative ops,
+sorts, topk and order statistics together, and the LAPACK
 ops (cholesky, solve, solve_triangular, cho_solve, inv, det, slogdet, eigh) on matrices the
 program makes well conditioned.
 
@@ -104,6 +105,41 @@ func main(x: f64[?,4], W: f64[4,3], b: f64[3]) {
 }""", {"x": (5, 4), "W": (4, 3), "b": (3,)},
      lambda v: np.sum((np.tanh(v["x"] @ v["W"]) + v["b"]) * np.tanh(v["x"] @ v["W"])),
      ["W", "b"]),
+    # vectorize (docs/vectorize.md): the gradient through a vectorized function, mapped
+    # along axis 0 and along axis 1 with an input shared by every example
+    ("vectorize", """
+func f(x: f64[4], W: f64[4,3]) {
+  return logsumexp(tanh(dot(x, W)))
+}
+
+func main(X: f64[5,4], W: f64[4,3]) {
+  v = vectorize(@f, X, W, in_axes=[0, none])
+  u = vectorize(@f, transpose(X), W, in_axes=[1, none])
+  loss = add(sum(mul(v, v)), sum(mul(u, 0.5)))
+  gX, gW = grad(loss, X, W)
+  return loss, gX, gW
+}""", {"X": (5, 4), "W": (4, 3)},
+     lambda v: (lambda e: np.sum(e ** 2) + 0.5 * np.sum(e))(
+         np.array([np.log(np.sum(np.exp(np.tanh(x @ v["W"])))) for x in v["X"]])),
+     ["X", "W"]),
+    # per-example gradients (a gradient inside the vectorized function), differentiated
+    # again: loss = sum_i <G_i, d l_i / d w> with l_i the logistic loss of example i
+    ("vectorize_per_example_grad", """
+func lossgrad(x: f64[3], y: f64[], w: f64[3]) {
+  z = dot(x, w)
+  l = sub(softplus(z), mul(y, z))
+  return grad(l, w)
+}
+
+func main(X: f64[6,3], y: f64[6], w: f64[3], G: f64[6,3]) {
+  pe = vectorize(@lossgrad, X, y, w, in_axes=[0, 0, none])
+  loss = sum(mul(pe, G))
+  gX, gw, gG = grad(loss, X, w, G)
+  return loss, gX, gw, gG
+}""", {"X": (6, 3), "y": (6,), "w": (3,), "G": (6, 3)},
+     lambda v: np.sum(np.array([(1 / (1 + np.exp(-(x @ v["w"]))) - y) * x
+                                for x, y in zip(v["X"], v["y"])]) * v["G"]),
+     ["X", "w", "G"]),
     # the LAPACK ops (docs/grad.md, "Linear algebra (lapack.c)"), on matrices made well
     # conditioned in the graph: X X^T + n I is positive definite, X + n I far from singular,
     # and a small symmetric matrix plus diag(0, 1.5, 3, 4.5) has well separated eigenvalues

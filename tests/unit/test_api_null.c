@@ -248,6 +248,14 @@ static void test_builders(void **state) {
     BUILDER_ST(tg_call(g, NULL, &x, 1, outs, &nout), TG_EINVAL, "tg_call");
     BUILDER_ST(tg_call(g, g, NULL, 1, outs, &nout), TG_EINVAL, "call");
     BUILDER(tg_apply(g, "call", &x, 1, &TG_A_FUNC("fn", NULL), 1), TG_EINVAL, "call");
+    /* vectorize: NULL graph, function, arguments, outputs; a negative count */
+    nout = 1;
+    STATUS(tg_vectorize(NULL, NULL, NULL, 0, NULL, NULL, outs, &nout), TG_EINVAL, "tg_vectorize");
+    BUILDER_ST(tg_vectorize(g, NULL, &x, 1, NULL, NULL, outs, &nout), TG_EINVAL, "tg_vectorize");
+    BUILDER_ST(tg_vectorize(g, g, NULL, 1, NULL, NULL, outs, &nout), TG_EINVAL, "tg_vectorize");
+    BUILDER_ST(tg_vectorize(g, g, &x, -1, NULL, NULL, outs, &nout), TG_EINVAL, "tg_vectorize");
+    BUILDER_ST(tg_vectorize(g, g, &x, 1, NULL, NULL, NULL, &nout), TG_EINVAL, "tg_vectorize");
+    BUILDER_ST(tg_vectorize(g, g, &x, 1, NULL, NULL, outs, NULL), TG_EINVAL, "tg_vectorize");
 
     /* the typed shortcuts: NULL graph, NULL operands */
     NULLRET(tg_exp(NULL, NULL), "tg_apply");
