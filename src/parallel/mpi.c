@@ -48,7 +48,7 @@
 static struct {
     pthread_once_t once;
     int rank, size;
-    bool joined;   /* tgraph called MPI_Init_thread, so it finalizes */
+    bool joined; /* tgraph called MPI_Init_thread, so it finalizes */
     double timeout, grace;
     MPI_Request fault_req; /* the posted receive of a failure note */
     char fault_buf[TG_ERRMSG_MAX];
@@ -56,7 +56,7 @@ static struct {
     atomic_int failed;       /* the rank whose note arrived, -1 */
     char failed_msg[TG_ERRMSG_MAX];
     atomic_bool finished;
-    pthread_mutex_t call_mu; /* tg_world_lock */
+    pthread_mutex_t call_mu;                           /* tg_world_lock */
     MPI_Datatype type[TG_DT_COUNT], pair[TG_DT_COUNT]; /* elements; (element, int32) */
     MPI_Op op[3], extreme[3];                          /* by tg_comm_op */
 } W = {.once = PTHREAD_ONCE_INIT,
@@ -132,8 +132,9 @@ static void join(void) {
     MPI_Comm_rank(MPI_COMM_WORLD, &W.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &W.size);
     if (W.size > 1 && provided < MPI_THREAD_SERIALIZED) {
-        fprintf(stderr, "tgraph: MPI rank %d: this MPI gives no thread support beyond "
-                        "MPI_THREAD_FUNNELED, and tgraph calls it from the pmap's threads\n",
+        fprintf(stderr,
+                "tgraph: MPI rank %d: this MPI gives no thread support beyond "
+                "MPI_THREAD_FUNNELED, and tgraph calls it from the pmap's threads\n",
                 W.rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -236,8 +237,8 @@ static tg_status finish_op(int rc, MPI_Request *req, tg_comm *local, const char 
 tg_status tg_world_all_gather(void *buf, size_t bytes) {
     if (W.size <= 1) return TG_OK;
     if (bytes > INT_MAX)
-        return tg_set_error(TG_ELIMIT, "pmap: %zu bytes of results per process: at most %d",
-                            bytes, INT_MAX);
+        return tg_set_error(TG_ELIMIT, "pmap: %zu bytes of results per process: at most %d", bytes,
+                            INT_MAX);
     MPI_Request req;
     int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes, MPI_BYTE,
                             MPI_COMM_WORLD, &req);
@@ -306,8 +307,8 @@ int tg_world_finish(int status, const char *why) {
 struct tg_xcomm {
     tg_ctx *ctx;
     int n, nlocal, base, procs;
-    MPI_Comm comm;   /* the axis's */
-    tg_comm *local;  /* the engine between this process's nlocal ranks (nlocal > 1) */
+    MPI_Comm comm;     /* the axis's */
+    tg_comm *local;    /* the engine between this process's nlocal ranks (nlocal > 1) */
     const void **send; /* per local rank, published before the first local barrier */
     void **recv;
     int32_t **holders;
@@ -451,8 +452,8 @@ tg_status tg_xcomm_all_reduce(tg_xcomm *x, int rank, tg_comm_op op, tg_dtype dt,
     MPI_Op o;
     mpi_op(op, dt, &t, &o);
     MPI_Request req;
-    int rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, t, o, x->comm,
-                            &req);
+    int rc =
+        MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, t, o, x->comm, &req);
     st = finish_op(rc, &req, x->local, "all_reduce across processes");
     if (st == TG_OK) spread(x, recv, count * tg_dtype_size(dt));
     return leave(x, l, st);
@@ -481,8 +482,8 @@ tg_status tg_xcomm_all_reduce_extreme(tg_xcomm *x, int rank, tg_comm_op op, tg_d
         memcpy(pairs + i * (es + 4) + es, &holders[i], 4);
     }
     MPI_Request req;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, pairs, (int)count, W.pair[dt], W.extreme[op], x->comm,
-                            &req);
+    int rc =
+        MPI_Iallreduce(MPI_IN_PLACE, pairs, (int)count, W.pair[dt], W.extreme[op], x->comm, &req);
     st = finish_op(rc, &req, x->local, "all_reduce_extreme across processes");
     for (int r = 0; st == TG_OK && r < x->nlocal; r++) {
         unsigned char *v = r ? x->recv[r] : recv;
@@ -533,8 +534,8 @@ tg_status tg_xcomm_all_gather(tg_xcomm *x, int rank, const void *send, void *rec
     }
     if ((st = enter(x, l, send, recv, NULL)) != TG_OK || l != 0) return l ? leave(x, l, st) : st;
     MPI_Request req;
-    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)mine, MPI_BYTE,
-                            x->comm, &req);
+    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)mine, MPI_BYTE, x->comm,
+                            &req);
     st = finish_op(rc, &req, x->local, "all_gather across processes");
     if (st == TG_OK) spread(x, recv, (size_t)x->n * bytes);
     return leave(x, l, st);
