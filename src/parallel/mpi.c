@@ -355,9 +355,12 @@ tg_status tg_xcomm_new(tg_ctx *ctx, int n, int nlocal, int base, tg_xcomm **out)
 void tg_xcomm_free(tg_xcomm *x) {
     if (!x) return;
     size_t L = (size_t)x->nlocal;
-    /* after a failure the job ends; freeing a communicator with an operation in flight
-     * would wait for it */
-    if (x->comm != MPI_COMM_NULL && !atomic_load(&x->broken)) MPI_Comm_free(&x->comm);
+    /* after a failure the job ends, and freeing a communicator with an operation in flight
+     * would wait for it; after MPI_Finalize (a function freed after tg_world_finish) MPI
+     * has released it already */
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (x->comm != MPI_COMM_NULL && !atomic_load(&x->broken) && !finalized) MPI_Comm_free(&x->comm);
     tg_comm_free(x->local);
     if (x->send) tg_mem_free(x->ctx, x->send, sizeof *x->send * L);
     if (x->recv) tg_mem_free(x->ctx, x->recv, sizeof *x->recv * L);
