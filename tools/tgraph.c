@@ -51,7 +51,7 @@ static const char *const later_opts[] = {
 
 /* The last message of fail(): what the other processes of an MPI job are told
  * (tg_world_finish, docs/mpi.md). */
-static char last_failure[1024];
+static char last_failure[4096];
 
 /* Runtime or data error: "tgraph: <msg>" on stderr ("tgraph (MPI rank R): <msg>" in a job
  * of several processes). Returns EXIT_FAIL for chaining. */
@@ -73,10 +73,10 @@ static int usage_fail(const char *cmd, const char *fmt, ...) PRINTF_LIKE(2, 3);
 static int usage_fail(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tgraph%s%s: ", cmd ? " " : "", cmd ? cmd : "");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see 'tgraph %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
+    vsnprintf(last_failure, sizeof last_failure, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "tgraph%s%s: %s (see 'tgraph %s%s--help')\n", cmd ? " " : "", cmd ? cmd : "",
+            last_failure, cmd ? cmd : "", cmd ? " " : "");
     return EXIT_USAGE;
 }
 
