@@ -142,6 +142,14 @@ if [ -x "$build/bench/bench_comm" ]; then
     echo "== W11a: psum between 2 threads (src/parallel/comm.c) beside memcpy and a hand-written floor =="
     "$build/bench/bench_comm" || true
 fi
+# W11b and W10d (docs/mpi.md), in builds with MPI: 2 processes started by mpirun
+mpirun_cmd=$(command -v mpirun || command -v mpiexec || true)
+if [ -x "$build/bench/bench_w11b" ] && [ -n "$mpirun_cmd" ]; then
+    echo "== W11b: psum across 2 MPI processes beside MPI_Allreduce (not part of the table) =="
+    "$mpirun_cmd" --oversubscribe -np 2 "$build/bench/bench_w11b" || true
+    echo "== W10d: the data-parallel step across 2 MPI processes against 1 (not part of the table) =="
+    "$mpirun_cmd" --oversubscribe -np 2 "$build/bench/bench_w10d" -n "$runs" || true
+fi
 if [ -x "$build/bench/bench_devices" ]; then
     echo "== W10a: two branches on 2 host devices; sim devices with 1 ms transfers =="
     OPENBLAS_NUM_THREADS=1 "$build/bench/bench_devices" || true

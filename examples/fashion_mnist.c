@@ -26,6 +26,11 @@
  * (tests/CMakeLists.txt checks it with --steps and --losses, which write the loss of
  * every step of a shortened run).
  *
+ * Started by mpirun (docs/mpi.md), the pmap spans the processes: `mpirun -np 2
+ * example_fashion_mnist --devices 1` trains data-parallel over 2 processes, each taking half
+ * of every batch (P processes x --devices N: a pmap over P * N ranks). Every process reads
+ * the data and makes the same shuffles; only rank 0 prints and writes files.
+ *
  * It reads the gzipped IDX files of Debian's dataset-fashion-mnist package (idx.c),
  * shows a progress bar on stderr, prints the test accuracy after each epoch and
  * `test accuracy: 88.1%` at the end, writes a plot of the training loss and test accuracy
@@ -447,6 +452,11 @@ int main(int argc, char **argv) {
     int rc = parse_opts(argc, argv, &o);
     if (rc) return rc;
     rc = 1;
+    /* in an MPI job: P processes x --devices ranks, rank 0 printing and writing */
+    const int procs = tg_world_size(), ranks = procs * o.devices;
+    const bool lead = tg_world_rank() == 0;
+    if (!lead && !freopen("/dev/null", "w", stdout)) return tg_world_finish(1, "no /dev/null");
+    if (!lead) o.losses = NULL;
     dataset train = {0}, test = {0};
     tg_graph *gs = NULL, *ge = NULL, *gp = NULL;
     tg_fn *step = NULL, *eval = NULL, *eval2 = NULL, *shuffle = NULL;
@@ -470,9 +480,10 @@ int main(int argc, char **argv) {
         die("--batch %d: larger than the %lld training images", o.batch, (long long)train.n);
         goto done;
     }
-    if (o.batch % o.devices) {
-        die("--batch %d is not a multiple of --devices %d: each device takes an equal share",
-            o.batch, o.devices);
+    if (o.batch % ranks) {
+        die("--batch %d is not a multiple of the %d ranks (--devices %d x %d MPI processes): "
+            "each takes an equal share",
+            o.batch, ranks, o.devices, procs);
         goto done;
     }
     if (o.losses && !(losses = fopen(o.losses, "w"))) {
@@ -493,7 +504,7 @@ int main(int argc, char **argv) {
         die("starting the threads: %s", tg_last_error());
         goto done;
     }
-    gs = o.devices > 1 ? build_step_pmap(o.batch, o.devices) : build_step(o.batch);
+    gs = ranks > 1 ? build_step_pmap(o.batch, ranks) : build_step(o.batch);
     if (!gs || !(ge = build_eval(EVAL_BATCH))) goto done;
     tg_compile_opts co = TG_COMPILE_OPTS(.mode = o.mode, .pool = pool);
     tg_compile_opts cs = TG_COMPILE_OPTS(.mode = o.mode, .pool = step_pool ? step_pool : pool,
@@ -511,11 +522,12 @@ int main(int argc, char **argv) {
     printf("model: MLP 784-256-10 (relu), softmax cross-entropy, Adam (lr %g, cosine decay), "
            "batch %d; one compiled step function with %d state tensors\n",
            o.lr, o.batch, tg_fn_state_count(step));
-    if (o.devices > 1)
-        printf("data-parallel on %d devices (pmap): %d examples and %d thread%s each, the "
+    if (ranks > 1)
+        printf("data-parallel on %d devices (pmap%s): %d examples and %d thread%s each, the "
                "loss averaged with pmean\n",
-               o.devices, o.batch / o.devices, tg_pool_size(step_pool),
-               tg_pool_size(step_pool) == 1 ? "" : "s");
+               ranks, procs > 1 ? ", across MPI processes" : "", o.batch / ranks,
+               step_pool ? tg_pool_size(step_pool) : tg_pool_size(pool),
+               (step_pool ? tg_pool_size(step_pool) : tg_pool_size(pool)) == 1 ? "" : "s");
     printf("backend %s, %d thread%s; compiled in %.2f s\n", o.mode_name, tg_pool_size(pool),
            tg_pool_size(pool) == 1 ? "" : "s", now() - t0);
 
@@ -540,7 +552,7 @@ int main(int argc, char **argv) {
     }
 
     tg_tensor *params[NPARAM];
-    progress pr = {.start = now(), .total = total, .tty = isatty(2)};
+    progress pr = {.start = now(), .total = total, .tty = lead && isatty(2)};
     double train_time = 0;
     for (int ep = 0; ep < o.epochs; ep++) {
         /* this epoch's order of the examples: permutation(fold_in(key, epoch)) */
@@ -588,7 +600,7 @@ int main(int argc, char **argv) {
             progress_draw(&pr, ep + 1, o.epochs, sum / (double)seen, 0);
         }
         train_time += now() - te;
-        progress_draw(&pr, ep + 1, o.epochs, sum / (double)seen, 1);
+        if (lead) progress_draw(&pr, ep + 1, o.epochs, sum / (double)seen, 1);
         for (int i = 0; i < NPARAM; i++)
             params[i] = tg_fn_state(step, tg_fn_state_find(step, param_name[i]));
         ep_loss[ep] = sum / (double)seen;
@@ -609,6 +621,10 @@ int main(int argc, char **argv) {
         printf("trained %d epochs in %.1f s (%.0f examples/s)\n", o.epochs, train_time,
                (double)pr.done / train_time);
     printf("test accuracy: %.1f%%\n", acc);
+    if (!lead) { /* the rest reads and writes files: rank 0's */
+        rc = 0;
+        goto done;
+    }
 
     /* per-class accuracy, from the predictions of the final model */
     pred = tg_tensor_new(NULL, TG_DT_I64, 1, &test.n);
@@ -682,5 +698,5 @@ done:
     tg_graph_free(gs);
     tg_pool_free(step_pool);
     tg_pool_free(pool);
-    return rc;
+    return tg_world_finish(rc, NULL);
 }

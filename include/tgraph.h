@@ -458,6 +458,22 @@ TG_API tg_status tg_devices_configure(int host_devices, int sim_devices);
  * malformed or i is out of range. */
 TG_API int tg_devices_count(void);
 TG_API const char *tg_devices_name(int i);
+
+/* ---- processes (docs/mpi.md) ------------------------------------------------------ */
+/* Started by mpirun, a build with MPI joins the job (MPI_Init_thread) on the first call of
+ * any of these; a pmap whose extent is a multiple of the processes then spans them all,
+ * each taking its share of the ranks. Without MPI, or outside mpirun, the world is this
+ * process alone: rank 0 of 1. */
+TG_API int tg_world_rank(void);
+TG_API int tg_world_size(void);
+/* Ends this process's part in the job; call it once, last, and exit with what it returns.
+ * status 0 waits for every process to get there, then finalizes MPI; it returns non-zero
+ * when another process failed meanwhile (tg_last_error() names it). A non-zero status
+ * tells the other processes that this one failed, with the message `why` (NULL: this
+ * thread's last error), and ends the job within TGRAPH_MPI_GRACE seconds (default 5).
+ * A process that never calls it ends as with status 0 at exit. Returns status as is
+ * without MPI. */
+TG_API int tg_world_finish(int status, const char *why);
 /* Where the nodes of a compiled function run (tg_compile_opts.placement). DEFAULT: AUTO
  * when there is more than one device or the graph has annotations, else everything on
  * `cpu` as with no devices at all. AUTO: nodes pinned by annotations stay; the rest are

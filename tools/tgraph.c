@@ -49,15 +49,22 @@ static const char *const later_opts[] = {
 
 /* ---- messages ---------------------------------------------------------------------- */
 
-/* Runtime or data error: "tgraph: <msg>" on stderr. Returns EXIT_FAIL for chaining. */
+/* The last message of fail(): what the other processes of an MPI job are told
+ * (tg_world_finish, docs/mpi.md). */
+static char last_failure[4096];
+
+/* Runtime or data error: "tgraph: <msg>" on stderr ("tgraph (MPI rank R): <msg>" in a job
+ * of several processes). Returns EXIT_FAIL for chaining. */
 static int fail(const char *fmt, ...) PRINTF_LIKE(1, 2);
 static int fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("tgraph: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(last_failure, sizeof last_failure, fmt, ap);
     va_end(ap);
+    if (tg_world_size() > 1)
+        fprintf(stderr, "tgraph (MPI rank %d): %s\n", tg_world_rank(), last_failure);
+    else
+        fprintf(stderr, "tgraph: %s\n", last_failure);
     return EXIT_FAIL;
 }
 
@@ -66,10 +73,10 @@ static int usage_fail(const char *cmd, const char *fmt, ...) PRINTF_LIKE(2, 3);
 static int usage_fail(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tgraph%s%s: ", cmd ? " " : "", cmd ? cmd : "");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see 'tgraph %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
+    vsnprintf(last_failure, sizeof last_failure, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "tgraph%s%s: %s (see 'tgraph %s%s--help')\n", cmd ? " " : "", cmd ? cmd : "",
+            last_failure, cmd ? cmd : "", cmd ? " " : "");
     return EXIT_USAGE;
 }
 
@@ -798,6 +805,10 @@ static int cmd_run(const options *o) {
         fail("%s", lib_error(st));
         goto done;
     }
+    if (tg_world_rank() != 0) { /* in an MPI job, rank 0 writes and prints (docs/mpi.md) */
+        rc = EXIT_OK;
+        goto done;
+    }
     for (int k = 0; k < o->nout; k++) { /* final values of states */
         if (find_output(g, o->outs[k].name) >= 0) continue;
         const char *path = o->outs[k].path;
@@ -1170,8 +1181,17 @@ static void set_signals(void) {
     }
 }
 
+/* main's exit status, after this process's part in an MPI job has ended (docs/mpi.md): a
+ * failure is told to the other processes with its message. */
+static int finish(int rc) {
+    int status = tg_world_finish(rc == EXIT_OK ? 0 : rc, last_failure[0] ? last_failure : NULL);
+    if (status != 0 && rc == EXIT_OK) return fail("%s", tg_last_error()); /* another's */
+    return rc;
+}
+
 int main(int argc, char **argv) {
     set_signals();
+    tg_world_size(); /* joins the MPI job when started by mpirun */
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USAGE;
@@ -1209,7 +1229,7 @@ int main(int argc, char **argv) {
         free(o.ins);
         free(o.outs);
         tg_ctx_free(cli_ctx);
-        return rc < 0 ? EXIT_OK : rc;
+        return finish(rc < 0 ? EXIT_OK : rc);
     }
     for (size_t k = 0; k < sizeof later_commands / sizeof later_commands[0]; k++)
         if (later_commands[k] && strcmp(cmd, later_commands[k]) == 0) {

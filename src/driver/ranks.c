@@ -26,6 +26,15 @@
  *    device) or runs a rank of an enclosing pmap: the queues may hold steps that wait for
  *    this very call, and a rank queued behind them would never start.
  *
+ * Across processes (docs/mpi.md): in an MPI job of P processes, a pmap that no other pmap
+ * encloses and whose extent n is a multiple of P spans them: process p runs ranks
+ * p * n/P .. (p + 1) * n/P - 1 as above (on its host devices or threads), their
+ * communicators spanning the processes (comm.h), under tg_world_lock so that pmap calls
+ * spanning processes are made one at a time, in program order. Every process holds the
+ * whole inputs; an out_axes=none result comes from the process's first rank (the same
+ * value everywhere, being invariant), and a stacked one is gathered from every process,
+ * so each ends with the whole result. Other pmaps run whole in every process.
+ *
  * Failure: a rank that fails aborts the communicators of its call and of every enclosing
  * pmap call (through its frames), so that no rank waits in a collective for it; every
  * rank then runs to its end. A rank whose failure only came from such an abort (a
@@ -40,6 +49,7 @@
 #include "driver.h"
 
 #include "../parallel/comm.h"
+#include "../parallel/world.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -47,6 +57,7 @@
 /* What one pmap call of n ranks takes (see "Slots" above). */
 typedef struct slot {
     int n;
+    bool spans;         /* across processes */
     bool busy;          /* a pmap call runs on it (under tg_ranks.mu) */
     tg_comm_set *comms; /* the frames' `shared` */
     tg_pool *pool;      /* n threads, the caller's included; NULL until ranks run on threads
@@ -65,6 +76,8 @@ typedef struct job {
     tg_fn *body;
     const char *axis;
     int n;                /* ranks */
+    int nlocal, base;     /* those of this process: base .. base + nlocal - 1 (all but
+                             across processes) */
     tg_tensor *const *in; /* n * nin: rank r's at r * nin */
     int nin;
     tg_tensor **out; /* n * nout; NULL entries: results made and dropped */
@@ -119,10 +132,14 @@ static void run_rank(job *j, int r) {
     tg_tensor *out[TG_MAX_OUTS];
     tg_tensor *const *given = j->out + (size_t)r * (size_t)j->nout;
     for (int k = 0; k < j->nout; k++) out[k] = given[k];
+    if (r == j->base && r > 0) /* a later process's first rank makes the out_axes=none ones */
+        for (int k = 0; k < j->nout; k++)
+            if (!out[k]) out[k] = j->out[k];
     tg_status st =
         tg_fn_call_into(j->body, j->in + (size_t)r * (size_t)j->nin, j->nin, out, j->nout);
     for (int k = 0; k < j->nout; k++)
-        if (!given[k]) tg_tensor_free(out[k]); /* a result nobody wants (NULL on failure) */
+        if (!given[k] && !(r == j->base && r > 0 && j->out[k]))
+            tg_tensor_free(out[k]); /* a result nobody wants (NULL on failure) */
     tg_spmd_set(prev);
     if (st == TG_OK) return;
     j->st[r] = st; /* rank r's own entries: read after every rank has returned */
@@ -133,7 +150,7 @@ static void run_rank(job *j, int r) {
 
 static void pool_task(void *arg, int ith, int nth) {
     job *j = arg;
-    for (int r = ith; r < j->n; r += nth) run_rank(j, r);
+    for (int r = ith; r < j->nlocal; r += nth) run_rank(j, j->base + r);
 }
 
 static void device_task(void *arg, tg_device *dev) {
@@ -144,23 +161,26 @@ static void device_task(void *arg, tg_device *dev) {
 
 /* A free slot of n ranks, taken (busy), made when every one is busy; NULL with the error
  * set. */
-static slot *slot_take(tg_ranks *rk, int n) {
+static slot *slot_take(tg_ranks *rk, int n, int nlocal, int base) {
+    bool spans = nlocal < n;
     pthread_mutex_lock(&rk->mu);
     for (int i = 0; i < rk->nslot; i++)
-        if (!rk->slots[i]->busy && rk->slots[i]->n == n) {
+        if (!rk->slots[i]->busy && rk->slots[i]->n == n && rk->slots[i]->spans == spans) {
             rk->slots[i]->busy = true;
             pthread_mutex_unlock(&rk->mu);
             return rk->slots[i];
         }
     pthread_mutex_unlock(&rk->mu);
     slot *sl = tg_mem_calloc(rk->ctx, sizeof *sl);
-    tg_comm_set *cs = sl ? tg_comm_set_new(rk->ctx, n) : NULL;
+    tg_comm_set *cs = !sl     ? NULL
+                      : spans ? tg_comm_set_new_spanning(rk->ctx, n, nlocal, base)
+                              : tg_comm_set_new(rk->ctx, n);
     if (!cs) {
         if (sl) tg_mem_free(rk->ctx, sl, sizeof *sl);
         tg_set_error(TG_ENOMEM, "out of memory: a pmap call of %d ranks", n);
         return NULL;
     }
-    *sl = (slot){.n = n, .busy = true, .comms = cs};
+    *sl = (slot){.n = n, .spans = spans, .busy = true, .comms = cs};
     pthread_mutex_lock(&rk->mu);
     if (rk->nslot == rk->cap) {
         int ncap = rk->cap ? 2 * rk->cap : 4;
@@ -191,28 +211,28 @@ static void slot_give(tg_ranks *rk, slot *sl) {
 }
 
 static tg_status run_on_threads(tg_ranks *rk, slot *sl, job *j) {
-    if (j->n == 1) {
+    if (j->nlocal == 1) {
         pool_task(j, 0, 1);
         return TG_OK;
     }
-    if (!sl->pool && !(sl->pool = tg_pool_new(rk->ctx, j->n)))
-        return tg_set_error(TG_ENOMEM, "cannot start the %d threads of a pmap", j->n);
+    if (!sl->pool && !(sl->pool = tg_pool_new(rk->ctx, j->nlocal)))
+        return tg_set_error(TG_ENOMEM, "cannot start the %d threads of a pmap", j->nlocal);
     tg_pool_run(sl->pool, pool_task, j);
     return TG_OK;
 }
 
 static tg_status run_on_devices(tg_ctx *ctx, tg_device *const *dev, job *j) {
-    size_t n = (size_t)j->n;
+    size_t n = (size_t)j->nlocal;
     rank_task *task = tg_mem_alloc(ctx, sizeof *task * n);
     tg_event **ev = tg_mem_calloc(ctx, sizeof *ev * n);
     tg_status st = task && ev ? TG_OK : tg_set_error(TG_ENOMEM, "out of memory: a pmap call");
-    for (int r = 0; st == TG_OK && r < j->n; r++)
+    for (int r = 0; st == TG_OK && r < j->nlocal; r++)
         if (!(ev[r] = tg_event_new())) st = tg_set_error(TG_ENOMEM, "out of memory: an event");
     int submitted = 0, recorded = 0;
     if (st == TG_OK) {
         pthread_mutex_lock(&submit_mu);
-        for (int r = 0; st == TG_OK && r < j->n; r++) {
-            task[r] = (rank_task){j, r};
+        for (int r = 0; st == TG_OK && r < j->nlocal; r++) {
+            task[r] = (rank_task){j, j->base + r};
             st = tg_device_submit(dev[r], device_task, &task[r]);
             if (st == TG_OK) submitted = r + 1;
             if (st == TG_OK && (st = tg_device_record(dev[r], ev[r])) == TG_OK) recorded = r + 1;
@@ -224,7 +244,7 @@ static tg_status run_on_devices(tg_ctx *ctx, tg_device *const *dev, job *j) {
     /* a rank queued without its event: its queue may still run it (on this job) */
     if (submitted > recorded) tg_device_synchronize(dev[submitted - 1]);
     for (int r = 0; r < recorded; r++) tg_event_sleep(ev[r]);
-    for (int r = 0; ev && r < j->n; r++) tg_event_free(ev[r]);
+    for (int r = 0; ev && r < j->nlocal; r++) tg_event_free(ev[r]);
     if (ev) tg_mem_free(ctx, ev, sizeof *ev * n);
     if (task) tg_mem_free(ctx, task, sizeof *task * n);
     return st;
@@ -263,34 +283,86 @@ static int reported(const job *j, bool *interrupted) {
     return own >= 0 ? own : first;
 }
 
+/* A stacked result of a call spanning processes: the slices of the other processes'
+ * ranks gathered into it (see the top), through a contiguous copy unless the slices lie end
+ * to end in rank order already (out_axes=0 of a contiguous result). */
+static tg_status gather_result(tg_ctx *ctx, const job *j, int k) {
+    tg_tensor *const *out = j->out;
+    const tg_tensor *t0 = out[k];
+    size_t bytes = (size_t)tg_tensor_size(t0) * tg_dtype_size(t0->dtype);
+    bool in_place = true;
+    for (int r = 0; r < j->n && in_place; r++) {
+        const tg_tensor *t = out[(size_t)r * (size_t)j->nout + (size_t)k];
+        in_place = tg_tensor_is_contiguous(t) &&
+                   (char *)tg_tensor_data(t) == (char *)tg_tensor_data(t0) + (size_t)r * bytes;
+    }
+    if (in_place) return tg_world_all_gather(tg_tensor_data(t0), (size_t)j->nlocal * bytes);
+    int64_t shape[TG_MAX_DIMS + 1] = {j->n};
+    memcpy(shape + 1, t0->shape, sizeof *shape * (size_t)t0->ndim);
+    tg_tensor *all = tg_tensor_empty(ctx, t0->dtype, t0->ndim + 1, shape);
+    if (!all) return tg_set_error(TG_ENOMEM, "out of memory: gathering a result of a pmap");
+    tg_status st = TG_OK;
+    for (int pass = 0; pass < 2 && st == TG_OK; pass++) {
+        if (pass == 1) st = tg_world_all_gather(tg_tensor_data(all), (size_t)j->nlocal * bytes);
+        for (int r = 0; r < j->n && st == TG_OK; r++) {
+            bool mine = r >= j->base && r < j->base + j->nlocal;
+            if (mine != (pass == 0)) continue;
+            tg_tensor *row = tg_tensor_view(all, t0->ndim, t0->shape, all->strides + 1,
+                                            all->offset + r * all->strides[0]);
+            if (!row) {
+                st = tg_set_error(TG_ENOMEM, "out of memory: gathering a result of a pmap");
+                break;
+            }
+            tg_tensor *slice = out[(size_t)r * (size_t)j->nout + (size_t)k];
+            if (pass == 0)
+                tg_tensor_copy_into(row, slice);
+            else
+                tg_tensor_copy_into(slice, row);
+            tg_tensor_free(row);
+        }
+    }
+    tg_tensor_free(all);
+    return st;
+}
+
 tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_tensor *const *in,
                        int nin, tg_tensor **out, int nout, char *msg, size_t cap) {
     job j = {.body = body,
              .axis = axis,
              .n = n,
+             .nlocal = n,
              .in = in,
              .nin = nin,
              .out = out,
              .nout = nout,
              .outer = tg_spmd_current()};
+    int procs = j.outer ? 1 : tg_world_size();
+    bool spans = procs > 1 && n % procs == 0;
+    if (spans) {
+        j.nlocal = n / procs;
+        j.base = tg_world_rank() * j.nlocal;
+        tg_world_lock();
+    }
     tg_device *const *dev = NULL;
     int nhost = 0;
     tg_status st = TG_OK;
     if (!j.outer && (st = host_devices(&dev, &nhost)) == TG_OK && nhost > 0 && tg_device_current())
         nhost = 0; /* on a queue thread: threads of its own (see the top of the file) */
-    if (st == TG_OK && n > nhost && nhost > 0) {
-        char list[32] = "cpu:0";
+    if (st == TG_OK && j.nlocal > nhost && nhost > 0) {
+        char list[32] = "cpu:0", each[64] = "";
         if (nhost > 1) snprintf(list, sizeof list, "cpu:0..cpu:%d", nhost - 1);
+        if (spans) snprintf(each, sizeof each, " (%d on each of %d MPI ranks)", j.nlocal, procs);
         st = tg_set_error(TG_EINVAL,
-                          "a pmap over %d entries, but there %s %d host device%s (%s): ask for "
+                          "a pmap over %d entries%s, but there %s %d host device%s (%s): ask for "
                           "at least %d (TGRAPH_HOST_DEVICES, --devices)",
-                          n, nhost == 1 ? "is" : "are", nhost, nhost == 1 ? "" : "s", list, n);
+                          n, each, nhost == 1 ? "is" : "are", nhost, nhost == 1 ? "" : "s", list,
+                          j.nlocal);
     }
     j.ctx = rk->ctx;
     j.st = st == TG_OK ? tg_mem_calloc(rk->ctx, sizeof *j.st * (size_t)n) : NULL;
     j.msg = j.st ? tg_mem_calloc(rk->ctx, sizeof *j.msg * (size_t)n) : NULL;
     if (st == TG_OK && !j.msg) st = tg_set_error(TG_ENOMEM, "out of memory: a pmap call");
-    slot *sl = st == TG_OK ? slot_take(rk, n) : NULL;
+    slot *sl = st == TG_OK ? slot_take(rk, n, j.nlocal, j.base) : NULL;
     if (st == TG_OK && !sl) st = TG_ENOMEM;
     int failed = -1;
     if (st == TG_OK) {
@@ -302,6 +374,9 @@ tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_te
             tg_comm_set_note_interrupted(j.outer->shared, j.outer->rank);
         slot_give(rk, sl);
     }
+    for (int k = 0; spans && st == TG_OK && failed < 0 && k < nout; k++)
+        if (out[(size_t)nout + (size_t)k]) st = gather_result(rk->ctx, &j, k); /* stacked */
+    if (spans) tg_world_unlock();
     if (st != TG_OK)
         snprintf(msg, cap, "%s", tg_last_error());
     else if (failed >= 0 && j.msg[failed])

@@ -39,6 +39,7 @@
 
 #include "../backend/interp/interp.h"
 #include "../ops/ops.h"
+#include "../parallel/world.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -307,6 +308,32 @@ static tg_status steps_order(tg_sched *s) {
     return st;
 }
 
+/* In an MPI job of several processes, the steps that may run a pmap spanning them (a part
+ * with a node that has effects, or a call) each wait for the previous such step: pmap
+ * calls spanning processes must be made in the same order in every process (docs/mpi.md),
+ * and steps on different queues would otherwise run them in whatever order the timing
+ * gives. The steps are in submission order, so the edges added keep them acyclic. */
+static tg_status steps_chain_spanning(tg_sched *s) {
+    if (tg_world_size() <= 1) return TG_OK;
+    int prev = -1;
+    for (int i = 0; i < s->nsteps; i++) {
+        step *p = &s->steps[i];
+        bool spans = false;
+        for (int k = 0; !p->copy && k < p->g->nodes.n && !spans; k++) {
+            const tg_node *n = p->g->nodes.items[k];
+            spans = n && (n->op == TG_OP_CALL || tg_op_table[n->op]->effects);
+        }
+        if (!spans) continue;
+        bool has = false;
+        for (int k = 0; k < p->ndep && !has; k++) has = p->dep[k] == prev;
+        if (prev >= 0 && !has && s->steps[prev].dev != p->dev &&
+            !add_slot(s->ctx, &p->dep, &p->ndep, prev))
+            return tg_set_error(TG_ENOMEM, "out of memory: the steps of '%s'", s->g->name);
+        prev = i;
+    }
+    return TG_OK;
+}
+
 /* Where value h lives, for messages. */
 static const char *where(const tg_device *d) { return d ? d->name : "the host"; }
 
@@ -440,6 +467,7 @@ tg_status tg_sched_new(tg_graph *g, const tg_compile_opts *opts, tg_sched **out)
     for (int i = 0; st == TG_OK && i < s->nsteps; i++)
         if (!s->steps[i].copy) st = part_build(s, i, order, norder, stepof, external);
     if (st == TG_OK) st = steps_order(s);
+    if (st == TG_OK) st = steps_chain_spanning(s);
     /* each part compiled for its device: the backend of the mode, the device's pool */
     for (int i = 0; st == TG_OK && i < s->nsteps; i++) {
         step *p = &s->steps[i];

@@ -98,6 +98,8 @@ struct tg_comm {
     atomic_int abort_claimed;              /* the first abort writes why and why_msg */
     tg_status why;
     char why_msg[TG_ERRMSG_MAX];
+    tg_xcomm *x; /* spanning processes: the two-level collectives of mpi.c, and nothing
+                    above but n, abort_claimed, why and why_msg is used */
 };
 
 /* ---- kernels: d = a op b, and d op= b, per dtype and op; holders ---- */
@@ -204,6 +206,20 @@ static const hold_fn holds[TG_DT_COUNT] = {
     [TG_DT_I64] = hold_i64, [TG_DT_U8] = hold_u8, [TG_DT_F32] = hold_f32, [TG_DT_F64] = hold_f64,
 };
 
+void tg_comm_combine(tg_comm_op op, tg_dtype dt, void *acc, const void *src, size_t count) {
+    TG_ASSERT((unsigned)dt < TG_DT_COUNT && (unsigned)op < 3 && kernels[dt][op].acc);
+    kernels[dt][op].acc(acc, NULL, src, count);
+}
+
+bool tg_comm_supports(tg_comm_op op, tg_dtype dt) {
+    return (unsigned)dt < TG_DT_COUNT && (unsigned)op < 3 && kernels[dt][op].acc;
+}
+
+void tg_comm_count_equal(tg_dtype dt, int32_t *cnt, const void *m, const void *x, size_t count) {
+    TG_ASSERT((unsigned)dt < TG_DT_COUNT && holds[dt]);
+    holds[dt](cnt, m, x, count);
+}
+
 /* ---- the communicator ---- */
 
 tg_comm *tg_comm_new(tg_ctx *ctx, int n) {
@@ -235,8 +251,38 @@ tg_comm *tg_comm_new(tg_ctx *ctx, int n) {
     return c;
 }
 
+tg_status tg_comm_new_spanning(tg_ctx *ctx, int n, int nlocal, int base, tg_comm **out) {
+    if (!ctx) ctx = tg_ctx_default();
+    *out = NULL;
+    tg_comm *c = tg_mem_calloc(ctx, sizeof *c);
+    if (!c) return tg_set_error(TG_ENOMEM, "out of memory: a communicator of %d ranks", n);
+    c->ctx = ctx;
+    c->n = n;
+    atomic_init(&c->state, 0);
+    atomic_init(&c->abort_claimed, 0);
+#ifdef TG_HAVE_MPI
+    tg_status st = tg_xcomm_new(ctx, n, nlocal, base, &c->x);
+#else
+    (void)nlocal, (void)base;
+    tg_status st = tg_set_error(TG_EUNSUPPORTED, "this build of tgraph has no MPI");
+#endif
+    if (st != TG_OK) {
+        tg_mem_free(ctx, c, sizeof *c);
+        return st;
+    }
+    *out = c;
+    return TG_OK;
+}
+
 void tg_comm_free(tg_comm *c) {
     if (!c) return;
+#ifdef TG_HAVE_MPI
+    if (c->x) {
+        tg_xcomm_free(c->x);
+        tg_mem_free(c->ctx, c, sizeof *c);
+        return;
+    }
+#endif
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     tg_mem_free(c->ctx, c->mem, c->mem_size);
@@ -269,10 +315,22 @@ void tg_comm_abort(tg_comm *c, tg_status why) {
         snprintf(c->why_msg, sizeof c->why_msg, "%s", tg_last_error());
         atomic_fetch_or(&c->state, ABORT_BIT); /* publishes why and why_msg */
     }
+#ifdef TG_HAVE_MPI
+    if (c->x) {
+        tg_xcomm_abort(c->x, why);
+        return;
+    }
+#endif
     wake_all(c);
 }
 
 void tg_comm_reset(tg_comm *c) {
+#ifdef TG_HAVE_MPI
+    if (c->x) { /* the processes stay out of step: mpi.c refuses further collectives */
+        atomic_store(&c->abort_claimed, 0);
+        return;
+    }
+#endif
     uint64_t s = atomic_load(&c->state);
     atomic_store(&c->state, s & ~(COUNT_MASK | ABORT_BIT));
     for (int r = 0; r < c->n; r++) {
@@ -291,6 +349,8 @@ static tg_status aborted(tg_comm *c) {
     if (c->why_msg[0]) return tg_set_error(c->why, "collective aborted: %s", c->why_msg);
     return tg_set_error(c->why, "collective aborted (%s)", tg_status_str(c->why));
 }
+
+tg_status tg_comm_check(tg_comm *c) { return is_aborted(c) ? aborted(c) : TG_OK; }
 
 /* ---- waiting ---- */
 
@@ -520,11 +580,17 @@ static tg_status all_reduce(tg_comm *c, int rank, kind kd, tg_comm_op op, tg_dty
 
 tg_status tg_comm_all_reduce(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt, const void *send,
                              void *recv, size_t count) {
+#ifdef TG_HAVE_MPI
+    if (c->x) return tg_xcomm_all_reduce(c->x, rank, op, dt, send, recv, count);
+#endif
     return all_reduce(c, rank, K_ALL_REDUCE, op, dt, send, recv, NULL, count);
 }
 
 tg_status tg_comm_all_reduce_extreme(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt,
                                      const void *send, void *recv, int32_t *holders, size_t count) {
+#ifdef TG_HAVE_MPI
+    if (c->x) return tg_xcomm_all_reduce_extreme(c->x, rank, op, dt, send, recv, holders, count);
+#endif
     TG_ASSERT(op == TG_COMM_MAX || op == TG_COMM_MIN);
     TG_ASSERT(holders || count == 0);
     return all_reduce(c, rank, K_EXTREME, op, dt, send, recv, holders, count);
@@ -532,6 +598,9 @@ tg_status tg_comm_all_reduce_extreme(tg_comm *c, int rank, tg_comm_op op, tg_dty
 
 tg_status tg_comm_reduce_scatter(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt, const void *send,
                                  void *recv, size_t block) {
+#ifdef TG_HAVE_MPI
+    if (c->x) return tg_xcomm_reduce_scatter(c->x, rank, op, dt, send, recv, block);
+#endif
     TG_ASSERT((unsigned)dt < TG_DT_COUNT && (unsigned)op < 3);
     if (!kernels[dt][op].first) return unsupported("reduce_scatter", op, dt);
     const size_t es = tg_dtype_size(dt);
@@ -552,6 +621,9 @@ tg_status tg_comm_reduce_scatter(tg_comm *c, int rank, tg_comm_op op, tg_dtype d
 /* ---- moves ---- */
 
 tg_status tg_comm_all_gather(tg_comm *c, int rank, const void *send, void *recv, size_t bytes) {
+#ifdef TG_HAVE_MPI
+    if (c->x) return tg_xcomm_all_gather(c->x, rank, send, recv, bytes);
+#endif
     slot hdr = {.count = bytes, .kind = K_ALL_GATHER, .send = send, .recv = recv};
     call k;
     tg_status st = begin(&k, c, rank, &hdr, send, bytes);
@@ -567,6 +639,9 @@ tg_status tg_comm_all_gather(tg_comm *c, int rank, const void *send, void *recv,
 
 tg_status tg_comm_permute(tg_comm *c, int rank, const int *src, const int *dst, int npairs,
                           const void *send, void *recv, size_t bytes) {
+#ifdef TG_HAVE_MPI
+    if (c->x) return tg_xcomm_permute(c->x, rank, src, dst, npairs, send, recv, bytes);
+#endif
     TG_ASSERT(npairs >= 0 && (npairs == 0 || (src && dst)));
     int from = -1; /* the rank this one receives from */
     for (int p = 0; p < npairs; p++) {
@@ -590,6 +665,9 @@ tg_status tg_comm_permute(tg_comm *c, int rank, const int *src, const int *dst, 
 }
 
 tg_status tg_comm_barrier(tg_comm *c, int rank) {
+#ifdef TG_HAVE_MPI
+    if (c->x) return tg_xcomm_barrier(c->x, rank);
+#endif
     slot hdr = {.kind = K_BARRIER};
     call k;
     return begin(&k, c, rank, &hdr, NULL, 0);

@@ -89,6 +89,16 @@ void tg_comm_abort(tg_comm *c, tg_status why);
 /* Clears an abort, so that the ranks can start again. No rank may be inside a collective. */
 void tg_comm_reset(tg_comm *c);
 
+/* TG_OK, or the abort's status with its message once the communicator is aborted. */
+tg_status tg_comm_check(tg_comm *c);
+
+/* The reduction kernels, for the level above the threads (mpi.c): acc[i] = acc[i] op src[i]
+ * for i < count (the dtypes and ops tg_comm_all_reduce takes, tg_comm_supports says which),
+ * and cnt[i] += (x[i] equals m[i]), a NaN equal to a NaN. */
+bool tg_comm_supports(tg_comm_op op, tg_dtype dt);
+void tg_comm_combine(tg_comm_op op, tg_dtype dt, void *acc, const void *src, size_t count);
+void tg_comm_count_equal(tg_dtype dt, int32_t *cnt, const void *m, const void *x, size_t count);
+
 /* Collectives of at most this many bytes per rank (the whole send buffer) copy it into the
  * communicator and exchange flags instead of two barriers (comm.c, "Two paths"); at most
  * TG_COMM_STAGE_MAX, 0 for never. For tests and the benchmark; the default is
@@ -97,6 +107,32 @@ void tg_comm_reset(tg_comm *c);
 void tg_comm_set_small_max(tg_comm *c, size_t bytes);
 #define TG_COMM_STAGE_MAX     4096
 #define TG_COMM_SMALL_DEFAULT 512
+
+/* ---- communicators spanning processes (mpi.c, in builds with MPI; docs/mpi.md) ----
+ * A communicator of n ranks spread over the P processes of an MPI job, nlocal = n / P of
+ * them on each, process p holding ranks base = p * nlocal .. base + nlocal - 1. The calls
+ * above take the global rank and keep their contract, but for the reduction order: a sum
+ * is reduced over this process's ranks in rank order, then over the processes by MPI, so
+ * results are the same run to run for a given P (bit-identical on every rank) rather than
+ * for any split. Every process makes its spanning communicators in the same order (MPI
+ * duplicates a communicator collectively). An abort is final: an MPI collective in flight
+ * cannot be taken back, so after one the communicator refuses every collective, reset or
+ * not. */
+typedef struct tg_xcomm tg_xcomm;
+tg_status tg_comm_new_spanning(tg_ctx *ctx, int n, int nlocal, int base, tg_comm **out);
+tg_status tg_xcomm_new(tg_ctx *ctx, int n, int nlocal, int base, tg_xcomm **out);
+void tg_xcomm_free(tg_xcomm *x);
+void tg_xcomm_abort(tg_xcomm *x, tg_status why);
+tg_status tg_xcomm_all_reduce(tg_xcomm *x, int rank, tg_comm_op op, tg_dtype dt, const void *send,
+                              void *recv, size_t count);
+tg_status tg_xcomm_all_reduce_extreme(tg_xcomm *x, int rank, tg_comm_op op, tg_dtype dt,
+                                      const void *send, void *recv, int32_t *holders, size_t count);
+tg_status tg_xcomm_reduce_scatter(tg_xcomm *x, int rank, tg_comm_op op, tg_dtype dt,
+                                  const void *send, void *recv, size_t block);
+tg_status tg_xcomm_all_gather(tg_xcomm *x, int rank, const void *send, void *recv, size_t bytes);
+tg_status tg_xcomm_permute(tg_xcomm *x, int rank, const int *src, const int *dst, int npairs,
+                           const void *send, void *recv, size_t bytes);
+tg_status tg_xcomm_barrier(tg_xcomm *x, int rank);
 
 /* ---- the communicators of one pmap call ----
  * A pmap call of n ranks hangs one set on its ranks' SPMD frames (op.h, `shared`): the
@@ -116,6 +152,10 @@ typedef struct tg_comm_set tg_comm_set;
 /* A set for a pmap call of n >= 1 ranks (more than TG_COMM_MAX_RANKS only for calls that run
  * no collective: tg_comm_set_get refuses them); NULL with the error set. */
 tg_comm_set *tg_comm_set_new(tg_ctx *ctx, int n);
+/* A set whose call spans the processes of an MPI job, nlocal of its n ranks on this one from
+ * `base` on (tg_comm_new_spanning): only the call's own communicator (the empty key) can be
+ * had; a collective over its axis from a pmap nested in its body is refused. */
+tg_comm_set *tg_comm_set_new_spanning(tg_ctx *ctx, int n, int nlocal, int base);
 /* No rank may be inside a collective of the set. NULL is a no-op. */
 void tg_comm_set_free(tg_comm_set *s);
 /* The communicator of position key (nkey <= TG_COMM_SET_MAX_KEY ints), made when first

@@ -23,6 +23,7 @@ typedef struct entry {
 struct tg_comm_set {
     tg_ctx *ctx;
     int n;                 /* ranks of every communicator */
+    int nlocal, base;      /* ranks on this process (n unless the call spans processes) */
     _Atomic(entry *) head; /* newest first */
     pthread_mutex_t mu;    /* guards making entries and the abort below */
     atomic_bool aborted;
@@ -43,10 +44,20 @@ tg_comm_set *tg_comm_set_new(tg_ctx *ctx, int n) {
     }
     s->ctx = ctx;
     s->n = n;
+    s->nlocal = n;
     s->interrupted = flags;
     atomic_init(&s->head, NULL);
     atomic_init(&s->aborted, false);
     pthread_mutex_init(&s->mu, NULL);
+    return s;
+}
+
+tg_comm_set *tg_comm_set_new_spanning(tg_ctx *ctx, int n, int nlocal, int base) {
+    tg_comm_set *s = tg_comm_set_new(ctx, n);
+    if (s) {
+        s->nlocal = nlocal;
+        s->base = base;
+    }
     return s;
 }
 
@@ -94,9 +105,17 @@ tg_status tg_comm_set_get(tg_comm_set *s, const int *key, int nkey, tg_comm **ou
     } else if (s->n > TG_COMM_MAX_RANKS) {
         st = tg_set_error(TG_ELIMIT, "a collective between %d ranks: at most %d can talk", s->n,
                           TG_COMM_MAX_RANKS);
+    } else if (s->nlocal < s->n && nkey > 0) {
+        st = tg_set_error(TG_EUNSUPPORTED,
+                          "a collective over the axis of a pmap that spans processes, from a pmap "
+                          "nested in its body: not supported");
     } else if ((e = find(atomic_load(&s->head), key, nkey)) == NULL) {
         e = tg_mem_calloc(s->ctx, sizeof *e);
-        tg_comm *c = e ? tg_comm_new(s->ctx, s->n) : NULL;
+        tg_comm *c = NULL;
+        if (e && s->nlocal < s->n)
+            st = tg_comm_new_spanning(s->ctx, s->n, s->nlocal, s->base, &c);
+        else if (e)
+            c = tg_comm_new(s->ctx, s->n);
         if (c) {
             e->nkey = nkey;
             if (nkey) memcpy(e->key, key, sizeof *key * (size_t)nkey);
@@ -106,7 +125,8 @@ tg_status tg_comm_set_get(tg_comm_set *s, const int *key, int nkey, tg_comm **ou
         } else {
             if (e) tg_mem_free(s->ctx, e, sizeof *e);
             e = NULL;
-            st = tg_set_error(TG_ENOMEM, "out of memory: a communicator of %d ranks", s->n);
+            if (st == TG_OK)
+                st = tg_set_error(TG_ENOMEM, "out of memory: a communicator of %d ranks", s->n);
         }
     }
     pthread_mutex_unlock(&s->mu);

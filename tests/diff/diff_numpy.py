@@ -47,7 +47,10 @@ Under pmap (docs/pmap.md), --pmap N runs each program as the body of a pmap over
     half of those that read no mapped input, returned once (out_axes=none);
   - expected: each slice's expectation stacked along out_axes, with the plain suite's
     tolerances (scales stacked the same way).
-The ranks run on threads, or with --devices N (or more) on the host devices. What cannot
+The ranks run on threads, or with --devices N (or more) on the host devices. With
+--launch "mpirun -np P ..." every tgraph process is started by that command, so that a
+pmap over a multiple of P ranks spans the P processes of an MPI job (docs/mpi.md), each
+with its own threads or --devices (which then need to be only N / P). What cannot
 be mapped is skipped and counted: a program with state or whose types differ between
 slices, a case with a result whose extent its values decide (mask_select, alloc from a
 tensor; a program with nothing else is skipped whole); the run fails when fewer than 90% of
@@ -63,7 +66,8 @@ follow tgraph (each is named where it is applied):
   - tgraph has no uint64: sum/prod of u8 give int64 (NumPy: uint64).
 
 usage: diff_numpy.py --tgraph PATH [--mode reference,vm] [--seed N] [--filter TEXT] [--keep DIR]
-                     [--devices N] [--sim K] [--annotate] [--pmap N] [--sample K] [-j N] [-v]
+                     [--devices N] [--sim K] [--annotate] [--pmap N] [--launch CMD]
+                     [--sample K] [-j N] [-v]
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
 """
 import argparse
@@ -72,6 +76,7 @@ import math
 import os
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -2698,6 +2703,9 @@ def main():
                     help="run every program that can be mapped as the body of a pmap over N "
                          "ranks, on stacked inputs, against NumPy slice by slice (on threads; "
                          "with --devices N or more, on the host devices)")
+    ap.add_argument("--launch", default="", metavar="CMD",
+                    help="start every tgraph process with this command in front, e.g. "
+                         "\"mpirun -np 2 --oversubscribe\" (docs/mpi.md)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--no-bundle", dest="bundle", action="store_false",
@@ -2712,10 +2720,16 @@ def main():
         print("diff_numpy.py: --devices and --sim take 0 to 256", file=sys.stderr)
         return 2
     if args.pmap and (args.sim or args.annotate or not 0 < args.pmap <= 64
-                      or 0 < args.devices < args.pmap):
+                      or (0 < args.devices < args.pmap and not args.launch)):
         print("diff_numpy.py: --pmap takes 1 to 64 ranks, on threads or on at least as many "
               "host devices (--devices), without --sim and --annotate", file=sys.stderr)
         return 2
+    if args.launch:  # a wrapper in front of tgraph, so that every way of running it gets it
+        wrapper = os.path.join(tempfile.mkdtemp(prefix="tg_launch_"), "tgraph")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (args.launch, shlex.quote(tgraph)))
+        os.chmod(wrapper, 0o755)
+        tgraph = wrapper
     DEV.host, DEV.sim, DEV.annotate, DEV.seed = args.devices, args.sim, args.annotate, args.seed
     PMAP[0] = args.pmap
 

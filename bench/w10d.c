@@ -1,0 +1,137 @@
+/* w10d.c - W10d: the data-parallel training step of the Fashion-MNIST example
+ * (examples/mlp_step.h: MLP 784-256-10, relu, softmax cross-entropy, Adam, batch 512,
+ * synthetic data) across the 2 processes of an MPI job (docs/mpi.md) against 1 process.
+ *
+ *  - "procs=1 threads=1": build_step(512) in rank 0 alone, one thread, while rank 1 waits
+ *    asleep (a polled barrier, so that it takes no core);
+ *  - "procs=1 threads=2": the same with both threads splitting each kernel;
+ *  - "procs=2 threads=1": build_step_pmap(512, 2) in both processes, one thread each: the
+ *    pmap over 2 ranks spans them, each rank 256 rows, the gradient of each replicated
+ *    parameter summed over the processes with a psum (an MPI_Allreduce per parameter).
+ * Before timing, the 2-process step and the 1-process step start from the same weights
+ * and must give the same losses (to float rounding) for 3 steps. Each figure is rank 0's
+ * median over runs of one step.
+ * usage: mpirun -np 2 bench_w10d [-n RUNS]     (rank 0 prints)
+ */
+#include "tgraph.h"
+#include "bench_util.h"
+#include "mlp_step.h"
+
+#include <math.h>
+#include <mpi.h>
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+static tg_fn *compile_step(tg_graph *g, int threads) {
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = threads);
+    tg_fn *f = NULL;
+    if (!g || tg_graph_compile(g, &o, &f) != TG_OK || init_params(f, 1) != TG_OK) {
+        fprintf(stderr, "w10d: %s\n", tg_last_error());
+        exit(tg_world_finish(1, NULL));
+    }
+    return f;
+}
+
+static double step(tg_fn *f, tg_tensor **in, tg_tensor *loss) {
+    if (tg_fn_call_into(f, in, 3, &loss, 1) != TG_OK) {
+        fprintf(stderr, "w10d: %s\n", tg_last_error());
+        exit(tg_world_finish(1, NULL));
+    }
+    return tg_tensor_get_f64(loss, 0);
+}
+
+/* A barrier that sleeps while it waits (MPI_Barrier spins, taking a core). */
+static void sleepy_barrier(void) {
+    MPI_Request req;
+    int done = 0;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+int main(int argc, char **argv) {
+    int runs = 30;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
+            runs = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: mpirun -np 2 bench_w10d [-n RUNS]\n");
+            return 2;
+        }
+    }
+    if (runs < 1 || runs > 10000) return 2;
+    int procs = tg_world_size(), rank = tg_world_rank();
+    if (procs != 2) {
+        fprintf(stderr, "bench_w10d: run it with mpirun -np 2\n");
+        return tg_world_finish(2, "not 2 processes");
+    }
+    enum { B = 512 };
+    tg_tensor *in[3] = {tg_tensor_new(NULL, TG_DT_U8, 2, (int64_t[]){B, NIN}),
+                        tg_tensor_new(NULL, TG_DT_I64, 1, (int64_t[]){B}),
+                        tg_tensor_new(NULL, TG_DT_F32, 0, NULL)};
+    tg_tensor *loss = tg_tensor_new(NULL, TG_DT_F32, 0, NULL);
+    if (!in[0] || !in[1] || !in[2] || !loss) return tg_world_finish(1, "out of memory");
+    uint64_t s = 42;
+    uint8_t *xd = tg_tensor_data(in[0]);
+    int64_t *yd = tg_tensor_data(in[1]);
+    for (int64_t i = 0; i < (int64_t)B * NIN; i++) xd[i] = (uint8_t)(rng_next(&s) >> 56);
+    for (int64_t i = 0; i < B; i++) yd[i] = (int64_t)(rng_next(&s) % 10);
+    *(float *)tg_tensor_data(in[2]) = 1e-3f;
+
+    tg_graph *g1 = build_step(B), *g2 = build_step_pmap(B, procs);
+    tg_fn *one[2] = {compile_step(g1, 1), compile_step(g1, 2)}, *two = compile_step(g2, 1);
+
+    /* the same losses, step after step (also warms plans, pools and communicators) */
+    for (int k = 0; k < 3; k++) {
+        double l2 = step(two, in, loss), l1 = step(one[0], in, loss);
+        if (!(fabs(l2 - l1) <= 1e-5 * fabs(l1))) {
+            fprintf(stderr, "w10d: step %d: loss %.9g across 2 processes, %.9g in one\n", k, l2,
+                    l1);
+            return tg_world_finish(1, "the losses differ");
+        }
+    }
+    step(one[1], in, loss);
+
+    double *t = malloc(sizeof *t * (size_t)runs), med[3];
+    if (!t) return tg_world_finish(1, "out of memory");
+    static const char *const conf[3] = {"procs=1 threads=1", "procs=1 threads=2",
+                                        "procs=2 threads=1"};
+    for (int c = 0; c < 3; c++) {
+        sleepy_barrier();
+        if (c < 2 && rank != 0) {
+            sleepy_barrier(); /* rank 0 alone */
+            continue;
+        }
+        for (int r = 0; r < runs; r++) {
+            double t0 = bench_now();
+            step(c < 2 ? one[c] : two, in, loss);
+            t[r] = bench_now() - t0;
+        }
+        if (c < 2) sleepy_barrier();
+        qsort(t, (size_t)runs, sizeof *t, bench_cmp);
+        med[c] = t[runs / 2];
+        if (rank == 0) {
+            char name[64];
+            snprintf(name, sizeof name, "w10d vm %s", conf[c]);
+            bench_report(name, t, runs);
+        }
+    }
+    if (rank == 0)
+        printf("w10d: 2 processes %.2fx faster than 1 process on 1 thread, %.2fx than 1 "
+               "process on 2 threads\n",
+               med[0] / med[2], med[1] / med[2]);
+    free(t);
+    tg_fn_free(two);
+    tg_fn_free(one[0]);
+    tg_fn_free(one[1]);
+    tg_graph_free(g1);
+    tg_graph_free(g2);
+    for (int i = 0; i < 3; i++) tg_tensor_free(in[i]);
+    tg_tensor_free(loss);
+    return tg_world_finish(0, NULL);
+}
