@@ -369,8 +369,9 @@ static tg_status ranks_run(const tg_subexec *x, const tg_graph *body, const char
     return tg_ranks_run(c->ranks, fn, axis, nrank, in, nin, out, nout, msg, cap);
 }
 
-/* Compiles the callee of every live call node of f->g and the body of every live pmap
- * node, each distinct one once, with the caller's options: a call the rewrites left dead
+/* Compiles the inner graph of every live node of f->g that has one (a call's callee, the body
+ * of a pmap, a scan or a map: attribute 0 of its op is a function),
+ * each distinct one once, with the caller's options: a call the rewrites left dead
  * compiles nothing (in the C mode, no run of cc). A pmap body, and whatever a function
  * compiled with NO_PLACE runs, is compiled without placement. */
 static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags) {
@@ -387,7 +388,8 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags) 
     tg_status st = f->calls.b ? TG_OK : TG_ENOMEM;
     for (int i = 0; i < norder && st == TG_OK; i++) {
         const tg_node *n = order[i];
-        if (n->op != TG_OP_CALL && n->op != TG_OP_PMAP) continue;
+        const tg_op_def *op = tg_op_table[n->op];
+        if (op->nattrs == 0 || op->attrs[0].type != TG_AS_FUNC) continue; /* no inner graph */
         const tg_graph *body = n->attrs[0].fn;
         bool mapped = n->op == TG_OP_PMAP;
         if (body_fn(&f->calls, body, mapped)) continue;

@@ -1,0 +1,620 @@
+/* scan.c - `scan`, a loop carrying states through a step function, and `map`, the form
+ * with no carried state (docs/scan.md).
+ *
+ *   h_last, ys = scan(@step, h0, xs, W, n_sequences=1)
+ *   ys = map(@f, xs, W, n_sequences=1)
+ *
+ * Inputs: the n_states initial states, then the n_sequences sequences (stepped along axis
+ * 0), then the constants, then, with dynamic_steps=true, a 0-d integer tensor giving the
+ * number of steps. The step takes the carried states (the first one as its taps, in the
+ * order written, when `taps=` is given), then one slice of each sequence, then the
+ * constants; it returns the new states, then the per-step outputs, then, with until=true,
+ * a 0-d bool that stops the loop after the step that returns true. scan returns the last
+ * states, then the per-step outputs stacked along a new axis 0.
+ *
+ * Taps (PyTensor's outputs_info): with taps=[-1, -2] the first state's initial value has
+ * a leading axis holding the values before the first step, oldest first ([x(-2), x(-1)]);
+ * its last value is in the same layout (the last `depth` values), so it can start another
+ * scan. The number of steps is n_steps when given, else the value of the count input
+ * (dynamic_steps), else the sequences' common extent; sequences longer than n_steps are
+ * read from their start.
+ *
+ * Execution. The kernel runs the step through the backend's sub-graph executor
+ * (tg_subexec.run), which runs the step's compiled program (planned once per input shape
+ * signature) on each step. The states live in two buffers each that swap after every step;
+ * sequence slices and stacked-output slices are views whose offset moves, so a step
+ * allocates nothing. The outputs are the kernel's own (self_alloc): with until=true or a
+ * count known only at run time, their length is known only once the loop has run.
+ *
+ * Invariants:
+ *  - Inference checks everything the kernel relies on: the body's arity, each state's type
+ *    equal between the step's input and output, sequences of one length, a count >= 0,
+ *    taps that are negative, distinct and reach no further back than the initial value.
+ *  - The body has no `mut` state; the kernel never writes its inputs.
+ */
+#include "ops.h"
+
+#include <stdio.h>
+
+#define TAPS_MAX 16 /* most taps of the first state */
+
+enum { A_BODY, A_NSTATES, A_NSEQ, A_NSTEPS, A_DYN, A_TAPS, A_UNTIL };
+static const tg_attr_spec scan_attrs[] = {
+    [A_BODY] = {"body", TG_AS_FUNC, 1, 0, {0}},
+    [A_NSTATES] = {"n_states", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 1}},
+    [A_NSEQ] = {"n_sequences", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+    [A_NSTEPS] = {"n_steps", TG_AS_INT, 0, TG_NULL_WHOLE, {.kind = TG_ATTR_NONE}},
+    [A_DYN] = {"dynamic_steps", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+    [A_TAPS] = {"taps", TG_AS_INTS, 0, TG_NULL_WHOLE, {.kind = TG_ATTR_NONE}},
+    [A_UNTIL] = {"until", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+};
+/* map: the same layout up to dynamic_steps, without states, taps or a stop condition */
+static const tg_attr_spec map_attrs[] = {
+    [A_BODY] = {"body", TG_AS_FUNC, 1, 0, {0}},
+    [A_NSTATES] = {"n_states", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
+    [A_NSEQ] = {"n_sequences", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 1}},
+    [A_NSTEPS] = {"n_steps", TG_AS_INT, 0, TG_NULL_WHOLE, {.kind = TG_ATTR_NONE}},
+    [A_DYN] = {"dynamic_steps", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+};
+
+/* A node's loop, decoded from its attributes and input count. */
+typedef struct loop {
+    const tg_graph *body;
+    int nstate, nseq, nconst; /* input groups */
+    int ntap, depth;          /* taps of state 0 (1, depth 1 without `taps=`) */
+    int64_t taps[TAPS_MAX];   /* as written, negative */
+    bool tapped;              /* `taps=` given: state 0's initial value has a leading axis */
+    int64_t nsteps;           /* n_steps, -1 when absent */
+    bool dyn, until;          /* count input; stop condition */
+    int nparam;               /* parameters the step takes */
+    int ny;                   /* per-step outputs */
+} loop;
+
+static void loop_get(const tg_op_def *op, const tg_aval *a, int nin, loop *l) {
+    bool map = op == &tg_op_map;
+    *l = (loop){.body = a[A_BODY].fn, .ntap = 1, .depth = 1, .taps = {-1}, .nsteps = -1};
+    l->nstate = map ? 0 : (int)a[A_NSTATES].i;
+    l->nseq = (int)a[A_NSEQ].i;
+    l->dyn = a[A_DYN].i != 0;
+    l->until = !map && a[A_UNTIL].i != 0;
+    if (a[A_NSTEPS].kind == TG_ATTR_INT) l->nsteps = a[A_NSTEPS].i;
+    if (!map && a[A_TAPS].kind == TG_ATTR_INTS) {
+        l->tapped = true;
+        l->ntap = a[A_TAPS].n < TAPS_MAX ? a[A_TAPS].n : TAPS_MAX;
+        l->depth = 0;
+        for (int k = 0; k < l->ntap; k++) {
+            l->taps[k] = a[A_TAPS].ints[k];
+            if (-l->taps[k] > l->depth) l->depth = (int)-l->taps[k];
+        }
+    }
+    l->nconst = nin - l->nstate - l->nseq - (l->dyn ? 1 : 0);
+    l->nparam = (l->nstate > 0 ? l->nstate - 1 + l->ntap : 0) + l->nseq + l->nconst;
+    l->ny = l->body ? l->body->nret - l->nstate - (l->until ? 1 : 0) : 0;
+}
+
+/* The parameter of the step that input i (not the count) feeds first. */
+static int param_of(const loop *l, int i) {
+    return l->nstate > 0 && i > 0 ? i + l->ntap - 1 : i;
+}
+
+/* " (f.tg:3:1)": where the body's `func` header is; empty when built in C. */
+static void body_place(const tg_graph *body, char *buf, size_t cap) {
+    if (body->def_line > 0)
+        snprintf(buf, cap, " (%s:%d:%d)", body->file ? body->file : "<input>", body->def_line,
+                 body->def_col);
+    else
+        buf[0] = '\0';
+}
+
+/* " 'xs'" when input k has a name (compile time), else "". */
+static const char *in_name(const tg_infer *ic, int k, char *buf, size_t cap) {
+    const tg_var *v = ic->vars ? ic->vars[k] : NULL;
+    if (v && v->name)
+        snprintf(buf, cap, " '%s'", v->name);
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
+/* "'h2' (f.tg:4:3)": how a message names returned value j of body. */
+static void output_desc(const tg_graph *body, int j, char *buf, size_t cap) {
+    const tg_var *v = body->outputs.items[j];
+    const char *name = j < body->out_names.n ? body->out_names.items[j] : NULL;
+    if (!name) name = v->name;
+    int off = name ? snprintf(buf, cap, "'%s'", name) : snprintf(buf, cap, "%d", j + 1);
+    if (off < 0 || (size_t)off >= cap) return;
+    if (v->kind == TG_VAR_NODE && v->node->line > 0)
+        snprintf(buf + off, cap - (size_t)off, " (%s:%d:%d)", body->file ? body->file : "<input>",
+                 v->node->line, v->node->col);
+    else if (v->kind == TG_VAR_INPUT)
+        snprintf(buf + off, cap - (size_t)off, " (a parameter)");
+}
+
+/* t without its axis 0. */
+static tg_type drop0(const tg_type *t) {
+    tg_type s = *t;
+    s.ndim = (uint8_t)(t->ndim - 1);
+    s.nobcast = (uint16_t)(t->nobcast >> 1);
+    for (int d = 1; d < t->ndim; d++) s.shape[d - 1] = t->shape[d];
+    return s;
+}
+
+/* Checks the attributes and the body's arity; fills l. */
+static tg_status loop_check(tg_infer *ic, loop *l) {
+    loop_get(ic->op, ic->attrs, ic->nin, l);
+    const tg_aval *a = ic->attrs;
+    const tg_graph *body = l->body;
+    char at[300];
+    body_place(body, at, sizeof at);
+    if (a[A_NSTATES].i < 0 || a[A_NSEQ].i < 0)
+        return tg_infer_fail(ic, TG_EINVAL, "n_states=%lld, n_sequences=%lld: expected counts >= 0",
+                             (long long)a[A_NSTATES].i, (long long)a[A_NSEQ].i);
+    if (l->nconst < 0)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "%d input%s, fewer than the %d state%s and %d sequence%s%s", ic->nin,
+                             ic->nin == 1 ? "" : "s", l->nstate, l->nstate == 1 ? "" : "s",
+                             l->nseq, l->nseq == 1 ? "" : "s",
+                             l->dyn ? " and the count (dynamic_steps)" : "");
+    if (l->nsteps < -1 || (a[A_NSTEPS].kind == TG_ATTR_INT && a[A_NSTEPS].i < 0))
+        return tg_infer_fail(ic, TG_EINVAL, "n_steps=%lld: expected a count >= 0",
+                             (long long)a[A_NSTEPS].i);
+    if (l->dyn && l->nsteps >= 0)
+        return tg_infer_fail(ic, TG_EINVAL, "n_steps= and dynamic_steps=true: give one count");
+    if (l->tapped) {
+        if (l->nstate == 0)
+            return tg_infer_fail(ic, TG_EINVAL, "taps= applies to the first state: n_states=0");
+        if (a[A_TAPS].n < 1 || a[A_TAPS].n > TAPS_MAX)
+            return tg_infer_fail(ic, TG_ELIMIT, "taps= has %d entries: expected 1 to %d",
+                                 a[A_TAPS].n, TAPS_MAX);
+        for (int k = 0; k < l->ntap; k++) {
+            if (l->taps[k] >= 0)
+                return tg_infer_fail(ic, TG_EINVAL,
+                                     "taps[%d] = %lld: a tap reads a past value (-1: the "
+                                     "previous step)",
+                                     k, (long long)l->taps[k]);
+            for (int q = 0; q < k; q++)
+                if (l->taps[q] == l->taps[k])
+                    return tg_infer_fail(ic, TG_EINVAL, "taps[%d] = %lld is given twice", k,
+                                         (long long)l->taps[k]);
+        }
+    }
+    int nstate = 0;
+    for (int i = 0; i < body->inputs.n; i++) nstate += tg_var_is_state(body->inputs.items[i]);
+    if (nstate > 0 || body->updates.n > 0)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "%s%s has state (`mut` parameters): it cannot be a step", body->name,
+                             at);
+    if (body->inputs.n != l->nparam)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "%s%s takes %d argument%s, but the loop passes %d (%d tap%s and "
+                             "%d other state%s, %d sequence slice%s, %d constant%s)",
+                             body->name, at, body->inputs.n, body->inputs.n == 1 ? "" : "s",
+                             l->nparam, l->nstate > 0 ? l->ntap : 0,
+                             l->nstate > 0 && l->ntap == 1 ? "" : "s",
+                             l->nstate > 0 ? l->nstate - 1 : 0, l->nstate == 2 ? "" : "s",
+                             l->nseq, l->nseq == 1 ? "" : "s", l->nconst,
+                             l->nconst == 1 ? "" : "s");
+    if (l->ny < 0 || body->nret > TG_MAX_OUTS)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "%s%s returns %d value%s; the loop expects its %d new state%s%s "
+                             "then its per-step outputs",
+                             body->name, at, body->nret, body->nret == 1 ? "" : "s", l->nstate,
+                             l->nstate == 1 ? "" : "s", l->until ? ", the stop condition" : "");
+    return TG_OK;
+}
+
+/* Arguments take the parameters' dtypes: weak literals adopt them; a typed argument of
+ * another dtype is an error naming both (no silent cast). The count keeps its own. */
+static tg_status scan_promote(tg_infer *ic, tg_dtype *want) {
+    loop l;
+    if (loop_check(ic, &l) != TG_OK) return ic->status;
+    for (int i = 0; i < ic->nin; i++) {
+        want[i] = (tg_dtype)ic->in[i].dtype;
+        if (l.dyn && i == ic->nin - 1) continue;
+        const tg_var *p = l.body->inputs.items[param_of(&l, i)];
+        tg_dtype pd = (tg_dtype)p->type.dtype;
+        if (ic->in[i].dtype != pd && !ic->in[i].weak) {
+            char nm[80], at[300];
+            body_place(l.body, at, sizeof at);
+            return tg_infer_fail(ic, TG_ETYPE, "input %d%s is %s, but parameter '%s' of %s%s is %s",
+                                 i + 1, in_name(ic, i, nm, sizeof nm),
+                                 tg_dtype_name((tg_dtype)ic->in[i].dtype), p->name, l.body->name,
+                                 at, tg_dtype_name(pd));
+        }
+        want[i] = pd;
+    }
+    return TG_OK;
+}
+
+/* The number of steps as inference sees it: -1 when only the run knows it. */
+static tg_status count_steps(tg_infer *ic, const loop *l, int64_t *steps) {
+    int s0 = l->nstate;
+    int64_t len = -1;
+    int from = -1;
+    char nm[80], nm2[80], ty[TG_TYPE_STR_MAX];
+    for (int i = s0; i < s0 + l->nseq; i++) {
+        const tg_type *t = &ic->in[i];
+        if (t->ndim < 1)
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "sequence %d%s is %s: a sequence needs an axis to step along",
+                                 i - s0 + 1, in_name(ic, i, nm, sizeof nm),
+                                 tg_type_str(t, ty, sizeof ty));
+        if (t->shape[0] < 0) continue;
+        if (len >= 0 && t->shape[0] != len)
+            return tg_infer_fail(ic, TG_ESHAPE,
+                                 "sequences of different lengths: input %d%s has %lld steps, "
+                                 "input %d%s has %lld",
+                                 from + 1, in_name(ic, from, nm2, sizeof nm2), (long long)len,
+                                 i + 1, in_name(ic, i, nm, sizeof nm), (long long)t->shape[0]);
+        if (len < 0) {
+            len = t->shape[0];
+            from = i;
+        }
+    }
+    if (l->nseq == 0 && l->nsteps < 0 && !l->dyn)
+        return tg_infer_fail(ic, TG_EINVAL,
+                             "no sequence and no count: give n_steps= (or dynamic_steps=true "
+                             "with the count as the last input)");
+    *steps = l->nsteps >= 0 ? l->nsteps : l->dyn ? -1 : len;
+    if (l->dyn) {
+        const tg_type *t = &ic->in[ic->nin - 1];
+        if (t->ndim != 0 || !tg_dtype_is_int((tg_dtype)t->dtype))
+            return tg_infer_fail(ic, TG_ETYPE,
+                                 "dynamic_steps: the last input%s is %s, expected a 0-d integer "
+                                 "(the number of steps)",
+                                 in_name(ic, ic->nin - 1, nm, sizeof nm),
+                                 tg_type_str(t, ty, sizeof ty));
+        int64_t c;
+        if (tg_infer_const_int(ic, ic->nin - 1, &c)) {
+            if (c < 0)
+                return tg_infer_fail(ic, TG_EINVAL, "the number of steps is %lld: expected >= 0",
+                                     (long long)c);
+            *steps = c;
+        }
+    }
+    if (*steps >= 0 && len >= 0 && len < *steps)
+        return tg_infer_fail(ic, TG_ESHAPE,
+                             "sequence%s has %lld steps, fewer than the %lld steps of the loop",
+                             in_name(ic, from, nm, sizeof nm), (long long)len, (long long)*steps);
+    return TG_OK;
+}
+
+/* Whether a value of type b fits where a state of type a goes back in: same dtype and
+ * rank, extents equal where both are known. */
+static bool same_state(const tg_type *a, const tg_type *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] >= 0 && b->shape[d] >= 0 && a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+static tg_status scan_infer(tg_infer *ic) {
+    loop l;
+    if (loop_check(ic, &l) != TG_OK) return ic->status;
+    const tg_graph *body = l.body;
+    tg_ctx *ctx = body->ctx;
+    size_t np = (size_t)l.nparam + 1;
+    tg_type *pt = tg_mem_alloc(ctx, sizeof *pt * np);
+    const tg_tensor **vals = tg_mem_calloc(ctx, sizeof *vals * np);
+    tg_type *bout = tg_mem_alloc(ctx, sizeof *bout * TG_MAX_OUTS);
+    tg_status st = TG_OK;
+    int64_t steps = -1;
+    char nm[80], at[300], ta[TG_TYPE_STR_MAX], tb[TG_TYPE_STR_MAX], desc[300];
+    body_place(body, at, sizeof at);
+    if (!pt || !vals || !bout)
+        st = tg_infer_fail(ic, TG_ENOMEM, "out of memory typing the body of '%s'", body->name);
+    if (st == TG_OK) st = count_steps(ic, &l, &steps);
+    /* the parameters' types: the taps of state 0, the other states, slices, constants */
+    for (int i = 0; st == TG_OK && i < ic->nin - (l.dyn ? 1 : 0); i++) {
+        int p = param_of(&l, i);
+        tg_type t = ic->in[i];
+        if (i == 0 && l.nstate > 0 && l.tapped) {
+            if (t.ndim < 1 || (t.shape[0] >= 0 && t.shape[0] < l.depth))
+                st = tg_infer_fail(ic, TG_ESHAPE,
+                                   "taps reach %d step%s before the start, but the initial value "
+                                   "of the first state%s is %s (it holds the values before the "
+                                   "first step along axis 0, oldest first)",
+                                   l.depth, l.depth == 1 ? "" : "s", in_name(ic, 0, nm, sizeof nm),
+                                   tg_type_str(&t, ta, sizeof ta));
+            t = drop0(&t);
+            for (int k = 0; k < l.ntap; k++) pt[k] = t;
+            continue;
+        }
+        if (i >= l.nstate && i < l.nstate + l.nseq) t = drop0(&t);
+        if (i >= l.nstate + l.nseq && ic->values) vals[p] = ic->values[i];
+        pt[p] = t;
+    }
+    for (int p = 0; st == TG_OK && p < l.nparam; p++) { /* the slices fit the parameters */
+        const tg_var *v = body->inputs.items[p];
+        bool fits = pt[p].dtype == v->type.dtype && pt[p].ndim == v->type.ndim;
+        for (int d = 0; fits && d < pt[p].ndim; d++)
+            fits = v->type.shape[d] < 0 || pt[p].shape[d] < 0 || pt[p].shape[d] == v->type.shape[d];
+        if (!fits)
+            st = tg_infer_fail(ic, TG_ESHAPE, "the loop passes %s to parameter '%s' of %s%s, a %s",
+                               tg_type_str(&pt[p], ta, sizeof ta), v->name, body->name, at,
+                               tg_type_str(&v->type, tb, sizeof tb));
+    }
+    if (st == TG_OK) st = tg_call_types(ic, body, pt, vals, bout);
+    for (int j = 0; st == TG_OK && j < l.nstate; j++) {
+        const tg_type *in = &pt[j == 0 ? 0 : param_of(&l, j)];
+        if (same_state(in, &bout[j])) continue;
+        output_desc(body, j, desc, sizeof desc);
+        st = tg_infer_fail(ic, TG_ETYPE,
+                           "state %d%s is %s going into %s%s, but the step returns %s as its new "
+                           "value %s: a carried state keeps its type",
+                           j + 1, in_name(ic, j, nm, sizeof nm), tg_type_str(in, ta, sizeof ta),
+                           body->name, at, tg_type_str(&bout[j], tb, sizeof tb), desc);
+    }
+    if (st == TG_OK && l.until) {
+        const tg_type *c = &bout[body->nret - 1];
+        if (c->ndim != 0 || c->dtype != TG_DT_BOOL) {
+            output_desc(body, body->nret - 1, desc, sizeof desc);
+            st = tg_infer_fail(ic, TG_ETYPE,
+                               "until=true: the last value %s of %s%s is %s, expected a 0-d "
+                               "bool (true stops the loop)",
+                               desc, body->name, at, tg_type_str(c, ta, sizeof ta));
+        }
+    }
+    for (int j = 0; st == TG_OK && j < l.nstate; j++) {
+        tg_type t = ic->in[j];
+        if (j == 0 && l.tapped) t.shape[0] = l.depth;
+        t.weak = 0;
+        ic->out[j] = t;
+    }
+    for (int y = 0; st == TG_OK && y < l.ny; y++) {
+        const tg_type *t = &bout[l.nstate + y];
+        if (t->ndim + 1 > TG_MAX_DIMS) {
+            output_desc(body, l.nstate + y, desc, sizeof desc);
+            st = tg_infer_fail(ic, TG_ELIMIT, "output %s of %s is %s: stacked it has more than %d axes",
+                               desc, body->name, tg_type_str(t, ta, sizeof ta), TG_MAX_DIMS);
+            break;
+        }
+        tg_type s = *t;
+        s.ndim = (uint8_t)(t->ndim + 1);
+        s.weak = 0;
+        s.nobcast = (uint16_t)(t->nobcast << 1);
+        s.shape[0] = l.until ? -1 : steps;
+        for (int d = 0; d < t->ndim; d++) s.shape[d + 1] = t->shape[d];
+        ic->out[l.nstate + y] = s;
+    }
+    if (st == TG_OK) ic->nout = l.nstate + l.ny;
+    if (pt) tg_mem_free(ctx, pt, sizeof *pt * np);
+    if (vals) tg_mem_free(ctx, vals, sizeof *vals * np);
+    if (bout) tg_mem_free(ctx, bout, sizeof *bout * TG_MAX_OUTS);
+    return st;
+}
+
+/* ---- the kernel ---- */
+
+/* A view of row 0 of t along axis 0 (rank one less); step() moves it. */
+static tg_tensor *row_view(const tg_tensor *t) {
+    return tg_tensor_view(t, t->ndim - 1, t->shape + 1, t->strides + 1, t->offset);
+}
+
+/* The run-time state of one loop: every tensor the steps read and write. */
+typedef struct run {
+    tg_ctx *ctx;
+    int nbuf;           /* tensors in buf */
+    tg_tensor **buf;    /* every tensor made here, freed at the end */
+    tg_tensor **cur;    /* per state: its current value (a ring slot for state 0 tapped) */
+    tg_tensor **nxt;    /* per state: where the step writes the new value */
+    tg_tensor **ring;   /* state 0 tapped: depth + 1 slots */
+    tg_tensor **in;     /* the step's arguments */
+    tg_tensor **out;    /* the step's results */
+    tg_tensor **seqrow; /* per sequence: a view of its current row */
+    tg_tensor **yrow;   /* per output: a view of its current row in the stacked result */
+    tg_tensor **ys;     /* the stacked outputs */
+    tg_tensor *stop;    /* until: the condition's value */
+} run;
+
+static tg_tensor *keep(run *r, tg_tensor *t) {
+    if (t) r->buf[r->nbuf++] = t;
+    return t;
+}
+
+static tg_tensor *new_like(tg_ctx *ctx, const tg_tensor *t, int drop) {
+    return tg_tensor_empty(ctx, t->dtype, t->ndim - drop, t->shape + drop);
+}
+
+static tg_status scan_ref(tg_kern *k) {
+    const tg_op_def *op = tg_op_table[k->node->op];
+    loop l;
+    loop_get(op, k->attrs, k->nin, &l);
+    const tg_graph *body = l.body;
+    if (!k->sub || !k->sub->run)
+        return tg_kern_fail(k, TG_EUNSUPPORTED, "no sub-graph executor here to run '%s'",
+                            body->name);
+    int s0 = l.nstate, c0 = l.nstate + l.nseq;
+    int64_t steps = l.nsteps;
+    if (l.dyn) {
+        const tg_tensor *c = k->in[k->nin - 1];
+        steps = tg_load_i64(tg_tensor_data(c), c->dtype);
+        if (steps < 0)
+            return tg_kern_fail(k, TG_EINVAL, "the number of steps is %lld: expected >= 0",
+                                (long long)steps);
+    }
+    for (int i = s0; i < c0; i++) {
+        int64_t e = k->in[i]->shape[0];
+        if (steps < 0) steps = e;
+        if (e < steps)
+            return tg_kern_fail(k, TG_ESHAPE, "sequence %d has %lld steps, fewer than the %lld "
+                                "steps of the loop",
+                                i - s0 + 1, (long long)e, (long long)steps);
+    }
+    int nbody = body->nret;
+    size_t cap = (size_t)(4 * l.nstate + l.depth + 2 + l.nparam + nbody + l.nseq + 2 * l.ny + 4);
+    run r = {.ctx = k->ctx};
+    size_t bytes = sizeof(tg_tensor *) * cap;
+    tg_tensor **mem = tg_mem_calloc(k->ctx, bytes * 9);
+    if (!mem) return tg_kern_fail(k, TG_ENOMEM, "out of memory");
+    r.buf = mem;
+    r.cur = mem + cap;
+    r.nxt = mem + 2 * cap;
+    r.ring = mem + 3 * cap;
+    r.in = mem + 4 * cap;
+    r.out = mem + 5 * cap;
+    r.seqrow = mem + 6 * cap;
+    r.yrow = mem + 7 * cap;
+    r.ys = mem + 8 * cap;
+    tg_status st = TG_OK;
+    bool oom = false;
+    /* states: two buffers each (state 0 tapped: a ring of depth + 1 rows) */
+    for (int j = 0; j < l.nstate && !oom; j++) {
+        const tg_tensor *init = k->in[j];
+        if (j == 0 && l.tapped) {
+            int64_t rows = init->shape[0];
+            for (int q = 0; q <= l.depth && !oom; q++) {
+                r.ring[q] = keep(&r, new_like(k->ctx, init, 1));
+                if (!r.ring[q]) {
+                    oom = true;
+                    break;
+                }
+                if (q < l.depth) { /* the last depth rows, oldest first */
+                    tg_tensor *row = row_view(init);
+                    if (!row) {
+                        oom = true;
+                        break;
+                    }
+                    row->offset += (rows - l.depth + q) * init->strides[0];
+                    tg_tensor_copy_into(r.ring[q], row);
+                    tg_tensor_free(row);
+                }
+            }
+            continue;
+        }
+        r.cur[j] = keep(&r, new_like(k->ctx, init, 0));
+        r.nxt[j] = keep(&r, new_like(k->ctx, init, 0));
+        if (!r.cur[j] || !r.nxt[j]) oom = true;
+        else tg_tensor_copy_into(r.cur[j], init);
+    }
+    for (int i = s0; i < c0 && !oom; i++)
+        oom = !(r.seqrow[i - s0] = keep(&r, row_view(k->in[i])));
+    for (int y = 0; y < l.ny && !oom; y++) {
+        const tg_type *t = &k->out_type[l.nstate + y];
+        int64_t shape[TG_MAX_DIMS];
+        shape[0] = steps;
+        for (int d = 1; d < t->ndim; d++) shape[d] = t->shape[d];
+        r.ys[y] = tg_tensor_empty(k->ctx, (tg_dtype)t->dtype, t->ndim, shape);
+        oom = !r.ys[y] || !(r.yrow[y] = keep(&r, row_view(r.ys[y])));
+    }
+    if (!oom && l.until)
+        oom = !(r.stop = keep(&r, tg_tensor_empty(k->ctx, TG_DT_BOOL, 0, NULL)));
+    if (oom) st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error());
+    /* the arguments that do not move: the constants */
+    for (int i = c0; i < c0 + l.nconst; i++) r.in[param_of(&l, i)] = k->in[i];
+    int64_t done = 0;
+    for (int64_t t = 0; st == TG_OK && t < steps; t++) {
+        int head = (int)(t % (l.depth + 1)); /* ring slot of x(t - depth) */
+        for (int j = 0; j < l.nstate; j++) {
+            if (j == 0 && l.tapped) {
+                for (int q = 0; q < l.ntap; q++)
+                    r.in[q] = r.ring[(head + l.depth + (int)l.taps[q]) % (l.depth + 1)];
+                r.out[0] = r.ring[(head + l.depth) % (l.depth + 1)];
+                continue;
+            }
+            r.in[param_of(&l, j)] = r.cur[j];
+            r.out[j] = r.nxt[j];
+        }
+        for (int i = s0; i < c0; i++) {
+            const tg_tensor *s = k->in[i];
+            r.seqrow[i - s0]->offset = s->offset + t * s->strides[0];
+            r.in[param_of(&l, i)] = r.seqrow[i - s0];
+        }
+        for (int y = 0; y < l.ny; y++) {
+            r.yrow[y]->offset = r.ys[y]->offset + t * r.ys[y]->strides[0];
+            r.out[l.nstate + y] = r.yrow[y];
+        }
+        if (l.until) r.out[nbody - 1] = r.stop;
+        st = k->sub->run(k->sub, body, r.in, l.nparam, r.out, nbody, k->msg, sizeof k->msg);
+        if (st != TG_OK) {
+            char m[sizeof k->msg];
+            snprintf(m, sizeof m, "%s", k->msg);
+            tg_kern_fail(k, st, "step %lld: %s", (long long)t, m);
+            break;
+        }
+        for (int j = 0; j < l.nstate; j++) {
+            if (j == 0 && l.tapped) continue; /* the ring moved by one */
+            tg_tensor *tmp = r.cur[j];
+            r.cur[j] = r.nxt[j];
+            r.nxt[j] = tmp;
+        }
+        done = t + 1;
+        if (l.until && *(const uint8_t *)tg_tensor_data(r.stop)) break;
+    }
+    /* the results: the last states, and the stacked outputs cut to the steps run */
+    for (int j = 0; st == TG_OK && j < l.nstate; j++) {
+        tg_tensor *o;
+        if (j == 0 && l.tapped) { /* the last depth values, oldest first */
+            int64_t shape[TG_MAX_DIMS];
+            memcpy(shape, k->in[0]->shape, sizeof shape);
+            shape[0] = l.depth;
+            o = tg_tensor_empty(k->ctx, k->in[0]->dtype, k->in[0]->ndim, shape);
+            tg_tensor *row = o ? row_view(o) : NULL;
+            int head = (int)(done % (l.depth + 1));
+            for (int q = 0; row && q < l.depth; q++) {
+                row->offset = o->offset + q * o->strides[0];
+                tg_tensor_copy_into(row, r.ring[(head + q) % (l.depth + 1)]);
+            }
+            if (!row) {
+                tg_tensor_free(o);
+                o = NULL;
+            }
+            tg_tensor_free(row);
+        } else if ((o = new_like(k->ctx, k->in[j], 0))) {
+            tg_tensor_copy_into(o, r.cur[j]);
+        }
+        if (!o) st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error());
+        tg_tensor_free(k->out[j]);
+        k->out[j] = o;
+    }
+    for (int y = 0; y < l.ny; y++) {
+        tg_tensor *o = r.ys[y];
+        r.ys[y] = NULL;
+        if (st == TG_OK && o && done < steps) { /* stopped early: the rows that ran */
+            int64_t shape[TG_MAX_DIMS];
+            memcpy(shape, o->shape, sizeof shape);
+            shape[0] = done;
+            tg_tensor *v = tg_tensor_view(o, o->ndim, shape, o->strides, o->offset);
+            tg_tensor_free(o);
+            o = v;
+            if (!o) st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error());
+        }
+        if (st != TG_OK) {
+            tg_tensor_free(o);
+            o = NULL;
+        }
+        tg_tensor_free(k->out[l.nstate + y]);
+        k->out[l.nstate + y] = o;
+    }
+    for (int q = 0; q < r.nbuf; q++) tg_tensor_free(r.buf[q]);
+    tg_mem_free(k->ctx, mem, bytes * 9);
+    return st;
+}
+
+const tg_op_def tg_op_scan = {.name = "scan",
+                              .min_in = 0,
+                              .max_in = -1,
+                              .nout = -1,
+                              .kind = TG_KIND_OTHER,
+                              .attrs = scan_attrs,
+                              .nattrs = TG_COUNTOF(scan_attrs),
+                              .promote = scan_promote,
+                              .infer = scan_infer,
+                              .ref = scan_ref,
+                              .self_alloc = 1,
+                              .grad = TG_GRAD_UNDEFINED,
+                              .effects = TG_EFFECT_NOFOLD};
+
+const tg_op_def tg_op_map = {.name = "map",
+                             .min_in = 0,
+                             .max_in = -1,
+                             .nout = -1,
+                             .kind = TG_KIND_OTHER,
+                             .attrs = map_attrs,
+                             .nattrs = TG_COUNTOF(map_attrs),
+                             .promote = scan_promote,
+                             .infer = scan_infer,
+                             .ref = scan_ref,
+                             .self_alloc = 1,
+                             .grad = TG_GRAD_UNDEFINED,
+                             .effects = TG_EFFECT_NOFOLD};
