@@ -38,7 +38,7 @@
 
 #define TAPS_MAX 16 /* most taps of the first state */
 
-enum { A_BODY, A_NSTATES, A_NSEQ, A_NSTEPS, A_DYN, A_TAPS, A_UNTIL };
+enum { A_BODY, A_NSTATES, A_NSEQ, A_NSTEPS, A_DYN, A_TAPS, A_UNTIL, A_REVERSE, A_SAVE };
 static const tg_attr_spec scan_attrs[] = {
     [A_BODY] = {"body", TG_AS_FUNC, 1, 0, {0}},
     [A_NSTATES] = {"n_states", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 1}},
@@ -47,45 +47,78 @@ static const tg_attr_spec scan_attrs[] = {
     [A_DYN] = {"dynamic_steps", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
     [A_TAPS] = {"taps", TG_AS_INTS, 0, TG_NULL_WHOLE, {.kind = TG_ATTR_NONE}},
     [A_UNTIL] = {"until", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+    /* steps run from the sequences' last row to their first; row t of each stacked
+       output is the step that read row t */
+    [A_REVERSE] = {"reverse", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+    /* states whose value going into each step is also returned, stacked, after the
+       per-step outputs (what the gradient reads; set by the gradient) */
+    [A_SAVE] = {"save", TG_AS_INTS, 0, TG_NULL_WHOLE, {.kind = TG_ATTR_NONE}},
 };
-/* map: the same layout up to dynamic_steps, without states, taps or a stop condition */
+/* map: no states, taps or stop condition */
+enum { M_BODY, M_NSEQ, M_NSTEPS, M_DYN };
 static const tg_attr_spec map_attrs[] = {
-    [A_BODY] = {"body", TG_AS_FUNC, 1, 0, {0}},
-    [A_NSTATES] = {"n_states", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
-    [A_NSEQ] = {"n_sequences", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 1}},
-    [A_NSTEPS] = {"n_steps", TG_AS_INT, 0, TG_NULL_WHOLE, {.kind = TG_ATTR_NONE}},
-    [A_DYN] = {"dynamic_steps", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
+    [M_BODY] = {"body", TG_AS_FUNC, 1, 0, {0}},
+    [M_NSEQ] = {"n_sequences", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 1}},
+    [M_NSTEPS] = {"n_steps", TG_AS_INT, 0, TG_NULL_WHOLE, {.kind = TG_ATTR_NONE}},
+    [M_DYN] = {"dynamic_steps", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
 };
 
 /* A node's loop, decoded from its attributes and input count. */
 typedef struct loop {
     const tg_graph *body;
+    bool map;                 /* a map node */
+    int64_t nstate_attr;      /* n_states as given (checked >= 0) */
+    int64_t nseq_attr;        /* n_sequences as given */
     int nstate, nseq, nconst; /* input groups */
     int ntap, depth;          /* taps of state 0 (1, depth 1 without `taps=`) */
     int64_t taps[TAPS_MAX];   /* as written, negative */
     bool tapped;              /* `taps=` given: state 0's initial value has a leading axis */
+    bool nsteps_given;        /* n_steps= given (nsteps_attr its value, possibly negative) */
+    int64_t nsteps_attr;
     int64_t nsteps;           /* n_steps, -1 when absent */
-    bool dyn, until;          /* count input; stop condition */
+    bool dyn, until, reverse; /* count input; stop condition; direction */
+    const tg_aval *save;      /* `save`, NULL when absent */
     int nparam;               /* parameters the step takes */
     int ny;                   /* per-step outputs */
 } loop;
 
 static void loop_get(const tg_op_def *op, const tg_aval *a, int nin, loop *l) {
-    bool map = op == &tg_op_map;
-    *l = (loop){.body = a[A_BODY].fn, .ntap = 1, .depth = 1, .taps = {-1}, .nsteps = -1};
-    l->nstate = map ? 0 : (int)a[A_NSTATES].i;
-    l->nseq = (int)a[A_NSEQ].i;
-    l->dyn = a[A_DYN].i != 0;
-    l->until = !map && a[A_UNTIL].i != 0;
-    if (a[A_NSTEPS].kind == TG_ATTR_INT) l->nsteps = a[A_NSTEPS].i;
-    if (!map && a[A_TAPS].kind == TG_ATTR_INTS) {
-        l->tapped = true;
-        l->ntap = a[A_TAPS].n < TAPS_MAX ? a[A_TAPS].n : TAPS_MAX;
-        l->depth = 0;
-        for (int k = 0; k < l->ntap; k++) {
-            l->taps[k] = a[A_TAPS].ints[k];
-            if (-l->taps[k] > l->depth) l->depth = (int)-l->taps[k];
+    *l = (loop){.ntap = 1, .depth = 1, .taps = {-1}, .nsteps = -1};
+    l->map = op == &tg_op_map;
+    const tg_aval *steps;
+    if (l->map) {
+        l->body = a[M_BODY].fn;
+        l->nseq_attr = a[M_NSEQ].i;
+        steps = &a[M_NSTEPS];
+        l->dyn = a[M_DYN].i != 0;
+    } else {
+        l->body = a[A_BODY].fn;
+        l->nstate_attr = a[A_NSTATES].i;
+        l->nseq_attr = a[A_NSEQ].i;
+        steps = &a[A_NSTEPS];
+        l->dyn = a[A_DYN].i != 0;
+        l->until = a[A_UNTIL].i != 0;
+        l->reverse = a[A_REVERSE].i != 0;
+        l->save = a[A_SAVE].kind == TG_ATTR_INTS ? &a[A_SAVE] : NULL;
+        if (a[A_TAPS].kind == TG_ATTR_INTS) {
+            l->tapped = true;
+            l->ntap = a[A_TAPS].n < TAPS_MAX ? a[A_TAPS].n : TAPS_MAX;
+            l->depth = 0;
+            for (int k = 0; k < l->ntap; k++) {
+                l->taps[k] = a[A_TAPS].ints[k];
+                if (-l->taps[k] > l->depth) l->depth = (int)-l->taps[k];
+            }
         }
+    }
+    /* clamped to the inputs there are, so that decoding never reads past them (inference
+       reports counts that do not fit) */
+    l->nstate = (int)(l->nstate_attr < 0 ? 0 : l->nstate_attr > nin ? nin : l->nstate_attr);
+    int rest = nin - l->nstate;
+    l->nseq = (int)(l->nseq_attr < 0 ? 0 : l->nseq_attr > rest ? rest : l->nseq_attr);
+    if (steps->kind == TG_ATTR_INT) {
+        l->nsteps_given = true;
+        l->nsteps_attr = steps->i;
+        l->nsteps = steps->i >= 0 ? steps->i : -1;
     }
     l->nconst = nin - l->nstate - l->nseq - (l->dyn ? 1 : 0);
     l->nparam = (l->nstate > 0 ? l->nstate - 1 + l->ntap : 0) + l->nseq + l->nconst;
@@ -93,9 +126,7 @@ static void loop_get(const tg_op_def *op, const tg_aval *a, int nin, loop *l) {
 }
 
 /* The parameter of the step that input i (not the count) feeds first. */
-static int param_of(const loop *l, int i) {
-    return l->nstate > 0 && i > 0 ? i + l->ntap - 1 : i;
-}
+static int param_of(const loop *l, int i) { return l->nstate > 0 && i > 0 ? i + l->ntap - 1 : i; }
 
 /* " (f.tg:3:1)": where the body's `func` header is; empty when built in C. */
 static void body_place(const tg_graph *body, char *buf, size_t cap) {
@@ -142,30 +173,39 @@ static tg_type drop0(const tg_type *t) {
 /* Checks the attributes and the body's arity; fills l. */
 static tg_status loop_check(tg_infer *ic, loop *l) {
     loop_get(ic->op, ic->attrs, ic->nin, l);
-    const tg_aval *a = ic->attrs;
     const tg_graph *body = l->body;
     char at[300];
     body_place(body, at, sizeof at);
-    if (a[A_NSTATES].i < 0 || a[A_NSEQ].i < 0)
+    if (l->nstate_attr < 0 || l->nseq_attr < 0)
         return tg_infer_fail(ic, TG_EINVAL, "n_states=%lld, n_sequences=%lld: expected counts >= 0",
-                             (long long)a[A_NSTATES].i, (long long)a[A_NSEQ].i);
-    if (l->nconst < 0)
-        return tg_infer_fail(ic, TG_EINVAL,
-                             "%d input%s, fewer than the %d state%s and %d sequence%s%s", ic->nin,
-                             ic->nin == 1 ? "" : "s", l->nstate, l->nstate == 1 ? "" : "s",
-                             l->nseq, l->nseq == 1 ? "" : "s",
-                             l->dyn ? " and the count (dynamic_steps)" : "");
-    if (l->nsteps < -1 || (a[A_NSTEPS].kind == TG_ATTR_INT && a[A_NSTEPS].i < 0))
+                             (long long)l->nstate_attr, (long long)l->nseq_attr);
+    if (l->nconst < 0 || l->nstate_attr + l->nseq_attr > ic->nin)
+        return tg_infer_fail(
+            ic, TG_EINVAL, "%d input%s, fewer than the %lld state%s and %lld sequence%s%s", ic->nin,
+            ic->nin == 1 ? "" : "s", (long long)l->nstate_attr, l->nstate_attr == 1 ? "" : "s",
+            (long long)l->nseq_attr, l->nseq_attr == 1 ? "" : "s",
+            l->dyn ? " and the count (dynamic_steps)" : "");
+    if (l->nsteps_given && l->nsteps_attr < 0)
         return tg_infer_fail(ic, TG_EINVAL, "n_steps=%lld: expected a count >= 0",
-                             (long long)a[A_NSTEPS].i);
-    if (l->dyn && l->nsteps >= 0)
+                             (long long)l->nsteps_attr);
+    if (l->dyn && l->nsteps_given)
         return tg_infer_fail(ic, TG_EINVAL, "n_steps= and dynamic_steps=true: give one count");
+    for (int k = 0; l->save && k < l->save->n; k++) {
+        int64_t j = l->save->ints[k];
+        if (j < 0 || j >= l->nstate || (j == 0 && l->tapped) ||
+            (k > 0 && j <= l->save->ints[k - 1]))
+            return tg_infer_fail(ic, TG_EINVAL,
+                                 "save[%d] = %lld: expected increasing indices of untapped "
+                                 "states (0 to %d)",
+                                 k, (long long)j, l->nstate - 1);
+    }
     if (l->tapped) {
         if (l->nstate == 0)
             return tg_infer_fail(ic, TG_EINVAL, "taps= applies to the first state: n_states=0");
-        if (a[A_TAPS].n < 1 || a[A_TAPS].n > TAPS_MAX)
-            return tg_infer_fail(ic, TG_ELIMIT, "taps= has %d entries: expected 1 to %d",
-                                 a[A_TAPS].n, TAPS_MAX);
+        const tg_aval *taps = &ic->attrs[A_TAPS];
+        if (taps->n < 1 || taps->n > TAPS_MAX)
+            return tg_infer_fail(ic, TG_ELIMIT, "taps= has %d entries: expected 1 to %d", taps->n,
+                                 TAPS_MAX);
         for (int k = 0; k < l->ntap; k++) {
             if (l->taps[k] >= 0)
                 return tg_infer_fail(ic, TG_EINVAL,
@@ -191,9 +231,8 @@ static tg_status loop_check(tg_infer *ic, loop *l) {
                              body->name, at, body->inputs.n, body->inputs.n == 1 ? "" : "s",
                              l->nparam, l->nstate > 0 ? l->ntap : 0,
                              l->nstate > 0 && l->ntap == 1 ? "" : "s",
-                             l->nstate > 0 ? l->nstate - 1 : 0, l->nstate == 2 ? "" : "s",
-                             l->nseq, l->nseq == 1 ? "" : "s", l->nconst,
-                             l->nconst == 1 ? "" : "s");
+                             l->nstate > 0 ? l->nstate - 1 : 0, l->nstate == 2 ? "" : "s", l->nseq,
+                             l->nseq == 1 ? "" : "s", l->nconst, l->nconst == 1 ? "" : "s");
     if (l->ny < 0 || body->nret > TG_MAX_OUTS)
         return tg_infer_fail(ic, TG_EINVAL,
                              "%s%s returns %d value%s; the loop expects its %d new state%s%s "
@@ -235,10 +274,9 @@ static tg_status count_steps(tg_infer *ic, const loop *l, int64_t *steps) {
     for (int i = s0; i < s0 + l->nseq; i++) {
         const tg_type *t = &ic->in[i];
         if (t->ndim < 1)
-            return tg_infer_fail(ic, TG_ESHAPE,
-                                 "sequence %d%s is %s: a sequence needs an axis to step along",
-                                 i - s0 + 1, in_name(ic, i, nm, sizeof nm),
-                                 tg_type_str(t, ty, sizeof ty));
+            return tg_infer_fail(
+                ic, TG_ESHAPE, "sequence %d%s is %s: a sequence needs an axis to step along",
+                i - s0 + 1, in_name(ic, i, nm, sizeof nm), tg_type_str(t, ty, sizeof ty));
         if (t->shape[0] < 0) continue;
         if (len >= 0 && t->shape[0] != len)
             return tg_infer_fail(ic, TG_ESHAPE,
@@ -365,8 +403,9 @@ static tg_status scan_infer(tg_infer *ic) {
         const tg_type *t = &bout[l.nstate + y];
         if (t->ndim + 1 > TG_MAX_DIMS) {
             output_desc(body, l.nstate + y, desc, sizeof desc);
-            st = tg_infer_fail(ic, TG_ELIMIT, "output %s of %s is %s: stacked it has more than %d axes",
-                               desc, body->name, tg_type_str(t, ta, sizeof ta), TG_MAX_DIMS);
+            st = tg_infer_fail(ic, TG_ELIMIT,
+                               "output %s of %s is %s: stacked it has more than %d axes", desc,
+                               body->name, tg_type_str(t, ta, sizeof ta), TG_MAX_DIMS);
             break;
         }
         tg_type s = *t;
@@ -377,7 +416,20 @@ static tg_status scan_infer(tg_infer *ic) {
         for (int d = 0; d < t->ndim; d++) s.shape[d + 1] = t->shape[d];
         ic->out[l.nstate + y] = s;
     }
-    if (st == TG_OK) ic->nout = l.nstate + l.ny;
+    for (int k = 0; st == TG_OK && l.save && k < l.save->n; k++) {
+        const tg_type *t = &ic->in[l.save->ints[k]];
+        tg_type s = *t;
+        s.ndim = (uint8_t)(t->ndim + 1);
+        s.weak = 0;
+        s.nobcast = (uint16_t)(t->nobcast << 1);
+        s.shape[0] = l.until ? -1 : steps;
+        for (int d = 0; d < t->ndim; d++) s.shape[d + 1] = t->shape[d];
+        if (s.ndim > TG_MAX_DIMS)
+            st = tg_infer_fail(ic, TG_ELIMIT, "state %lld stacked has more than %d axes",
+                               (long long)l.save->ints[k] + 1, TG_MAX_DIMS);
+        ic->out[l.nstate + l.ny + k] = s;
+    }
+    if (st == TG_OK) ic->nout = l.nstate + l.ny + (l.save ? l.save->n : 0);
     if (pt) tg_mem_free(ctx, pt, sizeof *pt * np);
     if (vals) tg_mem_free(ctx, vals, sizeof *vals * np);
     if (bout) tg_mem_free(ctx, bout, sizeof *bout * TG_MAX_OUTS);
@@ -386,24 +438,40 @@ static tg_status scan_infer(tg_infer *ic) {
 
 /* ---- the kernel ---- */
 
-/* A view of row 0 of t along axis 0 (rank one less); step() moves it. */
+/* A view of row 0 of t along axis 0 (rank one less); the loop moves its offset. */
 static tg_tensor *row_view(const tg_tensor *t) {
     return tg_tensor_view(t, t->ndim - 1, t->shape + 1, t->strides + 1, t->offset);
 }
 
-/* The run-time state of one loop: every tensor the steps read and write. */
+/* Points row view v at row t of t's axis 0. */
+static tg_tensor *row_at(tg_tensor *v, const tg_tensor *t, int64_t row) {
+    v->offset = t->offset + row * t->strides[0];
+    return v;
+}
+
+/* t with axis 0 of extent n (same dtype, the rest of t's shape), uninitialised. */
+static tg_tensor *stacked(tg_ctx *ctx, const tg_type *t, int64_t n) {
+    int64_t shape[TG_MAX_DIMS];
+    shape[0] = n;
+    for (int d = 1; d < t->ndim; d++) shape[d] = t->shape[d];
+    return tg_tensor_empty(ctx, (tg_dtype)t->dtype, t->ndim, shape);
+}
+
+/* The tensors of one run of the loop. Each untapped state has two buffers that swap after
+ * every step; a saved state's value going into each step is a row of its stacked output
+ * instead, which the previous step writes directly. */
 typedef struct run {
-    tg_ctx *ctx;
     int nbuf;           /* tensors in buf */
-    tg_tensor **buf;    /* every tensor made here, freed at the end */
-    tg_tensor **cur;    /* per state: its current value (a ring slot for state 0 tapped) */
+    tg_tensor **buf;    /* every tensor made here, freed at the end (NULL: handed out) */
+    tg_tensor **cur;    /* per state: its current value */
     tg_tensor **nxt;    /* per state: where the step writes the new value */
     tg_tensor **ring;   /* state 0 tapped: depth + 1 slots */
     tg_tensor **in;     /* the step's arguments */
     tg_tensor **out;    /* the step's results */
     tg_tensor **seqrow; /* per sequence: a view of its current row */
-    tg_tensor **yrow;   /* per output: a view of its current row in the stacked result */
+    tg_tensor **row;    /* per stacked output (per-step, then saved): its current row */
     tg_tensor **ys;     /* the stacked outputs */
+    int *saved;         /* per state: its index among the saved ones, -1 */
     tg_tensor *stop;    /* until: the condition's value */
 } run;
 
@@ -412,19 +480,22 @@ static tg_tensor *keep(run *r, tg_tensor *t) {
     return t;
 }
 
-static tg_tensor *new_like(tg_ctx *ctx, const tg_tensor *t, int drop) {
-    return tg_tensor_empty(ctx, t->dtype, t->ndim - drop, t->shape + drop);
+/* Takes t out of r's tensors (it becomes a result). */
+static tg_tensor *hand_out(run *r, tg_tensor *t) {
+    for (int q = 0; q < r->nbuf; q++)
+        if (r->buf[q] == t) r->buf[q] = NULL;
+    return t;
 }
 
 static tg_status scan_ref(tg_kern *k) {
-    const tg_op_def *op = tg_op_table[k->node->op];
     loop l;
-    loop_get(op, k->attrs, k->nin, &l);
+    loop_get(tg_op_table[k->node->op], k->attrs, k->nin, &l);
     const tg_graph *body = l.body;
     if (!k->sub || !k->sub->run)
         return tg_kern_fail(k, TG_EUNSUPPORTED, "no sub-graph executor here to run '%s'",
                             body->name);
-    int s0 = l.nstate, c0 = l.nstate + l.nseq;
+    int s0 = l.nstate, c0 = l.nstate + l.nseq, nsave = l.save ? l.save->n : 0;
+    int nstk = l.ny + nsave, nbody = body->nret;
     int64_t steps = l.nsteps;
     if (l.dyn) {
         const tg_tensor *c = k->in[k->nin - 1];
@@ -437,73 +508,70 @@ static tg_status scan_ref(tg_kern *k) {
         int64_t e = k->in[i]->shape[0];
         if (steps < 0) steps = e;
         if (e < steps)
-            return tg_kern_fail(k, TG_ESHAPE, "sequence %d has %lld steps, fewer than the %lld "
-                                "steps of the loop",
+            return tg_kern_fail(k, TG_ESHAPE,
+                                "sequence %d has %lld steps, fewer than the %lld steps of the loop",
                                 i - s0 + 1, (long long)e, (long long)steps);
     }
-    int nbody = body->nret;
-    size_t cap = (size_t)(4 * l.nstate + l.depth + 2 + l.nparam + nbody + l.nseq + 2 * l.ny + 4);
-    run r = {.ctx = k->ctx};
-    size_t bytes = sizeof(tg_tensor *) * cap;
-    tg_tensor **mem = tg_mem_calloc(k->ctx, bytes * 9);
+    size_t cap = (size_t)(2 * l.nstate + l.depth + 2 + l.nparam + nbody + l.nseq + 2 * nstk + 4);
+    size_t bytes = sizeof(tg_tensor *) * cap * 9 + sizeof(int) * (size_t)(l.nstate + 1);
+    tg_tensor **mem = tg_mem_calloc(k->ctx, bytes);
     if (!mem) return tg_kern_fail(k, TG_ENOMEM, "out of memory");
-    r.buf = mem;
-    r.cur = mem + cap;
-    r.nxt = mem + 2 * cap;
-    r.ring = mem + 3 * cap;
-    r.in = mem + 4 * cap;
-    r.out = mem + 5 * cap;
-    r.seqrow = mem + 6 * cap;
-    r.yrow = mem + 7 * cap;
-    r.ys = mem + 8 * cap;
-    tg_status st = TG_OK;
+    run r = {.buf = mem,
+             .cur = mem + cap,
+             .nxt = mem + 2 * cap,
+             .ring = mem + 3 * cap,
+             .in = mem + 4 * cap,
+             .out = mem + 5 * cap,
+             .seqrow = mem + 6 * cap,
+             .row = mem + 7 * cap,
+             .ys = mem + 8 * cap,
+             .saved = (int *)(mem + 9 * cap)};
     bool oom = false;
-    /* states: two buffers each (state 0 tapped: a ring of depth + 1 rows) */
+    for (int j = 0; j < l.nstate; j++) r.saved[j] = -1;
+    for (int q = 0; q < nsave; q++) r.saved[l.save->ints[q]] = q;
+    /* the stacked outputs and their row views */
+    for (int q = 0; q < nstk && !oom; q++) {
+        r.ys[q] = keep(&r, stacked(k->ctx, &k->out_type[l.nstate + q], steps));
+        oom = !r.ys[q] || !(r.row[q] = keep(&r, row_view(r.ys[q])));
+    }
+    /* the states (state 0 tapped: a ring of depth + 1 values) */
     for (int j = 0; j < l.nstate && !oom; j++) {
         const tg_tensor *init = k->in[j];
         if (j == 0 && l.tapped) {
-            int64_t rows = init->shape[0];
-            for (int q = 0; q <= l.depth && !oom; q++) {
-                r.ring[q] = keep(&r, new_like(k->ctx, init, 1));
-                if (!r.ring[q]) {
-                    oom = true;
-                    break;
-                }
-                if (q < l.depth) { /* the last depth rows, oldest first */
-                    tg_tensor *row = row_view(init);
-                    if (!row) {
-                        oom = true;
-                        break;
-                    }
-                    row->offset += (rows - l.depth + q) * init->strides[0];
-                    tg_tensor_copy_into(r.ring[q], row);
-                    tg_tensor_free(row);
-                }
+            tg_tensor *row = keep(&r, row_view(init));
+            for (int q = 0; q <= l.depth && row && !oom; q++) {
+                r.ring[q] = keep(&r, tg_tensor_empty(k->ctx, init->dtype, row->ndim, row->shape));
+                oom = !r.ring[q];
+                if (!oom && q < l.depth) /* the last depth rows, oldest first */
+                    tg_tensor_copy_into(r.ring[q], row_at(row, init, init->shape[0] - l.depth + q));
             }
+            oom = oom || !row;
             continue;
         }
-        r.cur[j] = keep(&r, new_like(k->ctx, init, 0));
-        r.nxt[j] = keep(&r, new_like(k->ctx, init, 0));
-        if (!r.cur[j] || !r.nxt[j]) oom = true;
-        else tg_tensor_copy_into(r.cur[j], init);
+        r.cur[j] = keep(&r, tg_tensor_empty(k->ctx, init->dtype, init->ndim, init->shape));
+        r.nxt[j] = keep(&r, tg_tensor_empty(k->ctx, init->dtype, init->ndim, init->shape));
+        if (!r.cur[j] || !r.nxt[j])
+            oom = true;
+        else if (r.saved[j] < 0 || steps == 0)
+            tg_tensor_copy_into(r.cur[j], init);
+        else { /* the first step reads its row */
+            int q = l.ny + r.saved[j];
+            tg_tensor_copy_into(row_at(r.row[q], r.ys[q], l.reverse ? steps - 1 : 0), init);
+        }
     }
-    for (int i = s0; i < c0 && !oom; i++)
-        oom = !(r.seqrow[i - s0] = keep(&r, row_view(k->in[i])));
-    for (int y = 0; y < l.ny && !oom; y++) {
-        const tg_type *t = &k->out_type[l.nstate + y];
-        int64_t shape[TG_MAX_DIMS];
-        shape[0] = steps;
-        for (int d = 1; d < t->ndim; d++) shape[d] = t->shape[d];
-        r.ys[y] = tg_tensor_empty(k->ctx, (tg_dtype)t->dtype, t->ndim, shape);
-        oom = !r.ys[y] || !(r.yrow[y] = keep(&r, row_view(r.ys[y])));
-    }
-    if (!oom && l.until)
-        oom = !(r.stop = keep(&r, tg_tensor_empty(k->ctx, TG_DT_BOOL, 0, NULL)));
-    if (oom) st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error());
-    /* the arguments that do not move: the constants */
+    for (int i = s0; i < c0 && !oom; i++) oom = !(r.seqrow[i - s0] = keep(&r, row_view(k->in[i])));
+    if (!oom && l.until) oom = !(r.stop = keep(&r, tg_tensor_empty(k->ctx, TG_DT_BOOL, 0, NULL)));
+    tg_status st = oom ? tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error()) : TG_OK;
+    /* the saved rows need views of their own: one for the row read, one for the row written */
+    tg_tensor **srd = r.row + nstk;
+    for (int q = 0; q < nsave && st == TG_OK; q++)
+        if (!(srd[q] = keep(&r, row_view(r.ys[l.ny + q]))))
+            st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error());
     for (int i = c0; i < c0 + l.nconst; i++) r.in[param_of(&l, i)] = k->in[i];
     int64_t done = 0;
     for (int64_t t = 0; st == TG_OK && t < steps; t++) {
+        int64_t row = l.reverse ? steps - 1 - t : t, next = row + (l.reverse ? -1 : 1);
+        bool last = t == steps - 1;
         int head = (int)(t % (l.depth + 1)); /* ring slot of x(t - depth) */
         for (int j = 0; j < l.nstate; j++) {
             if (j == 0 && l.tapped) {
@@ -512,69 +580,73 @@ static tg_status scan_ref(tg_kern *k) {
                 r.out[0] = r.ring[(head + l.depth) % (l.depth + 1)];
                 continue;
             }
-            r.in[param_of(&l, j)] = r.cur[j];
-            r.out[j] = r.nxt[j];
+            int q = r.saved[j];
+            if (q >= 0) { /* read row `row`, write row `next` (the last step: nxt) */
+                r.in[param_of(&l, j)] = row_at(srd[q], r.ys[l.ny + q], row);
+                r.out[j] = last ? r.nxt[j] : row_at(r.row[l.ny + q], r.ys[l.ny + q], next);
+            } else {
+                r.in[param_of(&l, j)] = r.cur[j];
+                r.out[j] = r.nxt[j];
+            }
         }
-        for (int i = s0; i < c0; i++) {
-            const tg_tensor *s = k->in[i];
-            r.seqrow[i - s0]->offset = s->offset + t * s->strides[0];
-            r.in[param_of(&l, i)] = r.seqrow[i - s0];
-        }
-        for (int y = 0; y < l.ny; y++) {
-            r.yrow[y]->offset = r.ys[y]->offset + t * r.ys[y]->strides[0];
-            r.out[l.nstate + y] = r.yrow[y];
-        }
+        for (int i = s0; i < c0; i++)
+            r.in[param_of(&l, i)] = row_at(r.seqrow[i - s0], k->in[i], row);
+        for (int y = 0; y < l.ny; y++) r.out[l.nstate + y] = row_at(r.row[y], r.ys[y], row);
         if (l.until) r.out[nbody - 1] = r.stop;
         st = k->sub->run(k->sub, body, r.in, l.nparam, r.out, nbody, k->msg, sizeof k->msg);
         if (st != TG_OK) {
             char m[sizeof k->msg];
             snprintf(m, sizeof m, "%s", k->msg);
-            tg_kern_fail(k, st, "step %lld: %s", (long long)t, m);
+            tg_kern_fail(k, st, "step %lld: %s", (long long)row, m);
             break;
         }
+        done = t + 1;
+        bool stop = l.until && *(const uint8_t *)tg_tensor_data(r.stop);
         for (int j = 0; j < l.nstate; j++) {
             if (j == 0 && l.tapped) continue; /* the ring moved by one */
+            if (r.saved[j] >= 0 && !last) {
+                if (!stop) continue; /* the value is in row `next` */
+                tg_tensor_copy_into(r.nxt[j], r.row[l.ny + r.saved[j]]);
+            }
             tg_tensor *tmp = r.cur[j];
             r.cur[j] = r.nxt[j];
             r.nxt[j] = tmp;
         }
-        done = t + 1;
-        if (l.until && *(const uint8_t *)tg_tensor_data(r.stop)) break;
+        if (stop) break;
     }
     /* the results: the last states, and the stacked outputs cut to the steps run */
     for (int j = 0; st == TG_OK && j < l.nstate; j++) {
-        tg_tensor *o;
+        tg_tensor *o = NULL;
+        const tg_tensor *init = k->in[j];
         if (j == 0 && l.tapped) { /* the last depth values, oldest first */
-            int64_t shape[TG_MAX_DIMS];
-            memcpy(shape, k->in[0]->shape, sizeof shape);
-            shape[0] = l.depth;
-            o = tg_tensor_empty(k->ctx, k->in[0]->dtype, k->in[0]->ndim, shape);
+            tg_type t = {.dtype = (uint8_t)init->dtype, .ndim = (uint8_t)init->ndim};
+            memcpy(t.shape, init->shape, sizeof t.shape);
+            o = stacked(k->ctx, &t, l.depth);
             tg_tensor *row = o ? row_view(o) : NULL;
             int head = (int)(done % (l.depth + 1));
-            for (int q = 0; row && q < l.depth; q++) {
-                row->offset = o->offset + q * o->strides[0];
-                tg_tensor_copy_into(row, r.ring[(head + q) % (l.depth + 1)]);
-            }
+            for (int q = 0; row && q < l.depth; q++)
+                tg_tensor_copy_into(row_at(row, o, q), r.ring[(head + q) % (l.depth + 1)]);
             if (!row) {
                 tg_tensor_free(o);
                 o = NULL;
             }
             tg_tensor_free(row);
-        } else if ((o = new_like(k->ctx, k->in[j], 0))) {
-            tg_tensor_copy_into(o, r.cur[j]);
+        } else {
+            o = hand_out(&r, r.cur[j]);
         }
         if (!o) st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error());
         tg_tensor_free(k->out[j]);
         k->out[j] = o;
     }
-    for (int y = 0; y < l.ny; y++) {
-        tg_tensor *o = r.ys[y];
-        r.ys[y] = NULL;
-        if (st == TG_OK && o && done < steps) { /* stopped early: the rows that ran */
+    for (int q = 0; q < nstk; q++) {
+        tg_tensor *o = hand_out(&r, r.ys[q]);
+        if (st == TG_OK && done < steps) { /* stopped early: the rows that ran */
             int64_t shape[TG_MAX_DIMS];
             memcpy(shape, o->shape, sizeof shape);
             shape[0] = done;
-            tg_tensor *v = tg_tensor_view(o, o->ndim, shape, o->strides, o->offset);
+            tg_tensor *v =
+                tg_tensor_view(o, o->ndim, shape, o->strides,
+                               l.reverse ? o->offset + (steps - done) * o->strides[0] : o->offset);
             tg_tensor_free(o);
             o = v;
             if (!o) st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error());
@@ -583,11 +655,11 @@ static tg_status scan_ref(tg_kern *k) {
             tg_tensor_free(o);
             o = NULL;
         }
-        tg_tensor_free(k->out[l.nstate + y]);
-        k->out[l.nstate + y] = o;
+        tg_tensor_free(k->out[l.nstate + q]);
+        k->out[l.nstate + q] = o;
     }
     for (int q = 0; q < r.nbuf; q++) tg_tensor_free(r.buf[q]);
-    tg_mem_free(k->ctx, mem, bytes * 9);
+    tg_mem_free(k->ctx, mem, bytes);
     return st;
 }
 
