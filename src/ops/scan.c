@@ -487,6 +487,46 @@ static tg_tensor *hand_out(run *r, tg_tensor *t) {
     return t;
 }
 
+/* The iterations of a loop without carried state, spread over the executor's threads:
+ * each thread has its own row views of the sequences and the stacked outputs. */
+typedef struct each_arg {
+    const loop *l;
+    tg_kern *k;
+    tg_tensor *const *ys; /* the stacked outputs */
+    tg_tensor **views;    /* per thread: nseq + ny row views */
+} each_arg;
+
+static tg_status each_fill(void *arg, int64_t i, int ith, tg_tensor **in, tg_tensor **out) {
+    each_arg *e = arg;
+    const loop *l = e->l;
+    tg_tensor **v = e->views + (size_t)ith * (size_t)(l->nseq + l->ny);
+    for (int s = 0; s < l->nseq; s++) in[s] = row_at(v[s], e->k->in[s], i);
+    for (int c = 0; c < l->nconst; c++) in[l->nseq + c] = e->k->in[l->nseq + c];
+    for (int y = 0; y < l->ny; y++) out[y] = row_at(v[l->nseq + y], e->ys[y], i);
+    return TG_OK;
+}
+
+static tg_status map_each(tg_kern *k, const loop *l, int64_t steps, tg_tensor *const *ys) {
+    int nth = k->sub->threads(k->sub), per = l->nseq + l->ny;
+    size_t nv = (size_t)nth * (size_t)per;
+    tg_tensor **views = tg_mem_calloc(k->ctx, sizeof *views * (nv + 1));
+    tg_status st = views ? TG_OK : tg_kern_fail(k, TG_ENOMEM, "out of memory");
+    for (size_t q = 0; st == TG_OK && q < nv; q++) {
+        int j = (int)(q % (size_t)per);
+        views[q] = row_view(j < l->nseq ? k->in[j] : ys[j - l->nseq]);
+        if (!views[q]) st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error());
+    }
+    if (st == TG_OK) {
+        each_arg e = {.l = l, .k = k, .ys = ys, .views = views};
+        st = k->sub->run_each(k->sub, l->body, steps, l->nparam, l->ny, each_fill, &e, k->msg,
+                              sizeof k->msg);
+        if (st != TG_OK) k->status = st;
+    }
+    for (size_t q = 0; views && q < nv; q++) tg_tensor_free(views[q]);
+    if (views) tg_mem_free(k->ctx, views, sizeof *views * (nv + 1));
+    return st;
+}
+
 static tg_status scan_ref(tg_kern *k) {
     loop l;
     loop_get(tg_op_table[k->node->op], k->attrs, k->nin, &l);
@@ -570,7 +610,12 @@ static tg_status scan_ref(tg_kern *k) {
             st = tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error());
     for (int i = c0; i < c0 + l.nconst; i++) r.in[param_of(&l, i)] = k->in[i];
     int64_t done = 0;
-    for (int64_t t = 0; st == TG_OK && t < steps; t++) {
+    if (st == TG_OK && l.nstate == 0 && !l.until && k->sub->run_each && steps > 1) {
+        /* no carried state: the iterations are independent (each writes its own rows) */
+        st = map_each(k, &l, steps, r.ys);
+        done = steps;
+    }
+    for (int64_t t = done; st == TG_OK && t < steps; t++) {
         /* the step reads row `row` of the sequences; a saved state's value going into it
            is row rd of its stack, and it writes the new one into row wr */
         int64_t row = l.reverse ? steps - 1 - t : t;
