@@ -36,7 +36,7 @@
 
 #include <stdio.h>
 
-#define TAPS_MAX 16 /* most taps of the first state */
+#define TAPS_MAX TG_LOOP_TAPS_MAX
 
 enum { A_BODY, A_NSTATES, A_NSEQ, A_NSTEPS, A_DYN, A_TAPS, A_UNTIL, A_REVERSE, A_SAVE };
 static const tg_attr_spec scan_attrs[] = {
@@ -63,27 +63,8 @@ static const tg_attr_spec map_attrs[] = {
     [M_DYN] = {"dynamic_steps", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
 };
 
-/* A node's loop, decoded from its attributes and input count. */
-typedef struct loop {
-    const tg_graph *body;
-    bool map;                 /* a map node */
-    int64_t nstate_attr;      /* n_states as given (checked >= 0) */
-    int64_t nseq_attr;        /* n_sequences as given */
-    int nstate, nseq, nconst; /* input groups */
-    int ntap, depth;          /* taps of state 0 (1, depth 1 without `taps=`) */
-    int64_t taps[TAPS_MAX];   /* as written, negative */
-    bool tapped;              /* `taps=` given: state 0's initial value has a leading axis */
-    bool nsteps_given;        /* n_steps= given (nsteps_attr its value, possibly negative) */
-    int64_t nsteps_attr;
-    int64_t nsteps;           /* n_steps, -1 when absent */
-    bool dyn, until, reverse; /* count input; stop condition; direction */
-    const tg_aval *save;      /* `save`, NULL when absent */
-    int nparam;               /* parameters the step takes */
-    int ny;                   /* per-step outputs */
-} loop;
-
-static void loop_get(const tg_op_def *op, const tg_aval *a, int nin, loop *l) {
-    *l = (loop){.ntap = 1, .depth = 1, .taps = {-1}, .nsteps = -1};
+void tg_loop_get(const tg_op_def *op, const tg_aval *a, int nin, tg_loop *l) {
+    *l = (tg_loop){.ntap = 1, .depth = 1, .taps = {-1}, .nsteps = -1};
     l->map = op == &tg_op_map;
     const tg_aval *steps;
     if (l->map) {
@@ -126,7 +107,9 @@ static void loop_get(const tg_op_def *op, const tg_aval *a, int nin, loop *l) {
 }
 
 /* The parameter of the step that input i (not the count) feeds first. */
-static int param_of(const loop *l, int i) { return l->nstate > 0 && i > 0 ? i + l->ntap - 1 : i; }
+static int param_of(const tg_loop *l, int i) {
+    return l->nstate > 0 && i > 0 ? i + l->ntap - 1 : i;
+}
 
 /* " (f.tg:3:1)": where the body's `func` header is; empty when built in C. */
 static void body_place(const tg_graph *body, char *buf, size_t cap) {
@@ -171,8 +154,8 @@ static tg_type drop0(const tg_type *t) {
 }
 
 /* Checks the attributes and the body's arity; fills l. */
-static tg_status loop_check(tg_infer *ic, loop *l) {
-    loop_get(ic->op, ic->attrs, ic->nin, l);
+static tg_status loop_check(tg_infer *ic, tg_loop *l) {
+    tg_loop_get(ic->op, ic->attrs, ic->nin, l);
     const tg_graph *body = l->body;
     char at[300];
     body_place(body, at, sizeof at);
@@ -245,7 +228,7 @@ static tg_status loop_check(tg_infer *ic, loop *l) {
 /* Arguments take the parameters' dtypes: weak literals adopt them; a typed argument of
  * another dtype is an error naming both (no silent cast). The count keeps its own. */
 static tg_status scan_promote(tg_infer *ic, tg_dtype *want) {
-    loop l;
+    tg_loop l;
     if (loop_check(ic, &l) != TG_OK) return ic->status;
     for (int i = 0; i < ic->nin; i++) {
         want[i] = (tg_dtype)ic->in[i].dtype;
@@ -266,7 +249,7 @@ static tg_status scan_promote(tg_infer *ic, tg_dtype *want) {
 }
 
 /* The number of steps as inference sees it: -1 when only the run knows it. */
-static tg_status count_steps(tg_infer *ic, const loop *l, int64_t *steps) {
+static tg_status count_steps(tg_infer *ic, const tg_loop *l, int64_t *steps) {
     int s0 = l->nstate;
     int64_t len = -1;
     int from = -1;
@@ -327,7 +310,7 @@ static bool same_state(const tg_type *a, const tg_type *b) {
 }
 
 static tg_status scan_infer(tg_infer *ic) {
-    loop l;
+    tg_loop l;
     if (loop_check(ic, &l) != TG_OK) return ic->status;
     const tg_graph *body = l.body;
     tg_ctx *ctx = body->ctx;
@@ -490,7 +473,7 @@ static tg_tensor *hand_out(run *r, tg_tensor *t) {
 /* The iterations of a loop without carried state, spread over the executor's threads:
  * each thread has its own row views of the sequences and the stacked outputs. */
 typedef struct each_arg {
-    const loop *l;
+    const tg_loop *l;
     tg_kern *k;
     tg_tensor *const *ys; /* the stacked outputs */
     tg_tensor **views;    /* per thread: nseq + ny row views */
@@ -498,7 +481,7 @@ typedef struct each_arg {
 
 static tg_status each_fill(void *arg, int64_t i, int ith, tg_tensor **in, tg_tensor **out) {
     each_arg *e = arg;
-    const loop *l = e->l;
+    const tg_loop *l = e->l;
     tg_tensor **v = e->views + (size_t)ith * (size_t)(l->nseq + l->ny);
     for (int s = 0; s < l->nseq; s++) in[s] = row_at(v[s], e->k->in[s], i);
     for (int c = 0; c < l->nconst; c++) in[l->nseq + c] = e->k->in[l->nseq + c];
@@ -506,7 +489,7 @@ static tg_status each_fill(void *arg, int64_t i, int ith, tg_tensor **in, tg_ten
     return TG_OK;
 }
 
-static tg_status map_each(tg_kern *k, const loop *l, int64_t steps, tg_tensor *const *ys) {
+static tg_status map_each(tg_kern *k, const tg_loop *l, int64_t steps, tg_tensor *const *ys) {
     int nth = k->sub->threads(k->sub), per = l->nseq + l->ny;
     size_t nv = (size_t)nth * (size_t)per;
     tg_tensor **views = tg_mem_calloc(k->ctx, sizeof *views * (nv + 1));
@@ -528,8 +511,8 @@ static tg_status map_each(tg_kern *k, const loop *l, int64_t steps, tg_tensor *c
 }
 
 static tg_status scan_ref(tg_kern *k) {
-    loop l;
-    loop_get(tg_op_table[k->node->op], k->attrs, k->nin, &l);
+    tg_loop l;
+    tg_loop_get(tg_op_table[k->node->op], k->attrs, k->nin, &l);
     const tg_graph *body = l.body;
     if (!k->sub || !k->sub->run)
         return tg_kern_fail(k, TG_EUNSUPPORTED, "no sub-graph executor here to run '%s'",
@@ -753,7 +736,7 @@ typedef struct reads {
 } reads;
 
 /* Marks in r what the outputs of b read among the parameters pb, pa, py. */
-static void find_reads(tg_graph *b, const loop *l, tg_var *const *pb, tg_var *const *pa,
+static void find_reads(tg_graph *b, const tg_loop *l, tg_var *const *pb, tg_var *const *pa,
                        tg_var *const *py, reads *r) {
     *r = (reads){0};
     int norder = 0;
@@ -780,7 +763,7 @@ static void find_reads(tg_graph *b, const loop *l, tg_var *const *pb, tg_var *co
  * before the step not asked for is a constant: the initial value, never read), and the
  * values the forward step returns from the forward loop's results rather than computing
  * them again. *used receives what it reads in the end. */
-static tg_graph *backward_body(tg_graph *g, const tg_node *n, const loop *l, const bwd *w,
+static tg_graph *backward_body(tg_graph *g, const tg_node *n, const tg_loop *l, const bwd *w,
                                tg_var *const *gout, const reads *r, reads *used) {
     const tg_graph *body = l->body;
     char name[256], pn[80];
@@ -892,7 +875,7 @@ static tg_graph *backward_body(tg_graph *g, const tg_node *n, const loop *l, con
 
 /* The attributes of a scan node like n's (a map's become a scan's), with body, the
  * counts and direction given, and save (n entries; NULL: none). */
-static int scan_attrs_of(const loop *l, const tg_graph *body, int nstate, int nseq, bool reverse,
+static int scan_attrs_of(const tg_loop *l, const tg_graph *body, int nstate, int nseq, bool reverse,
                          const int64_t *save, int nsave, tg_attr *a) {
     int na = 0;
     a[na++] = TG_A_FUNC("body", (tg_graph *)body); /* the node retains it */
@@ -908,7 +891,7 @@ static int scan_attrs_of(const loop *l, const tg_graph *body, int nstate, int ns
 /* The forward loop saving the states in need[]: n itself when it saves them already, else
  * a new scan that replaces n's uses. *saved[j] receives the stack of state j's values
  * (steps + 1 rows), *f the node. */
-static tg_status forward_saving(tg_graph *g, const tg_node *n, const loop *l, const bool *need,
+static tg_status forward_saving(tg_graph *g, const tg_node *n, const tg_loop *l, const bool *need,
                                 tg_var **saved, const tg_node **f) {
     int64_t save[MAXLIST];
     int nsave = 0, nold = l->save ? l->save->n : 0;
@@ -952,8 +935,8 @@ static tg_var *rows(tg_graph *g, tg_var *x, int64_t lo, int64_t hi) {
 }
 
 static tg_status scan_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    loop l;
-    loop_get(tg_op_table[n->op], n->attrs, n->nin, &l);
+    tg_loop l;
+    tg_loop_get(tg_op_table[n->op], n->attrs, n->nin, &l);
     int s0 = l.nstate, c0 = l.nstate + l.nseq, nold = l.save ? l.save->n : 0;
     bwd w = {0};
     for (int j = 0; j < l.nstate; j++) w.nfs += w.fs[j] = tg_ops_float_in(n, j);

@@ -44,13 +44,15 @@ def rand_expr(rng, leaves, depth):
 
 
 def rnn_case(rng, k):
-    """One state h, one sequence xs, constants W and c; a per-step output."""
+    """One state h, one sequence xs, constants W and c (exp(sin(c)): work to hoist); a
+    per-step output."""
     n, T = 4, 7
-    e_t, e_f = rand_expr(rng, ["h", "x", "c", "Wh"], 3)
+    e_t, e_f = rand_expr(rng, ["h", "x", "c", "Wh", "ec"], 3)
     y_t, y_f = rand_expr(rng, ["h", "hn", "x"], 2)
     text = f"""
 func step(h: f64[{n}], x: f64[{n}], W: f64[{n},{n}], c: f64[{n}]) {{
   Wh = dot(W, h)
+  ec = exp(sin(c))
   hn = tanh(add({e_t}, Wh))
   y = sum({y_t})
   return hn, y
@@ -63,7 +65,7 @@ func main(h0: f64[{n}], xs: f64[{T},{n}], W: f64[{n},{n}], c: f64[{n}]) {{
     def ref(v):
         h, ys = v["h0"], []
         for x in v["xs"]:
-            env = {"h": h, "x": x, "c": v["c"], "Wh": v["W"] @ h}
+            env = {"h": h, "x": x, "c": v["c"], "Wh": v["W"] @ h, "ec": np.exp(np.sin(v["c"]))}
             hn = np.tanh(e_f(env) + env["Wh"])
             env["hn"] = hn
             ys.append(np.sum(y_f(env)))
