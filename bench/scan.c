@@ -128,8 +128,7 @@ static void bench_garch(int runs) {
                                 "  s%d = add(add(w, mul(a, q%d)), mul(b, s%d))\n"
                                 "  l%d = sub(l%d, mul(0.5, add(log(s%d), div(q%d, s%d))))\n",
                                 t, t, t, t, t, t + 1, t, t, t + 1, t, t + 1, t, t + 1);
-    snprintf(un + len, cap - len, "  gp = grad(l%d, p)\n  return l%d, gp\n}\n", T_GARCH,
-             T_GARCH);
+    snprintf(un + len, cap - len, "  gp = grad(l%d, p)\n  return l%d, gp\n}\n", T_GARCH, T_GARCH);
     int64_t n = T_GARCH, three = 3;
     tg_tensor *in[2] = {tensor(TG_DT_F64, 1, &n, 1.0), tg_tensor_new(NULL, TG_DT_F64, 1, &three)};
     double *p = tg_tensor_data(in[1]);
