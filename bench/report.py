@@ -68,6 +68,11 @@ TARGETS = OrderedDict([
                "W10c data-parallel step on 2 devices <= 0.6x PyTorch on 2 threads", "torch")]),
     ("w11", [("time", 3000.0, "cold graph=mixed",
               "W11 C JIT cold compile of a 3,010-node graph <= 3 s")]),
+    ("scan-rnn", [("ratio", 0.7, "threads=1",
+                   "RNN forward+backward, 1,000 steps, <= 0.7x the best PyTorch form", "torch")]),
+    ("scan-map", [("self", 1 / 1.8, "threads=2",
+                   "independent map of 10,000 iterations, 2 threads >= 1.8x 1 thread",
+                   "threads=1")]),
 ])
 
 

@@ -1,11 +1,11 @@
 #!/bin/sh
 # run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W11; W10b, the
 # sampler's chains on devices; W10c, the data-parallel training step; rw, the optimiser's
-# compile time on long chains) for tgraph and for its peers (NumPy, PyTorch, direct CBLAS
-# calls) in this one invocation, in ROUNDS interleaved rounds (each round runs every
-# program once, so slow phases of a busy machine hit all of them alike), then writes
-# bench/results.md (a table per workload with tgraph's ratio to the best peer, and the
-# suite's targets) and bench/results.svg (a bar chart of the ratios) through
+# compile time on long chains; scan-*, loops: docs/scan.md) for tgraph and for its peers
+# (NumPy, SciPy, PyTorch, direct CBLAS calls) in this one invocation, in ROUNDS interleaved
+# rounds (each round runs every program once, so slow phases of a busy machine hit all of
+# them alike), then writes bench/results.md (a table per workload with tgraph's ratio to the
+# best peer, and the suite's targets) and bench/results.svg (a bar chart of the ratios) through
 # bench/report.py.
 #
 # usage: bench/run.sh [BUILD_DIR] [-n RUNS] [-r ROUNDS] [-o OUT.md]
@@ -65,6 +65,8 @@ w2 bin bench_blas -n $runs --side tg
 w2 bin bench_blas -n $runs --side cblas
 w2 py blas_peers.py -n $runs
 rw bin bench_rewrite
+scan bin bench_scan -n $runs
+scan py scan_peers.py -n $runs
 EOF
 }
 
