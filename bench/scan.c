@@ -16,6 +16,7 @@
 #include "bench_util.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -50,8 +51,11 @@ static tg_fn *compile(tg_graph *g, tg_mode mode, int threads, double *secs) {
 }
 
 /* Times calls of f on in (results into out, made by a first call): RUNS medians of
- * batches of about 20 ms. */
-static void time_calls(const char *name, tg_fn *f, tg_tensor **in, int nin, int nout, int runs) {
+ * batches of about 20 ms. With cpu, a second line "NAME clock=cpu" gives the process's CPU
+ * time per call (all its threads): on a machine shared with other work, the time a
+ * single-threaded run gets the CPU, which the peers report the same way. */
+static void time_calls(const char *name, tg_fn *f, tg_tensor **in, int nin, int nout, int runs,
+                       bool cpu) {
     tg_tensor *out[8] = {0};
     if (tg_fn_call(f, in, nin, out, nout) != TG_OK) die(name);
     double t0 = bench_now();
@@ -59,14 +63,22 @@ static void time_calls(const char *name, tg_fn *f, tg_tensor **in, int nin, int 
     double per = bench_now() - t0;
     long batch = per > 0 ? (long)(0.02 / per) : 100;
     if (batch < 1) batch = 1;
-    double *t = malloc(sizeof *t * (size_t)runs);
+    double *t = malloc(sizeof *t * (size_t)runs), *c = malloc(sizeof *c * (size_t)runs);
     for (int r = 0; r < runs; r++) {
+        double c0 = bench_cpu_now();
         t0 = bench_now();
         for (long k = 0; k < batch; k++) tg_fn_call_into(f, in, nin, out, nout);
         t[r] = (bench_now() - t0) / (double)batch;
+        c[r] = (bench_cpu_now() - c0) / (double)batch;
     }
     bench_report(name, t, runs);
+    if (cpu) {
+        char cname[160];
+        snprintf(cname, sizeof cname, "%s clock=cpu", name);
+        bench_report(cname, c, runs);
+    }
     free(t);
+    free(c);
     for (int j = 0; j < nout; j++) tg_tensor_free(out[j]);
 }
 
@@ -150,7 +162,7 @@ static void bench_garch(int runs) {
         snprintf(name, sizeof name, "scan-garch compile %s", cases[c].name);
         print_secs(name, parse_s + secs);
         snprintf(name, sizeof name, "scan-garch %s", cases[c].name);
-        time_calls(name, f, in, 2, 2, runs);
+        time_calls(name, f, in, 2, 2, runs, true);
         tg_fn_free(f);
         tg_module_free(m);
     }
@@ -187,7 +199,7 @@ static void bench_rnn(int runs) {
         double secs;
         tg_graph *g = parse(src, &m);
         tg_fn *f = compile(g, modes[c], 1, &secs);
-        time_calls(c ? "scan-rnn c threads=1" : "scan-rnn vm threads=1", f, args, 5, 5, runs);
+        time_calls(c ? "scan-rnn c threads=1" : "scan-rnn vm threads=1", f, args, 5, 5, runs, true);
         tg_fn_free(f);
         tg_module_free(m);
     }
@@ -212,7 +224,7 @@ static void bench_map(int runs) {
         tg_fn *f = compile(g, TG_MODE_VM, th, &secs);
         char name[64];
         snprintf(name, sizeof name, "scan-map vm threads=%d", th);
-        time_calls(name, f, in, 2, 1, runs);
+        time_calls(name, f, in, 2, 1, runs, false);
         tg_fn_free(f);
         tg_module_free(m);
     }

@@ -13,7 +13,8 @@
 
 Each peer is checked against the NumPy loop before it is timed (garch: the lfilter form's
 value and gradient). Timing as bench_scan: batches of about 20 ms, the median and minimum
-over RUNS batches, per call.
+over RUNS batches, per call, in wall-clock time and (a "clock=cpu" line) in process CPU
+time.
 
 usage: scan_peers.py [-n RUNS] [--only garch|rnn]
 """
@@ -28,22 +29,28 @@ for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 
 def timeit(fn, runs):
+    """Wall-clock and process CPU time per call: ((median, min), (median, min))."""
     fn()
     t0 = time.perf_counter()
     fn()
     per = time.perf_counter() - t0
     batch = max(1, int(0.02 / per)) if per > 0 else 100
-    ts = []
+    ts, cs = [], []
     for _ in range(runs):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for _ in range(batch):
             fn()
         ts.append((time.perf_counter() - t0) / batch)
-    return statistics.median(ts), min(ts)
+        cs.append((time.process_time() - c0) / batch)
+    return (statistics.median(ts), min(ts)), (statistics.median(cs), min(cs))
 
 
-def report(name, med, mn, runs):
-    print(f"{name}: median {med * 1e3:.3f} ms, min {mn * 1e3:.3f} ms ({runs} runs)", flush=True)
+def report(name, times, runs):
+    """Two lines: wall-clock time, and CPU time ("clock=cpu", as bench_scan)."""
+    for label, (med, mn) in zip((name, name + " clock=cpu"), times):
+        print(f"{label}: median {med * 1e3:.3f} ms, min {mn * 1e3:.3f} ms ({runs} runs)",
+              flush=True)
 
 
 def garch(runs):
@@ -83,16 +90,14 @@ def garch(runs):
         return ll, np.array([g.sum(), g @ q, g @ prev])
 
     ll0, g0 = loop()
-    med, mn = timeit(loop, runs)
-    report("scan-garch numpy-loop", med, mn, runs)
+    report("scan-garch numpy-loop", timeit(loop, runs), runs)
     if lfilter is None:
         print("scan-garch numpy-lfilter: skipped (no scipy)")
         return
     ll1, g1 = filt()
     if not (np.isclose(ll0, ll1) and np.allclose(g0, g1)):
         sys.exit(f"scan_peers: lfilter garch differs from the loop: {ll1} {g1} vs {ll0} {g0}")
-    med, mn = timeit(filt, runs)
-    report("scan-garch numpy-lfilter", med, mn, runs)
+    report("scan-garch numpy-lfilter", timeit(filt, runs), runs)
 
 
 def rnn(runs):
@@ -137,10 +142,8 @@ def rnn(runs):
     a, c = float(loop()), float(module())
     if abs(a - c) > 1e-3 * max(1.0, abs(a)):
         sys.exit(f"scan_peers: torch.nn.RNN's loss {c} differs from the loop's {a}")
-    med, mn = timeit(loop, runs)
-    report("scan-rnn torch-loop threads=1", med, mn, runs)
-    med, mn = timeit(module, runs)
-    report("scan-rnn torch-nn.RNN threads=1", med, mn, runs)
+    report("scan-rnn torch-loop threads=1", timeit(loop, runs), runs)
+    report("scan-rnn torch-nn.RNN threads=1", timeit(module, runs), runs)
 
 
 def main():

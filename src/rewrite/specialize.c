@@ -3,6 +3,8 @@
  *
  *   scan_to_map   a scan without carried state (n_states=0, no stop condition, no saved
  *                 state) is a map, whose iterations run in parallel over the pool;
+ *   scan_merge_saved  a scan whose twin (the gradient's) also returns stacks of its
+ *                 states gives its uses the twin's results: one forward loop;
  *   loop_hoist    work of the step that depends only on the constants (and literals) is
  *                 computed once before the loop: the step gets its results as new
  *                 constants;
@@ -37,6 +39,63 @@ static tg_var *rw_scan_to_map(tg_rw *rw, tg_node *n) {
     for (int q = 0; q < n->nout; q++)
         if (!tg_rw_same_type(out[q], n->out[q]) || tg_rw_replace(rw, n->out[q], out[q]) != TG_OK)
             return NULL;
+    return NULL;
+}
+
+/* ---- scan_merge_saved ----
+ * The gradient of a scan runs a twin of it that also returns stacks of states (`save=`);
+ * the scan itself then computes the same values a second time. Its uses take the twin's
+ * results instead: same step, inputs and attributes but `save`, the twin saving at least
+ * the states it saves. */
+
+/* Whether every state n saves, m saves too (increasing lists). */
+static bool saves_within(const tg_aval *n, const tg_aval *m) {
+    if (n->kind != TG_ATTR_INTS) return true;
+    if (m->kind != TG_ATTR_INTS) return false;
+    for (int k = 0, q = 0; k < n->n; k++) {
+        while (q < m->n && m->ints[q] < n->ints[k]) q++;
+        if (q == m->n || m->ints[q] != n->ints[k]) return false;
+    }
+    return true;
+}
+
+static tg_var *rw_scan_merge_saved(tg_rw *rw, tg_node *n) {
+    tg_graph *g = tg_rw_graph(rw);
+    const tg_op_def *op = tg_op_table[n->op];
+    int isave = op->nattrs - 1; /* `save`, the last attribute of scan */
+    tg_loop l;
+    tg_loop_get(op, n->attrs, n->nin, &l);
+    for (int i = 0; i < g->nodes.n; i++) {
+        tg_node *m = g->nodes.items[i];
+        if (m == n || m->op != n->op || m->nin != n->nin || m->nout <= n->nout ||
+            !tg_ir_same_device(m->device, n->device))
+            continue;
+        bool used = false; /* a live twin: a node reads it, or the function returns it */
+        for (int q = 0; q < m->nout && !used; q++)
+            used = tg_rw_use_count(rw, m->out[q]) > 0 || tg_rw_is_output(rw, m->out[q]);
+        bool same = used;
+        for (int k = 0; same && k < n->nin; k++) same = m->in[k] == n->in[k];
+        for (int j = 0; same && j < op->nattrs; j++)
+            same = j == isave ? saves_within(&n->attrs[j], &m->attrs[j])
+                              : tg_rw_aval_same(&n->attrs[j], &m->attrs[j]);
+        if (!same) continue;
+        /* the last states and per-step outputs, then n's saved stacks among m's */
+        int nfix = l.nstate + l.ny;
+        for (int q = 0; q < n->nout; q++) {
+            int mq = q;
+            if (q >= nfix) {
+                const tg_aval *ms = &m->attrs[isave];
+                int64_t j = n->attrs[isave].ints[q - nfix];
+                for (mq = 0; ms->ints[mq] != j; mq++) {
+                }
+                mq += nfix;
+            }
+            if (!tg_rw_same_type(m->out[mq], n->out[q]) ||
+                tg_rw_replace(rw, n->out[q], m->out[mq]) != TG_OK)
+                return NULL;
+        }
+        return NULL;
+    }
     return NULL;
 }
 
@@ -289,6 +348,7 @@ static tg_var *rw_map_elemwise(tg_rw *rw, tg_node *n) {
 
 static const tg_rule specialize_rules[] = {
     {"scan_to_map", TG_OP_SCAN, rw_scan_to_map},
+    {"scan_merge_saved", TG_OP_SCAN, rw_scan_merge_saved},
     {"loop_hoist", TG_OP_SCAN, rw_loop_hoist},
     {"loop_hoist", TG_OP_MAP, rw_loop_hoist},
     {"loop_dead_outputs", TG_OP_SCAN, rw_loop_dead_outputs},

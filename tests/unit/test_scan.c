@@ -197,9 +197,8 @@ static void test_state_type_refused(void **state) {
     (void)state;
     tg_graph *s = tg_graph_new(NULL, "step");
     tg_var *h = tg_input(s, "h", TG_DT_F64, 1, (int64_t[]){N});
-    assert_int_equal(tg_graph_set_outputs(s, (tg_var *[]){tg_reduce(s, "sum", h, NULL, -1, false)},
-                                          1),
-                     TG_OK);
+    assert_int_equal(
+        tg_graph_set_outputs(s, (tg_var *[]){tg_reduce(s, "sum", h, NULL, -1, false)}, 1), TG_OK);
     tg_graph *g = tg_graph_new(NULL, "main");
     tg_var *h0 = tg_input(g, "h0", TG_DT_F64, 1, (int64_t[]){N});
     tg_attr a[] = {TG_A_FUNC("body", s), TG_A_INT("n_steps", 3)};
