@@ -117,10 +117,11 @@ def rnn(runs):
 
     def loop():
         xp = (xs.reshape(T * B, I) @ Wx + b).reshape(T, B, H)  # the projection, hoisted
-        h, total = h0, 0
-        for t in range(T):
-            h = torch.tanh(xp[t] + h @ Wh)
-            total = total + h.sum()
+        h, hs = h0, []
+        for x in xp.unbind(0):  # (indexing xp[t] would make a full-size gradient per step)
+            h = torch.tanh(x + h @ Wh)
+            hs.append(h)
+        total = torch.stack(hs).sum()
         Wx.grad = Wh.grad = b.grad = None
         total.backward()
         return total
