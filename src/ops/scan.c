@@ -24,7 +24,13 @@
  * signature) on each step. The states live in two buffers each that swap after every step;
  * sequence slices and stacked-output slices are views whose offset moves, so a step
  * allocates nothing. The outputs are the kernel's own (self_alloc): with until=true or a
- * count known only at run time, their length is known only once the loop has run.
+ * count known only at run time, their length is known only once the loop has run. A loop
+ * without carried state (map, or scan with n_states=0) hands its iterations to the
+ * executor's run_each, which spreads them over the thread pool. With save=[j, ...] the
+ * listed states' values are written straight into rows of their stacks (the value before
+ * the first step, then after each step), which the gradient reads.
+ *
+ * Gradient: a reverse scan of the step's backward function (below, "the gradient").
  *
  * Invariants:
  *  - Inference checks everything the kernel relies on: the body's arity, each state's type
