@@ -71,6 +71,11 @@ TARGETS = OrderedDict([
     ("w12", [("ratio", 0.7, "vm threads=1",
               "W12 batched Cholesky plus solve (the same ops) <= 0.7x NumPy at 1 thread",
               "numpy")]),
+    ("scan-rnn", [("ratio", 0.7, "threads=1",
+                   "RNN forward+backward, 1,000 steps, <= 0.7x the best PyTorch form", "torch")]),
+    ("scan-map", [("self", 1 / 1.8, "threads=2",
+                   "independent map of 10,000 iterations, 2 threads >= 1.8x 1 thread",
+                   "threads=1")]),
 ])
 
 

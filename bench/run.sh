@@ -2,7 +2,8 @@
 # run.sh - the benchmark driver behind `make bench`: runs every workload (W1-W13; W10b, the
 # sampler's chains on devices; W10c, the data-parallel training step; W12 and W13, batched
 # Cholesky plus solve and a Gaussian process's likelihood, from bench_linalg; PE, per-example
-# gradients through vectorize; rw, the optimiser's compile time on long chains) for tgraph and for its peers (NumPy, PyTorch, direct CBLAS
+# gradients through vectorize; rw, the optimiser's compile time on long chains; scan-*,
+# loops: docs/scan.md) for tgraph and for its peers (NumPy, SciPy, PyTorch, direct CBLAS
 # calls) in this one invocation, in ROUNDS interleaved rounds (each round runs every
 # program once, so slow phases of a busy machine hit all of them alike), then writes
 # bench/results.md (a table per workload with tgraph's ratio to the best peer, and the
@@ -70,6 +71,8 @@ w2 bin bench_blas -n $runs --side tg
 w2 bin bench_blas -n $runs --side cblas
 w2 py blas_peers.py -n $runs
 rw bin bench_rewrite
+scan bin bench_scan -n $runs
+scan py scan_peers.py -n $runs
 EOF
 }
 

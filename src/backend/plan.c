@@ -531,11 +531,10 @@ static tg_status out_classes(tg_plan_prog *pg, tg_plan *p, int i, tg_type *tout,
         if (!all && !self)
             return tg_plan_node_fail(pg->g, n, TG_EINTERNAL,
                                      "run-time inference left an extent unknown");
-        if (all) {
-            tg_plan_runtime_type(&v->type, tout[o].ndim, tout[o].shape, tout[o].dtype,
-                                 &p->rt[v->id]);
-            p->known[v->id] = 1;
-        }
+        /* the type as far as it is known: a kernel making its output reads the extents
+           inference could give (scan's rows); known[] says when all of them are */
+        tg_plan_runtime_type(&v->type, tout[o].ndim, tout[o].shape, tout[o].dtype, &p->rt[v->id]);
+        if (all) p->known[v->id] = 1;
         p->dynamic = p->dynamic || !all;
         if (self || !all)
             p->cls[v->id] = TG_PLAN_KMADE;

@@ -135,6 +135,12 @@ typedef struct fn_callees {
     fn_body *b; /* distinct (graph, mapped) pairs */
     int n, cap;
     tg_ranks *ranks; /* the threads of its pmaps' ranks; NULL without pmap nodes */
+    /* run_each: the caller's pool when its options give one, else its own, made by the
+       first run_each of more than one iteration (under mu) */
+    tg_pool *pool;
+    bool own_pool;
+    int nthreads; /* the pool's threads, or the count to make it with */
+    pthread_mutex_t mu;
 } fn_callees;
 
 struct tg_fn {
@@ -369,8 +375,99 @@ static tg_status ranks_run(const tg_subexec *x, const tg_graph *body, const char
     return tg_ranks_run(c->ranks, fn, axis, nrank, in, nin, out, nout, msg, cap);
 }
 
-/* Compiles the callee of every live call node of f->g and the body of every live pmap
- * node, each distinct one once, with the caller's options: a call the rewrites left dead
+/* tg_subexec.threads. */
+static int each_threads(const tg_subexec *x) { return ((const fn_callees *)x)->nthreads; }
+
+/* The first failure of one thread of a run_each. */
+typedef struct each_fail {
+    int64_t at; /* the iteration, -1: none */
+    tg_status st;
+    char msg[256];
+} each_fail;
+
+/* One run_each. */
+typedef struct each_task {
+    tg_fn *fn;
+    int64_t n;
+    int nin, nout;
+    tg_subexec_fill fill;
+    void *arg;
+    tg_ctx *ctx;
+    each_fail *fail; /* one per thread of the pool */
+} each_task;
+
+static void each_share(void *a, int ith, int nth) {
+    each_task *t = a;
+    each_fail *f = &t->fail[ith];
+    int64_t lo, hi;
+    tg_pool_share(t->n, ith, nth, 1, &lo, &hi);
+    f->at = -1;
+    size_t bytes = sizeof(tg_tensor *) * (size_t)(t->nin + t->nout + 1);
+    tg_tensor **io = lo < hi ? tg_mem_alloc(t->ctx, bytes) : NULL;
+    if (!io && lo < hi) {
+        *f = (each_fail){.at = lo, .st = TG_ENOMEM, .msg = "out of memory"};
+        return;
+    }
+    for (int64_t i = lo; i < hi; i++) {
+        tg_status st = t->fill(t->arg, i, ith, io, io + t->nin);
+        if (st == TG_OK) st = tg_fn_call_into(t->fn, io, t->nin, io + t->nin, t->nout);
+        if (st != TG_OK) {
+            f->at = i;
+            f->st = st;
+            snprintf(f->msg, sizeof f->msg, "%s", tg_last_error());
+            break;
+        }
+    }
+    if (io) tg_mem_free(t->ctx, io, bytes);
+}
+
+/* tg_subexec.run_each: the iterations of a map over the pool (parallel.h). */
+static tg_status each_run(const tg_subexec *x, const tg_graph *body, int64_t n, int nin, int nout,
+                          tg_subexec_fill fill, void *arg, char *msg, size_t cap) {
+    fn_callees *c = (fn_callees *)x;
+    tg_fn *fn = body_fn(c, body, false);
+    if (!fn) {
+        snprintf(msg, cap, "'%s' is not a body of this function", body->name);
+        return TG_EINTERNAL;
+    }
+    tg_pool *pool = NULL;
+    if (n > 1 && c->nthreads > 1) {
+        pthread_mutex_lock(&c->mu);
+        if (!c->pool && (c->pool = tg_pool_new(body->ctx, c->nthreads))) c->own_pool = true;
+        pool = c->pool;
+        pthread_mutex_unlock(&c->mu);
+    }
+    int cap_th = pool ? tg_pool_size(pool) : 1;
+    each_fail *fail = tg_mem_alloc(body->ctx, sizeof *fail * (size_t)cap_th);
+    if (!fail) {
+        snprintf(msg, cap, "out of memory");
+        return TG_ENOMEM;
+    }
+    each_task t = {.fn = fn,
+                   .n = n,
+                   .nin = nin,
+                   .nout = nout,
+                   .fill = fill,
+                   .arg = arg,
+                   .ctx = body->ctx,
+                   .fail = fail};
+    int nth = pool ? tg_pool_run(pool, each_share, &t) : (each_share(&t, 0, 1), 1);
+    tg_status st = TG_OK;
+    int64_t first = -1;
+    for (int i = 0; i < nth; i++)
+        if (fail[i].at >= 0 && (first < 0 || fail[i].at < first)) {
+            first = fail[i].at;
+            st = fail[i].st;
+            snprintf(msg, cap, "iteration %lld: in '%s': %s", (long long)first, body->name,
+                     fail[i].msg);
+        }
+    tg_mem_free(body->ctx, fail, sizeof *fail * (size_t)cap_th);
+    return st;
+}
+
+/* Compiles the inner graph of every live node of f->g that has one (a call's callee, the body
+ * of a pmap, a scan or a map: attribute 0 of its op is a function),
+ * each distinct one once, with the caller's options: a call the rewrites left dead
  * compiles nothing (in the C mode, no run of cc). A pmap body, and whatever a function
  * compiled with NO_PLACE runs, is compiled without placement. */
 static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags) {
@@ -382,12 +479,20 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags) 
     if (!order) return TG_ENOMEM;
     f->calls.base.run = callee_run;
     f->calls.base.run_ranks = ranks_run;
+    f->calls.base.threads = each_threads;
+    f->calls.base.run_each = each_run;
+    f->calls.pool = opts->pool;
+    f->calls.nthreads = opts->pool           ? tg_pool_size(opts->pool)
+                        : opts->nthreads > 0 ? opts->nthreads
+                                             : tg_pool_default_threads();
+    pthread_mutex_init(&f->calls.mu, NULL);
     f->calls.cap = 2 * g->callees.n; /* the distinct graphs of g, live or not, both ways */
     f->calls.b = tg_mem_calloc(ctx, sizeof *f->calls.b * (size_t)f->calls.cap);
     tg_status st = f->calls.b ? TG_OK : TG_ENOMEM;
     for (int i = 0; i < norder && st == TG_OK; i++) {
         const tg_node *n = order[i];
-        if (n->op != TG_OP_CALL && n->op != TG_OP_PMAP) continue;
+        const tg_op_def *op = tg_op_table[n->op];
+        if (op->nattrs == 0 || op->attrs[0].type != TG_AS_FUNC) continue; /* no inner graph */
         const tg_graph *body = n->attrs[0].fn;
         bool mapped = n->op == TG_OP_PMAP;
         if (body_fn(&f->calls, body, mapped)) continue;
@@ -409,6 +514,8 @@ static void callees_free(tg_fn *f) {
     for (int i = 0; i < f->calls.n; i++) tg_fn_free(f->calls.b[i].fn);
     if (f->calls.b) tg_mem_free(ctx, f->calls.b, sizeof *f->calls.b * (size_t)f->calls.cap);
     tg_ranks_free(f->calls.ranks);
+    if (f->calls.own_pool) tg_pool_free(f->calls.pool);
+    if (f->calls.base.run_each) pthread_mutex_destroy(&f->calls.mu);
 }
 
 /* ---- state ---- */

@@ -87,7 +87,7 @@ bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out);
 
 /* ---- reference kernels ---- */
 /* A sub-graph executor: what a backend hands to kernels of ops with inner graphs (call,
- * pmap; later scan, vectorize), so that they run their body without knowing (or calling
+ * pmap, scan, map), so that they run their body without knowing (or calling
  * up into) the backend: the interpreter for reference, a compiled sub-program for the VM,
  * emitted code for the C JIT (src/driver/compile.c implements it for every backend, with
  * each body compiled once per caller). On failure msg (cap bytes) holds the reason, which
@@ -107,12 +107,25 @@ bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out);
  * below). It returns once every rank has returned; when ranks failed, msg holds the
  * message of the lowest of them, "pmap rank R: ...". */
 typedef struct tg_subexec tg_subexec;
+/* run_each()'s callback: points in[0..nin) and out[0..nout) at the arguments and results
+ * of iteration i, run by thread ith of the executor's threads (tg_subexec.threads). */
+typedef tg_status (*tg_subexec_fill)(void *arg, int64_t i, int ith, tg_tensor **in,
+                                     tg_tensor **out);
 struct tg_subexec {
     tg_status (*run)(const tg_subexec *x, const tg_graph *body, tg_tensor *const *in, int nin,
                      tg_tensor **out, int nout, char *msg, size_t cap);
     tg_status (*run_ranks)(const tg_subexec *x, const tg_graph *body, const char *axis, int nrank,
                            tg_tensor *const *in, int nin, tg_tensor **out, int nout, char *msg,
                            size_t cap);
+    /* The threads run_each spreads iterations over (>= 1). */
+    int (*threads)(const tg_subexec *x);
+    /* Runs `body` n times, iterations that do not depend on each other (a map), spread over
+     * the caller's thread pool: each thread takes a contiguous share of [0, n) and runs
+     * iteration i on what fill(arg, i, ith, ...) sets (contiguous outputs, as run()). It
+     * returns once every share has returned; on failure msg names the lowest iteration
+     * that failed, "iteration I: ...". */
+    tg_status (*run_each)(const tg_subexec *x, const tg_graph *body, int64_t n, int nin, int nout,
+                          tg_subexec_fill fill, void *arg, char *msg, size_t cap);
 };
 
 /* ---- the SPMD context of pmap ranks ----

@@ -59,6 +59,8 @@
 #define TG_OPS_CALL(X) X(CALL, call)
 /* pmap.c: a function mapped over an axis across devices, and the rank along it */
 #define TG_OPS_PMAP(X) X(PMAP, pmap) X(AXIS_INDEX, axis_index) X(AXIS_SIZE, axis_size)
+/* scan.c: loops over a step function, carrying states (scan) or not (map) */
+#define TG_OPS_SCAN(X) X(SCAN, scan) X(MAP, map)
 /* collective.c: values exchanged between the ranks of a pmap */
 #define TG_OPS_COLLECTIVE(X)                                                               \
     X(PSUM, psum) X(PMEAN, pmean) X(PMAX, pmax) X(PMIN, pmin) X(ALL_GATHER, all_gather)    \
@@ -76,7 +78,7 @@
     TG_OPS_ELEMWISE(X) TG_OPS_REDUCE(X) TG_OPS_SHAPE(X) TG_OPS_LINALG(X) TG_OPS_LAPACK(X)    \
     TG_OPS_BLAS(X) TG_OPS_INDEX(X) TG_OPS_JOIN(X) TG_OPS_NN(X) TG_OPS_FUSED(X)               \
     TG_OPS_RANDOM(X)                                                                       \
-    TG_OPS_CALL(X) TG_OPS_PMAP(X) TG_OPS_COLLECTIVE(X) TG_OPS_DEVICE(X)                    \
+    TG_OPS_CALL(X) TG_OPS_PMAP(X) TG_OPS_SCAN(X) TG_OPS_COLLECTIVE(X) TG_OPS_DEVICE(X)                    \
     TG_OPS_CUMULATIVE(X) TG_OPS_SORT(X)
 
 /* clang-format on */

@@ -146,6 +146,33 @@ void tg_grad_cot_name(const tg_graph *fn, int j, char *name, size_t cap);
 tg_status tg_call_types(tg_infer *ic, const tg_graph *body, const tg_type *tin,
                         const tg_tensor *const *values, tg_type *out);
 
+/* ---- scan and map (scan.c; docs/scan.md) ---- */
+#define TG_LOOP_TAPS_MAX 16 /* most taps of the first state */
+/* A scan or map node's loop, decoded from its attributes and input count. The inputs are
+ * the nstate states, the nseq sequences, the nconst constants, then the count (dyn). The
+ * step takes nparam arguments: the taps of state 0 and the other states, one row of each
+ * sequence, the constants; it returns nstate new states, ny per-step outputs, then the
+ * stop condition (until). The node returns the last states, the stacked outputs, then
+ * the stacks of the saved states. */
+typedef struct tg_loop {
+    const struct tg_graph *body;
+    bool map;                       /* a map node */
+    int64_t nstate_attr, nseq_attr; /* n_states, n_sequences as given */
+    int nstate, nseq, nconst;       /* input groups (counts clamped to the inputs) */
+    int ntap, depth;                /* taps of state 0 (1 and 1 without `taps=`) */
+    int64_t taps[TG_LOOP_TAPS_MAX]; /* as written, negative */
+    bool tapped;                    /* `taps=` given: state 0's initial value has a leading axis */
+    bool nsteps_given;              /* n_steps= given, with the value nsteps_attr */
+    int64_t nsteps_attr;
+    int64_t nsteps;           /* n_steps, -1 when absent or negative */
+    bool dyn, until, reverse; /* count input; stop condition; direction */
+    const tg_aval *save;      /* `save`, NULL when absent */
+    int nparam;               /* parameters the step takes */
+    int ny;                   /* per-step outputs */
+} tg_loop;
+/* Decodes the loop of a node of op (scan or map) with attributes a and nin inputs. */
+void tg_loop_get(const tg_op_def *op, const tg_aval *a, int nin, tg_loop *l);
+
 /* ---- pmap (pmap.c) ----
  * Checks that every op of g reading a pmap axis (TG_EFFECT_AXIS: axis_index, the
  * collectives), among its live nodes and in the graphs they call or map, is inside a pmap

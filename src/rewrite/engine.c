@@ -496,6 +496,8 @@ static bool aval_same(const tg_aval *a, const tg_aval *b) {
     return false;
 }
 
+bool tg_rw_aval_same(const tg_aval *a, const tg_aval *b) { return aval_same(a, b); }
+
 /* Equal nodes: same op, inputs, attributes and types, and the same device (two equal
  * computations on two devices stay two: merging them would move one's work). */
 static bool node_same(const tg_node *a, const tg_node *b) {

@@ -150,6 +150,8 @@ bool tg_rw_is_signed_zero(const tg_var *v, bool negative);
  * Running out of memory does not count (the rewritten graph may need less). Conservative:
  * false past 64 distinct nodes. */
 bool tg_rw_cannot_fail(const tg_var *v);
+/* Equal attribute values (as the merging of equal nodes compares them). */
+bool tg_rw_aval_same(const tg_aval *a, const tg_aval *b);
 /* Equal types including weakness: what a replacement needs. */
 bool tg_rw_same_type(const tg_var *a, const tg_var *b);
 /* A new constant of the static type t (every extent known) with every element = x. Weak

@@ -258,7 +258,52 @@ func main(x: f64[4,6], w: f64[4,6]) {
                 + np.sum(np.quantile(v["x"], [0.3, 0.8], axis=1) * v["w"][:2, :4])
                 + np.median(v["x"])),
      ["x", "w"]),
+    # backpropagation through time: an RNN cell with a per-step output, and a GARCH(1,1)
+    # log-likelihood whose running sum is a carried state
+    ("scan_rnn", """
+func cell(h: f64[3], x: f64[2], W: f64[3,3], U: f64[3,2]) {
+  hn = tanh(add(dot(W, h), dot(U, x)))
+  return hn, sum(mul(hn, hn))
+}
+func main(h0: f64[3], xs: f64[6,2], W: f64[3,3], U: f64[3,2]) {
+  hl, ys = scan(@cell, h0, xs, W, U, n_sequences=1)
+  loss = add(sum(ys), sum(hl))
+  gh0, gxs, gW, gU = grad(loss, h0, xs, W, U)
+  return loss, gh0, gxs, gW, gU
+}""", {"h0": (3,), "xs": (6, 2), "W": (3, 3), "U": (3, 2)},
+     lambda v: rnn_loss(v), ["h0", "xs", "W", "U"]),
+    ("scan_garch", """
+func garch(s2: f64[], ll: f64[], r: f64[], w: f64[], a: f64[], b: f64[]) {
+  s2n = add(add(w, mul(a, mul(r, r))), mul(b, s2))
+  lln = sub(ll, mul(0.5, add(log(s2n), div(mul(r, r), s2n))))
+  return s2n, lln
+}
+func main(r: f64[8], p: f64[3]) {
+  w = add(0.1, mul(0.01, p[0]))
+  a = add(0.1, mul(0.01, p[1]))
+  b = add(0.7, mul(0.01, p[2]))
+  s2l, loss = scan(@garch, 1.0, 0.0, r, w, a, b, n_states=2, n_sequences=1)
+  gr, gp = grad(loss, r, p)
+  return loss, gr, gp
+}""", {"r": (8,), "p": (3,)}, lambda v: garch_ll(v), ["r", "p"]),
 ]
+
+
+def rnn_loss(v):
+    h, total = v["h0"], 0.0
+    for x in v["xs"]:
+        h = np.tanh(v["W"] @ h + v["U"] @ x)
+        total += np.sum(h * h)
+    return total + np.sum(h)
+
+
+def garch_ll(v):
+    w, a, b = 0.1 + 0.01 * v["p"][0], 0.1 + 0.01 * v["p"][1], 0.7 + 0.01 * v["p"][2]
+    s2, ll = 1.0, 0.0
+    for r in v["r"]:
+        s2 = w + a * r * r + b * s2
+        ll -= 0.5 * (np.log(s2) + r * r / s2)
+    return ll
 
 # jacobian and hessian forms: (name, program, input shapes, NumPy function, wrt, kind); the
 # program returns J<w> (kind "jacobian", the NumPy function gives the value) or H<w> (kind

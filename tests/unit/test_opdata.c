@@ -271,10 +271,11 @@ static void test_effects_flags(void **state) {
     (void)state;
     for (int i = 0; i < TG_OP_COUNT; i++) {
         const tg_op_def *op = tg_op_table[i];
-        /* a call and a pmap need a run's sub-graph executor, a transfer says where a value
-         * lives at run time, axis_index and axis_size read the rank it runs as and their
-         * number, the collectives talk to the other ranks; the rest are pure */
-        bool nofold = i == TG_OP_CALL || i == TG_OP_PMAP || i == TG_OP_TRANSFER;
+        /* a call, a pmap, a scan and a map need a run's sub-graph executor, a transfer says
+         * where a value lives at run time, axis_index and axis_size read the rank it runs
+         * as and their number, the collectives talk to the other ranks; the rest are pure */
+        bool nofold = i == TG_OP_CALL || i == TG_OP_PMAP || i == TG_OP_SCAN || i == TG_OP_MAP ||
+                      i == TG_OP_TRANSFER;
         bool collective = i == TG_OP_PSUM || i == TG_OP_PMEAN || i == TG_OP_PMAX ||
                           i == TG_OP_PMIN || i == TG_OP_ALL_GATHER || i == TG_OP_PSUM_SCATTER ||
                           i == TG_OP_PPERMUTE;
