@@ -253,9 +253,21 @@ def _make(kind, op, inputs, attrs, names=None):
     return outs
 
 
+def _attr(key, a):
+    """An attribute value as the extension takes it: NumPy scalars as Python's, dtypes by
+    their tgraph names."""
+    if key == "dtype" and a is not None:
+        return _tg_dtype(a)
+    if isinstance(a, np.generic):
+        return a.item()
+    if isinstance(a, (list, tuple)):
+        return [x.item() if isinstance(x, np.generic) else x for x in a]
+    return a
+
+
 def _op(opname, pyname):
     def f(*inputs, **attrs):
-        return _apply(opname, inputs, attrs)
+        return _apply(opname, inputs, {k: _attr(k, a) for k, a in attrs.items()})
     f.__name__ = f.__qualname__ = pyname
     f.__doc__ = (f"tgraph op `{opname}`: {pyname}(*inputs, **attributes) -> Variable "
                  "(a tuple for ops with several results); see docs/ops.md.")
@@ -436,14 +448,6 @@ def grad(cost, wrt, disconnected="raise"):
     outs = _make("grad", None, [as_variable(cost)] + [as_variable(w) for w in ws],
                  disconnected == "zero")
     return outs if many else outs[0]
-
-
-def where(cond, a, b):
-    return _apply("where", (cond, a, b))
-
-
-def take(x, idx, axis=None):
-    return _apply("take", (x, idx), {"axis": axis})
 
 
 class Function:
@@ -682,7 +686,3 @@ def pmap(fn, in_axes=0, out_axes=0, axis_name="i", devices=0):
         res = _make("apply", "pmap", args, attrs)
         return res if many else res[0]
     return mapped
-
-
-def axis_index(axis_name="i"):
-    return _apply("axis_index", (), {"axis_name": axis_name})
