@@ -31,5 +31,5 @@ def test_fashion_mnist_without_data_exits_cleanly(tmp_path):
 
 
 def test_bayes_regression_hmc():
-    out = run("bayes_regression.py", "--warmup", "150", "--samples", "150")
+    out = run("bayes_regression.py", "--warmup", "250", "--samples", "250")
     assert "posterior checks out" in out
