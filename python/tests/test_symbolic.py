@@ -207,3 +207,14 @@ def test_pmap_on_host_devices():
     a, b = np.arange(12.0).reshape(4, 3), np.array([1.0, 2.0, 3.0])
     np.testing.assert_allclose(f(a, b), a @ b + np.arange(4))
     assert tg.devices()[0] == "cpu"
+
+
+def test_grad_through_pmap():
+    xs = tg.tensor("xs", shape=(4, 3))
+    w = tg.tensor("w", shape=(3,))
+    ys = tg.pmap(lambda a, v: tg.sum(a * v), in_axes=[0, None], axis_name="b")(xs, w)
+    gw, gx = tg.grad(tg.sum(ys), [w, xs])
+    a = np.arange(12.0).reshape(4, 3)
+    got = tg.function([xs, w], [gw, gx])(a, np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(got[0], a.sum(axis=0))
+    np.testing.assert_allclose(got[1], np.tile([1.0, 2.0, 3.0], (4, 1)))
