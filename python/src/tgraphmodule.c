@@ -77,7 +77,8 @@ static int parse_dtype(PyObject *o, tg_dtype *out) {
 
 /* ---- Tensor ------------------------------------------------------------------------ */
 typedef struct {
-    PyObject_HEAD tg_tensor *t; /* owned */
+    PyObject_HEAD
+    tg_tensor *t; /* owned */
 } TensorObject;
 
 static PyTypeObject TensorType;
@@ -427,12 +428,14 @@ static PyObject *py_tensor_copy(PyObject *self, PyObject *args) {
 
 /* ---- Graph and Var ------------------------------------------------------------------ */
 typedef struct {
-    PyObject_HEAD tg_graph *g;
+    PyObject_HEAD
+    tg_graph *g;
     PyObject *module; /* the Module owning g, or NULL when this object owns it */
 } GraphObject;
 
 typedef struct {
-    PyObject_HEAD GraphObject *graph;
+    PyObject_HEAD
+    GraphObject *graph;
     tg_var *v;
 } VarObject;
 
@@ -939,13 +942,19 @@ static PyObject *graph_get_error(GraphObject *go, void *unused) {
     return PyUnicode_FromString(tg_graph_error(go->g));
 }
 
+static PyObject *graph_get_node_count(GraphObject *go, void *unused) {
+    return PyLong_FromLong(tg_graph_node_count(go->g));
+}
+
 static PyObject *graph_get_name(GraphObject *go, void *unused) {
     return PyUnicode_FromString(tg_graph_name(go->g));
 }
 
 /* ---- Function ----------------------------------------------------------------------- */
 typedef struct {
-    PyObject_HEAD tg_fn *fn;
+    PyObject_HEAD
+    vectorcallfunc vectorcall; /* function_call */
+    tg_fn *fn;
     PyObject *graph; /* the compiled graph (freed after fn) */
     int nin, nout;
     bool single; /* return the one output itself, not a list */
@@ -959,6 +968,9 @@ static const struct {
              {"c", TG_MODE_C},
              {"reference", TG_MODE_REFERENCE},
              {"debug", TG_MODE_DEBUG}};
+
+static PyObject *function_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames);
 
 /* compile(mode="vm", single=True, nthreads=0, no_rewrite=False, profile=False) */
 static PyObject *graph_compile(GraphObject *go, PyObject *args, PyObject *kw) {
@@ -976,8 +988,10 @@ static PyObject *graph_compile(GraphObject *go, PyObject *args, PyObject *kw) {
                                         .no_rewrite = no_rewrite, .profile = profile);
     tg_fn *fn = NULL;
     tg_status st;
-    Py_BEGIN_ALLOW_THREADS st = tg_graph_compile(go->g, &o, &fn);
-    Py_END_ALLOW_THREADS if (st != TG_OK) return fail_last();
+    Py_BEGIN_ALLOW_THREADS
+    st = tg_graph_compile(go->g, &o, &fn);
+    Py_END_ALLOW_THREADS
+    if (st != TG_OK) return fail_last();
     int nin = 0;
     for (int i = 0; i < tg_graph_input_count(go->g); i++)
         nin += !tg_var_is_state(tg_graph_input(go->g, i));
@@ -986,6 +1000,7 @@ static PyObject *graph_compile(GraphObject *go, PyObject *args, PyObject *kw) {
         tg_fn_free(fn);
         return NULL;
     }
+    f->vectorcall = function_call;
     f->fn = fn;
     Py_INCREF(go);
     f->graph = (PyObject *)go;
@@ -1006,9 +1021,12 @@ static void function_dealloc(FunctionObject *f) {
 
 #define SMALL 16 /* inputs and outputs on the stack */
 
-static PyObject *function_call(FunctionObject *f, PyObject *args, PyObject *kw) {
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-    if (kw && PyDict_Size(kw) > 0)
+/* The call: positional arrays in, an array (or a list) out (vectorcall: no tuple). */
+static PyObject *function_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+    FunctionObject *f = (FunctionObject *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames && PyTuple_GET_SIZE(kwnames) > 0)
         return fail("a compiled function takes positional arguments only");
     if (nargs != f->nin)
         return PyErr_Format(Error, "function takes %d inputs, got %zd", f->nin, nargs);
@@ -1024,13 +1042,15 @@ static PyObject *function_call(FunctionObject *f, PyObject *args, PyObject *kw) 
         goto done;
     }
     for (; got < f->nin; got++) {
-        in[got] = tensor_arg(PyTuple_GET_ITEM(args, got), f->in_dt[got], &owned[got], got);
+        in[got] = tensor_arg(args[got], f->in_dt[got], &owned[got], got);
         if (!in[got]) goto done;
     }
     for (int i = 0; i < f->nout; i++) out[i] = NULL;
     tg_status st;
-    Py_BEGIN_ALLOW_THREADS st = tg_fn_call(f->fn, in, f->nin, out, f->nout);
-    Py_END_ALLOW_THREADS if (st != TG_OK) {
+    Py_BEGIN_ALLOW_THREADS
+    st = tg_fn_call(f->fn, in, f->nin, out, f->nout);
+    Py_END_ALLOW_THREADS
+    if (st != TG_OK) {
         fail_last();
         goto done;
     }
@@ -1106,8 +1126,10 @@ static PyObject *function_state_set(FunctionObject *f, PyObject *args) {
     tg_tensor *t = tensor_arg(val, dt, &owned, 0);
     if (!t) return NULL;
     tg_status st;
-    Py_BEGIN_ALLOW_THREADS st = tg_fn_state_set(f->fn, i, t);
-    Py_END_ALLOW_THREADS if (owned) tg_tensor_free(t);
+    Py_BEGIN_ALLOW_THREADS
+    st = tg_fn_state_set(f->fn, i, t);
+    Py_END_ALLOW_THREADS
+    if (owned) tg_tensor_free(t);
     if (st != TG_OK) return fail_last();
     Py_RETURN_NONE;
 }
@@ -1152,8 +1174,9 @@ static PyTypeObject FunctionType = {
     .tp_basicsize = sizeof(FunctionObject),
     .tp_itemsize = sizeof(tg_dtype),
     .tp_dealloc = (destructor)function_dealloc,
-    .tp_call = (ternaryfunc)function_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_vectorcall_offset = offsetof(FunctionObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A compiled tgraph function: call it with arrays, get arrays back.",
     .tp_methods = function_methods,
     .tp_getset = function_getset,
@@ -1184,6 +1207,7 @@ static PyMethodDef graph_methods[] = {
 static PyGetSetDef graph_getset[] = {
     {"error", (getter)graph_get_error, NULL, "first error, or None", NULL},
     {"name", (getter)graph_get_name, NULL, "name", NULL},
+    {"node_count", (getter)graph_get_node_count, NULL, "nodes in the graph", NULL},
     {"device", (getter)graph_get_device, NULL, "current device scope", NULL},
     {NULL},
 };
@@ -1201,7 +1225,8 @@ static PyTypeObject GraphType = {
 
 /* ---- Module ------------------------------------------------------------------------- */
 typedef struct {
-    PyObject_HEAD tg_module *m;
+    PyObject_HEAD
+    tg_module *m;
 } ModuleObject;
 
 static void module_dealloc(ModuleObject *o) {
@@ -1273,8 +1298,10 @@ static PyObject *py_load(PyObject *self, PyObject *arg) {
     if (!PyUnicode_FSConverter(arg, &path)) return NULL;
     tg_module *m = NULL;
     tg_status st;
-    Py_BEGIN_ALLOW_THREADS st = tg_module_load(NULL, PyBytes_AS_STRING(path), &m);
-    Py_END_ALLOW_THREADS Py_DECREF(path);
+    Py_BEGIN_ALLOW_THREADS
+    st = tg_module_load(NULL, PyBytes_AS_STRING(path), &m);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path);
     return st == TG_OK ? module_wrap(m) : fail_last();
 }
 

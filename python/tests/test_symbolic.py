@@ -1,4 +1,6 @@
 """The symbolic API: variables, operators, op functions, gradients, functions, state."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -218,3 +220,41 @@ def test_grad_through_pmap():
     got = tg.function([xs, w], [gw, gx])(a, np.array([1.0, 2.0, 3.0]))
     np.testing.assert_allclose(got[0], a.sum(axis=0))
     np.testing.assert_allclose(got[1], np.tile([1.0, 2.0, 3.0], (4, 1)))
+
+
+def test_device_annotations():
+    gc.collect()  # no function compiled for the old devices may outlive the change
+    tg.configure_devices(host=2)
+    try:
+        assert tg.devices()[:3] == ["cpu", "cpu:0", "cpu:1"] or "cpu:1" in tg.devices()
+        x = tg.tensor("x", shape=(3,))
+        with tg.device("cpu:0"):
+            a = tg.exp(x)
+        with tg.device("cpu:1"):
+            b = x * 2
+        text = tg.dprint(a + b, file=False)
+        assert "cpu:0" in text and "cpu:1" in text
+        f = tg.function([x], a + b)
+        np.testing.assert_allclose(f(np.ones(3)), np.exp(1.0) + 2)
+        del f
+        gc.collect()
+        with pytest.raises(tg.Error, match="device"):
+            with tg.device("gpu:7"):
+                tg.exp(x)
+    finally:
+        tg.configure_devices(host=-1)
+
+
+def test_scratch_graph_is_replaced_when_large(monkeypatch):
+    from tgraph import _symbolic
+    monkeypatch.setattr(_symbolic, "_SCRATCH_MAX_NODES", 50)
+    monkeypatch.setattr(_symbolic._Scratch, "limit", 50)
+    x = tg.tensor("x", shape=(2,))
+    y = x
+    gen = _symbolic._Scratch.generation
+    for _ in range(3000):  # deeper than Python's recursion limit
+        y = y + 1.0
+    assert _symbolic._Scratch.generation > gen
+    np.testing.assert_array_equal(tg.function([x], y)(np.zeros(2)), [3000.0, 3000.0])
+    z = y * 2  # rebuilt in the new scratch graph on demand
+    assert z.shape == (2,)

@@ -7,8 +7,9 @@ tg.function replays the recorded expressions into a fresh graph with exactly the
 given, shared values as extra inputs (read) or as states (updated), and compiles it.
 Invariants:
 - == and != are identity (Variables hash by id), as in PyTensor; < <= > >= build graph.
-- A scratch graph that failed is replaced by a new one (its builders are sticky); the
-  variables made before are rebuilt in it on demand.
+- A scratch graph that failed is replaced by a new one (its builders are sticky), as is
+  one grown past _Scratch.limit (at least _SCRATCH_MAX_NODES, twice what the last new
+  one needed); the variables made before are rebuilt in it on demand.
 - A shared value lives either in the SharedVariable or in the state of the one compiled
   function that last updated it (its owner); a function updating it takes it over with
   one copy, so a training loop calling one function never copies it.
@@ -36,18 +37,43 @@ def _tg_dtype(dtype):
 
 
 class _Node:
-    """One application: kind is 'apply', 'slice', 'grad', 'call' or 'pmap'."""
-    __slots__ = ("kind", "op", "inputs", "attrs", "scratch")
+    """One application: kind is 'apply', 'slice', 'grad' or 'call'; device is the
+    annotation of the tg.device scope it was made in (None: none)."""
+    __slots__ = ("kind", "op", "inputs", "attrs", "device", "scratch")
 
     def __init__(self, kind, op, inputs, attrs):
         self.kind, self.op, self.inputs, self.attrs = kind, op, tuple(inputs), attrs
+        self.device = _devices[-1] if _devices else None
         self.scratch = None  # (generation, [handles]) in the scratch graph
+
+
+_devices = []  # the tg.device scopes, innermost last
+
+
+class device:
+    """with tg.device("cpu:1"): ... annotates the ops written inside with that device
+    (docs/devices.md, "Annotations"): placement keeps them there. Scopes nest."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        _devices.append(self.name)
+        return self
+
+    def __exit__(self, *exc):
+        _devices.pop()
+        return False
+
+
+_SCRATCH_MAX_NODES = 100000  # past this a fresh scratch graph: a long session stays bounded
 
 
 class _Scratch:
     graph = _C.Graph("scratch")
     generation = 0
     names = set()
+    limit = _SCRATCH_MAX_NODES  # nodes past which _make starts a fresh one
 
     @classmethod
     def reset(cls):
@@ -243,8 +269,13 @@ def _apply(op, inputs, attrs=None):
 
 
 def _make(kind, op, inputs, attrs, names=None):
+    fresh = _Scratch.graph.node_count > _Scratch.limit
+    if fresh:
+        _Scratch.reset()
     node = _Node(kind, op, inputs, attrs)
     handles = _scratch_node(node)
+    if fresh:  # what the new expression needed was rebuilt: let it double before the next
+        _Scratch.limit = max(_SCRATCH_MAX_NODES, 2 * _Scratch.graph.node_count)
     outs = []
     for i, h in enumerate(handles):
         v = Variable(node, i, None, names[i] if names else None, h.dtype, h.shape)
@@ -347,6 +378,13 @@ class _Builder:
 
 
 def _apply_node(g, node, ins):
+    hs = _apply_kind(g, node, ins)
+    if node.device is not None and node.kind in ("apply", "slice"):
+        hs[0].set_device(node.device)
+    return hs
+
+
+def _apply_kind(g, node, ins):
     if node.kind == "apply":
         attrs = {k: (_body_graph(a) if isinstance(a, _Body) else a)
                  for k, a in node.attrs.items()}
@@ -370,32 +408,58 @@ def _scratch_leaf(v):
     return g.input(_Scratch.name(v.name or "x"), v._tg_dtype, v.shape)
 
 
-def _scratch_handle(v):
-    """v's variable in the current scratch graph, built on demand."""
-    gen = _Scratch.generation
+def _scratch_get(v, gen):
+    """v's variable in scratch graph generation gen, or None when not built there."""
     if v.owner is None:
-        if v.scratch is None or v.scratch[0] != gen:
-            try:
-                v.scratch = (gen, _scratch_leaf(v))
-            except Error:
-                _Scratch.reset()
-                raise
-        return v.scratch[1]
-    return _scratch_node(v.owner)[v.index]
+        return v.scratch[1] if v.scratch is not None and v.scratch[0] == gen else None
+    s = v.owner.scratch
+    return s[1][v.index] if s is not None and s[0] == gen else None
 
 
-def _scratch_node(node):
-    gen = _Scratch.generation
-    if node.scratch is not None and node.scratch[0] == gen:
-        return node.scratch[1]
+def _scratch_build(roots):
+    """Builds roots (and what they need) in the current scratch graph, without recursion:
+    a chain of any length is rebuilt after a reset."""
+    g, gen = _Scratch.graph, _Scratch.generation
+    stack = list(roots)
     try:
-        ins = [_scratch_handle(i) for i in node.inputs]
-        hs = _apply_node(_Scratch.graph, node, ins)
+        while stack:
+            v = stack[-1]
+            if _scratch_get(v, gen) is not None:
+                stack.pop()
+            elif v.owner is None:
+                v.scratch = (gen, _scratch_leaf(v))
+                stack.pop()
+            else:
+                missing = [i for i in v.owner.inputs if _scratch_get(i, gen) is None]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                ins = [_scratch_get(i, gen) for i in v.owner.inputs]
+                v.owner.scratch = (gen, _apply_node(g, v.owner, ins))
+                stack.pop()
     except Error:
         _Scratch.reset()
         raise
-    node.scratch = (_Scratch.generation, hs)
-    return hs
+
+
+def _scratch_handle(v):
+    """v's variable in the current scratch graph, built on demand."""
+    _scratch_build([v])
+    return _scratch_get(v, _Scratch.generation)
+
+
+def _scratch_node(node):
+    """node's outputs in the current scratch graph."""
+    gen = _Scratch.generation
+    if node.scratch is None or node.scratch[0] != gen:
+        _scratch_build(node.inputs)
+        try:
+            hs = _apply_node(_Scratch.graph, node, [_scratch_get(i, gen) for i in node.inputs])
+        except Error:
+            _Scratch.reset()
+            raise
+        node.scratch = (gen, hs)
+    return node.scratch[1]
 
 
 # -- the user's entry points --------------------------------------------------------------
