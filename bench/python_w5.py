@@ -5,9 +5,11 @@ fast path when it is installed.
 
     y = tanh(x * a + b) * exp(-x) + sqrt(abs(x)) - log1p(x * x) / 3     (10 ops)
 
-usage: PYTHONPATH=python python3 bench/python_w5.py [--seconds S]
+usage: PYTHONPATH=python python3 bench/python_w5.py [--seconds S] [--cpu]
 Prints "w5-python CONFIG: median <t> us per call, min <t> us (...), <n> calls/s" lines
 (medians of 11 batches); compare with bench_w5's "w5 vm call" line (the same call from C).
+--cpu times the process's CPU time instead of the wall clock (as bench_w5 --cpu: on a
+loaded machine, without the time others ran).
 """
 import argparse
 import sys
@@ -26,21 +28,21 @@ def w5(x, a, b, lib):
     return v - w / 3.0
 
 
-def timed(name, call, seconds):
+def timed(name, call, seconds, now):
     batch = 1
     while True:  # calls per batch: about seconds / 11 worth
-        t0 = time.perf_counter()
+        t0 = now()
         for _ in range(batch):
             call()
-        if time.perf_counter() - t0 > seconds / 11 or batch > 1 << 24:
+        if now() - t0 > seconds / 11 or batch > 1 << 24:
             break
         batch *= 2
     ts = []
     for _ in range(11):
-        t0 = time.perf_counter()
+        t0 = now()
         for _ in range(batch):
             call()
-        ts.append((time.perf_counter() - t0) / batch)
+        ts.append((now() - t0) / batch)
     ts.sort()
     med = ts[5]
     print(f"w5-python {name}: median {med * 1e6:.3f} us per call, min {ts[0] * 1e6:.3f} us "
@@ -51,7 +53,10 @@ def timed(name, call, seconds):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=0.5)
+    ap.add_argument("--cpu", action="store_true")
     o = ap.parse_args()
+    now = time.process_time if o.cpu else time.perf_counter
+    suffix = " cpu-time" if o.cpu else ""
     xs = [np.array([0.1 * (i + 1) * (k + 1) - 0.3 for i in range(10)]) for k in range(3)]
     x, a, b = (tg.tensor(n, shape=(10,)) for n in "xab")
     want = w5(*xs, np)
@@ -59,8 +64,8 @@ def main():
                      ("reference", {"mode": "reference"})):
         f = tg.function([x, a, b], w5(x, a, b, tg), nthreads=1, **kw)
         np.testing.assert_allclose(f(*xs), want, rtol=1e-14)
-        timed(f"tgraph {mode}", lambda: f(*xs), o.seconds)
-    timed("numpy (the same 10 ops)", lambda: w5(*xs, np), o.seconds)
+        timed(f"tgraph {mode}{suffix}", lambda: f(*xs), o.seconds, now)
+    timed(f"numpy (the same 10 ops){suffix}", lambda: w5(*xs, np), o.seconds, now)
     try:
         import pytensor  # noqa: F401
     except ImportError:
@@ -70,7 +75,7 @@ def main():
     px, pa, pb = (pt.dvector(n) for n in "xab")
     pf = pytensor.function([px, pa, pb], w5(px, pa, pb, pt))
     pf.trust_input = True
-    timed("pytensor trust_input", lambda: pf(*xs), o.seconds)
+    timed(f"pytensor trust_input{suffix}", lambda: pf(*xs), o.seconds, now)
     return 0
 
 

@@ -146,6 +146,8 @@ fi
 if [ -n "$py" ] && PYTHONPATH="$here/../python" "$py" -c 'import tgraph' 2>/dev/null; then
     echo "== W5 from Python (python/tgraph) beside NumPy; compare with 'w5 vm call' above =="
     PYTHONPATH="$here/../python" "$py" "$here/python_w5.py" || true
+    PYTHONPATH="$here/../python" "$py" "$here/python_w5.py" --cpu || true
+    [ -x "$build/bench/bench_w5" ] && "$build/bench/bench_w5" --cpu | grep 'vm call' || true
     echo "== the Fashion-MNIST loop in Python vs the C example =="
     PYTHONPATH="$here/../python" "$py" "$here/python_mnist.py" "$build" || true
 else
