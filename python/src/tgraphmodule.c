@@ -1122,6 +1122,9 @@ static PyObject *function_state_set(FunctionObject *f, PyObject *args) {
             if (vn && strcmp(vn, name) == 0) dt = tg_var_dtype(tg_graph_input(go->g, k));
         }
     }
+    if (dt == TG_DT_COUNT)
+        return PyErr_Format(Error, "state '%s' has no input of that name in the graph",
+                            tg_fn_state_name(f->fn, i));
     bool owned;
     tg_tensor *t = tensor_arg(val, dt, &owned, 0);
     if (!t) return NULL;
