@@ -150,6 +150,7 @@ if [ -n "$py" ] && PYTHONPATH="$here/../python" "$py" -c 'import tgraph' 2>/dev/
     [ -x "$build/bench/bench_w5" ] && "$build/bench/bench_w5" --cpu | grep 'vm call' || true
     echo "== the Fashion-MNIST loop in Python vs the C example =="
     PYTHONPATH="$here/../python" "$py" "$here/python_mnist.py" "$build" || true
+    PYTHONPATH="$here/../python" "$py" "$here/python_mnist.py" "$build" --threads 1 || true
 else
     echo "== Python package: skipped, not built (make python) =="
 fi
