@@ -20,12 +20,6 @@ from ._ops import OPS
 __version__ = _tgraph.version
 
 
-def asarray(x):
-    """A tgraph Tensor as an ndarray sharing its memory (anything else: np.asarray)."""
-    import numpy as np
-    return np.asarray(x)
-
-
 def devices():
     """The devices' names ("cpu", "cpu:0", ...; docs/devices.md)."""
     return _tgraph.devices()
