@@ -10,12 +10,14 @@
 #                   tests/fuzz/run.sh TARGET SECONDS (docs/hardening.md)
 #   make bench      run W1-W13 and PE beside NumPy, PyTorch and C: bench/results.md (bench/run.sh);
 #                   installs PyTorch (python3-torch) when missing, as root
+#   make python     build the Python package in place (python/tgraph): then
+#                   PYTHONPATH=python /usr/bin/python3 -c 'import tgraph' (docs/python.md)
 #   make format     reformat every C file with clang-format; make format-check only checks
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps check demo demo-cli asan tsan fuzz bench format format-check install clean
+.PHONY: all deps python check demo demo-cli asan tsan fuzz bench format format-check install clean
 
 all: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -25,6 +27,10 @@ $(BUILD)/Makefile:
 
 deps:
 	@sh scripts/deps.sh
+
+python: deps
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target python
 
 check: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)

@@ -157,6 +157,19 @@ if [ -x "$build/bench/bench_devices" ]; then
     echo "== W10a: two branches on 2 host devices; sim devices with 1 ms transfers =="
     OPENBLAS_NUM_THREADS=1 "$build/bench/bench_devices" || true
 fi
+# The Python package (python/, built by `make python`; not part of the table): W5's
+# per-call overhead from Python beside NumPy, and the Fashion-MNIST loop in Python vs C.
+if [ -n "$py" ] && PYTHONPATH="$here/../python" "$py" -c 'import tgraph' 2>/dev/null; then
+    echo "== W5 from Python (python/tgraph) beside NumPy; compare with 'w5 vm call' above =="
+    PYTHONPATH="$here/../python" "$py" "$here/python_w5.py" || true
+    PYTHONPATH="$here/../python" "$py" "$here/python_w5.py" --cpu || true
+    [ -x "$build/bench/bench_w5" ] && "$build/bench/bench_w5" --cpu | grep 'vm call' || true
+    echo "== the Fashion-MNIST loop in Python vs the C example =="
+    PYTHONPATH="$here/../python" "$py" "$here/python_mnist.py" "$build" || true
+    PYTHONPATH="$here/../python" "$py" "$here/python_mnist.py" "$build" --threads 1 || true
+else
+    echo "== Python package: skipped, not built (make python) =="
+fi
 load1=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 if [ -z "$report_py" ]; then

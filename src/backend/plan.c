@@ -66,14 +66,15 @@ tg_status tg_plan_node_fail(const tg_graph *g, const tg_node *n, tg_status st, c
 
 tg_status tg_plan_node_tensor(const tg_graph *g, const tg_node *n, tg_ctx *ctx, const tg_type *rt,
                               tg_tensor **out) {
-    char ty[TG_TYPE_STR_MAX], msg[TG_ERRMSG_MAX];
-    tg_type_str(rt, ty, sizeof ty);
+    char ty[TG_TYPE_STR_MAX], msg[TG_ERRMSG_MAX]; /* the type is printed on failure only */
     if (tg_plan_type_bytes(rt) == SIZE_MAX) {
+        tg_type_str(rt, ty, sizeof ty);
         snprintf(msg, sizeof msg, "output %s is too large", ty);
         return tg_plan_node_fail(g, n, TG_ELIMIT, msg);
     }
     *out = tg_tensor_empty(ctx, (tg_dtype)rt->dtype, rt->ndim, rt->shape);
     if (*out) return TG_OK;
+    tg_type_str(rt, ty, sizeof ty);
     snprintf(msg, sizeof msg, "output %s: %s", ty, tg_last_error());
     return tg_plan_node_fail(g, n, TG_ENOMEM, msg);
 }
