@@ -127,6 +127,10 @@ tg_var *tg_grad_mul_extents(tg_graph *g, tg_var *a, tg_var *b);
  * repeated indices accumulating (vjp_util.c). */
 tg_var *tg_grad_put_along(tg_graph *g, tg_var *x, tg_var *ind, int axis, tg_var *cot);
 
+/* The builder of the einsum composite (einsum.c; its record is in composite.c). */
+tg_status tg_einsum_build(tg_graph *g, tg_var *const *in, int nin, const tg_aval *attrs,
+                          tg_var **out, int *nout);
+
 /* ---- calls (call.c) ----
  * Output types of `body` called on arguments of types tin (one per input of body; values:
  * NULL, or per input the value known before the run), as the call's inference gives them:

@@ -933,7 +933,8 @@ static NOINLINE bool build_call(parser *p, const tg_tok *optok, const tg_tok *ra
             return FAIL_TOK(p, &fpos[k], TG_EINVAL, "%s: takes %d function argument%s", opname, k,
                             k == 1 ? "" : "s");
     }
-    if (opi < 0) return build_func_call(p, optok, opname, ins, nin, na, nf, nout);
+    if (opi < 0 && !tg_composite_lookup(opname))
+        return build_func_call(p, optok, opname, ins, nin, na, nf, nout);
     if (opi == TG_OP_FUSED) return build_fused(p, optok, raw, ins, nin, attrs, na, nout);
     set_pos(p, optok);
     int cap = TG_MAX_OUTS;
@@ -1335,12 +1336,14 @@ static bool parse_func(parser *p) {
                         (int)nm.len, nm.p, prev->line, prev->col);
     char *name = scratch_str(p, nm.p, nm.len, &nm);
     if (!name) return false;
-    if (tg_op_lookup(name) >= 0 || is_special_form(name))
+    if (tg_op_lookup(name) >= 0 || tg_composite_lookup(name) || is_special_form(name)) {
+        const char *what =
+            tg_op_lookup(name) >= 0 || tg_composite_lookup(name) ? "op" : "built-in form";
         return FAIL_TOK(p, &nm, TG_EINVAL,
                         "function '%s' has the name of the %s '%s': a call of it would mean the "
                         "%s (rename the function)",
-                        name, tg_op_lookup(name) >= 0 ? "op" : "built-in form", name,
-                        tg_op_lookup(name) >= 0 ? "op" : "built-in form");
+                        name, what, name, what);
+    }
     tg_txt_entry *e = tg_txt_map_add(&p->funcs, nm.p, nm.len);
     if (!e) return oom(p, nm.line, nm.col);
     e->line = nm.line;

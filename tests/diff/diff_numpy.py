@@ -1882,10 +1882,99 @@ def gen_sort(S):
     p.case("quantile1", "quantile(x, q=0.5, axis=1)", np.quantile(np.zeros((0, 3)), 0.5, axis=1))
 
 
+def gen_conveniences(S):
+    """relu, square, log_sigmoid, logit, swapaxes and moveaxis: composites of other ops."""
+    for dt in ("f32", "f64", "i32", "u8"):
+        x = S.data(dt, (3, 4), "wide" if dt in FLOATS else "real")
+        rt = npdt(float_for(dt))
+        p = S.program("conveniences_" + dt, ("x", x, tgtype(x, (0,))))
+        p.case("relu", "relu(x)", np.where(x <= 0, np.zeros((), x.dtype), x), signed_zero=False)
+        p.case("square", "square(x)", np.square(x))
+        p.case("log_sigmoid", "log_sigmoid(x)",
+               (-np.logaddexp(0.0, -f64(x))).astype(rt), scale=1.0)
+    b = S.data("bool", (5,))
+    p = S.program("square_bool", ("b", b))
+    p.case("square", "square(b)", np.square(b))
+    for dt in ("f32", "f64"):
+        u = S.rng.uniform(1e-6, 1.0 - 1e-6, (7,)).astype(npdt(dt))
+        p = S.program("logit_" + dt, ("u", u))
+        p.case("logit", "logit(u)", (np.log(f64(u)) - np.log1p(-f64(u))).astype(npdt(dt)),
+               scale=1.0)
+    x = np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, -800.0, 800.0])
+    p = S.program("conveniences_specials", ("x", x))
+    p.case("relu", "relu(x)", np.where(x <= 0, 0.0, x), signed_zero=False)
+    with np.errstate(over="ignore"):
+        p.case("log_sigmoid", "log_sigmoid(x)", -np.logaddexp(0.0, -x))
+    p.case("logit", "logit(const(value=[0.0, 1.0, 0.5]))",
+           np.array([-np.inf, np.inf, 0.0]))
+    x = S.data("f32", (2, 3, 4, 5))
+    p = S.program("axes_moves", ("x", x, tgtype(x, (1,))))
+    p.case("swap01", "swapaxes(x, axis1=0, axis2=1)", np.swapaxes(x, 0, 1))
+    p.case("swap_neg", "swapaxes(x, axis1=-1, axis2=1)", np.swapaxes(x, -1, 1))
+    p.case("swap_same", "swapaxes(x, axis1=2, axis2=2)", np.swapaxes(x, 2, 2))
+    p.case("move", "moveaxis(x, source=0, destination=-1)", np.moveaxis(x, 0, -1))
+    p.case("move_list", "moveaxis(x, source=[0, 1], destination=[-1, 0])",
+           np.moveaxis(x, [0, 1], [-1, 0]))
+    p.case("move_view", "moveaxis(x[::-1], source=3, destination=1)",
+           np.moveaxis(x[::-1], 3, 1))
+
+
+def gen_einsum(S):
+    """einsum: products (matrix, batched, vector, outer), sums, transposes, diagonals,
+    broadcasting and '...', implicit outputs, several operands, integer dtypes."""
+    def case(p, name, subs, ops, names, tol_dt):
+        exp = np.einsum(subs, *ops)
+        absops = [np.abs(f64(o)) for o in ops]
+        scale = np.einsum(subs, *absops)
+        p.case(name, 'einsum(%s, subscripts="%s")' % (", ".join(names), subs), exp,
+               rtol=RTOL[tol_dt] * 4 if tol_dt in RTOL else None,
+               scale=scale if tol_dt in RTOL else None)
+
+    for dt in ("f32", "f64"):
+        A = S.data(dt, (2, 3, 4))
+        B = S.data(dt, (2, 4, 5))
+        M = S.data(dt, (3, 4))
+        N = S.data(dt, (4, 5))
+        v = S.data(dt, (4,))
+        w = S.data(dt, (3,))
+        Q = S.data(dt, (4, 4))
+        T = S.data(dt, (3, 4, 4))
+        R = S.data(dt, (1, 4, 5))
+        u = S.data(dt, (5,))
+        P = S.data(dt, (5, 2))
+        arrays = {"A": A, "B": B, "M": M, "N": N, "v": v, "w": w, "Q": Q, "T": T, "R": R,
+                  "u": u, "P": P}
+        p = S.program("einsum_" + dt, ("A", A, tgtype(A, (0,))), ("B", B), ("M", M), ("N", N),
+                      ("v", v), ("w", w), ("Q", Q), ("T", T), ("R", R), ("u", u), ("P", P))
+        for name, subs, names in [
+                ("bmm", "bij,bjk->bik", "AB"), ("mm", "ij,jk->ik", "MN"),
+                ("mm_t", "ij,jk->ki", "MN"), ("mm_implicit", "ij,jk", "MN"),
+                ("mv", "ij,j->i", "Mv"), ("vm", "i,ij->j", "wM"), ("inner", "i,i", "vv"),
+                ("outer", "i,j->ij", "wv"), ("hadamard", "ij,ij->ij", "MM"),
+                ("sum_all", "ij->", "M"), ("sum_rows", "ij->i", "M"),
+                ("transpose", "ij->ji", "M"), ("trace", "ii", "Q"), ("diag", "ii->i", "Q"),
+                ("batch_diag", "bii->bi", "T"), ("three", "ij,jk,k->i", "MNu"),
+                ("chain", "ij,jk,kl->il", "MNP"), ("bilinear", "i,ij,j->", "wMv"),
+                ("ellipsis_bmm", "...ij,...jk->...ik", "AB"),
+                ("ellipsis_implicit", "...ij,...jk", "AB"),
+                ("bcast_batch", "bij,bjk->bik", "AR"), ("keep_k", "bij,bjk->bijk", "AB"),
+                ("contract_two", "bij,bij->b", "AA"), ("upper", "Ij,jK", "MN"),
+                ("spaces", "i j , j k -> i k", "MN")]:
+            case(p, name, subs, [arrays[c] for c in names], list(names), dt)
+    for dt in ("i32", "i8"):
+        M = S.data(dt, (3, 4), "small")
+        N = S.data(dt, (4, 5), "small")
+        p = S.program("einsum_" + dt, ("M", M), ("N", N))
+        case(p, "mm", "ij,jk->ik", [M, N], ["M", "N"], dt)
+        case(p, "rows", "ij->i", [M], ["M"], dt)
+        case(p, "mixed", "ij,jk->ik", [M, N.astype(np.int64) if dt == "i8" else N],
+             ["M", "cast(N, dtype=\"i64\")" if dt == "i8" else "N"], dt)
+
+
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
               gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
               gen_composed, gen_npy_layouts, gen_blas, gen_lapack,
-              gen_cumulative, gen_sort]
+              gen_cumulative, gen_sort, gen_conveniences, gen_einsum]
 
 
 def generate(seed, sample, rng_seed=None, replace=None):

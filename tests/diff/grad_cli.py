@@ -10,7 +10,8 @@ cotangent), and the jacobian and hessian forms against central differences of th
 value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z, the
 gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (1,n), dot's
 (g.Y^T, X^T.g), a small MLP with softmax cross-entropy, a call of another function of
-the file, the cumulative ops, sorts, topk and order statistics together, and the LAPACK
+the file, the cumulative ops, sorts, topk and order statistics together, the composites
+(relu, square, log_sigmoid, logit, swapaxes, moveaxis, einsum), and the LAPACK
 ops (cholesky, solve, solve_triangular, cho_solve, inv, det, slogdet, eigh) on matrices the
 program makes well conditioned.
 
@@ -182,6 +183,35 @@ func main(x: f64[4,6], w: f64[4,6]) {
                 + np.sum(np.quantile(v["x"], [0.3, 0.8], axis=1) * v["w"][:2, :4])
                 + np.median(v["x"])),
      ["x", "w"]),
+    ("conveniences", """
+func main(x: f64[3,4], w: f64[4,3]) {
+  a = sum(mul(relu(x), swapaxes(w, axis1=0, axis2=1)))
+  b = sum(mul(square(x), moveaxis(w, source=0, destination=1)))
+  c = sum(mul(log_sigmoid(x), transpose(w)))
+  d = sum(logit(sigmoid(mul(x, 0.5))))
+  loss = add(add(a, b), add(c, d))
+  gx, gw = grad(loss, x, w)
+  return loss, gx, gw
+}""", {"x": (3, 4), "w": (4, 3)},
+     lambda v: (np.sum(np.maximum(v["x"], 0) * v["w"].T) + np.sum(v["x"] ** 2 * v["w"].T)
+                + np.sum(-np.logaddexp(0, -v["x"]) * v["w"].T) + np.sum(v["x"] * 0.5)),
+     ["x", "w"]),
+    ("einsum", """
+func main(A: f64[2,3,4], B: f64[2,4,5], M: f64[3,4], Q: f64[4,4], v: f64[4]) {
+  a = sum(mul(einsum(A, B, subscripts="bij,bjk->bik"), einsum(A, B, subscripts="bij,bjk->bik")))
+  b = einsum(M, Q, v, subscripts="ij,jk,k->")
+  c = einsum(Q, subscripts="ii")
+  d = sum(einsum(A, M, subscripts="...ij,ij->...i"))
+  e = sum(square(einsum(M, v, subscripts="ij,j->i")))
+  loss = add(add(a, b), add(add(c, d), e))
+  gA, gB, gM, gQ, gv = grad(loss, A, B, M, Q, v)
+  return loss, gA, gB, gM, gQ, gv
+}""", {"A": (2, 3, 4), "B": (2, 4, 5), "M": (3, 4), "Q": (4, 4), "v": (4,)},
+     lambda v: (np.sum(np.einsum("bij,bjk->bik", v["A"], v["B"]) ** 2)
+                + np.einsum("ij,jk,k->", v["M"], v["Q"], v["v"]) + np.trace(v["Q"])
+                + np.sum(np.einsum("...ij,ij->...i", v["A"], v["M"]))
+                + np.sum((v["M"] @ v["v"]) ** 2)),
+     ["A", "B", "M", "Q", "v"]),
 ]
 
 # jacobian and hessian forms: (name, program, input shapes, NumPy function, wrt, kind); the
