@@ -1184,6 +1184,85 @@ def gen_index_sugar(S):
             p.case("inc_take_axis1", "inc_subtensor(x[:, j], 1)", z)
 
 
+def gen_advanced_index(S):
+    """Full advanced indexing in .tg: several index arrays broadcast together, integers and
+    slices mixed with them (NumPy's placement of the advanced axes, adjacent or separated),
+    boolean masks anywhere, and the same forms in set_subtensor / inc_subtensor (repeated
+    places: the last wins for set, all accumulate for inc)."""
+    for dt in ("f32", "i32", "f64"):
+        x = S.data(dt, (5, 4, 6))
+        r = S.rng.integers(-5, 5, size=(3,))
+        c = S.rng.integers(-4, 4, size=(2, 1)).astype(np.int32)
+        d = S.rng.integers(0, 6, size=(3,)).astype(np.int16)
+        m = S.data("bool", (4, 6))
+        mr = S.data("bool", (5,))
+        y = S.data(dt, (2, 3, 6))
+        yd = S.data(dt, (3,))
+        p = S.program("adv_index_" + dt, ("x", x, tgtype(x, (0,))), ("r", r), ("c", c), ("d", d),
+                      ("m", m), ("mr", mr), ("y", y), ("yd", yd))
+        cases = [
+            ("pair", "x[r, c]", x[r, c]),
+            ("triple", "x[r, c, d]", x[r, c, d]),
+            ("separated", "x[r, :, d]", x[r, :, d]),
+            ("int_and_array", "x[1, :, d]", x[1, :, d]),
+            ("int_adjacent", "x[:, 2, d]", x[:, 2, d]),
+            ("slice_then_pair", "x[1:4, c, d]", x[1:4, c, d]),
+            ("pair_then_slice", "x[r, c, ::-2]", x[r, c, ::-2]),
+            ("step_between", "x[r, ::2, d]", x[r, ::2, d]),
+            ("neg_int", "x[-1, c]", x[-1, c]),
+            ("mask_trailing", "x[:, m]", x[:, m]),
+            ("mask_and_array", "x[mr, 0]", x[mr, 0]),
+            ("mask_rows_slice", "x[mr, 1:3]", x[mr, 1:3]),
+            ("view", "x[::-1][r, c]", x[::-1][r, c]),
+        ]
+        for name, expr, exp in cases:
+            p.case(name, expr, exp)
+        z = x.copy()
+        z[r, c] = y[:, :, 0:1]
+        p.case("set_pair", "set_subtensor(x[r, c], y[:, :, 0:1])", z)
+        z = x.copy()
+        z[r, c] = y
+        p.case("set_pair_full", "set_subtensor(x[r, c], y)", z)
+        z = x.copy()
+        z[r, :, d] = yd[:, None]
+        p.case("set_separated", "set_subtensor(x[r, :, d], expand_dims(yd, axis=1))", z)
+        z = x.copy()
+        z[1:4, c, d] = 0
+        p.case("set_slice_pair", "set_subtensor(x[1:4, c, d], 0)", z)
+        z = x.copy()
+        z[:, m] = 3
+        p.case("set_mask", "set_subtensor(x[:, m], 3)", z)
+        z = x.copy()
+        z[mr] = y[0, 0]
+        p.case("set_mask_rows", "set_subtensor(x[mr], y[0, 0])", z)
+        z = x.copy()
+        np.add.at(z, (r, c), y)
+        p.case("inc_pair", "inc_subtensor(x[r, c], y)", z)
+        z = x.copy()
+        np.add.at(z, (r, slice(None), d), yd[:, None])
+        p.case("inc_separated", "inc_subtensor(x[r, :, d], expand_dims(yd, axis=1))", z)
+        z = x.copy()
+        np.add.at(z, (slice(1, 4), c, d), 1)
+        p.case("inc_slice_pair", "inc_subtensor(x[1:4, c, d], 1)", z)
+        z = x.copy()
+        z[:, m] += 2
+        p.case("inc_mask", "inc_subtensor(x[:, m], 2)", z)
+    # repeated places: inc accumulates every occurrence, set keeps the last
+    x = S.data("f64", (3, 4))
+    r = np.array([0, 2, 0, 0, -1])
+    c = np.array([1, 3, 1, 1, 0])
+    v = S.data("f64", (5,))
+    p = S.program("adv_index_repeated", ("x", x), ("r", r), ("c", c), ("v", v))
+    z = x.copy()
+    np.add.at(z, (r, c), v)
+    p.case("inc", "inc_subtensor(x[r, c], v)", z)
+    z = x.copy()
+    z[r, c] = v
+    p.case("set", "set_subtensor(x[r, c], v)", z)
+    p.case("index_op", "index(x, r, c, axes=[0, 1])", x[r, c])
+    p.case("set_index_op", "set_index(x, v, r, c, axes=[0, 1])", z)
+
+
 def gen_const(S):
     x32 = S.data("f32", (3,))
     xi8 = S.data("i8", (3,))
@@ -1972,7 +2051,7 @@ def gen_einsum(S):
 
 
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
-              gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
+              gen_index, gen_index_sugar, gen_advanced_index, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
               gen_composed, gen_npy_layouts, gen_blas, gen_lapack,
               gen_cumulative, gen_sort, gen_conveniences, gen_einsum]
 
