@@ -1,5 +1,6 @@
 /* index.c - gathers and scatters (advanced indexing): take take_along set_subtensor
- * inc_subtensor set_take inc_take mask_select.
+ * inc_subtensor set_take inc_take mask_select index set_index inc_index, and x[...] with
+ * NumPy's rules for any mix of items (tg_index_apply, tg_index_update).
  *
  * One record per op, with NumPy's semantics:
  *  - take(x, indices, axis=none)         np.take(x, indices, axis), mode='raise'
@@ -10,6 +11,10 @@
  *  - set_take / inc_take(x, indices, y, axis=0)
  *                                        x[..., indices, ...] = y / np.add.at, on a copy
  *  - mask_select(x, mask)                x[mask] (output extent depends on the values)
+ *  - index(x, i0, i1, ..., axes=)        x[..., i0, ..., i1, ...]: several index arrays
+ *                                        broadcast together, NumPy's placement of their axes
+ *  - set_index / inc_index(x, y, i0, ..., axes=)
+ *                                        x[...] = y / np.add.at, on a copy
  * Indices are any integer dtype (bool is refused: use mask_select), any rank; negative
  * ones count from the end; an out-of-range index is a run-time error naming the value,
  * the axis and its extent, like NumPy's IndexError (checked for every index, even when
