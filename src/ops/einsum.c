@@ -158,7 +158,8 @@ static bool parse(einsum *e) {
         for (int a = 0; a <= on; a++) {
             if (a == oell)
                 for (int x = 0; x < e->nell; x++) {
-                    if (o->n == TG_MAX_DIMS) break;
+                    if (o->n == TG_MAX_DIMS)
+                        return fail(e, TG_ELIMIT, -1, "the output has too many dimensions"), false;
                     o->lab[o->n++] = ELL_BASE + x;
                 }
             if (a == on) break;

@@ -1243,10 +1243,10 @@ static tg_var *mask_coords(tg_graph *g, tg_var *x, tg_var *m, int p, int d) {
     bool known = true;
     int64_t sh[TG_MAX_DIMS];
     for (int e = 0; e < md; e++) known = known && (sh[e] = x->type.shape[p + e]) >= 0;
-    if (known) {
+    if (md > 1 && known) { /* a 1-D mask's grid is the arange itself */
         tg_attr a = TG_A_INTS("shape", sh, md);
         grid = tg_apply(g, "broadcast_to", &grid, 1, &a, 1);
-    } else {
+    } else if (md > 1) {
         tg_var *ins[TG_MAX_DIMS + 1];
         ins[0] = grid;
         for (int e = 0; e < md; e++) ins[1 + e] = xd[p + e];

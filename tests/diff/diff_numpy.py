@@ -2040,6 +2040,13 @@ def gen_einsum(S):
                 ("contract_two", "bij,bij->b", "AA"), ("upper", "Ij,jK", "MN"),
                 ("spaces", "i j , j k -> i k", "MN")]:
             case(p, name, subs, [arrays[c] for c in names], list(names), dt)
+    # groups merged by reshapes whose extents are known only at run time
+    X = S.data("f64", (3, 4, 2))
+    Y = S.data("f64", (4, 2, 5))
+    p = S.program("einsum_unknown", ("X", X, tgtype(X, (1,))), ("Y", Y, tgtype(Y, (0, 2))))
+    case(p, "merged_k", "ijk,jkl->il", [X, Y], ["X", "Y"], "f64")
+    case(p, "merged_m", "ijk,jkl->ikl", [X, Y], ["X", "Y"], "f64")
+    case(p, "batch_unknown", "ijk,jkl->jil", [X, Y], ["X", "Y"], "f64")
     for dt in ("i32", "i8"):
         M = S.data(dt, (3, 4), "small")
         N = S.data(dt, (4, 5), "small")
