@@ -2058,9 +2058,10 @@ def gen_einsum(S):
 
 
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
-              gen_index, gen_index_sugar, gen_advanced_index, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
+              gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
               gen_composed, gen_npy_layouts, gen_blas, gen_lapack,
-              gen_cumulative, gen_sort, gen_conveniences, gen_einsum]
+              gen_cumulative, gen_sort, gen_conveniences, gen_einsum,
+              gen_advanced_index]
 
 
 def generate(seed, sample, rng_seed=None, replace=None):
