@@ -279,6 +279,31 @@ static tg_var *group_extent(tg_graph *g, tg_var *const *dims, int a0, int a1) {
     return s;
 }
 
+/* v ([batch..., g0 axes, g1 axes]) with each group of axes made one: a group of one axis
+ * stays, an empty one becomes an axis of 1 (size -1: no axis at all), a larger one is
+ * merged by a reshape (extents from shape() where they are '?'). */
+static tg_var *merge_groups(tg_graph *g, tg_var *v, int nbat, const int *size) {
+    bool reshape = size[0] > 1 || size[1] > 1;
+    if (!reshape) {
+        int64_t ax[2];
+        int na = 0;
+        if (size[0] == 0) ax[na++] = nbat;
+        if (size[1] == 0) ax[na++] = nbat + (size[0] != 0);
+        tg_attr a = TG_A_INTS("axis", ax, na);
+        return na > 0 ? tg_apply(g, "expand_dims", &v, 1, &a, 1) : v;
+    }
+    tg_var *dv[TG_MAX_DIMS], *sh[TG_MAX_DIMS];
+    if (!tg_grad_dims(g, v, dv)) return NULL;
+    int nd = 0, at = nbat;
+    for (int i = 0; i < nbat; i++) sh[nd++] = dv[i];
+    for (int k = 0; k < 2; k++) {
+        if (size[k] < 0) continue;
+        sh[nd++] = group_extent(g, dv, at, at + size[k]);
+        at += size[k];
+    }
+    return tg_grad_reshape(g, v, nd, sh);
+}
+
 /* Contracts the running result a (labels ta) with operand k (v, labels t[k]). */
 static tg_var *contract(einsum *e, tg_var *a, term *ta, int k, tg_var *b) {
     tg_graph *g = e->g;
@@ -345,33 +370,36 @@ static tg_var *contract(einsum *e, tg_var *a, term *ta, int k, tg_var *b) {
     for (int i = 0; i < nk; i++) ob[nob++] = ka[i];
     for (int i = 0; i < nn; i++) ob[nob++] = nb_[i];
     b = permute(g, b, tb, ob, nob);
-    tg_var *da[TG_MAX_DIMS], *db[TG_MAX_DIMS], *sh[TG_MAX_DIMS];
+    tg_var *da[TG_MAX_DIMS], *db[TG_MAX_DIMS], *dm[TG_MAX_DIMS], *dn[TG_MAX_DIMS];
     if (!tg_grad_dims(g, a, da) || !tg_grad_dims(g, b, db)) return NULL;
-    /* merged groups; an empty M or N is a vector operand without batch axes, an axis of 1
-     * with them (matmul's vectors do not broadcast over batches) */
+    for (int i = 0; i < nm; i++) dm[i] = da[nbat + i];
+    for (int i = 0; i < nn; i++) dn[i] = db[nbat + nk + i];
+    tg_var *dc[TG_MAX_DIMS];
+    /* an empty M or N is a vector operand without batch axes, an axis of 1 with them
+     * (matmul's vectors do not broadcast over batches) */
     bool vec_a = nm == 0 && nbat == 0, vec_b = nn == 0 && nbat == 0;
-    int nd = 0;
-    for (int i = 0; i < nbat; i++) sh[nd++] = da[i];
-    if (!vec_a) sh[nd++] = group_extent(g, da, nbat, nbat + nm);
-    sh[nd++] = group_extent(g, da, nbat + nm, nbat + nm + nk);
-    a = tg_grad_reshape(g, a, nd, sh);
-    nd = 0;
-    for (int i = 0; i < nbat; i++) sh[nd++] = db[i];
-    sh[nd++] = group_extent(g, db, nbat, nbat + nk);
-    if (!vec_b) sh[nd++] = group_extent(g, db, nbat + nk, nbat + nk + nn);
-    b = tg_grad_reshape(g, b, nd, sh);
+    int ga[2] = {vec_a ? -1 : nm, nk}, gb[2] = {nk, vec_b ? -1 : nn};
+    a = merge_groups(g, a, nbat, ga);
+    b = merge_groups(g, b, nbat, gb);
     tg_var *c = tg_matmul(g, a, b);
     if (!c) return NULL;
-    /* back to [batch..., M..., N...]: the batch extents are the product's own (matmul
-     * broadcast them) */
-    tg_var *dc[TG_MAX_DIMS];
-    if (!tg_grad_dims(g, c, dc)) return NULL;
-    nd = 0;
-    for (int i = 0; i < nbat; i++) sh[nd++] = dc[i];
-    for (int i = 0; i < nm; i++) sh[nd++] = da[nbat + i];
-    for (int i = 0; i < nn; i++) sh[nd++] = db[nbat + nk + i];
     memcpy(ta->lab, res, sizeof res[0] * (size_t)nres);
     ta->n = nres;
+    /* back to [batch..., M..., N...] */
+    if (nm <= 1 && nn <= 1) { /* no group was merged: drop the axes of 1 inserted for them */
+        int64_t ax[2];
+        int na = 0;
+        if (nm == 0 && !vec_a) ax[na++] = nbat;
+        if (nn == 0 && !vec_b) ax[na++] = nbat + (vec_a ? 0 : 1);
+        tg_attr sa = TG_A_INTS("axis", ax, na);
+        return na > 0 ? tg_apply(g, "squeeze", &c, 1, &sa, 1) : c;
+    }
+    tg_var *sh[TG_MAX_DIMS];
+    int nd = 0;
+    if (!tg_grad_dims(g, c, dc)) return NULL;
+    for (int i = 0; i < nbat; i++) sh[nd++] = dc[i];
+    for (int i = 0; i < nm; i++) sh[nd++] = dm[i];
+    for (int i = 0; i < nn; i++) sh[nd++] = dn[i];
     return tg_grad_reshape(g, c, nd, sh);
 }
 

@@ -50,8 +50,8 @@ Under pmap (docs/pmap.md), --pmap N runs each program as the body of a pmap over
 The ranks run on threads, or with --devices N (or more) on the host devices. What cannot
 be mapped is skipped and counted: a program with state or whose types differ between
 slices, a case with a result whose extent its values decide (mask_select, alloc from a
-tensor; a program with nothing else is skipped whole); the run fails when fewer than 90% of
-its programs were mapped.
+tensor, einsum merging '?' extents; a program with nothing else is skipped whole); the run
+fails when fewer than 90% of its programs were mapped.
 
 Where tgraph documents a deliberate difference from NumPy 1.24, the expected values
 follow tgraph (each is named where it is applied):
@@ -2107,11 +2107,15 @@ def _value_extents(prog, c):
     """The op by which case c of prog has a result whose extent values decide, or None:
     mask_select (or indexing sugar with a bool parameter, `x[m]`), alloc with an extent
     that is not a literal (`alloc(0, size(x))`: tgraph's typing does not fold size or
-    shape, so it cannot know that every rank's extent is the same)."""
+    shape, so it cannot know that every rank's extent is the same), einsum of an operand
+    with a '?' extent (the reshape that merges its axes takes extents from shape())."""
     bools = {p.name for p in prog.params if p.value.dtype == np.bool_}
+    unknown = {p.name for p in prog.params if "?" in p.decl}
     for ln in c.lines + [c.expr]:
         if "mask_select(" in ln:
             return "mask_select"
+        if "einsum(" in ln and any(n in unknown for n in re.findall(r"\w+", ln)):
+            return "einsum"
         for idx in re.findall(r"[\w\])]\[([^\[\]]*)\]", ln):
             if any(part.strip() in bools for part in idx.split(",")):
                 return "mask_select"
