@@ -911,29 +911,29 @@ typedef struct adv_sel {
     int rest[TG_MAX_DIMS]; /* in order */
 } adv_sel;
 
-/* Reads the axes attribute for k index arrays of an x of rank ndim. NULL, or the reason it
- * is refused. */
-static const char *adv_axes(const tg_aval *a, int k, int ndim, adv_sel *s) {
-    static char why[160];
+/* Reads the axes attribute for k index arrays of an x of rank ndim. false with the reason in
+ * why (WHY_MAX bytes) when it is refused. */
+#define WHY_MAX 160
+static bool adv_axes(const tg_aval *a, int k, int ndim, adv_sel *s, char *why) {
     if (a->n != k) {
-        snprintf(why, sizeof why, "axes has %d entries for %d index arrays", a->n, k);
-        return why;
+        snprintf(why, WHY_MAX, "axes has %d entries for %d index arrays", a->n, k);
+        return false;
     }
     if (k > ndim) {
-        snprintf(why, sizeof why, "too many indices for an array of dimension %d: %d", ndim, k);
-        return why;
+        snprintf(why, WHY_MAX, "too many indices for an array of dimension %d: %d", ndim, k);
+        return false;
     }
     s->k = k;
     for (int j = 0; j < k; j++) {
         if (!tg_axis_norm(a->ints[j], ndim, &s->axes[j])) {
-            snprintf(why, sizeof why, "axis %lld is out of bounds for an array of dimension %d",
+            snprintf(why, WHY_MAX, "axis %lld is out of bounds for an array of dimension %d",
                      (long long)a->ints[j], ndim);
-            return why;
+            return false;
         }
         if (j > 0 && s->axes[j] <= s->axes[j - 1]) {
-            snprintf(why, sizeof why, "axes must be increasing, got %lld after %lld",
+            snprintf(why, WHY_MAX, "axes must be increasing, got %lld after %lld",
                      (long long)a->ints[j], (long long)a->ints[j - 1]);
-            return why;
+            return false;
         }
     }
     bool adjacent = true;
@@ -946,7 +946,7 @@ static const char *adv_axes(const tg_aval *a, int k, int ndim, adv_sel *s) {
         else
             s->rest[s->nrest++] = d;
     }
-    return NULL;
+    return true;
 }
 
 /* The selection's axis that x's r-th other axis becomes. */
@@ -959,8 +959,9 @@ static tg_status adv_type(tg_infer *ic, const tg_type *x, int first, int k, tg_t
     s->first = first;
     for (int j = 0; j < k; j++)
         if (check_indices(ic, &ic->in[first + j]) != TG_OK) return ic->status;
-    const char *bad = adv_axes(&ic->attrs[0], k, x->ndim, s);
-    if (bad) return tg_infer_fail(ic, TG_EINVAL, "%s", bad);
+    char bad[WHY_MAX];
+    if (!adv_axes(&ic->attrs[0], k, x->ndim, s, bad))
+        return tg_infer_fail(ic, TG_EINVAL, "%s", bad);
     const tg_type *p[TG_MAX_DIMS];
     tg_type b;
     for (int j = 0; j < k; j++) p[j] = &ic->in[first + j];
@@ -991,8 +992,9 @@ static tg_status adv_type(tg_infer *ic, const tg_type *x, int first, int k, tg_t
 
 /* The selection's shape at run time, after checking every index against its axis. */
 static tg_status adv_shape(tg_kern *k, const tg_tensor *x, int first, adv_sel *s, int64_t *shape) {
-    const char *bad = adv_axes(&k->attrs[0], k->nin - first, x->ndim, s);
-    if (bad) return tg_kern_fail(k, TG_EINVAL, "%s", bad);
+    char bad[WHY_MAX];
+    if (!adv_axes(&k->attrs[0], k->nin - first, x->ndim, s, bad))
+        return tg_kern_fail(k, TG_EINVAL, "%s", bad);
     s->first = first;
     int64_t b[TG_MAX_DIMS];
     int nb = 0;
