@@ -332,6 +332,33 @@ typedef struct tg_slice {
 #define TG_SLICE_NO_STEP  4u /* step 1 */
 #define TG_SLICE_OMIT_ALL (TG_SLICE_NO_START | TG_SLICE_NO_STOP | TG_SLICE_NO_STEP)
 TG_API tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx);
+/* Indexing x[...] as NumPy does it, basic and advanced items mixed. Each entry indexes
+ * from the front: an item with `array` NULL is the basic `slice` (a slice, or an integer
+ * with is_index); otherwise `array` is an integer index array (any rank, any integer dtype)
+ * or a bool mask, which indexes as many axes as it has dimensions (its shape must equal
+ * theirs). Axes left over are taken whole.
+ *  - Without arrays this is tg_slice_apply (a view).
+ *  - Index arrays (and integers, when any array is present, as NumPy counts them, and the
+ *    true positions of each mask, one array per mask dimension) broadcast together to a
+ *    shape B. Where the advanced items are adjacent, B replaces their axes in place;
+ *    where a slice separates them, B comes first and the sliced axes follow.
+ *  - Negative indices count from the end; an index out of range is a run-time error
+ *    (EINDEX) naming the value, the axis and its extent: "index 7 is out of bounds for
+ *    axis 1 with size 5", never a silent wrap.
+ * Built as ops: one index array with full slices is `take`, a leading mask with full
+ * slices `mask_select`; otherwise the basic items become a `slice` (integers excepted)
+ * and the arrays one `index` node (docs/ops-index.md). */
+typedef struct tg_index {
+    tg_var *array;  /* index array or bool mask; NULL: `slice` is the item */
+    tg_slice slice; /* the basic item when array is NULL */
+} tg_index;
+TG_API tg_var *tg_index_apply(tg_graph *g, tg_var *x, const tg_index *idx, int nidx);
+/* A copy of x with x[idx] = y (inc false) or x[idx] += y (inc true; repeated places
+ * accumulate, np.add.at's rule and JAX's x.at[...].add(y)); y broadcasts onto the
+ * selection x[idx] as tg_index_apply gives it. For set, the last of repeated places wins.
+ * dtypes as set_subtensor / inc_subtensor. */
+TG_API tg_var *tg_index_update(tg_graph *g, tg_var *x, const tg_index *idx, int nidx, tg_var *y,
+                               bool inc);
 
 /* ---- calls: functions that call functions (docs/text-format.md, "Calls") ---------- */
 #define TG_CALL_MAX_DEPTH 64 /* deepest nesting of calls (f calls g calls h ...) */

@@ -3,18 +3,55 @@
  * promotion and inference; nothing op-specific lives here beyond attribute packing. */
 #include "op.h"
 
+/* A composite (op.h): its arity and attributes checked as an op's, then its graph built. */
+static tg_status composite_apply(tg_graph *g, const tg_composite_def *c, tg_var *const *in, int nin,
+                                 const tg_attr *attrs, int nattrs, tg_var **out, int *nout) {
+    if (nin < c->min_in || (c->max_in >= 0 && nin > c->max_in)) {
+        if (c->min_in == c->max_in)
+            return tg_ir_fail(g, TG_EINVAL, "%s: expects %d input%s, got %d", c->name, c->min_in,
+                              c->min_in == 1 ? "" : "s", nin),
+                   g->status;
+        return tg_ir_fail(g, TG_EINVAL, "%s: expects at least %d inputs, got %d", c->name,
+                          c->min_in, nin),
+               g->status;
+    }
+    if (nattrs < 0 || (nattrs > 0 && !attrs))
+        return tg_ir_fail(g, TG_EINVAL, "%s: invalid attribute list", c->name), g->status;
+    tg_aval *vals = tg_ir_attrs_normalize(g, c->name, c->attrs, c->nattrs, NULL, attrs, nattrs);
+    if (!vals) return g->status;
+    tg_var *res[TG_MAX_OUTS];
+    int nres = 0;
+    if (c->build(g, in, nin, vals, res, &nres) != TG_OK) return g->status;
+    if (g->status != TG_OK) return g->status;
+    if (nout) {
+        if (*nout < 0)
+            return tg_ir_fail(g, TG_EINVAL, "%s: negative output room %d", c->name, *nout),
+                   g->status;
+        if (out && nres > *nout)
+            return tg_ir_fail(g, TG_EINVAL, "%s: produces %d outputs, room for %d", c->name, nres,
+                              *nout),
+                   g->status;
+        for (int i = 0; out && i < nres; i++) out[i] = res[i];
+        *nout = nres;
+    }
+    return TG_OK;
+}
+
 tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, int nin,
                          const tg_attr *attrs, int nattrs, tg_var **out, int *nout) {
     if (!g) return tg_set_error(TG_EINVAL, "tg_apply: graph is NULL");
     if (g->status != TG_OK) return g->status;
     int opi = op ? tg_op_lookup(op) : -1;
-    if (opi < 0) return tg_ir_fail(g, TG_ENAME, "unknown op '%s'", op ? op : "(null)"), g->status;
+    const tg_composite_def *comp = opi < 0 && op ? tg_composite_lookup(op) : NULL;
+    if (opi < 0 && !comp)
+        return tg_ir_fail(g, TG_ENAME, "unknown op '%s'", op ? op : "(null)"), g->status;
     if (nin < 0 || (nin > 0 && !in))
         return tg_ir_fail(g, TG_EINVAL, "%s: %s", op,
                           nin < 0 ? "negative input count" : "the input list is NULL"),
                g->status;
     for (int i = 0; i < nin; i++)
         if (!in[i]) return tg_ir_fail(g, TG_EINVAL, "%s: input %d is NULL", op, i), g->status;
+    if (comp) return composite_apply(g, comp, in, nin, attrs, nattrs, out, nout);
     tg_node *n = tg_ir_node_make(g, opi, in, nin, attrs, nattrs);
     if (!n) return g->status;
     if (nout) {

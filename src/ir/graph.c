@@ -702,7 +702,7 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
         v.s = NULL;
         v.fn = a->func;
         break;
-    case TG_AS_DATA: /* refused before (attrs_normalize) */
+    case TG_AS_DATA: /* refused before (tg_ir_attrs_normalize) */
         return false;
     case TG_AS_SCALAR:
         if (a->kind != TG_ATTR_INT && a->kind != TG_ATTR_FLOAT && a->kind != TG_ATTR_BOOL)
@@ -769,32 +769,32 @@ static bool attr_convert(tg_graph *g, const tg_attr_spec *s, const tg_attr *a, t
     return true;
 }
 
-static tg_aval *attrs_normalize(tg_graph *g, const tg_op_def *op, const tg_attr *attrs,
-                                int nattrs) {
-    tg_aval *vals = tg_arena_alloc(&g->arena, sizeof *vals * (size_t)(op->nattrs + 1));
-    bool *seen = tg_arena_alloc(&g->arena, (size_t)op->nattrs + 1);
+tg_aval *tg_ir_attrs_normalize(tg_graph *g, const char *name, const tg_attr_spec *spec, int nspec,
+                               const tg_opdata_vt *data, const tg_attr *attrs, int nattrs) {
+    tg_aval *vals = tg_arena_alloc(&g->arena, sizeof *vals * (size_t)(nspec + 1));
+    bool *seen = tg_arena_alloc(&g->arena, (size_t)nspec + 1);
     if (!vals || !seen) return fail_oom(g);
     for (int k = 0; k < nattrs; k++) {
         const tg_attr *a = &attrs[k];
         int j = 0;
-        while (j < op->nattrs && strcmp(op->attrs[j].name, a->name ? a->name : "") != 0) j++;
-        if (j == op->nattrs) {
+        while (j < nspec && strcmp(spec[j].name, a->name ? a->name : "") != 0) j++;
+        if (j == nspec) {
             char known[256] = "";
-            for (int m = 0; m < op->nattrs; m++)
+            for (int m = 0; m < nspec; m++)
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", m ? ", " : "",
-                         op->attrs[m].name);
-            return tg_ir_fail(g, TG_EINVAL, "%s: unknown attribute '%s' (%s%s)", op->name,
-                              a->name ? a->name : "",
-                              op->nattrs ? "expected one of " : "it has none", known);
+                         spec[m].name);
+            return tg_ir_fail(g, TG_EINVAL, "%s: unknown attribute '%s' (%s%s)", name,
+                              a->name ? a->name : "", nspec ? "expected one of " : "it has none",
+                              known);
         }
         if (seen[j])
-            return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' given twice", op->name, a->name);
+            return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' given twice", name, a->name);
         seen[j] = true;
-        const tg_attr_spec *sp = &op->attrs[j];
+        const tg_attr_spec *sp = &spec[j];
         if (sp->type == TG_AS_DATA)
             return tg_ir_fail(g, TG_EINVAL,
-                              "%s: attribute '%s' holds %s (%s); tg_apply cannot give it", op->name,
-                              a->name, op->data->what, op->data->origin);
+                              "%s: attribute '%s' holds %s (%s); tg_apply cannot give it", name,
+                              a->name, data->what, data->origin);
         bool oom = false;
         bool no_str = (a->kind == TG_ATTR_STR && !a->s) || (a->kind == TG_ATTR_FUNC && !a->func);
         bool no_list = (a->kind == TG_ATTR_INTS && a->n > 0 && !a->ints) ||
@@ -802,27 +802,26 @@ static tg_aval *attrs_normalize(tg_graph *g, const tg_op_def *op, const tg_attr 
         if (no_str || no_list ||
             ((a->kind == TG_ATTR_INTS || a->kind == TG_ATTR_FLOATS) && a->n < 0))
             return tg_ir_fail(
-                g, TG_EINVAL, "%s: attribute '%s': %s", op->name, a->name,
+                g, TG_EINVAL, "%s: attribute '%s': %s", name, a->name,
                 no_str ? (a->kind == TG_ATTR_FUNC ? "the function is NULL" : "the string is NULL")
                 : no_list ? "the list is NULL"
                           : "the list has a negative length");
-        if (!attr_convert(g, &op->attrs[j], a, &vals[j], &oom)) {
+        if (!attr_convert(g, &spec[j], a, &vals[j], &oom)) {
             bool nones = false;
             for (int m = 0; a->kind == TG_ATTR_INTS && a->none && m < a->n; m++)
                 nones = nones || a->none[m];
-            return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' expects %s, got %s", op->name,
-                              a->name, attr_type_want((tg_attr_type)op->attrs[j].type),
+            return tg_ir_fail(g, TG_EINVAL, "%s: attribute '%s' expects %s, got %s", name, a->name,
+                              attr_type_want((tg_attr_type)spec[j].type),
                               nones ? "a list holding none" : attr_kind_name(a->kind));
         }
         if (oom) return fail_oom(g);
         if (g->status != TG_OK) return NULL;
     }
-    for (int j = 0; j < op->nattrs; j++) {
+    for (int j = 0; j < nspec; j++) {
         if (seen[j]) continue;
-        if (op->attrs[j].required)
-            return tg_ir_fail(g, TG_EINVAL, "%s: missing attribute '%s'", op->name,
-                              op->attrs[j].name);
-        vals[j] = op->attrs[j].def;
+        if (spec[j].required)
+            return tg_ir_fail(g, TG_EINVAL, "%s: missing attribute '%s'", name, spec[j].name);
+        vals[j] = spec[j].def;
     }
     return vals;
 }
@@ -905,7 +904,8 @@ tg_node *tg_ir_node_make(tg_graph *g, int op, tg_var *const *in, int nin, const 
     const tg_op_def *def = tg_op_table[op];
     if (nattrs < 0 || (nattrs > 0 && !attrs))
         return tg_ir_fail(g, TG_EINVAL, "%s: invalid attribute list", def->name);
-    tg_aval *vals = attrs_normalize(g, def, attrs, nattrs);
+    tg_aval *vals =
+        tg_ir_attrs_normalize(g, def->name, def->attrs, def->nattrs, def->data, attrs, nattrs);
     return vals ? node_build(g, op, in, nin, vals) : NULL;
 }
 

@@ -371,6 +371,32 @@ typedef struct tg_op_def {
     tg_batch_fn batch; /* its own batching rule (above); NULL: derived from the record */
 } tg_op_def;
 
+/* ---- composite ops: names built as graphs of other ops ----
+ * An op that is a short composition of others (relu is maximum(x, 0), moveaxis a
+ * transpose, einsum transposes, reshapes, products and sums) is a composite: tg_apply
+ * by its name runs `build`, which applies the ops it is made of, and no node of the
+ * composite itself exists, so rewrites, backends and gradients see only the ops it made.
+ * Attributes are normalized to the schema as an op's are; `build` sets out[0..*nout)
+ * (room for TG_MAX_OUTS) and reports errors to g, prefixed with its name. */
+typedef tg_status (*tg_composite_fn)(tg_graph *g, tg_var *const *in, int nin, const tg_aval *attrs,
+                                     tg_var **out, int *nout);
+typedef struct tg_composite_def {
+    const char *name;          /* .tg name */
+    int8_t min_in, max_in;     /* arity; max_in < 0: variadic */
+    const tg_attr_spec *attrs; /* schema */
+    int nattrs;                /* its length */
+    tg_composite_fn build;     /* the graph it is */
+} tg_composite_def;
+
+/* Composite by .tg name (src/ops/composite.c); NULL when none has it. */
+const tg_composite_def *tg_composite_lookup(const char *name);
+
+/* Normalizes user attributes to a schema (defaults filled in, kinds converted); `name` prefixes
+ * the messages, `data` describes TG_AS_DATA attributes (NULL when the schema has none). NULL on
+ * error (recorded in g). */
+tg_aval *tg_ir_attrs_normalize(tg_graph *g, const char *name, const tg_attr_spec *spec, int nspec,
+                               const tg_opdata_vt *data, const tg_attr *attrs, int nattrs);
+
 /* The reductions with one double accumulator per output element and at most a division by
  * the count to finish (sum prod mean max min): what fused nodes may reduce (fused.h) and
  * what their blockwise and compiled kernels implement. */

@@ -1,5 +1,6 @@
 /* index.c - gathers and scatters (advanced indexing): take take_along set_subtensor
- * inc_subtensor set_take inc_take mask_select.
+ * inc_subtensor set_take inc_take mask_select index set_index inc_index, and x[...] with
+ * NumPy's rules for any mix of items (tg_index_apply, tg_index_update).
  *
  * One record per op, with NumPy's semantics:
  *  - take(x, indices, axis=none)         np.take(x, indices, axis), mode='raise'
@@ -10,6 +11,10 @@
  *  - set_take / inc_take(x, indices, y, axis=0)
  *                                        x[..., indices, ...] = y / np.add.at, on a copy
  *  - mask_select(x, mask)                x[mask] (output extent depends on the values)
+ *  - index(x, i0, i1, ..., axes=)        x[..., i0, ..., i1, ...]: several index arrays
+ *                                        broadcast together, NumPy's placement of their axes
+ *  - set_index / inc_index(x, y, i0, ..., axes=)
+ *                                        x[...] = y / np.add.at, on a copy
  * Indices are any integer dtype (bool is refused: use mask_select), any rank; negative
  * ones count from the end; an out-of-range index is a run-time error naming the value,
  * the axis and its extent, like NumPy's IndexError (checked for every index, even when
@@ -943,3 +948,528 @@ const tg_op_def tg_op_mask_select = {
     .vjp = vjp_mask_select,
     .self_alloc = 1,
 };
+
+/* ---- index, set_index, inc_index: several index arrays at once ----
+ * x indexed on the axes `axes` (increasing) by index arrays that broadcast together to a
+ * shape B, every other axis taken whole: NumPy's x[..., i0, ..., i1, ...] after its basic
+ * items were applied (tg_index_apply). Where the axes are adjacent B replaces them in
+ * place; otherwise B comes first and x's other axes follow in order (NumPy's rule for
+ * advanced indices separated by a slice). */
+
+static const tg_attr_spec index_attrs[] = {
+    {"axes", TG_AS_INTS, 1, 0, {.kind = TG_ATTR_NONE}},
+};
+
+/* The layout of a selection: which input holds index array 0, the indexed axes, where B
+ * sits in the selection, and x's other axes. */
+typedef struct adv_sel {
+    int first;             /* input of index array 0 (1 for index, 2 for set/inc) */
+    int k;                 /* index arrays */
+    int axes[TG_MAX_DIMS]; /* the axis of x each indexes */
+    int nb;                /* rank of B */
+    int bpos;              /* the selection's axis where B starts */
+    int nd;                /* rank of the selection */
+    int nrest;             /* x's other axes */
+    int rest[TG_MAX_DIMS]; /* in order */
+} adv_sel;
+
+/* Reads the axes attribute for k index arrays of an x of rank ndim. false with the reason in
+ * why (WHY_MAX bytes) when it is refused. */
+#define WHY_MAX 160
+static bool adv_axes(const tg_aval *a, int k, int ndim, adv_sel *s, char *why) {
+    if (a->n != k) {
+        snprintf(why, WHY_MAX, "axes has %d entries for %d index arrays", a->n, k);
+        return false;
+    }
+    if (k > ndim) {
+        snprintf(why, WHY_MAX, "too many indices for an array of dimension %d: %d", ndim, k);
+        return false;
+    }
+    s->k = k;
+    for (int j = 0; j < k; j++) {
+        if (!tg_axis_norm(a->ints[j], ndim, &s->axes[j])) {
+            snprintf(why, WHY_MAX, "axis %lld is out of bounds for an array of dimension %d",
+                     (long long)a->ints[j], ndim);
+            return false;
+        }
+        if (j > 0 && s->axes[j] <= s->axes[j - 1]) {
+            snprintf(why, WHY_MAX, "axes must be increasing, got %lld after %lld",
+                     (long long)a->ints[j], (long long)a->ints[j - 1]);
+            return false;
+        }
+    }
+    bool adjacent = true;
+    for (int j = 1; j < k; j++) adjacent = adjacent && s->axes[j] == s->axes[j - 1] + 1;
+    s->bpos = adjacent ? s->axes[0] : 0;
+    s->nrest = 0;
+    for (int d = 0, j = 0; d < ndim; d++) {
+        if (j < k && s->axes[j] == d)
+            j++;
+        else
+            s->rest[s->nrest++] = d;
+    }
+    return true;
+}
+
+/* The selection's axis that x's r-th other axis becomes. */
+static int rest_at(const adv_sel *s, int r) { return r < s->bpos ? r : r + s->nb; }
+
+/* The selection type: B (the index arrays' broadcast shape) placed among x's other axes. */
+static tg_status adv_type(tg_infer *ic, const tg_type *x, int first, int k, tg_type *o,
+                          adv_sel *s) {
+    char why[sizeof ic->msg];
+    s->first = first;
+    for (int j = 0; j < k; j++)
+        if (check_indices(ic, &ic->in[first + j]) != TG_OK) return ic->status;
+    char bad[WHY_MAX];
+    if (!adv_axes(&ic->attrs[0], k, x->ndim, s, bad))
+        return tg_infer_fail(ic, TG_EINVAL, "%s", bad);
+    const tg_type *p[TG_MAX_DIMS];
+    tg_type b;
+    for (int j = 0; j < k; j++) p[j] = &ic->in[first + j];
+    if (!tg_broadcast_types(ic, p, k, &b)) {
+        snprintf(why, sizeof why, "%s", ic->msg);
+        return tg_infer_fail(ic, TG_EINDEX,
+                             "shape mismatch: indexing arrays could not be broadcast "
+                             "together (%.400s)",
+                             why);
+    }
+    s->nb = b.ndim;
+    s->nd = b.ndim + s->nrest;
+    if (s->nd > TG_MAX_DIMS)
+        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)",
+                             s->nd, TG_MAX_DIMS);
+    type_init(o, (tg_dtype)x->dtype, s->nd);
+    for (int d = 0; d < b.ndim; d++) {
+        o->shape[s->bpos + d] = b.shape[d];
+        if ((b.nobcast >> d) & 1u) o->nobcast |= 1u << (s->bpos + d);
+    }
+    for (int r = 0; r < s->nrest; r++) {
+        int a = rest_at(s, r);
+        o->shape[a] = x->shape[s->rest[r]];
+        if ((x->nobcast >> s->rest[r]) & 1u) o->nobcast |= 1u << a;
+    }
+    return TG_OK;
+}
+
+/* The selection's shape at run time, after checking every index against its axis. */
+static tg_status adv_shape(tg_kern *k, const tg_tensor *x, int first, adv_sel *s, int64_t *shape) {
+    char bad[WHY_MAX];
+    if (!adv_axes(&k->attrs[0], k->nin - first, x->ndim, s, bad))
+        return tg_kern_fail(k, TG_EINVAL, "%s", bad);
+    s->first = first;
+    int64_t b[TG_MAX_DIMS];
+    int nb = 0;
+    for (int j = 0; j < s->k; j++) nb = k->in[first + j]->ndim > nb ? k->in[first + j]->ndim : nb;
+    for (int d = 0; d < nb; d++) b[d] = 1;
+    for (int j = 0; j < s->k; j++) {
+        const tg_tensor *ind = k->in[first + j];
+        for (int d = 0; d < ind->ndim; d++) {
+            int64_t e = ind->shape[d], *t = &b[nb - ind->ndim + d];
+            if (e == *t || e == 1) continue;
+            if (*t != 1)
+                return tg_kern_fail(k, TG_EINDEX,
+                                    "shape mismatch: indexing arrays could not be broadcast "
+                                    "together (index array %d has extent %lld where another "
+                                    "has %lld)",
+                                    j, (long long)e, (long long)*t);
+            *t = e;
+        }
+    }
+    s->nb = nb;
+    s->nd = nb + s->nrest;
+    if (s->nd > TG_MAX_DIMS) return tg_kern_fail(k, TG_ELIMIT, "the result has too many axes");
+    for (int d = 0; d < nb; d++) shape[s->bpos + d] = b[d];
+    for (int r = 0; r < s->nrest; r++) shape[rest_at(s, r)] = x->shape[s->rest[r]];
+    for (int j = 0; j < s->k; j++)
+        if (check_all_indices(k, k->in[first + j], s->axes[j], x->shape[s->axes[j]]) != TG_OK)
+            return k->status;
+    return TG_OK;
+}
+
+/* Position in x of the selection's element t (indices already checked). */
+static void adv_pos(const adv_sel *s, tg_tensor *const *in, const tg_tensor *x, const int64_t *t,
+                    int64_t *xi) {
+    const int64_t *b = t + s->bpos;
+    for (int r = 0; r < s->nrest; r++) xi[s->rest[r]] = t[rest_at(s, r)];
+    for (int j = 0; j < s->k; j++) {
+        const tg_tensor *ind = in[s->first + j];
+        int64_t ii[TG_MAX_DIMS], v;
+        for (int d = 0; d < ind->ndim; d++)
+            ii[d] = ind->shape[d] == 1 ? 0 : b[s->nb - ind->ndim + d];
+        bool ok =
+            index_norm(tg_load_i64(tg_tensor_at(ind, ii), ind->dtype), x->shape[s->axes[j]], &v);
+        TG_ASSERT(ok); /* adv_shape checked every index */
+        xi[s->axes[j]] = ok ? v : 0;
+    }
+}
+
+static tg_status infer_index(tg_infer *ic) {
+    adv_sel s;
+    return adv_type(ic, &ic->in[0], 1, ic->nin - 1, &ic->out[0], &s);
+}
+
+static tg_status ref_index(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    tg_tensor *out = k->out[0];
+    adv_sel s;
+    int64_t shape[TG_MAX_DIMS], t[TG_MAX_DIMS] = {0}, xi[TG_MAX_DIMS];
+    if (adv_shape(k, x, 1, &s, shape) != TG_OK) return k->status;
+    if (tg_tensor_size(out) == 0) return TG_OK;
+    size_t esz = tg_dtype_size(x->dtype);
+    do {
+        adv_pos(&s, k->in, x, t, xi);
+        memcpy(tg_tensor_at(out, t), tg_tensor_at(x, xi), esz);
+    } while (tg_index_next(out->ndim, out->shape, t));
+    return TG_OK;
+}
+
+/* The inputs and attribute of an index node, with x replaced (x first, then the arrays). */
+static tg_var *index_again(tg_graph *g, const tg_node *n, tg_var *x, int first) {
+    tg_var *ins[TG_MAX_DIMS + 1];
+    int k = n->nin - first;
+    ins[0] = x;
+    for (int j = 0; j < k; j++) ins[1 + j] = n->in[first + j];
+    tg_attr a = TG_A_INTS("axes", n->attrs[0].ints, n->attrs[0].n);
+    return tg_apply(g, "index", ins, k + 1, &a, 1);
+}
+
+/* An update node set_index/inc_index(x, y, arrays..., axes) like n's. */
+static tg_var *update_again(tg_graph *g, const char *op, const tg_node *n, tg_var *x, tg_var *y,
+                            int first) {
+    tg_var *ins[TG_MAX_DIMS + 2];
+    int k = n->nin - first;
+    ins[0] = x;
+    ins[1] = y;
+    for (int j = 0; j < k; j++) ins[2 + j] = n->in[first + j];
+    tg_attr a = TG_A_INTS("axes", n->attrs[0].ints, n->attrs[0].n);
+    return tg_apply(g, op, ins, k + 2, &a, 1);
+}
+
+/* x gets the cotangent added at the gathered places (repeated indices accumulate). */
+static tg_status vjp_index(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    if (!tg_ops_float_in(n, 0)) return g->status;
+    gin[0] = update_again(g, "inc_index", n, tg_grad_zeros_like(g, n->in[0]), gout[0], 1);
+    return g->status;
+}
+
+const tg_op_def tg_op_index = {
+    .name = "index",
+    .min_in = 2,
+    .max_in = -1,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = index_attrs,
+    .nattrs = (int)TG_COUNTOF(index_attrs),
+    .infer = infer_index,
+    .ref = ref_index,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_index,
+};
+
+static tg_status infer_index_assign(tg_infer *ic, bool inc) {
+    adv_sel s;
+    tg_type sel;
+    if (adv_type(ic, &ic->in[0], 2, ic->nin - 2, &sel, &s) != TG_OK) return ic->status;
+    if (assign_check(ic, &sel, &ic->in[1], inc) != TG_OK) return ic->status;
+    ic->out[0] = ic->in[0];
+    ic->out[0].weak = 0;
+    return TG_OK;
+}
+
+static tg_status infer_set_index(tg_infer *ic) { return infer_index_assign(ic, false); }
+static tg_status infer_inc_index(tg_infer *ic) { return infer_index_assign(ic, true); }
+
+/* out = copy of x; then, over the selection in C order, each selected element of out is
+ * set from (or incremented by) y's broadcast element: the last write wins for set, every
+ * occurrence adds for inc. */
+static tg_status ref_index_assign(tg_kern *k, bool inc) {
+    const tg_tensor *x = k->in[0], *y = k->in[1];
+    tg_tensor *out = k->out[0];
+    adv_sel s;
+    int64_t shape[TG_MAX_DIMS], t[TG_MAX_DIMS] = {0}, xi[TG_MAX_DIMS], n;
+    tg_tensor_copy_into(out, x);
+    if (adv_shape(k, x, 2, &s, shape) != TG_OK) return k->status;
+    if (!kern_bcast_ok(y, s.nd, shape))
+        return tg_kern_fail(k, TG_ESHAPE, "cannot broadcast y into the selected shape");
+    if (!tg_shape_size(s.nd, shape, &n))
+        return tg_kern_fail(k, TG_ELIMIT, "the selection is too large");
+    if (n == 0) return TG_OK;
+    do {
+        adv_pos(&s, k->in, out, t, xi);
+        elem_put(tg_tensor_at(out, xi), out->dtype, bcast_at(y, s.nd, t), y->dtype, inc);
+    } while (tg_index_next(s.nd, shape, t));
+    return TG_OK;
+}
+
+static tg_status ref_set_index(tg_kern *k) { return ref_index_assign(k, false); }
+static tg_status ref_inc_index(tg_kern *k) { return ref_index_assign(k, true); }
+
+/* x gets the cotangent with the assigned places zeroed (set) or all of it (inc); y gets
+ * the cotangent gathered at the selection, summed onto its type. For set with repeated
+ * places only the element written last reaches the result, so only it gets a gradient:
+ * every element of the selection writes its position into an i64 copy of x, and an
+ * element wins when reading that copy back at its place gives its own position. */
+static tg_status vjp_index_assign(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
+                                  bool inc) {
+    tg_var *x = n->in[0], *y = n->in[1], *gy = gout[0];
+    tg_var *zero = tg_literal_float(g, 0.0);
+    if (tg_ops_float_in(n, 0)) gin[0] = inc ? gy : update_again(g, "set_index", n, gy, zero, 2);
+    if (!tg_ops_float_in(n, 1)) return g->status;
+    tg_var *sel = index_again(g, n, gy, 2);
+    if (!inc) {
+        tg_var *ids = positions_like(g, sel);
+        tg_var *xd[TG_MAX_DIMS + 1];
+        xd[0] = scalar_const(g, TG_DT_I64, -1.0);
+        if (!tg_grad_dims(g, x, xd + 1)) return g->status;
+        tg_var *owner = tg_apply(g, "alloc", xd, x->type.ndim + 1, NULL, 0);
+        owner = update_again(g, "set_index", n, owner, ids, 2);
+        tg_var *won = tg_eq(g, index_again(g, n, owner, 2), ids);
+        sel = tg_where(g, won, sel, zero);
+    }
+    gin[1] = onto(g, sel, y);
+    return g->status;
+}
+
+static tg_status vjp_set_index(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return vjp_index_assign(g, n, gout, gin, false);
+}
+
+static tg_status vjp_inc_index(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return vjp_index_assign(g, n, gout, gin, true);
+}
+
+const tg_op_def tg_op_set_index = {
+    .name = "set_index",
+    .min_in = 3,
+    .max_in = -1,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = index_attrs,
+    .nattrs = (int)TG_COUNTOF(index_attrs),
+    .promote = promote_set_yi1,
+    .infer = infer_set_index,
+    .ref = ref_set_index,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_set_index,
+};
+
+const tg_op_def tg_op_inc_index = {
+    .name = "inc_index",
+    .min_in = 3,
+    .max_in = -1,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .attrs = index_attrs,
+    .nattrs = (int)TG_COUNTOF(index_attrs),
+    .promote = promote_inc_yi1,
+    .infer = infer_inc_index,
+    .ref = ref_inc_index,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_inc_index,
+};
+
+/* ---- x[...] with basic and advanced items mixed (tg_index_apply, tg_index_update) ---- */
+
+/* An indexing expression resolved against x: the basic part per axis, the index arrays
+ * with their axes (masks as the coordinates of their true values), and the simple forms
+ * that have an op of their own. */
+typedef struct idx_plan {
+    int ndim;                  /* x's rank */
+    int nsl;                   /* entries of sl: x's rank, or the items without arrays */
+    tg_slice sl[TG_MAX_DIMS];  /* per axis of x: the basic item (full for advanced axes) */
+    bool full;                 /* every basic item is ':' */
+    int k;                     /* index arrays */
+    tg_var *arr[TG_MAX_DIMS];  /* the arrays (integers, masks' coordinates) */
+    int64_t axes[TG_MAX_DIMS]; /* their axes */
+    int take_axis;             /* one integer array and ':' elsewhere: its axis; else -1 */
+    tg_var *lead_mask;         /* one mask at the front and ':' elsewhere: it; else NULL */
+} idx_plan;
+
+static const tg_slice full_slice = {.omit = TG_SLICE_OMIT_ALL};
+
+static bool is_full(const tg_slice *s) { return !s->is_index && s->omit == TG_SLICE_OMIT_ALL; }
+
+/* The coordinates along axis d of the true values of mask m, which indexes x's axes
+ * p..p+m.ndim: mask_select of the grid of those axes' positions, so that mask_select
+ * checks at run time, as at build time, that the mask's shape is theirs. */
+static tg_var *mask_coords(tg_graph *g, tg_var *x, tg_var *m, int p, int d) {
+    int md = m->type.ndim;
+    tg_var *xd[TG_MAX_DIMS];
+    if (!tg_grad_dims(g, x, xd)) return NULL;
+    tg_var *grid = tg_apply(g, "arange", &xd[p + d], 1, NULL, 0);
+    int64_t others[TG_MAX_DIMS];
+    int no = 0;
+    for (int e = 0; e < md; e++)
+        if (e != d) others[no++] = e;
+    tg_attr ea = TG_A_INTS("axis", others, no);
+    if (no > 0) grid = tg_apply(g, "expand_dims", &grid, 1, &ea, 1);
+    bool known = true;
+    int64_t sh[TG_MAX_DIMS];
+    for (int e = 0; e < md; e++) known = known && (sh[e] = x->type.shape[p + e]) >= 0;
+    if (md > 1 && known) { /* a 1-D mask's grid is the arange itself */
+        tg_attr a = TG_A_INTS("shape", sh, md);
+        grid = tg_apply(g, "broadcast_to", &grid, 1, &a, 1);
+    } else if (md > 1) {
+        tg_var *ins[TG_MAX_DIMS + 1];
+        ins[0] = grid;
+        for (int e = 0; e < md; e++) ins[1 + e] = xd[p + e];
+        grid = tg_apply(g, "alloc", ins, md + 1, NULL, 0);
+    }
+    return tg_apply(g, "mask_select", (tg_var *[]){grid, m}, 2, NULL, 0);
+}
+
+static bool plan_make(tg_graph *g, tg_var *x, const tg_index *idx, int n, idx_plan *pl) {
+    char xs[TG_TYPE_STR_MAX], ms[TG_TYPE_STR_MAX];
+    if (g->status != TG_OK) return false;
+    if (!x) return tg_ir_fail(g, TG_EINVAL, "index: x is NULL"), false;
+    if (n < 0 || n > TG_MAX_DIMS || (n > 0 && !idx))
+        return tg_ir_fail(g, TG_EINVAL, "index: invalid index list (%d entries)", n), false;
+    memset(pl, 0, sizeof *pl);
+    pl->ndim = x->type.ndim;
+    pl->full = true;
+    pl->take_axis = -1;
+    int narr = 0, nadv = 0, ax = 0;
+    for (int i = 0; i < n; i++) narr += idx[i].array != NULL;
+    pl->nsl = pl->ndim;
+    if (narr == 0) { /* basic indexing: the slice op's own checks and messages */
+        for (int i = 0; i < n; i++) pl->sl[i] = idx[i].slice;
+        pl->nsl = n;
+        return true;
+    }
+    for (int i = 0; i < n; i++) {
+        tg_var *a = idx[i].array;
+        int span = a && a->type.dtype == TG_DT_BOOL ? a->type.ndim : 1;
+        if (a && a->type.dtype == TG_DT_BOOL && span == 0)
+            return tg_ir_fail(g, TG_EUNSUPPORTED,
+                              "index: a 0-d boolean index (x[true]) is supported only alone "
+                              "(mask_select)"),
+                   false;
+        if (ax + span > pl->ndim)
+            return tg_ir_fail(g, TG_EINDEX,
+                              "too many indices for array: array is %d-dimensional, but %d "
+                              "were indexed (%s)",
+                              pl->ndim, ax + span, tg_type_str(&x->type, xs, sizeof xs)),
+                   false;
+        if (!a) {
+            pl->sl[ax] = idx[i].slice;
+            if (!idx[i].slice.is_index || narr == 0) {
+                pl->full = pl->full && is_full(&idx[i].slice);
+                ax++;
+                continue;
+            }
+            /* an integer beside index arrays is one of them (NumPy's rule) */
+            pl->sl[ax] = full_slice;
+            pl->arr[pl->k] = tg_literal_int(g, idx[i].slice.start);
+            pl->axes[pl->k++] = ax++;
+            nadv++;
+            continue;
+        }
+        nadv++;
+        if (span == 1 && a->type.dtype != TG_DT_BOOL) {
+            pl->sl[ax] = full_slice;
+            pl->arr[pl->k] = a;
+            pl->axes[pl->k++] = ax++;
+            continue;
+        }
+        for (int d = 0; d < span; d++) {
+            int64_t xe = x->type.shape[ax + d], me = a->type.shape[d];
+            if (xe >= 0 && me >= 0 && xe != me)
+                return tg_ir_fail(g, TG_EINDEX,
+                                  "boolean index did not match indexed array along dimension "
+                                  "%d; dimension is %lld but corresponding boolean dimension "
+                                  "is %lld (x %s, mask %s)",
+                                  ax + d, (long long)xe, (long long)me,
+                                  tg_type_str(&x->type, xs, sizeof xs),
+                                  tg_type_str(&a->type, ms, sizeof ms)),
+                       false;
+        }
+        if (narr == 1 && i == 0) pl->lead_mask = a;
+        for (int d = 0; d < span; d++) {
+            pl->sl[ax + d] = full_slice;
+            pl->axes[pl->k] = ax + d;
+            pl->arr[pl->k++] = NULL; /* made below, once the rest is known to be valid */
+        }
+        ax += span;
+    }
+    for (; ax < pl->ndim; ax++) pl->sl[ax] = full_slice;
+    if (nadv == 1 && pl->full && pl->k == 1 && narr == 1 && !pl->lead_mask)
+        for (int i = 0; i < n; i++)
+            if (idx[i].array) pl->take_axis = (int)pl->axes[0];
+    if (!(pl->full && nadv == 1)) pl->lead_mask = NULL;
+    /* the masks' coordinates */
+    for (int i = 0, j = 0; i < n && g->status == TG_OK; i++) {
+        tg_var *a = idx[i].array;
+        if (!a && !(idx[i].slice.is_index && narr > 0)) continue;
+        if (!a || a->type.dtype != TG_DT_BOOL) {
+            j++;
+            continue;
+        }
+        for (int d = 0; d < a->type.ndim; d++, j++)
+            pl->arr[j] = mask_coords(g, x, a, (int)pl->axes[j] - d, d);
+    }
+    return g->status == TG_OK;
+}
+
+/* The slice op's attributes for the basic part of a plan (buffers in v, none). */
+static void plan_slice_attrs(const idx_plan *pl, int64_t (*v)[TG_MAX_DIMS],
+                             bool (*none)[TG_MAX_DIMS], tg_attr *a) {
+    for (int i = 0; i < pl->nsl; i++) {
+        const tg_slice *s = &pl->sl[i];
+        v[0][i] = s->start, v[1][i] = s->stop, v[2][i] = s->step, v[3][i] = s->is_index;
+        none[0][i] = (s->omit & TG_SLICE_NO_START) != 0;
+        none[1][i] = (s->omit & TG_SLICE_NO_STOP) != 0 || s->is_index;
+        none[2][i] = (s->omit & TG_SLICE_NO_STEP) != 0 || s->is_index;
+    }
+    static const char *const names[4] = {"starts", "stops", "steps", "index"};
+    for (int q = 0; q < 4; q++) {
+        a[q] = TG_A_INTS(names[q], v[q], pl->nsl);
+        a[q].none = q < 3 ? none[q] : NULL;
+    }
+}
+
+tg_var *tg_index_apply(tg_graph *g, tg_var *x, const tg_index *idx, int nidx) {
+    idx_plan pl;
+    if (!g) return tg_set_error(TG_EINVAL, "tg_index_apply: graph is NULL"), NULL;
+    if (!plan_make(g, x, idx, nidx, &pl)) return NULL;
+    if (pl.k == 0) return tg_slice_apply(g, x, pl.sl, pl.nsl);
+    if (pl.lead_mask) return tg_apply(g, "mask_select", (tg_var *[]){x, pl.lead_mask}, 2, NULL, 0);
+    if (pl.take_axis >= 0) {
+        tg_attr a = TG_A_INT("axis", pl.take_axis);
+        return tg_apply(g, "take", (tg_var *[]){x, pl.arr[0]}, 2, &a, 1);
+    }
+    tg_var *xs = pl.full ? x : tg_slice_apply(g, x, pl.sl, pl.ndim);
+    tg_var *ins[TG_MAX_DIMS + 1];
+    ins[0] = xs;
+    for (int j = 0; j < pl.k; j++) ins[1 + j] = pl.arr[j];
+    tg_attr a = TG_A_INTS("axes", pl.axes, pl.k);
+    return xs ? tg_apply(g, "index", ins, pl.k + 1, &a, 1) : NULL;
+}
+
+tg_var *tg_index_update(tg_graph *g, tg_var *x, const tg_index *idx, int nidx, tg_var *y,
+                        bool inc) {
+    idx_plan pl;
+    int64_t v[4][TG_MAX_DIMS];
+    bool none[3][TG_MAX_DIMS];
+    tg_attr sa[4];
+    if (!g) return tg_set_error(TG_EINVAL, "tg_index_update: graph is NULL"), NULL;
+    if (g->status == TG_OK && !y) return tg_ir_fail(g, TG_EINVAL, "tg_index_update: y is NULL");
+    if (!plan_make(g, x, idx, nidx, &pl)) return NULL;
+    plan_slice_attrs(&pl, v, none, sa);
+    if (pl.k == 0)
+        return tg_apply(g, inc ? "inc_subtensor" : "set_subtensor", (tg_var *[]){x, y}, 2, sa, 4);
+    if (pl.take_axis >= 0) {
+        tg_attr a = TG_A_INT("axis", pl.take_axis);
+        return tg_apply(g, inc ? "inc_take" : "set_take", (tg_var *[]){x, pl.arr[0], y}, 3, &a, 1);
+    }
+    /* x[basic][arrays] updated, then written back into x's basic selection */
+    tg_var *xs = pl.full ? x : tg_apply(g, "slice", &x, 1, sa, 4);
+    tg_var *ins[TG_MAX_DIMS + 2];
+    ins[0] = xs;
+    ins[1] = y;
+    for (int j = 0; j < pl.k; j++) ins[2 + j] = pl.arr[j];
+    tg_attr a = TG_A_INTS("axes", pl.axes, pl.k);
+    tg_var *u = xs ? tg_apply(g, inc ? "inc_index" : "set_index", ins, pl.k + 2, &a, 1) : NULL;
+    if (pl.full || !u) return u;
+    return tg_apply(g, "set_subtensor", (tg_var *[]){x, u}, 2, sa, 4);
+}

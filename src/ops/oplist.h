@@ -41,7 +41,8 @@
 #define TG_OPS_INDEX(X)                                                                    \
     X(TAKE, take) X(TAKE_ALONG, take_along) X(SET_SUBTENSOR, set_subtensor)                \
     X(INC_SUBTENSOR, inc_subtensor) X(SET_TAKE, set_take) X(INC_TAKE, inc_take)            \
-    X(MASK_SELECT, mask_select)
+    X(MASK_SELECT, mask_select) X(INDEX, index) X(SET_INDEX, set_index)                      \
+    X(INC_INDEX, inc_index)
 #define TG_OPS_JOIN(X)                                                                     \
     X(CONCATENATE, concatenate) X(STACK, stack) X(SPLIT, split) X(ZEROS, zeros)             \
     X(ONES, ones) X(FULL, full) X(ALLOC, alloc) X(ARANGE, arange) X(EYE, eye) X(TRIL, tril) \

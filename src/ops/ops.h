@@ -138,6 +138,10 @@ tg_var *tg_grad_put_along(tg_graph *g, tg_var *x, tg_var *ind, int axis, tg_var 
  * has it (vjp_util.c). */
 void tg_grad_cot_name(const tg_graph *fn, int j, char *name, size_t cap);
 
+/* The builder of the einsum composite (einsum.c; its record is in composite.c). */
+tg_status tg_einsum_build(tg_graph *g, tg_var *const *in, int nin, const tg_aval *attrs,
+                          tg_var **out, int *nout);
+
 /* ---- calls (call.c) ----
  * Output types of `body` called on arguments of types tin (one per input of body; values:
  * NULL, or per input the value known before the run), as the call's inference gives them:

@@ -23,6 +23,15 @@
 #include <math.h>
 #include <stdio.h>
 
+/* A value made by indexing (x[...]): what set_subtensor/inc_subtensor of it update. */
+typedef struct index_rec {
+    tg_var *v;                   /* the indexed value */
+    tg_var *x;                   /* what was indexed */
+    int n;                       /* items */
+    tg_index items[TG_MAX_DIMS]; /* as tg_index_apply took them */
+    struct index_rec *next;      /* the one made before */
+} index_rec;
+
 typedef struct parser {
     tg_ctx *ctx;               /* allocator */
     tg_lexer lx;               /* the token stream */
@@ -42,6 +51,7 @@ typedef struct parser {
     tg_txt_map updated;        /* states of the current function updated so far */
     tg_arena scratch;          /* temporaries of the current statement(s) */
     tg_var *outs[TG_MAX_OUTS]; /* outputs of the latest call (read before the next one) */
+    index_rec *indexed;        /* values of the current function made by indexing, newest first */
     /* The pmap typing of the function about to be parsed (parse_funcs, from the pmap that
        maps it): declared on its graph once its parameters are known. NULL axis: none */
     const char *map_axis;
@@ -789,23 +799,37 @@ static NOINLINE int derivative_form(parser *p, const tg_tok *optok, const char *
     return -1;
 }
 
-/* set_subtensor(x[...], y) and inc_subtensor(x[...], y), as in PyTensor: when the first
- * argument was made by indexing, the update applies to the indexed value. Basic indexing
- * gives set_subtensor/inc_subtensor with the slice's attributes; an index array gives
- * set_take/inc_take. The op name and arguments are rewritten in place. */
+/* set_subtensor(x[...], y) and inc_subtensor(x[...], y), as in PyTensor and JAX's
+ * x.at[...].set/add: when the first argument was made by indexing, the update applies to
+ * the indexed value, through tg_index_update (NumPy's rules; *done, with the value in
+ * p->outs[0]). A value that a take or slice call made (not x[...]) updates its input with
+ * set_take/inc_take or set_subtensor/inc_subtensor and that call's attributes: the op name
+ * and arguments are rewritten in place. */
 static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***insp, int *nin,
-                                           tg_attr **attrs, int *na, int *ca, const tg_tok *optok) {
+                                           tg_attr **attrs, int *na, int *ca, const tg_tok *optok,
+                                           bool *done) {
     tg_var **ins = *insp;
     bool set = strcmp(opname, "set_subtensor") == 0, inc = strcmp(opname, "inc_subtensor") == 0;
     tg_var *sub = ins[0];
+    *done = false;
     if ((!set && !inc) || *nin != 2 || sub->kind != TG_VAR_NODE) return true;
     const tg_node *n = sub->node;
+    const index_rec *r = p->indexed;
+    while (r && r->v != sub) r = r->next;
+    if ((r || n->op == TG_OP_SLICE || n->op == TG_OP_TAKE) && *na > 0)
+        return FAIL_TOK(p, optok, TG_EINVAL,
+                        "%s: give either an indexed value or index "
+                        "attributes, not both",
+                        opname);
+    if (r) {
+        set_pos(p, optok);
+        tg_var *v = tg_index_update(p->g, r->x, r->items, r->n, ins[1], inc);
+        if (!v) return builder_failed(p, optok->line, optok->col);
+        p->outs[0] = v;
+        *done = true;
+        return true;
+    }
     if (n->op == TG_OP_SLICE) {
-        if (*na > 0)
-            return FAIL_TOK(p, optok, TG_EINVAL,
-                            "%s: give either an indexed value or index "
-                            "attributes, not both",
-                            opname);
         static const char *const keys[4] = {"starts", "stops", "steps", "index"};
         for (int k = 0; k < 4; k++) {
             if (!GROW(p, *attrs, *ca, *na, optok)) return false;
@@ -819,11 +843,6 @@ static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***in
         return true;
     }
     if (n->op == TG_OP_TAKE) {
-        if (*na > 0)
-            return FAIL_TOK(p, optok, TG_EINVAL,
-                            "%s: give either an indexed value or index "
-                            "attributes, not both",
-                            opname);
         if (!GROW(p, *attrs, *ca, *na, optok)) return false;
         (*attrs)[(*na)++] =
             n->attrs[0].kind == TG_ATTR_NONE ? TG_A_NONE("axis") : TG_A_INT("axis", n->attrs[0].i);
@@ -839,9 +858,7 @@ static NOINLINE bool build_subtensor_sugar(parser *p, char *opname, tg_var ***in
     }
     if (n->op == TG_OP_MASK_SELECT)
         return FAIL_TOK(p, optok, TG_EUNSUPPORTED,
-                        "%s: assignment through a boolean mask is not "
-                        "supported; use where(mask, y, x)",
-                        opname);
+                        "%s: of a mask_select call: write %s(x[mask], y) instead", opname, opname);
     return true;
 }
 
@@ -970,8 +987,13 @@ static NOINLINE bool build_call(parser *p, const tg_tok *optok, const tg_tok *ra
                 return FAIL_TOK(p, optok, TG_EINVAL, "fused: attribute 'expr' given twice");
     int df = derivative_form(p, optok, opname, ins, nin, attrs, na, nout);
     if (df >= 0) return df == 1;
-    if (nin >= 2 && !build_subtensor_sugar(p, opname, &ins, &nin, &attrs, &na, &ca, optok))
+    bool sugar = false;
+    if (nin >= 2 && !build_subtensor_sugar(p, opname, &ins, &nin, &attrs, &na, &ca, optok, &sugar))
         return false;
+    if (sugar) {
+        *nout = 1;
+        return true;
+    }
     int opi = tg_op_lookup(opname);
     if (nf > 0 && opi >= 0) { /* positional @f: the op's function attributes, in order */
         const tg_op_def *def = tg_op_table[opi];
@@ -993,7 +1015,8 @@ static NOINLINE bool build_call(parser *p, const tg_tok *optok, const tg_tok *ra
     }
     if (strcmp(opname, "vectorize") == 0)
         return build_vectorize(p, optok, ins, nin, attrs, na, fpos, nf, nout);
-    if (opi < 0) return build_func_call(p, optok, opname, ins, nin, na, nf, nout);
+    if (opi < 0 && !tg_composite_lookup(opname))
+        return build_func_call(p, optok, opname, ins, nin, na, nf, nout);
     if (opi == TG_OP_FUSED) return build_fused(p, optok, raw, ins, nin, attrs, na, nout);
     set_pos(p, optok);
     int cap = TG_MAX_OUTS;
@@ -1085,64 +1108,37 @@ static bool parse_call(parser *p, int *nout) {
     return ok;
 }
 
-/* x[..., idx, ...] with one index array at position k and full slices elsewhere:
- * take(x, idx, axis=k); a bool array at position 0 selects with mask_select. */
-static NOINLINE bool index_array(parser *p, tg_var *x, tg_var *arr, int k, const tg_tok *at_tok,
-                                 const bool (*none)[TG_MAX_DIMS], const int64_t *ix, int n) {
-    for (int i = 0; i < n; i++)
-        if (i != k && (ix[i] || !none[0][i] || !none[1][i] || !none[2][i]))
-            return FAIL_TOK(p, at_tok, TG_EUNSUPPORTED,
-                            "an index array can only be combined with full slices ':' (index "
-                            "first, then take the result)");
-    set_pos(p, at_tok);
-    int cap = 1;
-    tg_status st_;
-    if (arr->type.dtype == TG_DT_BOOL) {
-        if (k != 0)
-            return FAIL_TOK(p, at_tok, TG_EUNSUPPORTED,
-                            "a boolean mask must index the leading "
-                            "axes");
-        st_ = tg_apply_multi(p->g, "mask_select", (tg_var *[]){x, arr}, 2, NULL, 0, p->outs, &cap);
-    } else {
-        tg_attr a = TG_A_INT("axis", k);
-        st_ = tg_apply_multi(p->g, "take", (tg_var *[]){x, arr}, 2, &a, 1, p->outs, &cap);
-    }
-    return st_ == TG_OK ? true : builder_failed(p, at_tok->line, at_tok->col);
+/* Remembers that v was made by indexing x with items (in g's arena, for the function's
+ * life), so that set_subtensor(v, y) / inc_subtensor(v, y) update x there. */
+static NOINLINE bool index_remember(parser *p, tg_var *v, tg_var *x, const tg_index *items, int n,
+                                    const tg_tok *at_tok) {
+    index_rec *r = tg_arena_alloc(&p->g->arena, sizeof *r);
+    if (!r) return oom(p, at_tok->line, at_tok->col);
+    *r = (index_rec){.v = v, .x = x, .n = n, .next = p->indexed};
+    memcpy(r->items, items, sizeof items[0] * (size_t)n);
+    p->indexed = r;
+    return true;
 }
 
 /* Indexing "[" item ("," item)* [","] "]" applied to x; item := INT | [INT] ":" [INT]
- * [":" [INT]]. Becomes the op slice, whose output goes to p->outs[0]. */
+ * [":" [INT]] | NAME (an index array or a boolean mask: any expression starting with a
+ * name). Built by tg_index_apply (NumPy's rules); the value goes to p->outs[0]. */
 static NOINLINE bool parse_index(parser *p, tg_var *x) {
     tg_tok lb = p->tok;
     if (!enter(p, &lb)) return false;
     advance(p);
-    int64_t v[3][TG_MAX_DIMS], ix[TG_MAX_DIMS]; /* starts, stops, steps; index flags */
-    bool none[3][TG_MAX_DIMS];                  /* parts left out (never a value) */
-    int n = 0, arr_at = -1;
-    tg_var *arr = NULL;
-    tg_tok arr_tok = lb;
+    tg_index items[TG_MAX_DIMS];
+    int n = 0;
     while (!at(p, TG_TK_RBRACKET)) {
         if (n == TG_MAX_DIMS)
             return FAIL_TOK(p, &p->tok, TG_ELIMIT, "more than %d indices", TG_MAX_DIMS);
+        tg_index *it = &items[n];
+        *it = (tg_index){.slice = {.omit = TG_SLICE_OMIT_ALL}};
         if (at(p, TG_TK_NAME) && !tg_tok_is(&p->tok, "inf") && !tg_tok_is(&p->tok, "nan")) {
-            /* an index array (take) or a boolean mask (mask_select) */
-            if (arr)
-                return FAIL_TOK(p, &p->tok, TG_EUNSUPPORTED,
-                                "only one index array per indexing is supported");
-            arr_tok = p->tok;
-            if (!parse_expr1(p, &arr)) return false;
-            arr_at = n;
-            for (int part = 0; part < 3; part++) {
-                v[part][n] = 0;
-                none[part][n] = true;
-            }
-            ix[n++] = 0;
+            if (!parse_expr1(p, &it->array)) return false;
+            n++;
             if (!accept(p, TG_TK_COMMA)) break;
             continue;
-        }
-        for (int q = 0; q < 3; q++) {
-            v[q][n] = 0;
-            none[q][n] = true;
         }
         int part = 0;
         bool any = false;
@@ -1152,8 +1148,9 @@ static NOINLINE bool parse_index(parser *p, tg_var *x) {
                 if (!parse_number(p, &l)) return false;
                 if (l.kind != 'i')
                     return fail_at(p, l.line, l.col, TG_ESYNTAX, "an index must be an integer");
-                v[part][n] = l.i;
-                none[part][n] = false;
+                int64_t *dst[3] = {&it->slice.start, &it->slice.stop, &it->slice.step};
+                *dst[part] = l.i;
+                it->slice.omit &= ~(1u << part); /* NO_START, NO_STOP, NO_STEP in order */
                 any = true;
             } else if (at(p, TG_TK_FLOAT)) {
                 return FAIL_TOK(p, &p->tok, TG_ESYNTAX, "an index must be an integer");
@@ -1164,22 +1161,18 @@ static NOINLINE bool parse_index(parser *p, tg_var *x) {
             any = true;
         }
         if (!any) return expected(p, "an index");
-        ix[n] = part == 0;
+        if (part == 0) it->slice = (tg_slice){.start = it->slice.start, .is_index = true};
         n++;
         if (!accept(p, TG_TK_COMMA)) break;
     }
     if (n == 0) return expected(p, "an index");
     if (!expect(p, TG_TK_RBRACKET, "',' or ']'")) return false;
     leave(p);
-    if (arr) return index_array(p, x, arr, arr_at, &arr_tok, none, ix, n);
-    tg_attr a[4] = {TG_A_INTS("starts", v[0], n), TG_A_INTS("stops", v[1], n),
-                    TG_A_INTS("steps", v[2], n), TG_A_INTS("index", ix, n)};
-    for (int q = 0; q < 3; q++) a[q].none = none[q];
     set_pos(p, &lb);
-    int cap = 1;
-    if (tg_apply_multi(p->g, "slice", &x, 1, a, 4, p->outs, &cap) != TG_OK)
-        return builder_failed(p, lb.line, lb.col);
-    return true;
+    tg_var *v = tg_index_apply(p->g, x, items, n);
+    if (!v) return builder_failed(p, lb.line, lb.col);
+    p->outs[0] = v;
+    return index_remember(p, v, x, items, n, &lb);
 }
 
 /* expr := (NAME | literal | call) ("[" index ... "]")* ; the first value goes to *first
@@ -1395,12 +1388,14 @@ static bool parse_func(parser *p) {
                         (int)nm.len, nm.p, prev->line, prev->col);
     char *name = scratch_str(p, nm.p, nm.len, &nm);
     if (!name) return false;
-    if (tg_op_lookup(name) >= 0 || is_special_form(name))
+    if (tg_op_lookup(name) >= 0 || tg_composite_lookup(name) || is_special_form(name)) {
+        const char *what =
+            tg_op_lookup(name) >= 0 || tg_composite_lookup(name) ? "op" : "built-in form";
         return FAIL_TOK(p, &nm, TG_EINVAL,
                         "function '%s' has the name of the %s '%s': a call of it would mean the "
                         "%s (rename the function)",
-                        name, tg_op_lookup(name) >= 0 ? "op" : "built-in form", name,
-                        tg_op_lookup(name) >= 0 ? "op" : "built-in form");
+                        name, what, name, what);
+    }
     tg_txt_entry *e = tg_txt_map_add(&p->funcs, nm.p, nm.len);
     if (!e) return oom(p, nm.line, nm.col);
     e->line = nm.line;
@@ -1421,6 +1416,7 @@ static bool parse_func(parser *p) {
     tg_txt_map_init(&p->names, p->ctx);
     tg_txt_map_fini(&p->updated);
     tg_txt_map_init(&p->updated, p->ctx);
+    p->indexed = NULL; /* the records live in the previous function's arena */
     advance(p);
 
     if (!expect(p, TG_TK_LPAREN, "'('")) return false;

@@ -512,7 +512,8 @@ static bool unit_add(unit *u, const tg_graph *g, tg_ctx *ctx) {
         if (u->fn[i].g == g) return true;
     char base[200], buf[232];
     func_ident(g->name, base, sizeof base);
-    int len = snprintf(buf, sizeof buf, "%s%s", base, tg_op_lookup(base) >= 0 ? "_fn" : "");
+    bool taken = tg_op_lookup(base) >= 0 || tg_composite_lookup(base);
+    int len = snprintf(buf, sizeof buf, "%s%s", base, taken ? "_fn" : "");
     for (int k = 2; tg_txt_map_find(&u->used, buf, (size_t)len); k++)
         len = snprintf(buf, sizeof buf, "%s_%d", base, k);
     char *nm = tg_arena_strdup(&u->arena, buf);

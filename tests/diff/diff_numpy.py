@@ -53,8 +53,8 @@ pmap over a multiple of P ranks spans the P processes of an MPI job (docs/mpi.md
 with its own threads or --devices (which then need to be only N / P). What cannot
 be mapped is skipped and counted: a program with state or whose types differ between
 slices, a case with a result whose extent its values decide (mask_select, alloc from a
-tensor; a program with nothing else is skipped whole); the run fails when fewer than 90% of
-its programs were mapped.
+tensor, einsum merging '?' extents; a program with nothing else is skipped whole); the run
+fails when fewer than 90% of its programs were mapped.
 
 vectorize (docs/vectorize.md) is checked by programs of their own (vectorize_checks): a
 function of the file mapped over axes of random inputs, compared with the loop over the
@@ -1202,6 +1202,85 @@ def gen_index_sugar(S):
             p.case("inc_take_axis1", "inc_subtensor(x[:, j], 1)", z)
 
 
+def gen_advanced_index(S):
+    """Full advanced indexing in .tg: several index arrays broadcast together, integers and
+    slices mixed with them (NumPy's placement of the advanced axes, adjacent or separated),
+    boolean masks anywhere, and the same forms in set_subtensor / inc_subtensor (repeated
+    places: the last wins for set, all accumulate for inc)."""
+    for dt in ("f32", "i32", "f64"):
+        x = S.data(dt, (5, 4, 6))
+        r = S.rng.integers(-5, 5, size=(3,))
+        c = S.rng.integers(-4, 4, size=(2, 1)).astype(np.int32)
+        d = S.rng.integers(0, 6, size=(3,)).astype(np.int16)
+        m = S.data("bool", (4, 6))
+        mr = S.data("bool", (5,))
+        y = S.data(dt, (2, 3, 6))
+        yd = S.data(dt, (3,))
+        p = S.program("adv_index_" + dt, ("x", x, tgtype(x, (0,))), ("r", r), ("c", c), ("d", d),
+                      ("m", m), ("mr", mr), ("y", y), ("yd", yd))
+        cases = [
+            ("pair", "x[r, c]", x[r, c]),
+            ("triple", "x[r, c, d]", x[r, c, d]),
+            ("separated", "x[r, :, d]", x[r, :, d]),
+            ("int_and_array", "x[1, :, d]", x[1, :, d]),
+            ("int_adjacent", "x[:, 2, d]", x[:, 2, d]),
+            ("slice_then_pair", "x[1:4, c, d]", x[1:4, c, d]),
+            ("pair_then_slice", "x[r, c, ::-2]", x[r, c, ::-2]),
+            ("step_between", "x[r, ::2, d]", x[r, ::2, d]),
+            ("neg_int", "x[-1, c]", x[-1, c]),
+            ("mask_trailing", "x[:, m]", x[:, m]),
+            ("mask_and_array", "x[mr, 0]", x[mr, 0]),
+            ("mask_rows_slice", "x[mr, 1:3]", x[mr, 1:3]),
+            ("view", "x[::-1][r, c]", x[::-1][r, c]),
+        ]
+        for name, expr, exp in cases:
+            p.case(name, expr, exp)
+        z = x.copy()
+        z[r, c] = y[:, :, 0:1]
+        p.case("set_pair", "set_subtensor(x[r, c], y[:, :, 0:1])", z)
+        z = x.copy()
+        z[r, c] = y
+        p.case("set_pair_full", "set_subtensor(x[r, c], y)", z)
+        z = x.copy()
+        z[r, :, d] = yd[:, None]
+        p.case("set_separated", "set_subtensor(x[r, :, d], expand_dims(yd, axis=1))", z)
+        z = x.copy()
+        z[1:4, c, d] = 0
+        p.case("set_slice_pair", "set_subtensor(x[1:4, c, d], 0)", z)
+        z = x.copy()
+        z[:, m] = 3
+        p.case("set_mask", "set_subtensor(x[:, m], 3)", z)
+        z = x.copy()
+        z[mr] = y[0, 0]
+        p.case("set_mask_rows", "set_subtensor(x[mr], y[0, 0])", z)
+        z = x.copy()
+        np.add.at(z, (r, c), y)
+        p.case("inc_pair", "inc_subtensor(x[r, c], y)", z)
+        z = x.copy()
+        np.add.at(z, (r, slice(None), d), yd[:, None])
+        p.case("inc_separated", "inc_subtensor(x[r, :, d], expand_dims(yd, axis=1))", z)
+        z = x.copy()
+        np.add.at(z, (slice(1, 4), c, d), 1)
+        p.case("inc_slice_pair", "inc_subtensor(x[1:4, c, d], 1)", z)
+        z = x.copy()
+        z[:, m] += 2
+        p.case("inc_mask", "inc_subtensor(x[:, m], 2)", z)
+    # repeated places: inc accumulates every occurrence, set keeps the last
+    x = S.data("f64", (3, 4))
+    r = np.array([0, 2, 0, 0, -1])
+    c = np.array([1, 3, 1, 1, 0])
+    v = S.data("f64", (5,))
+    p = S.program("adv_index_repeated", ("x", x), ("r", r), ("c", c), ("v", v))
+    z = x.copy()
+    np.add.at(z, (r, c), v)
+    p.case("inc", "inc_subtensor(x[r, c], v)", z)
+    z = x.copy()
+    z[r, c] = v
+    p.case("set", "set_subtensor(x[r, c], v)", z)
+    p.case("index_op", "index(x, r, c, axes=[0, 1])", x[r, c])
+    p.case("set_index_op", "set_index(x, v, r, c, axes=[0, 1])", z)
+
+
 def gen_const(S):
     x32 = S.data("f32", (3,))
     xi8 = S.data("i8", (3,))
@@ -1993,10 +2072,107 @@ def gen_sort(S):
     p.case("quantile1", "quantile(x, q=0.5, axis=1)", np.quantile(np.zeros((0, 3)), 0.5, axis=1))
 
 
+def gen_conveniences(S):
+    """relu, square, log_sigmoid, logit, swapaxes and moveaxis: composites of other ops."""
+    for dt in ("f32", "f64", "i32", "u8"):
+        x = S.data(dt, (3, 4), "wide" if dt in FLOATS else "real")
+        rt = npdt(float_for(dt))
+        p = S.program("conveniences_" + dt, ("x", x, tgtype(x, (0,))))
+        p.case("relu", "relu(x)", np.where(x <= 0, np.zeros((), x.dtype), x), signed_zero=False)
+        p.case("square", "square(x)", np.square(x))
+        p.case("log_sigmoid", "log_sigmoid(x)",
+               (-np.logaddexp(0.0, -f64(x))).astype(rt), scale=1.0)
+    b = S.data("bool", (5,))
+    p = S.program("square_bool", ("b", b))
+    p.case("square", "square(b)", np.square(b))
+    for dt in ("f32", "f64"):
+        u = S.rng.uniform(1e-6, 1.0 - 1e-6, (7,)).astype(npdt(dt))
+        p = S.program("logit_" + dt, ("u", u))
+        p.case("logit", "logit(u)", (np.log(f64(u)) - np.log1p(-f64(u))).astype(npdt(dt)),
+               scale=1.0)
+    x = np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, -800.0, 800.0])
+    p = S.program("conveniences_specials", ("x", x))
+    p.case("relu", "relu(x)", np.where(x <= 0, 0.0, x), signed_zero=False)
+    with np.errstate(over="ignore"):
+        p.case("log_sigmoid", "log_sigmoid(x)", -np.logaddexp(0.0, -x))
+    p.case("logit", "logit(const(value=[0.0, 1.0, 0.5]))",
+           np.array([-np.inf, np.inf, 0.0]))
+    x = S.data("f32", (2, 3, 4, 5))
+    p = S.program("axes_moves", ("x", x, tgtype(x, (1,))))
+    p.case("swap01", "swapaxes(x, axis1=0, axis2=1)", np.swapaxes(x, 0, 1))
+    p.case("swap_neg", "swapaxes(x, axis1=-1, axis2=1)", np.swapaxes(x, -1, 1))
+    p.case("swap_same", "swapaxes(x, axis1=2, axis2=2)", np.swapaxes(x, 2, 2))
+    p.case("move", "moveaxis(x, source=0, destination=-1)", np.moveaxis(x, 0, -1))
+    p.case("move_list", "moveaxis(x, source=[0, 1], destination=[-1, 0])",
+           np.moveaxis(x, [0, 1], [-1, 0]))
+    p.case("move_view", "moveaxis(x[::-1], source=3, destination=1)",
+           np.moveaxis(x[::-1], 3, 1))
+
+
+def gen_einsum(S):
+    """einsum: products (matrix, batched, vector, outer), sums, transposes, diagonals,
+    broadcasting and '...', implicit outputs, several operands, integer dtypes."""
+    def case(p, name, subs, ops, names, tol_dt):
+        exp = np.einsum(subs, *ops)
+        absops = [np.abs(f64(o)) for o in ops]
+        scale = np.einsum(subs, *absops)
+        p.case(name, 'einsum(%s, subscripts="%s")' % (", ".join(names), subs), exp,
+               rtol=RTOL[tol_dt] * 4 if tol_dt in RTOL else None,
+               scale=scale if tol_dt in RTOL else None)
+
+    for dt in ("f32", "f64"):
+        A = S.data(dt, (2, 3, 4))
+        B = S.data(dt, (2, 4, 5))
+        M = S.data(dt, (3, 4))
+        N = S.data(dt, (4, 5))
+        v = S.data(dt, (4,))
+        w = S.data(dt, (3,))
+        Q = S.data(dt, (4, 4))
+        T = S.data(dt, (3, 4, 4))
+        R = S.data(dt, (1, 4, 5))
+        u = S.data(dt, (5,))
+        P = S.data(dt, (5, 2))
+        arrays = {"A": A, "B": B, "M": M, "N": N, "v": v, "w": w, "Q": Q, "T": T, "R": R,
+                  "u": u, "P": P}
+        p = S.program("einsum_" + dt, ("A", A, tgtype(A, (0,))), ("B", B), ("M", M), ("N", N),
+                      ("v", v), ("w", w), ("Q", Q), ("T", T), ("R", R), ("u", u), ("P", P))
+        for name, subs, names in [
+                ("bmm", "bij,bjk->bik", "AB"), ("mm", "ij,jk->ik", "MN"),
+                ("mm_t", "ij,jk->ki", "MN"), ("mm_implicit", "ij,jk", "MN"),
+                ("mv", "ij,j->i", "Mv"), ("vm", "i,ij->j", "wM"), ("inner", "i,i", "vv"),
+                ("outer", "i,j->ij", "wv"), ("hadamard", "ij,ij->ij", "MM"),
+                ("sum_all", "ij->", "M"), ("sum_rows", "ij->i", "M"),
+                ("transpose", "ij->ji", "M"), ("trace", "ii", "Q"), ("diag", "ii->i", "Q"),
+                ("batch_diag", "bii->bi", "T"), ("three", "ij,jk,k->i", "MNu"),
+                ("chain", "ij,jk,kl->il", "MNP"), ("bilinear", "i,ij,j->", "wMv"),
+                ("ellipsis_bmm", "...ij,...jk->...ik", "AB"),
+                ("ellipsis_implicit", "...ij,...jk", "AB"),
+                ("bcast_batch", "bij,bjk->bik", "AR"), ("keep_k", "bij,bjk->bijk", "AB"),
+                ("contract_two", "bij,bij->b", "AA"), ("upper", "Ij,jK", "MN"),
+                ("spaces", "i j , j k -> i k", "MN")]:
+            case(p, name, subs, [arrays[c] for c in names], list(names), dt)
+    # groups merged by reshapes whose extents are known only at run time
+    X = S.data("f64", (3, 4, 2))
+    Y = S.data("f64", (4, 2, 5))
+    p = S.program("einsum_unknown", ("X", X, tgtype(X, (1,))), ("Y", Y, tgtype(Y, (0, 2))))
+    case(p, "merged_k", "ijk,jkl->il", [X, Y], ["X", "Y"], "f64")
+    case(p, "merged_m", "ijk,jkl->ikl", [X, Y], ["X", "Y"], "f64")
+    case(p, "batch_unknown", "ijk,jkl->jil", [X, Y], ["X", "Y"], "f64")
+    for dt in ("i32", "i8"):
+        M = S.data(dt, (3, 4), "small")
+        N = S.data(dt, (4, 5), "small")
+        p = S.program("einsum_" + dt, ("M", M), ("N", N))
+        case(p, "mm", "ij,jk->ik", [M, N], ["M", "N"], dt)
+        case(p, "rows", "ij->i", [M], ["M"], dt)
+        case(p, "mixed", "ij,jk->ik", [M, N.astype(np.int64) if dt == "i8" else N],
+             ["M", "cast(N, dtype=\"i64\")" if dt == "i8" else "N"], dt)
+
+
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
               gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
               gen_composed, gen_npy_layouts, gen_blas, gen_lapack,
-              gen_cumulative, gen_sort]
+              gen_cumulative, gen_sort, gen_conveniences, gen_einsum,
+              gen_advanced_index]
 
 
 def generate(seed, sample, rng_seed=None, replace=None):
@@ -2042,11 +2218,15 @@ def _value_extents(prog, c):
     """The op by which case c of prog has a result whose extent values decide, or None:
     mask_select (or indexing sugar with a bool parameter, `x[m]`), alloc with an extent
     that is not a literal (`alloc(0, size(x))`: tgraph's typing does not fold size or
-    shape, so it cannot know that every rank's extent is the same)."""
+    shape, so it cannot know that every rank's extent is the same), einsum of an operand
+    with a '?' extent (the reshape that merges its axes takes extents from shape())."""
     bools = {p.name for p in prog.params if p.value.dtype == np.bool_}
+    unknown = {p.name for p in prog.params if "?" in p.decl}
     for ln in c.lines + [c.expr]:
         if "mask_select(" in ln:
             return "mask_select"
+        if "einsum(" in ln and any(n in unknown for n in re.findall(r"\w+", ln)):
+            return "einsum"
         for idx in re.findall(r"[\w\])]\[([^\[\]]*)\]", ln):
             if any(part.strip() in bools for part in idx.split(",")):
                 return "mask_select"

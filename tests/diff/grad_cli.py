@@ -11,7 +11,9 @@ value or cost (DERIV_CASES). The classic cases are included: d/dz sum(z^2) = 2z,
 gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (1,n), dot's
 (g.Y^T, X^T.g), a small MLP with softmax cross-entropy, a call of another function of
 the file, vectorize (per-example gradients differentiated again), the cumulative ops,
-sorts, topk and order statistics together, and the LAPACK
+sorts, topk and order statistics together, the composites (relu, square, log_sigmoid,
+logit, swapaxes, moveaxis, einsum), advanced indexing (index arrays, integers, slices and
+masks mixed, read and written), and the LAPACK
 ops (cholesky, solve, solve_triangular, cho_solve, inv, det, slogdet, eigh) on matrices the
 program makes well conditioned.
 
@@ -286,6 +288,60 @@ func main(r: f64[8], p: f64[3]) {
   gr, gp = grad(loss, r, p)
   return loss, gr, gp
 }""", {"r": (8,), "p": (3,)}, lambda v: garch_ll(v), ["r", "p"]),
+    ("conveniences", """
+func main(x: f64[3,4], w: f64[4,3]) {
+  a = sum(mul(relu(x), swapaxes(w, axis1=0, axis2=1)))
+  b = sum(mul(square(x), moveaxis(w, source=0, destination=1)))
+  c = sum(mul(log_sigmoid(x), transpose(w)))
+  d = sum(logit(sigmoid(mul(x, 0.5))))
+  loss = add(add(a, b), add(c, d))
+  gx, gw = grad(loss, x, w)
+  return loss, gx, gw
+}""", {"x": (3, 4), "w": (4, 3)},
+     lambda v: (np.sum(np.maximum(v["x"], 0) * v["w"].T) + np.sum(v["x"] ** 2 * v["w"].T)
+                + np.sum(-np.logaddexp(0, -v["x"]) * v["w"].T) + np.sum(v["x"] * 0.5)),
+     ["x", "w"]),
+    ("advanced_indexing", """
+func main(x: f64[4,3,5], y: f64[2,3]) {
+  r = const(value=[0, 3, -1], dtype="i64")
+  c = const(value=[1, 2], dtype="i32", shape=[2, 1])
+  d = const(value=[4, 0, 4], dtype="i64")
+  m = gt(x[:, 0, 0], 0.0)
+  a = sum(square(x[r, c]))
+  b = sum(mul(x[r, :, d], x[r, :, d]))
+  e = sum(exp(x[1:, c, 2]))
+  f = sum(square(x[m]))
+  s = set_subtensor(x[r, 1, d], y[0])
+  t = inc_subtensor(x[r, c, 0], y)
+  u = inc_subtensor(x[r, c, d], y)
+  loss = add(add(add(a, b), add(e, f)), add(sum(square(s)), add(sum(square(t)), sum(square(u)))))
+  gx, gy = grad(loss, x, y)
+  return loss, gx, gy
+}""", {"x": (4, 3, 5), "y": (2, 3)},
+     lambda v: (lambda x, y, r, c, d: (
+         np.sum(x[r, c] ** 2) + np.sum(x[r, :, d] ** 2) + np.sum(np.exp(x[1:, c, 2]))
+         + np.sum(x[x[:, 0, 0] > 0] ** 2)
+         + np.sum((lambda s: (s.__setitem__((r, 1, d), y[0]), s)[1])(x.copy()) ** 2)
+         + np.sum((lambda t: (np.add.at(t, (r, c, 0), y), t)[1])(x.copy()) ** 2)
+         + np.sum((lambda t: (np.add.at(t, (r, c, d), y), t)[1])(x.copy()) ** 2)))(
+         v["x"], v["y"], np.array([0, 3, -1]), np.array([[1], [2]]), np.array([4, 0, 4])),
+     ["x", "y"]),
+    ("einsum", """
+func main(A: f64[2,3,4], B: f64[2,4,5], M: f64[3,4], Q: f64[4,4], v: f64[4]) {
+  a = sum(mul(einsum(A, B, subscripts="bij,bjk->bik"), einsum(A, B, subscripts="bij,bjk->bik")))
+  b = einsum(M, Q, v, subscripts="ij,jk,k->")
+  c = einsum(Q, subscripts="ii")
+  d = sum(einsum(A, M, subscripts="...ij,ij->...i"))
+  e = sum(square(einsum(M, v, subscripts="ij,j->i")))
+  loss = add(add(a, b), add(add(c, d), e))
+  gA, gB, gM, gQ, gv = grad(loss, A, B, M, Q, v)
+  return loss, gA, gB, gM, gQ, gv
+}""", {"A": (2, 3, 4), "B": (2, 4, 5), "M": (3, 4), "Q": (4, 4), "v": (4,)},
+     lambda v: (np.sum(np.einsum("bij,bjk->bik", v["A"], v["B"]) ** 2)
+                + np.einsum("ij,jk,k->", v["M"], v["Q"], v["v"]) + np.trace(v["Q"])
+                + np.sum(np.einsum("...ij,ij->...i", v["A"], v["M"]))
+                + np.sum((v["M"] @ v["v"]) ** 2)),
+     ["A", "B", "M", "Q", "v"]),
 ]
 
 

@@ -192,10 +192,10 @@ static void test_threads(void **state) {
 static void test_error_in_callee(void **state) {
     (void)state;
     const char *src = "func main(x: f64[?]) {\n"
-                      "  y = square(x)\n"
+                      "  y = to_square(x)\n"
                       "  return y\n"
                       "}\n"
-                      "func square(x: f64[?]) {\n"
+                      "func to_square(x: f64[?]) {\n"
                       "  y = reshape(x, shape=[2, 2])\n"
                       "  return y\n"
                       "}\n";
@@ -209,7 +209,7 @@ static void test_error_in_callee(void **state) {
         assert_int_not_equal(tg_fn_call(f, &x, 1, &y, 1), TG_OK);
         assert_null(y);
         const char *e = tg_last_error();
-        if (!strstr(e, "test.tg:2:") || !strstr(e, "test.tg:6:") || !strstr(e, "square"))
+        if (!strstr(e, "test.tg:2:") || !strstr(e, "test.tg:6:") || !strstr(e, "to_square"))
             fail_msg("mode %d: the message names the call and the callee's node: %s", k, e);
         tg_fn_free(f);
     }

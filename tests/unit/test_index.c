@@ -754,6 +754,133 @@ static void test_mask_select_errors(void **state) {
 }
 
 /* Clone re-runs promotion and inference from the normalized attributes. */
+/* ---- index, set_index, inc_index and tg_index_apply / tg_index_update ---- */
+
+#define ARR(v)   ((tg_index){.array = (v)})
+#define INT_(i)  ((tg_index){.slice = {.start = (i), .is_index = true}})
+#define ALL_     ((tg_index){.slice = {.omit = TG_SLICE_OMIT_ALL}})
+#define FROM_(a) ((tg_index){.slice = {.start = (a), .omit = TG_SLICE_NO_STOP | TG_SLICE_NO_STEP}})
+
+static void test_index_values(void **state) {
+    (void)state;
+    /* x = np.arange(24).reshape(2, 3, 4); r = [1, -1, 0]; c = [[2], [0]] */
+    tg_graph *g = tg_graph_new(NULL, "f");
+    tg_var *x = input(g, "x", TG_DT_I32, SHAPE(2, 3, 4));
+    tg_var *r = input(g, "r", TG_DT_I64, SHAPE(3));
+    tg_var *c = input(g, "c", TG_DT_I8, SHAPE(2, 1));
+    tg_var *outs[5] = {
+        tg_index_apply(g, x, (tg_index[]){ARR(r), ARR(c)}, 2),        /* x[r, c]: (2, 3, 4) */
+        tg_index_apply(g, x, (tg_index[]){ARR(r), ALL_, ARR(c)}, 3),  /* x[r, :, c]: (2, 3, 3) */
+        tg_index_apply(g, x, (tg_index[]){ALL_, INT_(1), ARR(r)}, 3), /* x[:, 1, r]: (2, 3) */
+        tg_index_apply(g, x, (tg_index[]){INT_(-1), FROM_(1), ARR(r)},
+                       3), /* x[-1, 1:, r]: (3, 2) */
+        tg_index_update(g, x, (tg_index[]){ARR(r), ARR(c)}, 2, tg_literal_int(g, 100), true),
+    };
+    const int64_t want_nd[4] = {3, 3, 2, 2};
+    const int64_t want_shape[4][3] = {{2, 3, 4}, {2, 3, 3}, {2, 3}, {3, 2}};
+    for (int k = 0; k < 4; k++) {
+        assert_non_null(outs[k]);
+        assert_int_equal(tg_var_ndim(outs[k]), want_nd[k]);
+        for (int d = 0; d < want_nd[k]; d++)
+            assert_int_equal(tg_var_dim(outs[k], d), want_shape[k][d]);
+    }
+    tg_tensor *in[] = {mk_arange(TG_DT_I32, SHAPE(2, 3, 4)),
+                       mk_tensor(TG_DT_I64, SHAPE(3), VALS(1, -1, 0)),
+                       mk_tensor(TG_DT_I8, SHAPE(2, 1), VALS(2, 0))};
+    tg_tensor *res[5] = {NULL};
+    run_ok(g, outs, 5, in, 3, res);
+    /* x[r, c] */
+    check_tensor(res[0], TG_DT_I32, SHAPE(2, 3, 4),
+                 VALS(20, 21, 22, 23, 20, 21, 22, 23, 8, 9, 10, 11, 12, 13, 14, 15, 12, 13, 14, 15,
+                      0, 1, 2, 3),
+                 0);
+    /* x[r, :, c] */
+    check_tensor(res[1], TG_DT_I32, SHAPE(2, 3, 3),
+                 VALS(14, 18, 22, 14, 18, 22, 2, 6, 10, 12, 16, 20, 12, 16, 20, 0, 4, 8), 0);
+    check_tensor(res[2], TG_DT_I32, SHAPE(2, 3), VALS(5, 7, 4, 17, 19, 16), 0); /* x[:, 1, r] */
+    check_tensor(res[3], TG_DT_I32, SHAPE(3, 2), VALS(17, 21, 19, 23, 16, 20),
+                 0); /* x[-1, 1:, r] */
+    /* np.add.at(x, (r, c), 100): (1, 2) and (1, 0) twice each (r = -1 is row 1), (0, 2) and
+     * (0, 0) once */
+    check_tensor(res[4], TG_DT_I32, SHAPE(2, 3, 4),
+                 VALS(100, 101, 102, 103, 4, 5, 6, 7, 108, 109, 110, 111, 212, 213, 214, 215, 16,
+                      17, 18, 19, 220, 221, 222, 223),
+                 0);
+    free_all(in, 3);
+    free_all(res, 5);
+    tg_graph_free(g);
+}
+
+static void test_index_errors(void **state) {
+    (void)state;
+    /* run time: each index is checked against its own axis, never wrapped into the next row */
+    tg_graph *g = tg_graph_new(NULL, "f");
+    tg_var *x = input(g, "x", TG_DT_F32, SHAPE(2, 3));
+    tg_var *r = input(g, "r", TG_DT_I64, SHAPE(2));
+    tg_var *c = input(g, "c", TG_DT_I64, SHAPE(2));
+    tg_var *y =
+        tg_index_update(g, x, (tg_index[]){ARR(r), ARR(c)}, 2, tg_literal_float(g, 1.0), false);
+    tg_tensor *in[] = {mk_arange(TG_DT_F32, SHAPE(2, 3)),
+                       mk_tensor(TG_DT_I64, SHAPE(2), VALS(0, 1)),
+                       mk_tensor(TG_DT_I64, SHAPE(2), VALS(1, 3))};
+    run_fail(g, y, in, 3, TG_EINDEX, "set_index",
+             "index 3 is out of bounds for axis 1 with size 3");
+    free_all(in, 3);
+    tg_graph_free(g);
+
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_F32, SHAPE(2, 3));
+    r = input(g, "r", TG_DT_I64, SHAPE(2));
+    c = input(g, "c", TG_DT_I64, SHAPE(-1));
+    y = tg_index_apply(g, x, (tg_index[]){ARR(r), ARR(c)}, 2);
+    tg_tensor *in2[] = {mk_arange(TG_DT_F32, SHAPE(2, 3)),
+                        mk_tensor(TG_DT_I64, SHAPE(2), VALS(0, 1)),
+                        mk_tensor(TG_DT_I64, SHAPE(3), VALS(0, 1, 2))};
+    run_fail(g, y, in2, 3, TG_EINDEX, "index", "indexing arrays could not be broadcast together");
+    free_all(in2, 3);
+    tg_graph_free(g);
+
+    /* static errors */
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_F32, SHAPE(2, 3));
+    r = input(g, "r", TG_DT_I64, SHAPE(2));
+    y = tg_index_apply(g, x, (tg_index[]){ARR(r), ALL_, INT_(0)}, 3);
+    expect_build_error(g, y, TG_EINDEX,
+                       "too many indices for array: array is 2-dimensional, but 3 were indexed");
+    tg_graph_free(g);
+
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_F32, SHAPE(2, 3));
+    tg_var *m = input(g, "m", TG_DT_BOOL, SHAPE(4));
+    y = tg_index_apply(g, x, (tg_index[]){ALL_, ARR(m)}, 2);
+    expect_build_error(g, y, TG_EINDEX,
+                       "boolean index did not match indexed array along dimension 1; dimension "
+                       "is 3 but corresponding boolean dimension is 4");
+    tg_graph_free(g);
+
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_F32, SHAPE(2, 3));
+    r = input(g, "r", TG_DT_I64, SHAPE(2));
+    y = tg_apply(g, "index", (tg_var *[]){x, r, r}, 3, &TG_A_INTS("axes", ((int64_t[]){1, 0}), 2),
+                 1);
+    expect_build_error(g, y, TG_EINVAL, "index: axes must be increasing, got 0 after 1");
+    tg_graph_free(g);
+
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_F32, SHAPE(2, 3));
+    r = input(g, "r", TG_DT_F32, SHAPE(2));
+    y = tg_apply(g, "index", (tg_var *[]){x, r}, 2, &TG_A_INTS("axes", ((int64_t[]){0}), 1), 1);
+    expect_build_error(g, y, TG_ETYPE, "indices must be integers, got f32[2]");
+    tg_graph_free(g);
+
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_I32, SHAPE(2, 3));
+    r = input(g, "r", TG_DT_I64, SHAPE(2));
+    y = tg_index_update(g, x, (tg_index[]){ARR(r), ARR(r)}, 2, tg_literal_float(g, 0.5), true);
+    expect_build_error(g, y, TG_ETYPE, "cannot add f64 literal into i32 without a cast");
+    tg_graph_free(g);
+}
+
 static void test_clone(void **state) {
     (void)state;
     tg_graph *g = tg_graph_new(NULL, "f");
@@ -799,6 +926,8 @@ int main(void) {
         cmocka_unit_test(test_take_assign_errors),
         cmocka_unit_test(test_mask_select),
         cmocka_unit_test(test_mask_select_errors),
+        cmocka_unit_test(test_index_values),
+        cmocka_unit_test(test_index_errors),
         cmocka_unit_test(test_clone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
