@@ -240,15 +240,20 @@ static void scaled(const tg_node *n, tg_var *v, tg_var **x, double *scale) {
 }
 
 /* log(k erfc(c x)) = log(2k) + log_ndtr(-sqrt(2) c x), since erfc(z) = 2 Phi(-sqrt(2) z).
- * The scale -sqrt(2) c is dropped when it is 1 to within rounding (c = -1/sqrt 2 written as
- * a constant), so a censored normal's log(0.5 * erfc(-x / sqrt(2))) is log_ndtr(x). */
+ * The scale -sqrt(2) c is dropped when it is 1 to within the roundings of x's dtype (c =
+ * -1/sqrt 2 written as a constant), so a censored normal's log(0.5 * erfc(-x / sqrt(2))) is
+ * log_ndtr(x); -1 becomes a neg. */
 static tg_var *ndtr_of(tg_graph *g, const tg_node *n, tg_var *erfc_in, double k) {
     tg_var *x;
     double c;
     scaled(n, erfc_in, &x, &c);
     if (!is_float(x)) return NULL;
-    double z = -1.41421356237309504880 * c;
-    tg_var *r = tg_log_ndtr(g, fabs(z - 1.0) <= 1e-12 ? x : tg_mul(g, x, tg_literal_float(g, z)));
+    /* +-1 to within a few roundings of x's dtype: a constant written for 1/sqrt(2) */
+    double z = -1.41421356237309504880 * c, tol = x->type.dtype == TG_DT_F32 ? 1e-6 : 1e-12;
+    tg_var *arg = fabs(z - 1.0) <= tol   ? x
+                  : fabs(z + 1.0) <= tol ? tg_neg(g, x)
+                                         : tg_mul(g, x, tg_literal_float(g, z));
+    tg_var *r = tg_log_ndtr(g, arg);
     double off = log(2.0 * k);
     return fabs(off) <= 1e-15 ? r : tg_add(g, r, tg_literal_float(g, off));
 }
