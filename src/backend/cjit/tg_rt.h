@@ -185,11 +185,12 @@ static inline int tg_rt_run(tg_rt *rt, const tg_rt_step *step, int n, const int 
  * vectorized than in scalar code. */
 #define TG_RT_MVEC_FUNCS(X)                                                                        \
     X(exp) X(exp2) X(expm1) X(log) X(log2) X(log1p) X(sin) X(cos) X(tan) X(tanh) X(erf) X(erfc)
+/* clang-format off */
 #define TG_RT_MVEC_HELPERS(X)                                                                      \
-    X(tg_rt_sigmoid)                                                                               \
-    X(tg_rt_softplus) X(tg_sf_gammaln) X(tg_sf_digamma) X(tg_sf_polygamma) X(tg_sf_betaln)         \
-        X(tg_sf_xlogy) X(tg_sf_xlog1py) X(tg_sf_log1mexp) X(tg_sf_logaddexp) X(tg_sf_erfcx)        \
-            X(tg_sf_log_ndtr) X(tg_sf_erfinv) X(tg_sf_gammainc) X(tg_sf_gammaincc)
+    X(tg_rt_sigmoid) X(tg_rt_softplus) X(tg_sf_gammaln) X(tg_sf_digamma) X(tg_sf_polygamma)        \
+    X(tg_sf_betaln) X(tg_sf_xlogy) X(tg_sf_xlog1py) X(tg_sf_log1mexp) X(tg_sf_logaddexp)           \
+    X(tg_sf_erfcx) X(tg_sf_log_ndtr) X(tg_sf_erfinv) X(tg_sf_gammainc) X(tg_sf_gammaincc)
+/* clang-format on */
 #if defined(TG_RT_MVEC) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define TG_RT_SIMD __attribute__((__simd__("notinbranch")))
 #define TG_RT_SIMD_DECL(f)                                                                         \
