@@ -299,10 +299,12 @@ TG_API tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, 
 #define TG_UNARY_BUILDERS(X)                                                                       \
     X(neg) X(abs) X(sign) X(exp) X(exp2) X(log) X(log2) X(log1p) X(expm1) X(sqrt) X(rsqrt)       \
     X(sin) X(cos) X(tan) X(tanh) X(sigmoid) X(softplus) X(erf) X(erfc) X(not) X(isnan)           \
-    X(isinf) X(floor) X(ceil) X(round)
+    X(isinf) X(floor) X(ceil) X(round) X(gammaln) X(digamma) X(log1mexp) X(erfcx) X(log_ndtr)    \
+    X(erfinv)
 #define TG_BINARY_BUILDERS(X)                                                                      \
     X(add) X(sub) X(mul) X(div) X(int_div) X(mod) X(pow) X(maximum) X(minimum) X(lt) X(le)       \
-    X(gt) X(ge) X(eq) X(ne) X(and) X(or) X(xor) X(dot) X(matmul) X(outer)
+    X(gt) X(ge) X(eq) X(ne) X(and) X(or) X(xor) X(dot) X(matmul) X(outer) X(polygamma)           \
+    X(betaln) X(xlogy) X(xlog1py) X(logaddexp) X(gammainc) X(gammaincc)
 /* clang-format on */
 #define TG_X_UNARY_DECL(nm)  TG_API tg_var *tg_##nm(tg_graph *g, tg_var *x);
 #define TG_X_BINARY_DECL(nm) TG_API tg_var *tg_##nm(tg_graph *g, tg_var *a, tg_var *b);

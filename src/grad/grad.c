@@ -286,6 +286,12 @@ static tg_status backprop_node(grad_walk *w, tg_node *n) {
     if (op->grad != TG_GRAD_VJP || !op->vjp)
         return tg_grad_fail(g, TG_EUNSUPPORTED, "grad: %s (node %d%s) has no gradient", op->name,
                             n->id, where);
+    for (int k = 0; k < n->nin; k++)
+        if ((op->grad_undefined >> k & 1u) && w->needed[n->in[k]->id])
+            return tg_grad_fail(g, TG_EUNSUPPORTED,
+                                "grad: %s (node %d%s) has no gradient with respect to its "
+                                "input %d",
+                                op->name, n->id, where, k);
     size_t isz = sizeof(tg_var *) * (size_t)(n->nin + 1);
     size_t osz = sizeof(tg_var *) * (size_t)(n->nout + 1);
     tg_var **gin = tg_mem_calloc(g->ctx, isz), **gout = tg_mem_calloc(g->ctx, osz);

@@ -356,8 +356,12 @@ typedef struct tg_op_def {
     /* The kernel creates its outputs itself: their extents depend on input values
      * (arange from tensors, boolean masks), so run-time inference may leave -1. */
     uint8_t self_alloc;
-    uint8_t grad;             /* tg_grad_kind */
-    tg_vjp_fn vjp;            /* with TG_GRAD_VJP */
+    uint8_t grad;  /* tg_grad_kind */
+    tg_vjp_fn vjp; /* with TG_GRAD_VJP */
+    /* With TG_GRAD_VJP: bit i set where the derivative with respect to input i has no
+     * formula tgraph implements (gammainc's shape parameter): a gradient asked through that
+     * input is an error naming it, while the other inputs differentiate as usual. */
+    uint32_t grad_undefined;
     tg_reduce_def reduce;     /* reductions and the softmax family: the computation as data */
     uint8_t blas;             /* tg_blas_form: the BLAS call a lowered op is */
     uint8_t effects;          /* TG_EFFECT_* bits (0: pure) */

@@ -22,6 +22,12 @@
  *  - int_div, mod and pow take bool inputs as i8 (NumPy has no bool loop for them);
  *    sub, neg and sign refuse bool, as NumPy does.
  *  - isnan/isinf of bool and integers are false.
+ *  - The special functions gammaln digamma polygamma betaln xlogy xlog1py log1mexp
+ *    logaddexp erfcx log_ndtr erfinv gammainc gammaincc are SciPy's (NumPy's logaddexp),
+ *    computed in double by src/core/specfun.h, which the C JIT's prelude carries too; their
+ *    inputs promote as the unary math's do (integers become floats). polygamma(n, x) takes
+ *    n as its first input, as scipy.special.polygamma does: NaN unless n is a non-negative
+ *    integer.
  *  - where(cond, a, b): cond is converted to bool (x != 0), a and b promote together.
  *  - cast(x, dtype=...): float -> int truncates toward zero; NaN gives 0 and values out
  *    of the target's range saturate (the rule of core's tg_store_f64, also JAX's; NumPy's
@@ -31,6 +37,8 @@
  * happens only in uint64), float ones compute in double.
  */
 #include "ops.h"
+
+#include "../core/specfun.h"
 
 #include <math.h>
 
@@ -228,6 +236,22 @@ static double f_softplus(const double *x) {
     double v = x[0];
     return v > 0.0 ? v + log1p(exp(-v)) : log1p(exp(v));
 }
+
+/* ---- special functions (src/core/specfun.h, SciPy's semantics) ---- */
+
+static double f_gammaln(const double *x) { return tg_sf_gammaln(x[0]); }
+static double f_digamma(const double *x) { return tg_sf_digamma(x[0]); }
+static double f_polygamma(const double *x) { return tg_sf_polygamma(x[0], x[1]); }
+static double f_betaln(const double *x) { return tg_sf_betaln(x[0], x[1]); }
+static double f_xlogy(const double *x) { return tg_sf_xlogy(x[0], x[1]); }
+static double f_xlog1py(const double *x) { return tg_sf_xlog1py(x[0], x[1]); }
+static double f_log1mexp(const double *x) { return tg_sf_log1mexp(x[0]); }
+static double f_logaddexp(const double *x) { return tg_sf_logaddexp(x[0], x[1]); }
+static double f_erfcx(const double *x) { return tg_sf_erfcx(x[0]); }
+static double f_log_ndtr(const double *x) { return tg_sf_log_ndtr(x[0]); }
+static double f_erfinv(const double *x) { return tg_sf_erfinv(x[0]); }
+static double f_gammainc(const double *x) { return tg_sf_gammainc(x[0], x[1]); }
+static double f_gammaincc(const double *x) { return tg_sf_gammaincc(x[0], x[1]); }
 
 /* ---- comparisons and predicates (bool result) ---- */
 
@@ -600,6 +624,107 @@ static tg_status vjp_cast(tg_graph *g, const tg_node *n, tg_var *const *gout, tg
     if (!in_float(n, 0) || !tg_dtype_is_float((tg_dtype)ct->type.dtype)) return TG_OK;
     gin[0] = ct->type.dtype == x->type.dtype ? ct : tg_cast(g, ct, (tg_dtype)x->type.dtype);
     return tg_graph_status(g);
+}
+
+/* d gammaln(x) = digamma(x); d digamma(x) = polygamma(1, x) */
+static tg_status vjp_gammaln(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, tg_digamma(g, n->in[0]));
+}
+
+static tg_status vjp_digamma(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return chain1(g, n, gout, gin, tg_polygamma(g, lit(g, 1.0), n->in[0]));
+}
+
+/* polygamma(n, x): d/dx = polygamma(n + 1, x); n is integer-valued: zero */
+static tg_status vjp_polygamma(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *m = n->in[0];
+    if (in_float(n, 0)) gin[0] = tg_grad_zeros_like(g, m);
+    put(g, n, gin, 1, tg_mul(g, gout[0], tg_polygamma(g, tg_add(g, m, lit(g, 1.0)), n->in[1])));
+    return tg_graph_status(g);
+}
+
+/* betaln(a, b): d/da = digamma(a) - digamma(a + b), d/db likewise */
+static tg_status vjp_betaln(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *a = n->in[0], *b = n->in[1], *dab = tg_digamma(g, tg_add(g, a, b));
+    put(g, n, gin, 0, tg_mul(g, gout[0], tg_sub(g, tg_digamma(g, a), dab)));
+    put(g, n, gin, 1, tg_mul(g, gout[0], tg_sub(g, tg_digamma(g, b), dab)));
+    return tg_graph_status(g);
+}
+
+/* xlogy(x, y): d/dx = log(y); d/dy = x / y, taken as 0 where x == 0 (where the value is
+ * 0 whatever y is, so xlogy(0, 0) has a finite gradient); xlog1py with log1p and 1 + y */
+static tg_status vjp_xlogy_common(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
+                                  bool one_plus) {
+    tg_var *x = n->in[0], *y = n->in[1], *ct = gout[0], *zero = lit(g, 0.0);
+    tg_var *den = one_plus ? tg_add(g, y, lit(g, 1.0)) : y;
+    put(g, n, gin, 0, tg_mul(g, ct, one_plus ? tg_log1p(g, y) : tg_log(g, y)));
+    tg_var *dy = tg_where(g, tg_eq(g, x, zero), zero, tg_div(g, x, den));
+    put(g, n, gin, 1, tg_mul(g, ct, dy));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_xlogy(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return vjp_xlogy_common(g, n, gout, gin, false);
+}
+
+static tg_status vjp_xlog1py(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return vjp_xlogy_common(g, n, gout, gin, true);
+}
+
+/* d log(1 - exp(x)) = -exp(x) / (1 - exp(x)) = 1 / expm1(-x) negated */
+static tg_status vjp_log1mexp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *d = tg_neg(g, tg_expm1(g, tg_neg(g, n->in[0])));
+    put(g, n, gin, 0, tg_div(g, gout[0], d));
+    return tg_graph_status(g);
+}
+
+/* logaddexp(a, b) = y: d/da = exp(a - y), d/db = exp(b - y) (1/2 each where a == b) */
+static tg_status vjp_logaddexp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *y = n->out[0];
+    put(g, n, gin, 0, tg_mul(g, gout[0], tg_exp(g, tg_sub(g, n->in[0], y))));
+    put(g, n, gin, 1, tg_mul(g, gout[0], tg_exp(g, tg_sub(g, n->in[1], y))));
+    return tg_graph_status(g);
+}
+
+/* d erfcx(x) = 2 x erfcx(x) - 2 / sqrt(pi) */
+static tg_status vjp_erfcx(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *d = tg_sub(g, tg_mul(g, tg_mul(g, n->in[0], n->out[0]), lit(g, 2.0)),
+                       lit(g, 1.12837916709551257390));
+    return chain1(g, n, gout, gin, d);
+}
+
+/* d log Phi(x) = phi(x) / Phi(x) = sqrt(2 / pi) / erfcx(-x / sqrt 2), finite everywhere */
+static tg_status vjp_log_ndtr(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *e = tg_erfcx(g, tg_mul(g, n->in[0], lit(g, -0.70710678118654752440)));
+    put(g, n, gin, 0, tg_div(g, tg_mul(g, gout[0], lit(g, 0.79788456080286535588)), e));
+    return tg_graph_status(g);
+}
+
+/* d erfinv(y) = sqrt(pi) / 2 exp(erfinv(y)^2) */
+static tg_status vjp_erfinv(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *x = n->out[0];
+    return chain1(g, n, gout, gin,
+                  tg_mul(g, tg_exp(g, tg_mul(g, x, x)), lit(g, 0.88622692545275801365)));
+}
+
+/* gammainc(a, x): d/dx = x^(a-1) e^-x / Gamma(a) (the gamma density), negated for
+ * gammaincc. The derivative in a has no closed form: asking for it is an error
+ * (.grad_undefined). */
+static tg_status vjp_igam(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
+                          double sign) {
+    tg_var *a = n->in[0], *x = n->in[1];
+    tg_var *l =
+        tg_sub(g, tg_sub(g, tg_xlogy(g, tg_sub(g, a, lit(g, 1.0)), x), x), tg_gammaln(g, a));
+    put(g, n, gin, 1, tg_mul(g, gout[0], tg_mul(g, tg_exp(g, l), lit(g, sign))));
+    return tg_graph_status(g);
+}
+
+static tg_status vjp_gammainc(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return vjp_igam(g, n, gout, gin, 1.0);
+}
+
+static tg_status vjp_gammaincc(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    return vjp_igam(g, n, gout, gin, -1.0);
 }
 
 /* The same C expression for every integer dtype (records' c_expr, read by the C JIT). */
@@ -1012,5 +1137,110 @@ const tg_op_def tg_op_cast = {
                 [TG_DT_I64] = "tg_rt_cast_i64(%0)", [TG_DT_U8] = "tg_rt_cast_u8(%0)",
                 [TG_DT_F32] = "tg_rt_cast_f32(%0)", [TG_DT_F64] = "tg_rt_cast_f64(%0)"},
     .grad = TG_GRAD_VJP, .vjp = vjp_cast,
+};
+const tg_op_def tg_op_gammaln = {
+    .name = "gammaln", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_gammaln, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_gammaln((double)%0)", [TG_DT_F64] = "tg_sf_gammaln(%0)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_gammaln,
+};
+
+const tg_op_def tg_op_digamma = {
+    .name = "digamma", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_digamma, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_digamma((double)%0)", [TG_DT_F64] = "tg_sf_digamma(%0)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_digamma,
+};
+
+const tg_op_def tg_op_polygamma = {
+    .name = "polygamma", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_polygamma, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_polygamma((double)%0, (double)%1)", [TG_DT_F64] = "tg_sf_polygamma(%0, %1)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_polygamma,
+};
+
+const tg_op_def tg_op_betaln = {
+    .name = "betaln", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_betaln, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_betaln((double)%0, (double)%1)", [TG_DT_F64] = "tg_sf_betaln(%0, %1)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_betaln,
+};
+
+const tg_op_def tg_op_xlogy = {
+    .name = "xlogy", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_xlogy, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_xlogy((double)%0, (double)%1)", [TG_DT_F64] = "tg_sf_xlogy(%0, %1)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_xlogy,
+};
+
+const tg_op_def tg_op_xlog1py = {
+    .name = "xlog1py", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_xlog1py, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_xlog1py((double)%0, (double)%1)", [TG_DT_F64] = "tg_sf_xlog1py(%0, %1)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_xlog1py,
+};
+
+const tg_op_def tg_op_log1mexp = {
+    .name = "log1mexp", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_log1mexp, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_log1mexp((double)%0)", [TG_DT_F64] = "tg_sf_log1mexp(%0)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_log1mexp,
+};
+
+const tg_op_def tg_op_logaddexp = {
+    .name = "logaddexp", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_logaddexp, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_logaddexp((double)%0, (double)%1)", [TG_DT_F64] = "tg_sf_logaddexp(%0, %1)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_logaddexp,
+};
+
+const tg_op_def tg_op_erfcx = {
+    .name = "erfcx", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_erfcx, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_erfcx((double)%0)", [TG_DT_F64] = "tg_sf_erfcx(%0)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_erfcx,
+};
+
+const tg_op_def tg_op_log_ndtr = {
+    .name = "log_ndtr", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_log_ndtr, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_log_ndtr((double)%0)", [TG_DT_F64] = "tg_sf_log_ndtr(%0)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_log_ndtr,
+};
+
+const tg_op_def tg_op_erfinv = {
+    .name = "erfinv", .min_in = 1, .max_in = 1, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_erfinv, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_erfinv((double)%0)", [TG_DT_F64] = "tg_sf_erfinv(%0)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_erfinv,
+};
+
+const tg_op_def tg_op_gammainc = {
+    .name = "gammainc", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_gammainc, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_gammainc((double)%0, (double)%1)", [TG_DT_F64] = "tg_sf_gammainc(%0, %1)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_gammainc,
+    .grad_undefined = 1u << 0, /* no derivative in a */
+};
+
+const tg_op_def tg_op_gammaincc = {
+    .name = "gammaincc", .min_in = 2, .max_in = 2, .nout = 1, .kind = TG_KIND_ELEMWISE,
+    .promote = tg_ew_promote, .infer = tg_ew_infer, .ref = tg_ew_ref,
+    .ew = {f_gammaincc, NULL, TG_EW_BOOL | TG_EW_INT | TG_EW_FLOAT | TG_EW_TOFLOAT},
+    .c_expr = {[TG_DT_F32] = "(float)tg_sf_gammaincc((double)%0, (double)%1)", [TG_DT_F64] = "tg_sf_gammaincc(%0, %1)"},
+    .grad = TG_GRAD_VJP, .vjp = vjp_gammaincc,
+    .grad_undefined = 1u << 0, /* no derivative in a */
 };
 /* clang-format on */

@@ -16,7 +16,11 @@
     X(ROUND, round) X(LT, lt) X(LE, le) X(GT, gt) X(GE, ge) X(EQ, eq) X(NE, ne)            \
     X(AND, and) X(OR, or) X(XOR, xor) X(NOT, not) X(ISNAN, isnan) X(ISINF, isinf)          \
     X(CLIP, clip) X(WHERE, where) X(CAST, cast) X(LEFT_SHIFT, left_shift)                  \
-    X(RIGHT_SHIFT, right_shift)
+    X(RIGHT_SHIFT, right_shift)                                                            \
+    X(GAMMALN, gammaln) X(DIGAMMA, digamma) X(POLYGAMMA, polygamma) X(BETALN, betaln)      \
+    X(XLOGY, xlogy) X(XLOG1PY, xlog1py) X(LOG1MEXP, log1mexp) X(LOGADDEXP, logaddexp)      \
+    X(ERFCX, erfcx) X(LOG_NDTR, log_ndtr) X(ERFINV, erfinv) X(GAMMAINC, gammainc)          \
+    X(GAMMAINCC, gammaincc)
 
 #define TG_OPS_REDUCE(X)                                                                   \
     X(SUM, sum) X(PROD, prod) X(MEAN, mean) X(MAX, max) X(MIN, min) X(ARGMAX, argmax)      \

@@ -11,6 +11,16 @@
  *   log(sum(exp(x), axis, keepdims)) -> logsumexp(x, axis, keepdims)     logsumexp
  *   log(div(exp(x), sum(exp(x), axis=a, keepdims=true))) -> log_softmax(x, axis=a)
  *                                                           log_softmax_div
+ *   log(sub(1, exp(x))), log1p(neg(exp(x))), log(neg(expm1(x))) -> log1mexp(x)   log1mexp
+ *   log(add(exp(a), exp(b)))     -> logaddexp(a, b)         logaddexp
+ *   log(erfc(x))                 -> add(log_ndtr(mul(x, -sqrt 2)), log 2)        log_erfc
+ *   log(mul(k, erfc(mul(x, c)))), k > 0 and c constants (also mul(c, x), div(x, c) and
+ *     negations): log_ndtr(x) when k = 1/2 and c = -1/sqrt 2 (the normal CDF's log,
+ *     a censored normal's tail), else add(log_ndtr(mul(x, -sqrt 2 c)), log(2 k))  log_ndtr
+ * log_ndtr's lower tail is log(erfcx(z / sqrt 2) / 2) - z^2 / 2 (src/core/specfun.h):
+ * log(erfc(x)) for large x is log(erfcx(x)) - x^2 through it, finite where erfc underflows,
+ * and, unlike a where() between that form and log(erfc(x)), its gradient is finite too
+ * (the unselected branch of a where would give 0 * inf).
  *
  * Invariants:
  *  - A "1" is a constant every element of which is 1 (tg_rw_is_const) and whose
@@ -29,6 +39,8 @@
  *    device than the log stays as it is, so no work moves between devices.
  */
 #include "rewrite.h"
+
+#include <math.h>
 
 /* The node producing v when it is output 0 of an `op` node on the device of n (the node
  * being rewritten), else NULL: a rule folds the producer's work into what it builds in n's
@@ -163,6 +175,110 @@ static tg_var *rw_log_softmax_div(tg_rw *rw, tg_node *n) {
     return m ? same_type(n, m->out[0]) : NULL;
 }
 
+/* log(sub(1, exp(x))) -> log1mexp(x) */
+static tg_var *rw_log1mexp(tg_rw *rw, tg_node *n) {
+    tg_node *d = producer(n, n->in[0], TG_OP_SUB);
+    if (!d || d->nin != 2 || !other_of_one(d, 0)) return NULL;
+    tg_node *ex = producer(n, d->in[1], TG_OP_EXP);
+    if (!ex || !is_float(d->in[1])) return NULL;
+    return same_type(n, tg_log1mexp(tg_rw_graph(rw), ex->in[0]));
+}
+
+/* log1p(neg(exp(x))) -> log1mexp(x) */
+static tg_var *rw_log1p_negexp(tg_rw *rw, tg_node *n) {
+    tg_node *ng = producer(n, n->in[0], TG_OP_NEG);
+    tg_node *ex = ng ? producer(n, ng->in[0], TG_OP_EXP) : NULL;
+    if (!ex || !is_float(ng->in[0])) return NULL;
+    return same_type(n, tg_log1mexp(tg_rw_graph(rw), ex->in[0]));
+}
+
+/* log(neg(expm1(x))) -> log1mexp(x) (what the expm1 rule leaves of log(-(exp(x) - 1))) */
+static tg_var *rw_log_negexpm1(tg_rw *rw, tg_node *n) {
+    tg_node *ng = producer(n, n->in[0], TG_OP_NEG);
+    tg_node *em = ng ? producer(n, ng->in[0], TG_OP_EXPM1) : NULL;
+    if (!em || !is_float(ng->in[0])) return NULL;
+    return same_type(n, tg_log1mexp(tg_rw_graph(rw), em->in[0]));
+}
+
+/* log(add(exp(a), exp(b))) -> logaddexp(a, b): both broadcast the same way */
+static tg_var *rw_logaddexp(tg_rw *rw, tg_node *n) {
+    tg_node *s = producer(n, n->in[0], TG_OP_ADD);
+    if (!s || s->nin != 2) return NULL;
+    tg_node *ea = producer(n, s->in[0], TG_OP_EXP), *eb = producer(n, s->in[1], TG_OP_EXP);
+    if (!ea || !eb || !is_float(s->in[0]) || !is_float(s->in[1])) return NULL;
+    return same_type(n, tg_logaddexp(tg_rw_graph(rw), ea->in[0], eb->in[0]));
+}
+
+/* v = x * scale, through mul by a constant (either side), div by a constant and neg, on
+ * n's device; x and the scale in *x and *scale (v itself and 1 when v is none of them). */
+static void scaled(const tg_node *n, tg_var *v, tg_var **x, double *scale) {
+    double s = 1.0, c;
+    for (;;) {
+        tg_node *m;
+        if ((m = producer(n, v, TG_OP_NEG)) != NULL) {
+            s = -s;
+            v = m->in[0];
+        } else if ((m = producer(n, v, TG_OP_MUL)) != NULL && m->nin == 2 &&
+                   tg_rw_const_value(m->in[1], &c) && tg_rw_same_type(m->in[0], m->out[0])) {
+            s *= c;
+            v = m->in[0];
+        } else if (m && m->nin == 2 && tg_rw_const_value(m->in[0], &c) &&
+                   tg_rw_same_type(m->in[1], m->out[0])) {
+            s *= c;
+            v = m->in[1];
+        } else if ((m = producer(n, v, TG_OP_DIV)) != NULL && m->nin == 2 &&
+                   tg_rw_const_value(m->in[1], &c) && c != 0.0 &&
+                   tg_rw_same_type(m->in[0], m->out[0])) {
+            s /= c;
+            v = m->in[0];
+        } else {
+            break;
+        }
+    }
+    *x = v;
+    *scale = s;
+}
+
+/* log(k erfc(c x)) = log(2k) + log_ndtr(-sqrt(2) c x), since erfc(z) = 2 Phi(-sqrt(2) z).
+ * The scale -sqrt(2) c is dropped when it is 1 to within the roundings of x's dtype (c =
+ * -1/sqrt 2 written as a constant), so a censored normal's log(0.5 * erfc(-x / sqrt(2))) is
+ * log_ndtr(x); -1 becomes a neg. */
+static tg_var *ndtr_of(tg_graph *g, const tg_node *n, tg_var *erfc_in, double k) {
+    tg_var *x;
+    double c;
+    scaled(n, erfc_in, &x, &c);
+    if (!is_float(x)) return NULL;
+    /* +-1 to within a few roundings of x's dtype: a constant written for 1/sqrt(2) */
+    double z = -1.41421356237309504880 * c, tol = x->type.dtype == TG_DT_F32 ? 1e-6 : 1e-12;
+    tg_var *arg = fabs(z - 1.0) <= tol   ? x
+                  : fabs(z + 1.0) <= tol ? tg_neg(g, x)
+                                         : tg_mul(g, x, tg_literal_float(g, z));
+    tg_var *r = tg_log_ndtr(g, arg);
+    double off = log(2.0 * k);
+    return fabs(off) <= 1e-15 ? r : tg_add(g, r, tg_literal_float(g, off));
+}
+
+/* log(erfc(v)) -> log_ndtr form (see ndtr_of), for float v */
+static tg_var *rw_log_erfc(tg_rw *rw, tg_node *n) {
+    tg_node *e = producer(n, n->in[0], TG_OP_ERFC);
+    if (!e || !is_float(n->in[0])) return NULL;
+    return same_type(n, ndtr_of(tg_rw_graph(rw), n, e->in[0], 1.0));
+}
+
+/* log(mul(k, erfc(v))) or log(mul(erfc(v), k)) with a constant k > 0 -> log_ndtr form */
+static tg_var *rw_log_ndtr(tg_rw *rw, tg_node *n) {
+    tg_node *m = producer(n, n->in[0], TG_OP_MUL);
+    if (!m || m->nin != 2) return NULL;
+    for (int side = 0; side < 2; side++) {
+        double k;
+        tg_node *e = producer(n, m->in[side], TG_OP_ERFC);
+        if (e && is_float(m->in[side]) && tg_rw_const_value(m->in[1 - side], &k) && k > 0.0 &&
+            isfinite(k) && tg_rw_same_type(m->in[side], m->out[0]))
+            return same_type(n, ndtr_of(tg_rw_graph(rw), n, e->in[0], k));
+    }
+    return NULL;
+}
+
 /* Order matters among the rules rooted at log: softplus before log1p. */
 static const tg_rule stabilize_rules[] = {
     {"softplus", TG_OP_LOG, rw_softplus},
@@ -172,7 +288,13 @@ static const tg_rule stabilize_rules[] = {
     {"log_softmax", TG_OP_LOG, rw_log_softmax},
     {"logsumexp", TG_OP_LOG, rw_logsumexp},
     {"log_softmax_div", TG_OP_LOG, rw_log_softmax_div},
+    {"log1mexp", TG_OP_LOG, rw_log1mexp},
+    {"log1mexp_expm1", TG_OP_LOG, rw_log_negexpm1},
+    {"logaddexp", TG_OP_LOG, rw_logaddexp},
+    {"log_erfc", TG_OP_LOG, rw_log_erfc},
+    {"log_ndtr", TG_OP_LOG, rw_log_ndtr},
     {"log1p_exp", TG_OP_LOG1P, rw_log1p_exp},
+    {"log1mexp_log1p", TG_OP_LOG1P, rw_log1p_negexp},
     {"expm1", TG_OP_SUB, rw_expm1},
 };
 

@@ -2166,6 +2166,93 @@ def gen_einsum(S):
         case(p, "rows", "ij->i", [M], ["M"], dt)
         case(p, "mixed", "ij,jk->ik", [M, N.astype(np.int64) if dt == "i8" else N],
              ["M", "cast(N, dtype=\"i64\")" if dt == "i8" else "N"], dt)
+def _special_oracles():
+    """The special functions' oracles (scipy.special; NumPy's logaddexp; log1mexp, which
+    SciPy lacks, as log(-expm1(x)) and log1p(-exp(x)) on each side of -log 2), in double:
+    name -> (arity, oracle, input domains). None without SciPy."""
+    try:
+        import scipy.special as sp
+    except ImportError:
+        return None
+
+    def log1mexp(x):
+        with np.errstate(all="ignore"):
+            return np.where(x > -np.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+    return {
+        "gammaln": (1, sp.gammaln, ("wide",)),
+        "digamma": (1, sp.psi, ("wide",)),
+        "polygamma": (2, sp.polygamma, ("order", "wide")),
+        "betaln": (2, sp.betaln, ("pos", "pos")),
+        "xlogy": (2, sp.xlogy, ("real", "pos")),
+        "xlog1py": (2, sp.xlog1py, ("real", "gt-1")),
+        "log1mexp": (1, log1mexp, ("neg",)),
+        "logaddexp": (2, np.logaddexp, ("wide", "wide")),
+        "erfcx": (1, sp.erfcx, ("wide",)),
+        "log_ndtr": (1, sp.log_ndtr, ("wide",)),
+        "erfinv": (1, sp.erfinv, ("unit",)),
+        "gammainc": (2, sp.gammainc, ("pos", "pos")),
+        "gammaincc": (2, sp.gammaincc, ("pos", "pos")),
+    }
+
+
+def gen_special(S):
+    # gammaln ... gammaincc against scipy.special: f32 and f64 (computed in double and
+    # rounded once, as the oracle's double result cast), integer and bool inputs promoted
+    # as the unary math's, broadcasting, special values, and weak literals. The error is
+    # relative, absolute below magnitude 1 (scale=1), 1e-11 in f64. Their accuracy over
+    # 1e5 points each is special_accuracy.py's business.
+    ops = _special_oracles()
+    if ops is None:
+        print("note: scipy not found (Debian: python3-scipy): special functions skipped")
+        return
+
+    def dom(dt, shape, kind):
+        if kind == "order":
+            return S.rng.integers(0, 4, size=shape).astype(npdt(dt if dt in INTS else "i32"))
+        if dt not in FLOATS:
+            return S.data(dt, shape, "pos" if kind in ("pos", "gt-1") else "real")
+        if kind == "neg":
+            return -S.data(dt, shape, "pos")
+        return S.data(dt, shape, kind)
+
+    def expect(fn, args, out_dt):
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(*[f64(a) for a in args])).astype(npdt(out_dt))
+
+    specials = {"wide": SPECIAL_F + [1.0, 2.0, -1.0, -2.5, 40.0, -40.0],
+                "real": SPECIAL_F + [1.0], "pos": [np.nan, np.inf, 0.0, 1e-30, 1.0],
+                "gt-1": [np.nan, np.inf, -1.0, 0.0], "neg": [np.nan, -np.inf, 0.0, -0.0, 1.0],
+                "unit": [np.nan, 1.0, -1.0, 0.0, -0.0, 1.5], "order": []}
+    for dt in FLOATS + ["i32", "i8", "bool"]:
+        for shape in [(), (7,), (3, 4)]:
+            name = "special_%s_%s" % (dt, "x".join(map(str, shape)) or "0d")
+            for op, (nin, fn, kinds) in ops.items():
+                args = [dom(dt, shape, k) for k in kinds]
+                if dt in FLOATS and shape == (3, 4):
+                    args = [a if k == "order" else S.sprinkle(a, specials[k])
+                            for a, k in zip(args, kinds)]
+                if nin == 2 and shape == (3, 4):  # broadcast the first input along rows
+                    args[0] = args[0][:1]
+                params = [("x%d" % i, a, tgtype(a, (0,) if a.ndim == 2 and a.shape[0] > 1
+                                                 else ())) for i, a in enumerate(args)]
+                p = S.program("%s_%s" % (name, op), *params)
+                out_dt = float_for(NP2TG[np.result_type(*[a.dtype for a in args])])
+                call = "%s(%s)" % (op, ", ".join("x%d" % i for i in range(nin)))
+                p.case(op, call, expect(fn, args, out_dt), rtol=1e-11 if out_dt == "f64"
+                       else None, scale=1.0)
+                if nin == 2 and dt in FLOATS and kinds[0] in ("order", "real", "pos"):
+                    k = 1 if kinds[0] != "real" else 0
+                    p.case(op + "_lit", "%s(%d, x1)" % (op, k),
+                           expect(fn, [np.asarray(float(k)), args[1]], dt),
+                           rtol=1e-11 if dt == "f64" else None, scale=1.0)
+    # the tails the ops exist for
+    x = np.array([-40.0, -1e3, -1e5, 10.0, 40.0, np.inf, -np.inf])
+    p = S.program("special_tails", ("x", x))
+    p.case("log_ndtr", "log_ndtr(x)", expect(ops["log_ndtr"][1], [x], "f64"), rtol=1e-11,
+           scale=1.0)
+    p.case("erfcx", "erfcx(x)", expect(ops["erfcx"][1], [x], "f64"), rtol=1e-11, scale=1.0)
+    p.case("log1mexp", "log1mexp(neg(abs(x)))", expect(ops["log1mexp"][1], [-np.abs(x)], "f64"),
+           rtol=1e-11, scale=1.0)
 
 
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
@@ -2173,6 +2260,7 @@ GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce,
               gen_composed, gen_npy_layouts, gen_blas, gen_lapack,
               gen_cumulative, gen_sort, gen_conveniences, gen_einsum,
               gen_advanced_index]
+              gen_cumulative, gen_sort, gen_special]
 
 
 def generate(seed, sample, rng_seed=None, replace=None):

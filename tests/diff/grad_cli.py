@@ -361,6 +361,41 @@ def garch_ll(v):
         ll -= 0.5 * (np.log(s2) + r * r / s2)
     return ll
 
+
+def _special_loss(v):
+    import scipy.special as sp
+    x, w = v["x"], v["w"]
+    a, b, u = np.exp(0.5 * x) + 0.5, np.exp(0.5 * w) + 0.5, 1 / (1 + np.exp(-x))
+    terms = [sp.gammaln(a) * w, sp.psi(a) * w, sp.polygamma(2, a) * w, sp.betaln(a, b) * w,
+             sp.xlogy(x, a) * w, sp.xlog1py(w, u) * x, np.log(-np.expm1(-a)) * w,
+             np.logaddexp(x, w) * w, sp.erfcx(x) * w, sp.log_ndtr(3 * x) * w,
+             sp.erfinv(1.8 * u - 0.9) * w, sp.gammainc(2.5, a) * w, sp.gammaincc(1.5, b) * x]
+    return sum(np.sum(t) for t in terms)
+
+
+try:
+    import scipy.special  # noqa: F401  (the special functions' case needs its oracle)
+    CASES.append(
+        ("special_functions", """
+func main(x: f64[3,4], w: f64[3,4]) {
+  a = add(exp(mul(x, 0.5)), 0.5)
+  b = add(exp(mul(w, 0.5)), 0.5)
+  u = sigmoid(x)
+  l1 = add(sum(mul(gammaln(a), w)), sum(mul(digamma(a), w)))
+  l2 = add(sum(mul(polygamma(2, a), w)), sum(mul(betaln(a, b), w)))
+  l3 = add(sum(mul(xlogy(x, a), w)), sum(mul(xlog1py(w, u), x)))
+  l4 = add(sum(mul(log1mexp(neg(a)), w)), sum(mul(logaddexp(x, w), w)))
+  l5 = add(sum(mul(erfcx(x), w)), sum(mul(log_ndtr(mul(x, 3)), w)))
+  l6 = add(sum(mul(erfinv(sub(mul(u, 1.8), 0.9)), w)), sum(mul(gammainc(2.5, a), w)))
+  l7 = sum(mul(gammaincc(1.5, b), x))
+  loss = add(add(add(l1, l2), add(l3, l4)), add(add(l5, l6), l7))
+  gx, gw = grad(loss, x, w)
+  return loss, gx, gw
+}""", {"x": (3, 4), "w": (3, 4)}, _special_loss, ["x", "w"]))
+except ImportError:
+    print("note: scipy not found (Debian: python3-scipy): the special functions' case is "
+          "skipped")
+
 # jacobian and hessian forms: (name, program, input shapes, NumPy function, wrt, kind); the
 # program returns J<w> (kind "jacobian", the NumPy function gives the value) or H<w> (kind
 # "hessian", the NumPy function gives the 0-d cost) for each w.

@@ -328,6 +328,73 @@ static void test_logsumexp(void **state) {
     check_case(&all);
 }
 
+static tg_var *b_log1mexp(tg_graph *g, tg_var *x) {
+    return tg_log(g, tg_sub(g, tg_literal_int(g, 1), tg_exp(g, x)));
+}
+static tg_var *b_log1mexp_log1p(tg_graph *g, tg_var *x) {
+    return tg_log1p(g, tg_neg(g, tg_exp(g, x)));
+}
+
+/* log(1 - exp(x)) becomes log1mexp(x): as written it is -inf at -1e-20 (1 - exp rounds
+ * to 0) and 0 at -50 */
+static void test_log1mexp(void **state) {
+    (void)state;
+    const double xs[] = {-1e-20, -1e-10, -0.5, -50.0};
+    const double want[] = {-46.051701859880914, -23.025850929990458, -0.9327521295671886,
+                           -1.9287498479639178e-22};
+    rule_case c = {"log1mexp", TG_DT_F64,      1,         SHAPE(4), xs, want, 4,
+                   b_log1mexp, TG_OP_LOG1MEXP, TG_OP_EXP, 1e-12};
+    check_case(&c);
+    c.name = "log1mexp (log1p)";
+    c.build = b_log1mexp_log1p;
+    check_case(&c);
+}
+
+static tg_var *b_logaddexp(tg_graph *g, tg_var *x) {
+    tg_var *b = tg_mul(g, x, tg_literal_float(g, -0.5));
+    return tg_log(g, tg_add(g, tg_exp(g, x), tg_exp(g, b)));
+}
+
+/* log(exp(x) + exp(-x/2)) becomes logaddexp(x, -x/2): inf as written at +-1000 */
+static void test_logaddexp(void **state) {
+    (void)state;
+    const double xs[] = {1000.0, -1000.0, 0.5, 30.0};
+    const double want[] = {1000.0, 500.0, 0.8868710061149, 30.0};
+    rule_case c = {"logaddexp", TG_DT_F64,       1,         SHAPE(4), xs, want, 4,
+                   b_logaddexp, TG_OP_LOGADDEXP, TG_OP_EXP, 1e-12};
+    check_case(&c);
+}
+
+static tg_var *b_log_erfc(tg_graph *g, tg_var *x) { return tg_log(g, tg_erfc(g, x)); }
+
+/* log(erfc(x)) goes through log_ndtr (its lower tail through erfcx): -inf as written at 40 */
+static void test_log_erfc(void **state) {
+    (void)state;
+    const double xs[] = {40.0, 100.0, 0.5, -3.0};
+    const double want[] = {-1604.2615566532736, -10005.177585122665, -0.7350111298370844,
+                           0.6931361352504468};
+    rule_case c = {"log_erfc", TG_DT_F64,      1,          SHAPE(4), xs, want, 4,
+                   b_log_erfc, TG_OP_LOG_NDTR, TG_OP_ERFC, 1e-12};
+    check_case(&c);
+}
+
+static tg_var *b_log_ndtr(tg_graph *g, tg_var *x) {
+    tg_var *z = tg_div(g, tg_neg(g, x), tg_literal_float(g, 1.4142135623730951));
+    return tg_log(g, tg_mul(g, tg_literal_float(g, 0.5), tg_erfc(g, z)));
+}
+
+/* A censored normal's log(0.5 * erfc(-x / sqrt 2)) becomes log_ndtr(x): -inf as written at
+ * -40 */
+static void test_log_ndtr(void **state) {
+    (void)state;
+    const double xs[] = {-40.0, -1e3, 0.5, 3.0};
+    const double want[] = {-804.6084420137538, -500007.82669481216, -0.3689464152886564,
+                           -0.0013508099647481938};
+    rule_case c = {"log_ndtr", TG_DT_F64,      1,          SHAPE(4), xs, want, 4,
+                   b_log_ndtr, TG_OP_LOG_NDTR, TG_OP_ERFC, 1e-12};
+    check_case(&c);
+}
+
 /* ---- non-finite inputs: the stable forms agree with the fragile ones ---- */
 
 /* Runs build(x) as written and stabilized on the same values (a [4,2] f64 input) and
@@ -376,6 +443,11 @@ static void test_nonfinite(void **state) {
     check_same("log_softmax", rows, b_log_softmax);
     check_same("log_softmax_div", rows, b_log_softmax_div);
     check_same("logsumexp", rows, b_logsumexp);
+    check_same("log1mexp", ew, b_log1mexp);
+    check_same("log1mexp (log1p)", ew, b_log1mexp_log1p);
+    check_same("logaddexp", ew, b_logaddexp);
+    check_same("log_erfc", ew, b_log_erfc);
+    check_same("log_ndtr", ew, b_log_ndtr);
     const double mixed[] = {inf, 1, -inf, 0, NAN, inf, 2, 3};
     check_same("log_softmax_div +inf", mixed, b_log_softmax_div);
     check_same("logsumexp +inf", mixed, b_logsumexp);
@@ -535,6 +607,10 @@ int main(void) {
         cmocka_unit_test(test_log1p),
         cmocka_unit_test(test_log1p_f32),
         cmocka_unit_test(test_softplus),
+        cmocka_unit_test(test_log1mexp),
+        cmocka_unit_test(test_logaddexp),
+        cmocka_unit_test(test_log_erfc),
+        cmocka_unit_test(test_log_ndtr),
         cmocka_unit_test(test_log1p_exp),
         cmocka_unit_test(test_expm1),
         cmocka_unit_test(test_log_sigmoid),

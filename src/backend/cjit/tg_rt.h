@@ -13,6 +13,10 @@
  * collapsing axes, splitting over the thread pool), the library's kernel of a node without
  * an emitter, and the debug check after each node.
  *
+ * The generated prelude is this file's text followed by src/core/specfun.h's (the special
+ * functions, tg_sf_*, that the C expressions of gammaln ... gammaincc call; its
+ * TG_RT_MVEC_HELPERS entries are listed here).
+ *
  * Invariants: nothing here depends on the library's private structs; bump TG_RT_ABI when
  * anything in this file changes meaning (the cache key includes it). The helpers compute
  * what the op records' scalar functions compute (src/ops/elemwise.c), without undefined
@@ -26,7 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TG_RT_ABI      2
+#define TG_RT_ABI      3
 #define TG_RT_MAX_DIMS 8
 
 /* The linkage of the generated functions: file-local in a source compiled as one unit; where
@@ -181,7 +185,12 @@ static inline int tg_rt_run(tg_rt *rt, const tg_rt_step *step, int n, const int 
  * vectorized than in scalar code. */
 #define TG_RT_MVEC_FUNCS(X)                                                                        \
     X(exp) X(exp2) X(expm1) X(log) X(log2) X(log1p) X(sin) X(cos) X(tan) X(tanh) X(erf) X(erfc)
-#define TG_RT_MVEC_HELPERS(X) X(tg_rt_sigmoid) X(tg_rt_softplus)
+/* clang-format off */
+#define TG_RT_MVEC_HELPERS(X)                                                                      \
+    X(tg_rt_sigmoid) X(tg_rt_softplus) X(tg_sf_gammaln) X(tg_sf_digamma) X(tg_sf_polygamma)        \
+    X(tg_sf_betaln) X(tg_sf_xlogy) X(tg_sf_xlog1py) X(tg_sf_log1mexp) X(tg_sf_logaddexp)           \
+    X(tg_sf_erfcx) X(tg_sf_log_ndtr) X(tg_sf_erfinv) X(tg_sf_gammainc) X(tg_sf_gammaincc)
+/* clang-format on */
 #if defined(TG_RT_MVEC) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define TG_RT_SIMD __attribute__((__simd__("notinbranch")))
 #define TG_RT_SIMD_DECL(f)                                                                         \
