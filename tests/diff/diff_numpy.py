@@ -2259,8 +2259,7 @@ GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce,
               gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
               gen_composed, gen_npy_layouts, gen_blas, gen_lapack,
               gen_cumulative, gen_sort, gen_conveniences, gen_einsum,
-              gen_advanced_index]
-              gen_cumulative, gen_sort, gen_special]
+              gen_advanced_index, gen_special]
 
 
 def generate(seed, sample, rng_seed=None, replace=None):
