@@ -409,17 +409,36 @@ static inline double tg_sf_igamc_series(double a, double x) {
     return -expm1(u) - a * exp(u) * s;
 }
 
+/* P(a, x) (upper = 0) or Q(a, x) (upper = 1) for a > 1e10, where the series and the
+ * fraction would need O(sqrt a) terms: Temme's uniform expansion (DLMF 8.12) to its first
+ * correction, Q = erfc(eta sqrt(a/2)) / 2 + R, P = erfc(-eta sqrt(a/2)) / 2 - R, with
+ * R = exp(-a eta^2 / 2) / sqrt(2 pi a) c0(eta), eta^2 / 2 = lambda - 1 - log lambda
+ * (lambda = x / a, eta of the sign of lambda - 1), c0 = 1/(lambda - 1) - 1/eta (its Taylor
+ * series near eta = 0). The next term is O(1/a) of R: below 1e-16 here. */
+static inline double tg_sf_igam_temme(double a, double x, int upper) {
+    double t = (x - a) / a, eta = sqrt(2.0 * tg_sf_log1pmx_neg(t)), c0;
+    if (t < 0.0) eta = -eta;
+    if (fabs(eta) < 1e-3)
+        c0 = -1.0 / 3.0 + eta * (1.0 / 12.0 - eta * (2.0 / 135.0 - eta / 864.0));
+    else
+        c0 = 1.0 / t - 1.0 / eta;
+    double r = exp(-0.5 * a * eta * eta) / sqrt(2.0 * TG_SF_PI * a) * c0;
+    return upper ? 0.5 * erfc(eta * sqrt(0.5 * a)) + r : 0.5 * erfc(-eta * sqrt(0.5 * a)) - r;
+}
+
 /* The regularized incomplete gamma functions P(a, x) (upper = 0) and Q(a, x) = 1 - P
  * (upper = 1), SciPy's gammainc and gammaincc: NaN for a < 0 or x < 0; for a = 0,
- * P = 1 and Q = 0 where x > 0 (NaN at x = 0). The smaller of P and Q is computed
- * directly, the other as its complement. */
+ * P = 1 and Q = 0 where x > 0 (NaN at x = 0); at x = inf P = 1 and Q = 0, and at a = inf
+ * P = 0 and Q = 1, whatever the other argument (NaN included) but infinite. The smaller of P and Q
+ * is computed directly, the other as its complement. */
 static inline double tg_sf_igam(double a, double x, int upper) {
     if (a < 0.0 || x < 0.0) return NAN;
     if (a == 0.0) return x > 0.0 ? (double)!upper : NAN;
     if (x == 0.0) return (double)upper; /* also for a NaN (SciPy's order of tests) */
+    if (isinf(a)) return isinf(x) ? NAN : (double)upper; /* x NaN too (SciPy's order) */
+    if (isinf(x)) return (double)!upper;                 /* a NaN too */
     if (isnan(a) || isnan(x)) return NAN;
-    if (isinf(a)) return isinf(x) ? NAN : (double)upper;
-    if (isinf(x)) return (double)!upper;
+    if (a > 1e10) return tg_sf_igam_temme(a, x, upper);
     double p, q;
     int small_x_series_p = x <= 0.5 ? -0.4 / log(x) < a : x * 1.1 < a;
     if (x <= 1.1 && !small_x_series_p) {
