@@ -36,8 +36,8 @@ static bool dtype_from_dl(DLDataType t, tg_dtype *out) {
         uint8_t code, bits;
         tg_dtype dt;
     } map[] = {
-        {TG_DL_BOOL, 8, TG_DT_BOOL}, {TG_DL_INT, 8, TG_DT_I8},    {TG_DL_INT, 16, TG_DT_I16},
-        {TG_DL_INT, 32, TG_DT_I32},  {TG_DL_INT, 64, TG_DT_I64},  {TG_DL_UINT, 8, TG_DT_U8},
+        {TG_DL_BOOL, 8, TG_DT_BOOL},  {TG_DL_INT, 8, TG_DT_I8},     {TG_DL_INT, 16, TG_DT_I16},
+        {TG_DL_INT, 32, TG_DT_I32},   {TG_DL_INT, 64, TG_DT_I64},   {TG_DL_UINT, 8, TG_DT_U8},
         {TG_DL_FLOAT, 32, TG_DT_F32}, {TG_DL_FLOAT, 64, TG_DT_F64},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -201,9 +201,9 @@ struct DLManagedTensor *tg_tensor_to_dlpack(const tg_tensor *t) {
         return NULL;
     }
     static const DLDataType codes[TG_DT_COUNT] = {
-        [TG_DT_BOOL] = {TG_DL_BOOL, 8, 1}, [TG_DT_I8] = {TG_DL_INT, 8, 1},
-        [TG_DT_I16] = {TG_DL_INT, 16, 1},  [TG_DT_I32] = {TG_DL_INT, 32, 1},
-        [TG_DT_I64] = {TG_DL_INT, 64, 1},  [TG_DT_U8] = {TG_DL_UINT, 8, 1},
+        [TG_DT_BOOL] = {TG_DL_BOOL, 8, 1},  [TG_DT_I8] = {TG_DL_INT, 8, 1},
+        [TG_DT_I16] = {TG_DL_INT, 16, 1},   [TG_DT_I32] = {TG_DL_INT, 32, 1},
+        [TG_DT_I64] = {TG_DL_INT, 64, 1},   [TG_DT_U8] = {TG_DL_UINT, 8, 1},
         [TG_DT_F32] = {TG_DL_FLOAT, 32, 1}, [TG_DT_F64] = {TG_DL_FLOAT, 64, 1},
     };
     for (int i = 0; i < t->ndim; i++) {

@@ -13,8 +13,14 @@
 /* Device types (DLDeviceType): tgraph exchanges host memory only. */
 enum { TG_DL_CPU = 1, TG_DL_CUDA = 2, TG_DL_CUDA_HOST = 3 };
 /* Type codes (DLDataTypeCode). */
-enum { TG_DL_INT = 0, TG_DL_UINT = 1, TG_DL_FLOAT = 2, TG_DL_BFLOAT = 4, TG_DL_COMPLEX = 5,
-       TG_DL_BOOL = 6 };
+enum {
+    TG_DL_INT = 0,
+    TG_DL_UINT = 1,
+    TG_DL_FLOAT = 2,
+    TG_DL_BFLOAT = 4,
+    TG_DL_COMPLEX = 5,
+    TG_DL_BOOL = 6
+};
 
 typedef struct DLDevice {
     int32_t device_type; /* TG_DL_* */
@@ -28,18 +34,18 @@ typedef struct DLDataType {
 } DLDataType;
 
 typedef struct DLTensor {
-    void *data;          /* base address; element [0,...,0] is at data + byte_offset */
+    void *data; /* base address; element [0,...,0] is at data + byte_offset */
     DLDevice device;
     int32_t ndim;
     DLDataType dtype;
-    int64_t *shape;      /* ndim extents */
-    int64_t *strides;    /* ndim strides in elements; NULL: contiguous, C order */
+    int64_t *shape;   /* ndim extents */
+    int64_t *strides; /* ndim strides in elements; NULL: contiguous, C order */
     uint64_t byte_offset;
 } DLTensor;
 
 typedef struct DLManagedTensor {
     DLTensor dl_tensor;
-    void *manager_ctx;                          /* the producer's */
+    void *manager_ctx;                             /* the producer's */
     void (*deleter)(struct DLManagedTensor *self); /* called once by the consumer; may be NULL */
 } DLManagedTensor;
 
