@@ -183,7 +183,7 @@ static void test_refused(void **state) {
     const struct {
         const char *what, *msg;
     } cases[] = {
-        {"device", "device type 2"},    {"complex", "complex128"}, {"lanes", "lanes 2"},
+        {"device", "device type 2"},   {"complex", "complex128"}, {"lanes", "lanes 2"},
         {"misaligned", "not aligned"}, {"rank", "rank 9"},        {"negative extent", "negative"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
