@@ -130,7 +130,9 @@ bool tg_fused_can_inline(int op);
  * cores' output shape) and runs the whole program on each block, one block at a time, so
  * no value of the whole batch but the outputs is ever made. A program whose core ops
  * disagree on the batch, or that reduces, runs on whole values as any other. Such a program
- * is never `uniform`: the VM and the C JIT call the reference kernel for it. */
+ * is never `uniform`: the VM runs it block by block itself when its core ops are float
+ * products (src/backend/vm/vm_fcore.c), else calls the reference kernel, as the C JIT calls
+ * the VM's kernel. */
 bool tg_fused_is_core(int op);
 bool tg_fused_can_reduce(int op);
 /* How the typed program p (a copy typed by tg_fused_type) splits into blocks of the batch:

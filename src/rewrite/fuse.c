@@ -11,9 +11,11 @@
  *     Copies that end up in one group with their original are computed once: a fused
  *     program gives identical calls one slot (tg_fused_add_call, src/ops/fused.h).
  *  1. Producers into consumers, last node first (reverse topological order). An elementwise
- *     node joins the group of its users when every user is a member of one group whose
- *     values have the same static shape as the node's output; a graph output may also read
- *     it (it becomes an extra output of the fused node). Otherwise it starts a group.
+ *     node, or a small batched product (core_ok), joins the group of its users when every
+ *     user is a member of one group whose values have the same static shape as the node's
+ *     output; a graph output may also read it (it becomes an extra output of the fused
+ *     node). Otherwise it starts a group. A group with a product runs block by block of
+ *     its batch (fused.h, core ops) and takes no reduction in step 2.
  *  2. Reductions (sum prod mean max min) join the group that feeds them when each of that
  *     group's values leaving it is read only by one such reduction, all reducing the same
  *     axes with the same keepdims: the elementwise values are then never materialised.

@@ -26,25 +26,25 @@
 typedef struct fc_ins {
     tg_vk_fn fn; /* elementwise kernel; NULL for a literal or a matmul */
     tg_vk_args args;
-    bool mm;       /* a matmul */
+    bool mm;          /* a matmul */
     int64_t m, n, kk; /* matmul: [m, kk] x [kk, n] */
 } fc_ins;
 
 struct vm_fcore {
     tg_ctx *ctx;
-    tg_fused_prog *q;    /* the program typed for one block (a copy) */
-    int nbatch;          /* batch rank */
+    tg_fused_prog *q; /* the program typed for one block (a copy) */
+    int nbatch;       /* batch rank */
     int lead[TG_MAX_OUTS];
-    fc_ins *ins;         /* per instruction */
-    int64_t *off;        /* per slot: byte offset of its scratch (-1: none) */
-    int64_t *nel;        /* per slot: elements of a block's value */
-    int *direct;         /* per slot: the output whose block it is written into, or -1 */
-    double *cell;        /* per slot: a literal's value */
-    size_t per_thread;   /* scratch bytes per thread, gather buffers included */
-    size_t gath;         /* byte offset of the gather buffers in a thread's scratch */
-    size_t ptrs;         /* and of the table of the values' addresses */
-    int64_t maxel;       /* most elements of one value */
-    double flops;        /* work of one block, for the pool split */
+    fc_ins *ins;       /* per instruction */
+    int64_t *off;      /* per slot: byte offset of its scratch (-1: none) */
+    int64_t *nel;      /* per slot: elements of a block's value */
+    int *direct;       /* per slot: the output whose block it is written into, or -1 */
+    double *cell;      /* per slot: a literal's value */
+    size_t per_thread; /* scratch bytes per thread, gather buffers included */
+    size_t gath;       /* byte offset of the gather buffers in a thread's scratch */
+    size_t ptrs;       /* and of the table of the values' addresses */
+    int64_t maxel;     /* most elements of one value */
+    double flops;      /* work of one block, for the pool split */
     int nslot;
 };
 
@@ -218,8 +218,8 @@ static bool contiguous_as(const tg_tensor *v, int nd, const int64_t *S) {
 }
 
 /* A matrix operand of gemm: in place (row-major, or transposed), else gathered. */
-static const void *mm_operand(const tg_tensor *v, char *g, int64_t rows, int64_t cols,
-                              bool *tr, int64_t *ld) {
+static const void *mm_operand(const tg_tensor *v, char *g, int64_t rows, int64_t cols, bool *tr,
+                              int64_t *ld) {
     int64_t rs = rows > 1 ? v->strides[0] : cols, cs = cols > 1 ? v->strides[1] : 1;
     if (cs == 1 && rs >= (cols > 1 ? cols : 1)) {
         *tr = false;
@@ -265,10 +265,9 @@ static void run_block(const fc_run *R, char *scr, const int64_t *bi) {
             if (ins->in[0] < q->nin)
                 a = mm_operand(&views[ins->in[0]], scr + c->gath, z->m, z->kk, &ta, &lda);
             if (ins->in[1] < q->nin)
-                bb = mm_operand(&views[ins->in[1]], scr + c->gath + gstep, z->kk, z->n, &tb,
-                                &ldb);
-            tg_vm_gemm(ty->dtype == TG_DT_F64, ta, tb, z->m, z->n, z->kk, 1.0, a, lda, bb, ldb,
-                       0.0, y, z->n > 1 ? z->n : 1);
+                bb = mm_operand(&views[ins->in[1]], scr + c->gath + gstep, z->kk, z->n, &tb, &ldb);
+            tg_vm_gemm(ty->dtype == TG_DT_F64, ta, tb, z->m, z->n, z->kk, 1.0, a, lda, bb, ldb, 0.0,
+                       y, z->n > 1 ? z->n : 1);
             continue;
         }
         const void *x[TG_VK_MAXIN];
