@@ -968,13 +968,7 @@ done:
 
 /* ---- the batch loop of programs with core ops (fused.h, tg_fused_is_core) ---- */
 
-/* How the typed program p splits into blocks: *nbatch, the batch rank every core op's
- * output has, and lead[s], the leading (batch) dimensions of input s: those in front of
- * its core where a core op reads it, those in front of the cores' output rank where an
- * elementwise op does. false when p does not split (no core op, a reduction, core ops or
- * readers that disagree). */
-static bool block_plan(const tg_fused_prog *p, const tg_tensor *const *out, int *lead,
-                       int *nbatch) {
+bool tg_fused_block_plan(const tg_fused_prog *p, int *lead, int *nbatch) {
     int b = -1, r = -1;
     if (!p->core || p->reduces) return false;
     for (int s = 0; s < p->nin; s++) lead[s] = -1;
@@ -1007,7 +1001,7 @@ static bool block_plan(const tg_fused_prog *p, const tg_tensor *const *out, int 
     for (int s = 0; s < p->nin; s++)
         if (lead[s] < 0) lead[s] = 0;
     for (int o = 0; o < p->nout; o++)
-        if (out[o]->ndim != b + r || p->out[o].slot < p->nin) return false;
+        if (p->out_type[o].ndim != b + r || p->out[o].slot < p->nin) return false;
     *nbatch = b;
     return b > 0;
 }
@@ -1025,8 +1019,8 @@ static void block_of(const tg_tensor *t, int lead, int nbatch, const int64_t *bi
     }
 }
 
-/* Runs the program of node k->node block by block (block_plan's split): each block's values
- * are views of the inputs and outputs, the program typed once for a block. TG_EUNSUPPORTED
+/* Runs the program of node k->node block by block (tg_fused_block_plan's split): each block's
+ * values are views of the inputs and outputs, the program typed once for a block. TG_EUNSUPPORTED
  * (nothing run) when the program does not split. */
 static tg_status run_blocks(tg_kern *k, const tg_fused_prog *whole) {
     int nin = k->node->nin, nout = k->node->nout, b = 0;
@@ -1040,7 +1034,7 @@ static tg_status run_blocks(tg_kern *k, const tg_fused_prog *whole) {
     int *lead = (int *)(tin + nin + nout + 1);
     tg_status st = TG_EUNSUPPORTED;
     tg_fused_prog *q = NULL;
-    if (!block_plan(whole, (const tg_tensor *const *)k->out, lead, &b)) goto done;
+    if (!tg_fused_block_plan(whole, lead, &b)) goto done;
     const int64_t *batch = k->out[0]->shape;
     int64_t bi[TG_MAX_DIMS] = {0}, nblocks = 1;
     for (int d = 0; d < b; d++) nblocks *= batch[d];

@@ -130,9 +130,19 @@ bool tg_fused_can_inline(int op);
  * cores' output shape) and runs the whole program on each block, one block at a time, so
  * no value of the whole batch but the outputs is ever made. A program whose core ops
  * disagree on the batch, or that reduces, runs on whole values as any other. Such a program
- * is never `uniform`: the VM and the C JIT call the reference kernel for it. */
+ * is never `uniform`: the VM runs it block by block itself when its core ops are float
+ * products (src/backend/vm/vm_fcore.c), else calls the reference kernel, as the C JIT calls
+ * the VM's kernel. */
 bool tg_fused_is_core(int op);
 bool tg_fused_can_reduce(int op);
+/* How the typed program p (a copy typed by tg_fused_type) splits into blocks of the batch:
+ * *nbatch, the batch rank every core op's output has, and lead[s] (p->nin of them), the
+ * leading (batch) dimensions of input s: those in front of its core where a core op reads
+ * it, those in front of the cores' output rank where an elementwise op does; each input's
+ * are right-aligned with the batch (an extent 1 is read at 0), every output is a batch of
+ * blocks. false when p does not split (no core op, a reduction, core ops or readers that
+ * disagree): p then runs on whole values. */
+bool tg_fused_block_plan(const tg_fused_prog *p, int *lead, int *nbatch);
 
 /* ---- building programs (the fuse pass, the .tg parser) ----
  * tg_fused_new makes an empty program with nin inputs, holding one reference (the

@@ -11,9 +11,11 @@
  *     Copies that end up in one group with their original are computed once: a fused
  *     program gives identical calls one slot (tg_fused_add_call, src/ops/fused.h).
  *  1. Producers into consumers, last node first (reverse topological order). An elementwise
- *     node joins the group of its users when every user is a member of one group whose
- *     values have the same static shape as the node's output; a graph output may also read
- *     it (it becomes an extra output of the fused node). Otherwise it starts a group.
+ *     node, or a small batched product (core_ok), joins the group of its users when every
+ *     user is a member of one group whose values have the same static shape as the node's
+ *     output; a graph output may also read it (it becomes an extra output of the fused
+ *     node). Otherwise it starts a group. A group with a product runs block by block of
+ *     its batch (fused.h, core ops) and takes no reduction in step 2.
  *  2. Reductions (sum prod mean max min) join the group that feeds them when each of that
  *     group's values leaving it is read only by one such reduction, all reducing the same
  *     axes with the same keepdims: the elementwise values are then never materialised.
@@ -78,6 +80,7 @@ typedef struct fgroup {
     int64_t keep;          /* K_RED: keepdims */
     int nout;              /* outputs the fused node will have */
     const char *device;    /* every member's device annotation (NULL: none) */
+    bool core;             /* a member is a core op: the group takes no reduction */
 } fgroup;
 
 typedef struct fuser {
@@ -125,14 +128,41 @@ static bool is_literal(const tg_var *v) {
     return v->kind == TG_VAR_CONST && v->lit && v->value && v->value->ndim == 0;
 }
 
-/* An elementwise node that may be a member. Core ops (tg_fused_is_core) stay out of
- * groups: a program with one runs through the reference kernel block by block, and the
- * elementwise work there, one reference kernel per instruction, cost more than the fusion
- * saves (tanh(add(matmul(A, B), c)) on f64[16,32,32]: 686 us fused, 76 us as a batched
- * gemm and a fused elementwise node); they join once the VM runs such programs itself. */
+/* Most elements of a block (a core op's output less its batch) in a group: a block's values
+ * are the VM's per-thread scratch, which should stay in cache. */
+#define FUSE_CORE_BLOCK 16384
+
+/* A core op (tg_fused_is_core) that may be a member: a matmul of f32 or f64 matrices whose
+ * operands have its rank (no batch rank to broadcast), whose batch is static and more than
+ * one block, and whose blocks are small. The VM runs such a group block by block, a gemm and
+ * the vector kernels per block into scratch that stays in cache (vm_fcore.c), faster than a
+ * batched gemm and a fused elementwise node (docs/fusion.md has the figures). Other core
+ * ops stay out: their groups would run through the reference kernel, one kernel per
+ * instruction per block, which costs more than the fusion saves. */
+static bool core_ok(const tg_node *n) {
+    const tg_type *t = &n->out[0]->type;
+    if (n->op != TG_OP_MATMUL || n->nin != 2 || n->nout != 1 || t->weak || t->ndim < 3 ||
+        (t->dtype != TG_DT_F32 && t->dtype != TG_DT_F64))
+        return false;
+    int64_t nb = 1, blk = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0) return false;
+        if (d < t->ndim - 2)
+            nb *= t->shape[d];
+        else
+            blk *= t->shape[d];
+    }
+    for (int k = 0; k < 2; k++)
+        if (n->in[k]->type.ndim != t->ndim || n->in[k]->type.dtype != t->dtype) return false;
+    return nb >= 2 && blk <= FUSE_CORE_BLOCK;
+}
+
+/* A node that may be a member: an elementwise op, or a core op as core_ok says. */
 static bool ew_ok(const tg_node *n) {
-    return tg_fused_can_inline(n->op) && !tg_fused_is_core(n->op) && n->nout == 1 &&
-           n->nin <= TG_FUSED_MAX_ARGS && !n->out[0]->type.weak;
+    if (!tg_fused_can_inline(n->op) || n->nout != 1 || n->nin > TG_FUSED_MAX_ARGS ||
+        n->out[0]->type.weak)
+        return false;
+    return !tg_fused_is_core(n->op) || core_ok(n);
 }
 
 static bool red_ok(const tg_node *n) {
@@ -197,6 +227,7 @@ static void merge_into(fuser *f, int b, int a) {
     gb->nmem += ga->nmem;
     gb->esize += ga->esize;
     gb->nout += ga->nout;
+    gb->core = gb->core || ga->core;
 }
 
 /* True when some user of v is not a member of group gi (or v is a graph output). */
@@ -421,10 +452,12 @@ static void absorb_producers(fuser *f) {
         }
         if (join && gi >= 0 && f->gs[gi].esize + m <= FUSE_MAX_EXPANDED) {
             add_member(f, gi, n);
+            f->gs[gi].core = f->gs[gi].core || tg_fused_is_core(n->op);
             f->mult[n->id] = (int)m;
             f->gs[gi].esize += (int)m;
         } else {
             gi = new_group(f, n, K_EW, &v->type);
+            f->gs[gi].core = tg_fused_is_core(n->op);
             f->mult[n->id] = 1;
             f->gs[gi].esize = 1;
         }
@@ -441,7 +474,7 @@ static void absorb_reductions(fuser *f) {
     int ng = f->ngs;
     for (int gi = 0; gi < ng; gi++) {
         fgroup *gr = &f->gs[gi];
-        if (gr->kind != K_EW || gr->nout < 1 || gr->nout > TG_MAX_OUTS ||
+        if (gr->kind != K_EW || gr->core || gr->nout < 1 || gr->nout > TG_MAX_OUTS ||
             gr->esize + gr->nout > FUSE_MAX_EXPANDED)
             continue;
         bool ok = true, first = true;

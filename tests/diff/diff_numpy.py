@@ -1896,6 +1896,16 @@ def _lapack_batched(S):
              _loop(np.linalg.cholesky, (2 * A64, 2)))
         case("fused_inv_cholesky", "fused{inv(cholesky(%0))}(A)",
              _loop(lambda a: np.linalg.inv(np.linalg.cholesky(a)), (A64, 2)))
+        # the same, built by the fuse pass from unfused expressions (a static batch of 3):
+        # a product with the work after it, a transposed operand read in place, consecutive
+        # products, work before a product, a product read twice
+        case("fuse_matmul_bias_tanh", "tanh(add(matmul(G, G), b))", np.tanh(G64 @ G64 + f64(b1)))
+        case("fuse_matmul_trans_relu", "maximum(matmul(transpose(G, axes=[0, 2, 1]), G), 0.0)",
+             np.maximum(np.swapaxes(G64, 1, 2) @ G64, 0))
+        case("fuse_matmul_chain", "mul(matmul(matmul(exp(G), G), G), 0.5)",
+             0.5 * (np.exp(G64) @ G64 @ G64))
+        case("fuse_matmul_both", "add(m$, sigmoid(m$))", G64 @ G64 + 1 / (1 + np.exp(-(G64 @ G64))),
+             ["m$ = matmul(G, G)"])
         # 2 sum(log(diag(L))): the log-determinant of each block from its Cholesky factor
         case("logdet_chol", "mul(2.0, sum(log(add(mul(L$, I$), sub(1.0, I$))), axis=[2, 3]))",
              _loop(lambda a: np.linalg.slogdet(a)[1], (A64, 2)),

@@ -195,5 +195,17 @@ size_t tg_vm_fused_ws(void *prep, const tg_type *in, const tg_type *out, int nth
  * (their broadcast is the iteration space). */
 bool tg_vm_fused_splits(const void *prep, const tg_type *in, int nthreads);
 tg_status tg_vm_exec_fused(vm_exec *e);
+/* Fused programs with core ops, block by block of their batch (vm_fcore.c): prep gives
+ * NULL when the node must run its reference kernel. Called through the tg_vm_fused_*
+ * functions, which hold the compiled program. */
+typedef struct vm_fcore vm_fcore;
+struct tg_fused_prog;
+vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const struct tg_fused_prog *whole,
+                           tg_vk_isa isa);
+void tg_vm_fcore_free(vm_fcore *c);
+size_t tg_vm_fcore_ws(const vm_fcore *c, int nthreads);
+/* Whether the blocks split over nthreads threads, for the inputs' run-time types. */
+bool tg_vm_fcore_splits(const vm_fcore *c, const tg_type *in, int nthreads);
+tg_status tg_vm_exec_fcore(const vm_fcore *c, vm_exec *e);
 
 #endif

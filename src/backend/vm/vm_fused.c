@@ -73,6 +73,7 @@ typedef struct fz_prog {
     int first_out;    /* first instruction that makes an output's value (ninstr: none) */
     int cost;         /* per-element cost of the whole program */
     int nslot;
+    vm_fcore *core; /* a program with core ops (vm_fcore.c); the fields above unused */
 } fz_prog;
 
 void tg_vm_fused_free(void *prep) {
@@ -81,6 +82,7 @@ void tg_vm_fused_free(void *prep) {
     tg_ctx *ctx = f->ctx;
     size_t ns = (size_t)f->nslot + 1;
     tg_fused_free(f->p);
+    tg_vm_fcore_free(f->core);
     tg_mem_free(ctx, f->ins, f->ins ? sizeof *f->ins * ns : 0);
     tg_mem_free(ctx, f->buf, f->buf ? sizeof *f->buf * ns : 0);
     tg_mem_free(ctx, f->direct, f->direct ? sizeof *f->direct * ns : 0);
@@ -111,6 +113,7 @@ bool tg_vm_fused_splits(const void *prep, const tg_type *in, int nthreads) {
     const fz_prog *f = prep;
     int nd;
     int64_t S[TG_MAX_DIMS], n;
+    if (f && f->core) return tg_vm_fcore_splits(f->core, in, nthreads);
     if (!f || nthreads <= 1 || !space_of(f->p->nin, in, &nd, S) || !tg_shape_size(nd, S, &n))
         return false;
     /* as tg_vm_exec_fused decides: maps from SPLIT_WORK and more than a block, reductions
@@ -126,6 +129,17 @@ void *tg_vm_fused_prep(tg_ctx *ctx, const tg_node *n, tg_vk_isa isa) {
     for (int k = 0; k < n->nin; k++) tin[k] = n->in[k]->type;
     if (tg_fused_node_typed(ctx, n, tin, false, &p, msg, sizeof msg) != TG_OK) return NULL;
     bool ok = p->nout == n->nout;
+    if (ok && p->core) {
+        fz_prog *f = tg_mem_calloc(ctx, sizeof *f);
+        if (f) f->core = tg_vm_fcore_prep(ctx, n, p, isa);
+        tg_fused_free(p);
+        if (f && f->core) {
+            f->ctx = ctx;
+            return f;
+        }
+        tg_mem_free(ctx, f, f ? sizeof *f : 0);
+        return NULL;
+    }
     if (!ok || !p->uniform) {
         tg_fused_free(p);
         return NULL;
@@ -716,6 +730,7 @@ static void space_simplify(fz_run *F, const int64_t (*bstr)[TG_MAX_DIMS]) {
 
 size_t tg_vm_fused_ws(void *prep, const tg_type *in, const tg_type *out, int nthreads) {
     const fz_prog *f = prep;
+    if (f->core) return tg_vm_fcore_ws(f->core, nthreads);
     const tg_fused_prog *p = f->p;
     int nd;
     int64_t S[TG_MAX_DIMS], n = 0, nred = 0;
@@ -731,6 +746,7 @@ size_t tg_vm_fused_ws(void *prep, const tg_type *in, const tg_type *out, int nth
 tg_status tg_vm_exec_fused(vm_exec *e) {
     const fz_prog *f = e->info ? ((const vm_ins_info *)e->info)->fused : NULL;
     if (!f) return TG_EUNSUPPORTED;
+    if (f->core) return tg_vm_exec_fcore(f->core, e);
     const tg_fused_prog *p = f->p;
     fz_run F; /* not zeroed as a whole: per-input arrays are set for p->nin inputs */
     F.acc = F.part = NULL;

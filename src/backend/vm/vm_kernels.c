@@ -49,6 +49,14 @@ static void choose_kernel(tg_plan_prog *pg, vm_ins_info *in, tg_vk_isa isa, int 
     }
 }
 
+/* A program with core ops (vm_fcore.c): its gemms are BLAS calls, and its outputs are
+ * written block by block while inputs broadcast over the batch are still read. */
+static bool has_core(const tg_fused_prog *fp) {
+    for (int j = 0; fp && j < fp->ninstr; j++)
+        if (tg_fused_is_core(fp->instr[j].op)) return true;
+    return false;
+}
+
 static tg_status vk_choose(tg_plan_prog *pg) {
     vm_ins_info *info = tg_mem_calloc(pg->ctx, sizeof *info * (size_t)(pg->norder + 1));
     if (!info) return TG_ENOMEM;
@@ -57,7 +65,8 @@ static tg_status vk_choose(tg_plan_prog *pg) {
     bool blas = false;
     for (int i = 0; i < pg->norder; i++) {
         choose_kernel(pg, &info[i], isa, i);
-        blas = blas || info[i].kind == VM_BLAS;
+        blas = blas || info[i].kind == VM_BLAS ||
+               (info[i].kind == VM_FUSED && has_core(tg_fused_node_prog(pg->order[i])));
     }
     if (blas) tg_vm_blas_single_thread();
     return TG_OK;
@@ -77,7 +86,7 @@ static bool vk_reuse_ok(const tg_plan_prog *pg, int i) {
     if (in->kind == VM_EW) return true;
     if (in->kind != VM_FUSED) return false;
     const tg_fused_prog *fp = tg_fused_node_prog(pg->order[i]);
-    return fp && fp->nout == 1 && fp->out[0].reduce < 0;
+    return fp && !has_core(fp) && fp->nout == 1 && fp->out[0].reduce < 0;
 }
 
 static size_t vk_ws(const tg_plan_prog *pg, int i, const tg_type *in, const tg_type *out) {

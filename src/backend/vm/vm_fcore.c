@@ -1,0 +1,359 @@
+/* vm_fcore.c - fused programs with core ops (fused.h, tg_fused_is_core) run block by block
+ * of their batch with the VM's kernels.
+ *
+ * At compile time the program is split as tg_fused_block_plan splits it and typed once for
+ * one block (the inputs' static types less their batch dimensions); every block extent must
+ * then be static. Each value of a block gets a scratch buffer of its own in the thread's
+ * workspace (a block of a few matrices stays in L1/L2); a matmul of two f32 or f64 matrices
+ * is one gemm (tg_vm_gemm) over its operands in place (row-major or transposed, else gathered), an
+ * elementwise instruction its vector kernel (vkernels.h) over the block, its operands
+ * contiguous, one value, or gathered with broadcasting first. A program with another core
+ * op, or an instruction without a kernel here, runs the reference kernel.
+ *
+ * At run time the blocks (the batch shape of the outputs, C order) are split over the pool;
+ * the values the outputs give are made straight in the outputs' blocks (contiguous), the
+ * others in scratch. An output never aliases an input: inputs broadcast over the batch are
+ * read by every block, so the plan gives such nodes no in-place output (vk_reuse_ok).
+ *
+ * Invariants: every element is computed by the same kernels whatever the thread count; a
+ * block's values never leave its thread's scratch.
+ */
+#include "vm.h"
+#include "../../ops/fused.h"
+
+#include <string.h>
+
+typedef struct fc_ins {
+    tg_vk_fn fn; /* elementwise kernel; NULL for a literal or a matmul */
+    tg_vk_args args;
+    bool mm;          /* a matmul */
+    int64_t m, n, kk; /* matmul: [m, kk] x [kk, n] */
+} fc_ins;
+
+struct vm_fcore {
+    tg_ctx *ctx;
+    tg_fused_prog *q; /* the program typed for one block (a copy) */
+    int nbatch;       /* batch rank */
+    int lead[TG_MAX_OUTS];
+    fc_ins *ins;       /* per instruction */
+    int64_t *off;      /* per slot: byte offset of its scratch (-1: none) */
+    int64_t *nel;      /* per slot: elements of a block's value */
+    int *direct;       /* per slot: the output whose block it is written into, or -1 */
+    double *cell;      /* per slot: a literal's value */
+    size_t per_thread; /* scratch bytes per thread, gather buffers included */
+    size_t gath;       /* byte offset of the gather buffers in a thread's scratch */
+    size_t ptrs;       /* and of the table of the values' addresses */
+    int64_t maxel;     /* most elements of one value */
+    double flops;      /* work of one block, for the pool split */
+    int nslot;
+};
+
+void tg_vm_fcore_free(vm_fcore *c) {
+    if (!c) return;
+    size_t ns = (size_t)c->nslot + 1;
+    tg_fused_free(c->q);
+    tg_mem_free(c->ctx, c->ins, c->ins ? sizeof *c->ins * ns : 0);
+    tg_mem_free(c->ctx, c->off, c->off ? sizeof *c->off * ns : 0);
+    tg_mem_free(c->ctx, c->nel, c->nel ? sizeof *c->nel * ns : 0);
+    tg_mem_free(c->ctx, c->direct, c->direct ? sizeof *c->direct * ns : 0);
+    tg_mem_free(c->ctx, c->cell, c->cell ? sizeof *c->cell * ns : 0);
+    tg_mem_free(c->ctx, c, sizeof *c);
+}
+
+vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *whole,
+                           tg_vk_isa isa) {
+    int lead[TG_MAX_OUTS], b = 0;
+    if (n->nin > TG_MAX_OUTS || !tg_fused_block_plan(whole, lead, &b)) return NULL;
+    tg_type tin[TG_MAX_OUTS];
+    for (int s = 0; s < n->nin; s++) {
+        tin[s] = n->in[s]->type;
+        tin[s].ndim = (uint8_t)(tin[s].ndim - lead[s]);
+        memmove(tin[s].shape, tin[s].shape + lead[s], sizeof tin[s].shape[0] * tin[s].ndim);
+        for (int d = 0; d < tin[s].ndim; d++)
+            if (tin[s].shape[d] < 0) return NULL; /* block extents must be static */
+    }
+    char msg[256];
+    tg_fused_prog *q = NULL;
+    if (tg_fused_node_typed(ctx, n, tin, false, &q, msg, sizeof msg) != TG_OK) return NULL;
+    vm_fcore *c = tg_mem_calloc(ctx, sizeof *c);
+    if (!c) {
+        tg_fused_free(q);
+        return NULL;
+    }
+    size_t ns = (size_t)q->nslot + 1;
+    c->ctx = ctx;
+    c->q = q;
+    c->nslot = q->nslot;
+    c->nbatch = b;
+    memcpy(c->lead, lead, sizeof lead[0] * (size_t)n->nin);
+    c->ins = tg_mem_calloc(ctx, sizeof *c->ins * ns);
+    c->off = tg_mem_alloc(ctx, sizeof *c->off * ns);
+    c->nel = tg_mem_alloc(ctx, sizeof *c->nel * ns);
+    c->cell = tg_mem_calloc(ctx, sizeof *c->cell * ns);
+    c->direct = tg_mem_alloc(ctx, sizeof *c->direct * ns);
+    bool ok = c->ins && c->off && c->nel && c->cell && c->direct && q->nout == n->nout;
+    for (int s = 0; ok && s < q->nslot; s++) c->direct[s] = -1;
+    for (int o = q->nout - 1; ok && o >= 0; o--) c->direct[q->out[o].slot] = o;
+    size_t at = 0;
+    for (int s = 0; ok && s < q->nslot; s++) {
+        const tg_type *t = &q->type[s];
+        ok = tg_shape_size(t->ndim, t->shape, &c->nel[s]);
+        c->off[s] = -1;
+        if (c->nel[s] > c->maxel) c->maxel = c->nel[s];
+        if (s < q->nin) continue;
+        const tg_fused_instr *ins = &q->instr[s - q->nin];
+        fc_ins *z = &c->ins[s - q->nin];
+        tg_dtype dt = t->dtype;
+        if (ins->op == TG_FUSED_CONST) {
+            if (tg_dtype_is_float(dt))
+                tg_store_f64(&c->cell[s], dt, ins->cf);
+            else
+                tg_store_i64(&c->cell[s], dt, ins->ci);
+            continue;
+        }
+        c->off[s] = (int64_t)at;
+        at += ((size_t)c->nel[s] * tg_dtype_size(dt) + 63) / 64 * 64;
+        if (tg_fused_is_core(ins->op)) {
+            const tg_type *a = &q->type[ins->in[0]], *bt = &q->type[ins->in[1]];
+            z->mm = ins->op == TG_OP_MATMUL && ins->nin == 2 && a->ndim == 2 && bt->ndim == 2 &&
+                    t->ndim == 2 && (dt == TG_DT_F32 || dt == TG_DT_F64) && a->dtype == dt &&
+                    bt->dtype == dt;
+            ok = z->mm;
+            if (ok) {
+                z->m = a->shape[0], z->kk = a->shape[1], z->n = bt->shape[1];
+                c->flops += 2.0 * (double)(z->m * z->n * z->kk);
+            }
+            continue;
+        }
+        tg_dtype idt[TG_FUSED_MAX_ARGS];
+        for (int k = 0; k < ins->nin; k++) idt[k] = q->type[ins->in[k]].dtype;
+        z->fn = ins->nin <= TG_VK_MAXIN
+                    ? tg_vk_select(tg_op_table[ins->op], ins->nin, idt, dt, isa, &z->args)
+                    : NULL;
+        ok = z->fn != NULL;
+        c->flops += (double)(c->nel[s] * tg_vk_cost(tg_op_table[ins->op]));
+    }
+    c->gath = at;
+    c->ptrs = at + (size_t)TG_FUSED_MAX_ARGS * (((size_t)c->maxel * 8 + 63) / 64 * 64);
+    c->per_thread = c->ptrs + ((sizeof(char *) * (size_t)q->nslot + 63) / 64 * 64);
+    if (!ok) {
+        tg_vm_fcore_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+size_t tg_vm_fcore_ws(const vm_fcore *c, int nthreads) {
+    return c->per_thread * (size_t)(nthreads > 0 ? nthreads : 1) + 64;
+}
+
+/* Blocks times a block's work from which the blocks are split over the pool. */
+#define SPLIT_FLOPS 65536.0
+
+bool tg_vm_fcore_splits(const vm_fcore *c, const tg_type *in, int nthreads) {
+    int64_t batch[TG_MAX_DIMS], nb = 1;
+    for (int d = 0; d < c->nbatch; d++) batch[d] = 1;
+    for (int s = 0; s < c->q->nin; s++)
+        for (int d = 0; d < c->lead[s]; d++) {
+            int64_t x = in[s].shape[d], *at = &batch[c->nbatch - c->lead[s] + d];
+            if (x > *at) *at = x;
+        }
+    for (int d = 0; d < c->nbatch; d++) nb *= batch[d];
+    return nthreads > 1 && nb > 1 && (double)nb * c->flops >= SPLIT_FLOPS;
+}
+
+typedef struct fc_run {
+    const vm_fcore *c;
+    tg_tensor *const *in;
+    tg_tensor *const *out;
+    int64_t batch[TG_MAX_DIMS];
+    int64_t nblocks;
+    char *ws;
+} fc_run;
+
+/* The view of block bi of t whose first `lead` dimensions are batch ones (right-aligned
+ * with the batch, an extent 1 read at 0). */
+static void block_of(const tg_tensor *t, int lead, int nbatch, const int64_t *bi, tg_tensor *v) {
+    *v = *t;
+    v->ndim = t->ndim - lead;
+    for (int d = 0; d < lead; d++)
+        if (t->shape[d] != 1) v->offset += bi[nbatch - lead + d] * t->strides[d];
+    for (int d = 0; d < v->ndim; d++) {
+        v->shape[d] = t->shape[lead + d];
+        v->strides[d] = t->strides[lead + d];
+    }
+}
+
+/* Copies v (of shape t's trailing dimensions, right-aligned; extents of 1 broadcast) as a
+ * contiguous value of shape (nd, S) into dst, row by row. */
+static void gather_bcast(char *dst, const tg_tensor *v, int nd, const int64_t *S) {
+    int64_t str[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0}, es = (int64_t)tg_dtype_size(v->dtype);
+    for (int d = 0; d < nd; d++) {
+        int a = d - (nd - v->ndim);
+        str[d] = a >= 0 && v->shape[a] != 1 ? v->strides[a] : 0;
+    }
+    const char *base = tg_tensor_data(v);
+    int64_t inner = nd > 0 ? S[nd - 1] : 1, rows = 1;
+    for (int d = 0; d + 1 < nd; d++) rows *= S[d];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t o = 0;
+        for (int d = 0; d + 1 < nd; d++) o += idx[d] * str[d];
+        tg_vm_gather(dst + r * inner * es, base + o * es, nd > 0 ? str[nd - 1] : 0, inner, es);
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < S[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static bool contiguous_as(const tg_tensor *v, int nd, const int64_t *S) {
+    if (v->ndim != nd) return false;
+    int64_t expect = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        if (v->shape[d] != S[d]) return false;
+        if (S[d] != 1 && v->strides[d] != expect) return false;
+        expect *= S[d];
+    }
+    return true;
+}
+
+/* A matrix operand of gemm: in place (row-major, or transposed), else gathered. */
+static const void *mm_operand(const tg_tensor *v, char *g, int64_t rows, int64_t cols, bool *tr,
+                              int64_t *ld) {
+    int64_t rs = rows > 1 ? v->strides[0] : cols, cs = cols > 1 ? v->strides[1] : 1;
+    if (cs == 1 && rs >= (cols > 1 ? cols : 1)) {
+        *tr = false;
+        *ld = rs;
+        return tg_tensor_data(v);
+    }
+    if (rs == 1 && cs >= (rows > 1 ? rows : 1)) {
+        *tr = true;
+        *ld = cs;
+        return tg_tensor_data(v);
+    }
+    gather_bcast(g, v, 2, v->shape);
+    *tr = false;
+    *ld = cols > 1 ? cols : 1;
+    return g;
+}
+
+static void run_block(const fc_run *R, char *scr, const int64_t *bi) {
+    const vm_fcore *c = R->c;
+    const tg_fused_prog *q = c->q;
+    tg_tensor views[TG_MAX_OUTS];
+    for (int s = 0; s < q->nin; s++) block_of(R->in[s], c->lead[s], c->nbatch, bi, &views[s]);
+    size_t gstep = ((size_t)c->maxel * 8 + 63) / 64 * 64;
+    char **ptr = (char **)(scr + c->ptrs); /* per slot: where its block's value lies */
+    tg_tensor ov;
+    for (int s = q->nin; s < q->nslot; s++) {
+        ptr[s] = scr + c->off[s];
+        if (c->direct[s] < 0) continue;
+        block_of(R->out[c->direct[s]], c->nbatch, c->nbatch, bi, &ov);
+        ptr[s] = tg_tensor_data(&ov); /* an output's value goes straight into its block */
+    }
+    for (int j = 0; j < q->ninstr; j++) {
+        const tg_fused_instr *ins = &q->instr[j];
+        const fc_ins *z = &c->ins[j];
+        int s = q->nin + j;
+        if (ins->op == TG_FUSED_CONST) continue;
+        char *y = ptr[s];
+        const tg_type *ty = &q->type[s];
+        if (z->mm) {
+            bool ta = false, tb = false;
+            int64_t lda = z->kk > 1 ? z->kk : 1, ldb = z->n > 1 ? z->n : 1;
+            const void *a = ptr[ins->in[0]], *bb = ptr[ins->in[1]];
+            if (ins->in[0] < q->nin)
+                a = mm_operand(&views[ins->in[0]], scr + c->gath, z->m, z->kk, &ta, &lda);
+            if (ins->in[1] < q->nin)
+                bb = mm_operand(&views[ins->in[1]], scr + c->gath + gstep, z->kk, z->n, &tb, &ldb);
+            tg_vm_gemm(ty->dtype == TG_DT_F64, ta, tb, z->m, z->n, z->kk, 1.0, a, lda, bb, ldb, 0.0,
+                       y, z->n > 1 ? z->n : 1);
+            continue;
+        }
+        const void *x[TG_VK_MAXIN];
+        int64_t st[TG_VK_MAXIN];
+        for (int k = 0; k < ins->nin; k++) {
+            int u = ins->in[k];
+            char *g = scr + c->gath + (size_t)k * gstep;
+            st[k] = c->nel[u] == 1 ? 0 : 1;
+            if (u >= q->nin && q->instr[u - q->nin].op == TG_FUSED_CONST) {
+                x[k] = &c->cell[u];
+                st[k] = 0;
+            } else if (u >= q->nin) {
+                x[k] = ptr[u];
+                if (st[k] && c->nel[u] != c->nel[s]) {
+                    tg_tensor t = {.dtype = q->type[u].dtype, .ndim = q->type[u].ndim};
+                    tg_buffer buf = {.data = ptr[u]};
+                    memcpy(t.shape, q->type[u].shape, sizeof t.shape[0] * (size_t)t.ndim);
+                    tg_contiguous_strides(t.ndim, t.shape, t.strides);
+                    t.buf = &buf;
+                    gather_bcast(g, &t, ty->ndim, ty->shape);
+                    x[k] = g;
+                }
+            } else if (!st[k]) {
+                x[k] = tg_tensor_data(&views[u]);
+            } else if (contiguous_as(&views[u], ty->ndim, ty->shape)) {
+                x[k] = tg_tensor_data(&views[u]);
+            } else {
+                gather_bcast(g, &views[u], ty->ndim, ty->shape);
+                x[k] = g;
+            }
+        }
+        z->fn(&z->args, c->nel[s], y, x, st);
+    }
+    for (int o = 0; o < q->nout; o++) { /* a value given twice: copied to the second */
+        int u = q->out[o].slot;
+        if (c->direct[u] == o) continue;
+        block_of(R->out[o], c->nbatch, c->nbatch, bi, &ov);
+        memcpy(tg_tensor_data(&ov), ptr[u], (size_t)c->nel[u] * tg_dtype_size(q->type[u].dtype));
+    }
+}
+
+static void blocks_task(void *arg, int ith, int nth) {
+    const fc_run *R = arg;
+    int64_t lo = R->nblocks * ith / nth, hi = R->nblocks * (ith + 1) / nth;
+    char *scr = R->ws + (size_t)ith * R->c->per_thread;
+    int64_t bi[TG_MAX_DIMS];
+    for (int64_t e = lo; e < hi; e++) {
+        int64_t r = e;
+        for (int d = R->c->nbatch - 1; d >= 0; d--) {
+            bi[d] = r % R->batch[d];
+            r /= R->batch[d];
+        }
+        run_block(R, scr, bi);
+    }
+}
+
+tg_status tg_vm_exec_fcore(const vm_fcore *c, vm_exec *e) {
+    const tg_fused_prog *q = c->q;
+    int b = c->nbatch;
+    fc_run R = {.c = c, .in = e->in, .out = e->out, .nblocks = 1};
+    for (int o = 0; o < q->nout; o++) {
+        const tg_tensor *t = e->out[o];
+        if (t->ndim != b + q->type[q->out[o].slot].ndim || !tg_tensor_is_contiguous(t))
+            return TG_EUNSUPPORTED;
+        for (int d = 0; d < b; d++)
+            if (t->shape[d] != e->out[0]->shape[d]) return TG_EUNSUPPORTED;
+    }
+    for (int d = 0; d < b; d++) R.batch[d] = e->out[0]->shape[d], R.nblocks *= R.batch[d];
+    /* every input: its block shape as typed, batch extents 1 or the batch's (else the
+       reference kernel reports the mismatch) */
+    for (int s = 0; s < q->nin; s++) {
+        const tg_tensor *t = e->in[s];
+        int l = c->lead[s];
+        if (t->ndim - l != q->type[s].ndim) return TG_EUNSUPPORTED;
+        for (int d = 0; d < l; d++)
+            if (t->shape[d] != 1 && t->shape[d] != R.batch[b - l + d]) return TG_EUNSUPPORTED;
+        for (int d = 0; d < q->type[s].ndim; d++)
+            if (t->shape[l + d] != q->type[s].shape[d]) return TG_EUNSUPPORTED;
+    }
+    if (R.nblocks == 0) return TG_OK;
+    int nth = e->pool ? e->nthreads : 1;
+    if (!e->ws || tg_vm_fcore_ws(c, nth) > e->ws_bytes) return TG_EUNSUPPORTED;
+    R.ws = (char *)(((uintptr_t)e->ws + 63) / 64 * 64);
+    if (nth > 1 && R.nblocks > 1 && (double)R.nblocks * c->flops >= SPLIT_FLOPS)
+        tg_pool_run(e->pool, blocks_task, &R);
+    else
+        blocks_task(&R, 0, 1);
+    return TG_OK;
+}
