@@ -23,18 +23,9 @@
 enum { A_FN };
 static const tg_attr_spec call_attrs[] = {{"fn", TG_AS_FUNC, 1, 0, {0}}};
 
-/* "f.tg:3:1" for messages: where the callee's `func` header is, or its name alone. */
-static void callee_place(const tg_graph *fn, char *buf, size_t cap) {
-    if (fn->def_line > 0)
-        snprintf(buf, cap, " (%s:%d:%d)", fn->file ? fn->file : "<input>", fn->def_line,
-                 fn->def_col);
-    else
-        buf[0] = '\0';
-}
-
 static tg_status arity(tg_infer *ic, const tg_graph *fn) {
     char at[300];
-    callee_place(fn, at, sizeof at);
+    tg_fn_place(fn, at, sizeof at);
     if (fn->updates.n > 0 || fn->inputs.n != ic->nin) {
         int nstate = 0;
         for (int i = 0; i < fn->inputs.n; i++) nstate += tg_var_is_state(fn->inputs.items[i]);
@@ -59,7 +50,7 @@ static tg_status call_promote(tg_infer *ic, tg_dtype *want) {
         tg_dtype pd = (tg_dtype)p->type.dtype;
         if (ic->in[i].dtype != pd && !ic->in[i].weak) {
             char a[TG_TYPE_STR_MAX], b[TG_TYPE_STR_MAX], at[300];
-            callee_place(fn, at, sizeof at);
+            tg_fn_place(fn, at, sizeof at);
             return tg_infer_fail(ic, TG_ETYPE,
                                  "%s: argument %d is %s, but parameter '%s' of %s%s is %s",
                                  fn->name, i + 1, tg_type_str(&ic->in[i], a, sizeof a), p->name,
@@ -166,7 +157,7 @@ static tg_status call_infer(tg_infer *ic) {
                    (a->shape[d] >= 0 ? a->shape[d] == p->type.shape[d] : !ic->runtime);
         if (fits) continue;
         char ta[TG_TYPE_STR_MAX], tb[TG_TYPE_STR_MAX], at[300];
-        callee_place(fn, at, sizeof at);
+        tg_fn_place(fn, at, sizeof at);
         return tg_infer_fail(ic, a->dtype == p->type.dtype ? TG_ESHAPE : TG_ETYPE,
                              "%s: argument %d is %s, but parameter '%s' of %s%s is %s", fn->name,
                              i + 1, tg_type_str(a, ta, sizeof ta), p->name, fn->name, at,

@@ -142,6 +142,14 @@ void tg_grad_cot_name(const tg_graph *fn, int j, char *name, size_t cap);
 tg_status tg_einsum_build(tg_graph *g, tg_var *const *in, int nin, const tg_aval *attrs,
                           tg_var **out, int *nout);
 
+/* ---- messages about functions (ops_util.c) ----
+ * " (f.tg:3:1)": where the function's `func` header is, for messages of the ops that run
+ * a function (call, pmap, scan, vectorize); empty for a function built in C. */
+void tg_fn_place(const tg_graph *fn, char *buf, size_t cap);
+/* " 'xs'" when input k of the node being inferred has a name (at build time), else "";
+ * returns buf. */
+const char *tg_infer_in_name(const tg_infer *ic, int k, char *buf, size_t cap);
+
 /* ---- calls (call.c) ----
  * Output types of `body` called on arguments of types tin (one per input of body; values:
  * NULL, or per input the value known before the run), as the call's inference gives them:

@@ -554,3 +554,20 @@ tg_status tg_ew_ref(tg_kern *k) {
     } while (tg_index_next(nd, ot->shape, idx));
     return TG_OK;
 }
+
+void tg_fn_place(const tg_graph *fn, char *buf, size_t cap) {
+    if (fn->def_line > 0)
+        snprintf(buf, cap, " (%s:%d:%d)", fn->file ? fn->file : "<input>", fn->def_line,
+                 fn->def_col);
+    else
+        buf[0] = '\0';
+}
+
+const char *tg_infer_in_name(const tg_infer *ic, int k, char *buf, size_t cap) {
+    const tg_var *v = ic->vars ? ic->vars[k] : NULL;
+    if (v && v->name)
+        snprintf(buf, cap, " '%s'", v->name);
+    else
+        buf[0] = '\0';
+    return buf;
+}

@@ -61,25 +61,6 @@ static bool axis_at(const tg_aval *a, int k, int64_t *ax) {
     return true;
 }
 
-/* "f.tg:3:1" for messages: where the body's `func` header is; empty when built in C. */
-static void body_place(const tg_graph *body, char *buf, size_t cap) {
-    if (body->def_line > 0)
-        snprintf(buf, cap, " (%s:%d:%d)", body->file ? body->file : "<input>", body->def_line,
-                 body->def_col);
-    else
-        buf[0] = '\0';
-}
-
-/* " 'xs'" when input k has a name (compile time), else "". */
-static const char *in_name(const tg_infer *ic, int k, char *buf, size_t cap) {
-    const tg_var *v = ic->vars ? ic->vars[k] : NULL;
-    if (v && v->name)
-        snprintf(buf, cap, " '%s'", v->name);
-    else
-        buf[0] = '\0';
-    return buf;
-}
-
 /* t without axis ax (the slice type a rank sees). */
 static tg_type drop_axis(const tg_type *t, int ax) {
     tg_type s = *t;
@@ -115,7 +96,7 @@ static tg_type insert_axis(const tg_type *t, int ax, int64_t n, bool nobcast) {
 
 static tg_status body_check(tg_infer *ic, const tg_graph *body) {
     char at[300];
-    body_place(body, at, sizeof at);
+    tg_fn_place(body, at, sizeof at);
     int nstate = 0;
     for (int i = 0; i < body->inputs.n; i++) nstate += tg_var_is_state(body->inputs.items[i]);
     if (nstate > 0 || body->updates.n > 0)
@@ -175,9 +156,9 @@ static tg_status pmap_promote(tg_infer *ic, tg_dtype *want) {
         tg_dtype pd = (tg_dtype)p->type.dtype;
         if (ic->in[i].dtype != pd && !ic->in[i].weak) {
             char nm[80], at[300];
-            body_place(body, at, sizeof at);
+            tg_fn_place(body, at, sizeof at);
             return tg_infer_fail(ic, TG_ETYPE, "input %d%s is %s, but parameter '%s' of %s%s is %s",
-                                 i + 1, in_name(ic, i, nm, sizeof nm),
+                                 i + 1, tg_infer_in_name(ic, i, nm, sizeof nm),
                                  tg_dtype_name((tg_dtype)ic->in[i].dtype), p->name, body->name, at,
                                  tg_dtype_name(pd));
         }
@@ -207,9 +188,10 @@ static tg_status map_inputs(tg_infer *ic, tg_type *slice, mapped *m) {
         char nm[80], ty[TG_TYPE_STR_MAX];
         int64_t ax = a < 0 ? a + t->ndim : a;
         if (ax < 0 || ax >= t->ndim)
-            return tg_infer_fail(
-                ic, TG_EINVAL, "in_axes[%d] = %lld is out of range for input %d%s of type %s", i,
-                (long long)a, i + 1, in_name(ic, i, nm, sizeof nm), tg_type_str(t, ty, sizeof ty));
+            return tg_infer_fail(ic, TG_EINVAL,
+                                 "in_axes[%d] = %lld is out of range for input %d%s of type %s", i,
+                                 (long long)a, i + 1, tg_infer_in_name(ic, i, nm, sizeof nm),
+                                 tg_type_str(t, ty, sizeof ty));
         slice[i] = drop_axis(t, (int)ax);
         int64_t e = t->shape[ax];
         if (e < 0) continue;
@@ -220,9 +202,10 @@ static tg_status map_inputs(tg_infer *ic, tg_type *slice, mapped *m) {
             return tg_infer_fail(ic, TG_ESHAPE,
                                  "mapped extents differ: input %d%s has %lld along its in_axis "
                                  "%lld, input %d%s has %lld along its in_axis %lld",
-                                 m->from + 1, in_name(ic, m->from, nm2, sizeof nm2),
+                                 m->from + 1, tg_infer_in_name(ic, m->from, nm2, sizeof nm2),
                                  (long long)m->n, (long long)pa, i + 1,
-                                 in_name(ic, i, nm, sizeof nm), (long long)e, (long long)a);
+                                 tg_infer_in_name(ic, i, nm, sizeof nm), (long long)e,
+                                 (long long)a);
         }
         if (m->n < 0) {
             m->n = e;
@@ -260,8 +243,8 @@ static tg_status fit_params(tg_infer *ic, const tg_graph *body, const tg_type *s
         if (fits) continue;
         char ta[TG_TYPE_STR_MAX], tb[TG_TYPE_STR_MAX], tt[TG_TYPE_STR_MAX], at[300], nm[80];
         int64_t ax;
-        body_place(body, at, sizeof at);
-        in_name(ic, i, nm, sizeof nm);
+        tg_fn_place(body, at, sizeof at);
+        tg_infer_in_name(ic, i, nm, sizeof nm);
         if (axis_at(ia, i, &ax))
             return tg_infer_fail(ic, a->dtype == p->type.dtype ? TG_ESHAPE : TG_ETYPE,
                                  "the slice of input %d%s (%s along axis %lld) is %s, but "
@@ -314,7 +297,7 @@ static tg_status check_invariant(tg_infer *ic, const tg_graph *body) {
         if (axis_at(oa, j, &ax) || !vary[v->id]) continue;
         char desc[300], at[300];
         output_desc(body, j, desc, sizeof desc);
-        body_place(body, at, sizeof at);
+        tg_fn_place(body, at, sizeof at);
         st = tg_infer_fail(ic, TG_EINVAL,
                            "out_axes[%d] is none, but output %s of %s%s varies along the axis "
                            "'%s' (it depends on a mapped input, the axis index or a collective "

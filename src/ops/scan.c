@@ -117,25 +117,6 @@ static int param_of(const tg_loop *l, int i) {
     return l->nstate > 0 && i > 0 ? i + l->ntap - 1 : i;
 }
 
-/* " (f.tg:3:1)": where the body's `func` header is; empty when built in C. */
-static void body_place(const tg_graph *body, char *buf, size_t cap) {
-    if (body->def_line > 0)
-        snprintf(buf, cap, " (%s:%d:%d)", body->file ? body->file : "<input>", body->def_line,
-                 body->def_col);
-    else
-        buf[0] = '\0';
-}
-
-/* " 'xs'" when input k has a name (compile time), else "". */
-static const char *in_name(const tg_infer *ic, int k, char *buf, size_t cap) {
-    const tg_var *v = ic->vars ? ic->vars[k] : NULL;
-    if (v && v->name)
-        snprintf(buf, cap, " '%s'", v->name);
-    else
-        buf[0] = '\0';
-    return buf;
-}
-
 /* "'h2' (f.tg:4:3)": how a message names returned value j of body. */
 static void output_desc(const tg_graph *body, int j, char *buf, size_t cap) {
     const tg_var *v = body->outputs.items[j];
@@ -164,7 +145,7 @@ static tg_status loop_check(tg_infer *ic, tg_loop *l) {
     tg_loop_get(ic->op, ic->attrs, ic->nin, l);
     const tg_graph *body = l->body;
     char at[300];
-    body_place(body, at, sizeof at);
+    tg_fn_place(body, at, sizeof at);
     if (l->nstate_attr < 0 || l->nseq_attr < 0)
         return tg_infer_fail(ic, TG_EINVAL, "n_states=%lld, n_sequences=%lld: expected counts >= 0",
                              (long long)l->nstate_attr, (long long)l->nseq_attr);
@@ -243,9 +224,9 @@ static tg_status scan_promote(tg_infer *ic, tg_dtype *want) {
         tg_dtype pd = (tg_dtype)p->type.dtype;
         if (ic->in[i].dtype != pd && !ic->in[i].weak) {
             char nm[80], at[300];
-            body_place(l.body, at, sizeof at);
+            tg_fn_place(l.body, at, sizeof at);
             return tg_infer_fail(ic, TG_ETYPE, "input %d%s is %s, but parameter '%s' of %s%s is %s",
-                                 i + 1, in_name(ic, i, nm, sizeof nm),
+                                 i + 1, tg_infer_in_name(ic, i, nm, sizeof nm),
                                  tg_dtype_name((tg_dtype)ic->in[i].dtype), p->name, l.body->name,
                                  at, tg_dtype_name(pd));
         }
@@ -265,14 +246,15 @@ static tg_status count_steps(tg_infer *ic, const tg_loop *l, int64_t *steps) {
         if (t->ndim < 1)
             return tg_infer_fail(
                 ic, TG_ESHAPE, "sequence %d%s is %s: a sequence needs an axis to step along",
-                i - s0 + 1, in_name(ic, i, nm, sizeof nm), tg_type_str(t, ty, sizeof ty));
+                i - s0 + 1, tg_infer_in_name(ic, i, nm, sizeof nm), tg_type_str(t, ty, sizeof ty));
         if (t->shape[0] < 0) continue;
         if (len >= 0 && t->shape[0] != len)
             return tg_infer_fail(ic, TG_ESHAPE,
                                  "sequences of different lengths: input %d%s has %lld steps, "
                                  "input %d%s has %lld",
-                                 from + 1, in_name(ic, from, nm2, sizeof nm2), (long long)len,
-                                 i + 1, in_name(ic, i, nm, sizeof nm), (long long)t->shape[0]);
+                                 from + 1, tg_infer_in_name(ic, from, nm2, sizeof nm2),
+                                 (long long)len, i + 1, tg_infer_in_name(ic, i, nm, sizeof nm),
+                                 (long long)t->shape[0]);
         if (len < 0) {
             len = t->shape[0];
             from = i;
@@ -289,7 +271,7 @@ static tg_status count_steps(tg_infer *ic, const tg_loop *l, int64_t *steps) {
             return tg_infer_fail(ic, TG_ETYPE,
                                  "dynamic_steps: the last input%s is %s, expected a 0-d integer "
                                  "(the number of steps)",
-                                 in_name(ic, ic->nin - 1, nm, sizeof nm),
+                                 tg_infer_in_name(ic, ic->nin - 1, nm, sizeof nm),
                                  tg_type_str(t, ty, sizeof ty));
         int64_t c;
         if (tg_infer_const_int(ic, ic->nin - 1, &c)) {
@@ -300,9 +282,9 @@ static tg_status count_steps(tg_infer *ic, const tg_loop *l, int64_t *steps) {
         }
     }
     if (*steps >= 0 && len >= 0 && len < *steps)
-        return tg_infer_fail(ic, TG_ESHAPE,
-                             "sequence%s has %lld steps, fewer than the %lld steps of the loop",
-                             in_name(ic, from, nm, sizeof nm), (long long)len, (long long)*steps);
+        return tg_infer_fail(
+            ic, TG_ESHAPE, "sequence%s has %lld steps, fewer than the %lld steps of the loop",
+            tg_infer_in_name(ic, from, nm, sizeof nm), (long long)len, (long long)*steps);
     return TG_OK;
 }
 
@@ -327,7 +309,7 @@ static tg_status scan_infer(tg_infer *ic) {
     tg_status st = TG_OK;
     int64_t steps = -1;
     char nm[80], at[300], ta[TG_TYPE_STR_MAX], tb[TG_TYPE_STR_MAX], desc[300];
-    body_place(body, at, sizeof at);
+    tg_fn_place(body, at, sizeof at);
     if (!pt || !vals || !bout)
         st = tg_infer_fail(ic, TG_ENOMEM, "out of memory typing the body of '%s'", body->name);
     if (st == TG_OK) st = count_steps(ic, &l, &steps);
@@ -341,7 +323,8 @@ static tg_status scan_infer(tg_infer *ic) {
                                    "taps reach %d step%s before the start, but the initial value "
                                    "of the first state%s is %s (it holds the values before the "
                                    "first step along axis 0, oldest first)",
-                                   l.depth, l.depth == 1 ? "" : "s", in_name(ic, 0, nm, sizeof nm),
+                                   l.depth, l.depth == 1 ? "" : "s",
+                                   tg_infer_in_name(ic, 0, nm, sizeof nm),
                                    tg_type_str(&t, ta, sizeof ta));
             t = drop0(&t);
             for (int k = 0; k < l.ntap; k++) pt[k] = t;
@@ -369,8 +352,9 @@ static tg_status scan_infer(tg_infer *ic) {
         st = tg_infer_fail(ic, TG_ETYPE,
                            "state %d%s is %s going into %s%s, but the step returns %s as its new "
                            "value %s: a carried state keeps its type",
-                           j + 1, in_name(ic, j, nm, sizeof nm), tg_type_str(in, ta, sizeof ta),
-                           body->name, at, tg_type_str(&bout[j], tb, sizeof tb), desc);
+                           j + 1, tg_infer_in_name(ic, j, nm, sizeof nm),
+                           tg_type_str(in, ta, sizeof ta), body->name, at,
+                           tg_type_str(&bout[j], tb, sizeof tb), desc);
     }
     if (st == TG_OK && l.until) {
         const tg_type *c = &bout[body->nret - 1];

@@ -366,13 +366,6 @@ static const char *var_name(const tg_var *v, char *buf, size_t cap) {
     return buf;
 }
 
-static void fn_place(const tg_graph *f, char *buf, size_t cap) {
-    if (f->def_line > 0)
-        snprintf(buf, cap, " (%s:%d:%d)", f->file ? f->file : "<input>", f->def_line, f->def_col);
-    else
-        buf[0] = '\0';
-}
-
 /* Argument i, mapped along ax (batched) or not, against parameter p of f. */
 static tg_status check_arg(tg_graph *g, const tg_graph *f, int i, const tg_var *a, int ax,
                            const tg_var *p) {
@@ -386,7 +379,7 @@ static tg_status check_arg(tg_graph *g, const tg_graph *f, int i, const tg_var *
         fit = p->type.shape[d] < 0 || t.shape[d] < 0 || t.shape[d] == p->type.shape[d];
     if (fit) return TG_OK;
     char ta[TG_TYPE_STR_MAX], tp[TG_TYPE_STR_MAX], nm[80], at[300];
-    fn_place(f, at, sizeof at);
+    tg_fn_place(f, at, sizeof at);
     t.weak = 0;
     tg_ir_fail(g, t.dtype == p->type.dtype ? TG_ESHAPE : TG_ETYPE,
                "vectorize: input %d%s %s %s, but parameter '%s' of %s%s is %s", i + 1,
@@ -417,7 +410,7 @@ tg_status tg_vectorize(tg_graph *g, tg_graph *f, tg_var *const *args, int nargs,
         return tg_ir_fail(g, TG_EINVAL, "vectorize: '%s' belongs to another context", f->name),
                g->status;
     char at[300];
-    fn_place(f, at, sizeof at);
+    tg_fn_place(f, at, sizeof at);
     int nstate = 0;
     for (int i = 0; i < f->inputs.n; i++) nstate += tg_var_is_state(f->inputs.items[i]);
     if (nstate > 0 || f->updates.n > 0)
