@@ -6,7 +6,7 @@
 #   sh scripts/deps.sh bench    that, plus the peers `make bench` times (PyTorch); neither the
 #                               build nor the tests need it
 set -e
-pkgs="cmake make gcc pkg-config libopenblas-serial-dev libopenblas-dev libxsmm-dev libcmocka-dev libsleef-dev zlib1g-dev python3-numpy python3-dev python3-pytest libopenmpi-dev openmpi-bin"
+pkgs="cmake make gcc pkg-config libopenblas-serial-dev libopenblas-dev libxsmm-dev libcmocka-dev libsleef-dev zlib1g-dev python3-numpy python3-scipy python3-dev python3-pytest libopenmpi-dev openmpi-bin"
 if [ "${1:-}" = demo ]; then pkgs="$pkgs dataset-fashion-mnist"; fi
 if [ "${1:-}" = bench ]; then pkgs="$pkgs python3-torch"; fi
 missing=""
