@@ -1,8 +1,10 @@
-"""Writes python/tgraph/_ops.py: one function per op of src/ops/oplist.h.
+"""Writes python/tgraph/_ops.py: one function per op of src/ops/oplist.h and per composite
+of src/ops/composite.c (names that build other ops: relu, einsum, ...).
 
-usage: gen_ops.py OPLIST_H OUT_PY
+usage: gen_ops.py OPLIST_H COMPOSITE_C OUT_PY
 
-The op list is the single source: an op added there becomes tg.<name> at the next build.
+The two lists are the single source: an op or composite added there becomes tg.<name> at
+the next build.
 Ops that only the compiler makes (fused kernels, in-place BLAS forms, transfers, calls)
 are left out, as is pmap, which tgraph.pmap wraps with tracing; ops named like Python
 keywords take NumPy's names (logical_and, logical_or, logical_not).
@@ -16,12 +18,17 @@ RENAMED = {"and": "logical_and", "or": "logical_or", "not": "logical_not",
            "xor": "logical_xor"}
 
 
-def main(src, out):
+def main(src, composites, out):
     text = open(src).read()
     ops = []
     for upper, lower in re.findall(r"X\((\w+), (\w+)\)", text):
         if upper.lower() == lower and lower not in INTERNAL and lower not in ops:
             ops.append(lower)
+    # the composites' table rows: {"name", min_in, max_in, attrs, nattrs, build}
+    for name in re.findall(r'\{"(\w+)", -?\d+, -?\d+, \w+, [^,{}]+, \w+\}',
+                           open(composites).read()):
+        if name not in ops:
+            ops.append(name)
     lines = ["# Generated from src/ops/oplist.h by python/gen_ops.py: do not edit.",
              '"""The op set as functions: tg.<op>(*inputs, **attributes) (docs/ops.md)."""',
              "from ._symbolic import _op", "",
@@ -37,4 +44,4 @@ def main(src, out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -73,6 +73,18 @@ def test_op_functions_are_generated_from_the_op_table():
         np.testing.assert_allclose(g, w, rtol=1e-12)
 
 
+def test_composites_and_special_functions():
+    x = tg.tensor("x", shape=(2, 3))
+    A = tg.tensor("A", shape=(3, 3))
+    f = tg.function([x, A], [tg.relu(x), tg.einsum(x, A, subscripts="ij,jk->ik"),
+                             tg.moveaxis(x, source=0, destination=1), tg.gammaln(A)])
+    a = np.array([[-1.0, 2.0, 0.5], [3.0, -0.25, 1.0]])
+    m = np.arange(1.0, 10.0).reshape(3, 3)
+    lg = np.vectorize(__import__("math").lgamma)(m)
+    for g, w in zip(f(a, m), [np.maximum(a, 0), a @ m, a.T, lg]):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
 def test_multi_output_ops_return_tuples():
     x = tg.tensor("x", shape=(6,))
     parts = tg.split(x, sections=3)
