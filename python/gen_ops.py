@@ -6,13 +6,14 @@ usage: gen_ops.py OPLIST_H COMPOSITE_C OUT_PY
 The two lists are the single source: an op or composite added there becomes tg.<name> at
 the next build.
 Ops that only the compiler makes (fused kernels, in-place BLAS forms, transfers, calls)
-are left out, as is pmap, which tgraph.pmap wraps with tracing; ops named like Python
-keywords take NumPy's names (logical_and, logical_or, logical_not).
+are left out, as are pmap, scan and map, which tgraph.pmap, tgraph.scan and tgraph.map
+wrap with tracing; ops named like Python keywords take NumPy's names (logical_and,
+logical_or, logical_not).
 """
 import re
 import sys
 
-INTERNAL = {"fused", "call", "transfer", "pmap", "gemm", "gemv", "ger",
+INTERNAL = {"fused", "call", "transfer", "pmap", "scan", "map", "gemm", "gemv", "ger",
             "gemm_inplace", "gemv_inplace", "ger_inplace"}
 RENAMED = {"and": "logical_and", "or": "logical_or", "not": "logical_not",
            "xor": "logical_xor"}

@@ -694,7 +694,8 @@ def parse(text, name="<string>"):
 
 # -- pmap --------------------------------------------------------------------------------
 class _Body:
-    """A Python function traced on parameters: the body of a pmap."""
+    """A Python function traced on parameters: the body of a pmap (axis_name and mapped
+    set), or of a scan or map (axis_name None)."""
     count = 0
 
     def __init__(self, params, outputs, axis_name, mapped):
@@ -720,7 +721,8 @@ def _body_graph(body):
     for i, p in enumerate(body.params):
         b.memo[id(p)] = g.input(p.name or f"p{i}", p._tg_dtype, p.shape)
         b.keep.append(p)
-    g.set_mapped(body.axis_name, body.mapped)
+    if body.axis_name is not None:
+        g.set_mapped(body.axis_name, body.mapped)
     g.set_outputs([b.build(o) for o in body.outputs])
     return g
 
@@ -750,3 +752,61 @@ def pmap(fn, in_axes=0, out_axes=0, axis_name="i", devices=0):
         res = _make("apply", "pmap", args, attrs)
         return res if many else res[0]
     return mapped
+
+
+def _loop(op, fn, args, attrs, n_states, n_sequences, taps, dynamic_steps):
+    args = [as_variable(a) for a in args]
+    ins = args[:-1] if dynamic_steps else args
+    if n_states + n_sequences > len(ins):
+        raise Error(f"{op}: {n_states} states and {n_sequences} sequences, but "
+                    f"{len(ins)} inputs")
+    params = []
+
+    def param(v, drop):
+        if drop and len(v.shape) == 0:
+            raise Error(f"{op}: input {v!r} is 0-d, but its steps are taken along axis 0")
+        params.append(_leaf("input", None, f"p{len(params)}", v._tg_dtype,
+                            list(v.shape[1:] if drop else v.shape)))
+
+    for i, v in enumerate(ins):
+        if i < n_states and i == 0 and taps:
+            for _ in taps:  # one parameter per tap, in the order written
+                param(v, True)
+        else:
+            param(v, n_states <= i < n_states + n_sequences)
+    outs = fn(*params)
+    many = isinstance(outs, (list, tuple))
+    outs = [as_variable(o) for o in (outs if many else [outs])]
+    attrs["body"] = _Body(params, outs, None, None)
+    res = _make("apply", op, args, attrs)
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def scan(fn, *args, n_states=1, n_sequences=0, taps=None, n_steps=None,
+         dynamic_steps=False, until=False, reverse=False):
+    """A loop with carried state, as PyTensor's scan (docs/scan.md):
+    scan(step, h0, ..., xs, ..., W, ..., n_states=, n_sequences=) calls step(states...,
+    one row of each sequence..., constants...) once per step; step returns the new states
+    (each of the type it came in with), then its per-step outputs, then, with until=True, a
+    0-d bool that ends the loop after this step. scan returns the last states, then the
+    outputs stacked along a new axis 0: one Variable for one result, else a tuple.
+    taps=[-1, -2]: step receives the first state's past values in that order, and its
+    initial value holds them along a leading axis, oldest first. n_steps: a constant count;
+    dynamic_steps=True: the last argument, a 0-d integer, is the count."""
+    attrs = {"n_states": n_states, "n_sequences": n_sequences, "dynamic_steps": dynamic_steps,
+             "until": until, "reverse": reverse}
+    if taps is not None:
+        attrs["taps"] = list(taps)
+    if n_steps is not None:
+        attrs["n_steps"] = n_steps
+    return _loop("scan", fn, args, attrs, n_states, n_sequences, taps, dynamic_steps)
+
+
+def map(fn, *args, n_sequences=1, n_steps=None, dynamic_steps=False):
+    """A loop without carried state (docs/scan.md): map(f, xs, ..., W, ...) calls f(one row
+    of each sequence..., constants...) once per row and stacks its results along a new
+    axis 0; the iterations are independent, so they run in parallel over the pool."""
+    attrs = {"n_sequences": n_sequences, "dynamic_steps": dynamic_steps}
+    if n_steps is not None:
+        attrs["n_steps"] = n_steps
+    return _loop("map", fn, args, attrs, 0, n_sequences, None, dynamic_steps)
