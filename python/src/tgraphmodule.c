@@ -885,6 +885,57 @@ static PyObject *graph_call(GraphObject *go, PyObject *args) {
     return r;
 }
 
+/* in_axes / out_axes of vectorize: a list of ints and Nones (TG_AXIS_NONE), n entries. */
+static int *axes_arg(PyObject *seq, Py_ssize_t n, const char *what) {
+    PyObject *f = PySequence_Fast(seq, "expected a list of axes");
+    if (!f) return NULL;
+    if (PySequence_Fast_GET_SIZE(f) != n) {
+        PyErr_Format(PyExc_ValueError, "vectorize: %zd %s for %zd entries",
+                     PySequence_Fast_GET_SIZE(f), what, n);
+        Py_DECREF(f);
+        return NULL;
+    }
+    int *ax = PyMem_Malloc(sizeof *ax * (size_t)(n ? n : 1));
+    for (Py_ssize_t i = 0; ax && i < n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(f, i);
+        long v = o == Py_None ? (long)TG_AXIS_NONE : PyLong_AsLong(o);
+        if (v == -1 && PyErr_Occurred()) {
+            PyMem_Free(ax);
+            ax = NULL;
+            break;
+        }
+        ax[i] = (int)v;
+    }
+    Py_DECREF(f);
+    if (!ax && !PyErr_Occurred()) PyErr_NoMemory();
+    return ax;
+}
+
+/* vectorize(f, args, in_axes, out_axes) -> list: tg_vectorize; out_axes None: every 0. */
+static PyObject *graph_vectorize(GraphObject *go, PyObject *args) {
+    PyObject *f, *argso, *ino, *outo;
+    if (!PyArg_ParseTuple(args, "O!OOO", &GraphType, &f, &argso, &ino, &outo)) return NULL;
+    tg_graph *fg = ((GraphObject *)f)->g;
+    tg_var **vs;
+    int n = vars_arg(go, argso, &vs);
+    if (n < 0) return NULL;
+    int *in_axes = axes_arg(ino, n, "in_axes");
+    int *out_axes =
+        in_axes && outo != Py_None ? axes_arg(outo, tg_graph_output_count(fg), "out_axes") : NULL;
+    PyObject *r = NULL;
+    if (in_axes && (outo == Py_None || out_axes)) {
+        tg_var *outs[64];
+        int nout = 64;
+        r = tg_vectorize(go->g, fg, vs, n, in_axes, out_axes, outs, &nout) == TG_OK
+                ? vars_list(go, outs, nout)
+                : graph_fail(go);
+    }
+    PyMem_Free(vs);
+    PyMem_Free(in_axes);
+    PyMem_Free(out_axes);
+    return r;
+}
+
 /* Text written by a printer into a memory stream. */
 static PyObject *printed(tg_status (*print)(const tg_graph *, FILE *), const tg_graph *g) {
     char *buf = NULL;
@@ -1198,6 +1249,8 @@ static PyMethodDef graph_methods[] = {
     {"inputs", (PyCFunction)graph_inputs, METH_NOARGS, "the inputs, states included"},
     {"outputs", (PyCFunction)graph_outputs, METH_NOARGS, "the returned values"},
     {"call", (PyCFunction)graph_call, METH_VARARGS, "call(callee, args) -> list"},
+    {"vectorize", (PyCFunction)graph_vectorize, METH_VARARGS,
+     "vectorize(f, args, in_axes, out_axes) -> list"},
     {"set_mapped", (PyCFunction)graph_set_mapped, METH_VARARGS, "declares a pmap body"},
     {"set_device", (PyCFunction)graph_set_device, METH_O, "device scope (None ends it)"},
     {"text", (PyCFunction)graph_text, METH_NOARGS, ".tg text"},

@@ -13,7 +13,7 @@ from . import _tgraph
 from ._tgraph import Error, Tensor, CompiledFunction, from_dlpack
 from ._symbolic import (Variable, SharedVariable, Function, Module, tensor, scalar, vector,
                         matrix, shared, constant, as_variable, grad, function, dprint,
-                        dot_graph, load, parse, pmap, scan, map, device)
+                        dot_graph, load, parse, pmap, vectorize, scan, map, device)
 from ._ops import *  # noqa: F401,F403  the op set, generated from src/ops/oplist.h
 from ._ops import OPS
 

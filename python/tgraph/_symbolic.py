@@ -395,6 +395,9 @@ def _apply_kind(g, node, ins):
         return g.grad(ins[0], ins[1:], node.attrs)
     if node.kind == "call":
         return g.call(node.op, ins)
+    if node.kind == "vectorize":
+        return g.vectorize(_body_graph(node.attrs["body"]), ins, node.attrs["in_axes"],
+                           node.attrs["out_axes"])
     raise Error(f"unknown node kind {node.kind}")
 
 
@@ -810,3 +813,33 @@ def map(fn, *args, n_sequences=1, n_steps=None, dynamic_steps=False):
     if n_steps is not None:
         attrs["n_steps"] = n_steps
     return _loop("map", fn, args, attrs, 0, n_sequences, None, dynamic_steps)
+
+
+def vectorize(fn, in_axes=0, out_axes=0):
+    """JAX's vmap (docs/vectorize.md): vectorize(fn, ...)(*args) maps fn, written over one
+    example, over an axis of its arguments, as ordinary batched graph (no loop). in_axes /
+    out_axes: one int (negative counts from the end) or None for all, or one per
+    argument/result; None passes an argument whole to every example, or returns a result
+    that depends on no mapped argument once."""
+    def mapped(*args):
+        args = [as_variable(a) for a in args]
+        axes = list(in_axes) if isinstance(in_axes, (list, tuple)) else [in_axes] * len(args)
+        if len(axes) != len(args):
+            raise Error(f"vectorize: {len(axes)} in_axes for {len(args)} inputs")
+        params = []
+        for i, (a, ax) in enumerate(zip(args, axes)):
+            shape = list(a.shape)
+            if ax is not None:
+                if not -len(shape) <= ax < len(shape):
+                    raise Error(f"vectorize: in_axes {ax} is out of range for input {i} of "
+                                f"rank {len(shape)}")
+                del shape[ax]
+            params.append(_leaf("input", None, f"p{i}", a._tg_dtype, shape))
+        outs = fn(*params)
+        many = isinstance(outs, (list, tuple))
+        outs = [as_variable(o) for o in (outs if many else [outs])]
+        oax = list(out_axes) if isinstance(out_axes, (list, tuple)) else [out_axes] * len(outs)
+        attrs = {"body": _Body(params, outs, None, None), "in_axes": axes, "out_axes": oax}
+        res = _make("vectorize", None, args, attrs)
+        return tuple(res) if many else res[0]
+    return mapped
