@@ -71,6 +71,7 @@ usage: diff_numpy.py --tgraph PATH [--mode reference,vm] [--seed N] [--filter TE
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
 """
 import argparse
+import atexit
 import contextlib
 import math
 import os
@@ -3002,10 +3003,17 @@ def main():
               "host devices (--devices), without --sim and --annotate", file=sys.stderr)
         return 2
     if args.launch:  # a wrapper in front of tgraph, so that every way of running it gets it
+        # Each launch gets a temporary directory of its own: launchers started at once (the
+        # modes run side by side) race creating Open MPI's shared session directory under
+        # TMPDIR ("mkdir ... File exists" in orte_session_dir).
         wrapper = os.path.join(tempfile.mkdtemp(prefix="tg_launch_"), "tgraph")
         with open(wrapper, "w") as f:
-            f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (args.launch, shlex.quote(tgraph)))
+            f.write("#!/bin/sh\n"
+                    "d=$(mktemp -d \"${TMPDIR:-/tmp}/tg_launch_XXXXXX\") || exit 1\n"
+                    "TMPDIR=$d %s %s \"$@\"\n"
+                    "rc=$?\nrm -rf \"$d\"\nexit $rc\n" % (args.launch, shlex.quote(tgraph)))
         os.chmod(wrapper, 0o755)
+        atexit.register(shutil.rmtree, os.path.dirname(wrapper), True)
         tgraph = wrapper
     DEV.host, DEV.sim, DEV.annotate, DEV.seed = args.devices, args.sim, args.annotate, args.seed
     PMAP[0] = args.pmap
