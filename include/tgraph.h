@@ -92,6 +92,13 @@ TG_API bool tg_dtype_is_float(tg_dtype dt);
 TG_API bool tg_dtype_is_int(tg_dtype dt); /* signed or unsigned, not bool */
 
 /* ---- context: allocator hook ---------------------------------------------------- */
+/* How calls into the BLAS and LAPACK library from several threads at once are kept safe,
+ * in one line (docs/hardening.md, "Address-space limits and BLAS threads"): a thread-safe
+ * library; OpenBLAS's serial build with its buffer table locked by libtgraph (products
+ * split over threads); or its calls serialized, where that lock could not be put in place
+ * (no product is split). Decided at the first BLAS call of the process. */
+TG_API const char *tg_blas_guard(void);
+
 /* Lua-style allocator: nsize == 0 frees ptr (returns NULL); otherwise (re)allocates.
  * Returning NULL for nsize > 0 is an allocation failure, which tgraph reports. */
 typedef void *(*tg_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);

@@ -1387,7 +1387,17 @@ static PyObject *py_devices_configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_blas_guard(PyObject *self, PyObject *unused) {
+    const char *g;
+    Py_BEGIN_ALLOW_THREADS
+    g = tg_blas_guard(); /* may run a probe product */
+    Py_END_ALLOW_THREADS
+    return PyUnicode_FromString(g);
+}
+
 static PyMethodDef module_functions[] = {
+    {"blas_guard", py_blas_guard, METH_NOARGS,
+     "how concurrent BLAS calls are kept safe (docs/hardening.md)"},
     {"from_dlpack", py_from_dlpack, METH_O, "Tensor sharing a DLPack producer's memory"},
     {"tensor_copy", py_tensor_copy, METH_VARARGS, "Tensor holding a copy of an array"},
     {"load", py_load, METH_O, "parses a .tg file into a Module"},

@@ -9,7 +9,18 @@
 Arrays go in and come out without copies where dtype and layout allow; tgraph tensors
 speak DLPack (tg.from_dlpack, __dlpack__). Every tgraph error raises tgraph.Error.
 """
-from . import _tgraph
+import os as _os
+import sys as _sys
+
+# libtgraph goes into the process's global lookup scope, so that OpenBLAS, when it binds
+# its packing-buffer functions, finds libtgraph's locked ones (docs/hardening.md, "BLAS
+# threads"); where it had bound its own first, libtgraph serializes its BLAS calls.
+_flags = _sys.getdlopenflags()
+_sys.setdlopenflags(_flags | _os.RTLD_GLOBAL)
+try:
+    from . import _tgraph
+finally:
+    _sys.setdlopenflags(_flags)
 from ._tgraph import Error, Tensor, CompiledFunction, from_dlpack
 from ._symbolic import (Variable, SharedVariable, Function, Module, tensor, scalar, vector,
                         matrix, shared, constant, as_variable, grad, function, dprint,
@@ -18,6 +29,12 @@ from ._ops import *  # noqa: F401,F403  the op set, generated from src/ops/oplis
 from ._ops import OPS
 
 __version__ = _tgraph.version
+
+
+def blas_guard():
+    """How calls into BLAS from several threads at once are kept safe, in one line
+    (docs/hardening.md, "Address-space limits and BLAS threads")."""
+    return _tgraph.blas_guard()
 
 
 def devices():

@@ -36,6 +36,8 @@
 #include "blockwise.h"
 #include "lapack.h"
 
+#include "../core/blas.h"
+
 #include <limits.h>
 #include <math.h>
 
@@ -170,59 +172,71 @@ static double cm_get(const void *m, bool d, int64_t n, int64_t i, int64_t j) {
 
 static tg_lapack_int lp_potrf(bool d, char uplo, tg_lapack_int n, void *a) {
     tg_lapack_int info = 0;
+    tg_blas_enter();
     if (d)
         dpotrf_(&uplo, &n, a, &n, &info, 1);
     else
         spotrf_(&uplo, &n, a, &n, &info, 1);
+    tg_blas_leave();
     return info;
 }
 
 static tg_lapack_int lp_potrs(bool d, char uplo, tg_lapack_int n, tg_lapack_int nrhs, const void *a,
                               void *b) {
     tg_lapack_int info = 0;
+    tg_blas_enter();
     if (d)
         dpotrs_(&uplo, &n, &nrhs, a, &n, b, &n, &info, 1);
     else
         spotrs_(&uplo, &n, &nrhs, a, &n, b, &n, &info, 1);
+    tg_blas_leave();
     return info;
 }
 
 static tg_lapack_int lp_trtrs(bool d, char uplo, char trans, char diag, tg_lapack_int n,
                               tg_lapack_int nrhs, const void *a, void *b) {
     tg_lapack_int info = 0;
+    tg_blas_enter();
     if (d)
         dtrtrs_(&uplo, &trans, &diag, &n, &nrhs, a, &n, b, &n, &info, 1, 1, 1);
     else
         strtrs_(&uplo, &trans, &diag, &n, &nrhs, a, &n, b, &n, &info, 1, 1, 1);
+    tg_blas_leave();
     return info;
 }
 
 static tg_lapack_int lp_gesv(bool d, tg_lapack_int n, tg_lapack_int nrhs, void *a,
                              tg_lapack_int *ipiv, void *b) {
     tg_lapack_int info = 0;
+    tg_blas_enter();
     if (d)
         dgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
     else
         sgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
+    tg_blas_leave();
     return info;
 }
 
 static tg_lapack_int lp_getrf(bool d, tg_lapack_int n, void *a, tg_lapack_int *ipiv) {
     tg_lapack_int info = 0;
+    tg_blas_enter();
     if (d)
         dgetrf_(&n, &n, a, &n, ipiv, &info);
     else
         sgetrf_(&n, &n, a, &n, ipiv, &info);
+    tg_blas_leave();
     return info;
 }
 
 static tg_lapack_int lp_getrs(bool d, char trans, tg_lapack_int n, tg_lapack_int nrhs,
                               const void *a, const tg_lapack_int *ipiv, void *b) {
     tg_lapack_int info = 0;
+    tg_blas_enter();
     if (d)
         dgetrs_(&trans, &n, &nrhs, a, &n, ipiv, b, &n, &info, 1);
     else
         sgetrs_(&trans, &n, &nrhs, a, &n, ipiv, b, &n, &info, 1);
+    tg_blas_leave();
     return info;
 }
 
@@ -230,10 +244,12 @@ static tg_lapack_int lp_getrs(bool d, char trans, tg_lapack_int n, tg_lapack_int
 static tg_lapack_int lp_getri(bool d, tg_lapack_int n, void *a, const tg_lapack_int *ipiv,
                               void *work, tg_lapack_int lwork) {
     tg_lapack_int info = 0;
+    tg_blas_enter();
     if (d)
         dgetri_(&n, a, &n, ipiv, work, &lwork, &info);
     else
         sgetri_(&n, a, &n, ipiv, work, &lwork, &info);
+    tg_blas_leave();
     return info;
 }
 
@@ -242,10 +258,12 @@ static tg_lapack_int lp_syevd(bool d, char uplo, tg_lapack_int n, void *a, void 
                               tg_lapack_int lwork, tg_lapack_int *iwork, tg_lapack_int liwork) {
     tg_lapack_int info = 0;
     char jobz = 'V';
+    tg_blas_enter();
     if (d)
         dsyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
     else
         ssyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+    tg_blas_leave();
     return info;
 }
 

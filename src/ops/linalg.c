@@ -16,6 +16,8 @@
  */
 #include "ops.h"
 
+#include "../core/blas.h"
+
 #include <cblas.h>
 #include <limits.h>
 #include <stdio.h>
@@ -463,12 +465,14 @@ static bool matmul_blas(const tg_tensor *a, const tg_tensor *b, tg_tensor *y) {
         y->strides[1] != 1 || y->strides[0] != N || !blas_operand(a, &ta, &lda) ||
         !blas_operand(b, &tb, &ldb))
         return false;
+    tg_blas_enter();
     if (dt == TG_DT_F64)
         cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, tg_tensor_data(a), lda,
                     tg_tensor_data(b), ldb, 0.0, tg_tensor_data(y), (int)N);
     else
         cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, tg_tensor_data(a), lda,
                     tg_tensor_data(b), ldb, 0.0f, tg_tensor_data(y), (int)N);
+    tg_blas_leave();
     return true;
 }
 

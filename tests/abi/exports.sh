@@ -18,7 +18,7 @@ nm=${4:-nm}
 
 # Exported on purpose although tgraph.h does not declare them:
 #   blas_memory_alloc, blas_memory_free: they take the place of OpenBLAS's buffer
-#     allocator to lock its table (src/backend/vm/vm_blas.c, docs/hardening.md); OpenBLAS
+#     allocator to lock its table (src/core/blas.c, docs/hardening.md); OpenBLAS
 #     finds them through the dynamic symbol table. Built only with a shared OpenBLAS.
 #   _init, _fini, _edata, _end, and names reserved to the implementation (__*, _[A-Z]*):
 #     defined by the linker, the C runtime or a sanitizer's instrumentation, never by

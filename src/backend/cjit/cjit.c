@@ -31,6 +31,7 @@
  */
 #include "cjit.h"
 #include "../plan.h"
+#include "../../core/blas.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -371,12 +372,14 @@ static void rt_gemm(int f64, int ta, int tb, int64_t m, int64_t n, int64_t k, do
 static void rt_gemv(int f64, int ta, int64_t m, int64_t n, double alpha, const void *a, int64_t lda,
                     const void *x, int64_t incx, double beta, void *y, int64_t incy) {
     enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
+    tg_blas_enter();
     if (f64)
         cblas_dgemv(CblasRowMajor, TA, (int)m, (int)n, alpha, a, (int)lda, x, (int)incx, beta, y,
                     (int)incy);
     else
         cblas_sgemv(CblasRowMajor, TA, (int)m, (int)n, (float)alpha, a, (int)lda, x, (int)incx,
                     (float)beta, y, (int)incy);
+    tg_blas_leave();
 }
 
 static int cb_after(tg_rt *rt, int i) {

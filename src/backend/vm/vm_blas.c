@@ -16,12 +16,16 @@
  * BLAS runs single-threaded (tg_vm_blas_single_thread at compile time): tgraph's pool
  * is the only one. Large products are split over the pool by rows or columns of C, or
  * over a long contraction into a small C with partial products summed in thread order
- * (split_of); batches over the pool when there are enough of them.
+ * (split_of); batches over the pool when there are enough of them. Every BLAS call is
+ * between tg_blas_enter and tg_blas_leave, and nothing is split where those serialize the
+ * calls (core/blas.c).
  *
  * Invariant: results differ from the reference only by BLAS's summation order and, for
  * f32, its single-precision accumulation (the reference accumulates in double).
  */
 #include "vm.h"
+
+#include "../../core/blas.h"
 
 #include <cblas.h>
 #include <pthread.h>
@@ -58,60 +62,8 @@ void tg_vm_blas_single_thread(void) {
 #if defined(OPENBLAS_VERSION)
     openblas_set_num_threads(1);
 #endif
+    tg_blas_rebind(); /* objects loaded since the last compile (core/blas.c) */
 }
-
-/* ---- concurrent calls into OpenBLAS's serial build ----
- * The pool calls BLAS from several threads at once (the parts of a split product,
- * batches, concurrent runs of independent nodes). OpenBLAS takes the packing buffer of
- * every level-2 and level-3 call from a table of slots shared by the process
- * (blas_memory_alloc, blas_memory_free), which its serial build guards with a lock only
- * when made with USE_LOCKING=1. Debian's serial build is not: two calls that start at
- * once can take the same slot and pack over each other's operands, a wrong product with
- * no error (seen on the kernels OpenBLAS picks for older x86 cores; test_blas_oldcore
- * runs the split tests on one). OpenBLAS calls the two functions through its PLT, so the
- * definitions below come first and run the library's own under one mutex, the lock
- * USE_LOCKING adds: only taking and giving back a slot is serialized, the products run in
- * parallel. Built when the BLAS is a shared OpenBLAS (TG_BLAS_LOCK); with another BLAS
- * nothing calls them. */
-#if defined(TG_BLAS_LOCK) && defined(OPENBLAS_VERSION)
-#include <dlfcn.h>
-
-static pthread_mutex_t blas_slot_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* OpenBLAS's definition of name (the next one after ours), found once, under the lock.
- * Only OpenBLAS calls ours, and only when it comes after libtgraph in the lookup order, so
- * its definition is always there to find: not finding it is a bug of ours (tg_bug), as
- * there is no status to return to OpenBLAS's caller. */
-static void *blas_next(const char *name, void **cache) {
-    if (!*cache) *cache = dlsym(RTLD_NEXT, name);
-    TG_ASSERT(*cache != NULL);
-    return *cache;
-}
-
-/* exported although the library hides all but tgraph.h (tests/abi/exports.sh lists them):
-   OpenBLAS's PLT finds them through the dynamic symbol table */
-__attribute__((visibility("default"))) void *blas_memory_alloc(int procpos);
-__attribute__((visibility("default"))) void blas_memory_free(void *buffer);
-
-void *blas_memory_alloc(int procpos) {
-    static void *real;
-    pthread_mutex_lock(&blas_slot_lock);
-    void *(*fn)(int);
-    *(void **)&fn = blas_next("blas_memory_alloc", &real);
-    void *p = fn(procpos);
-    pthread_mutex_unlock(&blas_slot_lock);
-    return p;
-}
-
-void blas_memory_free(void *buffer) {
-    static void *real;
-    pthread_mutex_lock(&blas_slot_lock);
-    void (*fn)(void *);
-    *(void **)&fn = blas_next("blas_memory_free", &real);
-    fn(buffer);
-    pthread_mutex_unlock(&blas_slot_lock);
-}
-#endif
 
 static bool contraction_of(const tg_node *n, const tg_type *in, const tg_type *out, int64_t *M,
                            int64_t *N, int64_t *K, int64_t *nbatch);
@@ -119,6 +71,7 @@ static int split_of(int64_t M, int64_t N, int64_t K, int64_t es, int nth);
 static size_t split_ws(int64_t M, int64_t N, int64_t es, int nth);
 
 size_t tg_vm_blas_ws(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
+    if (tg_blas_serialized()) nthreads = 1; /* no split (core/blas.c) */
     int64_t na = 0, nb = 0, M, N, K, nbatch;
     int k = blas_form(n->op) != TG_BLAS_NONE ? 1 : 0; /* the two operands (gemm: after C) */
     if (!tg_shape_size(in[k].ndim, in[k].shape, &na) ||
@@ -138,6 +91,7 @@ static bool ger_splits(int64_t M, int64_t total, int nthreads) {
 }
 
 bool tg_vm_blas_splits(const tg_node *n, const tg_type *in, const tg_type *out, int nthreads) {
+    if (tg_blas_serialized()) nthreads = 1;
     int64_t M, N, K, nbatch;
     if ((blas_form(n->op) == TG_BLAS_GER || n->op == TG_OP_OUTER) && out[0].ndim == 2) {
         int64_t total;
@@ -309,27 +263,33 @@ static void gemm_part(const gemm_job *J, int64_t m0, int64_t m1, int64_t n0, int
     /* dot and gemv when the whole product is one (a one-row part of a split gemm stays a
        gemm: each element is computed as on one thread) */
     if (J->M == 1 && J->N == 1 && be == 0.0 && al == 1.0) {
+        tg_blas_enter();
         if (J->f64)
             *(double *)c = cblas_ddot((int)K, (const double *)a, sa, (const double *)b, sb);
         else
             *(float *)c = cblas_sdot((int)K, (const float *)a, sa, (const float *)b, sb);
+        tg_blas_leave();
     } else if (J->N == 1) { /* c[m] = sum_k A(m, k) b[k] */
         int rows = J->A.trans ? (int)K : (int)M, cols = J->A.trans ? (int)M : (int)K;
+        tg_blas_enter();
         if (J->f64)
             cblas_dgemv(CblasRowMajor, ta, rows, cols, al, (const double *)a, lda,
                         (const double *)b, sb, be, (double *)c, ldc);
         else
             cblas_sgemv(CblasRowMajor, ta, rows, cols, (float)al, (const float *)a, lda,
                         (const float *)b, sb, (float)be, (float *)c, ldc);
+        tg_blas_leave();
     } else if (J->M == 1) { /* c[n] = sum_k a[k] B(k, n) */
         enum CBLAS_TRANSPOSE t = J->B.trans ? CblasNoTrans : CblasTrans;
         int rows = J->B.trans ? (int)N : (int)K, cols = J->B.trans ? (int)K : (int)N;
+        tg_blas_enter();
         if (J->f64)
             cblas_dgemv(CblasRowMajor, t, rows, cols, al, (const double *)b, ldb, (const double *)a,
                         sa, be, (double *)c, 1);
         else
             cblas_sgemv(CblasRowMajor, t, rows, cols, (float)al, (const float *)b, ldb,
                         (const float *)a, sa, (float)be, (float *)c, 1);
+        tg_blas_leave();
     } else {
         /* the whole product picks the kernel, so that a part computes each element as
            the whole would (results do not depend on the thread count) */
@@ -534,12 +494,14 @@ static void gemm_call(bool small, bool f64, bool ta, bool tb, int64_t M, int64_t
     (void)small;
 #endif
     enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    tg_blas_enter();
     if (f64)
         cblas_dgemm(CblasRowMajor, TA, TB, (int)M, (int)N, (int)K, alpha, (const double *)a,
                     (int)lda, (const double *)b, (int)ldb, beta, (double *)c, (int)ldc);
     else
         cblas_sgemm(CblasRowMajor, TA, TB, (int)M, (int)N, (int)K, (float)alpha, (const float *)a,
                     (int)lda, (const float *)b, (int)ldb, (float)beta, (float *)c, (int)ldc);
+    tg_blas_leave();
 }
 
 /* ---- splitting a product over the pool ----
@@ -759,7 +721,7 @@ tg_status tg_vm_exec_blas(vm_exec *e) {
     if (!tg_tensor_is_contiguous(y) || a->ndim == 0 || b->ndim == 0) return TG_EUNSUPPORTED;
     bool mm = e->node->op == TG_OP_MATMUL;
     if (!mm && b->ndim > 2) return TG_EUNSUPPORTED;
-    int nth = e->pool ? e->nthreads : 1;
+    int nth = e->pool && !tg_blas_serialized() ? e->nthreads : 1;
     batch_job B;
     memset(&B, 0, sizeof B);
     B.g.f64 = y->dtype == TG_DT_F64;
@@ -1028,12 +990,14 @@ static void ger_part(const ger_job *J, int64_t lo, int64_t hi) {
     int64_t step = J->incx > 0 ? J->incx : -(int64_t)J->incx;
     const char *x = J->x + (J->incx > 0 ? lo : J->M - hi) * step * es;
     char *a = J->A + lo * J->N * es;
+    tg_blas_enter();
     if (J->f64)
         cblas_dger(CblasRowMajor, (int)(hi - lo), (int)J->N, J->alpha, (const double *)x, J->incx,
                    (const double *)J->y, J->incy, (double *)a, (int)J->N);
     else
         cblas_sger(CblasRowMajor, (int)(hi - lo), (int)J->N, (float)J->alpha, (const float *)x,
                    J->incx, (const float *)J->y, J->incy, (float *)a, (int)J->N);
+    tg_blas_leave();
 }
 
 static void ger_task(void *arg, int ith, int nth) {
@@ -1089,7 +1053,7 @@ static tg_status exec_lowered(vm_exec *e) {
      * alpha scales each term before the sum (inf * a - inf * b is NaN where alpha times
      * the finite sum is inf): the reference for both */
     if (alpha == 0.0 || !isfinite(alpha)) return TG_EUNSUPPORTED;
-    int nth = e->pool ? e->nthreads : 1;
+    int nth = e->pool && !tg_blas_serialized() ? e->nthreads : 1;
     bool f64 = y->dtype == TG_DT_F64;
     int64_t es = f64 ? 8 : 4;
     int64_t total = tg_tensor_size(y);
@@ -1214,7 +1178,7 @@ static tg_status exec_outer(vm_exec *e) {
     if (J.M > INT32_MAX || J.N > INT32_MAX) return TG_EUNSUPPORTED;
     J.x = vec_base(a, &J.incx);
     J.y = vec_base(b, &J.incy);
-    int nth = e->pool ? e->nthreads : 1;
+    int nth = e->pool && !tg_blas_serialized() ? e->nthreads : 1;
     if (ger_splits(J.M, J.M * J.N, nth))
         tg_pool_run(e->pool, ger_task, &J);
     else
