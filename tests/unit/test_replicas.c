@@ -12,6 +12,8 @@
  * Twelve signatures of one function, more than the 8 plans a function keeps, make the
  * program drop plans while other calls still run on them (each replica lets go of its
  * memory for a dropped plan at its next new signature).
+ * A scan (an RNN cell with its gradient, a reverse scan) and a map whose iterations run
+ * over the pool get the same treatment.
  * Calls ran at the same time: the function made more than one replica. A function with
  * state stays serialized: a counter updated by 8 x 25 calls ends at 200. The reference
  * interpreter is safe as well.
@@ -52,6 +54,20 @@ static const char *SRC =
     "func dyn(x: f64[?], k: bool[?]) {\n"
     "  s = mask_select(x, k)\n"
     "  return mul(s, sum(s))\n"
+    "}\n"
+    "func cell(h: f64[16], x: f64[16], W: f64[16,16]) {\n"
+    "  hn = tanh(add(dot(h, W), x))\n"
+    "  return hn, sum(hn)\n"
+    "}\n"
+    "func rnn(h0: f64[16], xs: f64[?,16], W: f64[16,16]) {\n"
+    "  h, ys = scan(@cell, h0, xs, W, n_sequences=1)\n"
+    "  return h, ys, grad(sum(ys), W)\n"
+    "}\n"
+    "func bump(x: f64[64]) {\n"
+    "  return sum(exp(mul(x, 0.1)))\n"
+    "}\n"
+    "func each(xs: f64[?,64]) {\n"
+    "  return map(@bump, xs, n_sequences=1)\n"
     "}\n"
     "func count(mut n: f64[], x: f64[]) {\n"
     "  n <- add(n, x)\n"
@@ -203,6 +219,8 @@ static void run_all(tg_mode mode) {
         {"branches", 3, {5, 200, 4096}, 12, 0},
         {"ksplit", 3, {3, 5000, 200000}, 12, 1e-12},
         {"dyn", 3, {9, 100, 5000}, 24, 0},
+        {"rnn", 3, {1, 20, 300}, 12, 0},
+        {"each", 3, {2, 100, 10000}, 12, 0},
         {"ew", 12, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 48, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
