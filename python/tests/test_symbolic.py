@@ -223,6 +223,16 @@ def test_pmap_on_host_devices():
     assert tg.devices()[0] == "cpu"
 
 
+def test_pmap_axes_errors():
+    xs = tg.tensor("xs", shape=(4, 3))
+    with pytest.raises(tg.Error, match="pmap: 2 in_axes for 1 inputs"):
+        tg.pmap(lambda a: a, in_axes=[0, 1])(xs)
+    with pytest.raises(tg.Error, match="pmap: in_axes 2 is out of range for input 0 of rank 2"):
+        tg.pmap(lambda a: a, in_axes=2)(xs)
+    with pytest.raises(tg.Error, match="pmap: 2 out_axes for 1 outputs"):
+        tg.pmap(lambda a: tg.sum(a), out_axes=[0, 0])(xs)
+
+
 def test_grad_through_pmap():
     xs = tg.tensor("xs", shape=(4, 3))
     w = tg.tensor("w", shape=(3,))

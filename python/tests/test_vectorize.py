@@ -38,3 +38,5 @@ def test_vectorize_axes_and_errors():
         tg.vectorize(lambda a, b: a + b)(xs, tg.tensor("zs", shape=(5, 4)))
     with pytest.raises(tg.Error, match="out of range"):
         tg.vectorize(lambda a: a, in_axes=2)(xs)
+    with pytest.raises(tg.Error, match="vectorize: 1 out_axes for 2 outputs"):
+        tg.vectorize(lambda a: (a, a), out_axes=[0])(xs)

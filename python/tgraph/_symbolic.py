@@ -730,28 +730,50 @@ def _body_graph(body):
     return g
 
 
+def _per_value(op, axes, n, what):
+    """One axis per value: axes as given (a list or tuple), or the one value for all n."""
+    axes = list(axes) if isinstance(axes, (list, tuple)) else [axes] * n
+    if len(axes) != n:
+        values = "inputs" if what == "in_axes" else "outputs"
+        raise Error(f"{op}: {len(axes)} {what} for {n} {values}")
+    return axes
+
+
+def _mapped_params(op, args, axes):
+    """The body's parameters of a map over args: each argument without its mapped axis."""
+    params = []
+    for i, (a, ax) in enumerate(zip(args, axes)):
+        shape = list(a.shape)
+        if ax is not None:
+            if not -len(shape) <= ax < len(shape):
+                raise Error(f"{op}: in_axes {ax} is out of range for input {i} of rank "
+                            f"{len(shape)}")
+            del shape[ax]
+        params.append(_leaf("input", None, f"p{i}", a._tg_dtype, shape))
+    return params
+
+
+def _traced(fn, params):
+    """fn called on the body's parameters: its results as Variables, and whether it
+    returned several (a list or tuple) rather than one."""
+    outs = fn(*params)
+    many = isinstance(outs, (list, tuple))
+    return [as_variable(o) for o in (outs if many else [outs])], many
+
+
 def pmap(fn, in_axes=0, out_axes=0, axis_name="i", devices=0):
     """JAX's pmap over tgraph's devices (docs/pmap.md): pmap(fn, ...)(*variables) runs fn
     on each rank's slice of the mapped inputs. in_axes/out_axes: one int (or None) for
     all, or one per input/output; devices: the number of ranks (0: the mapped extent)."""
     def mapped(*args):
         args = [as_variable(a) for a in args]
-        axes = list(in_axes) if isinstance(in_axes, (list, tuple)) else [in_axes] * len(args)
-        if len(axes) != len(args):
-            raise Error(f"pmap: {len(axes)} in_axes for {len(args)} inputs")
-        params = []
-        for i, (a, ax) in enumerate(zip(args, axes)):
-            shape = list(a.shape)
-            if ax is not None:
-                del shape[ax]
-            params.append(_leaf("input", None, f"p{i}", a._tg_dtype, shape))
-        outs = fn(*params)
-        many = isinstance(outs, (list, tuple))
-        outs = [as_variable(o) for o in (outs if many else [outs])]
+        axes = _per_value("pmap", in_axes, len(args), "in_axes")
+        params = _mapped_params("pmap", args, axes)
+        outs, many = _traced(fn, params)
         body = _Body(params, outs, axis_name, [ax is not None for ax in axes])
-        oax = list(out_axes) if isinstance(out_axes, (list, tuple)) else [out_axes] * len(outs)
-        attrs = {"body": body, "in_axes": axes, "out_axes": oax, "axis_name": axis_name,
-                 "devices": devices}
+        attrs = {"body": body, "in_axes": axes,
+                 "out_axes": _per_value("pmap", out_axes, len(outs), "out_axes"),
+                 "axis_name": axis_name, "devices": devices}
         res = _make("apply", "pmap", args, attrs)
         return res if many else res[0]
     return mapped
@@ -777,9 +799,7 @@ def _loop(op, fn, args, attrs, n_states, n_sequences, taps, dynamic_steps):
                 param(v, True)
         else:
             param(v, n_states <= i < n_states + n_sequences)
-    outs = fn(*params)
-    many = isinstance(outs, (list, tuple))
-    outs = [as_variable(o) for o in (outs if many else [outs])]
+    outs, _ = _traced(fn, params)
     attrs["body"] = _Body(params, outs, None, None)
     res = _make("apply", op, args, attrs)
     return res[0] if len(res) == 1 else tuple(res)
@@ -823,23 +843,11 @@ def vectorize(fn, in_axes=0, out_axes=0):
     that depends on no mapped argument once."""
     def mapped(*args):
         args = [as_variable(a) for a in args]
-        axes = list(in_axes) if isinstance(in_axes, (list, tuple)) else [in_axes] * len(args)
-        if len(axes) != len(args):
-            raise Error(f"vectorize: {len(axes)} in_axes for {len(args)} inputs")
-        params = []
-        for i, (a, ax) in enumerate(zip(args, axes)):
-            shape = list(a.shape)
-            if ax is not None:
-                if not -len(shape) <= ax < len(shape):
-                    raise Error(f"vectorize: in_axes {ax} is out of range for input {i} of "
-                                f"rank {len(shape)}")
-                del shape[ax]
-            params.append(_leaf("input", None, f"p{i}", a._tg_dtype, shape))
-        outs = fn(*params)
-        many = isinstance(outs, (list, tuple))
-        outs = [as_variable(o) for o in (outs if many else [outs])]
-        oax = list(out_axes) if isinstance(out_axes, (list, tuple)) else [out_axes] * len(outs)
-        attrs = {"body": _Body(params, outs, None, None), "in_axes": axes, "out_axes": oax}
+        axes = _per_value("vectorize", in_axes, len(args), "in_axes")
+        params = _mapped_params("vectorize", args, axes)
+        outs, many = _traced(fn, params)
+        attrs = {"body": _Body(params, outs, None, None), "in_axes": axes,
+                 "out_axes": _per_value("vectorize", out_axes, len(outs), "out_axes")}
         res = _make("vectorize", None, args, attrs)
         return tuple(res) if many else res[0]
     return mapped
