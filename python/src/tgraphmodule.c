@@ -764,40 +764,67 @@ static PyObject *graph_apply(GraphObject *go, PyObject *args) {
     return r;
 }
 
-/* slice(x, [(start, stop, step, is_index), ...]) with None for parts left out. */
-static PyObject *graph_slice(GraphObject *go, PyObject *args) {
-    PyObject *xo, *idx;
-    tg_var *x;
-    if (!PyArg_ParseTuple(args, "OO", &xo, &idx) || !var_arg(go, xo, &x)) return NULL;
-    PyObject *f = PySequence_Fast(idx, "slice: expected a sequence");
-    if (!f) return NULL;
+/* One basic item (start, stop, step, is_index), None for parts left out. */
+static int slice_item(PyObject *o, tg_slice *sl) {
+    PyObject *st, *sp, *stp;
+    int is_index;
+    if (!PyArg_ParseTuple(o, "OOOp", &st, &sp, &stp, &is_index)) return 0;
+    *sl = (tg_slice){.is_index = is_index};
+    sl->omit = (st == Py_None ? TG_SLICE_NO_START : 0) | (sp == Py_None ? TG_SLICE_NO_STOP : 0) |
+               (stp == Py_None ? TG_SLICE_NO_STEP : 0);
+    sl->start = st == Py_None ? 0 : PyLong_AsLongLong(st);
+    sl->stop = sp == Py_None ? 0 : PyLong_AsLongLong(sp);
+    sl->step = stp == Py_None ? 1 : PyLong_AsLongLong(stp);
+    return !PyErr_Occurred();
+}
+
+/* Items of x[...] from a sequence of at most TG_MAX_DIMS: a Var is an index array or mask
+ * (arrays allowed), a tuple a basic item. Returns the count, or -1 with an exception. */
+static int index_items(GraphObject *go, PyObject *idx, bool arrays, tg_index *it) {
+    PyObject *f = PySequence_Fast(idx, "index: expected a sequence");
+    if (!f) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
-    tg_slice sl[TG_MAX_DIMS];
     if (n > TG_MAX_DIMS) {
         Py_DECREF(f);
-        return fail("slice: more indices than axes");
+        fail("index: more indices than axes");
+        return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *st, *sp, *stp;
-        int is_index;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(f, i), "OOOp", &st, &sp, &stp, &is_index)) {
+        PyObject *o = PySequence_Fast_GET_ITEM(f, i);
+        it[i] = (tg_index){0};
+        bool ok = arrays && Py_TYPE(o) == &VarType ? var_arg(go, o, &it[i].array)
+                                                   : slice_item(o, &it[i].slice);
+        if (!ok) {
             Py_DECREF(f);
-            return NULL;
-        }
-        sl[i] = (tg_slice){.is_index = is_index};
-        sl[i].omit = (st == Py_None ? TG_SLICE_NO_START : 0) |
-                     (sp == Py_None ? TG_SLICE_NO_STOP : 0) |
-                     (stp == Py_None ? TG_SLICE_NO_STEP : 0);
-        sl[i].start = st == Py_None ? 0 : PyLong_AsLongLong(st);
-        sl[i].stop = sp == Py_None ? 0 : PyLong_AsLongLong(sp);
-        sl[i].step = stp == Py_None ? 1 : PyLong_AsLongLong(stp);
-        if (PyErr_Occurred()) {
-            Py_DECREF(f);
-            return NULL;
+            return -1;
         }
     }
     Py_DECREF(f);
-    return var_wrap(go, tg_slice_apply(go->g, x, sl, (int)n));
+    return (int)n;
+}
+
+/* slice(x, [(start, stop, step, is_index), ...]): basic slicing. */
+static PyObject *graph_slice(GraphObject *go, PyObject *args) {
+    PyObject *xo, *idx;
+    tg_var *x;
+    tg_index it[TG_MAX_DIMS];
+    tg_slice sl[TG_MAX_DIMS];
+    if (!PyArg_ParseTuple(args, "OO", &xo, &idx) || !var_arg(go, xo, &x)) return NULL;
+    int n = index_items(go, idx, false, it);
+    if (n < 0) return NULL;
+    for (int i = 0; i < n; i++) sl[i] = it[i].slice;
+    return var_wrap(go, tg_slice_apply(go->g, x, sl, n));
+}
+
+/* index(x, [item, ...]): NumPy's indexing with index arrays and masks (Vars) among the
+ * basic items (tg_index_apply). */
+static PyObject *graph_index(GraphObject *go, PyObject *args) {
+    PyObject *xo, *idx;
+    tg_var *x;
+    tg_index it[TG_MAX_DIMS];
+    if (!PyArg_ParseTuple(args, "OO", &xo, &idx) || !var_arg(go, xo, &x)) return NULL;
+    int n = index_items(go, idx, true, it);
+    return n < 0 ? NULL : var_wrap(go, tg_index_apply(go->g, x, it, n));
 }
 
 static PyObject *vars_list(GraphObject *go, tg_var **vs, int n) {
@@ -1243,6 +1270,7 @@ static PyMethodDef graph_methods[] = {
     {"constant", (PyCFunction)graph_constant, METH_O, "constant holding a copy of an array"},
     {"apply", (PyCFunction)graph_apply, METH_VARARGS, "apply(op, inputs, attrs, multi)"},
     {"slice", (PyCFunction)graph_slice, METH_VARARGS, "basic slicing"},
+    {"index", (PyCFunction)graph_index, METH_VARARGS, "indexing with index arrays and masks"},
     {"grad", (PyCFunction)graph_grad, METH_VARARGS, "grad(cost, wrt, zero) -> list"},
     {"update", (PyCFunction)graph_update, METH_VARARGS, "update(state, value)"},
     {"set_outputs", (PyCFunction)graph_set_outputs, METH_O, "sets the returned values"},

@@ -45,6 +45,38 @@ def test_indexing_and_methods():
         assert got.shape == w.shape
 
 
+def test_advanced_indexing_as_numpy():
+    x = tg.tensor("x", shape=(5, 4, 6))
+    r = tg.tensor("r", dtype="int64", shape=(3,))
+    m = tg.tensor("m", dtype="bool", shape=(4, 6))
+    c = np.array([1, 3, 2])
+    exprs = [
+        lambda x, r, m: x[r, c],              # adjacent: B in place
+        lambda x, r, m: x[r, :, c],           # separated by a slice: B first
+        lambda x, r, m: x[1:, 0, c],          # an integer counts as an index array
+        lambda x, r, m: x[:, m],              # a mask over two axes
+        lambda x, r, m: x[r, ..., 2],         # ellipsis between arrays
+        lambda x, r, m: x[..., r],
+        lambda x, r, m: x[r, None, 1],        # None among the items
+        lambda x, r, m: x[None, r, c],
+        lambda x, r, m: x[r[:, None], c[None, :]] if isinstance(r, np.ndarray)
+        else x[tg.expand_dims(r, axis=[1]), c[None, :]],  # broadcast index arrays
+        lambda x, r, m: x[[4, 0]],
+    ]
+    f = tg.function([x, r, m], [e(x, r, m) for e in exprs])
+    a = np.arange(120.0).reshape(5, 4, 6)
+    rv = np.array([4, 0, 2])
+    mv = (np.arange(24).reshape(4, 6) % 5) == 1
+    for got, e in zip(f(a, rv, mv), exprs):
+        want = e(a, rv, mv)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(tg.Error, match="index 5 is out of bounds for axis 1 with size 4"):
+        tg.function([x], x[np.array([0, 1]), np.array([5, 0])])(a)
+    with pytest.raises(tg.Error, match="at most one ellipsis"):
+        x[..., 0, ...]
+
+
 def test_comparisons_build_graph_equality_is_identity():
     x = tg.tensor("x", shape=(3,))
     y = tg.tensor("y", shape=(3,))

@@ -305,36 +305,52 @@ def _op(opname, pyname):
     return f
 
 
+_FULL = (None, None, None, False)  # the basic item `:`
+
+
 def _getitem(x, key):
+    """x[key] as NumPy indexes: slices, integers, None, one ellipsis, and integer index
+    arrays or bool masks (Variables, ndarrays, lists) mixed with them (docs/ops-index.md,
+    "x[...]")."""
     if not isinstance(key, tuple):
         key = (key,)
-    if any(isinstance(k, (Variable, np.ndarray, list)) for k in key):
-        if len(key) != 1:
-            raise Error("indexing: an index array must be the only index (use tg.take)")
-        idx = as_variable(key[0])
-        if idx._tg_dtype == "bool":
-            return _apply("mask_select", (x, idx))
-        return _apply("take", (x, idx), {"axis": 0})
-    spec, newaxes, axis = [], [], 0
-    if key.count(Ellipsis) > 1:
+    if sum(k is Ellipsis for k in key) > 1:
         raise Error("indexing: at most one ellipsis")
-    nreal = sum(1 for k in key if k is not None and k is not Ellipsis)
+    key = tuple(as_variable(k) if isinstance(k, (np.ndarray, list)) else k for k in key)
+    arrays = any(isinstance(k, Variable) for k in key)
+    # axes of x the items take: a mask as many as it has dimensions, None and ... none
+    used = sum((k.ndim if k._tg_dtype == "bool" else 1) if isinstance(k, Variable) else 1
+               for k in key if k is not None and k is not Ellipsis)
+    items, newaxes, axis = [], [], 0
     for k in key:
         if k is Ellipsis:
-            for _ in range(x.ndim - nreal):
-                spec.append((None, None, None, False))
-                axis += 1
-        elif k is None:
+            items += [_FULL] * (x.ndim - used)
+            axis += x.ndim - used
+        elif k is None:  # a new axis of length 1, then taken whole
             newaxes.append(axis)
-        elif isinstance(k, slice):
-            spec.append((_int(k.start), _int(k.stop), _int(k.step), False))
+            if arrays:
+                items.append(_FULL)
             axis += 1
+        elif isinstance(k, slice):
+            items.append((_int(k.start), _int(k.stop), _int(k.step), False))
+            axis += 1
+        elif isinstance(k, Variable):
+            items.append(k)
+            axis += k.ndim if k._tg_dtype == "bool" else 1
         else:
-            spec.append((int(k), None, None, True))
-    out = _make("slice", None, [x], tuple(spec))[0]
-    if newaxes:
-        out = _apply("expand_dims", (out,), {"axis": newaxes})
-    return out
+            items.append((int(k), None, None, True))
+            axis += 1
+    if not arrays:  # basic indexing: a view, new axes after it
+        out = _make("slice", None, [x], tuple(items))[0]
+        return _apply("expand_dims", (out,), {"axis": newaxes}) if newaxes else out
+    if newaxes:  # before the arrays: None counts as a basic item in NumPy's placement rule
+        x = _apply("expand_dims", (x,), {"axis": newaxes})
+    vs = [k for k in items if isinstance(k, Variable)]
+    spec, j = [], 0
+    for k in items:
+        spec.append(("array", j) if isinstance(k, Variable) else ("basic", k))
+        j += isinstance(k, Variable)
+    return _make("index", None, [x] + vs, tuple(spec))[0]
 
 
 def _int(v):
@@ -379,7 +395,7 @@ class _Builder:
 
 def _apply_node(g, node, ins):
     hs = _apply_kind(g, node, ins)
-    if node.device is not None and node.kind in ("apply", "slice"):
+    if node.device is not None and node.kind in ("apply", "slice", "index"):
         hs[0].set_device(node.device)
     return hs
 
@@ -391,6 +407,8 @@ def _apply_kind(g, node, ins):
         return g.apply(node.op, ins, attrs, True)
     if node.kind == "slice":
         return [g.slice(ins[0], list(node.attrs))]
+    if node.kind == "index":
+        return [g.index(ins[0], [ins[1 + v] if t == "array" else v for t, v in node.attrs])]
     if node.kind == "grad":
         return g.grad(ins[0], ins[1:], node.attrs)
     if node.kind == "call":
