@@ -7,7 +7,8 @@ The two lists are the single source: an op or composite added there becomes tg.<
 the next build.
 Ops that only the compiler makes (fused kernels, in-place BLAS forms, transfers, calls)
 are left out, as are pmap, scan and map, which tgraph.pmap, tgraph.scan and tgraph.map
-wrap with tracing; ops named like Python keywords take NumPy's names (logical_and,
+wrap with tracing; set_subtensor and inc_subtensor also take x[...] as their first
+argument, as PyTensor's do; ops named like Python keywords take NumPy's names (logical_and,
 logical_or, logical_not).
 """
 import re
@@ -15,6 +16,8 @@ import sys
 
 INTERNAL = {"fused", "call", "transfer", "pmap", "scan", "map", "gemm", "gemv", "ger",
             "gemm_inplace", "gemv_inplace", "ger_inplace"}
+# ops taking x[...] as PyTensor does (set_subtensor(x[1:3], y)), besides their attributes
+UPDATES = {"set_subtensor": False, "inc_subtensor": True}
 RENAMED = {"and": "logical_and", "or": "logical_or", "not": "logical_not",
            "xor": "logical_xor"}
 
@@ -32,13 +35,16 @@ def main(src, composites, out):
             ops.append(name)
     lines = ["# Generated from src/ops/oplist.h by python/gen_ops.py: do not edit.",
              '"""The op set as functions: tg.<op>(*inputs, **attributes) (docs/ops.md)."""',
-             "from ._symbolic import _op", "",
+             "from ._symbolic import _op, _subtensor_update", "",
              "OPS = (", *[f'    "{o}",' for o in ops], ")", ""]
     names = []
     for o in ops:
         name = RENAMED.get(o, o)
         names.append(name)
-        lines.append(f'{name} = _op("{o}", "{name}")')
+        if o in UPDATES:
+            lines.append(f'{name} = _subtensor_update("{o}", {UPDATES[o]})')
+        else:
+            lines.append(f'{name} = _op("{o}", "{name}")')
     lines += ["", "__all__ = [", *[f'    "{n}",' for n in names], "]", ""]
     with open(out, "w") as f:
         f.write("\n".join(lines))

@@ -827,6 +827,20 @@ static PyObject *graph_index(GraphObject *go, PyObject *args) {
     return n < 0 ? NULL : var_wrap(go, tg_index_apply(go->g, x, it, n));
 }
 
+/* index_update(x, [item, ...], y, inc): a copy of x with x[items] = y, or += y with
+ * repeated places accumulating (tg_index_update). */
+static PyObject *graph_index_update(GraphObject *go, PyObject *args) {
+    PyObject *xo, *idx, *yo;
+    int inc;
+    tg_var *x, *y;
+    tg_index it[TG_MAX_DIMS];
+    if (!PyArg_ParseTuple(args, "OOOp", &xo, &idx, &yo, &inc) || !var_arg(go, xo, &x) ||
+        !var_arg(go, yo, &y))
+        return NULL;
+    int n = index_items(go, idx, true, it);
+    return n < 0 ? NULL : var_wrap(go, tg_index_update(go->g, x, it, n, y, inc));
+}
+
 static PyObject *vars_list(GraphObject *go, tg_var **vs, int n) {
     PyObject *r = PyList_New(n);
     for (int i = 0; r && i < n; i++) {
@@ -1271,6 +1285,8 @@ static PyMethodDef graph_methods[] = {
     {"apply", (PyCFunction)graph_apply, METH_VARARGS, "apply(op, inputs, attrs, multi)"},
     {"slice", (PyCFunction)graph_slice, METH_VARARGS, "basic slicing"},
     {"index", (PyCFunction)graph_index, METH_VARARGS, "indexing with index arrays and masks"},
+    {"index_update", (PyCFunction)graph_index_update, METH_VARARGS,
+     "a copy of x with x[items] set to y, or incremented by it"},
     {"grad", (PyCFunction)graph_grad, METH_VARARGS, "grad(cost, wrt, zero) -> list"},
     {"update", (PyCFunction)graph_update, METH_VARARGS, "update(state, value)"},
     {"set_outputs", (PyCFunction)graph_set_outputs, METH_O, "sets the returned values"},

@@ -77,6 +77,30 @@ def test_advanced_indexing_as_numpy():
         x[..., 0, ...]
 
 
+def test_subtensor_updates_as_pytensor():
+    x = tg.tensor("x", shape=(5, 4))
+    y = tg.tensor("y", shape=(3,))
+    r, c = np.array([0, 2, 0]), np.array([1, 3, 1])
+    f = tg.function([x, y], [tg.set_subtensor(x[1:3, ::-1], 7.0), tg.inc_subtensor(x[r, c], y),
+                             tg.set_subtensor(x[r, c], y), tg.inc_subtensor(x[:, 0], 1.0),
+                             tg.set_subtensor(x[x > 5], 0.0),
+                             tg.grad(tg.sum(tg.inc_subtensor(x[r, c], y) * x), y)])
+    a, b = np.arange(20.0).reshape(5, 4), np.array([10.0, 20.0, 30.0])
+    w = [a.copy() for _ in range(5)]
+    w[0][1:3, ::-1] = 7.0
+    np.add.at(w[1], (r, c), b)  # repeated places accumulate
+    w[2][r, c] = b  # the last of repeated places wins
+    w[3][:, 0] += 1.0
+    w[4][a > 5] = 0.0
+    got = f(a, b)
+    for g, want in zip(got, w + [a[r, c]]):
+        np.testing.assert_array_equal(g, want)
+    with pytest.raises(tg.Error, match="must be an indexing"):
+        tg.set_subtensor(x + 1, 1.0)
+    with pytest.raises(tg.Error, match="None beside index arrays"):
+        tg.set_subtensor(x[None, r], 1.0)
+
+
 def test_comparisons_build_graph_equality_is_identity():
     x = tg.tensor("x", shape=(3,))
     y = tg.tensor("y", shape=(3,))

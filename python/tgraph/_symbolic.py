@@ -37,8 +37,9 @@ def _tg_dtype(dtype):
 
 
 class _Node:
-    """One application: kind is 'apply', 'slice', 'grad' or 'call'; device is the
-    annotation of the tg.device scope it was made in (None: none)."""
+    """One application: kind is 'apply', 'slice', 'index', 'index_update', 'grad',
+    'call' or 'vectorize'; device is the annotation of the tg.device scope it was made in
+    (None: none)."""
     __slots__ = ("kind", "op", "inputs", "attrs", "device", "scratch")
 
     def __init__(self, kind, op, inputs, attrs):
@@ -343,14 +344,45 @@ def _getitem(x, key):
     if not arrays:  # basic indexing: a view, new axes after it
         out = _make("slice", None, [x], tuple(items))[0]
         return _apply("expand_dims", (out,), {"axis": newaxes}) if newaxes else out
-    if newaxes:  # before the arrays: None counts as a basic item in NumPy's placement rule
-        x = _apply("expand_dims", (x,), {"axis": newaxes})
+    # new axes go in before the arrays: None counts as a basic item in NumPy's placement
     vs = [k for k in items if isinstance(k, Variable)]
+    return _make("index", None, [x] + vs, (_index_spec(items), tuple(newaxes)))[0]
+
+
+def _index_spec(items):
+    """Items with each array replaced by ("array", j): j-th input after x."""
     spec, j = [], 0
     for k in items:
         spec.append(("array", j) if isinstance(k, Variable) else ("basic", k))
         j += isinstance(k, Variable)
-    return _make("index", None, [x] + vs, tuple(spec))[0]
+    return tuple(spec)
+
+
+def _subtensor_update(opname, inc):
+    """set_subtensor / inc_subtensor as PyTensor writes them: op(x[...], y) is a copy of x
+    with the selection x[...] set to y (inc: incremented by it, repeated places of index
+    arrays accumulating). Given the op's attributes instead, the op itself."""
+    raw = _op(opname, opname)
+
+    def f(sub, y, **attrs):
+        if attrs:
+            return raw(sub, y, **attrs)
+        node = sub.owner if isinstance(sub, Variable) else None
+        if node is None or node.kind not in ("slice", "index"):
+            raise Error(f"{opname}: the first argument must be an indexing x[...] of a "
+                        "tensor (or pass the op's attributes)")
+        y = as_variable(y)
+        if node.kind == "slice":
+            return _make("index_update", None, [node.inputs[0], y],
+                         (tuple(("basic", k) for k in node.attrs), inc))[0]
+        spec, newaxes = node.attrs
+        if newaxes:
+            raise Error(f"{opname}: x[...] with None beside index arrays cannot be updated")
+        return _make("index_update", None, [node.inputs[0], y] + list(node.inputs[1:]),
+                     (spec, inc))[0]
+    f.__name__ = f.__qualname__ = opname
+    f.__doc__ = raw.__doc__
+    return f
 
 
 def _int(v):
@@ -395,7 +427,7 @@ class _Builder:
 
 def _apply_node(g, node, ins):
     hs = _apply_kind(g, node, ins)
-    if node.device is not None and node.kind in ("apply", "slice", "index"):
+    if node.device is not None and node.kind in ("apply", "slice", "index", "index_update"):
         hs[0].set_device(node.device)
     return hs
 
@@ -408,7 +440,14 @@ def _apply_kind(g, node, ins):
     if node.kind == "slice":
         return [g.slice(ins[0], list(node.attrs))]
     if node.kind == "index":
-        return [g.index(ins[0], [ins[1 + v] if t == "array" else v for t, v in node.attrs])]
+        spec, newaxes = node.attrs
+        x = g.apply("expand_dims", [ins[0]], {"axis": list(newaxes)}, True)[0] if newaxes \
+            else ins[0]
+        return [g.index(x, [ins[1 + v] if t == "array" else v for t, v in spec])]
+    if node.kind == "index_update":
+        spec, inc = node.attrs
+        return [g.index_update(ins[0], [ins[2 + v] if t == "array" else v for t, v in spec],
+                               ins[1], inc)]
     if node.kind == "grad":
         return g.grad(ins[0], ins[1:], node.attrs)
     if node.kind == "call":
