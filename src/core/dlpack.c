@@ -154,13 +154,12 @@ tg_tensor *tg_tensor_from_dlpack(tg_ctx *ctx, struct DLManagedTensor *m) {
     o->buf.device = NULL;
     o->buf.release = release_borrowed;
     o->m = m;
-    memset(t, 0, sizeof *t);
     t->dtype = dt;
     t->ndim = ndim;
     t->offset = size > 0 ? -lo : 0;
-    for (int i = 0; i < ndim; i++) {
-        t->shape[i] = d->shape[i];
-        t->strides[i] = strides[i];
+    for (int i = 0; i < TG_MAX_DIMS; i++) { /* entries past ndim zero, as tg_tensor_new's */
+        t->shape[i] = i < ndim ? d->shape[i] : 0;
+        t->strides[i] = i < ndim ? strides[i] : 0;
     }
     t->buf = &o->buf;
     return t;

@@ -34,6 +34,28 @@ static inline vf vf_round(vf x) {
     return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
+/* the first n (< VD_W or VF_W) lanes: masked loads and stores, which touch no byte past
+   them (vk_template.h, "partial vectors") */
+#define VK_MASKED 1
+static inline __m256i lanes_below_d(int64_t n) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+static inline __m256i lanes_below_f(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline vd vd_load_n(const double *p, int64_t n) {
+    return _mm256_maskload_pd(p, lanes_below_d(n));
+}
+static inline void vd_store_n(double *p, vd v, int64_t n) {
+    _mm256_maskstore_pd(p, lanes_below_d(n), v);
+}
+static inline vf vf_load_n(const float *p, int64_t n) {
+    return _mm256_maskload_ps(p, lanes_below_f(n));
+}
+static inline void vf_store_n(float *p, vf v, int64_t n) {
+    _mm256_maskstore_ps(p, lanes_below_f(n), v);
+}
+
 #if defined(TG_HAVE_SLEEF)
 #include <sleef.h>
 #define VK_SLEEF_D(fn, u) Sleef_##fn##d4_##u##avx2

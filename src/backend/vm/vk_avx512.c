@@ -34,6 +34,22 @@ static inline vf vf_round(vf x) {
     return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
+/* the first n (< VD_W or VF_W) lanes: masked loads and stores, which touch no byte past
+   them (vk_template.h, "partial vectors") */
+#define VK_MASKED 1
+static inline vd vd_load_n(const double *p, int64_t n) {
+    return _mm512_maskz_loadu_pd((__mmask8)((1u << n) - 1), p);
+}
+static inline void vd_store_n(double *p, vd v, int64_t n) {
+    _mm512_mask_storeu_pd(p, (__mmask8)((1u << n) - 1), v);
+}
+static inline vf vf_load_n(const float *p, int64_t n) {
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+}
+static inline void vf_store_n(float *p, vf v, int64_t n) {
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), v);
+}
+
 #if defined(TG_HAVE_SLEEF)
 #include <sleef.h>
 #define VK_SLEEF_D(fn, u) Sleef_##fn##d8_##u##avx512f

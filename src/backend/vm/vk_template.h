@@ -6,6 +6,8 @@
  *   VK_TABLE      the name of the table to define, VK_ISA_NAME its printable name
  *   VK_SLEEF_D(fn, u), VK_SLEEF_F(fn, u)   only when SLEEF is used: the SLEEF function of
  *                 that ISA, e.g. Sleef_expd4_u10avx2
+ *   VK_MASKED     optionally, with vd_load_n, vd_store_n, vf_load_n, vf_store_n: the
+ *                 first n lanes through masked loads and stores (else through a copy)
  * Every op is written once per dtype on whole vectors; the map helpers run it over an
  * array, splatting broadcast operands, and pass the tail through the same vector code
  * (padded with zeros), so an element's result never depends on where it lies.
@@ -48,6 +50,24 @@ VK_INLINE vf vf_set1(float x) {
     return v;
 }
 VK_INLINE vf vf_sel(vfi m, vf a, vf b) { return (vf)((m & (vfi)a) | (~m & (vfi)b)); }
+
+/* ---- partial vectors: the first n (< W) elements at p, the other lanes zero; a store
+ * writes those n only. An array's tail goes through them, so that it runs the same vector
+ * code as the rest. Without masked loads and stores, through a zeroed copy. ---- */
+#ifndef VK_MASKED
+VK_INLINE vd vd_load_n(const double *p, int64_t n) {
+    double b[VD_W] = {0};
+    memcpy(b, p, (size_t)n * sizeof *b);
+    return vd_load(b);
+}
+VK_INLINE void vd_store_n(double *p, vd v, int64_t n) { memcpy(p, &v, (size_t)n * sizeof *p); }
+VK_INLINE vf vf_load_n(const float *p, int64_t n) {
+    float b[VF_W] = {0};
+    memcpy(b, p, (size_t)n * sizeof *b);
+    return vf_load(b);
+}
+VK_INLINE void vf_store_n(float *p, vf v, int64_t n) { memcpy(p, &v, (size_t)n * sizeof *p); }
+#endif
 
 /* ---- transcendentals: SLEEF's vector functions, or libm per lane ---- */
 
@@ -172,6 +192,14 @@ static inline vf vf_clip(vf x, vf lo, vf hi) { return vf_minimum(vf_maximum(x, l
 
 /* ---- map helpers: one vector op over an array (s: 1 contiguous, 0 broadcast) ---- */
 
+/* The operand of the tail's m lanes from element i: contiguous or broadcast. */
+VK_INLINE vd vd_part(const double *p, int64_t s, int64_t i, int64_t m) {
+    return s ? vd_load_n(p + i, m) : vd_set1(p[0]);
+}
+VK_INLINE vf vf_part(const float *p, int64_t s, int64_t i, int64_t m) {
+    return s ? vf_load_n(p + i, m) : vf_set1(p[0]);
+}
+
 VK_INLINE void d_map1(int64_t n, double *y, const double *x, int64_t sx, vd (*f)(vd)) {
     int64_t i = 0;
     if (sx == 0) {
@@ -181,12 +209,7 @@ VK_INLINE void d_map1(int64_t n, double *y, const double *x, int64_t sx, vd (*f)
         return;
     }
     for (; i + VD_W <= n; i += VD_W) vd_store(y + i, f(vd_load(x + i)));
-    if (i < n) {
-        double bx[VD_W] = {0};
-        memcpy(bx, x + i, (size_t)(n - i) * sizeof *bx);
-        vd r = f(vd_load(bx));
-        memcpy(y + i, &r, (size_t)(n - i) * sizeof *y);
-    }
+    if (i < n) vd_store_n(y + i, f(vd_load_n(x + i, n - i)), n - i);
 }
 
 VK_INLINE void d_map2(int64_t n, double *y, const double *a, int64_t sa, const double *b,
@@ -204,15 +227,7 @@ VK_INLINE void d_map2(int64_t n, double *y, const double *a, int64_t sa, const d
         vd r = f(vd_set1(a[0]), vd_set1(b[0]));
         for (; i + VD_W <= n; i += VD_W) vd_store(y + i, r);
     }
-    if (i < n) {
-        double ba[VD_W] = {0}, bb[VD_W] = {0};
-        for (int64_t k = 0; k < n - i; k++) {
-            ba[k] = a[(i + k) * sa];
-            bb[k] = b[(i + k) * sb];
-        }
-        vd r = f(vd_load(ba), vd_load(bb));
-        memcpy(y + i, &r, (size_t)(n - i) * sizeof *y);
-    }
+    if (i < n) vd_store_n(y + i, f(vd_part(a, sa, i, n - i), vd_part(b, sb, i, n - i)), n - i);
 }
 
 VK_INLINE void d_map3(int64_t n, double *y, const double *a, int64_t sa, const double *b,
@@ -225,16 +240,10 @@ VK_INLINE void d_map3(int64_t n, double *y, const double *a, int64_t sa, const d
         if (sc) vc = vd_load(c + i);
         vd_store(y + i, f(va, vb, vc));
     }
-    if (i < n) {
-        double ba[VD_W] = {0}, bb[VD_W] = {0}, bc[VD_W] = {0};
-        for (int64_t k = 0; k < n - i; k++) {
-            ba[k] = a[(i + k) * sa];
-            bb[k] = b[(i + k) * sb];
-            bc[k] = c[(i + k) * sc];
-        }
-        vd r = f(vd_load(ba), vd_load(bb), vd_load(bc));
-        memcpy(y + i, &r, (size_t)(n - i) * sizeof *y);
-    }
+    if (i < n)
+        vd_store_n(y + i,
+                   f(vd_part(a, sa, i, n - i), vd_part(b, sb, i, n - i), vd_part(c, sc, i, n - i)),
+                   n - i);
 }
 
 VK_INLINE void f_map1(int64_t n, float *y, const float *x, int64_t sx, vf (*f)(vf)) {
@@ -246,12 +255,7 @@ VK_INLINE void f_map1(int64_t n, float *y, const float *x, int64_t sx, vf (*f)(v
         return;
     }
     for (; i + VF_W <= n; i += VF_W) vf_store(y + i, f(vf_load(x + i)));
-    if (i < n) {
-        float bx[VF_W] = {0};
-        memcpy(bx, x + i, (size_t)(n - i) * sizeof *bx);
-        vf r = f(vf_load(bx));
-        memcpy(y + i, &r, (size_t)(n - i) * sizeof *y);
-    }
+    if (i < n) vf_store_n(y + i, f(vf_load_n(x + i, n - i)), n - i);
 }
 
 VK_INLINE void f_map2(int64_t n, float *y, const float *a, int64_t sa, const float *b, int64_t sb,
@@ -269,15 +273,7 @@ VK_INLINE void f_map2(int64_t n, float *y, const float *a, int64_t sa, const flo
         vf r = f(vf_set1(a[0]), vf_set1(b[0]));
         for (; i + VF_W <= n; i += VF_W) vf_store(y + i, r);
     }
-    if (i < n) {
-        float ba[VF_W] = {0}, bb[VF_W] = {0};
-        for (int64_t k = 0; k < n - i; k++) {
-            ba[k] = a[(i + k) * sa];
-            bb[k] = b[(i + k) * sb];
-        }
-        vf r = f(vf_load(ba), vf_load(bb));
-        memcpy(y + i, &r, (size_t)(n - i) * sizeof *y);
-    }
+    if (i < n) vf_store_n(y + i, f(vf_part(a, sa, i, n - i), vf_part(b, sb, i, n - i)), n - i);
 }
 
 VK_INLINE void f_map3(int64_t n, float *y, const float *a, int64_t sa, const float *b, int64_t sb,
@@ -290,16 +286,10 @@ VK_INLINE void f_map3(int64_t n, float *y, const float *a, int64_t sa, const flo
         if (sc) vc = vf_load(c + i);
         vf_store(y + i, f(va, vb, vc));
     }
-    if (i < n) {
-        float ba[VF_W] = {0}, bb[VF_W] = {0}, bc[VF_W] = {0};
-        for (int64_t k = 0; k < n - i; k++) {
-            ba[k] = a[(i + k) * sa];
-            bb[k] = b[(i + k) * sb];
-            bc[k] = c[(i + k) * sc];
-        }
-        vf r = f(vf_load(ba), vf_load(bb), vf_load(bc));
-        memcpy(y + i, &r, (size_t)(n - i) * sizeof *y);
-    }
+    if (i < n)
+        vf_store_n(y + i,
+                   f(vf_part(a, sa, i, n - i), vf_part(b, sb, i, n - i), vf_part(c, sc, i, n - i)),
+                   n - i);
 }
 
 /* ---- the kernels and the table (X-lists: op enum suffix, name) ---- */
