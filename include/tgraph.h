@@ -340,12 +340,19 @@ typedef struct tg_slice {
 #define TG_SLICE_NO_STOP  2u
 #define TG_SLICE_NO_STEP  4u /* step 1 */
 #define TG_SLICE_OMIT_ALL (TG_SLICE_NO_START | TG_SLICE_NO_STOP | TG_SLICE_NO_STEP)
+/* Two more items of tg_index_apply / tg_index_update (not of tg_slice_apply), each an
+ * `omit` of its own with the other fields zero: NumPy's `None`, a new axis of extent 1
+ * (taking no axis of x), and `...`, as many whole axes as the other items leave (at most
+ * one per index). */
+#define TG_INDEX_NEWAXIS  8u
+#define TG_INDEX_ELLIPSIS 16u
 TG_API tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx);
 /* Indexing x[...] as NumPy does it, basic and advanced items mixed. Each entry indexes
- * from the front: an item with `array` NULL is the basic `slice` (a slice, or an integer
- * with is_index); otherwise `array` is an integer index array (any rank, any integer dtype)
- * or a bool mask, which indexes as many axes as it has dimensions (its shape must equal
- * theirs). Axes left over are taken whole.
+ * from the front: an item with `array` NULL is the basic `slice` (a slice, an integer
+ * with is_index, a new axis or `...`: TG_INDEX_NEWAXIS, TG_INDEX_ELLIPSIS); otherwise
+ * `array` is an integer index array (any rank, any integer dtype) or a bool mask, which
+ * indexes as many axes as it has dimensions (its shape must equal theirs). Axes left over
+ * are taken whole.
  *  - Without arrays this is tg_slice_apply (a view).
  *  - Index arrays (and integers, when any array is present, as NumPy counts them, and the
  *    true positions of each mask, one array per mask dimension) broadcast together to a

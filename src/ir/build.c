@@ -146,6 +146,12 @@ tg_var *tg_slice_apply(tg_graph *g, tg_var *x, const tg_slice *idx, int nidx) {
                           nidx > 0 && !idx ? ", NULL" : "");
     int64_t st[TG_MAX_DIMS], sp[TG_MAX_DIMS], step[TG_MAX_DIMS], ix[TG_MAX_DIMS];
     bool none[3][TG_MAX_DIMS]; /* omitted parts: `none` entries, apart from every value */
+    for (int i = 0; i < nidx; i++)
+        if (idx[i].omit & ~TG_SLICE_OMIT_ALL)
+            return tg_ir_fail(g, TG_EINVAL,
+                              "tg_slice_apply: item %d is a new axis or '...', which only "
+                              "tg_index_apply takes",
+                              i);
     for (int i = 0; i < nidx; i++) {
         st[i] = idx[i].start;
         sp[i] = idx[i].stop;

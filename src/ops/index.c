@@ -1428,10 +1428,70 @@ static void plan_slice_attrs(const idx_plan *pl, int64_t (*v)[TG_MAX_DIMS],
     }
 }
 
+/* The items with `...` written out as whole axes and each new axis (`none`) turned into a
+ * whole axis of x' = expand_dims(x, *nnew axes at newax): what plan_make takes. NumPy's
+ * rules: new axes sit where they are written, `...` takes the axes the others leave. */
+static int index_normalize(tg_graph *g, const tg_var *x, const tg_index *idx, int n, tg_index *out,
+                           int64_t *newax, int *nnew) {
+    if (g->status != TG_OK) return -1;
+    if (!x) return tg_ir_fail(g, TG_EINVAL, "index: x is NULL"), -1;
+    if (n < 0 || n > TG_MAX_DIMS || (n > 0 && !idx))
+        return tg_ir_fail(g, TG_EINVAL, "index: invalid index list (%d entries)", n), -1;
+    int used = 0, nell = 0;
+    *nnew = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned special = idx[i].array ? 0 : idx[i].slice.omit & ~TG_SLICE_OMIT_ALL;
+        if (special && special != TG_INDEX_NEWAXIS && special != TG_INDEX_ELLIPSIS)
+            return tg_ir_fail(g, TG_EINVAL, "index: item %d has unknown flags %#x", i, special), -1;
+        nell += special == TG_INDEX_ELLIPSIS;
+        if (special) continue;
+        tg_var *a = idx[i].array;
+        used += a && a->type.dtype == TG_DT_BOOL ? a->type.ndim : 1;
+    }
+    if (nell > 1)
+        return tg_ir_fail(g, TG_EINDEX, "an index can only have a single ellipsis ('...')"), -1;
+    int fill = x->type.ndim - used > 0 ? x->type.ndim - used : 0, m = 0, axis = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned special = idx[i].array ? 0 : idx[i].slice.omit & ~TG_SLICE_OMIT_ALL;
+        int k = special == TG_INDEX_ELLIPSIS ? fill : 1;
+        if (m + k > TG_MAX_DIMS)
+            return tg_ir_fail(g, TG_ELIMIT,
+                              "index: more than %d items once '...' and new axes "
+                              "are written out",
+                              TG_MAX_DIMS),
+                   -1;
+        if (special == TG_INDEX_NEWAXIS) newax[(*nnew)++] = axis;
+        for (int j = 0; j < k; j++) out[m++] = special ? (tg_index){.slice = full_slice} : idx[i];
+        axis += special == TG_INDEX_ELLIPSIS                             ? fill
+                : idx[i].array && idx[i].array->type.dtype == TG_DT_BOOL ? idx[i].array->type.ndim
+                                                                         : 1;
+    }
+    if (x->type.ndim + *nnew > TG_MAX_DIMS)
+        return tg_ir_fail(g, TG_ELIMIT,
+                          "index: %d new axes on a %d-dimensional array make more "
+                          "than %d",
+                          *nnew, x->type.ndim, TG_MAX_DIMS),
+               -1;
+    return m;
+}
+
+/* x with new axes of extent 1 at newax (the result's axes), or x itself. */
+static tg_var *with_new_axes(tg_graph *g, tg_var *x, const int64_t *newax, int nnew) {
+    if (nnew == 0) return x;
+    tg_attr a = TG_A_INTS("axis", newax, nnew);
+    return tg_apply(g, "expand_dims", &x, 1, &a, 1);
+}
+
 tg_var *tg_index_apply(tg_graph *g, tg_var *x, const tg_index *idx, int nidx) {
     idx_plan pl;
+    tg_index items[TG_MAX_DIMS];
+    int64_t newax[TG_MAX_DIMS];
+    int nnew;
     if (!g) return tg_set_error(TG_EINVAL, "tg_index_apply: graph is NULL"), NULL;
-    if (!plan_make(g, x, idx, nidx, &pl)) return NULL;
+    int n = index_normalize(g, x, idx, nidx, items, newax, &nnew);
+    if (n < 0) return NULL;
+    x = with_new_axes(g, x, newax, nnew);
+    if (!plan_make(g, x, items, n, &pl)) return NULL;
     if (pl.k == 0) return tg_slice_apply(g, x, pl.sl, pl.nsl);
     if (pl.lead_mask) return tg_apply(g, "mask_select", (tg_var *[]){x, pl.lead_mask}, 2, NULL, 0);
     if (pl.take_axis >= 0) {
@@ -1452,9 +1512,19 @@ tg_var *tg_index_update(tg_graph *g, tg_var *x, const tg_index *idx, int nidx, t
     int64_t v[4][TG_MAX_DIMS];
     bool none[3][TG_MAX_DIMS];
     tg_attr sa[4];
+    tg_index items[TG_MAX_DIMS];
+    int64_t newax[TG_MAX_DIMS];
+    int nnew;
     if (!g) return tg_set_error(TG_EINVAL, "tg_index_update: graph is NULL"), NULL;
     if (g->status == TG_OK && !y) return tg_ir_fail(g, TG_EINVAL, "tg_index_update: y is NULL");
-    if (!plan_make(g, x, idx, nidx, &pl)) return NULL;
+    int n = index_normalize(g, x, idx, nidx, items, newax, &nnew);
+    if (n < 0) return NULL;
+    if (nnew > 0) { /* x[none, ...] = y: the update of x with its new axes, which go again */
+        tg_var *u = tg_index_update(g, with_new_axes(g, x, newax, nnew), items, n, y, inc);
+        tg_attr a = TG_A_INTS("axis", newax, nnew);
+        return u ? tg_apply(g, "squeeze", &u, 1, &a, 1) : NULL;
+    }
+    if (!plan_make(g, x, items, n, &pl)) return NULL;
     plan_slice_attrs(&pl, v, none, sa);
     if (pl.k == 0)
         return tg_apply(g, inc ? "inc_subtensor" : "set_subtensor", (tg_var *[]){x, y}, 2, sa, 4);

@@ -283,6 +283,12 @@ static void lex_token(tg_lexer *lx, tg_tok *t) {
             lx->cur = q;
             return;
         }
+        if (c == '.' && !lx->expr && lx->end - p >= 3 && p[1] == '.' && p[2] == '.') {
+            *t = (tg_tok){
+                .kind = TG_TK_ELLIPSIS, .p = p, .len = 3, .line = lx->line, .col = col_of(lx, p)};
+            lx->cur = p + 3;
+            return;
+        }
         if (is_digit(c) || (c == '.' && p + 1 < lx->end && is_digit(p[1])))
             return lex_number(lx, t, p);
         if (c == '"') return lex_string(lx, t, p);

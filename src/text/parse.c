@@ -1121,8 +1121,9 @@ static NOINLINE bool index_remember(parser *p, tg_var *v, tg_var *x, const tg_in
 }
 
 /* Indexing "[" item ("," item)* [","] "]" applied to x; item := INT | [INT] ":" [INT]
- * [":" [INT]] | NAME (an index array or a boolean mask: any expression starting with a
- * name). Built by tg_index_apply (NumPy's rules); the value goes to p->outs[0]. */
+ * [":" [INT]] | "none" (a new axis) | "..." | NAME (an index array or a boolean mask: any
+ * expression starting with a name). Built by tg_index_apply (NumPy's rules); the value
+ * goes to p->outs[0]. */
 static NOINLINE bool parse_index(parser *p, tg_var *x) {
     tg_tok lb = p->tok;
     if (!enter(p, &lb)) return false;
@@ -1134,6 +1135,13 @@ static NOINLINE bool parse_index(parser *p, tg_var *x) {
             return FAIL_TOK(p, &p->tok, TG_ELIMIT, "more than %d indices", TG_MAX_DIMS);
         tg_index *it = &items[n];
         *it = (tg_index){.slice = {.omit = TG_SLICE_OMIT_ALL}};
+        if (at(p, TG_TK_ELLIPSIS) || tg_tok_is(&p->tok, "none")) {
+            it->slice.omit = at(p, TG_TK_ELLIPSIS) ? TG_INDEX_ELLIPSIS : TG_INDEX_NEWAXIS;
+            advance(p);
+            n++;
+            if (!accept(p, TG_TK_COMMA)) break;
+            continue;
+        }
         if (at(p, TG_TK_NAME) && !tg_tok_is(&p->tok, "inf") && !tg_tok_is(&p->tok, "nan")) {
             if (!parse_expr1(p, &it->array)) return false;
             n++;

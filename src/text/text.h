@@ -51,6 +51,7 @@ typedef enum {
     TG_TK_LARROW,   /* <- (an update of a state: `W <- expr`) */
     TG_TK_MINUS,    /* - (only meaningful before a number) */
     TG_TK_QUESTION, /* ? */
+    TG_TK_ELLIPSIS, /* ... (inside x[...]) */
     TG_TK_RAW,      /* the text between `fused{` and its `}` (one line, taken as is) */
     TG_TK_INPUT,    /* expressions only: %INT, a fused node's input; its number in u */
     TG_TK_SEMI,     /* expressions only: ; */

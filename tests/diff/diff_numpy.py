@@ -1206,8 +1206,8 @@ def gen_index_sugar(S):
 def gen_advanced_index(S):
     """Full advanced indexing in .tg: several index arrays broadcast together, integers and
     slices mixed with them (NumPy's placement of the advanced axes, adjacent or separated),
-    boolean masks anywhere, and the same forms in set_subtensor / inc_subtensor (repeated
-    places: the last wins for set, all accumulate for inc)."""
+    boolean masks anywhere, `...` and `none`, and the same forms in set_subtensor /
+    inc_subtensor (repeated places: the last wins for set, all accumulate for inc)."""
     for dt in ("f32", "i32", "f64"):
         x = S.data(dt, (5, 4, 6))
         r = S.rng.integers(-5, 5, size=(3,))
@@ -1233,6 +1233,11 @@ def gen_advanced_index(S):
             ("mask_and_array", "x[mr, 0]", x[mr, 0]),
             ("mask_rows_slice", "x[mr, 1:3]", x[mr, 1:3]),
             ("view", "x[::-1][r, c]", x[::-1][r, c]),
+            ("ellipsis", "x[..., 1]", x[..., 1]),
+            ("ellipsis_arrays", "x[r, ..., d]", x[r, ..., d]),
+            ("newaxis_array", "x[:, none, :, d]", x[:, None, :, d]),
+            ("newaxis_front", "x[none, r, c]", x[None, r, c]),
+            ("ellipsis_newaxis", "x[..., none, 0]", x[..., None, 0]),
         ]
         for name, expr, exp in cases:
             p.case(name, expr, exp)
@@ -1266,6 +1271,12 @@ def gen_advanced_index(S):
         z = x.copy()
         z[:, m] += 2
         p.case("inc_mask", "inc_subtensor(x[:, m], 2)", z)
+        z = x.copy()
+        np.add.at(z, (r, Ellipsis, 0), 1)
+        p.case("inc_ellipsis", "inc_subtensor(x[r, ..., 0], 1)", z)
+        z = x.copy()
+        z[None, 1, 2:] = 5
+        p.case("set_newaxis", "set_subtensor(x[none, 1, 2:], 5)", z)
     # repeated places: inc accumulates every occurrence, set keeps the last
     x = S.data("f64", (3, 4))
     r = np.array([0, 2, 0, 0, -1])

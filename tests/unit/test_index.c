@@ -811,6 +811,59 @@ static void test_index_values(void **state) {
     tg_graph_free(g);
 }
 
+#define NEW_ ((tg_index){.slice = {.omit = TG_INDEX_NEWAXIS}})
+#define ELL_ ((tg_index){.slice = {.omit = TG_INDEX_ELLIPSIS}})
+
+/* None and ... among the items, as NumPy takes them (x = np.arange(24).reshape(2, 3, 4),
+ * r = [1, 0]); an update through a new axis leaves x's shape. */
+static void test_index_newaxis_ellipsis(void **state) {
+    (void)state;
+    tg_graph *g = tg_graph_new(NULL, "f");
+    tg_var *x = input(g, "x", TG_DT_I32, SHAPE(2, 3, 4));
+    tg_var *r = input(g, "r", TG_DT_I64, SHAPE(2));
+    tg_var *outs[5] = {
+        tg_index_apply(g, x, (tg_index[]){ELL_, INT_(1)}, 2),         /* x[..., 1]: (2, 3) */
+        tg_index_apply(g, x, (tg_index[]){NEW_, INT_(1)}, 2),         /* x[None, 1]: (1, 3, 4) */
+        tg_index_apply(g, x, (tg_index[]){ARR(r), ELL_, INT_(2)}, 3), /* x[r, ..., 2]: (2, 3) */
+        tg_index_apply(g, x, (tg_index[]){ALL_, NEW_, ARR(r)}, 3),    /* x[:, None, r] */
+        tg_index_update(g, x, (tg_index[]){NEW_, INT_(0), FROM_(2)}, 3, tg_literal_int(g, -1),
+                        false), /* x[None, 0, 2:] = -1 */
+    };
+    const int64_t want_nd[5] = {2, 3, 2, 4, 3};
+    const int64_t want_shape[5][4] = {{2, 3}, {1, 3, 4}, {2, 3}, {2, 1, 2, 4}, {2, 3, 4}};
+    for (int k = 0; k < 5; k++) {
+        assert_non_null(outs[k]);
+        assert_int_equal(tg_var_ndim(outs[k]), want_nd[k]);
+        for (int d = 0; d < want_nd[k]; d++)
+            assert_int_equal(tg_var_dim(outs[k], d), want_shape[k][d]);
+    }
+    tg_tensor *in[] = {mk_arange(TG_DT_I32, SHAPE(2, 3, 4)),
+                       mk_tensor(TG_DT_I64, SHAPE(2), VALS(1, 0))};
+    tg_tensor *res[5] = {NULL};
+    run_ok(g, outs, 5, in, 2, res);
+    check_tensor(res[0], TG_DT_I32, SHAPE(2, 3), VALS(1, 5, 9, 13, 17, 21), 0);
+    check_tensor(res[1], TG_DT_I32, SHAPE(1, 3, 4),
+                 VALS(12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23), 0);
+    check_tensor(res[2], TG_DT_I32, SHAPE(2, 3), VALS(14, 18, 22, 2, 6, 10), 0);
+    check_tensor(res[3], TG_DT_I32, SHAPE(2, 1, 2, 4),
+                 VALS(4, 5, 6, 7, 0, 1, 2, 3, 16, 17, 18, 19, 12, 13, 14, 15), 0);
+    check_tensor(res[4], TG_DT_I32, SHAPE(2, 3, 4),
+                 VALS(0, 1, 2, 3, 4, 5, 6, 7, -1, -1, -1, -1, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+                      21, 22, 23),
+                 0);
+    free_all(in, 2);
+    free_all(res, 5);
+    /* two ellipses; a new axis given to tg_slice_apply */
+    assert_null(tg_index_apply(g, x, (tg_index[]){ELL_, ELL_}, 2));
+    assert_non_null(strstr(tg_last_error(), "a single ellipsis"));
+    tg_graph_free(g);
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_I32, SHAPE(2, 3));
+    assert_null(tg_slice_apply(g, x, (tg_slice[]){{.omit = TG_INDEX_NEWAXIS}}, 1));
+    assert_non_null(strstr(tg_last_error(), "only tg_index_apply takes"));
+    tg_graph_free(g);
+}
+
 static void test_index_errors(void **state) {
     (void)state;
     /* run time: each index is checked against its own axis, never wrapped into the next row */
@@ -927,6 +980,7 @@ int main(void) {
         cmocka_unit_test(test_mask_select),
         cmocka_unit_test(test_mask_select_errors),
         cmocka_unit_test(test_index_values),
+        cmocka_unit_test(test_index_newaxis_ellipsis),
         cmocka_unit_test(test_index_errors),
         cmocka_unit_test(test_clone),
     };
