@@ -778,8 +778,9 @@ static int slice_item(PyObject *o, tg_slice *sl) {
     return !PyErr_Occurred();
 }
 
-/* Items of x[...] from a sequence of at most TG_MAX_DIMS: a Var is an index array or mask
- * (arrays allowed), a tuple a basic item. Returns the count, or -1 with an exception. */
+/* Items of x[...] from a sequence of at most TG_MAX_DIMS: a tuple is a basic item; where
+ * arrays are allowed, a Var is an index array or mask, None a new axis and Ellipsis `...`.
+ * Returns the count, or -1 with an exception. */
 static int index_items(GraphObject *go, PyObject *idx, bool arrays, tg_index *it) {
     PyObject *f = PySequence_Fast(idx, "index: expected a sequence");
     if (!f) return -1;
@@ -792,6 +793,10 @@ static int index_items(GraphObject *go, PyObject *idx, bool arrays, tg_index *it
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *o = PySequence_Fast_GET_ITEM(f, i);
         it[i] = (tg_index){0};
+        if (arrays && (o == Py_None || o == Py_Ellipsis)) {
+            it[i].slice.omit = o == Py_None ? TG_INDEX_NEWAXIS : TG_INDEX_ELLIPSIS;
+            continue;
+        }
         bool ok = arrays && Py_TYPE(o) == &VarType ? var_arg(go, o, &it[i].array)
                                                    : slice_item(o, &it[i].slice);
         if (!ok) {
@@ -816,8 +821,8 @@ static PyObject *graph_slice(GraphObject *go, PyObject *args) {
     return var_wrap(go, tg_slice_apply(go->g, x, sl, n));
 }
 
-/* index(x, [item, ...]): NumPy's indexing with index arrays and masks (Vars) among the
- * basic items (tg_index_apply). */
+/* index(x, [item, ...]): NumPy's indexing with index arrays and masks (Vars), None and
+ * Ellipsis among the basic items (tg_index_apply). */
 static PyObject *graph_index(GraphObject *go, PyObject *args) {
     PyObject *xo, *idx;
     tg_var *x;

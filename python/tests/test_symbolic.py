@@ -73,7 +73,7 @@ def test_advanced_indexing_as_numpy():
         np.testing.assert_array_equal(got, want)
     with pytest.raises(tg.Error, match="index 5 is out of bounds for axis 1 with size 4"):
         tg.function([x], x[np.array([0, 1]), np.array([5, 0])])(a)
-    with pytest.raises(tg.Error, match="at most one ellipsis"):
+    with pytest.raises(tg.Error, match="single ellipsis"):
         x[..., 0, ...]
 
 
@@ -97,8 +97,10 @@ def test_subtensor_updates_as_pytensor():
         np.testing.assert_array_equal(g, want)
     with pytest.raises(tg.Error, match="must be an indexing"):
         tg.set_subtensor(x + 1, 1.0)
-    with pytest.raises(tg.Error, match="None beside index arrays"):
-        tg.set_subtensor(x[None, r], 1.0)
+    z = a.copy()
+    z[None, r, ..., 1] = -1.0
+    np.testing.assert_array_equal(
+        tg.function([x], tg.set_subtensor(x[None, r, ..., 1], -1.0))(a), z)
 
 
 def test_comparisons_build_graph_equality_is_identity():

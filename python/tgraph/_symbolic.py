@@ -306,56 +306,30 @@ def _op(opname, pyname):
     return f
 
 
-_FULL = (None, None, None, False)  # the basic item `:`
-
-
 def _getitem(x, key):
     """x[key] as NumPy indexes: slices, integers, None, one ellipsis, and integer index
     arrays or bool masks (Variables, ndarrays, lists) mixed with them (docs/ops-index.md,
-    "x[...]")."""
+    "x[...]"). Without arrays, None or ellipsis it is the `slice` op (a view)."""
     if not isinstance(key, tuple):
         key = (key,)
-    if sum(k is Ellipsis for k in key) > 1:
-        raise Error("indexing: at most one ellipsis")
-    key = tuple(as_variable(k) if isinstance(k, (np.ndarray, list)) else k for k in key)
-    arrays = any(isinstance(k, Variable) for k in key)
-    # axes of x the items take: a mask as many as it has dimensions, None and ... none
-    used = sum((k.ndim if k._tg_dtype == "bool" else 1) if isinstance(k, Variable) else 1
-               for k in key if k is not None and k is not Ellipsis)
-    items, newaxes, axis = [], [], 0
+    items = []
     for k in key:
-        if k is Ellipsis:
-            items += [_FULL] * (x.ndim - used)
-            axis += x.ndim - used
-        elif k is None:  # a new axis of length 1, then taken whole
-            newaxes.append(axis)
-            if arrays:
-                items.append(_FULL)
-            axis += 1
+        if isinstance(k, (Variable, np.ndarray, list)):
+            items.append(as_variable(k))
+        elif k is None or k is Ellipsis or isinstance(k, Variable):
+            items.append(k)
         elif isinstance(k, slice):
             items.append((_int(k.start), _int(k.stop), _int(k.step), False))
-            axis += 1
-        elif isinstance(k, Variable):
-            items.append(k)
-            axis += k.ndim if k._tg_dtype == "bool" else 1
         else:
             items.append((int(k), None, None, True))
-            axis += 1
-    if not arrays:  # basic indexing: a view, new axes after it
-        out = _make("slice", None, [x], tuple(items))[0]
-        return _apply("expand_dims", (out,), {"axis": newaxes}) if newaxes else out
-    # new axes go in before the arrays: None counts as a basic item in NumPy's placement
+    if all(isinstance(k, tuple) for k in items):
+        return _make("slice", None, [x], tuple(items))[0]
     vs = [k for k in items if isinstance(k, Variable)]
-    return _make("index", None, [x] + vs, (_index_spec(items), tuple(newaxes)))[0]
-
-
-def _index_spec(items):
-    """Items with each array replaced by ("array", j): j-th input after x."""
     spec, j = [], 0
     for k in items:
         spec.append(("array", j) if isinstance(k, Variable) else ("basic", k))
         j += isinstance(k, Variable)
-    return tuple(spec)
+    return _make("index", None, [x] + vs, tuple(spec))[0]
 
 
 def _subtensor_update(opname, inc):
@@ -372,12 +346,7 @@ def _subtensor_update(opname, inc):
             raise Error(f"{opname}: the first argument must be an indexing x[...] of a "
                         "tensor (or pass the op's attributes)")
         y = as_variable(y)
-        if node.kind == "slice":
-            return _make("index_update", None, [node.inputs[0], y],
-                         (tuple(("basic", k) for k in node.attrs), inc))[0]
-        spec, newaxes = node.attrs
-        if newaxes:
-            raise Error(f"{opname}: x[...] with None beside index arrays cannot be updated")
+        spec = tuple(("basic", k) for k in node.attrs) if node.kind == "slice" else node.attrs
         return _make("index_update", None, [node.inputs[0], y] + list(node.inputs[1:]),
                      (spec, inc))[0]
     f.__name__ = f.__qualname__ = opname
@@ -440,10 +409,7 @@ def _apply_kind(g, node, ins):
     if node.kind == "slice":
         return [g.slice(ins[0], list(node.attrs))]
     if node.kind == "index":
-        spec, newaxes = node.attrs
-        x = g.apply("expand_dims", [ins[0]], {"axis": list(newaxes)}, True)[0] if newaxes \
-            else ins[0]
-        return [g.index(x, [ins[1 + v] if t == "array" else v for t, v in spec])]
+        return [g.index(ins[0], [ins[1 + v] if t == "array" else v for t, v in node.attrs])]
     if node.kind == "index_update":
         spec, inc = node.attrs
         return [g.index_update(ins[0], [ins[2 + v] if t == "array" else v for t, v in spec],
