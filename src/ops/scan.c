@@ -553,7 +553,8 @@ static tg_status scan_ref(tg_kern *k) {
         /* a saved state: its values, all of them */
         int64_t rows = q < l.ny ? steps : steps + (q == hist ? l.depth : 1);
         r.ys[q] = keep(&r, stacked(k->ctx, &k->out_type[l.nstate + q], rows));
-        oom = !r.ys[q] || !(r.row[q] = keep(&r, row_view(r.ys[q])));
+        /* no row to view when no step runs */
+        oom = !r.ys[q] || (rows > 0 && !(r.row[q] = keep(&r, row_view(r.ys[q]))));
     }
     /* the states (state 0 tapped: a ring of depth + 1 values) */
     for (int j = 0; j < l.nstate && !oom; j++) {
@@ -590,7 +591,8 @@ static tg_status scan_ref(tg_kern *k) {
             tg_tensor_copy_into(row_at(r.row[q], r.ys[q], l.reverse ? steps : 0), init);
         }
     }
-    for (int i = s0; i < c0 && !oom; i++) oom = !(r.seqrow[i - s0] = keep(&r, row_view(k->in[i])));
+    for (int i = s0; i < c0 && !oom && steps > 0; i++)
+        oom = !(r.seqrow[i - s0] = keep(&r, row_view(k->in[i])));
     if (!oom && l.until) oom = !(r.stop = keep(&r, tg_tensor_empty(k->ctx, TG_DT_BOOL, 0, NULL)));
     tg_status st = oom ? tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error()) : TG_OK;
     /* the saved rows need views of their own: one for the row read, one for the row written */

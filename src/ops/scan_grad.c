@@ -326,18 +326,23 @@ static tg_var *extent_sub(tg_graph *g, tg_var *a, int64_t as, tg_var *b, int64_t
     return tg_apply(g, "sub", (tg_var *[]){a, b}, 2, NULL, 0);
 }
 
+/* v with `ext` (a 0-d i64) zero rows added before (front) or after its rows. */
+static tg_var *zero_rows(tg_graph *g, tg_var *v, tg_var *ext, bool front) {
+    tg_var *ins[TG_MAX_DIMS + 1];
+    if (!tg_grad_dims(g, v, ins + 1)) return NULL;
+    ins[1] = ext;
+    ins[0] = tg_ir_const(g, tg_tensor_new(g->ctx, (tg_dtype)v->type.dtype, 0, NULL), 0);
+    tg_var *z = tg_apply(g, "alloc", ins, v->type.ndim + 1, NULL, 0);
+    tg_var *parts[2] = {front ? z : v, front ? v : z};
+    return tg_apply(g, "concatenate", parts, 2, NULL, 0);
+}
+
 /* The cotangent v of the rows of x that the loop touched, as a cotangent of all of x:
  * zero rows added before (front) or after them, up to x's extent along axis 0. */
 static tg_var *pad_rows(tg_graph *g, tg_var *v, tg_var *x, bool front) {
     int64_t nx = x->type.shape[0], nv = v->type.shape[0];
     if (nx >= 0 && nx == nv) return v;
-    tg_var *ins[TG_MAX_DIMS + 1];
-    if (!tg_grad_dims(g, x, ins + 1)) return NULL;
-    ins[1] = extent_sub(g, extent0(g, x), nx, extent0(g, v), nv);
-    ins[0] = tg_ir_const(g, tg_tensor_new(g->ctx, (tg_dtype)v->type.dtype, 0, NULL), 0);
-    tg_var *z = tg_apply(g, "alloc", ins, x->type.ndim + 1, NULL, 0);
-    tg_var *parts[2] = {front ? z : v, front ? v : z};
-    return tg_apply(g, "concatenate", parts, 2, NULL, 0);
+    return zero_rows(g, v, extent_sub(g, extent0(g, x), nx, extent0(g, v), nv), front);
 }
 
 /* The values of the tapped state x(t + tap) the forward step t read (tap 0: the values it
@@ -390,8 +395,6 @@ tg_status tg_scan_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var
     any_out = any_out || w.nfy > 0;
     if (!any_out || w.nfs + w.nfx + w.nfc == 0) return TG_OK;
     const char *why = NULL;
-    /* the backward loop would have to start its rows where the forward one stopped */
-    if (l.until && l.reverse) why = "until=true and reverse=true";
     for (int q = 0; q < nold; q++)
         if (gout[l.nstate + l.ny + q]) why = "its saved states (save=) used";
     if (l.nstate + l.ntap + l.nseq + l.nconst + l.ny > 2 * TG_MAX_OUTS)
@@ -442,7 +445,7 @@ tg_status tg_scan_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var
             args[na++] = history_rows(g, &l, saved[0], 0);
         else if (all.after[j])
             args[na++] = l.reverse ? rows(g, saved[j], 0, -1) : rows(g, saved[j], 1, 0);
-    tg_var *count = NULL;
+    tg_var *count = NULL, *skip = NULL;
     if (l.until) {
         int nsave0 = 0; /* the first state f saves */
         while (l.ny == 0 && !saved[nsave0]) nsave0++;
@@ -450,7 +453,20 @@ tg_status tg_scan_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var
     } else if (l.dyn) {
         count = n->in[n->nin - 1];
     }
-    for (int i = 0; i < l.nseq; i++) { /* the rows the loop read */
+    if (l.until && l.reverse && l.nseq > 0) {
+        /* the rows read run from the last row of the loop down to the one where it
+           stopped: the backward loop starts there (skip rows in) */
+        tg_var *planned = l.nsteps_given ? tg_literal_int(g, l.nsteps)
+                          : l.dyn        ? n->in[n->nin - 1]
+                                         : extent0(g, n->in[s0]);
+        skip = extent_sub(g, planned, -1, count, -1);
+        tg_var *read = tg_apply(g, "arange", (tg_var *[]){skip, planned}, 2, NULL, 0);
+        for (int i = 0; i < l.nseq; i++) {
+            tg_attr ax = TG_A_INT("axis", 0);
+            args[na++] = tg_apply(g, "take", (tg_var *[]){n->in[s0 + i], read}, 2, &ax, 1);
+        }
+    }
+    for (int i = 0; !skip && i < l.nseq; i++) { /* the rows the loop read */
         tg_var *x = n->in[s0 + i];
         if (steps >= 0 && x->type.shape[0] != steps) {
             tg_slice s = {.start = 0, .stop = steps, .omit = TG_SLICE_NO_STEP};
@@ -495,7 +511,10 @@ tg_status tg_scan_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var
         for (int k = 0; k < l.nconst; k++)
             if (w.fc[k]) gin[c0 + k] = res[q++];
         for (int i = 0; i < l.nseq; i++)
-            if (w.fx[i]) gin[s0 + i] = pad_rows(g, res[q++], n->in[s0 + i], false);
+            if (w.fx[i]) {
+                tg_var *gx = skip ? zero_rows(g, res[q++], skip, true) : res[q++];
+                gin[s0 + i] = pad_rows(g, gx, n->in[s0 + i], false);
+            }
     }
     tg_graph_free(b); /* the scan node keeps it */
     return g->status;

@@ -221,6 +221,39 @@ func main(h0: f64[{n}], xs: f64[{T},{n}]) {{
             lambda o: np.sum(o["hl"] ** 2) + o["sl"] + np.sum(o["ss"] ** 2))
 
 
+def until_reverse_case(rng, k):
+    """A stop condition with the rows read from the last to the first (reverse=true), over
+    the first 10 of 12 rows (n_steps)."""
+    n, T, S = 3, 12, 10
+    e_t, e_f = rand_expr(rng, ["h", "x"], 2)
+    text = f"""
+func step(h: f64[{n}], s: f64[], x: f64[{n}]) {{
+  hn = tanh({e_t})
+  sn = add(s, abs(sum(hn)))
+  return hn, sn, mul(hn, x), gt(sn, 2.0)
+}}
+func main(h0: f64[{n}], xs: f64[{T},{n}]) {{
+  hl, sl, ys = scan(@step, h0, 0.0, xs, n_states=2, n_sequences=1, n_steps={S}, until=true,
+                    reverse=true)
+  return hl, sl, ys
+}}"""
+
+    def ref(v):
+        h, s, ys = v["h0"], 0.0, []
+        for t in reversed(range(S)):
+            x = v["xs"][t]
+            h = np.tanh(e_f({"h": h, "x": x}))
+            s = s + abs(np.sum(h))
+            ys.insert(0, h * x)
+            if s > 2.0:
+                break
+        return {"hl": h, "sl": np.asarray(s), "ys": np.array(ys).reshape(-1, n)}
+
+    loss = "add(add(sum(mul(hl, hl)), sl), sum(mul(ys, ys)))"
+    return (f"untilrev{k}", text, {"h0": (n,), "xs": (T, n)}, ref, loss,
+            lambda o: np.sum(o["hl"] ** 2) + o["sl"] + np.sum(o["ys"] ** 2))
+
+
 def dynamic_case(rng, k):
     """No sequence: the count is a 0-d i64 input (dynamic_steps=true)."""
     n = 3
@@ -367,7 +400,7 @@ def main():
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     gens = [rnn_case, two_state_case, taps_case, taps_reverse_case, taps_until_case, until_case,
-            dynamic_case, dynamic_seq_case, nsteps_case, map_case]
+            until_reverse_case, dynamic_case, dynamic_seq_case, nsteps_case, map_case]
     cases = [g(rng, k) for k in range(3) for g in gens]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as work:

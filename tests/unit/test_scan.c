@@ -5,7 +5,9 @@
  * backend, and its gradient through tg_grad matches central differences; a map's
  * iterations give the same values at 1 and 4 threads; a count given as a tensor
  * (dynamic_steps) runs that many steps and a negative one fails with a message; a state
- * whose type changes in the step is refused by the builder, with the graph's first error.
+ * whose type changes in the step is refused by the builder, with the graph's first error;
+ * gradients through taps, a stop condition (also with reverse=true) and a count given as
+ * a tensor (also 0) pass tg_grad_check.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -249,7 +251,7 @@ static void test_grad_until(void **state) {
                 -1);
 }
 
-/* A count given as a tensor (dynamic_steps), 3 steps over a sequence of 6 rows. */
+/* A count given as a tensor (dynamic_steps), 3 steps over a sequence of 6 rows, then 0. */
 static void test_grad_dynamic(void **state) {
     (void)state;
     const char *src = "func step(h: f64[2], x: f64[2], W: f64[2,2]) {\n"
@@ -264,24 +266,28 @@ static void test_grad_dynamic(void **state) {
     for (int i = 0; i < 12; i++) xs[i] = 0.3 * cos(0.9 * i);
     grad_checks(src, 3, (int[]){1, 2, 2}, (const int64_t[][2]){{2}, {6, 2}, {2, 2}},
                 (const double *[]){h0, xs, W}, 3);
+    /* no step: the gradient reaches h0 alone */
+    grad_checks(src, 3, (int[]){1, 2, 2}, (const int64_t[][2]){{2}, {6, 2}, {2, 2}},
+                (const double *[]){h0, xs, W}, 0);
 }
 
-/* A stop condition in a loop whose rows run from the last to the first has no gradient
- * (the backward loop would start where the forward one stopped): a clear error. */
-static void test_grad_until_reverse_refused(void **state) {
+/* A stop condition in a loop whose rows run from the last to the first (reverse=true)
+ * with n_steps=6 over 7 rows: the steps read rows 5, 4, 3 and stop (the sum passes 2), so
+ * rows 0-2 and 6 get zero gradient. */
+static void test_grad_until_reverse(void **state) {
     (void)state;
     const char *src = "func step(h: f64[], x: f64[]) {\n"
-                      "  hn = add(h, x)\n"
-                      "  return hn, gt(hn, 1.0)\n"
+                      "  hn = add(mul(h, x), x)\n"
+                      "  return hn, mul(hn, x), gt(hn, 2.0)\n"
                       "}\n"
-                      "func main(h0: f64[], xs: f64[4]) {\n"
-                      "  hl = scan(@step, h0, xs, n_sequences=1, until=true, reverse=true)\n"
-                      "  g = grad(hl, h0)\n"
-                      "  return g\n"
+                      "func main(h0: f64[], xs: f64[7]) {\n"
+                      "  hl, ys = scan(@step, h0, xs, n_sequences=1, n_steps=6, until=true, "
+                      "reverse=true)\n"
+                      "  return add(mul(hl, hl), sum(mul(ys, ys)))\n"
                       "}\n";
-    tg_module *m = NULL;
-    assert_int_not_equal(tg_module_parse(NULL, src, strlen(src), "t.tg", &m), TG_OK);
-    assert_non_null(strstr(tg_last_error(), "until=true and reverse=true has no gradient"));
+    double h0 = 0.3, xs[7] = {0.5, -0.4, 0.6, 1.2, 0.8, 0.9, 0.7};
+    grad_checks(src, 2, (int[]){0, 1}, (const int64_t[][2]){{0}, {7}}, (const double *[]){&h0, xs},
+                -1);
 }
 
 static void test_state_type_refused(void **state) {
@@ -309,7 +315,7 @@ int main(void) {
         cmocka_unit_test(test_grad_taps),
         cmocka_unit_test(test_grad_until),
         cmocka_unit_test(test_grad_dynamic),
-        cmocka_unit_test(test_grad_until_reverse_refused),
+        cmocka_unit_test(test_grad_until_reverse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
