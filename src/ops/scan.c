@@ -277,6 +277,31 @@ static tg_status count_steps(tg_infer *ic, const tg_loop *l, int64_t *steps) {
     return TG_OK;
 }
 
+static uint64_t type_bytes(const tg_type *t) {
+    int64_t n = 0;
+    return tg_shape_size(t->ndim, t->shape, &n) ? (uint64_t)n * tg_dtype_size((tg_dtype)t->dtype)
+                                                : 0;
+}
+
+void tg_loop_memory(const tg_node *n, const tg_type *const *out, uint64_t *mem) {
+    tg_loop l;
+    tg_loop_get(tg_op_table[n->op], n->attrs, n->nin, &l);
+    for (int k = 0; k < TG_LOOP_MEM_N; k++) mem[k] = 0;
+    bool hist = false; /* state 0's saved history is its buffer */
+    for (int q = 0; l.save && q < l.save->n; q++) {
+        mem[TG_LOOP_MEM_SAVED] += type_bytes(out[l.nstate + l.ny + q]);
+        hist = hist || (l.tapped && l.save->ints[q] == 0);
+    }
+    for (int y = 0; y < l.ny; y++) mem[TG_LOOP_MEM_STACKS] += type_bytes(out[l.nstate + y]);
+    for (int j = 0; j < l.nstate; j++) {
+        uint64_t b = type_bytes(out[j]); /* a tapped state: depth rows */
+        if (j == 0 && l.tapped)
+            mem[TG_LOOP_MEM_STATES] += hist ? 0 : b / (uint64_t)l.depth * (uint64_t)(l.depth + 1);
+        else
+            mem[TG_LOOP_MEM_STATES] += 2 * b;
+    }
+}
+
 /* Whether a value of type b fits where a state of type a goes back in: same dtype and
  * rank, extents equal where both are known. */
 static bool same_state(const tg_type *a, const tg_type *b) {
