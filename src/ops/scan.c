@@ -28,7 +28,9 @@
  * without carried state (map, or scan with n_states=0) hands its iterations to the
  * executor's run_each, which spreads them over the thread pool. With save=[j, ...] the
  * listed states' values are written straight into rows of their stacks (the value before
- * the first step, then after each step), which the gradient reads.
+ * the first step, then after each step), which the gradient reads; a tapped state 0 saved
+ * is its history (the depth values before the first step, then each step's), which the
+ * step reads its taps from and writes into, in place of the ring.
  *
  * Gradient: a reverse scan of the step's backward function (scan_grad.c).
  *
@@ -57,7 +59,8 @@ static const tg_attr_spec scan_attrs[] = {
        output is the step that read row t */
     [A_REVERSE] = {"reverse", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
     /* states whose value going into each step is also returned, stacked, after the
-       per-step outputs (what the gradient reads; set by the gradient) */
+       per-step outputs (what the gradient reads; set by the gradient); a tapped state 0:
+       its history, depth + steps rows */
     [A_SAVE] = {"save", TG_AS_INTS, 0, TG_NULL_WHOLE, {.kind = TG_ATTR_NONE}},
 };
 /* map: no states, taps or stop condition */
