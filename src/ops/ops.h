@@ -198,8 +198,8 @@ static inline tg_type tg_loop_row_type(const tg_type *t) {
 }
 /* What a run of loop node n holds, in bytes, from its results' concrete types out: the
  * stacked per-step outputs, the stacks of states saved for the gradient (save=), and the
- * buffers of the carried states (two per state; a tapped state not saved: a ring of
- * depth + 1 rows; saved, its history is the buffer). The profile reports them. */
+ * buffers of the carried states (two per state, a tapped state's ring of depth + 1 rows;
+ * none for a saved state, whose rows are its buffers). The profile reports them. */
 enum { TG_LOOP_MEM_STACKS, TG_LOOP_MEM_SAVED, TG_LOOP_MEM_STATES, TG_LOOP_MEM_N };
 void tg_loop_memory(const tg_node *n, const tg_type *const *out, uint64_t *mem);
 /* The gradient of scan and map: a reverse scan of the step's backward function

@@ -290,16 +290,18 @@ void tg_loop_memory(const tg_node *n, const tg_type *const *out, uint64_t *mem) 
     tg_loop l;
     tg_loop_get(tg_op_table[n->op], n->attrs, n->nin, &l);
     for (int k = 0; k < TG_LOOP_MEM_N; k++) mem[k] = 0;
-    bool hist = false; /* state 0's saved history is its buffer */
+    bool saved[TG_MAX_OUTS] = {0}; /* a saved state's rows are its buffers */
     for (int q = 0; l.save && q < l.save->n; q++) {
         mem[TG_LOOP_MEM_SAVED] += type_bytes(out[l.nstate + l.ny + q]);
-        hist = hist || (l.tapped && l.save->ints[q] == 0);
+        if (l.save->ints[q] < TG_MAX_OUTS) saved[l.save->ints[q]] = true;
     }
     for (int y = 0; y < l.ny; y++) mem[TG_LOOP_MEM_STACKS] += type_bytes(out[l.nstate + y]);
-    for (int j = 0; j < l.nstate; j++) {
+    for (int j = 0; j < l.nstate && j < TG_MAX_OUTS; j++) {
         uint64_t b = type_bytes(out[j]); /* a tapped state: depth rows */
-        if (j == 0 && l.tapped)
-            mem[TG_LOOP_MEM_STATES] += hist ? 0 : b / (uint64_t)l.depth * (uint64_t)(l.depth + 1);
+        if (saved[j])
+            continue;
+        else if (j == 0 && l.tapped)
+            mem[TG_LOOP_MEM_STATES] += b / (uint64_t)l.depth * (uint64_t)(l.depth + 1);
         else
             mem[TG_LOOP_MEM_STATES] += 2 * b;
     }
@@ -608,16 +610,18 @@ static tg_status scan_ref(tg_kern *k) {
             oom = oom || !row;
             continue;
         }
+        if (r.saved[j] >= 0) { /* its rows are its buffers: row 0 (reverse: the last row)
+                                  is the value before the first step */
+            int q = l.ny + r.saved[j];
+            tg_tensor_copy_into(row_at(r.row[q], r.ys[q], l.reverse ? steps : 0), init);
+            continue;
+        }
         r.cur[j] = keep(&r, tg_tensor_empty(k->ctx, init->dtype, init->ndim, init->shape));
         r.nxt[j] = keep(&r, tg_tensor_empty(k->ctx, init->dtype, init->ndim, init->shape));
         if (!r.cur[j] || !r.nxt[j])
             oom = true;
-        else if (r.saved[j] < 0)
+        else
             tg_tensor_copy_into(r.cur[j], init);
-        else { /* row 0 (reverse: the last row) is the value before the first step */
-            int q = l.ny + r.saved[j];
-            tg_tensor_copy_into(row_at(r.row[q], r.ys[q], l.reverse ? steps : 0), init);
-        }
     }
     for (int i = s0; i < c0 && !oom && steps > 0; i++)
         oom = !(r.seqrow[i - s0] = keep(&r, row_view(k->in[i])));
