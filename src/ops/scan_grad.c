@@ -24,7 +24,8 @@
  * Steps known only at run time: with until=true the backward loop runs as many steps as
  * the forward one ran (the rows of a stack it returned); with dynamic_steps=true it takes
  * the same count. A sequence longer than the loop (n_steps, a count, an early stop) gets
- * zero rows past the steps that read it.
+ * zero rows where no step read it; with reverse=true and an early stop the rows read are
+ * the last ones of the loop, and the backward loop starts at the row where it stopped.
  *
  * Invariants: the backward loop never reads what the forward one did not run; the
  * cotangent of every input has the input's dtype and rank, and its extents where they are
