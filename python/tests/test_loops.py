@@ -62,6 +62,49 @@ def test_scan_taps_in_pytensor_layout():
     np.testing.assert_allclose(got_prev, xs[1:-1], rtol=1e-14)
 
 
+@pytest.mark.parametrize("mode", ["vm", "reference"])
+def test_scan_taps_until_gradient(mode):
+    """AR(2) through taps with a stop condition: the gradient covers the steps that ran,
+    and the initial value [x(-2), x(-1)] gets its cotangents in that order."""
+    x0 = tg.tensor("x0", shape=(2,))
+    es = tg.tensor("es", shape=(8,))
+    a = tg.tensor("a", shape=())
+
+    def step(x1, x2, e, a):
+        xn = a * x1 + 0.3 * tg.sin(x2) + e
+        return xn, xn * xn, xn > 3.0
+
+    last, ys = tg.scan(step, x0, es, a, n_sequences=1, taps=[-1, -2], until=True)
+    loss = (last * last).sum() + ys.sum()
+    g0, ge, ga = tg.grad(loss, [x0, es, a])
+    f = tg.function([x0, es, a], [loss, g0, ge, ga], mode=mode)
+
+    def np_loss(x0, e, a):
+        hist, tot = list(x0), 0.0
+        for t in range(8):
+            xn = a * hist[-1] + 0.3 * np.sin(hist[-2]) + e[t]
+            hist.append(xn)
+            tot += xn * xn
+            if xn > 3.0:
+                break
+        return tot + hist[-1] ** 2 + hist[-2] ** 2
+
+    v = [np.array([0.2, 0.5]), np.array([0.4, 0.1, 0.7, 0.3, 2.0, -0.5, 0.2, 0.1]),
+         np.array(0.9)]
+    got = f(*v)
+    np.testing.assert_allclose(got[0], np_loss(*v), rtol=1e-12)
+    for k in range(3):
+        num = np.zeros(np.shape(v[k]))
+        for idx in np.ndindex(*num.shape):
+            hi = [np.array(x, dtype=float) for x in v]
+            lo = [np.array(x, dtype=float) for x in v]
+            hi[k][idx] += 1e-6
+            lo[k][idx] -= 1e-6
+            num[idx] = (np_loss(*hi) - np_loss(*lo)) / 2e-6
+        np.testing.assert_allclose(got[k + 1], num, rtol=1e-6, atol=1e-8)
+    assert got[2][5:].tolist() == [0.0, 0.0, 0.0]  # the loop stopped after step 4
+
+
 def test_map_rows_and_errors():
     xs = tg.tensor("xs", shape=(None, 4))
     W = tg.tensor("W", shape=(4, 3))

@@ -184,6 +184,27 @@ typedef struct tg_loop {
 } tg_loop;
 /* Decodes the loop of a node of op (scan or map) with attributes a and nin inputs. */
 void tg_loop_get(const tg_op_def *op, const tg_aval *a, int nin, tg_loop *l);
+/* The parameter of the step that input i (not the count) feeds first. */
+static inline int tg_loop_param(const tg_loop *l, int i) {
+    return l->nstate > 0 && i > 0 ? i + l->ntap - 1 : i;
+}
+/* t without its axis 0: the type of one row. */
+static inline tg_type tg_loop_row_type(const tg_type *t) {
+    tg_type s = *t;
+    s.ndim = (uint8_t)(t->ndim - 1);
+    s.nobcast = (uint16_t)(t->nobcast >> 1);
+    for (int d = 1; d < t->ndim; d++) s.shape[d - 1] = t->shape[d];
+    return s;
+}
+/* What a run of loop node n holds, in bytes, from its results' concrete types out: the
+ * stacked per-step outputs, the stacks of states saved for the gradient (save=), and the
+ * buffers of the carried states (two per state, a tapped state's ring of depth + 1 rows;
+ * none for a saved state, whose rows are its buffers). The profile reports them. */
+enum { TG_LOOP_MEM_STACKS, TG_LOOP_MEM_SAVED, TG_LOOP_MEM_STATES, TG_LOOP_MEM_N };
+void tg_loop_memory(const tg_node *n, const tg_type *const *out, uint64_t *mem);
+/* The gradient of scan and map: a reverse scan of the step's backward function
+ * (scan_grad.c). */
+tg_status tg_scan_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin);
 
 /* ---- pmap (pmap.c) ----
  * Checks that every op of g reading a pmap axis (TG_EFFECT_AXIS: axis_index, the

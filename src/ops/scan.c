@@ -28,9 +28,11 @@
  * without carried state (map, or scan with n_states=0) hands its iterations to the
  * executor's run_each, which spreads them over the thread pool. With save=[j, ...] the
  * listed states' values are written straight into rows of their stacks (the value before
- * the first step, then after each step), which the gradient reads.
+ * the first step, then after each step), which the gradient reads; a tapped state 0 saved
+ * is its history (the depth values before the first step, then each step's), which the
+ * step reads its taps from and writes into, in place of the ring.
  *
- * Gradient: a reverse scan of the step's backward function (below, "the gradient").
+ * Gradient: a reverse scan of the step's backward function (scan_grad.c).
  *
  * Invariants:
  *  - Inference checks everything the kernel relies on: the body's arity, each state's type
@@ -57,7 +59,8 @@ static const tg_attr_spec scan_attrs[] = {
        output is the step that read row t */
     [A_REVERSE] = {"reverse", TG_AS_BOOL, 0, 0, {.kind = TG_ATTR_BOOL, .i = 0}},
     /* states whose value going into each step is also returned, stacked, after the
-       per-step outputs (what the gradient reads; set by the gradient) */
+       per-step outputs (what the gradient reads; set by the gradient); a tapped state 0:
+       its history, depth + steps rows */
     [A_SAVE] = {"save", TG_AS_INTS, 0, TG_NULL_WHOLE, {.kind = TG_ATTR_NONE}},
 };
 /* map: no states, taps or stop condition */
@@ -112,10 +115,7 @@ void tg_loop_get(const tg_op_def *op, const tg_aval *a, int nin, tg_loop *l) {
     l->ny = l->body ? l->body->nret - l->nstate - (l->until ? 1 : 0) : 0;
 }
 
-/* The parameter of the step that input i (not the count) feeds first. */
-static int param_of(const tg_loop *l, int i) {
-    return l->nstate > 0 && i > 0 ? i + l->ntap - 1 : i;
-}
+#define param_of tg_loop_param
 
 /* "'h2' (f.tg:4:3)": how a message names returned value j of body. */
 static void output_desc(const tg_graph *body, int j, char *buf, size_t cap) {
@@ -131,14 +131,7 @@ static void output_desc(const tg_graph *body, int j, char *buf, size_t cap) {
         snprintf(buf + off, cap - (size_t)off, " (a parameter)");
 }
 
-/* t without its axis 0. */
-static tg_type drop0(const tg_type *t) {
-    tg_type s = *t;
-    s.ndim = (uint8_t)(t->ndim - 1);
-    s.nobcast = (uint16_t)(t->nobcast >> 1);
-    for (int d = 1; d < t->ndim; d++) s.shape[d - 1] = t->shape[d];
-    return s;
-}
+#define drop0 tg_loop_row_type
 
 /* Checks the attributes and the body's arity; fills l. */
 static tg_status loop_check(tg_infer *ic, tg_loop *l) {
@@ -162,11 +155,10 @@ static tg_status loop_check(tg_infer *ic, tg_loop *l) {
         return tg_infer_fail(ic, TG_EINVAL, "n_steps= and dynamic_steps=true: give one count");
     for (int k = 0; l->save && k < l->save->n; k++) {
         int64_t j = l->save->ints[k];
-        if (j < 0 || j >= l->nstate || (j == 0 && l->tapped) ||
-            (k > 0 && j <= l->save->ints[k - 1]))
+        if (j < 0 || j >= l->nstate || (k > 0 && j <= l->save->ints[k - 1]))
             return tg_infer_fail(ic, TG_EINVAL,
-                                 "save[%d] = %lld: expected increasing indices of untapped "
-                                 "states (0 to %d)",
+                                 "save[%d] = %lld: expected increasing indices of states (0 "
+                                 "to %d)",
                                  k, (long long)j, l->nstate - 1);
     }
     if (l->tapped) {
@@ -288,6 +280,33 @@ static tg_status count_steps(tg_infer *ic, const tg_loop *l, int64_t *steps) {
     return TG_OK;
 }
 
+static uint64_t type_bytes(const tg_type *t) {
+    int64_t n = 0;
+    return tg_shape_size(t->ndim, t->shape, &n) ? (uint64_t)n * tg_dtype_size((tg_dtype)t->dtype)
+                                                : 0;
+}
+
+void tg_loop_memory(const tg_node *n, const tg_type *const *out, uint64_t *mem) {
+    tg_loop l;
+    tg_loop_get(tg_op_table[n->op], n->attrs, n->nin, &l);
+    for (int k = 0; k < TG_LOOP_MEM_N; k++) mem[k] = 0;
+    bool saved[TG_MAX_OUTS] = {0}; /* a saved state's rows are its buffers */
+    for (int q = 0; l.save && q < l.save->n; q++) {
+        mem[TG_LOOP_MEM_SAVED] += type_bytes(out[l.nstate + l.ny + q]);
+        if (l.save->ints[q] < TG_MAX_OUTS) saved[l.save->ints[q]] = true;
+    }
+    for (int y = 0; y < l.ny; y++) mem[TG_LOOP_MEM_STACKS] += type_bytes(out[l.nstate + y]);
+    for (int j = 0; j < l.nstate && j < TG_MAX_OUTS; j++) {
+        uint64_t b = type_bytes(out[j]); /* a tapped state: depth rows */
+        if (saved[j])
+            continue;
+        else if (j == 0 && l.tapped)
+            mem[TG_LOOP_MEM_STATES] += b / (uint64_t)l.depth * (uint64_t)(l.depth + 1);
+        else
+            mem[TG_LOOP_MEM_STATES] += 2 * b;
+    }
+}
+
 /* Whether a value of type b fits where a state of type a goes back in: same dtype and
  * rank, extents equal where both are known. */
 static bool same_state(const tg_type *a, const tg_type *b) {
@@ -391,6 +410,13 @@ static tg_status scan_infer(tg_infer *ic) {
     }
     for (int k = 0; st == TG_OK && l.save && k < l.save->n; k++) {
         const tg_type *t = &ic->in[l.save->ints[k]];
+        if (l.save->ints[k] == 0 && l.tapped) { /* its history: depth + steps values */
+            tg_type s = *t;
+            s.weak = 0;
+            s.shape[0] = l.until || steps < 0 ? -1 : steps + l.depth;
+            ic->out[l.nstate + l.ny + k] = s;
+            continue;
+        }
         tg_type s = *t;
         s.ndim = (uint8_t)(t->ndim + 1);
         s.weak = 0;
@@ -428,6 +454,13 @@ static tg_tensor *stacked(tg_ctx *ctx, const tg_type *t, int64_t n) {
     shape[0] = n;
     for (int d = 1; d < t->ndim; d++) shape[d] = t->shape[d];
     return tg_tensor_empty(ctx, (tg_dtype)t->dtype, t->ndim, shape);
+}
+
+/* The row of a tapped state's saved history holding x(i), i from -depth (the oldest value
+ * before the first step) to steps - 1: in time order, mirrored with reverse=true (row t
+ * then holds the value written by the step reading sequence row t). */
+static int64_t hist_row(const tg_loop *l, int64_t steps, int64_t i) {
+    return l->reverse ? steps - 1 - i : i + l->depth;
 }
 
 /* The tensors of one run of the loop. Each untapped state has two buffers that swap after
@@ -542,15 +575,30 @@ static tg_status scan_ref(tg_kern *k) {
     bool oom = false;
     for (int j = 0; j < l.nstate; j++) r.saved[j] = -1;
     for (int q = 0; q < nsave; q++) r.saved[l.save->ints[q]] = q;
+    /* a tapped state 0 saved: its history is a stack of depth + steps rows, which the step
+       reads and writes in place of the ring */
+    int hist = l.tapped && nsave > 0 && l.save->ints[0] == 0 ? l.ny : -1;
     /* the stacked outputs and their row views */
     for (int q = 0; q < nstk && !oom; q++) {
-        int64_t rows = q < l.ny ? steps : steps + 1; /* a saved state: its values, all of them */
+        /* a saved state: its values, all of them */
+        int64_t rows = q < l.ny ? steps : steps + (q == hist ? l.depth : 1);
         r.ys[q] = keep(&r, stacked(k->ctx, &k->out_type[l.nstate + q], rows));
-        oom = !r.ys[q] || !(r.row[q] = keep(&r, row_view(r.ys[q])));
+        /* no row to view when no step runs */
+        oom = !r.ys[q] || (rows > 0 && !(r.row[q] = keep(&r, row_view(r.ys[q]))));
     }
     /* the states (state 0 tapped: a ring of depth + 1 values) */
     for (int j = 0; j < l.nstate && !oom; j++) {
         const tg_tensor *init = k->in[j];
+        if (j == 0 && hist >= 0) { /* views of the history: the taps read, the value written */
+            tg_tensor *row = keep(&r, row_view(init));
+            for (int q = 0; q <= l.ntap && row && !oom; q++)
+                oom = !(r.ring[q] = keep(&r, row_view(r.ys[hist])));
+            for (int q = 0; q < l.depth && row && !oom; q++)
+                tg_tensor_copy_into(row_at(r.ring[0], r.ys[hist], hist_row(&l, steps, q - l.depth)),
+                                    row_at(row, init, init->shape[0] - l.depth + q));
+            oom = oom || !row;
+            continue;
+        }
         if (j == 0 && l.tapped) {
             tg_tensor *row = keep(&r, row_view(init));
             for (int q = 0; q <= l.depth && row && !oom; q++) {
@@ -562,18 +610,21 @@ static tg_status scan_ref(tg_kern *k) {
             oom = oom || !row;
             continue;
         }
+        if (r.saved[j] >= 0) { /* its rows are its buffers: row 0 (reverse: the last row)
+                                  is the value before the first step */
+            int q = l.ny + r.saved[j];
+            tg_tensor_copy_into(row_at(r.row[q], r.ys[q], l.reverse ? steps : 0), init);
+            continue;
+        }
         r.cur[j] = keep(&r, tg_tensor_empty(k->ctx, init->dtype, init->ndim, init->shape));
         r.nxt[j] = keep(&r, tg_tensor_empty(k->ctx, init->dtype, init->ndim, init->shape));
         if (!r.cur[j] || !r.nxt[j])
             oom = true;
-        else if (r.saved[j] < 0)
+        else
             tg_tensor_copy_into(r.cur[j], init);
-        else { /* row 0 (reverse: the last row) is the value before the first step */
-            int q = l.ny + r.saved[j];
-            tg_tensor_copy_into(row_at(r.row[q], r.ys[q], l.reverse ? steps : 0), init);
-        }
     }
-    for (int i = s0; i < c0 && !oom; i++) oom = !(r.seqrow[i - s0] = keep(&r, row_view(k->in[i])));
+    for (int i = s0; i < c0 && !oom && steps > 0; i++)
+        oom = !(r.seqrow[i - s0] = keep(&r, row_view(k->in[i])));
     if (!oom && l.until) oom = !(r.stop = keep(&r, tg_tensor_empty(k->ctx, TG_DT_BOOL, 0, NULL)));
     tg_status st = oom ? tg_kern_fail(k, TG_ENOMEM, "out of memory: %s", tg_last_error()) : TG_OK;
     /* the saved rows need views of their own: one for the row read, one for the row written */
@@ -595,6 +646,12 @@ static tg_status scan_ref(tg_kern *k) {
         int64_t rd = l.reverse ? row + 1 : row, wr = l.reverse ? row : row + 1;
         int head = (int)(t % (l.depth + 1)); /* ring slot of x(t - depth) */
         for (int j = 0; j < l.nstate; j++) {
+            if (j == 0 && hist >= 0) {
+                for (int q = 0; q < l.ntap; q++)
+                    r.in[q] = row_at(r.ring[q], r.ys[hist], hist_row(&l, steps, t + l.taps[q]));
+                r.out[0] = row_at(r.ring[l.ntap], r.ys[hist], hist_row(&l, steps, t));
+                continue;
+            }
             if (j == 0 && l.tapped) {
                 for (int q = 0; q < l.ntap; q++)
                     r.in[q] = r.ring[(head + l.depth + (int)l.taps[q]) % (l.depth + 1)];
@@ -643,7 +700,10 @@ static tg_status scan_ref(tg_kern *k) {
             tg_tensor *row = o ? row_view(o) : NULL;
             int head = (int)(done % (l.depth + 1));
             for (int q = 0; row && q < l.depth; q++)
-                tg_tensor_copy_into(row_at(row, o, q), r.ring[(head + q) % (l.depth + 1)]);
+                tg_tensor_copy_into(row_at(row, o, q),
+                                    hist >= 0 ? row_at(r.ring[0], r.ys[hist],
+                                                       hist_row(&l, steps, done - l.depth + q))
+                                              : r.ring[(head + q) % (l.depth + 1)]);
             if (!row) {
                 tg_tensor_free(o);
                 o = NULL;
@@ -666,7 +726,7 @@ static tg_status scan_ref(tg_kern *k) {
         if (st == TG_OK && done < steps) { /* stopped early: the rows that ran */
             int64_t shape[TG_MAX_DIMS];
             memcpy(shape, o->shape, sizeof shape);
-            shape[0] = q < l.ny ? done : done + 1;
+            shape[0] = q < l.ny ? done : done + (q == hist ? l.depth : 1);
             tg_tensor *v =
                 tg_tensor_view(o, o->ndim, shape, o->strides,
                                l.reverse ? o->offset + (steps - done) * o->strides[0] : o->offset);
@@ -686,332 +746,6 @@ static tg_status scan_ref(tg_kern *k) {
     return st;
 }
 
-/* ---- the gradient ----
- * Backpropagation through time, as a scan running the other way. Its step is the
- * backward function of the forward step: it takes the cotangents of the float states and
- * the sums so far of the constants' cotangents (carried), the value of each state the
- * backward pass reads going into the step, the sequences' rows and the cotangents of the
- * per-step outputs (sequences), and the constants; it recomputes the step, and returns
- * the states' cotangents going back one step, the sums with this step's cotangents of
- * the constants added, and the cotangents of the sequences' rows (stacked). The states'
- * values going into each step come from the forward scan itself: the gradient replaces it
- * by one that also returns, stacked (`save=`), the states the backward step reads, and
- * only those (a state it never reads, such as a running sum, is passed once as a constant
- * instead). */
-
-enum { MAXLIST = 3 * TG_MAX_OUTS + 8 };
-
-/* A name no parameter of body has: base, then base_, base__, ... */
-static void fresh_name(const tg_graph *body, const char *base, int k, char *buf, size_t cap) {
-    for (int u = 0;; u++) {
-        snprintf(buf, cap, "%s%d%.*s", base, k, u, "________________________________");
-        bool taken = false;
-        for (int i = 0; i < body->inputs.n && !taken; i++)
-            taken = strcmp(((const tg_var *)body->inputs.items[i])->name, buf) == 0;
-        if (!taken || u >= 32) return;
-    }
-}
-
-/* The parts of the backward scan, by the forward node's groups. */
-typedef struct bwd {
-    bool fs[MAXLIST], fx[MAXLIST], fc[MAXLIST]; /* float state / sequence / constant */
-    bool fy[TG_MAX_OUTS];                       /* per-step output with a float cotangent */
-    int nfs, nfx, nfc, nfy;
-} bwd;
-
-/* What the backward step reads of the forward loop: per state, its values going into the
- * steps (before) and coming out of them (after); per output, its values (out). */
-typedef struct reads {
-    bool before[MAXLIST], after[MAXLIST], out[TG_MAX_OUTS];
-} reads;
-
-/* Marks in r what the outputs of b read among the parameters pb, pa, py. */
-static void find_reads(tg_graph *b, const tg_loop *l, tg_var *const *pb, tg_var *const *pa,
-                       tg_var *const *py, reads *r) {
-    *r = (reads){0};
-    int norder = 0;
-    tg_node **order = tg_ir_toposort(b, &norder);
-    if (!order) {
-        tg_ir_fail(b, TG_ENOMEM, "out of memory");
-        return;
-    }
-    for (int i = 0; i <= norder; i++) {
-        int nin = i < norder ? order[i]->nin : b->nret;
-        for (int e = 0; e < nin; e++) {
-            const tg_var *v = i < norder ? order[i]->in[e] : b->outputs.items[e];
-            for (int j = 0; j < l->nstate; j++) {
-                r->before[j] = r->before[j] || (pb[j] && v == pb[j]);
-                r->after[j] = r->after[j] || (pa[j] && v == pa[j]);
-            }
-            for (int m = 0; m < l->ny; m++) r->out[m] = r->out[m] || (py[m] && v == py[m]);
-        }
-    }
-    tg_mem_free(b->ctx, order, sizeof *order * (size_t)(b->nodes.n + 1));
-}
-
-/* The backward step. It reads the values r asks for as sequence rows (a state's value
- * before the step not asked for is a constant: the initial value, never read), and the
- * values the forward step returns from the forward loop's results rather than computing
- * them again. *used receives what it reads in the end. */
-static tg_graph *backward_body(tg_graph *g, const tg_node *n, const tg_loop *l, const bwd *w,
-                               tg_var *const *gout, const reads *r, reads *used) {
-    const tg_graph *body = l->body;
-    char name[256], pn[80];
-    snprintf(name, sizeof name, "%s_vjp", body->name);
-    tg_graph *b = tg_graph_new(g->ctx, name);
-    if (!b) return tg_ir_fail(g, TG_ENOMEM, "out of memory building the gradient of a scan");
-    b->file = body->file;
-    int s0 = l->nstate, c0 = l->nstate + l->nseq;
-    tg_var *ps[MAXLIST] = {0}, *pa[MAXLIST] = {0}, *px[MAXLIST] = {0}, *pc[MAXLIST] = {0};
-    tg_var *gs[MAXLIST] = {0}, *acc[MAXLIST] = {0}, *gy[TG_MAX_OUTS] = {0};
-    tg_var *py[TG_MAX_OUTS] = {0}, *pb[MAXLIST] = {0};
-    tg_var *args[MAXLIST], *outs[TG_MAX_OUTS];
-#define PNAME(k)        (((const tg_var *)body->inputs.items[param_of(l, k)])->name)
-#define PARAM(v, nm, t) v = tg_input(b, nm, (tg_dtype)(t).dtype, (t).ndim, (t).shape)
-    /* carried: the states' cotangents, the constants' sums */
-    for (int j = 0; j < l->nstate; j++)
-        if (w->fs[j]) {
-            fresh_name(body, "ct_state", j, pn, sizeof pn);
-            PARAM(gs[j], pn, n->in[j]->type);
-        }
-    for (int k = 0; k < l->nconst; k++)
-        if (w->fc[k]) {
-            fresh_name(body, "ct_const", k, pn, sizeof pn);
-            PARAM(acc[k], pn, n->in[c0 + k]->type);
-        }
-    /* sequences: states before and after, the rows, the outputs and their cotangents */
-    for (int j = 0; j < l->nstate; j++)
-        if (r->before[j]) PARAM(pb[j], PNAME(j), n->in[j]->type);
-    for (int j = 0; j < l->nstate; j++)
-        if (r->after[j]) {
-            fresh_name(body, "next", j, pn, sizeof pn);
-            PARAM(pa[j], pn, n->in[j]->type);
-        }
-    for (int i = 0; i < l->nseq; i++) {
-        tg_type t = drop0(&n->in[s0 + i]->type);
-        PARAM(px[i], PNAME(s0 + i), t);
-    }
-    for (int m = 0; m < l->ny; m++)
-        if (r->out[m]) {
-            tg_type t = drop0(&n->out[l->nstate + m]->type);
-            fresh_name(body, "out", m, pn, sizeof pn);
-            PARAM(py[m], pn, t);
-        }
-    for (int m = 0; m < l->ny; m++)
-        if (w->fy[m]) {
-            tg_type t = drop0(&gout[l->nstate + m]->type);
-            fresh_name(body, "ct_out", m, pn, sizeof pn);
-            PARAM(gy[m], pn, t);
-        }
-    /* constants: the constants, then the states whose values before no step is read */
-    for (int k = 0; k < l->nconst; k++) PARAM(pc[k], PNAME(c0 + k), n->in[c0 + k]->type);
-    for (int j = 0; j < l->nstate; j++)
-        if (!r->before[j]) PARAM(ps[j], PNAME(j), n->in[j]->type);
-#undef PARAM
-#undef PNAME
-    for (int j = 0; j < l->nstate; j++) args[j] = pb[j] ? pb[j] : ps[j];
-    for (int i = 0; i < l->nseq; i++) args[s0 + i] = px[i];
-    for (int k = 0; k < l->nconst; k++) args[c0 + k] = pc[k];
-    if (b->status == TG_OK) tg_ir_copy_body(b, body, args, outs);
-    tg_var *ys[MAXLIST], *cots[MAXLIST], *wrt[MAXLIST], *res[MAXLIST], *ret[MAXLIST];
-    int ny = 0, nw = 0, nr = 0;
-    for (int j = 0; j < l->nstate; j++)
-        if (w->fs[j]) {
-            ys[ny] = outs[j];
-            cots[ny++] = gs[j];
-        }
-    for (int m = 0; m < l->ny; m++)
-        if (w->fy[m]) {
-            ys[ny] = outs[l->nstate + m];
-            cots[ny++] = gy[m];
-        }
-    for (int j = 0; j < l->nstate; j++)
-        if (w->fs[j]) wrt[nw++] = args[j];
-    for (int i = 0; i < l->nseq; i++)
-        if (w->fx[i]) wrt[nw++] = px[i];
-    for (int k = 0; k < l->nconst; k++)
-        if (w->fc[k]) wrt[nw++] = pc[k];
-    if (b->status == TG_OK && ny > 0 && nw > 0)
-        tg_vjp(b, ys, cots, ny, wrt, nw, TG_DISCONNECTED_ZERO, res);
-    if (b->status == TG_OK) {
-        int q = 0;
-        for (int j = 0; j < l->nstate; j++)
-            if (w->fs[j]) ret[nr++] = res[q++];
-        int qx = q;
-        for (int i = 0; i < l->nseq; i++)
-            if (w->fx[i]) q++;
-        for (int k = 0; k < l->nconst; k++)
-            if (w->fc[k]) ret[nr++] = tg_add(b, acc[k], res[q++]);
-        for (int i = 0; i < l->nseq; i++)
-            if (w->fx[i]) ret[nr++] = res[qx++];
-        tg_graph_set_outputs(b, ret, nr);
-    }
-    /* what the step returns is read from the forward loop's results (an exact type match
-       only: a '?' the results know better is left to be computed again) */
-    for (int j = 0; b->status == TG_OK && j < l->nstate; j++)
-        if (pa[j] && outs[j] != args[j] && tg_type_equal(&outs[j]->type, &pa[j]->type))
-            tg_ir_replace(b, outs[j], pa[j]);
-    for (int m = 0; b->status == TG_OK && m < l->ny; m++)
-        if (py[m] && tg_type_equal(&outs[l->nstate + m]->type, &py[m]->type))
-            tg_ir_replace(b, outs[l->nstate + m], py[m]);
-    if (b->status == TG_OK) find_reads(b, l, pb, pa, py, used);
-    if (b->status != TG_OK) {
-        tg_ir_fail(g, b->status, "%s", b->error);
-        tg_graph_free(b);
-        return NULL;
-    }
-    return b;
-}
-
-/* The attributes of a scan node like n's (a map's become a scan's), with body, the
- * counts and direction given, and save (n entries; NULL: none). */
-static int scan_attrs_of(const tg_loop *l, const tg_graph *body, int nstate, int nseq, bool reverse,
-                         const int64_t *save, int nsave, tg_attr *a) {
-    int na = 0;
-    a[na++] = TG_A_FUNC("body", (tg_graph *)body); /* the node retains it */
-    a[na++] = TG_A_INT("n_states", nstate);
-    a[na++] = TG_A_INT("n_sequences", nseq);
-    if (l->nsteps_given) a[na++] = TG_A_INT("n_steps", l->nsteps);
-    a[na++] = TG_A_BOOL("dynamic_steps", l->dyn);
-    if (reverse) a[na++] = TG_A_BOOL("reverse", true);
-    if (save) a[na++] = TG_A_INTS("save", save, nsave);
-    return na;
-}
-
-/* The forward loop saving the states in need[]: n itself when it saves them already, else
- * a new scan that replaces n's uses. *saved[j] receives the stack of state j's values
- * (steps + 1 rows), *f the node. */
-static tg_status forward_saving(tg_graph *g, const tg_node *n, const tg_loop *l, const bool *need,
-                                tg_var **saved, const tg_node **f) {
-    int64_t save[MAXLIST];
-    int nsave = 0, nold = l->save ? l->save->n : 0;
-    bool all = true;
-    for (int j = 0; j < l->nstate; j++) {
-        bool old = false;
-        for (int q = 0; q < nold; q++) old = old || l->save->ints[q] == j;
-        all = all && (old || !need[j]);
-        if (old || need[j]) save[nsave++] = j;
-    }
-    *f = n;
-    tg_var *fo[TG_MAX_OUTS];
-    if (!all) {
-        tg_attr a[12];
-        int na = scan_attrs_of(l, l->body, l->nstate, l->nseq, l->reverse, save, nsave, a);
-        int nout = TG_MAX_OUTS;
-        if (tg_apply_multi(g, "scan", n->in, n->nin, a, na, fo, &nout) != TG_OK) return g->status;
-        bool ok = true;
-        for (int q = 0; q < l->nstate + l->ny && ok; q++) /* the same values, from the new node */
-            ok = tg_ir_replace(g, n->out[q], fo[q]) == TG_OK;
-        for (int q = 0; q < nold && ok; q++)
-            for (int p = 0; p < nsave && ok; p++)
-                if (save[p] == l->save->ints[q])
-                    ok = tg_ir_replace(g, n->out[l->nstate + l->ny + q],
-                                       fo[l->nstate + l->ny + p]) == TG_OK;
-        if (!ok) {
-            tg_ir_fail(g, TG_EINTERNAL, "scan gradient: %s", tg_last_error());
-            return g->status;
-        }
-        *f = fo[0]->node;
-    }
-    for (int p = 0; p < nsave; p++) saved[save[p]] = (*f)->out[l->nstate + l->ny + p];
-    return TG_OK;
-}
-
-/* Rows [lo, hi) of x along axis 0, hi counted from the end when <= 0. */
-static tg_var *rows(tg_graph *g, tg_var *x, int64_t lo, int64_t hi) {
-    tg_slice s = {
-        .start = lo, .stop = hi, .omit = TG_SLICE_NO_STEP | (hi == 0 ? TG_SLICE_NO_STOP : 0)};
-    return tg_slice_apply(g, x, &s, 1);
-}
-
-static tg_status scan_vjp(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    tg_loop l;
-    tg_loop_get(tg_op_table[n->op], n->attrs, n->nin, &l);
-    int s0 = l.nstate, c0 = l.nstate + l.nseq, nold = l.save ? l.save->n : 0;
-    bwd w = {0};
-    for (int j = 0; j < l.nstate; j++) w.nfs += w.fs[j] = tg_ops_float_in(n, j);
-    for (int i = 0; i < l.nseq; i++) w.nfx += w.fx[i] = tg_ops_float_in(n, s0 + i);
-    for (int k = 0; k < l.nconst; k++) w.nfc += w.fc[k] = tg_ops_float_in(n, c0 + k);
-    bool any_out = false;
-    for (int j = 0; j < l.nstate; j++) any_out = any_out || (w.fs[j] && gout[j]);
-    for (int m = 0; m < l.ny; m++)
-        w.nfy += w.fy[m] =
-            gout[l.nstate + m] && tg_dtype_is_float((tg_dtype)n->out[l.nstate + m]->type.dtype);
-    any_out = any_out || w.nfy > 0;
-    if (!any_out || w.nfs + w.nfx + w.nfc == 0) return TG_OK;
-    const char *why = NULL;
-    if (l.tapped || l.until) why = l.tapped ? "taps=" : "until=true";
-    for (int q = 0; q < nold; q++)
-        if (gout[l.nstate + l.ny + q]) why = "its saved states (save=) used";
-    for (int i = 0; i < l.nseq; i++) { /* a sequence longer than the loop */
-        const tg_type *t = &n->in[s0 + i]->type;
-        if (w.fx[i] && (l.nsteps_given || l.dyn) && (l.dyn || t->shape[0] != l.nsteps))
-            why = "a sequence that may be longer than n_steps";
-    }
-    if (l.nstate + l.nseq + l.nconst + l.ny > 2 * TG_MAX_OUTS) why = "this many inputs and outputs";
-    if (why) {
-        tg_ir_fail(g, TG_EUNSUPPORTED, "grad: a scan with %s has no gradient", why);
-        return g->status;
-    }
-    /* first reading everything, to find what the backward step needs */
-    reads all, used;
-    memset(&all, 1, sizeof all);
-    tg_graph *b = backward_body(g, n, &l, &w, gout, &all, &used);
-    if (b && memcmp(&all, &used, sizeof all) != 0) {
-        tg_graph_free(b);
-        all = used;
-        b = backward_body(g, n, &l, &w, gout, &all, &used);
-    }
-    if (!b) return g->status;
-    bool need[MAXLIST];
-    for (int j = 0; j < l.nstate; j++) need[j] = all.before[j] || all.after[j];
-    tg_var *saved[MAXLIST] = {0};
-    const tg_node *f = n;
-    if (forward_saving(g, n, &l, need, saved, &f) != TG_OK) {
-        tg_graph_free(b);
-        return g->status;
-    }
-    tg_var *args[MAXLIST];
-    int na = 0;
-    for (int j = 0; j < l.nstate; j++)
-        if (w.fs[j]) args[na++] = gout[j] ? gout[j] : tg_grad_zeros_like(g, n->out[j]);
-    for (int k = 0; k < l.nconst; k++)
-        if (w.fc[k]) args[na++] = tg_grad_zeros_like(g, n->in[c0 + k]);
-    int nst = na;
-    /* a state's stack: row t is its value before the step reading row t (reverse: row t + 1) */
-    for (int j = 0; j < l.nstate; j++)
-        if (all.before[j])
-            args[na++] = l.reverse ? rows(g, saved[j], 1, 0) : rows(g, saved[j], 0, -1);
-    for (int j = 0; j < l.nstate; j++)
-        if (all.after[j])
-            args[na++] = l.reverse ? rows(g, saved[j], 0, -1) : rows(g, saved[j], 1, 0);
-    for (int i = 0; i < l.nseq; i++) args[na++] = n->in[s0 + i];
-    for (int m = 0; m < l.ny; m++)
-        if (all.out[m]) args[na++] = f->out[l.nstate + m];
-    for (int m = 0; m < l.ny; m++)
-        if (w.fy[m]) args[na++] = gout[l.nstate + m];
-    int nsq = na - nst;
-    for (int k = 0; k < l.nconst; k++) args[na++] = n->in[c0 + k];
-    for (int j = 0; j < l.nstate; j++)
-        if (!all.before[j]) args[na++] = n->in[j];
-    if (l.dyn) args[na++] = n->in[n->nin - 1];
-    tg_attr a[12];
-    int nat = scan_attrs_of(&l, b, nst, nsq, !l.reverse, NULL, 0, a);
-    tg_var *res[MAXLIST];
-    int nout = MAXLIST;
-    if (g->status == TG_OK && tg_apply_multi(g, "scan", args, na, a, nat, res, &nout) == TG_OK) {
-        int q = 0;
-        for (int j = 0; j < l.nstate; j++)
-            if (w.fs[j]) gin[j] = res[q++];
-        for (int k = 0; k < l.nconst; k++)
-            if (w.fc[k]) gin[c0 + k] = res[q++];
-        for (int i = 0; i < l.nseq; i++)
-            if (w.fx[i]) gin[s0 + i] = res[q++];
-    }
-    tg_graph_free(b); /* the scan node keeps it */
-    return g->status;
-}
-
 const tg_op_def tg_op_scan = {.name = "scan",
                               .min_in = 0,
                               .max_in = -1,
@@ -1024,7 +758,7 @@ const tg_op_def tg_op_scan = {.name = "scan",
                               .ref = scan_ref,
                               .self_alloc = 1,
                               .grad = TG_GRAD_VJP,
-                              .vjp = scan_vjp,
+                              .vjp = tg_scan_vjp,
                               .effects = TG_EFFECT_NOFOLD};
 
 const tg_op_def tg_op_map = {.name = "map",
@@ -1039,5 +773,5 @@ const tg_op_def tg_op_map = {.name = "map",
                              .ref = scan_ref,
                              .self_alloc = 1,
                              .grad = TG_GRAD_VJP,
-                             .vjp = scan_vjp,
+                             .vjp = tg_scan_vjp,
                              .effects = TG_EFFECT_NOFOLD};

@@ -128,7 +128,67 @@ func main(x0: f64[3,{n}], es: f64[{T},{n}], a: f64[], b: f64[]) {{
         return {"xl": np.array(hist[-3:]), "ys": np.array(ys)}
 
     shapes = {"x0": (3, n), "es": (T, n), "a": (), "b": ()}
-    return f"taps{k}", text, shapes, ref, None, None
+    loss = "add(sum(mul(xl, xl)), sum(ys))"
+    return f"taps{k}", text, shapes, ref, loss, lambda o: np.sum(o["xl"] ** 2) + np.sum(o["ys"])
+
+
+def taps_reverse_case(rng, k):
+    """Taps in another order (taps=[-2, -1]) over an initial value longer than they reach,
+    the rows read from the last to the first (reverse=true)."""
+    n, T = 2, 6
+    e_t, e_f = rand_expr(rng, ["x2", "x1", "e"], 2)
+    text = f"""
+func step(x2: f64[{n}], x1: f64[{n}], e: f64[{n}], a: f64[]) {{
+  xn = tanh(add(mul(a, x1), {e_t}))
+  return xn, mul(xn, e)
+}}
+func main(x0: f64[4,{n}], es: f64[{T},{n}], a: f64[]) {{
+  xl, ys = scan(@step, x0, es, a, n_sequences=1, taps=[-2, -1], reverse=true)
+  return xl, ys
+}}"""
+
+    def ref(v):
+        hist, ys = list(v["x0"]), [None] * T
+        for t in reversed(range(T)):
+            e = v["es"][t]
+            xn = np.tanh(v["a"] * hist[-1] + e_f({"x2": hist[-2], "x1": hist[-1], "e": e}))
+            hist.append(xn)
+            ys[t] = xn * e
+        return {"xl": np.array(hist[-2:]), "ys": np.array(ys)}
+
+    shapes = {"x0": (4, n), "es": (T, n), "a": ()}
+    loss = "add(sum(mul(xl, xl)), sum(ys))"
+    return (f"tapsrev{k}", text, shapes, ref, loss,
+            lambda o: np.sum(o["xl"] ** 2) + np.sum(o["ys"]))
+
+
+def taps_until_case(rng, k):
+    """Taps and a stop condition, no per-step output: the loop ends after the step whose
+    value passes 1.5 in absolute value."""
+    n, T = 2, 10
+    e_t, e_f = rand_expr(rng, ["x1", "x3", "e"], 2)
+    text = f"""
+func step(x1: f64[{n}], x3: f64[{n}], e: f64[{n}], a: f64[]) {{
+  xn = add(mul(a, x1), tanh({e_t}))
+  return xn, gt(abs(sum(xn)), 1.5)
+}}
+func main(x0: f64[3,{n}], es: f64[{T},{n}], a: f64[]) {{
+  xl = scan(@step, x0, es, a, n_sequences=1, taps=[-1, -3], until=true)
+  return xl
+}}"""
+
+    def ref(v):
+        hist = list(v["x0"])
+        for e in v["es"]:
+            xn = v["a"] * hist[-1] + np.tanh(e_f({"x1": hist[-1], "x3": hist[-3], "e": e}))
+            hist.append(xn)
+            if abs(np.sum(xn)) > 1.5:
+                break
+        return {"xl": np.array(hist[-3:])}
+
+    shapes = {"x0": (3, n), "es": (T, n), "a": ()}
+    loss = "sum(mul(xl, xl))"
+    return f"tapsuntil{k}", text, shapes, ref, loss, lambda o: np.sum(o["xl"] ** 2)
 
 
 def until_case(rng, k):
@@ -156,7 +216,42 @@ func main(h0: f64[{n}], xs: f64[{T},{n}]) {{
                 break
         return {"hl": h, "sl": np.asarray(s), "ss": np.array(ss)}
 
-    return f"until{k}", text, {"h0": (n,), "xs": (T, n)}, ref, None, None
+    loss = "add(add(sum(mul(hl, hl)), sl), sum(mul(ss, ss)))"
+    return (f"until{k}", text, {"h0": (n,), "xs": (T, n)}, ref, loss,
+            lambda o: np.sum(o["hl"] ** 2) + o["sl"] + np.sum(o["ss"] ** 2))
+
+
+def until_reverse_case(rng, k):
+    """A stop condition with the rows read from the last to the first (reverse=true), over
+    the first 10 of 12 rows (n_steps)."""
+    n, T, S = 3, 12, 10
+    e_t, e_f = rand_expr(rng, ["h", "x"], 2)
+    text = f"""
+func step(h: f64[{n}], s: f64[], x: f64[{n}]) {{
+  hn = tanh({e_t})
+  sn = add(s, abs(sum(hn)))
+  return hn, sn, mul(hn, x), gt(sn, 2.0)
+}}
+func main(h0: f64[{n}], xs: f64[{T},{n}]) {{
+  hl, sl, ys = scan(@step, h0, 0.0, xs, n_states=2, n_sequences=1, n_steps={S}, until=true,
+                    reverse=true)
+  return hl, sl, ys
+}}"""
+
+    def ref(v):
+        h, s, ys = v["h0"], 0.0, []
+        for t in reversed(range(S)):
+            x = v["xs"][t]
+            h = np.tanh(e_f({"h": h, "x": x}))
+            s = s + abs(np.sum(h))
+            ys.insert(0, h * x)
+            if s > 2.0:
+                break
+        return {"hl": h, "sl": np.asarray(s), "ys": np.array(ys).reshape(-1, n)}
+
+    loss = "add(add(sum(mul(hl, hl)), sl), sum(mul(ys, ys)))"
+    return (f"untilrev{k}", text, {"h0": (n,), "xs": (T, n)}, ref, loss,
+            lambda o: np.sum(o["hl"] ** 2) + o["sl"] + np.sum(o["ys"] ** 2))
 
 
 def dynamic_case(rng, k):
@@ -182,7 +277,37 @@ func main(h0: f64[{n}], c: f64[{n}], count: i64[]) {{
         return {"hl": h, "ys": np.array(ys).reshape(count, n)}
 
     fixed = {"count": np.asarray(count, dtype=np.int64)}
-    return f"dynamic{k}", text, {"h0": (n,), "c": (n,)}, ref, None, None, fixed
+    loss = "add(sum(mul(hl, hl)), sum(ys))"
+    return (f"dynamic{k}", text, {"h0": (n,), "c": (n,)}, ref, loss,
+            lambda o: np.sum(o["hl"] ** 2) + np.sum(o["ys"]), fixed)
+
+
+def dynamic_seq_case(rng, k):
+    """A count given as a tensor, with a sequence longer than the count."""
+    n, T = 3, 8
+    e_t, e_f = rand_expr(rng, ["h", "x"], 3)
+    count = int(rng.integers(0, T + 1))
+    text = f"""
+func step(h: f64[{n}], x: f64[{n}]) {{
+  hn = tanh({e_t})
+  return hn, sum(mul(hn, x))
+}}
+func main(h0: f64[{n}], xs: f64[{T},{n}], count: i64[]) {{
+  hl, ys = scan(@step, h0, xs, count, n_sequences=1, dynamic_steps=true)
+  return hl, ys
+}}"""
+
+    def ref(v):
+        h, ys = v["h0"], []
+        for x in v["xs"][:count]:
+            h = np.tanh(e_f({"h": h, "x": x}))
+            ys.append(np.sum(h * x))
+        return {"hl": h, "ys": np.array(ys)}
+
+    fixed = {"count": np.asarray(count, dtype=np.int64)}
+    loss = "add(sum(hl), sum(mul(ys, ys)))"
+    return (f"dynseq{k}", text, {"h0": (n,), "xs": (T, n)}, ref, loss,
+            lambda o: np.sum(o["hl"]) + np.sum(o["ys"] ** 2), fixed)
 
 
 def nsteps_case(rng, k):
@@ -206,7 +331,9 @@ func main(h0: f64[{n}], xs: f64[{T},{n}]) {{
             hs.append(h)
         return {"hl": h, "hs": np.array(hs)}
 
-    return f"nsteps{k}", text, {"h0": (n,), "xs": (T, n)}, ref, None, None
+    loss = "add(sum(hl), sum(mul(hs, hs)))"
+    return (f"nsteps{k}", text, {"h0": (n,), "xs": (T, n)}, ref, loss,
+            lambda o: np.sum(o["hl"]) + np.sum(o["hs"] ** 2))
 
 
 def map_case(rng, k):
@@ -272,7 +399,8 @@ def main():
     ap.add_argument("--seed", type=int, default=20261205)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    gens = [rnn_case, two_state_case, taps_case, until_case, dynamic_case, nsteps_case, map_case]
+    gens = [rnn_case, two_state_case, taps_case, taps_reverse_case, taps_until_case, until_case,
+            until_reverse_case, dynamic_case, dynamic_seq_case, nsteps_case, map_case]
     cases = [g(rng, k) for k in range(3) for g in gens]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as work:

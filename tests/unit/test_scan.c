@@ -5,7 +5,9 @@
  * backend, and its gradient through tg_grad matches central differences; a map's
  * iterations give the same values at 1 and 4 threads; a count given as a tensor
  * (dynamic_steps) runs that many steps and a negative one fails with a message; a state
- * whose type changes in the step is refused by the builder, with the graph's first error.
+ * whose type changes in the step is refused by the builder, with the graph's first error;
+ * gradients through taps, a stop condition (also with reverse=true) and a count given as
+ * a tensor (also 0) pass tg_grad_check.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -193,6 +195,101 @@ static void test_dynamic_count(void **state) {
     tg_module_free(m);
 }
 
+/* main of src at the point in (tensors of the doubles d[i] with shapes sh[i]; the last
+ * input an i64 count when count >= 0) passes tg_grad_check. */
+static void grad_checks(const char *src, int nin, const int *ndim, const int64_t (*sh)[2],
+                        const double *const *d, int64_t count) {
+    tg_module *m = NULL;
+    if (tg_module_parse(NULL, src, strlen(src), "t.tg", &m) != TG_OK)
+        fail_msg("parse: %s", tg_last_error());
+    tg_tensor *in[8] = {0};
+    for (int i = 0; i < nin; i++)
+        in[i] = tg_tensor_from_data(NULL, TG_DT_F64, ndim[i], sh[i], d[i]);
+    if (count >= 0) in[nin++] = tg_tensor_from_data(NULL, TG_DT_I64, 0, NULL, &count);
+    tg_grad_check_report rep = TG_GRAD_CHECK_REPORT(0);
+    if (tg_grad_check(tg_module_find(m, "main"), in, nin, NULL, &rep) != TG_OK)
+        fail_msg("grad check: %s", tg_last_error());
+    for (int i = 0; i < nin; i++) tg_tensor_free(in[i]);
+    tg_module_free(m);
+}
+
+/* AR(2) through taps=[-2, -1] (the step takes them in that order) over an initial value of
+ * 3 rows, of which the taps read the last 2; the loss reads the per-step outputs and the
+ * last value (2 rows). */
+static void test_grad_taps(void **state) {
+    (void)state;
+    const char *src = "func step(x2: f64[2], x1: f64[2], e: f64[2], a: f64[], b: f64[]) {\n"
+                      "  xn = add(add(mul(a, x1), mul(b, sin(x2))), e)\n"
+                      "  return xn, sum(mul(xn, x2))\n"
+                      "}\n"
+                      "func main(x0: f64[3,2], es: f64[5,2], a: f64[], b: f64[]) {\n"
+                      "  xl, ys = scan(@step, x0, es, a, b, n_sequences=1, taps=[-2, -1])\n"
+                      "  return add(sum(mul(xl, xl)), sum(mul(ys, ys)))\n"
+                      "}\n";
+    double x0[6] = {0.3, -0.2, 0.5, 0.1, -0.4, 0.7}, es[10], a = 0.6, b = -0.3;
+    for (int i = 0; i < 10; i++) es[i] = 0.2 * sin(1.7 * i);
+    grad_checks(src, 4, (int[]){2, 2, 0, 0}, (const int64_t[][2]){{3, 2}, {5, 2}, {0}, {0}},
+                (const double *[]){x0, es, &a, &b}, -1);
+}
+
+/* A stop condition: the loop stops after step 3 of 8 (the running sum passes 2, far from
+ * it at the neighbouring steps), so the sequence's rows 4.. get zero gradient. */
+static void test_grad_until(void **state) {
+    (void)state;
+    const char *src = "func step(h: f64[], s: f64[], x: f64[]) {\n"
+                      "  hn = tanh(add(mul(h, 0.5), x))\n"
+                      "  sn = add(s, x)\n"
+                      "  return hn, sn, mul(hn, hn), gt(sn, 2.0)\n"
+                      "}\n"
+                      "func main(h0: f64[], xs: f64[8]) {\n"
+                      "  hl, sl, ys = scan(@step, h0, 0.0, xs, n_states=2, n_sequences=1, "
+                      "until=true)\n"
+                      "  return add(add(hl, mul(sl, sl)), sum(ys))\n"
+                      "}\n";
+    double h0 = 0.2, xs[8] = {0.4, 0.9, -0.2, 1.5, 0.3, -0.7, 0.8, 0.1};
+    grad_checks(src, 2, (int[]){0, 1}, (const int64_t[][2]){{0}, {8}}, (const double *[]){&h0, xs},
+                -1);
+}
+
+/* A count given as a tensor (dynamic_steps), 3 steps over a sequence of 6 rows, then 0. */
+static void test_grad_dynamic(void **state) {
+    (void)state;
+    const char *src = "func step(h: f64[2], x: f64[2], W: f64[2,2]) {\n"
+                      "  hn = tanh(add(dot(W, h), x))\n"
+                      "  return hn, sum(hn)\n"
+                      "}\n"
+                      "func main(h0: f64[2], xs: f64[6,2], W: f64[2,2], k: i64[]) {\n"
+                      "  hl, ys = scan(@step, h0, xs, W, k, n_sequences=1, dynamic_steps=true)\n"
+                      "  return add(sum(hl), sum(mul(ys, ys)))\n"
+                      "}\n";
+    double h0[2] = {0.1, -0.5}, xs[12], W[4] = {0.5, -0.2, 0.3, 0.8};
+    for (int i = 0; i < 12; i++) xs[i] = 0.3 * cos(0.9 * i);
+    grad_checks(src, 3, (int[]){1, 2, 2}, (const int64_t[][2]){{2}, {6, 2}, {2, 2}},
+                (const double *[]){h0, xs, W}, 3);
+    /* no step: the gradient reaches h0 alone */
+    grad_checks(src, 3, (int[]){1, 2, 2}, (const int64_t[][2]){{2}, {6, 2}, {2, 2}},
+                (const double *[]){h0, xs, W}, 0);
+}
+
+/* A stop condition in a loop whose rows run from the last to the first (reverse=true)
+ * with n_steps=6 over 7 rows: the steps read rows 5, 4, 3 and stop (the sum passes 2), so
+ * rows 0-2 and 6 get zero gradient. */
+static void test_grad_until_reverse(void **state) {
+    (void)state;
+    const char *src = "func step(h: f64[], x: f64[]) {\n"
+                      "  hn = add(mul(h, x), x)\n"
+                      "  return hn, mul(hn, x), gt(hn, 2.0)\n"
+                      "}\n"
+                      "func main(h0: f64[], xs: f64[7]) {\n"
+                      "  hl, ys = scan(@step, h0, xs, n_sequences=1, n_steps=6, until=true, "
+                      "reverse=true)\n"
+                      "  return add(mul(hl, hl), sum(mul(ys, ys)))\n"
+                      "}\n";
+    double h0 = 0.3, xs[7] = {0.5, -0.4, 0.6, 1.2, 0.8, 0.9, 0.7};
+    grad_checks(src, 2, (int[]){0, 1}, (const int64_t[][2]){{0}, {7}}, (const double *[]){&h0, xs},
+                -1);
+}
+
 static void test_state_type_refused(void **state) {
     (void)state;
     tg_graph *s = tg_graph_new(NULL, "step");
@@ -215,6 +312,10 @@ int main(void) {
         cmocka_unit_test(test_map_threads),
         cmocka_unit_test(test_dynamic_count),
         cmocka_unit_test(test_state_type_refused),
+        cmocka_unit_test(test_grad_taps),
+        cmocka_unit_test(test_grad_until),
+        cmocka_unit_test(test_grad_dynamic),
+        cmocka_unit_test(test_grad_until_reverse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

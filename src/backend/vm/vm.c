@@ -35,10 +35,11 @@ typedef struct vm_ins {
 
 /* Profile counts of one instruction. */
 typedef struct vm_prof {
-    double seconds;  /* time spent */
-    long calls;      /* runs */
-    uint64_t bytes;  /* bytes read and written, summed over runs */
-    uint64_t copies; /* operands copied by the kernel (BLAS layouts) */
+    double seconds;               /* time spent */
+    long calls;                   /* runs */
+    uint64_t bytes;               /* bytes read and written, summed over runs */
+    uint64_t copies;              /* operands copied by the kernel (BLAS layouts) */
+    uint64_t loop[TG_LOOP_MEM_N]; /* a loop (scan, map): bytes it held, summed over runs */
 } vm_prof;
 
 struct tg_vm {
@@ -490,12 +491,27 @@ static uint64_t ins_bytes(const vm_rep *R, const tg_plan *p, const tg_node *n) {
     return b;
 }
 
+/* The memory a loop held in its run (tg_loop_memory), added to pr. */
+static void loop_bytes(const vm_rep *R, const tg_plan *p, const tg_node *n, vm_prof *pr) {
+    const tg_type *out[TG_MAX_OUTS];
+    uint64_t mem[TG_LOOP_MEM_N];
+    for (int o = 0; o < n->nout && o < TG_MAX_OUTS; o++) {
+        int v = n->out[o]->id;
+        out[o] = p->known[v] ? &p->rt[v] : &R->drt[v];
+    }
+    tg_loop_memory(n, out, mem);
+    for (int k = 0; k < TG_LOOP_MEM_N; k++) pr->loop[k] += mem[k];
+}
+
 /* Profile: instruction i ran from t0 (seconds) with status st. */
 static void prof_add(vm_rep *R, int i, double t0, tg_status st) {
     vm_prof *pr = &R->prof[i];
+    const tg_node *n = R->vm->ins[i].node;
     pr->seconds += now_s() - t0;
     pr->calls++;
-    if (st == TG_OK) pr->bytes += ins_bytes(R, R->base.mem->plan, R->vm->ins[i].node);
+    if (st == TG_OK) pr->bytes += ins_bytes(R, R->base.mem->plan, n);
+    if (st == TG_OK && (R->vm->ins[i].op == &tg_op_scan || R->vm->ins[i].op == &tg_op_map))
+        loop_bytes(R, R->base.mem->plan, n, pr);
 }
 
 /* ---- concurrent runs of independent nodes (run side) ----
@@ -726,6 +742,7 @@ static void counts_merge(vm_rep *R) {
         a->calls += b->calls;
         a->bytes += b->bytes;
         a->copies += b->copies;
+        for (int k = 0; k < TG_LOOP_MEM_N; k++) a->loop[k] += b->loop[k];
         *b = (vm_prof){0};
     }
     vm->branch_runs += R->runs;
@@ -821,6 +838,7 @@ void tg_vm_profile_reset(tg_vm *vm) {
         vm->prof[i].seconds = 0;
         vm->prof[i].calls = 0;
         vm->prof[i].bytes = 0;
+        for (int k = 0; k < TG_LOOP_MEM_N; k++) vm->prof[i].loop[k] = 0;
     }
     pthread_mutex_unlock(&vm->mu);
 }
@@ -887,6 +905,17 @@ tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
                     "node %d (%s): %llu operand copies (a matrix with no unit stride, or a "
                     "negative one)\n",
                     ins->node->id, ins->op->name, (unsigned long long)pr[idx[r]].copies);
+    }
+    for (int i = 0; i < n; i++) { /* what the loops held, in program order */
+        const vm_ins *ins = &vm->ins[i];
+        const vm_prof *q = &pr[i];
+        if ((ins->op != &tg_op_scan && ins->op != &tg_op_map) || !q->calls) continue;
+        double c = (double)q->calls;
+        fprintf(f,
+                "node %d (%s) memory per call: %.0f B stacked outputs, %.0f B states saved for "
+                "the gradient, %.0f B state buffers\n",
+                ins->node->id, ins->op->name, (double)q->loop[TG_LOOP_MEM_STACKS] / c,
+                (double)q->loop[TG_LOOP_MEM_SAVED] / c, (double)q->loop[TG_LOOP_MEM_STATES] / c);
     }
     fprintf(f, "total: %.3f ms in %d nodes, %d thread%s, %s kernels%s\n", total * 1e3, n, nth,
             nth == 1 ? "" : "s", tg_vk_table_get(vm_isa(vm))->name,
