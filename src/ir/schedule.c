@@ -24,10 +24,10 @@ typedef struct sched {
     const tg_graph *g;
     tg_node **order, **out;
     int n, len;
-    int *pos;           /* per node id: index in order, -1 for nodes not in it */
-    uint8_t *done;      /* per node id: emitted */
-    uint8_t *held;      /* per node id: a wait held back */
-    int *mark, *stack;  /* per node id: the cone stamp; a walk's stack */
+    int *pos;          /* per node id: index in order, -1 for nodes not in it */
+    uint8_t *done;     /* per node id: emitted */
+    uint8_t *held;     /* per node id: a wait held back */
+    int *mark, *stack; /* per node id: the cone stamp; a walk's stack */
 } sched;
 
 static int producer(const sched *s, const tg_var *v) {
@@ -91,8 +91,7 @@ tg_status tg_ir_schedule(const tg_graph *g, tg_node **order, int n) {
     int *starts = tg_mem_alloc(ctx, sizeof *starts * (size_t)(nstart + 1));
     int *size = tg_mem_alloc(ctx, sizeof *size * (size_t)(nstart + 1));
     tg_status st = TG_ENOMEM;
-    if (!s.out || !s.pos || !s.mark || !s.stack || !s.done || !s.held || !starts || !size)
-        goto out;
+    if (!s.out || !s.pos || !s.mark || !s.stack || !s.done || !s.held || !starts || !size) goto out;
     for (size_t i = 0; i < nn; i++) s.pos[i] = s.mark[i] = -1;
     for (int i = 0; i < n; i++) s.pos[order[i]->id] = i;
     /* 1. the starts, smallest cone first (ties: the depth-first order), each after what it

@@ -153,9 +153,8 @@ tg_status tg_comm_wait(tg_comm *c, int rank, const void *buf, tg_comm_timing *t)
     tg_status st = j->st;
     if (st != TG_OK) tg_set_error(st, "%s", j->msg);
     if (t)
-        *t = (tg_comm_timing){.flight = j->ended - j->started,
-                              .run = j->ended - j->began,
-                              .waited = now() - w0};
+        *t = (tg_comm_timing){
+            .flight = j->ended - j->started, .run = j->ended - j->began, .waited = now() - w0};
     q->waited[s % QMAX] = true;
     retire(q);
     pthread_mutex_unlock(&q->mu);

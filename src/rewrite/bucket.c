@@ -46,9 +46,10 @@ tg_status tg_bucket_bytes(size_t *out) {
     unsigned long long v = *e >= '0' && *e <= '9' ? strtoull(e, &end, 10) : 0;
     int shift = 0;
     if (end && end != e && *end) {
-        shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
-                                             : *end == 'G' || *end == 'g' ? 30
-                                                                          : -1;
+        shift = *end == 'K' || *end == 'k'   ? 10
+                : *end == 'M' || *end == 'm' ? 20
+                : *end == 'G' || *end == 'g' ? 30
+                                             : -1;
         end++;
         if (shift > 0 && (*end == 'i' || *end == 'I')) end++;
         if (shift > 0 && (*end == 'B' || *end == 'b')) end++;
@@ -64,8 +65,8 @@ tg_status tg_bucket_bytes(size_t *out) {
 
 typedef struct cand {
     tg_node *n;
-    int pos;    /* in the program's order */
-    int need;   /* nodes its input needs */
+    int pos;  /* in the program's order */
+    int need; /* nodes its input needs */
     size_t bytes;
 } cand;
 
@@ -167,8 +168,8 @@ tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
             const tg_type *t = &order[i]->in[0]->type;
             size_t e = tg_dtype_size((tg_dtype)t->dtype);
             for (int d = 0; d < t->ndim; d++) e *= (size_t)t->shape[d];
-            c[j++] = (cand){.n = order[i], .pos = i, .need = cone(&w, order[i]->in[0], stamp++),
-                            .bytes = e};
+            c[j++] = (cand){
+                .n = order[i], .pos = i, .need = cone(&w, order[i]->in[0], stamp++), .bytes = e};
         }
     }
     /* the buckets of one axis and dtype at a time, in the order of their first psum; all
@@ -201,7 +202,8 @@ tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
     first[nb] = nplan;
     for (int b = 0; st == TG_OK && b < nb; b++)
         st = split(g, plan + first[b], first[b + 1] - first[b], in);
-    if (report && report->npasses > 0 && st == TG_OK) report->passes[report->npasses - 1].applied += nb;
+    if (report && report->npasses > 0 && st == TG_OK)
+        report->passes[report->npasses - 1].applied += nb;
     tg_mem_free(g->ctx, order, sizeof *order * nn);
     tg_mem_free(g->ctx, c, sizeof *c * m1);
     tg_mem_free(g->ctx, taken, sizeof *taken * m1);
