@@ -30,11 +30,11 @@ static void test_env_parsing(void **st) {
     static const struct {
         const char *v;
         size_t bytes;
-    } good[] = {{"0", 0},          {"1", 1},         {"65536", 65536},       {"64K", 65536},
-                {"64KiB", 65536},  {"25M", 25 << 20}, {"25MiB", 25 << 20}, {"1G", (size_t)1 << 30},
-                {"2k", 2048},      {"3mb", 3 << 20}};
-    static const char *const bad[] = {"", "abc", "-1", "12X", "25 M", "1.5M", "25MiBs",
-                                      "99999999999999999999999"};
+    } good[] = {{"0", 0},         {"1", 1},          {"65536", 65536},    {"64K", 65536},
+                {"64KiB", 65536}, {"25M", 25 << 20}, {"25MiB", 25 << 20}, {"1G", (size_t)1 << 30},
+                {"2k", 2048},     {"3mb", 3 << 20}};
+    static const char *const bad[] = {"",     "abc",  "-1",     "12X",
+                                      "25 M", "1.5M", "25MiBs", "99999999999999999999999"};
     size_t n;
     unsetenv("TGRAPH_BUCKET_BYTES");
     assert_int_equal(tg_bucket_bytes(&n), TG_OK);
@@ -123,11 +123,11 @@ static void check_bits(int ndev, tg_mode mode) {
                 fail_msg("%d ranks, TGRAPH_BUCKET_BYTES=%s, step %d: loss %.9g, unbucketed %.9g",
                          ndev, sizes[k] ? sizes[k] : "(default)", s, on.loss[s], off.loss[s]);
         for (int i = 0; i < off.nstate; i++) {
-            size_t bytes = (size_t)tg_tensor_size(off.state[i]) *
-                           tg_dtype_size(tg_tensor_dtype(off.state[i]));
+            size_t bytes =
+                (size_t)tg_tensor_size(off.state[i]) * tg_dtype_size(tg_tensor_dtype(off.state[i]));
             if (memcmp(tg_tensor_data(on.state[i]), tg_tensor_data(off.state[i]), bytes) != 0)
-                fail_msg("%d ranks, TGRAPH_BUCKET_BYTES=%s: state %d differs from unbucketed",
-                         ndev, sizes[k] ? sizes[k] : "(default)", i);
+                fail_msg("%d ranks, TGRAPH_BUCKET_BYTES=%s: state %d differs from unbucketed", ndev,
+                         sizes[k] ? sizes[k] : "(default)", i);
         }
         run_free(&on);
     }
@@ -152,17 +152,16 @@ static void test_same_bits_reference(void **st) {
 static void test_failure_in_flight(void **st) {
     (void)st;
     if (tg_world_size() > 1) skip();
-    const char *src =
-        "func main(xs: f64[2,3], W: f64[3], V: f64[3], i: i64[2]) {\n"
-        "  l, a, b, k = pmap(@f, xs, W, V, i, in_axes=[0, none, none, 0], "
-        "out_axes=[none, none, none, 0], axis_name=\"r\")\n"
-        "  return l, a, b, k\n"
-        "}\n"
-        "func f(x: f64[3], W: f64[3], V: f64[3], i: i64[]) {\n"
-        "  l = pmean(sum(mul(mul(x, W), V)), axis_name=\"r\")\n"
-        "  gW, gV = grad(l, W, V)\n"
-        "  return l, gW, gV, take(const(value=[0, 1], dtype=\"i64\"), i)\n"
-        "}\n";
+    const char *src = "func main(xs: f64[2,3], W: f64[3], V: f64[3], i: i64[2]) {\n"
+                      "  l, a, b, k = pmap(@f, xs, W, V, i, in_axes=[0, none, none, 0], "
+                      "out_axes=[none, none, none, 0], axis_name=\"r\")\n"
+                      "  return l, a, b, k\n"
+                      "}\n"
+                      "func f(x: f64[3], W: f64[3], V: f64[3], i: i64[]) {\n"
+                      "  l = pmean(sum(mul(mul(x, W), V)), axis_name=\"r\")\n"
+                      "  gW, gV = grad(l, W, V)\n"
+                      "  return l, gW, gV, take(const(value=[0, 1], dtype=\"i64\"), i)\n"
+                      "}\n";
     setenv("TGRAPH_BUCKET_BYTES", "8", 1);
     tg_module *m = NULL;
     assert_int_equal(tg_module_parse(NULL, src, strlen(src), "t.tg", &m), TG_OK);
