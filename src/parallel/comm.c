@@ -235,13 +235,12 @@ tg_comm *tg_comm_new(tg_ctx *ctx, int n) {
     c->ctx = ctx;
     c->n = n;
     c->small_max = TG_COMM_SMALL_DEFAULT;
-    c->queues = tg_mem_calloc(ctx, sizeof *c->queues * (size_t)n);
     c->stride = (STAGE_AT + TG_COMM_STAGE_MAX + LINE - 1) / LINE * LINE;
     c->mem_size = LINE + (size_t)n * sizeof(home) + 2 * (size_t)n * c->stride;
     c->mem = tg_mem_calloc(ctx, c->mem_size);
-    if (!c->mem || !c->queues) {
+    c->queues = c->mem ? tg_mem_calloc(ctx, sizeof *c->queues * (size_t)n) : NULL;
+    if (!c->queues) {
         tg_mem_free(ctx, c->mem, c->mem_size);
-        tg_mem_free(ctx, c->queues, sizeof *c->queues * (size_t)n);
         tg_mem_free(ctx, c, sizeof *c);
         return NULL;
     }
