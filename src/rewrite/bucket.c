@@ -199,7 +199,7 @@ tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
         }
         nplan += ng;
     }
-    first[nb] = nplan;
+    if (st == TG_OK) first[nb] = nplan;
     for (int b = 0; st == TG_OK && b < nb; b++)
         st = split(g, plan + first[b], first[b + 1] - first[b], in);
     if (report && report->npasses > 0 && st == TG_OK)
