@@ -11,8 +11,8 @@
  *    per parameter, in turn), compiled with TGRAPH_BUCKET_BYTES=0;
  *  - "... buckets=25M": the same compiled with the default bucket size: the 4 gradients
  *    (800 KB) in one bucket, started once the last exists;
- *  - "... buckets=8K": two buckets, W2's and b2's gradients (10 KB) started while the
- *    backward pass computes W1's, then b1's and W1's.
+ *  - "... buckets=8K": three buckets: W2's gradient (10 KB), started while the backward
+ *    pass computes W1's; W1's with b2's; b1's (docs/mpi.md, "Speed").
  * Before timing, the 2-process steps and the 1-process step start from the same weights
  * and must give the same losses (to float rounding; the three 2-process steps the same
  * bits) for 3 steps. The three 2-process steps are timed in turn, run after run, so that
