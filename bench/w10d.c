@@ -5,12 +5,19 @@
  *  - "procs=1 threads=1": build_step(512) in rank 0 alone, one thread, while rank 1 waits
  *    asleep (a polled barrier, so that it takes no core);
  *  - "procs=1 threads=2": the same with both threads splitting each kernel;
- *  - "procs=2 threads=1": build_step_pmap(512, 2) in both processes, one thread each: the
- *    pmap over 2 ranks spans them, each rank 256 rows, the gradient of each replicated
- *    parameter summed over the processes with a psum (an MPI_Allreduce per parameter).
- * Before timing, the 2-process step and the 1-process step start from the same weights
- * and must give the same losses (to float rounding) for 3 steps. Each figure is rank 0's
- * median over runs of one step.
+ *  - "procs=2 threads=1 buckets=off": build_step_pmap(512, 2) in both processes, one
+ *    thread each: the pmap over 2 ranks spans them, each rank 256 rows, the gradient of
+ *    each replicated parameter summed over the processes with a psum (an MPI_Allreduce
+ *    per parameter, in turn), compiled with TGRAPH_BUCKET_BYTES=0;
+ *  - "... buckets=25M": the same compiled with the default bucket size: the 4 gradients
+ *    (800 KB) in one bucket, started once the last exists;
+ *  - "... buckets=8K": three buckets: W2's gradient (10 KB), started while the backward
+ *    pass computes W1's; W1's with b2's; b1's (docs/mpi.md, "Speed").
+ * Before timing, the 2-process steps and the 1-process step start from the same weights
+ * and must give the same losses (to float rounding; the three 2-process steps the same
+ * bits) for 3 steps. The three 2-process steps are timed in turn, run after run, so that
+ * the machine's load falls on them alike. Each figure is rank 0's median over runs of
+ * one step.
  * usage: mpirun -np 2 bench_w10d [-n RUNS]     (rank 0 prints)
  */
 #include "tgraph.h"
@@ -27,10 +34,14 @@ static uint64_t rng_next(uint64_t *s) {
     return *s * 2685821657736338717ull;
 }
 
-static tg_fn *compile_step(tg_graph *g, int threads) {
+/* bucket: TGRAPH_BUCKET_BYTES while it compiles (NULL: as set) */
+static tg_fn *compile_step(tg_graph *g, int threads, const char *bucket) {
     tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = threads);
     tg_fn *f = NULL;
-    if (!g || tg_graph_compile(g, &o, &f) != TG_OK || init_params(f, 1) != TG_OK) {
+    if (bucket) setenv("TGRAPH_BUCKET_BYTES", bucket, 1);
+    tg_status st = g ? tg_graph_compile(g, &o, &f) : TG_EINVAL;
+    if (bucket) unsetenv("TGRAPH_BUCKET_BYTES");
+    if (st != TG_OK || init_params(f, 1) != TG_OK) {
         fprintf(stderr, "w10d: %s\n", tg_last_error());
         exit(tg_world_finish(1, NULL));
     }
@@ -84,35 +95,42 @@ int main(int argc, char **argv) {
     *(float *)tg_tensor_data(in[2]) = 1e-3f;
 
     tg_graph *g1 = build_step(B), *g2 = build_step_pmap(B, procs);
-    tg_fn *one[2] = {compile_step(g1, 1), compile_step(g1, 2)}, *two = compile_step(g2, 1);
+    enum { NTWO = 3 };
+    static const char *const bucket[NTWO] = {"0", "25M", "8K"};
+    tg_fn *one[2] = {compile_step(g1, 1, NULL), compile_step(g1, 2, NULL)}, *two[NTWO];
+    for (int b = 0; b < NTWO; b++) two[b] = compile_step(g2, 1, bucket[b]);
 
     /* the same losses, step after step (also warms plans, pools and communicators) */
     for (int k = 0; k < 3; k++) {
-        double l2 = step(two, in, loss), l1 = step(one[0], in, loss);
-        if (!(fabs(l2 - l1) <= 1e-5 * fabs(l1))) {
-            fprintf(stderr, "w10d: step %d: loss %.9g across 2 processes, %.9g in one\n", k, l2,
-                    l1);
+        double l1 = step(one[0], in, loss), l2[NTWO];
+        for (int b = 0; b < NTWO; b++) l2[b] = step(two[b], in, loss);
+        if (!(fabs(l2[0] - l1) <= 1e-5 * fabs(l1)) || l2[1] != l2[0] || l2[2] != l2[0]) {
+            fprintf(stderr,
+                    "w10d: step %d: loss %.9g across 2 processes (%.9g, %.9g bucketed), %.9g "
+                    "in one\n",
+                    k, l2[0], l2[1], l2[2], l1);
             return tg_world_finish(1, "the losses differ");
         }
     }
     step(one[1], in, loss);
 
-    double *t = malloc(sizeof *t * (size_t)runs), med[3];
+    double *t = malloc(sizeof *t * (size_t)runs * NTWO), med[2 + NTWO];
     if (!t) return tg_world_finish(1, "out of memory");
-    static const char *const conf[3] = {"procs=1 threads=1", "procs=1 threads=2",
-                                        "procs=2 threads=1"};
-    for (int c = 0; c < 3; c++) {
+    static const char *const conf[2 + NTWO] = {
+        "procs=1 threads=1", "procs=1 threads=2", "procs=2 threads=1 buckets=off",
+        "procs=2 threads=1 buckets=25M", "procs=2 threads=1 buckets=8K"};
+    for (int c = 0; c < 2; c++) {
         sleepy_barrier();
-        if (c < 2 && rank != 0) {
+        if (rank != 0) {
             sleepy_barrier(); /* rank 0 alone */
             continue;
         }
         for (int r = 0; r < runs; r++) {
             double t0 = bench_now();
-            step(c < 2 ? one[c] : two, in, loss);
+            step(one[c], in, loss);
             t[r] = bench_now() - t0;
         }
-        if (c < 2) sleepy_barrier();
+        sleepy_barrier();
         qsort(t, (size_t)runs, sizeof *t, bench_cmp);
         med[c] = t[runs / 2];
         if (rank == 0) {
@@ -121,12 +139,28 @@ int main(int argc, char **argv) {
             bench_report(name, t, runs);
         }
     }
+    sleepy_barrier();
+    for (int r = 0; r < runs; r++)
+        for (int b = 0; b < NTWO; b++) {
+            double t0 = bench_now();
+            step(two[b], in, loss);
+            t[b * runs + r] = bench_now() - t0;
+        }
+    for (int b = 0; b < NTWO; b++) {
+        qsort(t + b * runs, (size_t)runs, sizeof *t, bench_cmp);
+        med[2 + b] = t[b * runs + runs / 2];
+        if (rank == 0) {
+            char name[64];
+            snprintf(name, sizeof name, "w10d vm %s", conf[2 + b]);
+            bench_report(name, t + b * runs, runs);
+        }
+    }
     if (rank == 0)
         printf("w10d: 2 processes %.2fx faster than 1 process on 1 thread, %.2fx than 1 "
-               "process on 2 threads\n",
-               med[0] / med[2], med[1] / med[2]);
+               "process on 2 threads; bucketed %.2fx (25M), %.2fx (8K) the unbucketed time\n",
+               med[0] / med[2], med[1] / med[2], med[3] / med[2], med[4] / med[2]);
     free(t);
-    tg_fn_free(two);
+    for (int b = 0; b < NTWO; b++) tg_fn_free(two[b]);
     tg_fn_free(one[0]);
     tg_fn_free(one[1]);
     tg_graph_free(g1);

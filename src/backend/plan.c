@@ -1,17 +1,17 @@
 /* plan.c - the schedule and the memory plan, shared by the VM and the C JIT (plan.h holds
  * the storage classes and the invariants), and the replicas calls run on.
  *
- * The program: the needed nodes in topological order, the last use of every value (views
- * extend the life of what they view), and the kernel of every instruction, which the
- * backend chooses (tg_plan_kernels: the plan asks it only for workspace sizes, in-place
- * reuse, and whether a kernel of its own writes a planned block).
- * A plan, per signature of input shapes: run-time types from each op's inference (with
- * small shape arithmetic evaluated at plan time, so that the nodes after it keep planned
- * buffers), storage classes, and blocks assigned in program order and reused after the
- * last use, in place where an output may overwrite an input dying there.
- * A replica's memory for a plan: the blocks of the sizes the plan gives, the workspace and
- * the planned tensors over them, made on the replica's first call of the plan and kept
- * while the plan is cached; large blocks are 2 MiB aligned and asked for huge pages.
+ * The program: the needed nodes in topological order (split collectives moved apart by
+ * tg_ir_schedule, so that their exchange overlaps the nodes between), the last use of every value
+ * (views extend the life of what they view), and the kernel of every instruction, which the backend
+ * chooses (tg_plan_kernels: the plan asks it only for workspace sizes, in-place reuse, and whether
+ * a kernel of its own writes a planned block). A plan, per signature of input shapes: run-time
+ * types from each op's inference (with small shape arithmetic evaluated at plan time, so that the
+ * nodes after it keep planned buffers), storage classes, and blocks assigned in program order and
+ * reused after the last use, in place where an output may overwrite an input dying there. A
+ * replica's memory for a plan: the blocks of the sizes the plan gives, the workspace and the
+ * planned tensors over them, made on the replica's first call of the plan and kept while the plan
+ * is cached; large blocks are 2 MiB aligned and asked for huge pages.
  *
  * Concurrency: the plans (plans, nplans), the pool's start and the lists of replicas are
  * guarded by the program's lock, taken only for a look-up or the making of a plan (which
@@ -181,7 +181,8 @@ tg_status tg_plan_prog_init(tg_plan_prog *pg, tg_graph *g, const tg_compile_opts
     pg->rel_at = tg_mem_calloc(ctx, sizeof *pg->rel_at * (no + 1));
     pg->const_rt = tg_mem_calloc(ctx, sizeof *pg->const_rt * nv);
     if (!pg->order || !pg->reuse || !pg->last || !pg->ext || !pg->nouts || !pg->rel ||
-        !pg->rel_at || !pg->const_rt || last_uses(pg) != TG_OK)
+        !pg->rel_at || !pg->const_rt || tg_ir_schedule(g, pg->order, pg->norder) != TG_OK ||
+        last_uses(pg) != TG_OK)
         return TG_ENOMEM;
     pg->maxargs = 1;
     for (int i = 0; i < pg->norder; i++) {

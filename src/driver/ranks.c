@@ -141,11 +141,17 @@ static void run_rank(job *j, int r) {
         if (!given[k] && !(r == j->base && r > 0 && j->out[k]))
             tg_tensor_free(out[k]); /* a result nobody wants (NULL on failure) */
     tg_spmd_set(prev);
-    if (st == TG_OK) return;
+    if (st == TG_OK) {
+        if (j->comms) tg_comm_set_drain(j->comms, r); /* every start was waited for: no-op */
+        return;
+    }
     j->st[r] = st; /* rank r's own entries: read after every rank has returned */
     if ((j->msg[r] = tg_mem_alloc(j->ctx, TG_ERRMSG_MAX)))
         snprintf(j->msg[r], TG_ERRMSG_MAX, "pmap rank %d: %s", r, tg_last_error());
     abort_from(&frame, st);
+    /* after the abort, which ends what the other ranks will not join: no started all-reduce
+       may outlive the call whose buffers it writes */
+    if (j->comms) tg_comm_set_drain(j->comms, r);
 }
 
 static void pool_task(void *arg, int ith, int nth) {

@@ -220,6 +220,10 @@ tg_status tg_ir_output_name_set(tg_graph *g, int i, const char *name, size_t len
  * with tg_mem_free(g->ctx, p, (g->nodes.n + 1) * sizeof *p) (the array has room for every
  * node). Returns NULL on failure (error set). */
 tg_node **tg_ir_toposort(const tg_graph *g, int *n);
+/* Reorders order[0..n), a topological order of g's nodes (tg_ir_toposort's), so that split
+ * collectives overlap what runs between their halves (op.h, "scheduling"; schedule.c).
+ * TG_OK or TG_ENOMEM; the order is unchanged without such nodes. */
+tg_status tg_ir_schedule(const tg_graph *g, tg_node **order, int n);
 /* Points every use of `old` (node inputs and graph outputs) at `new`, which must have
  * the same type and must not depend on old. */
 tg_status tg_ir_replace(tg_graph *g, tg_var *old, tg_var *new);

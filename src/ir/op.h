@@ -324,6 +324,17 @@ typedef struct tg_batch tg_batch;
 typedef tg_status (*tg_batch_fn)(tg_batch *b, const tg_node *n, tg_var *const *in,
                                  const bool *batched, tg_var **out, bool *out_batched);
 
+/* ---- scheduling: the half of a split collective that the program order moves ----
+ * The program order (tg_ir_schedule, src/ir/schedule.c) runs the nodes of TG_SCHED_EARLY
+ * ops as soon as their inputs exist, and those of TG_SCHED_LATE ops just before their
+ * result is first used, so that what runs between them overlaps the exchange they start
+ * and finish (psum_start, psum_wait). */
+typedef enum {
+    TG_SCHED_ANY,   /* wherever the topological order puts it */
+    TG_SCHED_EARLY, /* starts something: as early as its inputs allow */
+    TG_SCHED_LATE,  /* waits for something: as late as its users allow */
+} tg_sched_kind;
+
 /* ---- the record ---- */
 typedef struct tg_op_def {
     const char *name;          /* .tg name */
@@ -366,6 +377,7 @@ typedef struct tg_op_def {
     uint8_t blas;             /* tg_blas_form: the BLAS call a lowered op is */
     uint8_t effects;          /* TG_EFFECT_* bits (0: pure) */
     uint8_t spmd;             /* tg_spmd_kind over the axis read (with TG_EFFECT_AXIS) */
+    uint8_t sched;            /* tg_sched_kind: where the program order places its nodes */
     const tg_opdata_vt *data; /* the table of the op data its TG_AS_DATA attributes hold */
     /* Core ops (Blockwise): the core signature in NumPy's gufunc notation, one group per
      * input and output, "(m,n),(n,k)->(m,k)". Inputs may carry leading batch dimensions

@@ -42,6 +42,8 @@
 #include "../parallel/comm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 enum { A_AXIS };
 enum { A_GATHER_AXIS = 1, A_GATHER_TILED };
@@ -230,6 +232,36 @@ static tg_status permute_infer(tg_infer *ic) {
     return check_perm(ic, &ic->attrs[A_PERM], n);
 }
 
+/* psum_start(x1, ..., xk): the inputs (one dtype, summable) flattened end to end, the
+ * buffer its all-reduce runs in; psum_wait(b): that buffer once reduced. */
+static tg_status start_infer(tg_infer *ic) {
+    int64_t n, total = 0;
+    if (common_infer(ic, &n) != TG_OK || no_bool_sum(ic) != TG_OK) return ic->status;
+    for (int i = 0; i < ic->nin; i++) {
+        const tg_type *x = &ic->in[i];
+        if (x->dtype != ic->in[0].dtype)
+            return tg_infer_fail(ic, TG_ETYPE, "input %d is %s, input 1 %s: a bucket has one dtype",
+                                 i + 1, tg_dtype_name((tg_dtype)x->dtype),
+                                 tg_dtype_name((tg_dtype)ic->in[0].dtype));
+        int64_t e = 1;
+        for (int d = 0; d < x->ndim; d++) e = x->shape[d] < 0 || e < 0 ? -1 : e * x->shape[d];
+        total = e < 0 || total < 0 ? -1 : total + e;
+    }
+    tg_type *y = &ic->out[0];
+    y->ndim = 1;
+    y->shape[0] = total;
+    y->nobcast = 0;
+    return TG_OK;
+}
+
+static tg_status wait_infer(tg_infer *ic) {
+    int64_t n;
+    if (common_infer(ic, &n) != TG_OK || no_bool_sum(ic) != TG_OK) return ic->status;
+    if (ic->in[0].ndim != 1)
+        return tg_infer_fail(ic, TG_ETYPE, "expected the 1-d buffer of a psum_start");
+    return TG_OK;
+}
+
 /* ---- kernels ---- */
 
 /* A collective that did not happen. When another rank's failure aborted it, the rank this
@@ -242,8 +274,11 @@ static tg_status comm_fail(tg_kern *k, tg_status st, bool aborted) {
 }
 
 /* The communicator this thread's rank meets the other ranks of `axis_name` through, and
- * its rank and their number. Ranks of pmaps nested between are the position (comm.h). */
-static tg_status comm_of(tg_kern *k, tg_comm **c, int *rank, int *n) {
+ * its rank and their number. Ranks of pmaps nested between are the position (comm.h). A
+ * blocking collective (`blocking`) first waits for the all-reduces the rank started on it
+ * (psum_start): its own thread and the queue's must not be inside the communicator at
+ * once, and the order of the ranks' collectives is the program's either way. */
+static tg_status comm_of_as(tg_kern *k, bool blocking, tg_comm **c, int *rank, int *n) {
     const char *axis = k->attrs[A_AXIS].s;
     const tg_spmd *s = tg_spmd_find(axis);
     if (!s) return tg_kern_fail(k, TG_EINVAL, "no enclosing pmap has the axis '%s'", axis);
@@ -262,7 +297,12 @@ static tg_status comm_of(tg_kern *k, tg_comm **c, int *rank, int *n) {
     if (st != TG_OK) return comm_fail(k, st, tg_comm_set_aborted(s->shared));
     *rank = s->rank;
     *n = s->size;
+    if (blocking) tg_comm_drain(*c, s->rank, false);
     return TG_OK;
+}
+
+static tg_status comm_of(tg_kern *k, tg_comm **c, int *rank, int *n) {
+    return comm_of_as(k, true, c, rank, n);
 }
 
 /* x itself when contiguous, else a contiguous copy the caller frees (*copy); NULL when out
@@ -427,6 +467,61 @@ static tg_status permute_ref(tg_kern *k) {
     return st;
 }
 
+/* The inputs packed end to end into the output (the bucket), whose all-reduce then starts
+ * on the rank's queue (comm.h, "started collectives") and runs while the rank goes on. */
+static tg_status start_ref(tg_kern *k) {
+    tg_comm *c;
+    int rank, n;
+    if (comm_of_as(k, false, &c, &rank, &n) != TG_OK) return k->status;
+    tg_tensor *y = k->out[0];
+    int64_t at = y->offset;
+    for (int i = 0; i < k->nin; i++) {
+        const tg_tensor *x = k->in[i];
+        int64_t strides[TG_MAX_DIMS], e = 1;
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            strides[d] = e;
+            e *= x->shape[d];
+        }
+        tg_tensor *part = tg_tensor_view(y, x->ndim, x->shape, strides, at);
+        if (!part) return tg_kern_fail(k, TG_ENOMEM, "out of memory: a view of the bucket");
+        tg_tensor_copy_into(part, x);
+        tg_tensor_free(part);
+        at += e;
+    }
+    tg_status st = tg_comm_start_all_reduce(c, rank, TG_COMM_SUM, y->dtype, tg_tensor_data(y),
+                                            (size_t)tg_tensor_size(y));
+    return st == TG_OK ? TG_OK : tg_kern_fail(k, st, "%s", tg_last_error());
+}
+
+/* TGRAPH_BUCKET_TRACE set (and not "0"): each wait prints its bucket's times to stderr,
+ * how long the all-reduce was in flight and how much of that the rank spent waiting
+ * (the rest overlapped its computation). */
+static void trace(const tg_kern *k, int rank, const tg_tensor *x, const tg_comm_timing *t) {
+    const char *e = getenv("TGRAPH_BUCKET_TRACE");
+    if (!e || !*e || strcmp(e, "0") == 0) return;
+    size_t bytes = (size_t)tg_tensor_size(x) * tg_dtype_size(x->dtype);
+    fprintf(stderr,
+            "bucket: axis '%s' rank %d (process %d): %zu bytes in flight %.3f ms (all-reduce "
+            "%.3f ms), waited %.3f ms, overlapped %.3f ms\n",
+            k->attrs[A_AXIS].s, rank, tg_world_rank(), bytes, t->flight * 1e3, t->run * 1e3,
+            t->waited * 1e3, (t->flight > t->waited ? t->flight - t->waited : 0.0) * 1e3);
+}
+
+/* The bucket once its all-reduce has finished: a view of it, nothing copied. */
+static tg_status wait_ref(tg_kern *k) {
+    tg_comm *c;
+    int rank, n;
+    if (comm_of_as(k, false, &c, &rank, &n) != TG_OK) return k->status;
+    const tg_tensor *x = k->in[0];
+    tg_comm_timing t;
+    tg_status st = tg_comm_wait(c, rank, tg_tensor_data(x), &t);
+    if (st != TG_OK) return comm_fail(k, st, true);
+    trace(k, rank, x, &t);
+    k->out[0] = tg_tensor_view(x, x->ndim, x->shape, x->strides, x->offset);
+    if (!k->out[0]) return tg_kern_fail(k, TG_ENOMEM, "out of memory: a view of the bucket");
+    return TG_OK;
+}
+
 /* ---- gradients ----
  * The transposes of docs/pmap.md, "Gradients": psum's is the broadcast of the cotangent
  * (the cotangent of an invariant value counts once: each rank gets it as it is), pmean's
@@ -536,3 +631,36 @@ COLLECTIVE(psum_scatter, scatter_attrs, scatter_infer, scatter_ref, scatter_vjp,
            NULL);
 COLLECTIVE(ppermute, permute_attrs, permute_infer, permute_ref, permute_vjp, TG_SPMD_VARYING,
            tg_batch_leading);
+
+/* The split psum of a bucket (src/rewrite/bucket.c makes them after the gradients, so they
+ * have none): psum_start packs its inputs and starts the all-reduce, as early as the
+ * program order allows; psum_wait waits for it, as late as its users allow (tg_ir_schedule),
+ * and is the buffer itself (a view). The bucket is varying until its wait, which is
+ * invariant as psum's result is. */
+const tg_op_def tg_op_psum_start = {.name = "psum_start",
+                                    .min_in = 1,
+                                    .max_in = -1,
+                                    .nout = 1,
+                                    .kind = TG_KIND_OTHER,
+                                    .attrs = reduce_attrs,
+                                    .nattrs = (int)TG_COUNTOF(reduce_attrs),
+                                    .infer = start_infer,
+                                    .ref = start_ref,
+                                    .grad = TG_GRAD_UNDEFINED,
+                                    .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS,
+                                    .spmd = TG_SPMD_VARYING,
+                                    .sched = TG_SCHED_EARLY};
+const tg_op_def tg_op_psum_wait = {.name = "psum_wait",
+                                   .min_in = 1,
+                                   .max_in = 1,
+                                   .nout = 1,
+                                   .kind = TG_KIND_OTHER,
+                                   .attrs = reduce_attrs,
+                                   .nattrs = (int)TG_COUNTOF(reduce_attrs),
+                                   .infer = wait_infer,
+                                   .ref = wait_ref,
+                                   .views = 1u << 0,
+                                   .grad = TG_GRAD_UNDEFINED,
+                                   .effects = TG_EFFECT_STATE | TG_EFFECT_AXIS,
+                                   .spmd = TG_SPMD_INVARIANT,
+                                   .sched = TG_SCHED_LATE};

@@ -69,7 +69,8 @@
 /* collective.c: values exchanged between the ranks of a pmap */
 #define TG_OPS_COLLECTIVE(X)                                                               \
     X(PSUM, psum) X(PMEAN, pmean) X(PMAX, pmax) X(PMIN, pmin) X(ALL_GATHER, all_gather)    \
-    X(PSUM_SCATTER, psum_scatter) X(PPERMUTE, ppermute)
+    X(PSUM_SCATTER, psum_scatter) X(PPERMUTE, ppermute) X(PSUM_START, psum_start)             \
+    X(PSUM_WAIT, psum_wait)
 /* transfer.c: a value moved to another device (inserted by placement, src/rewrite/place.c) */
 #define TG_OPS_DEVICE(X) X(TRANSFER, transfer)
 /* cumulative.c: cumulative ops along an axis; sort.c: sorting, selection, order statistics */

@@ -98,8 +98,9 @@ struct tg_comm {
     atomic_int abort_claimed;              /* the first abort writes why and why_msg */
     tg_status why;
     char why_msg[TG_ERRMSG_MAX];
-    tg_xcomm *x; /* spanning processes: the two-level collectives of mpi.c, and nothing
-                    above but n, abort_claimed, why and why_msg is used */
+    tg_xcomm *x;            /* spanning processes: the two-level collectives of mpi.c, and nothing
+                               above but n, abort_claimed, why and why_msg is used */
+    tg_comm_queue **queues; /* per rank: its started all-reduces (async.c), made on first use */
 };
 
 /* ---- kernels: d = a op b, and d op= b, per dtype and op; holders ---- */
@@ -237,7 +238,9 @@ tg_comm *tg_comm_new(tg_ctx *ctx, int n) {
     c->stride = (STAGE_AT + TG_COMM_STAGE_MAX + LINE - 1) / LINE * LINE;
     c->mem_size = LINE + (size_t)n * sizeof(home) + 2 * (size_t)n * c->stride;
     c->mem = tg_mem_calloc(ctx, c->mem_size);
-    if (!c->mem) {
+    c->queues = c->mem ? tg_mem_calloc(ctx, sizeof *c->queues * (size_t)n) : NULL;
+    if (!c->queues) {
+        tg_mem_free(ctx, c->mem, c->mem_size);
         tg_mem_free(ctx, c, sizeof *c);
         return NULL;
     }
@@ -260,6 +263,10 @@ tg_status tg_comm_new_spanning(tg_ctx *ctx, int n, int nlocal, int base, tg_comm
     c->n = n;
     atomic_init(&c->state, 0);
     atomic_init(&c->abort_claimed, 0);
+    if (!(c->queues = tg_mem_calloc(ctx, sizeof *c->queues * (size_t)n))) {
+        tg_mem_free(ctx, c, sizeof *c);
+        return tg_set_error(TG_ENOMEM, "out of memory: a communicator of %d ranks", n);
+    }
 #ifdef TG_HAVE_MPI
     tg_status st = tg_xcomm_new(ctx, n, nlocal, base, &c->x);
 #else
@@ -267,6 +274,7 @@ tg_status tg_comm_new_spanning(tg_ctx *ctx, int n, int nlocal, int base, tg_comm
     tg_status st = tg_set_error(TG_EUNSUPPORTED, "this build of tgraph has no MPI");
 #endif
     if (st != TG_OK) {
+        tg_mem_free(ctx, c->queues, sizeof *c->queues * (size_t)n);
         tg_mem_free(ctx, c, sizeof *c);
         return st;
     }
@@ -276,6 +284,8 @@ tg_status tg_comm_new_spanning(tg_ctx *ctx, int n, int nlocal, int base, tg_comm
 
 void tg_comm_free(tg_comm *c) {
     if (!c) return;
+    for (int r = 0; r < c->n; r++) tg_comm_queue_free(c->queues[r]); /* before the engine */
+    tg_mem_free(c->ctx, c->queues, sizeof *c->queues * (size_t)c->n);
 #ifdef TG_HAVE_MPI
     if (c->x) {
         tg_xcomm_free(c->x);
@@ -290,6 +300,10 @@ void tg_comm_free(tg_comm *c) {
 }
 
 int tg_comm_size(const tg_comm *c) { return c->n; }
+
+tg_comm_queue **tg_comm_queues(tg_comm *c) { return c->queues; }
+
+tg_ctx *tg_comm_ctx(const tg_comm *c) { return c->ctx; }
 
 void tg_comm_set_small_max(tg_comm *c, size_t bytes) {
     c->small_max = bytes < TG_COMM_STAGE_MAX ? bytes : TG_COMM_STAGE_MAX;

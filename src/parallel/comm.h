@@ -108,6 +108,32 @@ void tg_comm_set_small_max(tg_comm *c, size_t bytes);
 #define TG_COMM_STAGE_MAX     4096
 #define TG_COMM_SMALL_DEFAULT 512
 
+/* ---- started collectives (async.c) ----
+ * An all-reduce in place in `buf`, started now on a thread of the rank's own and waited
+ * for later, so that the rank computes meanwhile (psum_start / psum_wait). Every rank
+ * starts the same ones in the same order; the queue thread runs them one at a time, in
+ * that order, with the contract above. While a rank has started all-reduces that are not
+ * finished it must not make another collective of the communicator: tg_comm_drain
+ * first. */
+typedef struct tg_comm_queue tg_comm_queue;
+typedef struct tg_comm_timing {
+    double flight; /* seconds from the start to the end of the all-reduce */
+    double run;    /* of which the all-reduce itself ran (after the ones started before) */
+    double waited; /* seconds the waiting thread spent in tg_comm_wait */
+} tg_comm_timing;
+tg_status tg_comm_start_all_reduce(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt, void *buf,
+                                   size_t count);
+/* Waits for the all-reduce started on buf; its status and message (the collective's own,
+ * e.g. "collective aborted: ..."). t (may be NULL) gets its times. */
+tg_status tg_comm_wait(tg_comm *c, int rank, const void *buf, tg_comm_timing *t);
+/* Returns once every all-reduce the rank started is finished; with forget, those not
+ * waited for are dropped too (a rank that failed before its waits). */
+void tg_comm_drain(tg_comm *c, int rank, bool forget);
+/* comm.c's side: the rank's queue slots (made on first start), the allocator. */
+tg_comm_queue **tg_comm_queues(tg_comm *c);
+tg_ctx *tg_comm_ctx(const tg_comm *c);
+void tg_comm_queue_free(tg_comm_queue *q);
+
 /* ---- communicators spanning processes (mpi.c, in builds with MPI; docs/mpi.md) ----
  * A communicator of n ranks spread over the P processes of an MPI job, nlocal = n / P of
  * them on each, process p holding ranks base = p * nlocal .. base + nlocal - 1. The calls
@@ -174,5 +200,8 @@ bool tg_comm_set_interrupted(const tg_comm_set *s, int rank);
 /* Clears an abort and the notes on the set and its communicators. No rank may be inside a
  * collective. */
 void tg_comm_set_reset(tg_comm_set *s);
+/* Waits for the all-reduces rank `rank` started on the set's communicators and drops those
+ * not waited for (tg_comm_drain): called by the rank's thread when its body has returned. */
+void tg_comm_set_drain(tg_comm_set *s, int rank);
 
 #endif

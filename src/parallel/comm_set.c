@@ -166,3 +166,8 @@ void tg_comm_set_reset(tg_comm_set *s) {
     atomic_store(&s->aborted, false);
     pthread_mutex_unlock(&s->mu);
 }
+
+void tg_comm_set_drain(tg_comm_set *s, int rank) {
+    for (entry *e = atomic_load_explicit(&s->head, memory_order_acquire); e; e = e->next)
+        tg_comm_drain(e->comm, rank, true);
+}

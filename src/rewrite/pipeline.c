@@ -23,6 +23,7 @@ static const tg_pass pipeline[] = {
     {"specialize", tg_specialize},     /* cheaper special cases */
     {"blas", tg_blas},                 /* dot + elementwise -> gemm / gemv / ger */
     {"fuse", tg_fuse},                 /* elementwise fusion */
+    {"bucket", tg_bucket},             /* psums merged into buckets, split start / wait */
     {"inplace", tg_inplace},           /* destroy dead buffers */
 };
 
@@ -34,7 +35,7 @@ static double now(void) {
 
 const char *const *tg_rw_pass_names(int *n) {
     static const char *const names[TG_COUNTOF(pipeline)] = {
-        "inline", "canonicalize", "stabilize", "specialize", "blas", "fuse", "inplace",
+        "inline", "canonicalize", "stabilize", "specialize", "blas", "fuse", "bucket", "inplace",
     };
     *n = (int)TG_COUNTOF(pipeline);
     return names;
@@ -131,7 +132,7 @@ tg_status tg_rw_optimize(const tg_graph *g, const tg_rw_opts *opts, FILE *stats_
         if (i == TG_COUNTOF(pipeline))
             return tg_set_error(TG_EINVAL,
                                 "unknown pass '%s' (passes: inline, canonicalize, stabilize, "
-                                "specialize, blas, fuse, inplace)",
+                                "specialize, blas, fuse, bucket, inplace)",
                                 ro.print_after);
     }
     tg_rw_report rep = {0};

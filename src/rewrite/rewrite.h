@@ -165,6 +165,10 @@ typedef struct tg_pass {
 } tg_pass;
 
 tg_status tg_inline(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
+/* bucket.c: the psums of one axis and dtype merged into buckets of TGRAPH_BUCKET_BYTES */
+tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
+/* TGRAPH_BUCKET_BYTES (default 25 MiB, 0: off); TG_EINVAL with a message when malformed */
+tg_status tg_bucket_bytes(size_t *out);
 tg_status tg_canonicalize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 tg_status tg_stabilize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 tg_status tg_specialize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);

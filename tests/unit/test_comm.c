@@ -780,7 +780,7 @@ static void test_errors(void **state) {
     assert_null(tg_comm_new(NULL, 0));
     assert_non_null(strstr(tg_last_error(), "communicator: 0 ranks, expected 1 to"));
     assert_null(tg_comm_new(NULL, TG_COMM_MAX_RANKS + 1));
-    for (long k = 1; k <= 2; k++) { /* each allocation refused in turn */
+    for (long k = 1; k <= 3; k++) { /* each allocation refused in turn */
         fail_alloc fa = {0, 0};
         tg_ctx *ctx = tg_ctx_new(failing_alloc, &fa);
         fa = (fail_alloc){0, k};

@@ -278,7 +278,7 @@ static void test_effects_flags(void **state) {
                       i == TG_OP_TRANSFER;
         bool collective = i == TG_OP_PSUM || i == TG_OP_PMEAN || i == TG_OP_PMAX ||
                           i == TG_OP_PMIN || i == TG_OP_ALL_GATHER || i == TG_OP_PSUM_SCATTER ||
-                          i == TG_OP_PPERMUTE;
+                          i == TG_OP_PPERMUTE || i == TG_OP_PSUM_START || i == TG_OP_PSUM_WAIT;
         bool axis_read = i == TG_OP_AXIS_INDEX || i == TG_OP_AXIS_SIZE;
         unsigned want = nofold       ? TG_EFFECT_NOFOLD
                         : collective ? TG_EFFECT_STATE | TG_EFFECT_AXIS
@@ -290,12 +290,17 @@ static void test_effects_flags(void **state) {
          * every rank, the other collectives and the rank vary; an op reading no axis has
          * no kind of its own */
         bool invariant = i == TG_OP_PSUM || i == TG_OP_PMEAN || i == TG_OP_PMAX ||
-                         i == TG_OP_PMIN || i == TG_OP_AXIS_SIZE;
+                         i == TG_OP_PMIN || i == TG_OP_AXIS_SIZE || i == TG_OP_PSUM_WAIT;
         unsigned spmd = invariant                             ? TG_SPMD_INVARIANT
                         : collective || i == TG_OP_AXIS_INDEX ? TG_SPMD_VARYING
                                                               : TG_SPMD_NONE;
         if (op->spmd != spmd) print_error("%s: spmd %u\n", op->name, op->spmd);
         assert_int_equal(op->spmd, spmd);
+        /* only the halves of the split psum move in the program order (tg_ir_schedule) */
+        unsigned sched = i == TG_OP_PSUM_START  ? TG_SCHED_EARLY
+                         : i == TG_OP_PSUM_WAIT ? TG_SCHED_LATE
+                                                : TG_SCHED_ANY;
+        assert_int_equal(op->sched, sched);
     }
     tg_op_def fx = tg_op_exp;
     assert_true(tg_op_foldable(&fx) && tg_op_mergeable(&fx));

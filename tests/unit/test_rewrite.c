@@ -484,7 +484,7 @@ static void test_optimize_api(void **state) {
         assert_non_null(strstr(text, head));
         assert_non_null(strstr(stats, tg_pass_name(i)));
     }
-    assert_null(tg_pass_name(7));
+    assert_null(tg_pass_name(8));
     assert_non_null(strstr(stats, "compile-time report for 'f': 4 nodes in, 0 out"));
     assert_non_null(strstr(stats, "neg_neg"));
     assert_non_null(strstr(stats, "mul_one"));
@@ -581,7 +581,7 @@ static tg_graph *optimize_counted(const tg_graph *g) {
     tg_rw_opts o = {0};
     assert_int_equal(tg_rw_pipeline(&c, &o, &rep), TG_OK);
     long n = tg_graph_node_count(g);
-    assert_int_equal(rep.npasses, 7);
+    assert_int_equal(rep.npasses, 8);
     for (int i = 0; i < rep.npasses; i++) {
         if (rep.passes[i].work > 32 * n + 1000000)
             print_message("pass %s: %ld steps for %ld nodes\n", rep.passes[i].name,

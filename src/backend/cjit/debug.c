@@ -1,10 +1,10 @@
 /* debug.c - debug mode (see debug.h): a backend (VM or C JIT) with a check after every node.
  *
  * The backend calls check() after each instruction, in the topological order both use
- * (tg_ir_toposort). Before node i runs, prepare() has computed its reference outputs with
- * tg_interp_eval on the very input values the backend will read, and checksums of those
- * inputs: before the call for the first node (inputs and constants), after node i-1 for
- * node i (its inputs are all computed by then and still alive).
+ * (tg_ir_toposort, split collectives moved apart by tg_ir_schedule). Before node i runs, prepare()
+ * has computed its reference outputs with tg_interp_eval on the very input values the backend will
+ * read, and checksums of those inputs: before the call for the first node (inputs and constants),
+ * after node i-1 for node i (its inputs are all computed by then and still alive).
  *
  * Tolerance: integers and bools exactly; floats within rtol (1e-4 for f32, 1e-9 for f64) of
  * the larger magnitude, plus, for nodes that may sum (anything but single elementwise
@@ -28,7 +28,8 @@
  * kernel in every backend, and calls and pmaps whose graphs hold one (whose ranks are
  * checked where they run). A second run would be a second exchange with the other ranks,
  * and its failure, kept for the comparison, would abort their collectives. Their inputs
- * are still checked.
+ * are still checked, but for the input of a wait (TG_SCHED_LATE: psum_wait), which the
+ * exchange its start began writes until the wait returns.
  *
  * Inputs: a node may have any number of inputs; the checksum and input arrays are sized
  * for the node with the most. The op record's destroys mask has one bit per input for the
@@ -150,7 +151,8 @@ static tg_status prepare(dbg_run *c, int i, tg_tensor *const *val) {
         vin[k] = val[n->in[k]->id];
         if (!vin[k])
             return tg_set_error(TG_EINTERNAL, "debug: an input of node %d is missing", n->id);
-        c->sums[k] = checksum(vin[k]);
+        /* a wait's input is the buffer its exchange writes until the wait returns */
+        c->sums[k] = tg_op_table[n->op]->sched == TG_SCHED_LATE ? 0 : checksum(vin[k]);
     }
     c->terms = terms_bound(n, vin);
     if (d->noref[i]) return TG_OK;
@@ -304,7 +306,8 @@ static tg_status check(void *ud, const tg_node *n, tg_tensor *const *val) {
                                 o, msg);
     }
     for (int k = 0; k < n->nin; k++) {
-        if (destroys_input(tg_op_table[n->op], k)) continue;
+        if (destroys_input(tg_op_table[n->op], k) || tg_op_table[n->op]->sched == TG_SCHED_LATE)
+            continue;
         const tg_tensor *t = val[n->in[k]->id];
         if (t && shares_output(n, t, val))
             continue; /* the memory plan gave an output the
@@ -351,6 +354,10 @@ tg_status tg_dbg_new(tg_graph *g, const tg_compile_opts *opts, tg_dbg **out) {
     d->break_op = env_op("TGRAPH_TEST_BREAK_OP");
     d->clobber_op = env_op("TGRAPH_TEST_CLOBBER_OP");
     d->order = tg_ir_toposort(g, &d->norder);
+    if (d->order && tg_ir_schedule(g, d->order, d->norder) != TG_OK) { /* the backends' order */
+        tg_mem_free(ctx, d->order, sizeof *d->order * (size_t)(g->nodes.n + 1));
+        d->order = NULL;
+    }
     d->noref = d->order ? tg_mem_calloc(ctx, sizeof *d->noref * (size_t)(d->norder + 1)) : NULL;
     d->maxin = 1;
     for (int i = 0; d->noref && i < d->norder; i++) {
