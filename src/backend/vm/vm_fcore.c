@@ -7,8 +7,19 @@
  * workspace (a block of a few matrices stays in L1/L2); a matmul of two f32 or f64 matrices
  * is one gemm (tg_vm_gemm) over its operands in place (row-major or transposed, else gathered), an
  * elementwise instruction its vector kernel (vkernels.h) over the block, its operands
- * contiguous, one value, or gathered with broadcasting first. A program with another core
- * op, or an instruction without a kernel here, runs the reference kernel.
+ * contiguous, one value, or gathered with broadcasting first. Another core op (the LAPACK
+ * ops: cholesky, solve_triangular, solve, ...) runs its own kernel on the block (its record's
+ * reference kernel, which for one block is the core computation itself: one LAPACK call on
+ * the block's operands), and an output that reduces a block's value over its core axes runs
+ * the reduction's reference kernel on that block: a batched log-density's Cholesky factor,
+ * triangular solve, log(diag(L)) and their sums take one pass over the batch, each block's
+ * values in cache. A program with an instruction without a kernel here runs the reference
+ * kernel.
+ *
+ * A kernel that fails on a block (a matrix that is not positive definite, a singular one)
+ * makes the whole node fail over to the reference kernel (TG_EUNSUPPORTED), which runs it
+ * again and reports the lowest failing block as the unfused ops would: errors cost a second
+ * run, successes nothing.
  *
  * At run time the blocks (the batch shape of the outputs, C order) are split over the pool;
  * the values the outputs give are made straight in the outputs' blocks (contiguous), the
@@ -21,12 +32,14 @@
 #include "vm.h"
 #include "../../ops/fused.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 typedef struct fc_ins {
-    tg_vk_fn fn; /* elementwise kernel; NULL for a literal or a matmul */
+    tg_vk_fn fn; /* elementwise kernel; NULL for a literal or a core op */
     tg_vk_args args;
     bool mm;          /* a matmul */
+    bool core;        /* another core op: its reference kernel on the block */
     int64_t m, n, kk; /* matmul: [m, kk] x [kk, n] */
 } fc_ins;
 
@@ -93,7 +106,8 @@ vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *w
     c->direct = tg_mem_alloc(ctx, sizeof *c->direct * ns);
     bool ok = c->ins && c->off && c->nel && c->cell && c->direct && q->nout == n->nout;
     for (int s = 0; ok && s < q->nslot; s++) c->direct[s] = -1;
-    for (int o = q->nout - 1; ok && o >= 0; o--) c->direct[q->out[o].slot] = o;
+    for (int o = q->nout - 1; ok && o >= 0; o--)
+        if (q->out[o].reduce < 0) c->direct[q->out[o].slot] = o;
     size_t at = 0;
     for (int s = 0; ok && s < q->nslot; s++) {
         const tg_type *t = &q->type[s];
@@ -114,14 +128,17 @@ vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *w
         c->off[s] = (int64_t)at;
         at += ((size_t)c->nel[s] * tg_dtype_size(dt) + 63) / 64 * 64;
         if (tg_fused_is_core(ins->op)) {
-            const tg_type *a = &q->type[ins->in[0]], *bt = &q->type[ins->in[1]];
+            const tg_type *a = &q->type[ins->in[0]], *bt = &q->type[ins->in[ins->nin > 1]];
             z->mm = ins->op == TG_OP_MATMUL && ins->nin == 2 && a->ndim == 2 && bt->ndim == 2 &&
                     t->ndim == 2 && (dt == TG_DT_F32 || dt == TG_DT_F64) && a->dtype == dt &&
                     bt->dtype == dt;
-            ok = z->mm;
-            if (ok) {
+            z->core = !z->mm;
+            if (z->mm) {
                 z->m = a->shape[0], z->kk = a->shape[1], z->n = bt->shape[1];
                 c->flops += 2.0 * (double)(z->m * z->n * z->kk);
+            } else { /* a factorization or a solve: about m^3 (or m^2 n) */
+                int64_t m = a->ndim > 0 ? a->shape[0] : 1;
+                c->flops += (double)m * (double)(c->nel[ins->in[0]] + c->nel[s]);
             }
             continue;
         }
@@ -133,6 +150,8 @@ vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *w
         ok = z->fn != NULL;
         c->flops += (double)(c->nel[s] * tg_vk_cost(tg_op_table[ins->op]));
     }
+    for (int o = 0; ok && o < q->nout; o++)
+        if (q->out[o].reduce >= 0) c->flops += (double)c->nel[q->out[o].slot];
     c->gath = at;
     c->ptrs = at + (size_t)TG_FUSED_MAX_ARGS * (((size_t)c->maxel * 8 + 63) / 64 * 64);
     c->per_thread = c->ptrs + ((sizeof(char *) * (size_t)q->nslot + 63) / 64 * 64);
@@ -164,11 +183,13 @@ bool tg_vm_fcore_splits(const vm_fcore *c, const tg_type *in, int nthreads) {
 
 typedef struct fc_run {
     const vm_fcore *c;
+    const tg_node *node;
     tg_tensor *const *in;
     tg_tensor *const *out;
     int64_t batch[TG_MAX_DIMS];
     int64_t nblocks;
     char *ws;
+    atomic_int failed; /* a block's kernel failed: the reference kernel runs the node */
 } fc_run;
 
 /* The view of block bi of t whose first `lead` dimensions are batch ones (right-aligned
@@ -237,7 +258,43 @@ static const void *mm_operand(const tg_tensor *v, char *g, int64_t rows, int64_t
     return g;
 }
 
-static void run_block(const fc_run *R, char *scr, const int64_t *bi) {
+/* The block value of slot u at p (a literal: its cell), as a contiguous tensor over buf. */
+static void slot_tensor(const vm_fcore *c, int u, char *p, tg_buffer *buf, tg_tensor *v) {
+    const tg_fused_prog *q = c->q;
+    bool lit = u >= q->nin && q->instr[u - q->nin].op == TG_FUSED_CONST;
+    *v = (tg_tensor){.dtype = q->type[u].dtype, .ndim = q->type[u].ndim};
+    memcpy(v->shape, q->type[u].shape, sizeof v->shape[0] * (size_t)v->ndim);
+    tg_contiguous_strides(v->ndim, v->shape, v->strides);
+    buf->data = lit ? (void *)&c->cell[u] : p;
+    v->buf = buf;
+}
+
+/* Runs op's reference kernel (a core op or a reduction) on one block: the inputs in, the
+ * output out, of the block type ot, zeroed first as kernels expect. false when it fails. */
+static bool run_ref(const vm_fcore *c, const tg_node *node, int op, const tg_aval *attrs,
+                    tg_tensor *const *in, int nin, tg_tensor *out, const tg_type *ot) {
+    tg_node fake = {.op = op,
+                    .id = node->id,
+                    .nin = nin,
+                    .nout = 1,
+                    .attrs = (tg_aval *)attrs,
+                    .line = node->line,
+                    .col = node->col};
+    tg_tensor *o = out;
+    tg_kern k = {.ctx = c->ctx,
+                 .node = &fake,
+                 .attrs = attrs,
+                 .in = in,
+                 .nin = nin,
+                 .out = &o,
+                 .nout = 1,
+                 .out_type = ot};
+    memset(tg_tensor_data(out), 0, (size_t)tg_tensor_size(out) * tg_dtype_size(out->dtype));
+    return tg_op_table[op]->ref(&k) == TG_OK;
+}
+
+/* Runs the program on block bi; false when a kernel failed. */
+static bool run_block(const fc_run *R, char *scr, const int64_t *bi) {
     const vm_fcore *c = R->c;
     const tg_fused_prog *q = c->q;
     tg_tensor views[TG_MAX_OUTS];
@@ -258,6 +315,21 @@ static void run_block(const fc_run *R, char *scr, const int64_t *bi) {
         if (ins->op == TG_FUSED_CONST) continue;
         char *y = ptr[s];
         const tg_type *ty = &q->type[s];
+        if (z->core) {
+            tg_tensor tv[TG_FUSED_MAX_ARGS + 1], *tp[TG_FUSED_MAX_ARGS];
+            tg_buffer buf[TG_FUSED_MAX_ARGS + 1];
+            for (int k = 0; k < ins->nin; k++) {
+                int u = ins->in[k];
+                tp[k] = &views[u];
+                if (u < q->nin) continue;
+                slot_tensor(c, u, ptr[u], &buf[k], &tv[k]);
+                tp[k] = &tv[k];
+            }
+            slot_tensor(c, s, y, &buf[ins->nin], &tv[ins->nin]);
+            if (!run_ref(c, R->node, ins->op, ins->attrs, tp, ins->nin, &tv[ins->nin], ty))
+                return false;
+            continue;
+        }
         if (z->mm) {
             bool ta = false, tb = false;
             int64_t lda = z->kk > 1 ? z->kk : 1, ldb = z->n > 1 ? z->n : 1;
@@ -301,16 +373,26 @@ static void run_block(const fc_run *R, char *scr, const int64_t *bi) {
         }
         z->fn(&z->args, c->nel[s], y, x, st);
     }
-    for (int o = 0; o < q->nout; o++) { /* a value given twice: copied to the second */
-        int u = q->out[o].slot;
-        if (c->direct[u] == o) continue;
+    for (int o = 0; o < q->nout; o++) { /* reductions; a value given twice: copied */
+        const tg_fused_out *x = &q->out[o];
+        int u = x->slot;
+        if (x->reduce < 0 && c->direct[u] == o) continue;
         block_of(R->out[o], c->nbatch, c->nbatch, bi, &ov);
-        memcpy(tg_tensor_data(&ov), ptr[u], (size_t)c->nel[u] * tg_dtype_size(q->type[u].dtype));
+        if (x->reduce < 0) {
+            memcpy(tg_tensor_data(&ov), ptr[u],
+                   (size_t)c->nel[u] * tg_dtype_size(q->type[u].dtype));
+            continue;
+        }
+        tg_tensor tv, *tp = &tv;
+        tg_buffer buf;
+        slot_tensor(c, u, ptr[u], &buf, &tv);
+        if (!run_ref(c, R->node, x->reduce, x->attrs, &tp, 1, &ov, &q->out_type[o])) return false;
     }
+    return true;
 }
 
 static void blocks_task(void *arg, int ith, int nth) {
-    const fc_run *R = arg;
+    fc_run *R = arg;
     int64_t lo = R->nblocks * ith / nth, hi = R->nblocks * (ith + 1) / nth;
     char *scr = R->ws + (size_t)ith * R->c->per_thread;
     int64_t bi[TG_MAX_DIMS];
@@ -320,17 +402,22 @@ static void blocks_task(void *arg, int ith, int nth) {
             bi[d] = r % R->batch[d];
             r /= R->batch[d];
         }
-        run_block(R, scr, bi);
+        if (!run_block(R, scr, bi)) {
+            atomic_store_explicit(&R->failed, 1, memory_order_relaxed);
+            return;
+        }
+        if (atomic_load_explicit(&R->failed, memory_order_relaxed)) return;
     }
 }
 
 tg_status tg_vm_exec_fcore(const vm_fcore *c, vm_exec *e) {
     const tg_fused_prog *q = c->q;
     int b = c->nbatch;
-    fc_run R = {.c = c, .in = e->in, .out = e->out, .nblocks = 1};
+    fc_run R = {.c = c, .node = e->node, .in = e->in, .out = e->out, .nblocks = 1};
+    atomic_init(&R.failed, 0);
     for (int o = 0; o < q->nout; o++) {
         const tg_tensor *t = e->out[o];
-        if (t->ndim != b + q->type[q->out[o].slot].ndim || !tg_tensor_is_contiguous(t))
+        if (t->ndim != b + q->out_type[o].ndim || !tg_tensor_is_contiguous(t))
             return TG_EUNSUPPORTED;
         for (int d = 0; d < b; d++)
             if (t->shape[d] != e->out[0]->shape[d]) return TG_EUNSUPPORTED;
@@ -355,5 +442,5 @@ tg_status tg_vm_exec_fcore(const vm_fcore *c, vm_exec *e) {
         tg_pool_run(e->pool, blocks_task, &R);
     else
         blocks_task(&R, 0, 1);
-    return TG_OK;
+    return atomic_load(&R.failed) ? TG_EUNSUPPORTED : TG_OK;
 }
