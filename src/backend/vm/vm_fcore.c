@@ -10,8 +10,10 @@
  * contiguous, one value, or gathered with broadcasting first. Another core op (the LAPACK
  * ops: cholesky, solve_triangular, solve, ...) runs its own kernel on the block (its record's
  * reference kernel, which for one block is the core computation itself: one LAPACK call on
- * the block's operands), and an output that reduces a block's value over its core axes runs
- * the reduction's reference kernel on that block: a batched log-density's Cholesky factor,
+ * the block's operands), and an output that reduces a block's value over its core axes folds
+ * it as the reduction's record says (tg_reduce_def: sum, prod, mean, max, min of floats, in
+ * double, in C order as the reference kernel folds; other reductions run their reference
+ * kernel on the block): a batched log-density's Cholesky factor,
  * triangular solve, log(diag(L)) and their sums take one pass over the batch, each block's
  * values in cache. A program with an instruction without a kernel here runs the reference
  * kernel.
@@ -32,6 +34,7 @@
 #include "vm.h"
 #include "../../ops/fused.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -48,16 +51,17 @@ struct vm_fcore {
     tg_fused_prog *q; /* the program typed for one block (a copy) */
     int nbatch;       /* batch rank */
     int lead[TG_MAX_OUTS];
-    fc_ins *ins;       /* per instruction */
-    int64_t *off;      /* per slot: byte offset of its scratch (-1: none) */
-    int64_t *nel;      /* per slot: elements of a block's value */
-    int *direct;       /* per slot: the output whose block it is written into, or -1 */
-    double *cell;      /* per slot: a literal's value */
-    size_t per_thread; /* scratch bytes per thread, gather buffers included */
-    size_t gath;       /* byte offset of the gather buffers in a thread's scratch */
-    size_t ptrs;       /* and of the table of the values' addresses */
-    int64_t maxel;     /* most elements of one value */
-    double flops;      /* work of one block, for the pool split */
+    fc_ins *ins;            /* per instruction */
+    int64_t *off;           /* per slot: byte offset of its scratch (-1: none) */
+    int64_t *nel;           /* per slot: elements of a block's value */
+    int *direct;            /* per slot: the output whose block it is written into, or -1 */
+    bool fold[TG_MAX_OUTS]; /* per output: a reduction reduce_block folds */
+    double *cell;           /* per slot: a literal's value */
+    size_t per_thread;      /* scratch bytes per thread, gather buffers included */
+    size_t gath;            /* byte offset of the gather buffers in a thread's scratch */
+    size_t ptrs;            /* and of the table of the values' addresses */
+    int64_t maxel;          /* most elements of one value */
+    double flops;           /* work of one block, for the pool split */
     int nslot;
 };
 
@@ -71,6 +75,91 @@ void tg_vm_fcore_free(vm_fcore *c) {
     tg_mem_free(c->ctx, c->direct, c->direct ? sizeof *c->direct * ns : 0);
     tg_mem_free(c->ctx, c->cell, c->cell ? sizeof *c->cell * ns : 0);
     tg_mem_free(c->ctx, c, sizeof *c);
+}
+
+/* Whether reduce_block implements reduction r: sum and prod in IEEE arithmetic, max and min
+ * with the first NaN winning, finished by nothing or a mean. */
+static bool fold_ok(const tg_reduce_def *r) {
+    bool ext = r->combine == TG_RED_MAX || r->combine == TG_RED_MIN;
+    bool num = r->combine == TG_RED_SUM || r->combine == TG_RED_PROD;
+    return (ext ? r->nan_wins : num && !r->nan_wins) &&
+           (r->fin == TG_FIN_NONE || r->fin == TG_FIN_MEAN);
+}
+
+/* Element i of the f32 or f64 array x, as a double. */
+static inline double at_f(const void *x, bool dbl, int64_t i) {
+    return dbl ? ((const double *)x)[i] : (double)((const float *)x)[i];
+}
+
+/* The sum (prod: the product) of the n elements of x in double: FOLD_LANES accumulators
+ * over the elements in turn, combined in order at the end (the same order whatever the
+ * thread count; not the reference's one-accumulator order, hence a rounding apart). */
+#define FOLD_LANES 8
+static double fold_all(const void *x, bool dbl, int64_t n, bool prod) {
+    double a[FOLD_LANES];
+    for (int l = 0; l < FOLD_LANES; l++) a[l] = prod ? 1.0 : 0.0;
+    int64_t i = 0;
+    for (; i + FOLD_LANES <= n; i += FOLD_LANES)
+        for (int l = 0; l < FOLD_LANES; l++)
+            a[l] = prod ? a[l] * at_f(x, dbl, i + l) : a[l] + at_f(x, dbl, i + l);
+    for (int l = 0; i < n; i++, l++) a[l] = prod ? a[l] * at_f(x, dbl, i) : a[l] + at_f(x, dbl, i);
+    double s = a[0];
+    for (int l = 1; l < FOLD_LANES; l++) s = prod ? s * a[l] : s + a[l];
+    return s;
+}
+
+/* Folds the contiguous block value x (type t, f32 or f64) over the axes `red` into the
+ * contiguous output block y (of t's dtype) as r says, element by element in C order from
+ * r's identity (a sum or product of the whole block: fold_all), each output element's
+ * accumulator a double of acc. */
+static void reduce_block(const tg_reduce_def *r, const tg_type *t, const bool *red, const void *x,
+                         void *y, double *acc) {
+    int64_t ostr[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0}, no = 1, n = 1, cnt = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        ostr[d] = red[d] ? 0 : no;
+        if (red[d])
+            cnt *= t->shape[d];
+        else
+            no *= t->shape[d];
+        n *= t->shape[d];
+    }
+    for (int64_t o = 0; o < no; o++) acc[o] = r->identity;
+    bool dbl = t->dtype == TG_DT_F64, num = r->combine == TG_RED_SUM || r->combine == TG_RED_PROD;
+    if (no == 1 && num) { /* the whole block: from the identity (0 or 1), as the reference */
+        acc[0] = fold_all(x, dbl, n, r->combine == TG_RED_PROD);
+        n = 0;
+    }
+    for (int64_t i = 0, at = 0; i < n; i++) {
+        double v = at_f(x, dbl, i), *a = &acc[at];
+        switch (r->combine) {
+        case TG_RED_SUM:
+            *a += v;
+            break;
+        case TG_RED_PROD:
+            *a *= v;
+            break;
+        case TG_RED_MAX:
+            if (!isnan(*a) && (isnan(v) || v > *a)) *a = v;
+            break;
+        default: /* TG_RED_MIN (fold_ok) */
+            if (!isnan(*a) && (isnan(v) || v < *a)) *a = v;
+            break;
+        }
+        if (no == 1) continue;
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            at += ostr[d];
+            if (++idx[d] < t->shape[d]) break;
+            at -= ostr[d] * t->shape[d];
+            idx[d] = 0;
+        }
+    }
+    for (int64_t o = 0; o < no; o++) {
+        double a = r->fin == TG_FIN_MEAN ? acc[o] / (double)cnt : acc[o];
+        if (dbl)
+            ((double *)y)[o] = a;
+        else
+            ((float *)y)[o] = (float)a;
+    }
 }
 
 vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *whole,
@@ -150,8 +239,14 @@ vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *w
         ok = z->fn != NULL;
         c->flops += (double)(c->nel[s] * tg_vk_cost(tg_op_table[ins->op]));
     }
-    for (int o = 0; ok && o < q->nout; o++)
-        if (q->out[o].reduce >= 0) c->flops += (double)c->nel[q->out[o].slot];
+    for (int o = 0; ok && o < q->nout; o++) {
+        const tg_fused_out *x = &q->out[o];
+        if (x->reduce < 0) continue;
+        tg_dtype dt = q->type[x->slot].dtype;
+        c->flops += (double)c->nel[x->slot];
+        c->fold[o] = fold_ok(&tg_op_table[x->reduce]->reduce) &&
+                     (dt == TG_DT_F32 || dt == TG_DT_F64) && q->out_type[o].dtype == dt;
+    }
     c->gath = at;
     c->ptrs = at + (size_t)TG_FUSED_MAX_ARGS * (((size_t)c->maxel * 8 + 63) / 64 * 64);
     c->per_thread = c->ptrs + ((sizeof(char *) * (size_t)q->nslot + 63) / 64 * 64);
@@ -381,6 +476,11 @@ static bool run_block(const fc_run *R, char *scr, const int64_t *bi) {
         if (x->reduce < 0) {
             memcpy(tg_tensor_data(&ov), ptr[u],
                    (size_t)c->nel[u] * tg_dtype_size(q->type[u].dtype));
+            continue;
+        }
+        if (c->fold[o]) {
+            reduce_block(&tg_op_table[x->reduce]->reduce, &q->type[u], x->red, ptr[u],
+                         tg_tensor_data(&ov), (double *)(scr + c->gath));
             continue;
         }
         tg_tensor tv, *tp = &tv;
