@@ -786,6 +786,9 @@ static bool siblings_fit(const fuser *f, int a, int b, const tg_var *x) {
     if (ga->kind != gb->kind || !same_shape(&ga->shape, &gb->shape) ||
         !tg_ir_same_device(ga->device, gb->device))
         return false;
+    /* a LAPACK op alone has no work around it to keep in cache: sharing a batch loop with
+       a sibling measured slower than its own (W12's cholesky(A) and solve(A, B)) */
+    if ((ga->lapack && ga->nmem == 1) || (gb->lapack && gb->nmem == 1)) return false;
     if (!static_shape(&ga->shape) && !same_shape(&x->type, &ga->shape)) return false;
     if (ga->kind == K_RED &&
         (memcmp(ga->red, gb->red, sizeof ga->red) != 0 || ga->keep != gb->keep))

@@ -1935,6 +1935,15 @@ def _lapack_batched(S):
              _loop(np.linalg.solve, (P64, 2), (X64, 2)) + np.exp(_loop(np.linalg.cholesky,
                                                                        (P64, 2))),
              ["L$ = cholesky(P)"])
+        # reductions of a block's core axes: along one axis, keepdims, each fold
+        Lp = _loop(np.linalg.cholesky, (P64, 2))
+        Xp = _loop(np.linalg.solve, (P64, 2), (X64, 2))
+        case("fuse_chol_max_rows", "max(mul(cholesky(P), 2.0), axis=-1)", np.max(2 * Lp, axis=-1))
+        case("fuse_chol_mean_keep", "mean(exp(cholesky(P)), axis=[1, 2], keepdims=true)",
+             np.mean(np.exp(Lp), axis=(1, 2), keepdims=True))
+        case("fuse_solve_min", "min(solve(P, X), axis=1)", np.min(Xp, axis=1))
+        case("fuse_solve_prod", "prod(add(solve(P, X), 1.0), axis=[-2, -1])",
+             np.prod(Xp + 1, axis=(-2, -1)))
 
 
 def _as_tg(a):
