@@ -32,17 +32,20 @@
  * block's values never leave its thread's scratch.
  */
 #include "vm.h"
+#include "../../ops/blockwise.h"
 #include "../../ops/fused.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
+typedef tg_status (*fc_kern_fn)(tg_kern *k);
+
 typedef struct fc_ins {
     tg_vk_fn fn; /* elementwise kernel; NULL for a literal or a core op */
     tg_vk_args args;
     bool mm;          /* a matmul */
-    bool core;        /* another core op: its reference kernel on the block */
+    fc_kern_fn core;  /* another core op: its kernel on the block (block_kernel) */
     int64_t m, n, kk; /* matmul: [m, kk] x [kk, n] */
 } fc_ins;
 
@@ -95,7 +98,7 @@ static inline double at_f(const void *x, bool dbl, int64_t i) {
  * over the elements in turn, combined in order at the end (the same order whatever the
  * thread count; not the reference's one-accumulator order, hence a rounding apart). */
 #define FOLD_LANES 8
-static double fold_all(const void *x, bool dbl, int64_t n, bool prod) {
+static inline double fold_all(const void *x, bool dbl, int64_t n, bool prod) {
     double a[FOLD_LANES];
     for (int l = 0; l < FOLD_LANES; l++) a[l] = prod ? 1.0 : 0.0;
     int64_t i = 0;
@@ -126,7 +129,9 @@ static void reduce_block(const tg_reduce_def *r, const tg_type *t, const bool *r
     for (int64_t o = 0; o < no; o++) acc[o] = r->identity;
     bool dbl = t->dtype == TG_DT_F64, num = r->combine == TG_RED_SUM || r->combine == TG_RED_PROD;
     if (no == 1 && num) { /* the whole block: from the identity (0 or 1), as the reference */
-        acc[0] = fold_all(x, dbl, n, r->combine == TG_RED_PROD);
+        bool prod = r->combine == TG_RED_PROD; /* constant arguments: one loop per case */
+        acc[0] = dbl ? (prod ? fold_all(x, true, n, true) : fold_all(x, true, n, false))
+                     : (prod ? fold_all(x, false, n, true) : fold_all(x, false, n, false));
         n = 0;
     }
     for (int64_t i = 0, at = 0; i < n; i++) {
@@ -160,6 +165,22 @@ static void reduce_block(const tg_reduce_def *r, const tg_type *t, const bool *r
         else
             ((float *)y)[o] = (float)a;
     }
+}
+
+/* The kernel of the core instruction ins on one block of q: the op's computation of one
+ * block (tg_op_def.core) when every operand and the result have exactly their core ranks,
+ * else its reference kernel (which reads the signature and finds the same). */
+static fc_kern_fn block_kernel(const tg_fused_prog *q, const tg_fused_instr *ins) {
+    const tg_op_def *def = tg_op_table[ins->op];
+    tg_bw_sig sig;
+    int nd[TG_BW_MAX_OPERANDS] = {0}, cores[TG_BW_MAX_OPERANDS] = {0}, bad;
+    uint32_t absent;
+    for (int a = 0; a < ins->nin; a++) nd[a] = q->type[ins->in[a]].ndim;
+    bool plain = def->core && tg_bw_parse(def->signature, &sig) && sig.nin == ins->nin &&
+                 sig.nout == 1 && tg_bw_core_ranks(&sig, nd, cores, &absent, &bad) &&
+                 q->type[q->nin + (int)(ins - q->instr)].ndim == cores[sig.nin];
+    for (int a = 0; plain && a < ins->nin; a++) plain = nd[a] == cores[a];
+    return plain ? def->core : def->ref;
 }
 
 vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *whole,
@@ -221,7 +242,7 @@ vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *w
             z->mm = ins->op == TG_OP_MATMUL && ins->nin == 2 && a->ndim == 2 && bt->ndim == 2 &&
                     t->ndim == 2 && (dt == TG_DT_F32 || dt == TG_DT_F64) && a->dtype == dt &&
                     bt->dtype == dt;
-            z->core = !z->mm;
+            z->core = z->mm ? NULL : block_kernel(q, ins);
             if (z->mm) {
                 z->m = a->shape[0], z->kk = a->shape[1], z->n = bt->shape[1];
                 c->flops += 2.0 * (double)(z->m * z->n * z->kk);
@@ -364,10 +385,12 @@ static void slot_tensor(const vm_fcore *c, int u, char *p, tg_buffer *buf, tg_te
     v->buf = buf;
 }
 
-/* Runs op's reference kernel (a core op or a reduction) on one block: the inputs in, the
- * output out, of the block type ot, zeroed first as kernels expect. false when it fails. */
-static bool run_ref(const vm_fcore *c, const tg_node *node, int op, const tg_aval *attrs,
-                    tg_tensor *const *in, int nin, tg_tensor *out, const tg_type *ot) {
+/* Runs the kernel fn of op (a core op or a reduction) on one block: the inputs in, the
+ * output out, of the block type ot, zeroed first as reference kernels expect (a block
+ * computation, tg_op_def.core, writes all of it). false when it fails. */
+static bool run_kern(const vm_fcore *c, const tg_node *node, fc_kern_fn fn, int op,
+                     const tg_aval *attrs, tg_tensor *const *in, int nin, tg_tensor *out,
+                     const tg_type *ot) {
     tg_node fake = {.op = op,
                     .id = node->id,
                     .nin = nin,
@@ -384,8 +407,9 @@ static bool run_ref(const vm_fcore *c, const tg_node *node, int op, const tg_ava
                  .out = &o,
                  .nout = 1,
                  .out_type = ot};
-    memset(tg_tensor_data(out), 0, (size_t)tg_tensor_size(out) * tg_dtype_size(out->dtype));
-    return tg_op_table[op]->ref(&k) == TG_OK;
+    if (fn != tg_op_table[op]->core)
+        memset(tg_tensor_data(out), 0, (size_t)tg_tensor_size(out) * tg_dtype_size(out->dtype));
+    return fn(&k) == TG_OK;
 }
 
 /* Runs the program on block bi; false when a kernel failed. */
@@ -421,7 +445,8 @@ static bool run_block(const fc_run *R, char *scr, const int64_t *bi) {
                 tp[k] = &tv[k];
             }
             slot_tensor(c, s, y, &buf[ins->nin], &tv[ins->nin]);
-            if (!run_ref(c, R->node, ins->op, ins->attrs, tp, ins->nin, &tv[ins->nin], ty))
+            if (!run_kern(c, R->node, z->core, ins->op, ins->attrs, tp, ins->nin, &tv[ins->nin],
+                          ty))
                 return false;
             continue;
         }
@@ -486,7 +511,9 @@ static bool run_block(const fc_run *R, char *scr, const int64_t *bi) {
         tg_tensor tv, *tp = &tv;
         tg_buffer buf;
         slot_tensor(c, u, ptr[u], &buf, &tv);
-        if (!run_ref(c, R->node, x->reduce, x->attrs, &tp, 1, &ov, &q->out_type[o])) return false;
+        if (!run_kern(c, R->node, tg_op_table[x->reduce]->ref, x->reduce, x->attrs, &tp, 1, &ov,
+                      &q->out_type[o]))
+            return false;
     }
     return true;
 }
