@@ -15,10 +15,15 @@
  *     user is a member of one group whose values have the same static shape as the node's
  *     output; a graph output may also read it (it becomes an extra output of the fused
  *     node). Otherwise it starts a group. A group with a product runs block by block of
- *     its batch (fused.h, core ops) and takes no reduction in step 2.
+ *     its batch (fused.h, core ops) and takes no reduction in step 2. A small batched
+ *     LAPACK op (lapack_ok) makes a LAPACK group, whose members need only share the batch
+ *     (a factor [B,m,m], a solution [B,m,1]); a LAPACK op whose users lie in several such
+ *     groups joins them all into one when no path leads from one to another (linked).
  *  2. Reductions (sum prod mean max min) join the group that feeds them when each of that
  *     group's values leaving it is read only by one such reduction, all reducing the same
- *     axes with the same keepdims: the elementwise values are then never materialised.
+ *     axes with the same keepdims: the elementwise values are then never materialised. A
+ *     LAPACK group takes in, one by one, the reductions over a block's core axes that are
+ *     the only readers of its values (each reduces its block; other values leave as such).
  *  3. Siblings: groups of the same kind and shape that read a common input merge into one
  *     multi-output node, when no path leads from one to the other (searched through the
  *     groups, with a bounded budget: a group with more nodes after it than a search may

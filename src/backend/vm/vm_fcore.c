@@ -8,15 +8,15 @@
  * is one gemm (tg_vm_gemm) over its operands in place (row-major or transposed, else gathered), an
  * elementwise instruction its vector kernel (vkernels.h) over the block, its operands
  * contiguous, one value, or gathered with broadcasting first. Another core op (the LAPACK
- * ops: cholesky, solve_triangular, solve, ...) runs its own kernel on the block (its record's
- * reference kernel, which for one block is the core computation itself: one LAPACK call on
- * the block's operands), and an output that reduces a block's value over its core axes folds
- * it as the reduction's record says (tg_reduce_def: sum, prod, mean, max, min of floats, in
- * double, in C order as the reference kernel folds; other reductions run their reference
- * kernel on the block): a batched log-density's Cholesky factor,
- * triangular solve, log(diag(L)) and their sums take one pass over the batch, each block's
- * values in cache. A program with an instruction without a kernel here runs the reference
- * kernel.
+ * ops: cholesky, solve_triangular, solve, ...) runs its computation of one block
+ * (tg_op_def.core: one LAPACK call on the block's operands, with no signature to read and
+ * no output to zero; else its reference kernel on the block). An output that reduces a
+ * block's value over its core axes folds the block as the reduction's record says
+ * (tg_reduce_def: sum, prod, mean, max, min of floats, in double; a whole block's sum or
+ * product in eight lanes; other reductions run their reference kernel on the block). So a
+ * batched log-density's Cholesky factor, triangular solve, log(diag(L)) and their sums take
+ * one pass over the batch, each block's values in cache. A program with an elementwise
+ * instruction without a vector kernel runs the reference kernel.
  *
  * A kernel that fails on a block (a matrix that is not positive definite, a singular one)
  * makes the whole node fail over to the reference kernel (TG_EUNSUPPORTED), which runs it
