@@ -792,7 +792,7 @@ static bool siblings_fit(const fuser *f, int a, int b, const tg_var *x) {
         !tg_ir_same_device(ga->device, gb->device))
         return false;
     /* a LAPACK op alone has no work around it to keep in cache: sharing a batch loop with
-       a sibling measured slower than its own (W12's cholesky(A) and solve(A, B)) */
+       a sibling measured no faster than its own (W12's cholesky(A) and solve(A, B)) */
     if ((ga->lapack && ga->nmem == 1) || (gb->lapack && gb->nmem == 1)) return false;
     if (!static_shape(&ga->shape) && !same_shape(&x->type, &ga->shape)) return false;
     if (ga->kind == K_RED &&
