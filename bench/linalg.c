@@ -8,6 +8,12 @@
  *        exponential kernel with three hyperparameters (log length scale, log signal and
  *        log noise standard deviations), nll = y^T K^-1 y / 2 + sum(log(diag(L))) +
  *        N log(2 pi) / 2 with L = cholesky(K), and d nll / d theta by tgraph's grad.
+ *   MVN: a batched Gaussian log-density, W12's 256 matrices A as covariances and points
+ *        x [256, 32, 1]: L = cholesky(A), z = L^-1 x (solve_triangular), and
+ *        -z^T z / 2 - sum(log(diag(L))) - 32 log(2 pi) / 2 per block. The fuse pass makes
+ *        it one node that runs the factorization, the solve and the sums block by block
+ *        (`mvn vm`); `mvn unfused` is the same program with a batch extent of '?', which
+ *        keeps the LAPACK ops out of groups: each op runs over the whole batch in turn.
  *
  * usage: bench_linalg [-n RUNS] [--threads T]
  * Prints one line per configuration, "w12 vm threads=1: median ... (N runs of K calls)",
@@ -87,7 +93,7 @@ int main(int argc, char **argv) {
     }
     th[0] = log(1.2), th[1] = log(0.9), th[2] = log(0.1);
 
-    tg_module *m12 = NULL, *m12c = NULL, *m13 = NULL;
+    tg_module *m12 = NULL, *m12c = NULL, *m13 = NULL, *mm = NULL, *mmu = NULL;
     snprintf(src, sizeof src,
              "func main(A: f64[%d,%d,%d], B: f64[%d,%d,1]) {\n"
              "  L = cholesky(A)\n  X = %s\n  return L, X\n}\n",
@@ -114,13 +120,29 @@ int main(int argc, char **argv) {
              "  return nll, g\n}\n",
              W13_N, W13_N, W13_N, 0.5 * W13_N * log(2 * M_PI));
     tg_graph *g13 = parse(&m13, src);
+    const char *mvn = "func main(A: f64[%s,%d,%d], x: f64[%s,%d,1]) {\n"
+                      "  L = cholesky(A)\n"
+                      "  z = solve_triangular(L, x, lower=true)\n"
+                      "  I = eye(n=%d)\n"
+                      "  ld = sum(log(add(mul(L, I), sub(1.0, I))), axis=[1, 2])\n"
+                      "  q = sum(mul(z, z), axis=[1, 2])\n"
+                      "  lp = sub(sub(mul(-0.5, q), ld), %.17g)\n"
+                      "  return lp\n}\n";
+    char bs[16];
+    snprintf(bs, sizeof bs, "%d", W12_B);
+    snprintf(src, sizeof src, mvn, bs, W12_N, W12_N, bs, W12_N, W12_N, 0.5 * W12_N * log(2 * M_PI));
+    tg_graph *gm = parse(&mm, src);
+    snprintf(src, sizeof src, mvn, "?", W12_N, W12_N, "?", W12_N, W12_N,
+             0.5 * W12_N * log(2 * M_PI));
+    tg_graph *gmu = parse(&mmu, src);
 
     tg_tensor *in12[2] = {A, B}, *in13[3] = {theta, x, y};
+    tg_tensor *outm[1] = {tg_tensor_new(NULL, TG_DT_F64, 1, (int64_t[]){W12_B})};
     tg_tensor *out12[2] = {tg_tensor_new(NULL, TG_DT_F64, 3, (int64_t[]){W12_B, W12_N, W12_N}),
                            tg_tensor_new(NULL, TG_DT_F64, 3, (int64_t[]){W12_B, W12_N, 1})};
     tg_tensor *out13[2] = {tg_tensor_new(NULL, TG_DT_F64, 0, NULL),
                            tg_tensor_new(NULL, TG_DT_F64, 1, (int64_t[]){3})};
-    conf cs[8];
+    conf cs[10];
     int nc = 0;
     for (int t = 1; t <= 2; t++) {
         if (only && t != only) continue;
@@ -131,7 +153,9 @@ int main(int argc, char **argv) {
             int nin, nout;
         } w[] = {{"w12 vm", g12, in12, out12, 2, 2},
                  {"w12 vm-cho", g12c, in12, out12, 2, 2},
-                 {"w13 vm", g13, in13, out13, 3, 2}};
+                 {"w13 vm", g13, in13, out13, 3, 2},
+                 {"mvn vm", gm, in12, outm, 2, 1},
+                 {"mvn unfused", gmu, in12, outm, 2, 1}};
         for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
             conf *c = &cs[nc++];
             snprintf(c->name, sizeof c->name, "%s threads=%d", w[k].name, t);
@@ -141,7 +165,7 @@ int main(int argc, char **argv) {
             c->t = malloc(sizeof *c->t * (size_t)runs);
         }
     }
-    long batch[8];
+    long batch[10];
     for (int c = 0; c < nc; c++) { /* warm up, then calls per timed run: about 20 ms */
         for (int k = 0; k < 3; k++)
             if (tg_fn_call_into(cs[c].f, cs[c].in, cs[c].nin, cs[c].out, cs[c].nout) != TG_OK)
@@ -173,10 +197,15 @@ int main(int argc, char **argv) {
     printf("w13 nll = %.12g, grad = [%.12g, %.12g, %.12g]\n", tg_tensor_get_f64(out13[0], 0),
            tg_tensor_get_f64(out13[1], 0), tg_tensor_get_f64(out13[1], 1),
            tg_tensor_get_f64(out13[1], 2));
-    tg_tensor *all[] = {A, B, x, y, theta, out12[0], out12[1], out13[0], out13[1]};
+    double lps = 0.0;
+    for (int k = 0; k < W12_B; k++) lps += tg_tensor_get_f64(outm[0], k);
+    printf("mvn sum of log-densities = %.12g\n", lps);
+    tg_tensor *all[] = {A, B, x, y, theta, out12[0], out12[1], out13[0], out13[1], outm[0]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tg_tensor_free(all[i]);
     tg_module_free(m12);
     tg_module_free(m12c);
     tg_module_free(m13);
+    tg_module_free(mm);
+    tg_module_free(mmu);
     return 0;
 }

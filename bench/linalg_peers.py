@@ -10,6 +10,10 @@ batches of calls of about 20 ms, the median and minimum over N batches, per call
        by hand: L = cholesky(K), alpha = K^-1 y by two triangular solves, K^-1 from L, and
        d nll / d theta_i = tr((K^-1 - alpha alpha^T) dK/dtheta_i) / 2 (`w13 numpy`, with
        scipy.linalg's triangular solves where SciPy imports, else np.linalg.solve on K).
+  MVN: a batched Gaussian log-density over W12's matrices as covariances and its right-hand
+       sides as points: L = np.linalg.cholesky(A), z = np.linalg.solve(L, x) (NumPy has no
+       batched triangular solve), -z^T z / 2 - sum(log(diag(L))) - 32 log(2 pi) / 2 per
+       block (`mvn numpy`).
 Before timing, W13's value and gradient are checked against central finite differences.
 
 usage: linalg_peers.py [-n RUNS] [--threads T]
@@ -68,6 +72,14 @@ def main():
     def w12():
         return np.linalg.cholesky(A), np.linalg.solve(A, Bm)
 
+    cm = 0.5 * N12 * math.log(2 * math.pi)
+
+    def mvn():
+        L = np.linalg.cholesky(A)
+        z = np.linalg.solve(L, Bm)
+        ld = np.sum(np.log(np.diagonal(L, axis1=1, axis2=2)), axis=1)
+        return -0.5 * np.sum(z * z, axis=(1, 2)) - ld - cm
+
     x = 10.0 * np.arange(N13) / N13
     y = np.sin(x) + 0.1 * np.sin(37.0 * np.arange(N13))  # as bench_linalg
     theta = np.array([math.log(1.2), math.log(0.9), math.log(0.1)])
@@ -102,7 +114,7 @@ def main():
         assert abs(fd - g[i]) <= 1e-5 * (1 + abs(fd)), (i, fd, g[i])
     print(f"w13 numpy nll = {nll:.12g}, grad = [{g[0]:.12g}, {g[1]:.12g}, {g[2]:.12g}]")
 
-    for name, fn in (("w12 numpy", w12), ("w13 numpy", lambda: w13(theta))):
+    for name, fn in (("w12 numpy", w12), ("w13 numpy", lambda: w13(theta)), ("mvn numpy", mvn)):
         med, mn, batch = timeit(fn, a.n)
         report(f"{name} threads={a.threads}", med, mn, batch, a.n)
 

@@ -384,6 +384,12 @@ typedef struct tg_op_def {
      * in front of their core dimensions; the op runs once per block of the broadcast batch.
      * NULL: not a core op. */
     const char *signature;
+    /* Core ops whose computation of one block is a function of its own (the LAPACK ops):
+     * operands of exactly their core shapes; when it succeeds it has written every element
+     * of its outputs (they need not be zeroed first). The reference kernel runs it
+     * over the batch (tg_bw_ref); fused programs call it per block (vm_fcore.c), with no
+     * signature to read each time. NULL: .ref only. */
+    tg_status (*core)(tg_kern *k);
     tg_batch_fn batch; /* its own batching rule (above); NULL: derived from the record */
 } tg_op_def;
 

@@ -968,9 +968,19 @@ done:
 
 /* ---- the batch loop of programs with core ops (fused.h, tg_fused_is_core) ---- */
 
+/* A reduction output's axes written from the end (so that they name the same axes of a block
+ * as of the whole value). */
+static bool axes_from_end(const tg_aval *axis) {
+    if (axis->kind == TG_ATTR_INT) return axis->i < 0;
+    if (axis->kind != TG_ATTR_INTS) return false;
+    for (int k = 0; k < axis->n; k++)
+        if (tg_aval_none_at(axis, k) || axis->ints[k] >= 0) return false;
+    return true;
+}
+
 bool tg_fused_block_plan(const tg_fused_prog *p, int *lead, int *nbatch) {
     int b = -1, r = -1;
-    if (!p->core || p->reduces) return false;
+    if (!p->core) return false;
     for (int s = 0; s < p->nin; s++) lead[s] = -1;
     for (int pass = 0; pass < 2; pass++) /* the core ops first: they fix b and r */
         for (int j = 0; j < p->ninstr; j++) {
@@ -1000,8 +1010,18 @@ bool tg_fused_block_plan(const tg_fused_prog *p, int *lead, int *nbatch) {
         }
     for (int s = 0; s < p->nin; s++)
         if (lead[s] < 0) lead[s] = 0;
-    for (int o = 0; o < p->nout; o++)
-        if (p->out_type[o].ndim != b + r || p->out[o].slot < p->nin) return false;
+    for (int o = 0; o < p->nout; o++) {
+        const tg_fused_out *x = &p->out[o];
+        if (x->slot < p->nin) return false;
+        if (x->reduce < 0) {
+            if (p->out_type[o].ndim != b + r) return false;
+            continue;
+        }
+        /* a reduction of a block's value: over its core axes only */
+        if (p->type[x->slot].ndim != b + r || !axes_from_end(&x->attrs[0])) return false;
+        for (int d = 0; d < b; d++)
+            if (x->red[d]) return false;
+    }
     *nbatch = b;
     return b > 0;
 }

@@ -128,11 +128,13 @@ bool tg_fused_can_inline(int op);
  * over the batch: the reference kernel splits every value into the blocks of the batch its
  * core ops share (the batch rank of their outputs; the elementwise values are blocks of the
  * cores' output shape) and runs the whole program on each block, one block at a time, so
- * no value of the whole batch but the outputs is ever made. A program whose core ops
- * disagree on the batch, or that reduces, runs on whole values as any other. Such a program
- * is never `uniform`: the VM runs it block by block itself when its core ops are float
- * products (src/backend/vm/vm_fcore.c), else calls the reference kernel, as the C JIT calls
- * the VM's kernel. */
+ * no value of the whole batch but the outputs is ever made. An output may reduce a block's
+ * value over its core axes (axes written from the end: `sum(log(...), axis=[-2, -1])` gives
+ * one value per block), as a log-density sums log(diag(L)) after a Cholesky factor. A
+ * program whose core ops disagree on the batch, or that reduces over batch axes, runs on
+ * whole values as any other. Such a program is never `uniform`: the VM runs it block by
+ * block itself (src/backend/vm/vm_fcore.c: float products, the LAPACK ops and the
+ * reductions), else calls the reference kernel, as the C JIT calls the VM's kernel. */
 bool tg_fused_is_core(int op);
 bool tg_fused_can_reduce(int op);
 /* How the typed program p (a copy typed by tg_fused_type) splits into blocks of the batch:
@@ -140,7 +142,8 @@ bool tg_fused_can_reduce(int op);
  * leading (batch) dimensions of input s: those in front of its core where a core op reads
  * it, those in front of the cores' output rank where an elementwise op does; each input's
  * are right-aligned with the batch (an extent 1 is read at 0), every output is a batch of
- * blocks. false when p does not split (no core op, a reduction, core ops or readers that
+ * blocks (of a value, or of its reduction over core axes written from the end). false when
+ * p does not split (no core op, a reduction over other axes, core ops or readers that
  * disagree): p then runs on whole values. */
 bool tg_fused_block_plan(const tg_fused_prog *p, int *lead, int *nbatch);
 

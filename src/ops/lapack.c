@@ -412,6 +412,7 @@ const tg_op_def tg_op_cholesky = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_cholesky,
     .signature = "(m,m)->(m,m)",
+    .core = core_cholesky,
 };
 
 /* ---- solve_triangular ---- */
@@ -540,6 +541,7 @@ const tg_op_def tg_op_solve_triangular = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_solve_tri,
     .signature = "(m,m),(m,n?)->(m,n?)",
+    .core = core_solve_tri,
 };
 
 /* ---- solve ---- */
@@ -586,6 +588,7 @@ const tg_op_def tg_op_solve = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_solve,
     .signature = "(m,m),(m,n?)->(m,n?)",
+    .core = core_solve,
 };
 
 /* ---- cho_solve ---- */
@@ -645,6 +648,7 @@ const tg_op_def tg_op_cho_solve = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_cho_solve,
     .signature = "(m,m),(m,n?)->(m,n?)",
+    .core = core_cho_solve,
 };
 
 /* ---- inv ---- */
@@ -699,6 +703,7 @@ const tg_op_def tg_op_inv = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_inv,
     .signature = "(m,m)->(m,m)",
+    .core = core_inv,
 };
 
 /* ---- det, slogdet ---- */
@@ -786,6 +791,7 @@ const tg_op_def tg_op_det = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_det,
     .signature = "(m,m)->()",
+    .core = core_det,
 };
 
 static tg_status core_slogdet(tg_kern *k) {
@@ -827,6 +833,7 @@ const tg_op_def tg_op_slogdet = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_slogdet,
     .signature = "(m,m)->(),()",
+    .core = core_slogdet,
 };
 
 /* ---- eigh ---- */
@@ -923,4 +930,5 @@ const tg_op_def tg_op_eigh = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_eigh,
     .signature = "(m,m)->(m),(m,m)",
+    .core = core_eigh,
 };

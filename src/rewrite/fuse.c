@@ -15,10 +15,15 @@
  *     user is a member of one group whose values have the same static shape as the node's
  *     output; a graph output may also read it (it becomes an extra output of the fused
  *     node). Otherwise it starts a group. A group with a product runs block by block of
- *     its batch (fused.h, core ops) and takes no reduction in step 2.
+ *     its batch (fused.h, core ops) and takes no reduction in step 2. A small batched
+ *     LAPACK op (lapack_ok) makes a LAPACK group, whose members need only share the batch
+ *     (a factor [B,m,m], a solution [B,m,1]); a LAPACK op whose users lie in several such
+ *     groups joins them all into one when no path leads from one to another (linked).
  *  2. Reductions (sum prod mean max min) join the group that feeds them when each of that
  *     group's values leaving it is read only by one such reduction, all reducing the same
- *     axes with the same keepdims: the elementwise values are then never materialised.
+ *     axes with the same keepdims: the elementwise values are then never materialised. A
+ *     LAPACK group takes in, one by one, the reductions over a block's core axes that are
+ *     the only readers of its values (each reduces its block; other values leave as such).
  *  3. Siblings: groups of the same kind and shape that read a common input merge into one
  *     multi-output node, when no path leads from one to the other (searched through the
  *     groups, with a bounded budget: a group with more nodes after it than a search may
@@ -81,6 +86,8 @@ typedef struct fgroup {
     int nout;              /* outputs the fused node will have */
     const char *device;    /* every member's device annotation (NULL: none) */
     bool core;             /* a member is a core op: the group takes no reduction */
+    bool lapack;           /* a member is a core op other than matmul (lapack_ok): members
+                              need only share the batch; reductions over core axes join */
 } fgroup;
 
 typedef struct fuser {
@@ -157,12 +164,49 @@ static bool core_ok(const tg_node *n) {
     return nb >= 2 && blk <= FUSE_CORE_BLOCK;
 }
 
-/* A node that may be a member: an elementwise op, or a core op as core_ok says. */
+/* Core rank of the values of a LAPACK group: every member's value is a batch of matrices. */
+#define FUSE_CORE_RANK 2
+
+/* A static batch of at least two blocks of at most FUSE_CORE_BLOCK elements: t's leading
+ * dimensions (all but the last FUSE_CORE_RANK). */
+static bool small_blocks(const tg_type *t) {
+    int64_t nb = 1, blk = 1;
+    if (t->ndim <= FUSE_CORE_RANK) return false;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0) return false;
+        if (d < t->ndim - FUSE_CORE_RANK)
+            nb *= t->shape[d];
+        else
+            blk *= t->shape[d];
+    }
+    return nb >= 2 && blk <= FUSE_CORE_BLOCK;
+}
+
+/* A core op other than matmul (the LAPACK ops of one output whose result is a batch of
+ * matrices: cholesky, solve_triangular, solve, cho_solve, inv) that may be a member: f32 or
+ * f64, operands of its rank (no batch to broadcast), small blocks of a static batch. The VM
+ * runs its group block by block, the op's kernel on each block (vm_fcore.c): the elementwise
+ * work and the reductions around a batched factorization or solve run in the same pass over
+ * the batch, each block in cache, instead of one op at a time over the whole batch. Its
+ * group's members need only share the batch (a factor [B,m,m] and a solution [B,m,1] are
+ * blocks of one batch), and a value leaving the group into a reduction over its core axes
+ * takes the reduction in (a log-density's sum of log(diag(L)) per block). */
+static bool lapack_ok(const tg_node *n) {
+    const tg_type *t = &n->out[0]->type;
+    if (!tg_fused_is_core(n->op) || n->op == TG_OP_MATMUL || n->nout != 1 || t->weak ||
+        (t->dtype != TG_DT_F32 && t->dtype != TG_DT_F64) || !small_blocks(t))
+        return false;
+    for (int k = 0; k < n->nin; k++)
+        if (n->in[k]->type.ndim != t->ndim || n->in[k]->type.dtype != t->dtype) return false;
+    return true;
+}
+
+/* A node that may be a member: an elementwise op, or a core op as core_ok or lapack_ok say. */
 static bool ew_ok(const tg_node *n) {
     if (!tg_fused_can_inline(n->op) || n->nout != 1 || n->nin > TG_FUSED_MAX_ARGS ||
         n->out[0]->type.weak)
         return false;
-    return !tg_fused_is_core(n->op) || core_ok(n);
+    return !tg_fused_is_core(n->op) || core_ok(n) || lapack_ok(n);
 }
 
 static bool red_ok(const tg_node *n) {
@@ -172,6 +216,14 @@ static bool red_ok(const tg_node *n) {
 static bool same_shape(const tg_type *a, const tg_type *b) {
     if (a->ndim != b->ndim) return false;
     for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* Blocks of one batch: a (static) has b's rank and b's leading (batch) extents. */
+static bool same_batch(const tg_type *a, const tg_type *b) {
+    if (a->ndim != b->ndim || !small_blocks(a)) return false;
+    for (int d = 0; d < a->ndim - FUSE_CORE_RANK; d++)
         if (a->shape[d] != b->shape[d]) return false;
     return true;
 }
@@ -228,6 +280,7 @@ static void merge_into(fuser *f, int b, int a) {
     gb->esize += ga->esize;
     gb->nout += ga->nout;
     gb->core = gb->core || ga->core;
+    gb->lapack = gb->lapack || ga->lapack;
 }
 
 /* True when some user of v is not a member of group gi (or v is a graph output). */
@@ -431,49 +484,139 @@ done:
 
 /* ---- step 1: producers into consumers ---- */
 
+/* Pushes the users of n's values not yet visited (this search's stamp) on the stack. */
+static void push_users(fuser *f, const tg_node *n, int *sp) {
+    for (int o = 0; o < n->nout; o++) {
+        int v = n->out[o]->id;
+        for (int k = f->ustart[v]; k < f->ustart[v + 1]; k++) {
+            const tg_node *u = f->unode[k];
+            if (f->vis[u->id] == f->stamp) continue;
+            f->vis[u->id] = f->stamp;
+            f->stack[(*sp)++] = u->id;
+        }
+    }
+}
+
+/* Groups a LAPACK op's users may lie in, all merged when it joins them. */
+#define FUSE_MAX_JOIN 8
+
+/* Whether node n may join group gu (n's users lie in it): an elementwise group of n's
+ * device whose values have n's shape, or, where n or the group is a LAPACK one, n's batch. */
+static bool joins(const fuser *f, const tg_node *n, int gu, bool lap) {
+    const fgroup *g = &f->gs[gu];
+    const tg_type *t = &n->out[0]->type;
+    if (g->kind != K_EW || !tg_ir_same_device(n->device, g->device)) return false;
+    return same_shape(t, &g->shape) || ((lap || g->lapack) && same_batch(t, &g->shape));
+}
+
+/* True when a path leads from one of the groups gs[0..ng) to another (through any nodes),
+ * or when the searches, FUSE_REACH_BUDGET nodes each, could not tell: merging them would
+ * then risk a cycle. */
+static bool linked(fuser *f, const int *gs, int ng) {
+    for (int i = 0; i < ng; i++) {
+        int sp = 0;
+        long budget = FUSE_REACH_BUDGET;
+        f->stamp++;
+        for (int m = f->gs[gs[i]].head; m >= 0; m = f->next[m]) f->vis[m] = f->stamp;
+        for (int m = f->gs[gs[i]].head; m >= 0; m = f->next[m])
+            push_users(f, f->g->nodes.items[m], &sp);
+        while (sp > 0) {
+            f->work++;
+            if (--budget < 0 || --f->search_left < 0) return true;
+            const tg_node *u = f->g->nodes.items[f->stack[--sp]];
+            int gu = node_group(f, u);
+            for (int j = 0; j < ng; j++)
+                if (j != i && gu == gs[j]) return true;
+            push_users(f, u, &sp);
+        }
+    }
+    return false;
+}
+
 static void absorb_producers(fuser *f) {
+    int gset[FUSE_MAX_JOIN];
     for (int i = f->norder - 1; i >= 0; i--) {
         tg_node *n = f->order[i];
         if (!ew_ok(n)) continue;
         const tg_var *v = n->out[0];
-        int gi = -1;
-        bool join = true;
+        bool lap = lapack_ok(n), join = true;
+        int ng = 0, gi = -1;
         long m = f->outuse[v->id] > 0 ? 1 : 0;
         for (int k = f->ustart[v->id]; k < f->ustart[v->id + 1] && join; k++) {
             f->work++;
             const tg_node *u = f->unode[k];
-            int gu = node_group(f, u);
-            if (gu < 0 || f->gs[gu].kind != K_EW || !same_shape(&v->type, &f->gs[gu].shape) ||
-                !tg_ir_same_device(n->device, f->gs[gu].device) || (gi >= 0 && gu != gi))
-                join = false;
-            gi = gu;
+            int gu = node_group(f, u), j = 0;
+            if (gu < 0 || !joins(f, n, gu, lap)) join = false;
+            while (join && j < ng && gset[j] != gu) j++;
+            /* users in several groups: only a LAPACK op joins them all (its factor read by
+               the solve and by log(diag(L)), each in a group of its own shape) */
+            if (join && j == ng && (ng == FUSE_MAX_JOIN || (ng > 0 && !lap))) join = false;
+            if (join && j == ng) gset[ng++] = gu;
             m += f->mult[u->id];
             if (m > FUSE_MAX_EXPANDED) join = false;
         }
-        if (join && gi >= 0 && f->gs[gi].esize + m <= FUSE_MAX_EXPANDED) {
+        long esize = m;
+        for (int j = 0; j < ng; j++) esize += f->gs[gset[j]].esize;
+        if (join && ng > 1) join = !linked(f, gset, ng);
+        if (join && ng > 0 && esize <= FUSE_MAX_EXPANDED) {
+            gi = gset[0];
+            for (int j = 1; j < ng; j++) merge_into(f, gi, gset[j]);
             add_member(f, gi, n);
             f->gs[gi].core = f->gs[gi].core || tg_fused_is_core(n->op);
+            f->gs[gi].lapack = f->gs[gi].lapack || lap;
             f->mult[n->id] = (int)m;
-            f->gs[gi].esize += (int)m;
+            f->gs[gi].esize = (int)esize;
         } else {
             gi = new_group(f, n, K_EW, &v->type);
             f->gs[gi].core = tg_fused_is_core(n->op);
+            f->gs[gi].lapack = lap;
             f->mult[n->id] = 1;
             f->gs[gi].esize = 1;
         }
     }
-    /* outputs of each group: its values that leave it */
+    /* outputs of each group: its values that leave it (groups merged into others count
+       no more) */
     for (int gi = 0; gi < f->ngs; gi++)
-        for (int m = f->gs[gi].head; m >= 0; m = f->next[m])
+        for (int m = gfind(f, gi) == gi ? f->gs[gi].head : -1; m >= 0; m = f->next[m])
             if (leaves(f, ((tg_node *)f->g->nodes.items[m])->out[0], gi)) f->gs[gi].nout++;
 }
 
 /* ---- step 2: reductions into the group that feeds them ---- */
 
+/* A LAPACK group takes in each reduction over core axes alone that is the only reader of a
+ * value leaving it (the group stays K_EW: other values may leave as they are). The program
+ * reduces each block (fused.h, core ops). */
+static void absorb_core_reductions(fuser *f, int gi) {
+    fgroup *gr = &f->gs[gi];
+    int tail = gr->tail;
+    for (int m = gr->head; m >= 0; m = m == tail ? -1 : f->next[m]) {
+        const tg_var *v = ((tg_node *)f->g->nodes.items[m])->out[0];
+        f->work++;
+        if (f->outuse[v->id] > 0 || f->ustart[v->id + 1] - f->ustart[v->id] != 1) continue;
+        tg_node *r = f->unode[f->ustart[v->id]];
+        bool rm[TG_MAX_DIMS], batch_axis = false;
+        int64_t rk;
+        if (!red_ok(r) || node_group(f, r) >= 0 || !red_mask(r, rm, &rk) ||
+            !tg_ir_same_device(r->device, gr->device) || v->type.ndim != gr->shape.ndim ||
+            gr->esize >= FUSE_MAX_EXPANDED)
+            continue;
+        for (int d = 0; d < v->type.ndim - FUSE_CORE_RANK; d++) batch_axis = batch_axis || rm[d];
+        if (batch_axis) continue;
+        add_member(f, gi, r);
+        f->mult[r->id] = 1;
+        gr->esize++;
+    }
+}
+
 static void absorb_reductions(fuser *f) {
     int ng = f->ngs;
     for (int gi = 0; gi < ng; gi++) {
         fgroup *gr = &f->gs[gi];
+        if (gfind(f, gi) != gi) continue; /* merged into another in step 1 */
+        if (gr->kind == K_EW && gr->lapack) {
+            absorb_core_reductions(f, gi);
+            continue;
+        }
         if (gr->kind != K_EW || gr->core || gr->nout < 1 || gr->nout > TG_MAX_OUTS ||
             gr->esize + gr->nout > FUSE_MAX_EXPANDED)
             continue;
@@ -565,18 +708,6 @@ static uint32_t slots_of(fuser *f, const batch *bt, int g) {
     return m;
 }
 
-static void push_users(fuser *f, const tg_node *n, int *sp) {
-    for (int o = 0; o < n->nout; o++) {
-        int v = n->out[o]->id;
-        for (int k = f->ustart[v]; k < f->ustart[v + 1]; k++) {
-            const tg_node *u = f->unode[k];
-            if (f->vis[u->id] == f->stamp) continue;
-            f->vis[u->id] = f->stamp;
-            f->stack[(*sp)++] = u->id;
-        }
-    }
-}
-
 /* Searches from slot s's group: the slots it reaches, for every slot of that group, or
  * marks the group big (past the budget, the pass's budget spent, or a big group met). */
 static void search_reach(fuser *f, batch *bt, int s) {
@@ -660,6 +791,9 @@ static bool siblings_fit(const fuser *f, int a, int b, const tg_var *x) {
     if (ga->kind != gb->kind || !same_shape(&ga->shape, &gb->shape) ||
         !tg_ir_same_device(ga->device, gb->device))
         return false;
+    /* a LAPACK op alone has no work around it to keep in cache: sharing a batch loop with
+       a sibling measured no faster than its own (W12's cholesky(A) and solve(A, B)) */
+    if ((ga->lapack && ga->nmem == 1) || (gb->lapack && gb->nmem == 1)) return false;
     if (!static_shape(&ga->shape) && !same_shape(&x->type, &ga->shape)) return false;
     if (ga->kind == K_RED &&
         (memcmp(ga->red, gb->red, sizeof ga->red) != 0 || ga->keep != gb->keep))
@@ -760,6 +894,20 @@ static bool literal_of(const tg_var *v, char *lit, int64_t *i, double *x) {
     return true;
 }
 
+/* The attributes of the reduction r with its axes written from the end (`axis=[-2, -1]`):
+ * a LAPACK group's program reduces each block, whose axes are the value's last ones. */
+static const tg_aval *axes_from_end(const tg_node *r, tg_aval *ra, int64_t *ax) {
+    bool rm[TG_MAX_DIMS];
+    int64_t keep;
+    int nd = r->in[0]->type.ndim, n = 0;
+    if (tg_op_table[r->op]->nattrs != 2 || !red_mask(r, rm, &keep)) return r->attrs;
+    for (int d = 0; d < nd; d++)
+        if (rm[d]) ax[n++] = d - nd;
+    ra[0] = (tg_aval){.kind = TG_ATTR_INTS, .ints = ax, .n = n};
+    ra[1] = r->attrs[1];
+    return ra;
+}
+
 typedef struct builder {
     int *slot;  /* per node id: its slot in the program being built */
     int *islot; /* per var id: input slot (valid when istamp matches) */
@@ -826,7 +974,10 @@ static bool build_group(fuser *f, builder *b, int gi, tg_node *const *mem, int n
                 args[k] = (tg_fused_arg){.slot = b->islot[x->id]};
         }
         if (tg_fused_can_reduce(m->op)) {
-            err = tg_fused_add_out(p, args[0].slot, m->op, m->attrs);
+            tg_aval ra[2];
+            int64_t ax[TG_MAX_DIMS];
+            err = tg_fused_add_out(p, args[0].slot, m->op,
+                                   f->gs[gi].lapack ? axes_from_end(m, ra, ax) : m->attrs);
             b->exits[ne++] = m->out[0];
             continue;
         }

@@ -1872,9 +1872,10 @@ def _lapack_batched(S):
         B = S.data(dt, (2, 1, n, 2))
         E = np.stack([_sym_lower(f64(_general(S, dt, n)), True) / n + np.diag(np.arange(n) * 3.0)
                       for _ in range(3)]).astype(rt)
+        X = S.data(dt, (3, n, 1))
         p = S.program("lapack_batched_%s" % dt, ("A", A, tgtype(A, (0,))), ("G", G),
-                      ("b", b1), ("B", B), ("E", E))
-        A64, G64, B64, E64 = f64(A), f64(G), f64(B), f64(E)
+                      ("b", b1), ("B", B), ("E", E), ("P", A[0]), ("X", X))
+        A64, G64, B64, E64, P64, X64 = f64(A), f64(G), f64(B), f64(E), f64(A[0]), f64(X)
 
         def case(name, expr, exp, lines=None):
             exp = np.asarray(exp)
@@ -1922,6 +1923,38 @@ def _lapack_batched(S):
         case("logdet_chol", "mul(2.0, sum(log(add(mul(L$, I$), sub(1.0, I$))), axis=[2, 3]))",
              _loop(lambda a: np.linalg.slogdet(a)[1], (A64, 2)),
              ["L$ = cholesky(A)", 'I$ = eye(n=%d, dtype="%s")' % (n, dt)])
+        # the LAPACK ops in groups the fuse pass builds (a static batch of 3, P): a batched
+        # Gaussian log-density (the factor, the triangular solve, log(diag(L)) and the sums
+        # per block in one node), a solve with the work after it, two factorizations in a
+        # row, and a factor that is also a result
+        def mvn(a, x, mu):
+            L = np.linalg.cholesky(a)
+            z = np.linalg.solve(L, x - mu)
+            return -0.5 * np.sum(z * z) - np.sum(np.log(np.diag(L)))
+        case("fuse_mvn_logdensity",
+             "sub(mul(-0.5, sum(mul(z$, z$), axis=[1, 2])), "
+             "sum(log(add(mul(L$, I$), sub(1.0, I$))), axis=[-2, -1]))",
+             _loop(mvn, (P64, 2), (X64, 2), (f64(b1)[:, None], 2)),
+             ["L$ = cholesky(P)",
+              "z$ = solve_triangular(L$, sub(X, expand_dims(b, axis=1)), lower=true)",
+              'I$ = eye(n=%d, dtype="%s")' % (n, dt)])
+        case("fuse_solve_tanh", "tanh(mul(solve(P, X), 0.5))",
+             np.tanh(0.5 * _loop(np.linalg.solve, (P64, 2), (X64, 2))))
+        case("fuse_inv_cholesky", "inv(cholesky(mul(P, 2.0)))",
+             _loop(lambda a: np.linalg.inv(np.linalg.cholesky(2 * a)), (P64, 2)))
+        case("fuse_cho_solve_twice", "add(cho_solve(L$, X), exp(L$))",
+             _loop(np.linalg.solve, (P64, 2), (X64, 2)) + np.exp(_loop(np.linalg.cholesky,
+                                                                       (P64, 2))),
+             ["L$ = cholesky(P)"])
+        # reductions of a block's core axes: along one axis, keepdims, each fold
+        Lp = _loop(np.linalg.cholesky, (P64, 2))
+        Xp = _loop(np.linalg.solve, (P64, 2), (X64, 2))
+        case("fuse_chol_max_rows", "max(mul(cholesky(P), 2.0), axis=-1)", np.max(2 * Lp, axis=-1))
+        case("fuse_chol_mean_keep", "mean(exp(cholesky(P)), axis=[1, 2], keepdims=true)",
+             np.mean(np.exp(Lp), axis=(1, 2), keepdims=True))
+        case("fuse_solve_min", "min(solve(P, X), axis=1)", np.min(Xp, axis=1))
+        case("fuse_solve_prod", "prod(add(solve(P, X), 1.0), axis=[-2, -1])",
+             np.prod(Xp + 1, axis=(-2, -1)))
 
 
 def _as_tg(a):

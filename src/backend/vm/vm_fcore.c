@@ -7,8 +7,21 @@
  * workspace (a block of a few matrices stays in L1/L2); a matmul of two f32 or f64 matrices
  * is one gemm (tg_vm_gemm) over its operands in place (row-major or transposed, else gathered), an
  * elementwise instruction its vector kernel (vkernels.h) over the block, its operands
- * contiguous, one value, or gathered with broadcasting first. A program with another core
- * op, or an instruction without a kernel here, runs the reference kernel.
+ * contiguous, one value, or gathered with broadcasting first. Another core op (the LAPACK
+ * ops: cholesky, solve_triangular, solve, ...) runs its computation of one block
+ * (tg_op_def.core: one LAPACK call on the block's operands, with no signature to read and
+ * no output to zero; else its reference kernel on the block). An output that reduces a
+ * block's value over its core axes folds the block as the reduction's record says
+ * (tg_reduce_def: sum, prod, mean, max, min of floats, in double; a whole block's sum or
+ * product in eight lanes; other reductions run their reference kernel on the block). So a
+ * batched log-density's Cholesky factor, triangular solve, log(diag(L)) and their sums take
+ * one pass over the batch, each block's values in cache. A program with an elementwise
+ * instruction without a vector kernel runs the reference kernel.
+ *
+ * A kernel that fails on a block (a matrix that is not positive definite, a singular one)
+ * makes the whole node fail over to the reference kernel (TG_EUNSUPPORTED), which runs it
+ * again and reports the lowest failing block as the unfused ops would: errors cost a second
+ * run, successes nothing.
  *
  * At run time the blocks (the batch shape of the outputs, C order) are split over the pool;
  * the values the outputs give are made straight in the outputs' blocks (contiguous), the
@@ -19,14 +32,20 @@
  * block's values never leave its thread's scratch.
  */
 #include "vm.h"
+#include "../../ops/blockwise.h"
 #include "../../ops/fused.h"
 
+#include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
+typedef tg_status (*fc_kern_fn)(tg_kern *k);
+
 typedef struct fc_ins {
-    tg_vk_fn fn; /* elementwise kernel; NULL for a literal or a matmul */
+    tg_vk_fn fn; /* elementwise kernel; NULL for a literal or a core op */
     tg_vk_args args;
     bool mm;          /* a matmul */
+    fc_kern_fn core;  /* another core op: its kernel on the block (block_kernel) */
     int64_t m, n, kk; /* matmul: [m, kk] x [kk, n] */
 } fc_ins;
 
@@ -35,16 +54,17 @@ struct vm_fcore {
     tg_fused_prog *q; /* the program typed for one block (a copy) */
     int nbatch;       /* batch rank */
     int lead[TG_MAX_OUTS];
-    fc_ins *ins;       /* per instruction */
-    int64_t *off;      /* per slot: byte offset of its scratch (-1: none) */
-    int64_t *nel;      /* per slot: elements of a block's value */
-    int *direct;       /* per slot: the output whose block it is written into, or -1 */
-    double *cell;      /* per slot: a literal's value */
-    size_t per_thread; /* scratch bytes per thread, gather buffers included */
-    size_t gath;       /* byte offset of the gather buffers in a thread's scratch */
-    size_t ptrs;       /* and of the table of the values' addresses */
-    int64_t maxel;     /* most elements of one value */
-    double flops;      /* work of one block, for the pool split */
+    fc_ins *ins;            /* per instruction */
+    int64_t *off;           /* per slot: byte offset of its scratch (-1: none) */
+    int64_t *nel;           /* per slot: elements of a block's value */
+    int *direct;            /* per slot: the output whose block it is written into, or -1 */
+    bool fold[TG_MAX_OUTS]; /* per output: a reduction reduce_block folds */
+    double *cell;           /* per slot: a literal's value */
+    size_t per_thread;      /* scratch bytes per thread, gather buffers included */
+    size_t gath;            /* byte offset of the gather buffers in a thread's scratch */
+    size_t ptrs;            /* and of the table of the values' addresses */
+    int64_t maxel;          /* most elements of one value */
+    double flops;           /* work of one block, for the pool split */
     int nslot;
 };
 
@@ -58,6 +78,109 @@ void tg_vm_fcore_free(vm_fcore *c) {
     tg_mem_free(c->ctx, c->direct, c->direct ? sizeof *c->direct * ns : 0);
     tg_mem_free(c->ctx, c->cell, c->cell ? sizeof *c->cell * ns : 0);
     tg_mem_free(c->ctx, c, sizeof *c);
+}
+
+/* Whether reduce_block implements reduction r: sum and prod in IEEE arithmetic, max and min
+ * with the first NaN winning, finished by nothing or a mean. */
+static bool fold_ok(const tg_reduce_def *r) {
+    bool ext = r->combine == TG_RED_MAX || r->combine == TG_RED_MIN;
+    bool num = r->combine == TG_RED_SUM || r->combine == TG_RED_PROD;
+    return (ext ? r->nan_wins : num && !r->nan_wins) &&
+           (r->fin == TG_FIN_NONE || r->fin == TG_FIN_MEAN);
+}
+
+/* Element i of the f32 or f64 array x, as a double. */
+static inline double at_f(const void *x, bool dbl, int64_t i) {
+    return dbl ? ((const double *)x)[i] : (double)((const float *)x)[i];
+}
+
+/* The sum (prod: the product) of the n elements of x in double: FOLD_LANES accumulators
+ * over the elements in turn, combined in order at the end (the same order whatever the
+ * thread count; not the reference's one-accumulator order, hence a rounding apart). */
+#define FOLD_LANES 8
+static inline double fold_all(const void *x, bool dbl, int64_t n, bool prod) {
+    double a[FOLD_LANES];
+    for (int l = 0; l < FOLD_LANES; l++) a[l] = prod ? 1.0 : 0.0;
+    int64_t i = 0;
+    for (; i + FOLD_LANES <= n; i += FOLD_LANES)
+        for (int l = 0; l < FOLD_LANES; l++)
+            a[l] = prod ? a[l] * at_f(x, dbl, i + l) : a[l] + at_f(x, dbl, i + l);
+    for (int l = 0; i < n; i++, l++) a[l] = prod ? a[l] * at_f(x, dbl, i) : a[l] + at_f(x, dbl, i);
+    double s = a[0];
+    for (int l = 1; l < FOLD_LANES; l++) s = prod ? s * a[l] : s + a[l];
+    return s;
+}
+
+/* Folds the contiguous block value x (type t, f32 or f64) over the axes `red` into the
+ * contiguous output block y (of t's dtype) as r says, element by element in C order from
+ * r's identity (a sum or product of the whole block: fold_all), each output element's
+ * accumulator a double of acc. */
+static void reduce_block(const tg_reduce_def *r, const tg_type *t, const bool *red, const void *x,
+                         void *y, double *acc) {
+    int64_t ostr[TG_MAX_DIMS], idx[TG_MAX_DIMS] = {0}, no = 1, n = 1, cnt = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        ostr[d] = red[d] ? 0 : no;
+        if (red[d])
+            cnt *= t->shape[d];
+        else
+            no *= t->shape[d];
+        n *= t->shape[d];
+    }
+    for (int64_t o = 0; o < no; o++) acc[o] = r->identity;
+    bool dbl = t->dtype == TG_DT_F64, num = r->combine == TG_RED_SUM || r->combine == TG_RED_PROD;
+    if (no == 1 && num) { /* the whole block: from the identity (0 or 1), as the reference */
+        bool prod = r->combine == TG_RED_PROD; /* constant arguments: one loop per case */
+        acc[0] = dbl ? (prod ? fold_all(x, true, n, true) : fold_all(x, true, n, false))
+                     : (prod ? fold_all(x, false, n, true) : fold_all(x, false, n, false));
+        n = 0;
+    }
+    for (int64_t i = 0, at = 0; i < n; i++) {
+        double v = at_f(x, dbl, i), *a = &acc[at];
+        switch (r->combine) {
+        case TG_RED_SUM:
+            *a += v;
+            break;
+        case TG_RED_PROD:
+            *a *= v;
+            break;
+        case TG_RED_MAX:
+            if (!isnan(*a) && (isnan(v) || v > *a)) *a = v;
+            break;
+        default: /* TG_RED_MIN (fold_ok) */
+            if (!isnan(*a) && (isnan(v) || v < *a)) *a = v;
+            break;
+        }
+        if (no == 1) continue;
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            at += ostr[d];
+            if (++idx[d] < t->shape[d]) break;
+            at -= ostr[d] * t->shape[d];
+            idx[d] = 0;
+        }
+    }
+    for (int64_t o = 0; o < no; o++) {
+        double a = r->fin == TG_FIN_MEAN ? acc[o] / (double)cnt : acc[o];
+        if (dbl)
+            ((double *)y)[o] = a;
+        else
+            ((float *)y)[o] = (float)a;
+    }
+}
+
+/* The kernel of the core instruction ins on one block of q: the op's computation of one
+ * block (tg_op_def.core) when every operand and the result have exactly their core ranks,
+ * else its reference kernel (which reads the signature and finds the same). */
+static fc_kern_fn block_kernel(const tg_fused_prog *q, const tg_fused_instr *ins) {
+    const tg_op_def *def = tg_op_table[ins->op];
+    tg_bw_sig sig;
+    int nd[TG_BW_MAX_OPERANDS] = {0}, cores[TG_BW_MAX_OPERANDS] = {0}, bad;
+    uint32_t absent;
+    for (int a = 0; a < ins->nin; a++) nd[a] = q->type[ins->in[a]].ndim;
+    bool plain = def->core && tg_bw_parse(def->signature, &sig) && sig.nin == ins->nin &&
+                 sig.nout == 1 && tg_bw_core_ranks(&sig, nd, cores, &absent, &bad) &&
+                 q->type[q->nin + (int)(ins - q->instr)].ndim == cores[sig.nin];
+    for (int a = 0; plain && a < ins->nin; a++) plain = nd[a] == cores[a];
+    return plain ? def->core : def->ref;
 }
 
 vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *whole,
@@ -93,7 +216,8 @@ vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *w
     c->direct = tg_mem_alloc(ctx, sizeof *c->direct * ns);
     bool ok = c->ins && c->off && c->nel && c->cell && c->direct && q->nout == n->nout;
     for (int s = 0; ok && s < q->nslot; s++) c->direct[s] = -1;
-    for (int o = q->nout - 1; ok && o >= 0; o--) c->direct[q->out[o].slot] = o;
+    for (int o = q->nout - 1; ok && o >= 0; o--)
+        if (q->out[o].reduce < 0) c->direct[q->out[o].slot] = o;
     size_t at = 0;
     for (int s = 0; ok && s < q->nslot; s++) {
         const tg_type *t = &q->type[s];
@@ -114,14 +238,17 @@ vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *w
         c->off[s] = (int64_t)at;
         at += ((size_t)c->nel[s] * tg_dtype_size(dt) + 63) / 64 * 64;
         if (tg_fused_is_core(ins->op)) {
-            const tg_type *a = &q->type[ins->in[0]], *bt = &q->type[ins->in[1]];
+            const tg_type *a = &q->type[ins->in[0]], *bt = &q->type[ins->in[ins->nin > 1]];
             z->mm = ins->op == TG_OP_MATMUL && ins->nin == 2 && a->ndim == 2 && bt->ndim == 2 &&
                     t->ndim == 2 && (dt == TG_DT_F32 || dt == TG_DT_F64) && a->dtype == dt &&
                     bt->dtype == dt;
-            ok = z->mm;
-            if (ok) {
+            z->core = z->mm ? NULL : block_kernel(q, ins);
+            if (z->mm) {
                 z->m = a->shape[0], z->kk = a->shape[1], z->n = bt->shape[1];
                 c->flops += 2.0 * (double)(z->m * z->n * z->kk);
+            } else { /* a factorization or a solve: about m^3 (or m^2 n) */
+                int64_t m = a->ndim > 0 ? a->shape[0] : 1;
+                c->flops += (double)m * (double)(c->nel[ins->in[0]] + c->nel[s]);
             }
             continue;
         }
@@ -132,6 +259,14 @@ vm_fcore *tg_vm_fcore_prep(tg_ctx *ctx, const tg_node *n, const tg_fused_prog *w
                     : NULL;
         ok = z->fn != NULL;
         c->flops += (double)(c->nel[s] * tg_vk_cost(tg_op_table[ins->op]));
+    }
+    for (int o = 0; ok && o < q->nout; o++) {
+        const tg_fused_out *x = &q->out[o];
+        if (x->reduce < 0) continue;
+        tg_dtype dt = q->type[x->slot].dtype;
+        c->flops += (double)c->nel[x->slot];
+        c->fold[o] = fold_ok(&tg_op_table[x->reduce]->reduce) &&
+                     (dt == TG_DT_F32 || dt == TG_DT_F64) && q->out_type[o].dtype == dt;
     }
     c->gath = at;
     c->ptrs = at + (size_t)TG_FUSED_MAX_ARGS * (((size_t)c->maxel * 8 + 63) / 64 * 64);
@@ -164,11 +299,13 @@ bool tg_vm_fcore_splits(const vm_fcore *c, const tg_type *in, int nthreads) {
 
 typedef struct fc_run {
     const vm_fcore *c;
+    const tg_node *node;
     tg_tensor *const *in;
     tg_tensor *const *out;
     int64_t batch[TG_MAX_DIMS];
     int64_t nblocks;
     char *ws;
+    atomic_int failed; /* a block's kernel failed: the reference kernel runs the node */
 } fc_run;
 
 /* The view of block bi of t whose first `lead` dimensions are batch ones (right-aligned
@@ -237,7 +374,46 @@ static const void *mm_operand(const tg_tensor *v, char *g, int64_t rows, int64_t
     return g;
 }
 
-static void run_block(const fc_run *R, char *scr, const int64_t *bi) {
+/* The block value of slot u at p (a literal: its cell), as a contiguous tensor over buf. */
+static void slot_tensor(const vm_fcore *c, int u, char *p, tg_buffer *buf, tg_tensor *v) {
+    const tg_fused_prog *q = c->q;
+    bool lit = u >= q->nin && q->instr[u - q->nin].op == TG_FUSED_CONST;
+    *v = (tg_tensor){.dtype = q->type[u].dtype, .ndim = q->type[u].ndim};
+    memcpy(v->shape, q->type[u].shape, sizeof v->shape[0] * (size_t)v->ndim);
+    tg_contiguous_strides(v->ndim, v->shape, v->strides);
+    buf->data = lit ? (void *)&c->cell[u] : p;
+    v->buf = buf;
+}
+
+/* Runs the kernel fn of op (a core op or a reduction) on one block: the inputs in, the
+ * output out, of the block type ot, zeroed first as reference kernels expect (a block
+ * computation, tg_op_def.core, writes all of it). false when it fails. */
+static bool run_kern(const vm_fcore *c, const tg_node *node, fc_kern_fn fn, int op,
+                     const tg_aval *attrs, tg_tensor *const *in, int nin, tg_tensor *out,
+                     const tg_type *ot) {
+    tg_node fake = {.op = op,
+                    .id = node->id,
+                    .nin = nin,
+                    .nout = 1,
+                    .attrs = (tg_aval *)attrs,
+                    .line = node->line,
+                    .col = node->col};
+    tg_tensor *o = out;
+    tg_kern k = {.ctx = c->ctx,
+                 .node = &fake,
+                 .attrs = attrs,
+                 .in = in,
+                 .nin = nin,
+                 .out = &o,
+                 .nout = 1,
+                 .out_type = ot};
+    if (fn != tg_op_table[op]->core)
+        memset(tg_tensor_data(out), 0, (size_t)tg_tensor_size(out) * tg_dtype_size(out->dtype));
+    return fn(&k) == TG_OK;
+}
+
+/* Runs the program on block bi; false when a kernel failed. */
+static bool run_block(const fc_run *R, char *scr, const int64_t *bi) {
     const vm_fcore *c = R->c;
     const tg_fused_prog *q = c->q;
     tg_tensor views[TG_MAX_OUTS];
@@ -258,6 +434,22 @@ static void run_block(const fc_run *R, char *scr, const int64_t *bi) {
         if (ins->op == TG_FUSED_CONST) continue;
         char *y = ptr[s];
         const tg_type *ty = &q->type[s];
+        if (z->core) {
+            tg_tensor tv[TG_FUSED_MAX_ARGS + 1], *tp[TG_FUSED_MAX_ARGS];
+            tg_buffer buf[TG_FUSED_MAX_ARGS + 1];
+            for (int k = 0; k < ins->nin; k++) {
+                int u = ins->in[k];
+                tp[k] = &views[u];
+                if (u < q->nin) continue;
+                slot_tensor(c, u, ptr[u], &buf[k], &tv[k]);
+                tp[k] = &tv[k];
+            }
+            slot_tensor(c, s, y, &buf[ins->nin], &tv[ins->nin]);
+            if (!run_kern(c, R->node, z->core, ins->op, ins->attrs, tp, ins->nin, &tv[ins->nin],
+                          ty))
+                return false;
+            continue;
+        }
         if (z->mm) {
             bool ta = false, tb = false;
             int64_t lda = z->kk > 1 ? z->kk : 1, ldb = z->n > 1 ? z->n : 1;
@@ -301,16 +493,33 @@ static void run_block(const fc_run *R, char *scr, const int64_t *bi) {
         }
         z->fn(&z->args, c->nel[s], y, x, st);
     }
-    for (int o = 0; o < q->nout; o++) { /* a value given twice: copied to the second */
-        int u = q->out[o].slot;
-        if (c->direct[u] == o) continue;
+    for (int o = 0; o < q->nout; o++) { /* reductions; a value given twice: copied */
+        const tg_fused_out *x = &q->out[o];
+        int u = x->slot;
+        if (x->reduce < 0 && c->direct[u] == o) continue;
         block_of(R->out[o], c->nbatch, c->nbatch, bi, &ov);
-        memcpy(tg_tensor_data(&ov), ptr[u], (size_t)c->nel[u] * tg_dtype_size(q->type[u].dtype));
+        if (x->reduce < 0) {
+            memcpy(tg_tensor_data(&ov), ptr[u],
+                   (size_t)c->nel[u] * tg_dtype_size(q->type[u].dtype));
+            continue;
+        }
+        if (c->fold[o]) {
+            reduce_block(&tg_op_table[x->reduce]->reduce, &q->type[u], x->red, ptr[u],
+                         tg_tensor_data(&ov), (double *)(scr + c->gath));
+            continue;
+        }
+        tg_tensor tv, *tp = &tv;
+        tg_buffer buf;
+        slot_tensor(c, u, ptr[u], &buf, &tv);
+        if (!run_kern(c, R->node, tg_op_table[x->reduce]->ref, x->reduce, x->attrs, &tp, 1, &ov,
+                      &q->out_type[o]))
+            return false;
     }
+    return true;
 }
 
 static void blocks_task(void *arg, int ith, int nth) {
-    const fc_run *R = arg;
+    fc_run *R = arg;
     int64_t lo = R->nblocks * ith / nth, hi = R->nblocks * (ith + 1) / nth;
     char *scr = R->ws + (size_t)ith * R->c->per_thread;
     int64_t bi[TG_MAX_DIMS];
@@ -320,17 +529,22 @@ static void blocks_task(void *arg, int ith, int nth) {
             bi[d] = r % R->batch[d];
             r /= R->batch[d];
         }
-        run_block(R, scr, bi);
+        if (!run_block(R, scr, bi)) {
+            atomic_store_explicit(&R->failed, 1, memory_order_relaxed);
+            return;
+        }
+        if (atomic_load_explicit(&R->failed, memory_order_relaxed)) return;
     }
 }
 
 tg_status tg_vm_exec_fcore(const vm_fcore *c, vm_exec *e) {
     const tg_fused_prog *q = c->q;
     int b = c->nbatch;
-    fc_run R = {.c = c, .in = e->in, .out = e->out, .nblocks = 1};
+    fc_run R = {.c = c, .node = e->node, .in = e->in, .out = e->out, .nblocks = 1};
+    atomic_init(&R.failed, 0);
     for (int o = 0; o < q->nout; o++) {
         const tg_tensor *t = e->out[o];
-        if (t->ndim != b + q->type[q->out[o].slot].ndim || !tg_tensor_is_contiguous(t))
+        if (t->ndim != b + q->out_type[o].ndim || !tg_tensor_is_contiguous(t))
             return TG_EUNSUPPORTED;
         for (int d = 0; d < b; d++)
             if (t->shape[d] != e->out[0]->shape[d]) return TG_EUNSUPPORTED;
@@ -355,5 +569,5 @@ tg_status tg_vm_exec_fcore(const vm_fcore *c, vm_exec *e) {
         tg_pool_run(e->pool, blocks_task, &R);
     else
         blocks_task(&R, 0, 1);
-    return TG_OK;
+    return atomic_load(&R.failed) ? TG_EUNSUPPORTED : TG_OK;
 }
