@@ -193,9 +193,10 @@ static inline int tg_rt_run(tg_rt *rt, const tg_rt_step *step, int n, const int 
 /* clang-format on */
 #if defined(TG_RT_MVEC) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define TG_RT_SIMD __attribute__((__simd__("notinbranch")))
-#define TG_RT_SIMD_DECL(f)                                                                         \
-    TG_RT_SIMD double f(double);                                                                   \
-    TG_RT_SIMD float f##f(float);
+/* (the parameter is not named f: f##f would paste the argument to itself, tanhtanh) */
+#define TG_RT_SIMD_DECL(name)                                                                      \
+    TG_RT_SIMD double name(double);                                                                \
+    TG_RT_SIMD float name##f(float);
 TG_RT_MVEC_FUNCS(TG_RT_SIMD_DECL)
 #endif
 
