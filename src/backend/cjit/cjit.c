@@ -26,6 +26,12 @@
  * is the replica) and the first failure of a call-back, so calls from several threads run
  * the generated code at the same time, each on its own replica. The VM that runs the
  * dynamic signatures is made once, under mu, and has replicas of its own.
+ * Loops (scan, map) run as generated loops (emit.c, emit_scan): cb_scan_begin makes the
+ * results and binds a replica of the step's compiled function (the step's own tg_cj, found
+ * through the sub-graph executor), whose values the loop then moves from step to step;
+ * that replica's call-backs re-point the library's tensors of those values first
+ * (loop_sync). Whatever the generated loop does not cover runs the node's kernel.
+ *
  * Invariants: results equal the VM's up to the rounding of libm's float functions (expf,
  * ...) and summation order.
  */
@@ -645,6 +651,7 @@ static tg_status loop_begin(cj_rep *R, int i, tg_rt_scan *L, bool *kernel) {
 static int cb_scan_begin(tg_rt *rt, int i, tg_rt_scan *L) {
     cj_rep *R = rt->host;
     bool kernel = true;
+    LOOP_SYNC(R); /* a loop in the step of a loop reads the moving values */
     L->body = NULL;
     R->st = loop_begin(R, i, L, &kernel);
     if (R->st != TG_OK) return 1;
@@ -705,6 +712,7 @@ static int cb_scan_end(tg_rt *rt, int i, tg_rt_scan *L, int64_t done, int failed
             tg_tensor_free(res[k]);
             continue;
         }
+        if (R->base.owned[n->out[k]->id]) tg_tensor_free(R->base.val[n->out[k]->id]);
         set_val(R, n->out[k]->id, res[k]);
         R->base.owned[n->out[k]->id] = 1;
     }

@@ -23,6 +23,8 @@
  *    layouts and large products (split over the pool) go to the library's kernel.
  *  - views (slice, transpose, expand_dims, squeeze, broadcast_to, reshape of contiguous
  *    values): address and stride arithmetic, handed to the library by rt->view.
+ *  - loops (scan, map): the loop over the steps, around a direct call of the step's
+ *    generated function (emit_scan), set up and finished by rt->scan_begin/scan_end.
  *  - everything else (plain reductions, gathers, constructors, ...): a call of the
  *    library's kernel for that node (rt->kernel), so every graph compiles.
  * A node whose record lacks the C expression for its dtype falls back to the kernel.

@@ -11,7 +11,8 @@
  * filled by the library from the memory plan before the call), and calls back into the
  * library for what it does not compute itself: the elementwise loop driver (broadcasting,
  * collapsing axes, splitting over the thread pool), the library's kernel of a node without
- * an emitter, and the debug check after each node.
+ * an emitter, the setup and the results of a generated loop (tg_rt_scan), and the debug
+ * check after each node.
  *
  * The generated prelude is this file's text followed by src/core/specfun.h's (the special
  * functions, tg_sf_*, that the C expressions of gammaln ... gammaincc call; its
