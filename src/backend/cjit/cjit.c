@@ -514,6 +514,7 @@ static tg_status loop_begin(cj_rep *R, int i, tg_rt_scan *L, bool *kernel) {
     if (l.dyn) {
         const tg_tensor *t = val[n->in[n->nin - 1]->id];
         steps = tg_load_i64(tg_tensor_data(t), t->dtype);
+        if (steps < 0) return TG_OK;
     }
     for (int q = s0; q < c0; q++) {
         int64_t e = val[n->in[q]->id]->shape[0];
@@ -654,6 +655,9 @@ static int cb_scan_begin(tg_rt *rt, int i, tg_rt_scan *L) {
     LOOP_SYNC(R); /* a loop in the step of a loop reads the moving values */
     L->body = NULL;
     R->st = loop_begin(R, i, L, &kernel);
+    if (R->st == TG_ENOMEM)
+        R->st = tg_plan_node_fail(R->cj->g, R->cj->pg.order[i], TG_ENOMEM,
+                                  "out of memory setting up the loop");
     if (R->st != TG_OK) return 1;
     return kernel ? cb_kernel(rt, i) : 0;
 }
