@@ -85,9 +85,10 @@ typedef struct cj_loop {
     int64_t steps; /* steps to run */
     int ntens;     /* tensors made here */
     tg_tensor *tens[6 * LOOP_MAX + 4];
-    tg_tensor *state[LOOP_MAX][2]; /* per state not saved: its two buffers */
+    tg_tensor *state[LOOP_MAX][2]; /* per state not saved nor tapped: its two buffers */
+    tg_tensor *ring;               /* taps=: state 0's last depth + 1 values */
     tg_tensor *stk[LOOP_MAX];      /* stacked results */
-    tg_tensor *in[LOOP_MAX];       /* the step's arguments */
+    tg_tensor *in[LOOP_MAX];       /* the step's arguments (by parameter) */
     tg_tensor *out[LOOP_MAX];      /* the step's results */
     tg_tensor *stop;               /* until=true: the condition */
     int nsync;
@@ -532,16 +533,34 @@ static tg_status loop_begin(cj_rep *R, int i, tg_rt_scan *L, bool *kernel) {
     int saved[LOOP_MAX];
     for (int j = 0; j < ns; j++) saved[j] = -1;
     for (int q = 0; q < nsave; q++) saved[l.save->ints[q]] = q;
+    int off = l.tapped ? l.ntap - 1 : 0, D = l.depth + 1; /* input i > 0 is parameter i + off */
     /* the arguments of step 0: states, rows of the sequences, constants */
     for (int j = 0; j < ns && !oom; j++) {
         const tg_tensor *init = val[n->in[j]->id];
+        int p = j > 0 ? j + off : 0;
+        if (j == 0 && l.tapped) { /* a ring of D rows: the last depth values, oldest first */
+            oom = !(c->ring = loop_keep(
+                        c, loop_stack(ctx, init->dtype, init->ndim - 1, init->shape + 1, D)));
+            for (int q = 0; q < l.depth && !oom; q++) {
+                tg_tensor *a = loop_row(c->ring, q),
+                          *b = loop_row(init, init->shape[0] - l.depth + q);
+                if (a && b) tg_tensor_copy_into(a, b);
+                oom = !a || !b;
+                tg_tensor_free(a);
+                tg_tensor_free(b);
+            }
+            for (int k = 0; k < l.ntap && !oom; k++)
+                oom = !(c->in[k] = loop_keep(c, loop_row(c->ring, (l.depth + l.taps[k]) % D)));
+            oom = oom || !(c->out[0] = loop_keep(c, loop_row(c->ring, l.depth)));
+            continue;
+        }
         if (saved[j] < 0) {
             for (int h = 0; h < 2 && !oom; h++)
                 oom = !(c->state[j][h] = loop_keep(
                             c, tg_tensor_empty(ctx, init->dtype, init->ndim, init->shape)));
             if (oom) break;
             tg_tensor_copy_into(c->state[j][0], init);
-            c->in[j] = loop_keep(c, tg_tensor_view(c->state[j][0], init->ndim, init->shape,
+            c->in[p] = loop_keep(c, tg_tensor_view(c->state[j][0], init->ndim, init->shape,
                                                    c->state[j][0]->strides, 0));
             c->out[j] = loop_keep(c, tg_tensor_view(c->state[j][1], init->ndim, init->shape,
                                                     c->state[j][1]->strides, 0));
@@ -551,15 +570,16 @@ static tg_status loop_begin(cj_rep *R, int i, tg_rt_scan *L, bool *kernel) {
             oom = !(c->stk[q] = loop_keep(
                         c, loop_stack(ctx, init->dtype, init->ndim, init->shape, steps + 1)));
             if (oom) break;
-            c->in[j] = loop_keep(c, loop_row(c->stk[q], rd));
+            c->in[p] = loop_keep(c, loop_row(c->stk[q], rd));
             c->out[j] = loop_keep(c, loop_row(c->stk[q], wr));
-            if (c->in[j]) tg_tensor_copy_into(c->in[j], init);
+            if (c->in[p]) tg_tensor_copy_into(c->in[p], init);
         }
-        oom = !c->in[j] || !c->out[j];
+        oom = !c->in[p] || !c->out[j];
     }
     for (int q = s0; q < c0 && !oom; q++)
-        oom = !(c->in[q] = loop_keep(c, loop_row(val[n->in[q]->id], l.reverse ? steps - 1 : 0)));
-    for (int q = c0; q < c0 + l.nconst; q++) c->in[q] = val[n->in[q]->id];
+        oom = !(c->in[q + off] =
+                    loop_keep(c, loop_row(val[n->in[q]->id], l.reverse ? steps - 1 : 0)));
+    for (int q = c0; q < c0 + l.nconst; q++) c->in[q + off] = val[n->in[q]->id];
     tg_status st = oom ? TG_ENOMEM : TG_OK;
     /* the step's plan for these shapes, which gives the shapes of its results */
     tg_plan_rep *br = NULL;
@@ -607,20 +627,26 @@ static tg_status loop_begin(cj_rep *R, int i, tg_rt_scan *L, bool *kernel) {
     memset(L, 0, sizeof *L);
     for (int p = 0; p < l.nparam; p++) L->in[p] = &B->rv[((tg_var *)bg->inputs.items[p])->id];
     for (int j = 0; j < ns; j++) {
-        int v = ((tg_var *)bg->inputs.items[j])->id;
-        if (saved[j] < 0) {
+        int p = j > 0 ? j + off : 0, v = ((tg_var *)bg->inputs.items[p])->id;
+        if (j == 0 && l.tapped) {
+            L->ring = tg_tensor_data(c->ring);
+            L->rings = c->ring->strides[0] * (int64_t)tg_dtype_size(c->ring->dtype);
+            for (int k = 0; k < l.ntap; k++)
+                loop_add_sync(c, ((tg_var *)bg->inputs.items[k])->id, c->in[k], c->ring->buf, NULL);
+        } else if (saved[j] < 0) {
             L->cur[j] = tg_tensor_data(c->state[j][0]);
             L->nxt[j] = tg_tensor_data(c->state[j][1]);
-            loop_add_sync(c, v, c->in[j], c->state[j][0]->buf, c->state[j][1]->buf);
+            loop_add_sync(c, v, c->in[p], c->state[j][0]->buf, c->state[j][1]->buf);
         } else {
-            loop_add_sync(c, v, c->in[j], c->in[j]->buf, NULL);
+            loop_add_sync(c, v, c->in[p], c->in[p]->buf, NULL);
         }
     }
     for (int q = 0; q < l.nseq; q++) {
         const tg_tensor *x = val[n->in[s0 + q]->id];
         L->seq[q] = tg_tensor_data(x);
         L->seqs[q] = x->strides[0] * (int64_t)tg_dtype_size(x->dtype);
-        loop_add_sync(c, ((tg_var *)bg->inputs.items[s0 + q])->id, c->in[s0 + q], x->buf, NULL);
+        loop_add_sync(c, ((tg_var *)bg->inputs.items[s0 + off + q])->id, c->in[s0 + off + q],
+                      x->buf, NULL);
     }
     for (int q = 0; q < nstk; q++) {
         L->stk[q] = tg_tensor_data(c->stk[q]);
@@ -632,7 +658,7 @@ static tg_status loop_begin(cj_rep *R, int i, tg_rt_scan *L, bool *kernel) {
         L->esize[k] = tg_dtype_size(c->out[k]->dtype);
         if (br->val[v] == c->out[k]) { /* computed in place */
             L->out[k] = &B->rv[v];
-            bool two = k < ns && saved[k] < 0;
+            bool two = k < ns && saved[k] < 0 && c->state[k][0];
             loop_add_sync(c, v, c->out[k], two ? c->state[k][1]->buf : c->out[k]->buf,
                           two ? c->state[k][0]->buf : NULL);
         } else { /* a parameter, a value returned twice, a view: copied after each step */
@@ -683,6 +709,20 @@ static int cb_scan_end(tg_rt *rt, int i, tg_rt_scan *L, int64_t done, int failed
     }
     tg_tensor *res[3 * LOOP_MAX] = {0};
     for (int j = 0; st == TG_OK && j < ns; j++) {
+        if (j == 0 && l->tapped) { /* the last depth values, oldest first */
+            const tg_tensor *r0 = c->ring;
+            int D = l->depth + 1, head = (int)(done % D);
+            res[0] = loop_stack(cj->ctx, r0->dtype, r0->ndim - 1, r0->shape + 1, l->depth);
+            for (int q = 0; res[0] && q < l->depth; q++) {
+                tg_tensor *a = loop_row(res[0], q), *b = loop_row(r0, (head + q) % D);
+                if (a && b) tg_tensor_copy_into(a, b);
+                if (!a || !b) st = TG_ENOMEM;
+                tg_tensor_free(a);
+                tg_tensor_free(b);
+            }
+            if (!res[0]) st = TG_ENOMEM;
+            continue;
+        }
         if (c->state[j][0]) { /* not saved: the buffer holding the last value */
             int h = tg_tensor_data(c->state[j][0]) == L->cur[j] ? 0 : 1;
             res[j] = loop_hand_out(c, c->state[j][h]);

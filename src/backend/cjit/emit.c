@@ -985,19 +985,21 @@ static bool emit_slice(emit_ctx *e) {
  * the step reads and writes by pointer arithmetic (rows of the sequences and of the
  * stacks, the two buffers of each state swapped), then calls the step's function
  * directly. The text holds the loop's structure (counts, direction, stop condition, saved
- * states); everything else comes from scan_begin at run time. Taps, and loops of more
- * than TG_RT_LOOP_MAX parameters or results, call the node's kernel. */
+ * states, taps: a tapped state lives in a ring of depth + 1 rows, the taps reading the
+ * rows before its head); everything else comes from scan_begin at run time. Loops of more
+ * than TG_RT_LOOP_MAX parameters or results call the node's kernel. */
 static bool emit_scan(emit_ctx *e) {
     const tg_node *n = e->n;
     tg_loop l;
     tg_loop_get(tg_op_table[n->op], n->attrs, n->nin, &l);
-    if (!l.body || l.tapped) return false;
+    if (!l.body) return false;
     int nsave = l.save ? l.save->n : 0, nres = l.body->nret, ns = l.nstate;
     if (l.nparam > TG_RT_LOOP_MAX || nres > TG_RT_LOOP_MAX || l.ny + nsave > TG_RT_LOOP_MAX)
         return false;
     int saved[TG_RT_LOOP_MAX];
     for (int j = 0; j < ns; j++) saved[j] = -1;
     for (int q = 0; q < nsave; q++) saved[l.save->ints[q]] = q;
+    int off = l.tapped ? l.ntap - 1 : 0, D = l.depth + 1; /* state j > 0 is parameter j + off */
     set_name(e);
     e->kind = TG_CJ_CALL;
     tg_cj_str *s = e->s;
@@ -1021,11 +1023,15 @@ static bool emit_scan(emit_ctx *e) {
     if (nsave > 0)
         tg_cj_str_printf(s, "        const int64_t rd = %s, wr = %s;\n",
                          l.reverse ? "row + 1" : "row", l.reverse ? "row" : "row + 1");
+    if (l.tapped) /* the ring's slot of x(t - depth) */
+        tg_cj_str_printf(s, "        const int64_t head = t %% %d;\n", D);
     /* where each result goes, and the moving parameters */
     tg_cj_str_printf(s, "        char *const d[%d] = {", nres);
     for (int j = 0; j < ns; j++) {
         int q = saved[j];
-        if (q < 0)
+        if (j == 0 && l.tapped)
+            tg_cj_str_printf(s, "L.ring + (head + %d) %% %d * L.rings, ", l.depth, D);
+        else if (q < 0)
             tg_cj_str_printf(s, "L.nxt[%d], ", j);
         else
             tg_cj_str_printf(s, "L.stk[%d] + wr * L.stks[%d], ", l.ny + q, l.ny + q);
@@ -1034,16 +1040,22 @@ static bool emit_scan(emit_ctx *e) {
     if (l.until) tg_cj_str_printf(s, "L.stop, ");
     tg_cj_str_printf(s, "};\n");
     for (int j = 0; j < ns; j++) {
-        int q = saved[j];
-        if (q < 0)
-            tg_cj_str_printf(s, "        L.in[%d]->data = L.cur[%d];\n", j, j);
-        else
-            tg_cj_str_printf(s, "        L.in[%d]->data = L.stk[%d] + rd * L.stks[%d];\n", j,
+        int q = saved[j], p = j > 0 ? j + off : 0;
+        if (j == 0 && l.tapped) {
+            for (int k = 0; k < l.ntap; k++)
+                tg_cj_str_printf(
+                    s, "        L.in[%d]->data = L.ring + (head + %lld) %% %d * L.rings;\n", k,
+                    (long long)(l.depth + l.taps[k]), D);
+        } else if (q < 0) {
+            tg_cj_str_printf(s, "        L.in[%d]->data = L.cur[%d];\n", p, j);
+        } else {
+            tg_cj_str_printf(s, "        L.in[%d]->data = L.stk[%d] + rd * L.stks[%d];\n", p,
                              l.ny + q, l.ny + q);
+        }
     }
     for (int q = 0; q < l.nseq; q++)
-        tg_cj_str_printf(s, "        L.in[%d]->data = L.seq[%d] + row * L.seqs[%d];\n", ns + q, q,
-                         q);
+        tg_cj_str_printf(s, "        L.in[%d]->data = L.seq[%d] + row * L.seqs[%d];\n",
+                         ns + off + q, q, q);
     tg_cj_str_printf(s,
                      "        for (int k = 0; k < %d; k++) L.out[k]->data = d[k];\n"
                      "        if (L.step(L.body)) {\n"
@@ -1054,7 +1066,7 @@ static bool emit_scan(emit_ctx *e) {
                      "            if (L.src[k]) tg_rt_copy(d[k], L.src[k], L.esize[k]);\n",
                      nres, nres);
     for (int j = 0; j < ns; j++) /* the new value is the next step's input */
-        if (saved[j] < 0)
+        if (saved[j] < 0 && !(j == 0 && l.tapped))
             tg_cj_str_printf(s,
                              "        {\n"
                              "            char *const x = L.cur[%d];\n"

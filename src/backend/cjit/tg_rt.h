@@ -75,13 +75,15 @@ typedef struct tg_rt_scan {
                                        the node's kernel has run the loop already */
     int (*step)(tg_rt *body);       /* the step's generated function */
     int64_t steps;                  /* steps to run */
-    char *cur[TG_RT_LOOP_MAX];      /* per state not saved: its value going into the step */
+    char *cur[TG_RT_LOOP_MAX];      /* per state not saved nor tapped: its value going in */
     char *nxt[TG_RT_LOOP_MAX];      /* ... and where the step writes the new one (they swap) */
     char *seq[TG_RT_LOOP_MAX];      /* per sequence: row 0 */
     int64_t seqs[TG_RT_LOOP_MAX];   /* ... bytes from one row to the next */
     char *stk[TG_RT_LOOP_MAX];      /* per stacked result (per-step outputs, then saved states):
                                        row 0 */
     int64_t stks[TG_RT_LOOP_MAX];   /* ... bytes from one row to the next */
+    char *ring;                     /* taps=: state 0's last depth + 1 values, a row each */
+    int64_t rings;                  /* ... bytes from one row to the next */
     char *stop;                     /* until=true: where the step writes its condition */
     tg_rt_val *in[TG_RT_LOOP_MAX];  /* per parameter: its entry in body->val */
     tg_rt_val *out[TG_RT_LOOP_MAX]; /* per result: the entry whose address is where the
