@@ -362,6 +362,13 @@ static tg_status callee_run(const tg_subexec *x, const tg_graph *body, tg_tensor
     return st;
 }
 
+/* tg_subexec.backend: the backend object of body's compiled function, when it is `name`'s
+ * and the function has no state (its arguments are the backend's). */
+static void *callee_backend(const tg_subexec *x, const tg_graph *body, const char *name) {
+    tg_fn *fn = body_fn((const fn_callees *)x, body, false);
+    return fn && fn->nstate == 0 && strcmp(fn->be->name, name) == 0 ? fn->run : NULL;
+}
+
 /* tg_subexec.run_ranks: the ranks of a pmap of `body` (ranks.c). */
 static tg_status ranks_run(const tg_subexec *x, const tg_graph *body, const char *axis, int nrank,
                            tg_tensor *const *in, int nin, tg_tensor **out, int nout, char *msg,
@@ -481,6 +488,7 @@ static tg_status callees_init(tg_fn *f, const tg_compile_opts *opts, int flags) 
     f->calls.base.run_ranks = ranks_run;
     f->calls.base.threads = each_threads;
     f->calls.base.run_each = each_run;
+    f->calls.base.backend = callee_backend;
     f->calls.pool = opts->pool;
     f->calls.nthreads = opts->pool           ? tg_pool_size(opts->pool)
                         : opts->nthreads > 0 ? opts->nthreads

@@ -126,6 +126,10 @@ struct tg_subexec {
      * that failed, "iteration I: ...". */
     tg_status (*run_each)(const tg_subexec *x, const tg_graph *body, int64_t n, int nin, int nout,
                           tg_subexec_fill fill, void *arg, char *msg, size_t cap);
+    /* The object of the backend running the compiled `body` when that backend is the one
+     * named `name` ("c": a tg_cj), else NULL: a backend may then run the body's code itself
+     * (the C JIT's generated loops call the step's generated function). NULL: none. */
+    void *(*backend)(const tg_subexec *x, const tg_graph *body, const char *name);
 };
 
 /* ---- the SPMD context of pmap ranks ----

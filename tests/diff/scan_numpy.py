@@ -10,7 +10,8 @@ script runs `tgraph run` in each --mode and compares every output with NumPy's (
 relative tolerance 1e-10). Gradient cases differentiate a loss of the scan's results with
 respect to every float input and compare with central differences of the NumPy loop.
 
-usage: scan_numpy.py --tgraph PATH [--mode reference,vm,c] [--seed S]
+usage: scan_numpy.py --tgraph PATH [--mode reference,vm,c,c1] [--seed S]
+(c1: the C mode at one thread, where maps run as the C JIT's generated loop too)
 Ends with the line "N passed, N failed"; exits 1 when a case failed.
 """
 import argparse
@@ -361,7 +362,10 @@ func main(xs: f64[{T},{n}], zs: f64[{T},{n}], c: f64[{n}]) {{
 
 
 def run(tgraph, mode, src, inputs, outs, work):
-    args = [tgraph, "run", src, "--mode", mode]
+    # c1: the C mode at one thread, where maps run as the generated loop too (with more
+    # threads they run in parallel through the loop's kernel)
+    args = [tgraph, "run", src, "--mode", "c", "--threads", "1"] if mode == "c1" else \
+        [tgraph, "run", src, "--mode", mode]
     for name, arr in inputs.items():
         p = os.path.join(work, f"in_{name}.npy")
         np.save(p, arr)

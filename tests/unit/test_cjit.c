@@ -153,6 +153,73 @@ static void test_c_matches_vm(void **state) {
     remove_cache();
 }
 
+/* Loops run as generated loops around the step's generated code (emit_scan): two states
+ * in reverse, taps, a map (one thread: not the parallel kernel), a stop condition (whose stack
+ * nobody reads: a stack of run-time length would make the plan dynamic, run by the VM),
+ * and the gradient (a forward loop saving a state, a reverse loop returning a parameter
+ * as is). */
+static void test_generated_loops(void **state) {
+    (void)state;
+    fresh_cache();
+    const char *text = "func step(h: f64[3], s: f64[], x: f64[3], W: f64[3,3]) {\n"
+                       "  hn = tanh(add(dot(W, h), x))\n"
+                       "  sn = add(s, sum(hn))\n"
+                       "  return hn, sn, hn\n"
+                       "}\n"
+                       "func f(x: f64[3], W: f64[3,3]) {\n"
+                       "  y = sum(dot(W, x))\n"
+                       "  return y\n"
+                       "}\n"
+                       "func stopper(h: f64[3], x: f64[3]) {\n"
+                       "  hn = add(h, x)\n"
+                       "  return hn, hn, gt(sum(hn), 1.5)\n"
+                       "}\n"
+                       "func ar(x1: f64[3], x3: f64[3], x2: f64[3], e: f64[3]) {\n"
+                       "  xn = add(add(mul(0.5, x1), mul(-0.2, x3)), add(mul(0.1, x2), e))\n"
+                       "  return xn, sum(xn)\n"
+                       "}\n"
+                       "func main(xs: f64[7,3], h0: f64[3], W: f64[3,3]) {\n"
+                       "  hl, sl, hs = scan(@step, h0, 0.0, xs, W, n_states=2, n_sequences=1, "
+                       "reverse=true)\n"
+                       "  ys = map(@f, xs, W)\n"
+                       "  ul, us = scan(@stopper, h0, xs, n_sequences=1, until=true)\n"
+                       "  tl, ts = scan(@ar, broadcast_to(h0, shape=[4, 3]), xs, n_sequences=1, "
+                       "taps=[-1, -3, -2])\n"
+                       "  l = add(sum(hs), sl)\n"
+                       "  gW, gh0 = grad(l, W, h0)\n"
+                       "  return hl, sl, hs, ys, ul, gW, gh0, tl, ts\n"
+                       "}\n";
+    tg_tensor *in[3] = {ramp(TG_DT_F64, 2, (int64_t[]){7, 3}, 0.6),
+                        ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.3),
+                        ramp(TG_DT_F64, 2, (int64_t[]){3, 3}, 0.5)};
+    tg_tensor *c[9] = {0}, *r[9] = {0};
+    tg_module *m = parse(text);
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .nthreads = 1, .no_fallback = true);
+    tg_fn *f = NULL;
+    assert_int_equal(tg_graph_compile(tg_module_find(m, "main"), &o, &f), TG_OK);
+    assert_int_equal(tg_fn_call(f, in, 3, c, 9), TG_OK);
+    assert_int_equal(tg_fn_call_into(f, in, 3, c, 9), TG_OK); /* the step's replica again */
+    tg_fn_free(f);
+    tg_module_free(m);
+    assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 3, r, 9), TG_OK);
+    for (int i = 0; i < 9; i++) {
+        assert_int_equal(tg_tensor_size(c[i]), tg_tensor_size(r[i]));
+        assert_close(c[i], r[i], 1e-12);
+        tg_tensor_free(c[i]);
+        tg_tensor_free(r[i]);
+    }
+    for (int i = 0; i < 3; i++) tg_tensor_free(in[i]);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -l 'rt->scan_begin(rt, i, &L)' '%s'/*.c | wc -l", cache_dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    int n = 0;
+    if (fscanf(p, "%d", &n) != 1) n = 0;
+    pclose(p);
+    assert_true(n >= 1);
+    remove_cache();
+}
+
 /* Transposed, negative-stride and broadcast inputs; integers that wrap; bool results. */
 static void test_layouts_and_dtypes(void **state) {
     (void)state;
@@ -1018,6 +1085,7 @@ static void test_debug_catches(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_c_matches_vm),
+        cmocka_unit_test(test_generated_loops),
         cmocka_unit_test(test_layouts_and_dtypes),
         cmocka_unit_test(test_broadcast_rows),
         cmocka_unit_test(test_emission),

@@ -26,6 +26,12 @@
  * is the replica) and the first failure of a call-back, so calls from several threads run
  * the generated code at the same time, each on its own replica. The VM that runs the
  * dynamic signatures is made once, under mu, and has replicas of its own.
+ * Loops (scan, map) run as generated loops (emit.c, emit_scan): cb_scan_begin makes the
+ * results and binds a replica of the step's compiled function (the step's own tg_cj, found
+ * through the sub-graph executor), whose values the loop then moves from step to step;
+ * that replica's call-backs re-point the library's tensors of those values first
+ * (loop_sync). Whatever the generated loop does not cover runs the node's kernel.
+ *
  * Invariants: results equal the VM's up to the rounding of libm's float functions (expf,
  * ...) and summation order.
  */
@@ -60,11 +66,56 @@ struct tg_cj {
 typedef struct cj_rep {
     tg_plan_rep base; /* first: the values (val, owned), the plans' memory */
     tg_cj *cj;
-    tg_status st;   /* the first failure of a call-back */
-    tg_rt_val *rv;  /* per var: val as generated code sees it (set_val keeps them equal) */
-    tg_rt rt;       /* what generated code gets (host: this replica) */
-    void *after_ud; /* what this call hands the after-function */
+    tg_status st;         /* the first failure of a call-back */
+    tg_rt_val *rv;        /* per var: val as generated code sees it (set_val keeps them equal) */
+    tg_rt rt;             /* what generated code gets (host: this replica) */
+    void *after_ud;       /* what this call hands the after-function */
+    struct cj_loop *loop; /* the step of a generated loop: the loop whose values move */
 } cj_rep;
+
+/* A loop run by generated code (tg_rt_scan): its step's replica, and the tensors the
+ * library sees for the values the loop moves from step to step (each a view over one of at
+ * most two buffers, re-pointed at the address generated code set before the library reads
+ * it: sync). */
+#define LOOP_MAX TG_RT_LOOP_MAX
+typedef struct cj_loop {
+    tg_cj *body;   /* the step's C JIT */
+    cj_rep *B;     /* its replica, bound for this loop */
+    tg_loop l;     /* the node's loop */
+    int64_t steps; /* steps to run */
+    int ntens;     /* tensors made here */
+    tg_tensor *tens[6 * LOOP_MAX + 4];
+    tg_tensor *state[LOOP_MAX][2]; /* per state not saved nor tapped: its two buffers */
+    tg_tensor *ring;               /* taps=: state 0's last depth + 1 values */
+    tg_tensor *stk[LOOP_MAX];      /* stacked results */
+    tg_tensor *in[LOOP_MAX];       /* the step's arguments (by parameter) */
+    tg_tensor *out[LOOP_MAX];      /* the step's results */
+    tg_tensor *stop;               /* until=true: the condition */
+    int nsync;
+    struct cj_sync {
+        int v;             /* the step's variable */
+        tg_tensor *t;      /* its tensor (in or out) */
+        tg_buffer *own;    /* the buffer t holds a reference to */
+        tg_buffer *buf[2]; /* the buffers it may point into (buf[1] NULL: one) */
+    } sync[2 * LOOP_MAX];
+} cj_loop;
+
+/* Points each moving value's tensor at the address generated code gave it. */
+static void loop_sync(cj_rep *R) {
+    cj_loop *c = R->loop;
+    for (int k = 0; k < c->nsync; k++) {
+        struct cj_sync *y = &c->sync[k];
+        char *d = R->rv[y->v].data;
+        tg_buffer *b = y->buf[0];
+        if (y->buf[1] && !(d >= (char *)b->data && d < (char *)b->data + b->nbytes)) b = y->buf[1];
+        y->t->buf = b;
+        y->t->offset = (int64_t)(d - (char *)b->data) / (int64_t)tg_dtype_size(y->t->dtype);
+    }
+}
+#define LOOP_SYNC(R)                                                                               \
+    do {                                                                                           \
+        if ((R)->loop) loop_sync(R);                                                               \
+    } while (0)
 
 /* ---- values ---- */
 
@@ -101,7 +152,9 @@ static tg_status run_kernel(cj_rep *R, int i) {
     tg_status st =
         tg_vm_run_node(cj->ctx, cj->g, p, R->base.val, n, tg_vm_info(&cj->pg, i), &ln, &copies);
     if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
-    for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free */
+    for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free (in the step of a
+                                            loop, the previous step's value goes first) */
+        if (R->base.owned[n->out[o]->id]) tg_tensor_free(R->base.val[n->out[o]->id]);
         set_val(R, n->out[o]->id, ln.args[n->nin + o]);
         R->base.owned[n->out[o]->id] = 1;
     }
@@ -112,6 +165,7 @@ static tg_status run_kernel(cj_rep *R, int i) {
  * over the buffer of the value it views. */
 static int cb_view(tg_rt *rt, int i) {
     cj_rep *R = rt->host;
+    LOOP_SYNC(R);
     tg_node *n = R->cj->pg.order[i];
     int v = n->out[0]->id;
     const tg_tensor *src = R->base.val[n->in[0]->id];
@@ -132,6 +186,7 @@ static int cb_view(tg_rt *rt, int i) {
 
 static int cb_kernel(tg_rt *rt, int i) {
     cj_rep *R = rt->host;
+    LOOP_SYNC(R);
     R->st = run_kernel(R, i);
     return R->st != TG_OK;
 }
@@ -187,6 +242,7 @@ static void ew_task(void *arg, int ith, int nth) {
 
 static int cb_ew(tg_rt *rt, int i, tg_rt_loop loop, const tg_rt_num *nums, int cost) {
     cj_rep *R = rt->host;
+    LOOP_SYNC(R);
     tg_node *n = R->cj->pg.order[i];
     tg_tensor *const *val = R->base.val;
     tg_tensor *o0 = val[n->out[0]->id];
@@ -305,6 +361,7 @@ static void red_task(void *arg, int ith, int nth) {
 
 static int cb_red(tg_rt *rt, int i, red_loop loop, const tg_rt_num *nums, int cost, unsigned red) {
     cj_rep *R = rt->host;
+    LOOP_SYNC(R);
     tg_node *n = R->cj->pg.order[i];
     tg_tensor *const *val = R->base.val;
     if (n->nin > 32 || n->nout > 32) return cb_kernel(rt, i);
@@ -384,9 +441,328 @@ static void rt_gemv(int f64, int ta, int64_t m, int64_t n, double alpha, const v
 
 static int cb_after(tg_rt *rt, int i) {
     cj_rep *R = rt->host;
+    LOOP_SYNC(R);
     tg_cj *cj = R->cj;
     R->st = cj->after(R->after_ud, cj->pg.order[i], R->base.val);
     return R->st != TG_OK;
+}
+
+/* ---- loops run by generated code (emit.c, emit_scan) ---- */
+
+static tg_tensor *loop_keep(cj_loop *c, tg_tensor *t) {
+    if (t) c->tens[c->ntens++] = t;
+    return t;
+}
+
+/* Takes t out of c's tensors (it becomes a result). */
+static tg_tensor *loop_hand_out(cj_loop *c, tg_tensor *t) {
+    for (int q = 0; q < c->ntens; q++)
+        if (c->tens[q] == t) c->tens[q] = NULL;
+    return t;
+}
+
+/* A view of row `row` of t along axis 0 (rank one less). */
+static tg_tensor *loop_row(const tg_tensor *t, int64_t row) {
+    return tg_tensor_view(t, t->ndim - 1, t->shape + 1, t->strides + 1,
+                          t->offset + row * t->strides[0]);
+}
+
+/* t with axis 0 of extent n before shape[0..nd). */
+static tg_tensor *loop_stack(tg_ctx *ctx, tg_dtype dt, int nd, const int64_t *shape, int64_t n) {
+    int64_t sh[TG_MAX_DIMS];
+    sh[0] = n;
+    for (int d = 0; d < nd; d++) sh[d + 1] = shape[d];
+    return tg_tensor_empty(ctx, dt, nd + 1, sh);
+}
+
+static void loop_add_sync(cj_loop *c, int v, tg_tensor *t, tg_buffer *b0, tg_buffer *b1) {
+    c->sync[c->nsync++] = (struct cj_sync){.v = v, .t = t, .own = t->buf, .buf = {b0, b1}};
+}
+
+/* Releases what loop_begin took: the step's replica, and the tensors not handed out. */
+static void loop_free(tg_cj *cj, cj_loop *c) {
+    if (c->B) {
+        for (int k = 0; k < c->nsync; k++) { /* the references the tensors hold */
+            c->sync[k].t->buf = c->sync[k].own;
+            c->sync[k].t->offset = 0;
+        }
+        c->B->loop = NULL;
+        tg_plan_unbind(&c->body->pg, &c->B->base);
+        tg_plan_rep_give(&c->body->pg, &c->B->base);
+    }
+    for (int q = 0; q < c->ntens; q++) tg_tensor_free(c->tens[q]);
+    tg_mem_free(cj->ctx, c, sizeof *c);
+}
+
+/* Sets up the loop of instruction i (a scan or map node) for generated code: TG_OK with
+ * L->body set, or with *kernel set when the node's kernel runs it instead (a step not
+ * compiled by the C JIT, a debug check, a parallel map, a plan made at run time, no step
+ * to run, and every error, which the kernel reports). */
+static tg_status loop_begin(cj_rep *R, int i, tg_rt_scan *L, bool *kernel) {
+    tg_cj *cj = R->cj;
+    tg_node *n = cj->pg.order[i];
+    tg_tensor *const *val = R->base.val;
+    const tg_subexec *sub = cj->pg.sub;
+    *kernel = true;
+    tg_loop l;
+    tg_loop_get(tg_op_table[n->op], n->attrs, n->nin, &l);
+    tg_cj *bcj = sub && sub->backend ? sub->backend(sub, l.body, "c") : NULL;
+    if (!bcj || bcj->after || cj->after) return TG_OK;
+    if (l.nstate == 0 && !l.until && sub->run_each && sub->threads(sub) > 1) return TG_OK;
+    int ns = l.nstate, s0 = ns, c0 = ns + l.nseq, nres = l.body->nret;
+    int nsave = l.save ? l.save->n : 0, nstk = l.ny + nsave;
+    int64_t steps = l.nsteps;
+    if (l.dyn) {
+        const tg_tensor *t = val[n->in[n->nin - 1]->id];
+        steps = tg_load_i64(tg_tensor_data(t), t->dtype);
+        if (steps < 0) return TG_OK;
+    }
+    for (int q = s0; q < c0; q++) {
+        int64_t e = val[n->in[q]->id]->shape[0];
+        if (steps < 0) steps = e;
+        if (e < steps) return TG_OK;
+    }
+    if (steps <= 0) return TG_OK;
+    cj_loop *c = tg_mem_calloc(cj->ctx, sizeof *c);
+    if (!c) return TG_ENOMEM;
+    c->body = bcj;
+    c->l = l;
+    c->steps = steps;
+    tg_ctx *ctx = cj->ctx;
+    bool oom = false;
+    int saved[LOOP_MAX];
+    for (int j = 0; j < ns; j++) saved[j] = -1;
+    for (int q = 0; q < nsave; q++) saved[l.save->ints[q]] = q;
+    int off = l.tapped ? l.ntap - 1 : 0, D = l.depth + 1; /* input i > 0 is parameter i + off */
+    /* the arguments of step 0: states, rows of the sequences, constants */
+    for (int j = 0; j < ns && !oom; j++) {
+        const tg_tensor *init = val[n->in[j]->id];
+        int p = j > 0 ? j + off : 0;
+        if (j == 0 && l.tapped) { /* a ring of D rows: the last depth values, oldest first */
+            oom = !(c->ring = loop_keep(
+                        c, loop_stack(ctx, init->dtype, init->ndim - 1, init->shape + 1, D)));
+            for (int q = 0; q < l.depth && !oom; q++) {
+                tg_tensor *a = loop_row(c->ring, q),
+                          *b = loop_row(init, init->shape[0] - l.depth + q);
+                if (a && b) tg_tensor_copy_into(a, b);
+                oom = !a || !b;
+                tg_tensor_free(a);
+                tg_tensor_free(b);
+            }
+            for (int k = 0; k < l.ntap && !oom; k++)
+                oom = !(c->in[k] = loop_keep(c, loop_row(c->ring, (l.depth + l.taps[k]) % D)));
+            oom = oom || !(c->out[0] = loop_keep(c, loop_row(c->ring, l.depth)));
+            continue;
+        }
+        if (saved[j] < 0) {
+            for (int h = 0; h < 2 && !oom; h++)
+                oom = !(c->state[j][h] = loop_keep(
+                            c, tg_tensor_empty(ctx, init->dtype, init->ndim, init->shape)));
+            if (oom) break;
+            tg_tensor_copy_into(c->state[j][0], init);
+            c->in[p] = loop_keep(c, tg_tensor_view(c->state[j][0], init->ndim, init->shape,
+                                                   c->state[j][0]->strides, 0));
+            c->out[j] = loop_keep(c, tg_tensor_view(c->state[j][1], init->ndim, init->shape,
+                                                    c->state[j][1]->strides, 0));
+        } else { /* its stack: row 0 (reverse: the last row) is the value before step 0 */
+            int q = l.ny + saved[j];
+            int64_t rd = l.reverse ? steps : 0, wr = l.reverse ? steps - 1 : 1;
+            oom = !(c->stk[q] = loop_keep(
+                        c, loop_stack(ctx, init->dtype, init->ndim, init->shape, steps + 1)));
+            if (oom) break;
+            c->in[p] = loop_keep(c, loop_row(c->stk[q], rd));
+            c->out[j] = loop_keep(c, loop_row(c->stk[q], wr));
+            if (c->in[p]) tg_tensor_copy_into(c->in[p], init);
+        }
+        oom = !c->in[p] || !c->out[j];
+    }
+    for (int q = s0; q < c0 && !oom; q++)
+        oom = !(c->in[q + off] =
+                    loop_keep(c, loop_row(val[n->in[q]->id], l.reverse ? steps - 1 : 0)));
+    for (int q = c0; q < c0 + l.nconst; q++) c->in[q + off] = val[n->in[q]->id];
+    tg_status st = oom ? TG_ENOMEM : TG_OK;
+    /* the step's plan for these shapes, which gives the shapes of its results */
+    tg_plan_rep *br = NULL;
+    if (st == TG_OK) st = tg_plan_rep_take(&bcj->pg, &br);
+    if (st == TG_OK) {
+        c->B = (cj_rep *)br;
+        c->B->loop = NULL;
+        st = tg_plan_get(&bcj->pg, br, c->in);
+    }
+    if (st != TG_OK || br->mem->plan->dynamic) {
+        if (c->B) {
+            tg_plan_rep_give(&bcj->pg, br);
+            c->B = NULL;
+        }
+        loop_free(cj, c);
+        return st == TG_OK || st == TG_ENOMEM ? st : TG_OK; /* the kernel reports the rest */
+    }
+    const tg_plan *bp = br->mem->plan;
+    const tg_graph *bg = bcj->g; /* the step as compiled (its variables are bcj's) */
+    for (int y = 0; y < l.ny && !oom; y++) {
+        const tg_type *t = &bp->rt[((tg_var *)bg->outputs.items[ns + y])->id];
+        oom = !(c->stk[y] =
+                    loop_keep(c, loop_stack(ctx, (tg_dtype)t->dtype, t->ndim, t->shape, steps)));
+        oom =
+            oom || !(c->out[ns + y] = loop_keep(c, loop_row(c->stk[y], l.reverse ? steps - 1 : 0)));
+    }
+    if (!oom && l.until)
+        oom =
+            !(c->stop = c->out[nres - 1] = loop_keep(c, tg_tensor_empty(ctx, TG_DT_BOOL, 0, NULL)));
+    st = oom ? TG_ENOMEM : tg_plan_bind(&bcj->pg, br, c->in, c->out, nres, true);
+    if (st != TG_OK) {
+        loop_free(cj, c);
+        return st;
+    }
+    cj_rep *B = c->B;
+    for (int v = 0; v < bcj->pg.nvars; v++) set_val(B, v, br->val[v]);
+    for (int v = 0; v < bcj->pg.nvars; v++) {
+        if (bp->cls[v] != TG_PLAN_KMADE) continue;
+        B->rv[v].ndim = bp->rt[v].ndim;
+        for (int d = 0; d < bp->rt[v].ndim; d++) B->rv[v].shape[d] = bp->rt[v].shape[d];
+    }
+    B->st = TG_OK;
+    B->rt.nthreads = br->nthreads;
+    /* what generated code moves, and the tensors the library sees for it */
+    memset(L, 0, sizeof *L);
+    for (int p = 0; p < l.nparam; p++) L->in[p] = &B->rv[((tg_var *)bg->inputs.items[p])->id];
+    for (int j = 0; j < ns; j++) {
+        int p = j > 0 ? j + off : 0, v = ((tg_var *)bg->inputs.items[p])->id;
+        if (j == 0 && l.tapped) {
+            L->ring = tg_tensor_data(c->ring);
+            L->rings = c->ring->strides[0] * (int64_t)tg_dtype_size(c->ring->dtype);
+            for (int k = 0; k < l.ntap; k++)
+                loop_add_sync(c, ((tg_var *)bg->inputs.items[k])->id, c->in[k], c->ring->buf, NULL);
+        } else if (saved[j] < 0) {
+            L->cur[j] = tg_tensor_data(c->state[j][0]);
+            L->nxt[j] = tg_tensor_data(c->state[j][1]);
+            loop_add_sync(c, v, c->in[p], c->state[j][0]->buf, c->state[j][1]->buf);
+        } else {
+            loop_add_sync(c, v, c->in[p], c->in[p]->buf, NULL);
+        }
+    }
+    for (int q = 0; q < l.nseq; q++) {
+        const tg_tensor *x = val[n->in[s0 + q]->id];
+        L->seq[q] = tg_tensor_data(x);
+        L->seqs[q] = x->strides[0] * (int64_t)tg_dtype_size(x->dtype);
+        loop_add_sync(c, ((tg_var *)bg->inputs.items[s0 + off + q])->id, c->in[s0 + off + q],
+                      x->buf, NULL);
+    }
+    for (int q = 0; q < nstk; q++) {
+        L->stk[q] = tg_tensor_data(c->stk[q]);
+        L->stks[q] = c->stk[q]->strides[0] * (int64_t)tg_dtype_size(c->stk[q]->dtype);
+    }
+    if (c->stop) L->stop = tg_tensor_data(c->stop);
+    for (int k = 0; k < nres; k++) {
+        int v = ((tg_var *)bg->outputs.items[k])->id;
+        L->esize[k] = tg_dtype_size(c->out[k]->dtype);
+        if (br->val[v] == c->out[k]) { /* computed in place */
+            L->out[k] = &B->rv[v];
+            bool two = k < ns && saved[k] < 0 && c->state[k][0];
+            loop_add_sync(c, v, c->out[k], two ? c->state[k][1]->buf : c->out[k]->buf,
+                          two ? c->state[k][0]->buf : NULL);
+        } else { /* a parameter, a value returned twice, a view: copied after each step */
+            L->out[k] = &L->scratch;
+            L->src[k] = &B->rv[v];
+        }
+    }
+    B->loop = c;
+    L->body = &B->rt;
+    L->step = bcj->main;
+    L->steps = steps;
+    L->host = c;
+    *kernel = false;
+    return TG_OK;
+}
+
+static int cb_scan_begin(tg_rt *rt, int i, tg_rt_scan *L) {
+    cj_rep *R = rt->host;
+    bool kernel = true;
+    LOOP_SYNC(R); /* a loop in the step of a loop reads the moving values */
+    L->body = NULL;
+    R->st = loop_begin(R, i, L, &kernel);
+    if (R->st == TG_ENOMEM)
+        R->st = tg_plan_node_fail(R->cj->g, R->cj->pg.order[i], TG_ENOMEM,
+                                  "out of memory setting up the loop");
+    if (R->st != TG_OK) return 1;
+    return kernel ? cb_kernel(rt, i) : 0;
+}
+
+/* The results of a loop that ran `done` steps: the last states, the stacks (cut to the
+ * steps run), as the kernel's (src/ops/scan.c). */
+static int cb_scan_end(tg_rt *rt, int i, tg_rt_scan *L, int64_t done, int failed) {
+    cj_rep *R = rt->host;
+    tg_cj *cj = R->cj;
+    cj_loop *c = L->host;
+    const tg_loop *l = &c->l;
+    tg_node *n = cj->pg.order[i];
+    int ns = l->nstate, nsave = l->save ? l->save->n : 0;
+    int64_t steps = c->steps;
+    tg_status st = TG_OK;
+    if (failed) {
+        char msg[1024];
+        tg_status bst = c->B->st != TG_OK ? c->B->st : TG_EINTERNAL;
+        snprintf(msg, sizeof msg, "step %lld: in '%s': %s",
+                 (long long)(l->reverse ? steps - 1 - done : done), l->body->name,
+                 c->B->st != TG_OK ? tg_last_error() : "generated code failed");
+        st = tg_plan_node_fail(cj->g, n, bst, msg);
+    }
+    tg_tensor *res[3 * LOOP_MAX] = {0};
+    for (int j = 0; st == TG_OK && j < ns; j++) {
+        if (j == 0 && l->tapped) { /* the last depth values, oldest first */
+            const tg_tensor *r0 = c->ring;
+            int D = l->depth + 1, head = (int)(done % D);
+            res[0] = loop_stack(cj->ctx, r0->dtype, r0->ndim - 1, r0->shape + 1, l->depth);
+            for (int q = 0; res[0] && q < l->depth; q++) {
+                tg_tensor *a = loop_row(res[0], q), *b = loop_row(r0, (head + q) % D);
+                if (a && b) tg_tensor_copy_into(a, b);
+                if (!a || !b) st = TG_ENOMEM;
+                tg_tensor_free(a);
+                tg_tensor_free(b);
+            }
+            if (!res[0]) st = TG_ENOMEM;
+            continue;
+        }
+        if (c->state[j][0]) { /* not saved: the buffer holding the last value */
+            int h = tg_tensor_data(c->state[j][0]) == L->cur[j] ? 0 : 1;
+            res[j] = loop_hand_out(c, c->state[j][h]);
+            continue;
+        }
+        int q = -1;
+        for (int k = 0; k < nsave; k++)
+            if (l->save->ints[k] == j) q = l->ny + k;
+        tg_tensor *row = loop_row(c->stk[q], l->reverse ? steps - done : done);
+        res[j] = row ? tg_tensor_dup(row) : NULL;
+        tg_tensor_free(row);
+        if (!res[j]) st = TG_ENOMEM;
+    }
+    for (int q = 0; st == TG_OK && q < l->ny + nsave; q++) {
+        tg_tensor *o = c->stk[q];
+        if (done < steps) { /* stopped early: the rows that ran */
+            int64_t shape[TG_MAX_DIMS];
+            memcpy(shape, o->shape, sizeof shape);
+            shape[0] = q < l->ny ? done : done + 1;
+            o = tg_tensor_view(o, o->ndim, shape, o->strides,
+                               l->reverse ? o->offset + (steps - done) * o->strides[0] : o->offset);
+            if (!o) st = TG_ENOMEM;
+        } else {
+            loop_hand_out(c, o);
+        }
+        res[ns + q] = o;
+    }
+    loop_free(cj, c);
+    for (int k = 0; k < n->nout; k++) {
+        if (st != TG_OK) {
+            tg_tensor_free(res[k]);
+            continue;
+        }
+        if (R->base.owned[n->out[k]->id]) tg_tensor_free(R->base.val[n->out[k]->id]);
+        set_val(R, n->out[k]->id, res[k]);
+        R->base.owned[n->out[k]->id] = 1;
+    }
+    if (st == TG_ENOMEM) st = tg_set_error(TG_ENOMEM, "out of memory running a loop");
+    R->st = st;
+    return st != TG_OK;
 }
 
 /* The program of a graph none of whose nodes has an emitter: the call-backs in order (what
@@ -478,6 +854,8 @@ static tg_status rep_init(void *ud, tg_plan_rep *r) {
     R->rt.after = cj->after ? cb_after : NULL;
     R->rt.gemm = rt_gemm;
     R->rt.gemv = rt_gemv;
+    R->rt.scan_begin = cb_scan_begin;
+    R->rt.scan_end = cb_scan_end;
     return TG_OK;
 }
 

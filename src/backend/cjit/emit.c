@@ -23,6 +23,8 @@
  *    layouts and large products (split over the pool) go to the library's kernel.
  *  - views (slice, transpose, expand_dims, squeeze, broadcast_to, reshape of contiguous
  *    values): address and stride arithmetic, handed to the library by rt->view.
+ *  - loops (scan, map): the loop over the steps, around a direct call of the step's
+ *    generated function (emit_scan), set up and finished by rt->scan_begin/scan_end.
  *  - everything else (plain reductions, gathers, constructors, ...): a call of the
  *    library's kernel for that node (rt->kernel), so every graph compiles.
  * A node whose record lacks the C expression for its dtype falls back to the kernel.
@@ -976,6 +978,111 @@ static bool emit_slice(emit_ctx *e) {
     return true;
 }
 
+/* ---- loops: scan and map ----
+ * The loop over the steps is generated code: rt->scan_begin makes the results and binds a
+ * replica of the step's compiled function (its own generated code, in the shared object
+ * of the step's source, cached under that source's key), and the loop moves the addresses
+ * the step reads and writes by pointer arithmetic (rows of the sequences and of the
+ * stacks, the two buffers of each state swapped), then calls the step's function
+ * directly. The text holds the loop's structure (counts, direction, stop condition, saved
+ * states, taps: a tapped state lives in a ring of depth + 1 rows, the taps reading the
+ * rows before its head); everything else comes from scan_begin at run time. Loops of more
+ * than TG_RT_LOOP_MAX parameters or results call the node's kernel. */
+static bool emit_scan(emit_ctx *e) {
+    const tg_node *n = e->n;
+    tg_loop l;
+    tg_loop_get(tg_op_table[n->op], n->attrs, n->nin, &l);
+    if (!l.body) return false;
+    int nsave = l.save ? l.save->n : 0, nres = l.body->nret, ns = l.nstate;
+    if (l.nparam > TG_RT_LOOP_MAX || nres > TG_RT_LOOP_MAX || l.ny + nsave > TG_RT_LOOP_MAX)
+        return false;
+    int saved[TG_RT_LOOP_MAX];
+    for (int j = 0; j < ns; j++) saved[j] = -1;
+    for (int q = 0; q < nsave; q++) saved[l.save->ints[q]] = q;
+    int off = l.tapped ? l.ntap - 1 : 0, D = l.depth + 1; /* state j > 0 is parameter j + off */
+    set_name(e);
+    e->kind = TG_CJ_CALL;
+    tg_cj_str *s = e->s;
+    tg_cj_str_printf(s,
+                     "/* %s of '%s': %d state%s, %d sequence%s, %d constant%s, %d per-step "
+                     "output%s, %d saved%s%s */\n"
+                     "TG_RT_FN int %s(tg_rt *rt, int i, const int *v, const double *lit) {\n"
+                     "    tg_rt_scan L;\n"
+                     "    (void)v;\n"
+                     "    (void)lit;\n"
+                     "    if (rt->scan_begin(rt, i, &L)) return 1;\n"
+                     "    if (!L.body) return 0;\n"
+                     "    int64_t t = 0;\n"
+                     "    int failed = 0;\n"
+                     "    for (; t < L.steps; t++) {\n"
+                     "        const int64_t row = %s;\n",
+                     l.map ? "map" : "scan", l.body->name, ns, ns == 1 ? "" : "s", l.nseq,
+                     l.nseq == 1 ? "" : "s", l.nconst, l.nconst == 1 ? "" : "s", l.ny,
+                     l.ny == 1 ? "" : "s", nsave, l.reverse ? ", reverse" : "",
+                     l.until ? ", until" : "", e->fn, l.reverse ? "L.steps - 1 - t" : "t");
+    if (nsave > 0)
+        tg_cj_str_printf(s, "        const int64_t rd = %s, wr = %s;\n",
+                         l.reverse ? "row + 1" : "row", l.reverse ? "row" : "row + 1");
+    if (l.tapped) /* the ring's slot of x(t - depth) */
+        tg_cj_str_printf(s, "        const int64_t head = t %% %d;\n", D);
+    /* where each result goes, and the moving parameters */
+    tg_cj_str_printf(s, "        char *const d[%d] = {", nres);
+    for (int j = 0; j < ns; j++) {
+        int q = saved[j];
+        if (j == 0 && l.tapped)
+            tg_cj_str_printf(s, "L.ring + (head + %d) %% %d * L.rings, ", l.depth, D);
+        else if (q < 0)
+            tg_cj_str_printf(s, "L.nxt[%d], ", j);
+        else
+            tg_cj_str_printf(s, "L.stk[%d] + wr * L.stks[%d], ", l.ny + q, l.ny + q);
+    }
+    for (int y = 0; y < l.ny; y++) tg_cj_str_printf(s, "L.stk[%d] + row * L.stks[%d], ", y, y);
+    if (l.until) tg_cj_str_printf(s, "L.stop, ");
+    tg_cj_str_printf(s, "};\n");
+    for (int j = 0; j < ns; j++) {
+        int q = saved[j], p = j > 0 ? j + off : 0;
+        if (j == 0 && l.tapped) {
+            for (int k = 0; k < l.ntap; k++)
+                tg_cj_str_printf(
+                    s, "        L.in[%d]->data = L.ring + (head + %lld) %% %d * L.rings;\n", k,
+                    (long long)(l.depth + l.taps[k]), D);
+        } else if (q < 0) {
+            tg_cj_str_printf(s, "        L.in[%d]->data = L.cur[%d];\n", p, j);
+        } else {
+            tg_cj_str_printf(s, "        L.in[%d]->data = L.stk[%d] + rd * L.stks[%d];\n", p,
+                             l.ny + q, l.ny + q);
+        }
+    }
+    for (int q = 0; q < l.nseq; q++)
+        tg_cj_str_printf(s, "        L.in[%d]->data = L.seq[%d] + row * L.seqs[%d];\n",
+                         ns + off + q, q, q);
+    tg_cj_str_printf(s,
+                     "        for (int k = 0; k < %d; k++) L.out[k]->data = d[k];\n"
+                     "        if (L.step(L.body)) {\n"
+                     "            failed = 1;\n"
+                     "            break;\n"
+                     "        }\n"
+                     "        for (int k = 0; k < %d; k++)\n"
+                     "            if (L.src[k]) tg_rt_copy(d[k], L.src[k], L.esize[k]);\n",
+                     nres, nres);
+    for (int j = 0; j < ns; j++) /* the new value is the next step's input */
+        if (saved[j] < 0 && !(j == 0 && l.tapped))
+            tg_cj_str_printf(s,
+                             "        {\n"
+                             "            char *const x = L.cur[%d];\n"
+                             "            L.cur[%d] = L.nxt[%d];\n"
+                             "            L.nxt[%d] = x;\n"
+                             "        }\n",
+                             j, j, j, j);
+    if (l.until)
+        tg_cj_str_printf(s, "        if (*(const uint8_t *)L.stop) {\n"
+                            "            t++;\n"
+                            "            break;\n"
+                            "        }\n");
+    tg_cj_str_printf(s, "    }\n    return rt->scan_end(rt, i, &L, t, failed);\n}\n\n");
+    return true;
+}
+
 /* ---- the registry: by op first, then by op kind ---- */
 
 static const emit_fn by_op[TG_OP_COUNT] = {
@@ -992,6 +1099,8 @@ static const emit_fn by_op[TG_OP_COUNT] = {
     [TG_OP_BROADCAST_TO] = emit_broadcast_to,
     [TG_OP_SLICE] = emit_slice,
     [TG_OP_RESHAPE] = emit_reshape,
+    [TG_OP_SCAN] = emit_scan,
+    [TG_OP_MAP] = emit_scan,
 };
 
 static const emit_fn by_kind[] = {
@@ -1110,7 +1219,8 @@ static tg_status emit_graph(tg_cj_str *s, const tg_graph *g, tg_node *const *ord
         if (f.p) f.p[0] = '\0';
         if (kf.p) kf.p[0] = '\0';
         how[i] = TG_CJ_KERNEL;
-        if (fn && !tg_op_table[n->op]->self_alloc && fn(&e) && !f.oom) how[i] = (uint8_t)e.kind;
+        if (fn && (!tg_op_table[n->op]->self_alloc || fn == emit_scan) && fn(&e) && !f.oom)
+            how[i] = (uint8_t)e.kind;
         if (f.oom || kf.oom) break;
         const char *name = "0";
         char own[64];

@@ -11,7 +11,8 @@
  * filled by the library from the memory plan before the call), and calls back into the
  * library for what it does not compute itself: the elementwise loop driver (broadcasting,
  * collapsing axes, splitting over the thread pool), the library's kernel of a node without
- * an emitter, and the debug check after each node.
+ * an emitter, the setup and the results of a generated loop (tg_rt_scan), and the debug
+ * check after each node.
  *
  * The generated prelude is this file's text followed by src/core/specfun.h's (the special
  * functions, tg_sf_*, that the C expressions of gammaln ... gammaincc call; its
@@ -30,8 +31,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TG_RT_ABI      3
+#define TG_RT_ABI      4
 #define TG_RT_MAX_DIMS 8
+#define TG_RT_LOOP_MAX 32 /* the most parameters and results of a step run by a generated loop */
 
 /* The linkage of the generated functions: file-local in a source compiled as one unit; where
  * the source is split into several units (TG_RT_SPLIT, defined at the top of each), shared
@@ -63,6 +65,36 @@ typedef union tg_rt_num {
 typedef void (*tg_rt_loop)(int64_t n, char *const *p, const int64_t *s, const tg_rt_num *k);
 
 typedef struct tg_rt tg_rt;
+
+/* A scan or map node whose loop is generated code (emit.c): rt->scan_begin makes its
+ * results and sets this up, the generated loop runs the steps, moving the addresses of the
+ * step's moving parameters and of its results in body->val from step to step, and
+ * rt->scan_end hands the results over. Every address is of element [0, ...] of a value. */
+typedef struct tg_rt_scan {
+    tg_rt *body;                    /* the step's record (a replica of the step's function); NULL:
+                                       the node's kernel has run the loop already */
+    int (*step)(tg_rt *body);       /* the step's generated function */
+    int64_t steps;                  /* steps to run */
+    char *cur[TG_RT_LOOP_MAX];      /* per state not saved nor tapped: its value going in */
+    char *nxt[TG_RT_LOOP_MAX];      /* ... and where the step writes the new one (they swap) */
+    char *seq[TG_RT_LOOP_MAX];      /* per sequence: row 0 */
+    int64_t seqs[TG_RT_LOOP_MAX];   /* ... bytes from one row to the next */
+    char *stk[TG_RT_LOOP_MAX];      /* per stacked result (per-step outputs, then saved states):
+                                       row 0 */
+    int64_t stks[TG_RT_LOOP_MAX];   /* ... bytes from one row to the next */
+    char *ring;                     /* taps=: state 0's last depth + 1 values, a row each */
+    int64_t rings;                  /* ... bytes from one row to the next */
+    char *stop;                     /* until=true: where the step writes its condition */
+    tg_rt_val *in[TG_RT_LOOP_MAX];  /* per parameter: its entry in body->val */
+    tg_rt_val *out[TG_RT_LOOP_MAX]; /* per result: the entry whose address is where the
+                                       step writes it (a scratch one when copied) */
+    const tg_rt_val *src[TG_RT_LOOP_MAX]; /* per result: the value copied to its place after
+                                             each step (not computed in place), else NULL */
+    size_t esize[TG_RT_LOOP_MAX];         /* per result: bytes of an element */
+    tg_rt_val scratch;
+    void *host; /* the library's state of this loop (opaque here) */
+} tg_rt_scan;
+
 struct tg_rt {
     int abi;        /* TG_RT_ABI of the library */
     void *host;     /* the library's call state (opaque here) */
@@ -97,6 +129,11 @@ struct tg_rt {
                  int64_t ldc);
     void (*gemv)(int f64, int ta, int64_t m, int64_t n, double alpha, const void *a, int64_t lda,
                  const void *x, int64_t incx, double beta, void *y, int64_t incy);
+    /* Loops (tg_rt_scan): scan_begin prepares the loop of instruction `ins`, or runs the
+     * node's kernel instead (L->body NULL); scan_end, after `done` steps (failed: the step
+     * returned non-zero), hands over the results and releases what scan_begin took. */
+    int (*scan_begin)(tg_rt *rt, int ins, tg_rt_scan *L);
+    int (*scan_end)(tg_rt *rt, int ins, tg_rt_scan *L, int64_t done, int failed);
 };
 
 /* BLAS's view of a 2-D value: 1 with *trans 0 and *ld the row stride when its rows are
@@ -126,6 +163,23 @@ static inline int tg_rt_contig(const tg_rt_val *v) {
         s *= v->shape[d];
     }
     return 1;
+}
+
+/* Copies value src (any strides) into dst, contiguous in C order; es: bytes of an element. */
+static inline void tg_rt_copy(char *dst, const tg_rt_val *src, size_t es) {
+    int64_t idx[TG_RT_MAX_DIMS] = {0}, n = 1;
+    int nd = src->ndim;
+    for (int d = 0; d < nd; d++) n *= src->shape[d];
+    if (tg_rt_contig(src)) {
+        memcpy(dst, src->data, (size_t)n * es);
+        return;
+    }
+    for (int64_t e = 0; e < n; e++) {
+        int64_t off = 0;
+        for (int d = 0; d < nd; d++) off += idx[d] * src->stride[d];
+        memcpy(dst + e * (int64_t)es, src->data + off * (int64_t)es, es);
+        for (int d = nd - 1; d >= 0 && ++idx[d] == src->shape[d]; d--) idx[d] = 0;
+    }
 }
 
 #define TG_RT_AFTER(rt, i) ((rt)->after && (rt)->after((rt), (i)))
@@ -193,9 +247,10 @@ static inline int tg_rt_run(tg_rt *rt, const tg_rt_step *step, int n, const int 
 /* clang-format on */
 #if defined(TG_RT_MVEC) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define TG_RT_SIMD __attribute__((__simd__("notinbranch")))
-#define TG_RT_SIMD_DECL(f)                                                                         \
-    TG_RT_SIMD double f(double);                                                                   \
-    TG_RT_SIMD float f##f(float);
+/* (the parameter is not named f: f##f would paste the argument to itself, tanhtanh) */
+#define TG_RT_SIMD_DECL(name)                                                                      \
+    TG_RT_SIMD double name(double);                                                                \
+    TG_RT_SIMD float name##f(float);
 TG_RT_MVEC_FUNCS(TG_RT_SIMD_DECL)
 #endif
 
