@@ -987,7 +987,8 @@ static bool emit_slice(emit_ctx *e) {
  * directly. The text holds the loop's structure (counts, direction, stop condition, saved
  * states, taps: a tapped state lives in a ring of depth + 1 rows, the taps reading the
  * rows before its head); everything else comes from scan_begin at run time. Loops of more
- * than TG_RT_LOOP_MAX parameters or results call the node's kernel. */
+ * than TG_RT_LOOP_MAX parameters or results, and a tapped state saved for the gradient
+ * (its history, not a ring), call the node's kernel. */
 static bool emit_scan(emit_ctx *e) {
     const tg_node *n = e->n;
     tg_loop l;
@@ -999,6 +1000,9 @@ static bool emit_scan(emit_ctx *e) {
     int saved[TG_RT_LOOP_MAX];
     for (int j = 0; j < ns; j++) saved[j] = -1;
     for (int q = 0; q < nsave; q++) saved[l.save->ints[q]] = q;
+    /* a tapped state saved for the gradient keeps its whole history (depth + steps rows,
+       the taps read from it: docs/scan.md), not a ring: the node's kernel runs it */
+    if (l.tapped && saved[0] >= 0) return false;
     int off = l.tapped ? l.ntap - 1 : 0, D = l.depth + 1; /* state j > 0 is parameter j + off */
     set_name(e);
     e->kind = TG_CJ_CALL;
