@@ -96,7 +96,8 @@ TG_API bool tg_dtype_is_int(tg_dtype dt); /* signed or unsigned, not bool */
  * in one line (docs/hardening.md, "Address-space limits and BLAS threads"): a thread-safe
  * library; OpenBLAS's serial build with its buffer table locked by libtgraph (products
  * split over threads); or its calls serialized, where that lock could not be put in place
- * (no product is split). Decided at the first BLAS call of the process. */
+ * (no product is split). Decided once per process by a probe product (a 160^3 dgemm),
+ * at the first compile of a function with BLAS work, BLAS call or call of this. */
 TG_API const char *tg_blas_guard(void);
 
 /* Lua-style allocator: nsize == 0 frees ptr (returns NULL); otherwise (re)allocates.

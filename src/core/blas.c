@@ -20,8 +20,9 @@
  *   case of a host that loaded OpenBLAS first with immediate binding: CPython loads
  *   extensions RTLD_NOW, so NumPy imported before tgraph has bound them. ELF on x86-64 and
  *   AArch64 only; a slot whose value is not OpenBLAS's definition is left alone.
- * Whether either worked is checked by a probe product at the first tg_blas_enter: if it
- * did not reach our blas_memory_alloc, every call between tg_blas_enter and tg_blas_leave
+ * Whether either worked is checked once per process by a probe product (at the first
+ * compile of a function with BLAS work, or the first BLAS call or query): if it did not
+ * reach our blas_memory_alloc, every call between tg_blas_enter and tg_blas_leave
  * takes one process-wide lock instead (serialized: correct, no parallel BLAS; also a
  * static OpenBLAS, where ours are not built). A threaded OpenBLAS locks its table itself;
  * another BLAS library is taken to be thread-safe. Objects loaded after the probe are
@@ -31,14 +32,13 @@
 
 #include <cblas.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "core.h"
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
-static atomic_bool reached; /* OpenBLAS called our blas_memory_alloc */
-static bool serialize;      /* every call under call_lock (set once, by probe) */
+static _Thread_local bool reached; /* this thread's OpenBLAS call reached our blas_memory_alloc */
+static bool serialize;             /* every call under call_lock (set once, by probe) */
 static const char *guard = "thread-safe BLAS";
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -64,7 +64,7 @@ __attribute__((visibility("default"))) void blas_memory_free(void *buffer);
 
 void *blas_memory_alloc(int procpos) {
     static void *real;
-    atomic_store_explicit(&reached, true, memory_order_relaxed);
+    reached = true;
     pthread_mutex_lock(&slot_lock);
     void *(*fn)(int);
     *(void **)&fn = blas_next("blas_memory_alloc", &real);
@@ -113,13 +113,16 @@ typedef struct {
  * so one below the load address is still an offset. */
 static uintptr_t dyn_addr(uintptr_t base, ElfW(Addr) v) { return v < base ? base + v : v; }
 
-/* Points *slot at ours; a slot inside the object's RELRO range is made writable for it. */
+/* Points *slot at ours. The loader made read-only the pages of the object's RELRO range
+ * that lie wholly below its end (its end rounded down to a page); a slot there is made
+ * writable for the store and read-only again, any other is written as it is. */
 static void set_slot(const struct dl_phdr_info *info, void **slot, void *ours) {
     uintptr_t a = (uintptr_t)slot, page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_GNU_RELRO && a >= lo && a < lo + ph->p_memsz) {
+        uintptr_t lo = (info->dlpi_addr + ph->p_vaddr) & ~(page - 1);
+        uintptr_t hi = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(page - 1);
+        if (ph->p_type == PT_GNU_RELRO && a >= lo && a < hi) {
             void *pg = (void *)(a & ~(page - 1));
             if (mprotect(pg, page, PROT_READ | PROT_WRITE) != 0) return;
             __atomic_store_n(slot, ours, __ATOMIC_RELEASE);
@@ -225,18 +228,19 @@ static void rebind_all(void) {
 #endif
 
 /* A product OpenBLAS packs (its small-matrix path, which takes no buffer, ends well below
- * 160^3 multiply-adds): whether it reached our blas_memory_alloc. */
+ * 160^3 multiply-adds), made through the path tgraph's own calls take: whether it reached
+ * our blas_memory_alloc (on this thread, in this product). */
 static bool probe_reaches(void) {
 #if defined(OPENBLAS_VERSION)
     enum { n = 160 };
     double *m = calloc((size_t)3 * n * n, sizeof *m);
-    if (m) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, m, n, m + n * n, n,
-                    0.0, m + 2 * n * n, n);
-        free(m);
-    }
+    if (!m) return false; /* cannot tell: serialized */
+    reached = false;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, m, n, m + n * n, n, 0.0,
+                m + 2 * n * n, n);
+    free(m);
 #endif
-    return atomic_load(&reached);
+    return reached;
 }
 
 static void probe(void) {

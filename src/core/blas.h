@@ -13,7 +13,8 @@
 void tg_blas_enter(void);
 void tg_blas_leave(void);
 /* Whether calls run one at a time (splitting a product over threads gains nothing).
- * Decided once per process, at the first call of any of these three. */
+ * Decided once per process by a probe product, at the first call of any function here or
+ * of tg_blas_guard (the VM asks when it compiles a function with BLAS work). */
 bool tg_blas_serialized(void);
 /* Locks the buffer table for objects loaded since the last call (blas.c): at compile time. */
 void tg_blas_rebind(void);

@@ -489,7 +489,7 @@ static tg_status start_ref(tg_kern *k) {
         at += e;
     }
     tg_status st = tg_comm_start_all_reduce(c, rank, TG_COMM_SUM, y->dtype, tg_tensor_data(y),
-                                            (size_t)tg_tensor_size(y));
+                                            (size_t)tg_tensor_size(y), y->buf);
     return st == TG_OK ? TG_OK : tg_kern_fail(k, st, "%s", tg_last_error());
 }
 
@@ -515,7 +515,8 @@ static tg_status wait_ref(tg_kern *k) {
     const tg_tensor *x = k->in[0];
     tg_comm_timing t;
     tg_status st = tg_comm_wait(c, rank, tg_tensor_data(x), &t);
-    if (st != TG_OK) return comm_fail(k, st, true);
+    if (st != TG_OK)
+        return comm_fail(k, st, st != TG_EINTERNAL); /* not started: a bug, not an abort */
     trace(k, rank, x, &t);
     k->out[0] = tg_tensor_view(x, x->ndim, x->shape, x->strides, x->offset);
     if (!k->out[0]) return tg_kern_fail(k, TG_ENOMEM, "out of memory: a view of the bucket");

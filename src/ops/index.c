@@ -1451,6 +1451,24 @@ static int index_normalize(tg_graph *g, const tg_var *x, const tg_index *idx, in
     if (nell > 1)
         return tg_ir_fail(g, TG_EINDEX, "an index can only have a single ellipsis ('...')"), -1;
     int fill = x->type.ndim - used > 0 ? x->type.ndim - used : 0, m = 0, axis = 0;
+    if (nell == 1 && fill == 0) { /* NumPy: a '...' of no axes still separates arrays */
+        bool arrays = false, before = false, after = false, seen = false;
+        for (int i = 0; i < n; i++) arrays = arrays || idx[i].array;
+        for (int i = 0; arrays && i < n; i++) {
+            bool adv = idx[i].array ||
+                       (!(idx[i].slice.omit & ~TG_SLICE_OMIT_ALL) && idx[i].slice.is_index);
+            if (!idx[i].array && (idx[i].slice.omit & ~TG_SLICE_OMIT_ALL) == TG_INDEX_ELLIPSIS)
+                seen = true;
+            else if (adv)
+                *(seen ? &after : &before) = true;
+        }
+        if (before && after)
+            return tg_ir_fail(g, TG_EUNSUPPORTED,
+                              "index: a '...' that stands for no axes between index arrays "
+                              "(NumPy moves their axes to the front there) is not supported: "
+                              "leave it out, or write ':' items"),
+                   -1;
+    }
     for (int i = 0; i < n; i++) {
         unsigned special = idx[i].array ? 0 : idx[i].slice.omit & ~TG_SLICE_OMIT_ALL;
         int k = special == TG_INDEX_ELLIPSIS ? fill : 1;

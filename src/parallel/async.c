@@ -13,7 +13,10 @@
  *
  * Invariants:
  *  - A started all-reduce is known by its buffer; at most QMAX are in flight (started and
- *    not yet waited for) per queue.
+ *    not yet waited for) per queue. It holds a reference on the buffer until it is done:
+ *    a rank whose call failed lets go of its values before it drains its queue. (In the
+ *    VM those values live in the call's replica, which another call of the function may
+ *    take meanwhile; the pmap call fails either way.)
  *  - Its status and message are kept and given to the thread that waits for it; a
  *    collective aborted by another rank's failure fails its wait as a blocking one would.
  *  - tg_comm_drain(retire) returns with every started all-reduce finished (and, retiring,
@@ -33,6 +36,7 @@ typedef struct job {
     tg_dtype dt;
     void *buf;
     size_t count;
+    tg_buffer *hold;              /* a reference on buf's buffer until the all-reduce is done */
     double started, began, ended; /* seconds: started by the rank, run by the queue, done */
     tg_status st;
     char msg[TG_ERRMSG_MAX];
@@ -69,6 +73,7 @@ static void *run(void *arg) {
         j->st = tg_comm_all_reduce(q->c, q->rank, j->op, j->dt, j->buf, j->buf, j->count);
         if (j->st != TG_OK) snprintf(j->msg, sizeof j->msg, "%s", tg_last_error());
         j->ended = now();
+        if (j->hold) tg_buffer_unref(j->hold);
         pthread_mutex_lock(&q->mu);
         q->done++;
         pthread_cond_broadcast(&q->cv);
@@ -111,7 +116,7 @@ void tg_comm_queue_free(tg_comm_queue *q) {
 }
 
 tg_status tg_comm_start_all_reduce(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt, void *buf,
-                                   size_t count) {
+                                   size_t count, tg_buffer *hold) {
     tg_comm_queue *q;
     tg_status st = queue_of(c, rank, &q);
     if (st != TG_OK) return st;
@@ -123,8 +128,9 @@ tg_status tg_comm_start_all_reduce(tg_comm *c, int rank, tg_comm_op op, tg_dtype
                             "buckets: a larger TGRAPH_BUCKET_BYTES)",
                             QMAX);
     }
+    if (hold) tg_buffer_ref(hold);
     q->jobs[q->tail % QMAX] =
-        (job){.op = op, .dt = dt, .buf = buf, .count = count, .started = now()};
+        (job){.op = op, .dt = dt, .buf = buf, .count = count, .hold = hold, .started = now()};
     q->waited[q->tail % QMAX] = false;
     q->tail++;
     pthread_cond_broadcast(&q->cv);

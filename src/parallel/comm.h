@@ -121,8 +121,10 @@ typedef struct tg_comm_timing {
     double run;    /* of which the all-reduce itself ran (after the ones started before) */
     double waited; /* seconds the waiting thread spent in tg_comm_wait */
 } tg_comm_timing;
+/* hold (may be NULL): the buffer that holds buf, referenced until the all-reduce is done,
+ * so that a rank whose call failed and let go of its values leaves it alive */
 tg_status tg_comm_start_all_reduce(tg_comm *c, int rank, tg_comm_op op, tg_dtype dt, void *buf,
-                                   size_t count);
+                                   size_t count, tg_buffer *hold);
 /* Waits for the all-reduce started on buf; its status and message (the collective's own,
  * e.g. "collective aborted: ..."). t (may be NULL) gets its times. */
 tg_status tg_comm_wait(tg_comm *c, int rank, const void *buf, tg_comm_timing *t);

@@ -26,7 +26,9 @@
  *    engine between threads reduces in rank order whatever the buffer (comm.h), so results
  *    are bit-identical; across processes MPI's algorithm may depend on the size (docs/mpi.md).
  *  - No cycle: a bucket's inputs never need its own result (checked), and a psum needing
- *    another's result comes after it in the order, so in a later bucket.
+ *    another's result comes after it in the order, so in a later bucket. Buckets of
+ *    different axes or dtypes that need each other (a cycle through several groups) are
+ *    checked before the graph changes: then nothing is bucketed.
  *  - The program order of collectives stays the same on every rank: it depends only on the
  *    graph.
  */
@@ -141,6 +143,52 @@ static tg_status split(tg_graph *g, const cand *c, int k, tg_var **in) {
     return st != TG_OK ? st : g->status;
 }
 
+/* Whether the planned buckets (plan[first[b]..first[b+1]) for b < nb) need each other in a
+ * cycle: a psum of one bucket whose input needs a psum of a second, which in turn needs
+ * one of the first (possibly through other buckets, of other axes or dtypes). Their starts
+ * would each wait for the other's wait. *stamp is the walk's next mark. */
+static bool bucket_cycle(walk *w, const cand *plan, const int *first, int nb, int *stamp,
+                         tg_ctx *ctx, bool *failed) {
+    size_t n = (size_t)nb;
+    bool *need = tg_mem_calloc(ctx, sizeof *need * n * n);
+    int *state = tg_mem_calloc(ctx, sizeof *state * n), *path = tg_mem_alloc(ctx, sizeof *path * n);
+    bool cycle = false;
+    *failed = !need || !state || !path;
+    for (int x = 0; !*failed && x < nb; x++, (*stamp)++) {
+        for (int i = first[x]; i < first[x + 1]; i++) cone(w, plan[i].n->in[0], *stamp);
+        for (int y = 0; y < nb; y++)
+            for (int i = first[y]; y != x && i < first[y + 1]; i++)
+                need[(size_t)x * n + (size_t)y] |= w->mark[plan[i].n->id] == *stamp;
+    }
+    /* depth-first search (0 new, 1 on the path, 2 done), iterative */
+    for (int s0 = 0; !*failed && !cycle && s0 < nb; s0++) {
+        if (state[s0]) continue;
+        int sp = 0;
+        path[sp++] = s0;
+        state[s0] = 1;
+        while (sp > 0 && !cycle) {
+            int x = path[sp - 1], y = 0;
+            for (; y < nb; y++) {
+                if (!need[(size_t)x * n + (size_t)y]) continue;
+                if (state[y] == 1) cycle = true;
+                if (state[y] == 0) break;
+            }
+            if (cycle) break;
+            if (y < nb) {
+                state[y] = 1;
+                path[sp++] = y;
+            } else {
+                state[x] = 2;
+                sp--;
+            }
+        }
+    }
+    if (need) tg_mem_free(ctx, need, sizeof *need * n * n);
+    if (state) tg_mem_free(ctx, state, sizeof *state * n);
+    if (path) tg_mem_free(ctx, path, sizeof *path * n);
+    return cycle;
+}
+
 tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
     (void)opts;
     size_t cap;
@@ -200,6 +248,10 @@ tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
         nplan += ng;
     }
     if (st == TG_OK) first[nb] = nplan;
+    bool failed = false;
+    if (st == TG_OK && nb > 1 && bucket_cycle(&w, plan, first, nb, &stamp, g->ctx, &failed))
+        nb = 0; /* buckets of different axes or dtypes that need each other: none at all */
+    if (failed) st = tg_set_error(TG_ENOMEM, "out of memory: the bucket pass");
     for (int b = 0; st == TG_OK && b < nb; b++)
         st = split(g, plan + first[b], first[b + 1] - first[b], in);
     if (report && report->npasses > 0 && st == TG_OK)

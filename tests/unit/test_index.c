@@ -857,6 +857,19 @@ static void test_index_newaxis_ellipsis(void **state) {
     assert_null(tg_index_apply(g, x, (tg_index[]){ELL_, ELL_}, 2));
     assert_non_null(strstr(tg_last_error(), "a single ellipsis"));
     tg_graph_free(g);
+    /* x[:, r, ..., r] on a 3-d x: the '...' stands for no axes, and NumPy still counts the
+       arrays as separated (their axes first): refused rather than placed in between */
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_I32, SHAPE(2, 3, 4));
+    r = input(g, "r", TG_DT_I64, SHAPE(2));
+    assert_null(tg_index_apply(g, x, (tg_index[]){ALL_, ARR(r), ELL_, ARR(r)}, 4));
+    assert_non_null(strstr(tg_last_error(), "stands for no axes between index arrays"));
+    tg_graph_free(g);
+    g = tg_graph_new(NULL, "f");
+    x = input(g, "x", TG_DT_I32, SHAPE(2, 3, 4));
+    r = input(g, "r", TG_DT_I64, SHAPE(2));
+    assert_non_null(tg_index_apply(g, x, (tg_index[]){ARR(r), ALL_, ARR(r), ELL_}, 4));
+    tg_graph_free(g);
     g = tg_graph_new(NULL, "f");
     x = input(g, "x", TG_DT_I32, SHAPE(2, 3));
     assert_null(tg_slice_apply(g, x, (tg_slice[]){{.omit = TG_INDEX_NEWAXIS}}, 1));
