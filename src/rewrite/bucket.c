@@ -104,8 +104,9 @@ static int by_need(const void *a, const void *b) {
 }
 
 static bool candidate(const tg_node *n) {
+    if (n->op != TG_OP_PSUM || n->nin < 1) return false; /* nodes without inputs have no in[] */
     const tg_type *t = &n->in[0]->type;
-    return n->op == TG_OP_PSUM && tg_type_known(t) && !t->weak && t->dtype != TG_DT_BOOL;
+    return tg_type_known(t) && !t->weak && t->dtype != TG_DT_BOOL;
 }
 
 static bool same_group(const tg_node *a, const tg_node *b) {
