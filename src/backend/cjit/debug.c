@@ -154,7 +154,8 @@ static tg_status prepare(dbg_run *c, int i, tg_tensor *const *val) {
         /* a wait's input is the buffer its exchange writes until the wait returns */
         c->sums[k] = tg_op_table[n->op]->sched == TG_SCHED_LATE ? 0 : checksum(vin[k]);
     }
-    c->terms = terms_bound(n, vin);
+    /* not read either for the bound: a wait's input is still being written */
+    c->terms = tg_op_table[n->op]->sched == TG_SCHED_LATE ? 0 : terms_bound(n, vin);
     if (d->noref[i]) return TG_OK;
     tg_tensor *ref[TG_MAX_OUTS];
     if (tg_interp_eval(d->ctx, d->g, n, vin, d->sub, ref) != TG_OK) {
