@@ -124,6 +124,16 @@ static void join(void) {
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     if (!inited) {
+        /* Below 4 processes Open MPI's non-blocking all-reduce (libnbc) always reduces up a
+         * binomial tree and broadcasts down it, moving the whole buffer twice in sequence; its
+         * ring moves half of it each way with both processes busy. At 2 processes the ring
+         * took 0.6x the tree's time from 64 KiB to 1 MiB (bench_w11b, docs/mpi.md) and was no
+         * slower below. Every process makes the same choice, so results stay the same from
+         * run to run; a value the user set wins. 3 processes keep libnbc's choice: the ring
+         * was neither measured nor tested there. */
+        const char *procs = getenv("OMPI_COMM_WORLD_SIZE");
+        if (procs && strcmp(procs, "2") == 0)
+            setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
         MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
         W.joined = true;
     } else {

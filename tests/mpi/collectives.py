@@ -3,7 +3,9 @@
 
 A pmap over 4 ranks whose body calls psum, pmean, pmax, pmin, all_gather, psum_scatter
 (tiled and not) and ppermute (pairs within and across processes, a rank receiving nothing)
-on f64, f32, i32 and bool values, with a NaN for pmax and pmin, runs in one process and
+on f64, f32, i32 and bool values, with a NaN for pmax and pmin, and a psum of one element
+(fewer elements than processes: the ring all-reduce tgraph selects at 2 processes splits
+the buffer in one part per process), runs in one process and
 then under `MPIRUN -np 2` (2 ranks per process, on threads and on 2 host devices) and
 `MPIRUN -np 4` (1 rank per process). The values are small integers, so every sum is exact
 in any order: every result must equal the one-process run's exactly (NaN equal to NaN).
@@ -21,8 +23,8 @@ import numpy as np
 
 PROGRAM = """
 func main(xf: f64[4,5], xs: f32[4,3], xi: i32[4,5], xb: bool[4,2]) {
-  s, m, hi, lo, g, t, u, p, si, hb, lb = pmap(@body, xf, xs, xi, xb, axis_name="i")
-  return s, m, hi, lo, g, t, u, p, si, hb, lb
+  s, m, hi, lo, g, t, u, p, si, hb, lb, c = pmap(@body, xf, xs, xi, xb, axis_name="i")
+  return s, m, hi, lo, g, t, u, p, si, hb, lb, c
 }
 func body(x: f64[5], y: f32[3], k: i32[5], b: bool[2]) {
   s = psum(x, axis_name="i")
@@ -36,10 +38,11 @@ func body(x: f64[5], y: f32[3], k: i32[5], b: bool[2]) {
   si = psum(k, axis_name="i")
   hb = pmax(b, axis_name="i")
   lb = pmin(b, axis_name="i")
-  return s, m, hi, lo, g, t, u, p, si, hb, lb
+  c = psum(x[0], axis_name="i")
+  return s, m, hi, lo, g, t, u, p, si, hb, lb, c
 }
 """
-NOUT = 11
+NOUT = 12
 
 
 def run(cmd, wd, tag, extra=()):
