@@ -5,10 +5,11 @@
  * Two levels. A spanning communicator of n ranks has nlocal of them on each process, and a
  * collective runs first between those threads, through the engine of comm.c (`local`),
  * then as one MPI call per process, made by the process's first rank (the leader) on the
- * axis's own MPI communicator (a duplicate of MPI_COMM_WORLD made with the spanning
- * communicator). The other threads publish their buffers in `send` / `recv` before a
- * local barrier; the leader makes the MPI call and writes their results into them; a second
- * barrier lets them return. A leader that fails aborts the local communicator instead, so
+ * axis's own MPI communicator (a duplicate of W.world, tgraph's copy of MPI_COMM_WORLD made
+ * when the process joins the job, so that nothing a program sends or calls on
+ * MPI_COMM_WORLD matches tgraph's messages). The other threads publish their buffers in `send` /
+ * `recv` before a local barrier; the leader makes the MPI call and writes their results into them;
+ * a second barrier lets them return. A leader that fails aborts the local communicator instead, so
  * its threads return too. With one rank per process there is no local level: the rank
  * calls MPI on its own buffers.
  *
@@ -22,8 +23,8 @@
  *
  * Waiting and failures. Every MPI operation is started non-blocking and waited for by
  * polling (spin, yield, then sleep 100 us), which also watches three things: a failure
- * note from another process (a message with tag TAG_FAULT on MPI_COMM_WORLD, received
- * into a request posted when the job is joined), an abort of the local communicator, and
+ * note from another process (a message with tag TAG_FAULT on W.world, received into a
+ * request posted when the job is joined), an abort of the local communicator, and
  * the timeout TGRAPH_MPI_TIMEOUT (seconds, default 300; 0: none). A process that fails
  * sends its note to every other one in tg_world_finish, waits up to TGRAPH_MPI_GRACE
  * seconds (default 5) for their acknowledgements, and calls MPI_Abort; a process that gets
@@ -48,7 +49,9 @@
 static struct {
     pthread_once_t once;
     int rank, size;
-    bool joined; /* tgraph called MPI_Init_thread, so it finalizes */
+    bool joined;    /* tgraph called MPI_Init_thread, so it finalizes */
+    MPI_Comm world; /* tgraph's duplicate of MPI_COMM_WORLD (a program's own messages and
+                       collectives on MPI_COMM_WORLD never match tgraph's) */
     double timeout, grace;
     MPI_Request fault_req; /* the posted receive of a failure note */
     char fault_buf[TG_ERRMSG_MAX];
@@ -149,6 +152,8 @@ static void join(void) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_dup(MPI_COMM_WORLD, &W.world);
+    MPI_Comm_set_errhandler(W.world, MPI_ERRORS_RETURN);
     W.timeout = env_seconds("TGRAPH_MPI_TIMEOUT", 300);
     W.grace = env_seconds("TGRAPH_MPI_GRACE", 5);
     for (int d = 0; d < TG_DT_COUNT; d++) W.type[d] = W.pair[d] = MPI_DATATYPE_NULL;
@@ -165,7 +170,7 @@ static void join(void) {
     MPI_Op_create(op_min, 1, &W.op[TG_COMM_MIN]);
     MPI_Op_create(op_ext_max, 1, &W.extreme[TG_COMM_MAX]);
     MPI_Op_create(op_ext_min, 1, &W.extreme[TG_COMM_MIN]);
-    MPI_Irecv(W.fault_buf, sizeof W.fault_buf, MPI_CHAR, MPI_ANY_SOURCE, TAG_FAULT, MPI_COMM_WORLD,
+    MPI_Irecv(W.fault_buf, sizeof W.fault_buf, MPI_CHAR, MPI_ANY_SOURCE, TAG_FAULT, W.world,
               &W.fault_req);
     atexit(at_exit);
 }
@@ -195,7 +200,7 @@ static bool fault_seen(void) {
     if (W.fault_req != MPI_REQUEST_NULL && MPI_Test(&W.fault_req, &flag, &s) == MPI_SUCCESS &&
         flag) {
         snprintf(W.failed_msg, sizeof W.failed_msg, "%s", W.fault_buf);
-        MPI_Send(NULL, 0, MPI_CHAR, s.MPI_SOURCE, TAG_ACK, MPI_COMM_WORLD);
+        MPI_Send(NULL, 0, MPI_CHAR, s.MPI_SOURCE, TAG_ACK, W.world);
         atomic_store(&W.failed, s.MPI_SOURCE);
     }
     pthread_mutex_unlock(&W.poll_mu);
@@ -250,8 +255,8 @@ tg_status tg_world_all_gather(void *buf, size_t bytes) {
         return tg_set_error(TG_ELIMIT, "pmap: %zu bytes of results per process: at most %d", bytes,
                             INT_MAX);
     MPI_Request req;
-    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes, MPI_BYTE,
-                            MPI_COMM_WORLD, &req);
+    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)bytes, MPI_BYTE, W.world,
+                            &req);
     return finish_op(rc, &req, NULL, "pmap: gathering the results of the processes");
 }
 
@@ -270,8 +275,8 @@ static void tell_failure(const char *why) {
         msg[len - 1] = '\0';
         for (int r = 0; r < W.size; r++) {
             if (r == W.rank) continue;
-            MPI_Isend(msg, (int)len, MPI_CHAR, r, TAG_FAULT, MPI_COMM_WORLD, &req[k]);
-            MPI_Irecv(NULL, 0, MPI_CHAR, r, TAG_ACK, MPI_COMM_WORLD, &req[n + k]);
+            MPI_Isend(msg, (int)len, MPI_CHAR, r, TAG_FAULT, W.world, &req[k]);
+            MPI_Irecv(NULL, 0, MPI_CHAR, r, TAG_ACK, W.world, &req[n + k]);
             k++;
         }
         double t0 = MPI_Wtime();
@@ -293,7 +298,7 @@ int tg_world_finish(int status, const char *why) {
     if (atomic_exchange(&W.finished, true)) return status;
     if (status == 0 && W.size > 1) {
         MPI_Request req;
-        int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
+        int rc = MPI_Ibarrier(W.world, &req);
         if (finish_op(rc, &req, NULL, "at the end") != TG_OK) return 1; /* the job ends */
     }
     if (status == 0) {
@@ -350,7 +355,7 @@ tg_status tg_xcomm_new(tg_ctx *ctx, int n, int nlocal, int base, tg_xcomm **out)
     }
     MPI_Request req;
     MPI_Comm comm;
-    int rc = MPI_Comm_idup(MPI_COMM_WORLD, &comm, &req);
+    int rc = MPI_Comm_idup(W.world, &comm, &req);
     tg_status st = finish_op(rc, &req, NULL, "pmap: making the communicator of an axis");
     if (st != TG_OK) {
         tg_xcomm_free(x);
