@@ -15,7 +15,7 @@ import re
 import sys
 
 INTERNAL = {"fused", "call", "transfer", "pmap", "scan", "map", "gemm", "gemv", "ger",
-            "gemm_inplace", "gemv_inplace", "ger_inplace"}
+            "gemm_inplace", "gemv_inplace", "ger_inplace", "solve_factored"}
 # ops taking x[...] as PyTensor does (set_subtensor(x[1:3], y)), besides their attributes
 UPDATES = {"set_subtensor": False, "inc_subtensor": True}
 RENAMED = {"and": "logical_and", "or": "logical_or", "not": "logical_not",

@@ -444,16 +444,14 @@ static bool rhs_extents(tg_kern *k, const tg_tensor *a, const tg_tensor *b, tg_l
     return lapack_extent(k, b->ndim == 2 ? b->shape[1] : 1, nrhs);
 }
 
-/* The start of a solver's kernel (a square matrix, input 0, and a right-hand side, input
- * 1): loads the matrix into the scratch's first n*n elements and the right-hand side after
- * them (*rhs), column-major, with n pivot integers after both when `pivots`. A matrix with
- * contiguous rows is copied as it is (*flip): the scratch then holds its transpose, which
- * the caller solves with the transposed system (a transposed copy took a third of the
- * time of a batch of 32 x 32 solves). False when
- * the kernel is done: on a failure (k->status) or when n is 0 (nothing to solve). */
-static bool solver_load(tg_kern *k, scratch *s, bool pivots, tg_lapack_int *n, tg_lapack_int *nrhs,
-                        void **rhs, bool *flip) {
-    const tg_tensor *a = k->in[0], *b = k->in[1];
+/* The start of a solver's kernel (a square matrix a and a right-hand side b): loads the matrix into
+ * the scratch's first n*n elements and the right-hand side after them (*rhs), column-major, with n
+ * pivot integers after both when `pivots`. A matrix with contiguous rows is copied as it is
+ * (*flip): the scratch then holds its transpose, which the caller solves with the transposed system
+ * (a transposed copy took a third of the time of a batch of 32 x 32 solves). False when the kernel
+ * is done: on a failure (k->status) or when n is 0 (nothing to solve). */
+static bool solver_load(tg_kern *k, const tg_tensor *a, const tg_tensor *b, scratch *s, bool pivots,
+                        tg_lapack_int *n, tg_lapack_int *nrhs, void **rhs, bool *flip) {
     size_t es = tg_dtype_size(k->out[0]->dtype);
     if (!float_operands(k) || !rhs_extents(k, a, b, n, nrhs) || *n == 0) return false;
     if (!scratch_get(k, s, (int64_t)*n * *n + (int64_t)*n * *nrhs, es, pivots ? *n : 0))
@@ -492,7 +490,7 @@ static tg_status core_solve_tri(tg_kern *k) {
     scratch s;
     void *rhs;
     bool flip;
-    if (!solver_load(k, &s, false, &n, &nrhs, &rhs, &flip)) return k->status;
+    if (!solver_load(k, k->in[0], k->in[1], &s, false, &n, &nrhs, &rhs, &flip)) return k->status;
     /* trans 2 (conjugate transpose) is the transpose for real matrices; a^T (flip) has the
        other triangle and the other op */
     bool lo = lower != flip, t = (k->attrs[ST_TRANS].i != 0) != flip;
@@ -552,7 +550,7 @@ static tg_status core_solve(tg_kern *k) {
     scratch s;
     void *rhs;
     bool flip;
-    if (!solver_load(k, &s, true, &n, &nrhs, &rhs, &flip)) return k->status;
+    if (!solver_load(k, k->in[0], k->in[1], &s, true, &n, &nrhs, &rhs, &flip)) return k->status;
     /* a^T (flip): its LU, then (a^T)^T x = b */
     tg_lapack_int info =
         flip ? lp_getrf(d, n, s.p, sc_ints(&s)) : lp_gesv(d, n, nrhs, s.p, sc_ints(&s), rhs);
@@ -591,6 +589,71 @@ const tg_op_def tg_op_solve = {
     .core = core_solve,
 };
 
+/* ---- solve_factored ----
+ * solve(A, B) in a program that also computes L = cholesky(A): the specialize rule
+ * solve_factored (src/rewrite/specialize.c) makes it solve_factored(A, L, B, lower=) there.
+ * cholesky reads one triangle only, so L is A's factor only where A is symmetric: each
+ * block whose A is exactly symmetric is solved with L (potrs, O(n^2) per column, where LU
+ * would factor A again, twice cholesky's O(n^3)); any other block, NaN entries included,
+ * as solve does. The rule runs after the gradients, so the op has none. */
+
+/* Whether the n x n matrix at p (f64 when d, else f32) equals its transpose exactly. */
+static bool symmetric(const void *p, tg_lapack_int n, bool d) {
+    for (tg_lapack_int j = 0; j < n; j++)
+        for (tg_lapack_int i = j + 1; i < n; i++) {
+            size_t a = (size_t)j * (size_t)n + (size_t)i, b = (size_t)i * (size_t)n + (size_t)j;
+            if (d ? ((const double *)p)[a] != ((const double *)p)[b]
+                  : ((const float *)p)[a] != ((const float *)p)[b])
+                return false;
+        }
+    return true;
+}
+
+static tg_status core_solve_factored(tg_kern *k) {
+    bool lower = k->attrs[0].i != 0, d = k->out[0]->dtype == TG_DT_F64;
+    const tg_tensor *c = k->in[1];
+    tg_lapack_int n, nrhs;
+    scratch s;
+    void *rhs;
+    bool flip;
+    if (!solver_load(k, k->in[0], k->in[2], &s, true, &n, &nrhs, &rhs, &flip)) return k->status;
+    tg_lapack_int info;
+    if (symmetric(s.p, n, d)) { /* the factor instead of A (c^T when flipped: as cho_solve) */
+        bool cflip = rows_contiguous(c);
+        if (cflip)
+            memcpy(s.p, tg_tensor_data(c), (size_t)n * (size_t)n * tg_dtype_size(c->dtype));
+        else
+            load_cm(c, s.p, n);
+        info = lp_potrs(d, lower != cflip ? 'L' : 'U', n, nrhs, s.p, rhs);
+        solver_store(k, &s, rhs, n, "potrs", info);
+        return k->status;
+    }
+    info = flip ? lp_getrf(d, n, s.p, sc_ints(&s)) : lp_gesv(d, n, nrhs, s.p, sc_ints(&s), rhs);
+    if (flip && info == 0) info = lp_getrs(d, 'T', n, nrhs, s.p, sc_ints(&s), rhs);
+    if (solver_store(k, &s, rhs, n, flip ? "getrf/getrs" : "gesv", info) < 0) return k->status;
+    return info > 0 ? lu_singular(k, info) : TG_OK;
+}
+
+static tg_status ref_solve_factored(tg_kern *k) {
+    return tg_bw_ref(k, tg_op_solve_factored.signature, core_solve_factored);
+}
+
+const tg_op_def tg_op_solve_factored = {
+    .name = "solve_factored",
+    .min_in = 3,
+    .max_in = 3,
+    .nout = 1,
+    .kind = TG_KIND_LINALG,
+    .attrs = lower_true_attrs,
+    .nattrs = (int)TG_COUNTOF(lower_true_attrs),
+    .promote = promote_lapack,
+    .infer = tg_bw_infer,
+    .ref = ref_solve_factored,
+    .grad = TG_GRAD_UNDEFINED,
+    .signature = "(m,m),(m,m),(m,n?)->(m,n?)",
+    .core = core_solve_factored,
+};
+
 /* ---- cho_solve ---- */
 
 static tg_status core_cho_solve(tg_kern *k) {
@@ -599,7 +662,7 @@ static tg_status core_cho_solve(tg_kern *k) {
     scratch s;
     void *rhs;
     bool flip;
-    if (!solver_load(k, &s, false, &n, &nrhs, &rhs, &flip)) return k->status;
+    if (!solver_load(k, k->in[0], k->in[1], &s, false, &n, &nrhs, &rhs, &flip)) return k->status;
     /* c^T (flip) is the other triangle's factor of the same matrix */
     tg_lapack_int info = lp_potrs(d, lower != flip ? 'L' : 'U', n, nrhs, s.p, rhs);
     solver_store(k, &s, rhs, n, "potrs", info); /* potrs has no info > 0 */

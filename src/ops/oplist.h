@@ -34,7 +34,7 @@
 /* lapack.c: the core ops of 2-D matrices computed by LAPACK */
 #define TG_OPS_LAPACK(X)                                                                   \
     X(CHOLESKY, cholesky) X(SOLVE_TRIANGULAR, solve_triangular) X(SOLVE, solve)            \
-    X(CHO_SOLVE, cho_solve) X(INV, inv) X(DET, det) X(SLOGDET, slogdet) X(EIGH, eigh)
+    X(CHO_SOLVE, cho_solve) X(SOLVE_FACTORED, solve_factored) X(INV, inv) X(DET, det) X(SLOGDET, slogdet) X(EIGH, eigh)
 /* blas.c: the lowered BLAS forms and their in-place variants */
 #define TG_OPS_BLAS(X)                                                                     \
     X(GEMM, gemm) X(GEMV, gemv) X(GER, ger) X(GEMM_INPLACE, gemm_inplace)                  \

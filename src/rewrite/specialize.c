@@ -1,5 +1,5 @@
-/* specialize.c - the specialize phase: cheaper special forms of ops. Today its rules are
- * those of loops (scan and map, docs/scan.md):
+/* specialize.c - the specialize phase: cheaper special forms of ops: those of loops (scan
+ * and map, docs/scan.md) and of a solve beside a factorization:
  *
  *   scan_to_map   a scan without carried state (n_states=0, no stop condition, no saved
  *                 state) is a map, whose iterations run in parallel over the pool;
@@ -10,7 +10,9 @@
  *                 constants;
  *   loop_dead_outputs  a per-step output nobody reads is not computed nor stacked;
  *   map_elemwise  a map whose step is elementwise over its rows and constants is that
- *                 step applied to the whole sequences (then fused by the fuse phase).
+ *                 step applied to the whole sequences (then fused by the fuse phase);
+ *   solve_factored  solve(A, B) beside cholesky(A) solves with the factor where A is
+ *                 symmetric (src/ops/lapack.c).
  *
  * Each rule has a golden test in tests/golden/specialize/. The rules build the new step
  * graphs with the IR's node builder; a step they replace stays alive as long as a node
@@ -318,6 +320,30 @@ static tg_var *rw_loop_dead_outputs(tg_rw *rw, tg_node *n) {
     return NULL;
 }
 
+/* ---- solve_factored ----
+ * solve(A, B) where the program also computes cholesky(A): an SPD system solved twice
+ * over, once by the factorization the program asks for and once by LU. The solve takes the
+ * factor instead (solve_factored, src/ops/lapack.c), which it uses for each block whose A
+ * is exactly symmetric: there cholesky's success, which the program's run requires, makes
+ * it A's factor. A cholesky nobody reads is not taken (it would be dead code made live). */
+static tg_var *rw_solve_factored(tg_rw *rw, tg_node *n) {
+    tg_graph *g = tg_rw_graph(rw);
+    tg_var *a = n->in[0];
+    for (int i = 0; i < g->nodes.n; i++) {
+        tg_node *m = g->nodes.items[i];
+        if (m->op != TG_OP_CHOLESKY || m->in[0] != a || !tg_ir_same_device(m->device, n->device) ||
+            m->out[0]->type.dtype != n->out[0]->type.dtype ||
+            (tg_rw_use_count(rw, m->out[0]) == 0 && !tg_rw_is_output(rw, m->out[0])))
+            continue;
+        tg_attr lower = TG_A_BOOL("lower", m->attrs[0].i != 0);
+        tg_var *x =
+            tg_apply(g, "solve_factored", (tg_var *[]){a, m->out[0], n->in[1]}, 3, &lower, 1);
+        if (!x || !tg_rw_same_type(x, n->out[0])) return NULL;
+        return x;
+    }
+    return NULL;
+}
+
 /* ---- map_elemwise ---- */
 
 static tg_var *rw_map_elemwise(tg_rw *rw, tg_node *n) {
@@ -354,6 +380,7 @@ static const tg_rule specialize_rules[] = {
     {"loop_dead_outputs", TG_OP_SCAN, rw_loop_dead_outputs},
     {"loop_dead_outputs", TG_OP_MAP, rw_loop_dead_outputs},
     {"map_elemwise", TG_OP_MAP, rw_map_elemwise},
+    {"solve_factored", TG_OP_SOLVE, rw_solve_factored},
 };
 
 tg_status tg_specialize(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {

@@ -1873,9 +1873,14 @@ def _lapack_batched(S):
         E = np.stack([_sym_lower(f64(_general(S, dt, n)), True) / n + np.diag(np.arange(n) * 3.0)
                       for _ in range(3)]).astype(rt)
         X = S.data(dt, (3, n, 1))
+        # P with noise above the diagonal in its second block: cholesky reads the lower
+        # triangle only, so it succeeds, but that block is not its factor's matrix
+        Q = A[0].copy()
+        Q[1] += (np.triu(S.data(dt, (n, n)), 1) * 0.25).astype(rt)
         p = S.program("lapack_batched_%s" % dt, ("A", A, tgtype(A, (0,))), ("G", G),
-                      ("b", b1), ("B", B), ("E", E), ("P", A[0]), ("X", X))
+                      ("b", b1), ("B", B), ("E", E), ("P", A[0]), ("X", X), ("Q", Q))
         A64, G64, B64, E64, P64, X64 = f64(A), f64(G), f64(B), f64(E), f64(A[0]), f64(X)
+        Q64 = f64(Q)
 
         def case(name, expr, exp, lines=None):
             exp = np.asarray(exp)
@@ -1946,8 +1951,24 @@ def _lapack_batched(S):
              _loop(np.linalg.solve, (P64, 2), (X64, 2)) + np.exp(_loop(np.linalg.cholesky,
                                                                        (P64, 2))),
              ["L$ = cholesky(P)"])
-        # reductions of a block's core axes: along one axis, keepdims, each fold
+        # solve beside cholesky of the same matrix (the specialize rule solve_factored): the
+        # factor solves the symmetric blocks, LU the one that is not (Q's second), for a
+        # lower and an upper factor (read from the upper triangle), a matrix and a vector
+        # right-hand side
         Lp = _loop(np.linalg.cholesky, (P64, 2))
+        Lq = _loop(np.linalg.cholesky, (Q64, 2))
+        case("solve_factored", "add(solve(P, X), sum(L$, axis=[1, 2], keepdims=true))",
+             _loop(np.linalg.solve, (P64, 2), (X64, 2)) + Lp.sum(axis=(1, 2), keepdims=True),
+             ["L$ = cholesky(P)"])
+        case("solve_factored_asym", "add(solve(Q, X), sum(L$, axis=[1, 2], keepdims=true))",
+             _loop(np.linalg.solve, (Q64, 2), (X64, 2)) + Lq.sum(axis=(1, 2), keepdims=True),
+             ["L$ = cholesky(Q)"])
+        case("solve_factored_upper_vec", "add(solve(Q, b), sum(U$, axis=2))",
+             _loop(np.linalg.solve, (Q64, 2), (f64(b1), 1)) +
+             _loop(lambda q: np.linalg.cholesky(np.triu(q) + np.triu(q, 1).T).T,
+                   (Q64, 2)).sum(axis=2),
+             ["U$ = cholesky(Q, lower=false)"])
+        # reductions of a block's core axes: along one axis, keepdims, each fold
         Xp = _loop(np.linalg.solve, (P64, 2), (X64, 2))
         case("fuse_chol_max_rows", "max(mul(cholesky(P), 2.0), axis=-1)", np.max(2 * Lp, axis=-1))
         case("fuse_chol_mean_keep", "mean(exp(cholesky(P)), axis=[1, 2], keepdims=true)",
