@@ -319,6 +319,34 @@ tg_var *tg_ix_positions_like(tg_graph *g, tg_var *ind) {
     return tg_grad_reshape_like(g, tg_apply(g, "arange", &n, 1, NULL, 0), ind);
 }
 
+/* x gets the cotangent with the assigned places zeroed (set) or all of it (inc); y gets
+ * the cotangent gathered at the selection, summed onto its type. For set with repeated
+ * places only the element written last (in C order of the selection) reaches the result,
+ * so only it gets a gradient: every element of the selection writes its position into an
+ * i64 copy of x (-1 elsewhere), and an element wins when reading that copy back at its
+ * place gives its own position. */
+tg_status tg_ix_vjp_assign(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
+                           bool inc, const tg_ix_places *pl) {
+    tg_var *x = n->in[0], *y = n->in[pl->yi], *gy = gout[0];
+    tg_var *zero = tg_literal_float(g, 0.0);
+    if (tg_ops_float_in(n, 0)) gin[0] = inc ? gy : pl->scatter(g, n, gy, zero);
+    if (!tg_ops_float_in(n, pl->yi)) return g->status;
+    tg_var *sel = pl->gather(g, n, gy);
+    if (!inc) {
+        tg_var *ids = pl->positions(g, n, sel);
+        if (!ids) return g->status;
+        tg_var *xd[TG_MAX_DIMS + 1];
+        xd[0] = tg_ix_scalar_const(g, TG_DT_I64, -1.0);
+        if (!tg_grad_dims(g, x, xd + 1)) return g->status;
+        tg_var *owner = tg_apply(g, "alloc", xd, x->type.ndim + 1, NULL, 0);
+        owner = pl->scatter(g, n, owner, ids);
+        tg_var *won = tg_eq(g, pl->gather(g, n, owner), ids);
+        sel = tg_where(g, won, sel, zero);
+    }
+    gin[pl->yi] = tg_ix_onto(g, sel, y);
+    return g->status;
+}
+
 /* ---- take ---- */
 
 static const tg_attr_spec take_attrs[] = {
@@ -738,52 +766,45 @@ static tg_status ref_take_assign(tg_kern *k, bool inc) {
 static tg_status ref_set_take(tg_kern *k) { return ref_take_assign(k, false); }
 static tg_status ref_inc_take(tg_kern *k) { return ref_take_assign(k, true); }
 
-/* x gets g with the assigned places zeroed (set) or all of g (inc); y gets take(g),
- * summed onto its type. For set with repeated indices only the occurrence that is
- * written last (in C order of the selection) reaches the result, so only it gets a
- * gradient: every selected element writes its position among the indices into an i64
- * copy of x (set_take of arange), and an element is a winner when reading that copy back
- * at its place gives its own position. */
-static tg_status vjp_take_assign(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
-                                 bool inc) {
-    tg_var *x = n->in[0], *ind = n->in[1], *y = n->in[2], *gy = gout[0];
+/* The places of set_take/inc_take(x, ind, y, axis) for tg_ix_vjp_assign: x.take(ind, axis). */
+static tg_var *take_gather(tg_graph *g, const tg_node *n, tg_var *x) {
     tg_attr a = axis_attr(&n->attrs[0]);
-    tg_var *zero = tg_literal_float(g, 0.0);
-    if (tg_ops_float_in(n, 0))
-        gin[0] = inc ? gy : tg_apply(g, "set_take", (tg_var *[]){gy, ind, zero}, 3, &a, 1);
-    if (!tg_ops_float_in(n, 2)) return g->status;
-    tg_var *sel = tg_apply(g, "take", (tg_var *[]){gy, ind}, 2, &a, 1);
-    if (!inc) {
-        int ax;
-        if (!axis_read(&n->attrs[0], x->type.ndim, &ax))
-            return tg_ir_fail(g, TG_EINTERNAL, "set_take gradient: bad axis"), g->status;
-        tg_var *ids = tg_ix_positions_like(g, ind);
-        if (ax >= 0) { /* ids placed on the selection's index axes */
-            int64_t axes[TG_MAX_DIMS];
-            int na = 0, snd = x->type.ndim - 1 + ind->type.ndim;
-            for (int d = 0; d < snd; d++)
-                if (d < ax || d >= ax + ind->type.ndim) axes[na++] = d;
-            tg_attr ea = TG_A_INTS("axis", axes, na);
-            if (na > 0) ids = tg_apply(g, "expand_dims", &ids, 1, &ea, 1);
-        }
-        tg_var *xd[TG_MAX_DIMS + 1];
-        xd[0] = tg_ix_scalar_const(g, TG_DT_I64, -1.0);
-        if (!tg_grad_dims(g, x, xd + 1)) return g->status;
-        tg_var *owner = tg_apply(g, "alloc", xd, x->type.ndim + 1, NULL, 0);
-        owner = tg_apply(g, "set_take", (tg_var *[]){owner, ind, ids}, 3, &a, 1);
-        tg_var *won = tg_eq(g, tg_apply(g, "take", (tg_var *[]){owner, ind}, 2, &a, 1), ids);
-        sel = tg_where(g, won, sel, zero);
-    }
-    gin[2] = tg_ix_onto(g, sel, y);
-    return g->status;
+    return tg_apply(g, "take", (tg_var *[]){x, n->in[1]}, 2, &a, 1);
 }
 
+static tg_var *take_scatter(tg_graph *g, const tg_node *n, tg_var *x, tg_var *v) {
+    tg_attr a = axis_attr(&n->attrs[0]);
+    return tg_apply(g, "set_take", (tg_var *[]){x, n->in[1], v}, 3, &a, 1);
+}
+
+/* The position of each index among the indices (set_take of arange), placed on the
+ * selection's index axes. */
+static tg_var *take_positions(tg_graph *g, const tg_node *n, tg_var *sel) {
+    (void)sel;
+    tg_var *x = n->in[0], *ind = n->in[1];
+    int ax;
+    if (!axis_read(&n->attrs[0], x->type.ndim, &ax))
+        return tg_ir_fail(g, TG_EINTERNAL, "set_take gradient: bad axis");
+    tg_var *ids = tg_ix_positions_like(g, ind);
+    if (ax >= 0) {
+        int64_t axes[TG_MAX_DIMS];
+        int na = 0, snd = x->type.ndim - 1 + ind->type.ndim;
+        for (int d = 0; d < snd; d++)
+            if (d < ax || d >= ax + ind->type.ndim) axes[na++] = d;
+        tg_attr ea = TG_A_INTS("axis", axes, na);
+        if (na > 0) ids = tg_apply(g, "expand_dims", &ids, 1, &ea, 1);
+    }
+    return ids;
+}
+
+static const tg_ix_places take_places = {2, take_gather, take_scatter, take_positions};
+
 static tg_status vjp_set_take(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    return vjp_take_assign(g, n, gout, gin, false);
+    return tg_ix_vjp_assign(g, n, gout, gin, false, &take_places);
 }
 
 static tg_status vjp_inc_take(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    return vjp_take_assign(g, n, gout, gin, true);
+    return tg_ix_vjp_assign(g, n, gout, gin, true, &take_places);
 }
 
 /* Over a batch, with indices the same for every element: the target batched, the axis

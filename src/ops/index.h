@@ -42,4 +42,21 @@ tg_var *tg_ix_onto(tg_graph *g, tg_var *v, const tg_var *y);
 /* 0, 1, ... size(ind) - 1 in ind's shape (i64). */
 tg_var *tg_ix_positions_like(tg_graph *g, tg_var *ind);
 
+/* How an update node (set_take, set_index and their inc_ twins) reaches the places it
+ * writes, built again with the node's own inputs and attributes. */
+typedef struct tg_ix_places {
+    int yi; /* the input holding y */
+    /* x[places], of the selection's shape */
+    tg_var *(*gather)(tg_graph *g, const tg_node *n, tg_var *x);
+    /* a copy of x with x[places] = v */
+    tg_var *(*scatter)(tg_graph *g, const tg_node *n, tg_var *x, tg_var *v);
+    /* the i64 position of each element of the selection sel, broadcasting onto sel;
+       NULL with the graph's error set on failure */
+    tg_var *(*positions)(tg_graph *g, const tg_node *n, tg_var *sel);
+} tg_ix_places;
+
+/* The vjp of an update node whose places pl describes (inc: it adds, else it sets). */
+tg_status tg_ix_vjp_assign(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
+                           bool inc, const tg_ix_places *pl);
+
 #endif

@@ -389,38 +389,29 @@ static tg_status ref_index_assign(tg_kern *k, bool inc) {
 static tg_status ref_set_index(tg_kern *k) { return ref_index_assign(k, false); }
 static tg_status ref_inc_index(tg_kern *k) { return ref_index_assign(k, true); }
 
-/* x gets the cotangent with the assigned places zeroed (set) or all of it (inc); y gets
- * the cotangent gathered at the selection, summed onto its type. For set with repeated
- * places only the element written last reaches the result, so only it gets a gradient:
- * every element of the selection writes its position into an i64 copy of x, and an
- * element wins when reading that copy back at its place gives its own position. */
-static tg_status vjp_index_assign(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
-                                  bool inc) {
-    tg_var *x = n->in[0], *y = n->in[1], *gy = gout[0];
-    tg_var *zero = tg_literal_float(g, 0.0);
-    if (tg_ops_float_in(n, 0)) gin[0] = inc ? gy : update_again(g, "set_index", n, gy, zero, 2);
-    if (!tg_ops_float_in(n, 1)) return g->status;
-    tg_var *sel = index_again(g, n, gy, 2);
-    if (!inc) {
-        tg_var *ids = tg_ix_positions_like(g, sel);
-        tg_var *xd[TG_MAX_DIMS + 1];
-        xd[0] = tg_ix_scalar_const(g, TG_DT_I64, -1.0);
-        if (!tg_grad_dims(g, x, xd + 1)) return g->status;
-        tg_var *owner = tg_apply(g, "alloc", xd, x->type.ndim + 1, NULL, 0);
-        owner = update_again(g, "set_index", n, owner, ids, 2);
-        tg_var *won = tg_eq(g, index_again(g, n, owner, 2), ids);
-        sel = tg_where(g, won, sel, zero);
-    }
-    gin[1] = tg_ix_onto(g, sel, y);
-    return g->status;
+/* The places of set_index/inc_index(x, y, arrays..., axes) for tg_ix_vjp_assign. */
+static tg_var *index_gather(tg_graph *g, const tg_node *n, tg_var *x) {
+    return index_again(g, n, x, 2);
 }
 
+static tg_var *index_scatter(tg_graph *g, const tg_node *n, tg_var *x, tg_var *v) {
+    return update_again(g, "set_index", n, x, v, 2);
+}
+
+/* The position of each element of the selection, in its shape. */
+static tg_var *index_positions(tg_graph *g, const tg_node *n, tg_var *sel) {
+    (void)n;
+    return tg_ix_positions_like(g, sel);
+}
+
+static const tg_ix_places index_places = {1, index_gather, index_scatter, index_positions};
+
 static tg_status vjp_set_index(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    return vjp_index_assign(g, n, gout, gin, false);
+    return tg_ix_vjp_assign(g, n, gout, gin, false, &index_places);
 }
 
 static tg_status vjp_inc_index(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    return vjp_index_assign(g, n, gout, gin, true);
+    return tg_ix_vjp_assign(g, n, gout, gin, true, &index_places);
 }
 
 const tg_op_def tg_op_set_index = {
