@@ -28,10 +28,15 @@ static inline int bench_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Sorts t[0..n) and returns its median (the mean of the middle two for even n). */
+static inline double bench_median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, bench_cmp);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 /* Sorts t[0..n) and prints the result line (seconds in, milliseconds out). */
 static inline void bench_report(const char *name, double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, bench_cmp);
-    double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    double med = bench_median(t, n);
     printf("%s: median %.3f ms, min %.3f ms (%d runs)\n", name, med * 1e3, t[0] * 1e3, n);
     fflush(stdout);
 }

@@ -13,21 +13,11 @@ Run it with Debian's /usr/bin/python3 (python3-numpy).
 """
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time
 
-
-def timeit(fn, runs, clock):
-    for _ in range(2):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t0 = clock()
-        fn()
-        ts.append(clock() - t0)
-    return statistics.median(ts), min(ts)
+from peer_timing import timeit
 
 
 def child(a):
@@ -40,7 +30,7 @@ def child(a):
 
     def report(name, fn, who="numpy"):
         wl, kv = name.split(" ", 1)
-        med, mn = timeit(fn, a.n, clock)
+        med, mn = timeit(fn, a.n, 2, clock)
         print("%s %s %s threads=%d%s: median %.3f ms, min %.3f ms (%d runs)"
               % (wl, who, kv, th, suffix, med * 1e3, mn * 1e3, a.n), flush=True)
 

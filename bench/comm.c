@@ -163,11 +163,6 @@ static void floor_rank(bench *b, int rank) {
     if (rank == 0) b->t1 = (bench_now() - b->t0) / b->calls;
 }
 
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, bench_cmp);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 static double time_memcpy(bench *b) {
     size_t bytes = b->count * sizeof(double);
     memcpy(b->out[0], b->in[0], bytes);
@@ -234,8 +229,8 @@ int main(int argc, char **argv) {
             tf_b[r] = time_floor(b);
             tp_b[r] = time_psum(b, TG_COMM_SMALL_DEFAULT);
         }
-        double tm = median(tm_b, b->batches), tf = median(tf_b, b->batches);
-        double tp = median(tp_b, b->batches);
+        double tm = bench_median(tm_b, b->batches), tf = bench_median(tf_b, b->batches);
+        double tp = bench_median(tp_b, b->batches);
         char target[96] = "";
         if (sizes[s].bytes == 8)
             snprintf(target, sizeof target, "< 2 us: %s; ", tp < 2e-6 ? "yes" : "NO");
@@ -266,8 +261,8 @@ int main(int argc, char **argv) {
             }
         b->fresh = false;
         printf("%8s %12.3f %12.3f %14.3f %14.3f\n", human(bytes, name, sizeof name),
-               median(t[0], b->batches) * 1e6, median(t[1], b->batches) * 1e6,
-               median(t[2], b->batches) * 1e6, median(t[3], b->batches) * 1e6);
+               bench_median(t[0], b->batches) * 1e6, bench_median(t[1], b->batches) * 1e6,
+               bench_median(t[2], b->batches) * 1e6, bench_median(t[3], b->batches) * 1e6);
     }
     tg_comm_free(b->comm);
     for (int k = 0; k < 2; k++) {

@@ -75,11 +75,6 @@ static tg_fn *compile(tg_module *m, const char *name, tg_mode mode, int nthreads
     return f;
 }
 
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, bench_cmp);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 int main(int argc, char **argv) {
     int rounds = 15;
     tg_mode mode = TG_MODE_VM;
@@ -117,7 +112,8 @@ int main(int argc, char **argv) {
         t2[r] = call_time(one2, in, 4);
         td[r] = call_time(two, in, 4);
     }
-    double m1 = median(t1, rounds), m2 = median(t2, rounds), md = median(td, rounds);
+    double m1 = bench_median(t1, rounds), m2 = bench_median(t2, rounds),
+           md = bench_median(td, rounds);
     bench_report("w10a 1 device, 1 thread", t1, rounds);
     bench_report("w10a 1 device, 2 threads", t2, rounds);
     bench_report("w10a 2 host devices", td, rounds);
@@ -148,7 +144,7 @@ int main(int argc, char **argv) {
         s2[r] = call_time(f2, &x, 1);
         ss[r] = call_time(fs, &x, 1);
     }
-    double a = median(s1, rounds), b = median(s2, rounds), c = median(ss, rounds);
+    double a = bench_median(s1, rounds), b = bench_median(s2, rounds), c = bench_median(ss, rounds);
     bench_report("sim one branch on sim:0", s1, rounds);
     bench_report("sim two branches on sim:0 and sim:1", s2, rounds);
     bench_report("sim two branches both on sim:0", ss, rounds);

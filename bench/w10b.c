@@ -71,11 +71,6 @@ static double trajectory(tg_fn *f, tg_tensor *theta, tg_tensor **out, int steps)
     return t;
 }
 
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, bench_cmp);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 int main(int argc, char **argv) {
     int runs = 10, steps = 1000;
     tg_mode mode = TG_MODE_VM;
@@ -141,7 +136,7 @@ int main(int argc, char **argv) {
         for (int c = 0; c < NCONF; c++) t[c][r] = trajectory(f[c], theta, out[c], steps);
     double med[NCONF], best[NCONF];
     for (int c = 0; c < NCONF; c++) {
-        med[c] = median(t[c], runs); /* sorts t[c] */
+        med[c] = bench_median(t[c], runs); /* sorts t[c] */
         best[c] = t[c][0];
         bench_report(names[c], t[c], runs);
     }

@@ -123,11 +123,6 @@ static double step(tg_fn *f, tg_tensor **in, tg_tensor *loss) {
     return tg_tensor_get_f64(loss, 0);
 }
 
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, bench_cmp);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 int main(int argc, char **argv) {
     int runs = 20;
     tg_mode mode = TG_MODE_VM;
@@ -195,7 +190,7 @@ int main(int argc, char **argv) {
     for (int c = 0; c < NCONF; c++) {
         char name[96];
         snprintf(name, sizeof name, "w10c %s %s", mname, conf[c]);
-        med[c] = median(t[c], runs);
+        med[c] = bench_median(t[c], runs);
         bench_report(name, t[c], runs);
     }
     printf("w10c: 2 devices vs 1 device: %.2fx (target >= 1.6x); vs 1 device with 2 threads: "

@@ -14,26 +14,11 @@ missing). Without PyTorch it prints "w10c torch: not importable, skipped" and ex
 """
 import argparse
 import os
-import statistics
 import sys
-import time
+
+from peer_timing import report, timeit
 
 NIN, NHID, NOUT, BATCH, LR = 784, 256, 10, 512, 0.05
-
-
-def timeit(fn, runs):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), min(ts)
-
-
-def report(name, med, mn, runs):
-    print(f"{name}: median {med * 1e3:.3f} ms, min {mn * 1e3:.3f} ms ({runs} runs)", flush=True)
 
 
 def main():
@@ -75,7 +60,7 @@ def main():
 
     loss = float(autograd_step())
     assert 0 < loss < 20, loss
-    report(f"w10c torch threads={a.threads}", *timeit(autograd_step, a.n), a.n)
+    report(f"w10c torch threads={a.threads}", *timeit(autograd_step, a.n, 3), a.n)
 
     # ---- the gradients written out, no autograd, in-place update ----
     P = [p.clone() for p in init]
@@ -99,7 +84,7 @@ def main():
 
     loss = float(manual_step())
     assert 0 < loss < 20, loss
-    report(f"w10c torch-manual threads={a.threads}", *timeit(manual_step, a.n), a.n)
+    report(f"w10c torch-manual threads={a.threads}", *timeit(manual_step, a.n, 3), a.n)
     return 0
 
 

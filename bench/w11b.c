@@ -27,11 +27,6 @@ static const sizes_t sizes[] = {
     {65536, 50, 21}, {262144, 20, 15}, {1048576, 8, 11}, {4194304, 3, 9}, {16777216, 1, 9},
 };
 
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, bench_cmp);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 int main(int argc, char **argv) {
     bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     int procs = tg_world_size(), rank = tg_world_rank();
@@ -103,7 +98,8 @@ int main(int argc, char **argv) {
             }
             tn[b] = (bench_now() - t0) / calls;
         }
-        double a = median(tt, batches), r = median(tm, batches), nb = median(tn, batches);
+        double a = bench_median(tt, batches), r = bench_median(tm, batches),
+               nb = bench_median(tn, batches);
         if (rank == 0) {
             printf("w11b psum bytes=%zu: tgraph median %.2f us, MPI_Allreduce median %.2f us, "
                    "ratio %.2f; MPI_Iallreduce+MPI_Test median %.2f us (%d batches of %d)\n",

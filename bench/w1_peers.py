@@ -10,31 +10,22 @@ usage: w1_peers.py [-n RUNS] [--size N] [--cpu]
 Run it with Debian's /usr/bin/python3 (python3-numpy).
 """
 import argparse
-import statistics
 import sys
 import time
 
 import numpy as np
 
+import peer_timing
+from peer_timing import timeit
+
 
 CLOCK = time.perf_counter
-
-
-def timeit(fn, runs):
-    for _ in range(2):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t0 = CLOCK()
-        fn()
-        ts.append(CLOCK() - t0)
-    return statistics.median(ts), min(ts)
 
 
 def report(name, med, mn, runs):
     if CLOCK is time.process_time:
         name += " cpu-time"
-    print(f"{name}: median {med * 1e3:.3f} ms, min {mn * 1e3:.3f} ms ({runs} runs)", flush=True)
+    peer_timing.report(name, med, mn, runs)
 
 
 def main():
@@ -66,8 +57,8 @@ def main():
         return out
 
     assert np.allclose(numpy_out(), want, rtol=0, atol=1e-12)
-    report("w1 numpy", *timeit(numpy_plain, a.n), a.n)
-    report("w1 numpy out=", *timeit(numpy_out, a.n), a.n)
+    report("w1 numpy", *timeit(numpy_plain, a.n, 2, CLOCK), a.n)
+    report("w1 numpy out=", *timeit(numpy_out, a.n, 2, CLOCK), a.n)
     try:
         import torch
     except ImportError:
@@ -94,8 +85,8 @@ def main():
             return tout
 
         assert np.allclose(torch_out().numpy(), want, rtol=0, atol=1e-12)
-        report(f"w1 torch threads={th}", *timeit(torch_plain, a.n), a.n)
-        report(f"w1 torch out= threads={th}", *timeit(torch_out, a.n), a.n)
+        report(f"w1 torch threads={th}", *timeit(torch_plain, a.n, 2, CLOCK), a.n)
+        report(f"w1 torch out= threads={th}", *timeit(torch_out, a.n, 2, CLOCK), a.n)
     return 0
 
 

@@ -14,27 +14,12 @@ imported) and to torch.set_num_threads. Run it with Debian's /usr/bin/python3
 """
 import argparse
 import os
-import statistics
 import sys
-import time
+
+from peer_timing import report, timeit
 
 NIN, NHID, NOUT = 784, 256, 10
 B1, B2, EPS = 0.9, 0.999, 1e-8
-
-
-def timeit(fn, runs):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), min(ts)
-
-
-def report(name, med, mn, runs):
-    print(f"{name}: median {med * 1e3:.3f} ms, min {mn * 1e3:.3f} ms ({runs} runs)", flush=True)
 
 
 def main():
@@ -107,7 +92,7 @@ def main():
 
     loss = numpy_step()
     assert 0 < loss < 20, loss
-    report(f"w6 numpy threads={a.threads}", *timeit(numpy_step, a.n), a.n)
+    report(f"w6 numpy threads={a.threads}", *timeit(numpy_step, a.n, 3), a.n)
 
     try:
         import torch
@@ -134,7 +119,7 @@ def main():
 
     loss = float(torch_autograd_step())
     assert 0 < loss < 20, loss
-    report(f"w6 torch threads={a.threads}", *timeit(torch_autograd_step, a.n), a.n)
+    report(f"w6 torch threads={a.threads}", *timeit(torch_autograd_step, a.n, 3), a.n)
 
     # ---- PyTorch: the step written out (no autograd), in-place Adam ----
     Pt = [torch.tensor(p) for p in init]
@@ -169,7 +154,7 @@ def main():
 
     loss = float(torch_manual_step())
     assert 0 < loss < 20, loss
-    report(f"w6 torch-manual threads={a.threads}", *timeit(torch_manual_step, a.n), a.n)
+    report(f"w6 torch-manual threads={a.threads}", *timeit(torch_manual_step, a.n, 3), a.n)
     return 0
 
 

@@ -29,17 +29,21 @@
  * (np.add.at); set writes in C order of the selection, so the last occurrence wins.
  * set_subtensor/inc_subtensor reuse the slice record (shape.c) for both the selected
  * type and the selected view, so they cannot disagree with `x[...]`.
+ * Files: this one holds the helpers the gathers and scatters share (index.h) and the ops
+ * that select along one axis or a slice (take, take_along, set/inc_subtensor,
+ * set/inc_take); index_arrays.c holds mask_select and the ops of several index arrays
+ * (index, set_index, inc_index); index_apply.c resolves x[...] into them.
  * Invariants: kernels are plain loops over the selection in C order that read and write
  * through strides (any sign, 0-size arrays); outputs are fresh (the interpreter's, or
  * made by mask_select itself: `.self_alloc`); no input is ever written.
  */
-#include "ops.h"
+#include "index.h"
 
 #include <stdio.h>
 
 /* ---- helpers ---- */
 
-static void type_init(tg_type *o, tg_dtype dt, int ndim) {
+void tg_ix_type_init(tg_type *o, tg_dtype dt, int ndim) {
     memset(o, 0, sizeof *o);
     o->dtype = (uint8_t)dt;
     o->ndim = (uint8_t)ndim;
@@ -55,7 +59,7 @@ static const char *shape_str(const tg_type *t, char *buf, size_t cap) {
 }
 
 /* Indices must be integers (signed or u8): bool and floats are refused. */
-static tg_status check_indices(tg_infer *ic, const tg_type *ind) {
+tg_status tg_ix_check_indices(tg_infer *ic, const tg_type *ind) {
     char ts[TG_TYPE_STR_MAX];
     tg_dtype dt = (tg_dtype)ind->dtype;
     if (dt == TG_DT_BOOL)
@@ -87,7 +91,7 @@ static tg_status axis_fail(tg_infer *ic, const tg_aval *a, const tg_type *x) {
 }
 
 /* A negative index counts from the end; false when v is outside [-n, n). */
-static bool index_norm(int64_t v, int64_t n, int64_t *out) {
+bool tg_ix_norm(int64_t v, int64_t n, int64_t *out) {
     if (v < -n || v >= n) return false;
     *out = v < 0 ? v + n : v;
     return true;
@@ -102,12 +106,12 @@ static tg_status oob_fail(tg_kern *k, int64_t v, int axis, int64_t n) {
  * in C order, before anything is gathered: also those that select nothing because the
  * result is empty (np.take raises for them, and NumPy is deprecating the silence of its
  * fancy indexing there). */
-static tg_status check_all_indices(tg_kern *k, const tg_tensor *ind, int axis, int64_t n) {
+tg_status tg_ix_check_all(tg_kern *k, const tg_tensor *ind, int axis, int64_t n) {
     int64_t idx[TG_MAX_DIMS] = {0}, v;
     if (tg_tensor_size(ind) == 0) return TG_OK;
     do {
         int64_t raw = tg_load_i64(tg_tensor_at(ind, idx), ind->dtype);
-        if (!index_norm(raw, n, &v)) return oob_fail(k, raw, axis < 0 ? 0 : axis, n);
+        if (!tg_ix_norm(raw, n, &v)) return oob_fail(k, raw, axis < 0 ? 0 : axis, n);
     } while (tg_index_next(ind->ndim, ind->shape, idx));
     return TG_OK;
 }
@@ -122,7 +126,7 @@ static void unflatten(int ndim, const int64_t *shape, int64_t f, int64_t *idx) {
 
 /* Element of y broadcast onto a target of rank tnd at multi-index t: y's axes align from
  * the right, extents of 1 (and extra leading axes, which are 1) read index 0. */
-static const char *bcast_at(const tg_tensor *y, int tnd, const int64_t *t) {
+const char *tg_ix_bcast_at(const tg_tensor *y, int tnd, const int64_t *t) {
     int64_t off = y->offset;
     int lead = tnd - y->ndim;
     for (int a = 0; a < y->ndim; a++)
@@ -133,7 +137,7 @@ static const char *bcast_at(const tg_tensor *y, int tnd, const int64_t *t) {
 /* Writes (inc: adds) the element at src (dtype sdt) into dst (dtype ddt). Sums are
  * computed in double for float destinations (NumPy's promoted float add, rounded once
  * at the store) and in wrapping int64 otherwise (bool: logical or). */
-static void elem_put(char *dst, tg_dtype ddt, const char *src, tg_dtype sdt, bool inc) {
+void tg_ix_elem_put(char *dst, tg_dtype ddt, const char *src, tg_dtype sdt, bool inc) {
     if (!inc) {
         if (sdt == ddt)
             memcpy(dst, src, tg_dtype_size(ddt));
@@ -176,10 +180,10 @@ static tg_status promote_assign(tg_infer *ic, tg_dtype *want, int yi, bool inc) 
     return TG_OK;
 }
 
-static tg_status promote_set_yi1(tg_infer *ic, tg_dtype *want) {
+tg_status tg_ix_promote_set_yi1(tg_infer *ic, tg_dtype *want) {
     return promote_assign(ic, want, 1, false);
 }
-static tg_status promote_inc_yi1(tg_infer *ic, tg_dtype *want) {
+tg_status tg_ix_promote_inc_yi1(tg_infer *ic, tg_dtype *want) {
     return promote_assign(ic, want, 1, true);
 }
 static tg_status promote_set_yi2(tg_infer *ic, tg_dtype *want) {
@@ -190,7 +194,7 @@ static tg_status promote_inc_yi2(tg_infer *ic, tg_dtype *want) {
 }
 
 /* y must broadcast onto the selected type tgt (one way: the selection's shape is kept). */
-static tg_status assign_check(tg_infer *ic, const tg_type *tgt, const tg_type *y, bool inc) {
+tg_status tg_ix_assign_check(tg_infer *ic, const tg_type *tgt, const tg_type *y, bool inc) {
     char ys[TG_TYPE_STR_MAX], ss[TG_TYPE_STR_MAX];
     if (inc && kind_rank(y) > kind_rank(tgt))
         return tg_infer_fail(ic, TG_ETYPE,
@@ -224,13 +228,13 @@ static tg_status assign_check(tg_infer *ic, const tg_type *tgt, const tg_type *y
 static tg_status gather_type(tg_infer *ic, const tg_type *x, const tg_type *ind,
                              const tg_aval *axis_attr, tg_type *o, int *axis_out) {
     int axis;
-    if (check_indices(ic, ind) != TG_OK) return ic->status;
+    if (tg_ix_check_indices(ic, ind) != TG_OK) return ic->status;
     if (!axis_read(axis_attr, x->ndim, &axis)) return axis_fail(ic, axis_attr, x);
     int nd = axis < 0 ? ind->ndim : x->ndim - 1 + ind->ndim;
     if (nd > TG_MAX_DIMS)
         return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)", nd,
                              TG_MAX_DIMS);
-    type_init(o, (tg_dtype)x->dtype, nd);
+    tg_ix_type_init(o, (tg_dtype)x->dtype, nd);
     int j = 0;
     for (int d = 0; d < axis; d++, j++) {
         o->shape[j] = x->shape[d];
@@ -255,14 +259,14 @@ static bool gather_pos(const tg_tensor *x, const tg_tensor *ind, int axis, const
     int64_t v = tg_load_i64(tg_tensor_at(ind, axis < 0 ? t : t + axis), ind->dtype);
     if (axis < 0) {
         int64_t n = tg_tensor_size(x);
-        if (!index_norm(v, n, &v)) {
+        if (!tg_ix_norm(v, n, &v)) {
             *bad = v, *bad_axis = 0, *ext = n;
             return false;
         }
         unflatten(x->ndim, x->shape, v, xi);
         return true;
     }
-    if (!index_norm(v, x->shape[axis], &v)) {
+    if (!tg_ix_norm(v, x->shape[axis], &v)) {
         *bad = v, *bad_axis = axis, *ext = x->shape[axis];
         return false;
     }
@@ -282,7 +286,7 @@ static tg_attr axis_attr(const tg_aval *a) {
 }
 
 /* A strong 0-d constant of dtype dt holding v. */
-static tg_var *scalar_const(tg_graph *g, tg_dtype dt, double v) {
+tg_var *tg_ix_scalar_const(tg_graph *g, tg_dtype dt, double v) {
     tg_tensor *t = tg_tensor_new(g->ctx, dt, 0, NULL);
     if (t) tg_store_f64(tg_tensor_data(t), dt, v);
     return tg_ir_const(g, t, 0);
@@ -290,7 +294,7 @@ static tg_var *scalar_const(tg_graph *g, tg_dtype dt, double v) {
 
 /* v (of the selected shape) summed onto y's type: extra leading axes of y (extents of 1)
  * are added first, axes y was broadcast along are summed, and the dtype is y's. */
-static tg_var *onto(tg_graph *g, tg_var *v, const tg_var *y) {
+tg_var *tg_ix_onto(tg_graph *g, tg_var *v, const tg_var *y) {
     if (!v) return NULL;
     int extra = y->type.ndim - v->type.ndim;
     if (extra > 0) {
@@ -305,7 +309,7 @@ static tg_var *onto(tg_graph *g, tg_var *v, const tg_var *y) {
 }
 
 /* 0, 1, ... size(ind) - 1 in ind's shape (i64). */
-static tg_var *positions_like(tg_graph *g, tg_var *ind) {
+tg_var *tg_ix_positions_like(tg_graph *g, tg_var *ind) {
     int64_t size = 1;
     bool known = tg_type_known(&ind->type);
     for (int i = 0; known && i < ind->type.ndim; i++)
@@ -313,6 +317,34 @@ static tg_var *positions_like(tg_graph *g, tg_var *ind) {
             return tg_ir_fail(g, TG_ELIMIT, "gradient: the indices are too large");
     tg_var *n = known ? tg_literal_int(g, size) : tg_apply(g, "size", &ind, 1, NULL, 0);
     return tg_grad_reshape_like(g, tg_apply(g, "arange", &n, 1, NULL, 0), ind);
+}
+
+/* x gets the cotangent with the assigned places zeroed (set) or all of it (inc); y gets
+ * the cotangent gathered at the selection, summed onto its type. For set with repeated
+ * places only the element written last (in C order of the selection) reaches the result,
+ * so only it gets a gradient: every element of the selection writes its position into an
+ * i64 copy of x (-1 elsewhere), and an element wins when reading that copy back at its
+ * place gives its own position. */
+tg_status tg_ix_vjp_assign(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
+                           bool inc, const tg_ix_places *pl) {
+    tg_var *x = n->in[0], *y = n->in[pl->yi], *gy = gout[0];
+    tg_var *zero = tg_literal_float(g, 0.0);
+    if (tg_ops_float_in(n, 0)) gin[0] = inc ? gy : pl->scatter(g, n, gy, zero);
+    if (!tg_ops_float_in(n, pl->yi)) return g->status;
+    tg_var *sel = pl->gather(g, n, gy);
+    if (!inc) {
+        tg_var *ids = pl->positions(g, n, sel);
+        if (!ids) return g->status;
+        tg_var *xd[TG_MAX_DIMS + 1];
+        xd[0] = tg_ix_scalar_const(g, TG_DT_I64, -1.0);
+        if (!tg_grad_dims(g, x, xd + 1)) return g->status;
+        tg_var *owner = tg_apply(g, "alloc", xd, x->type.ndim + 1, NULL, 0);
+        owner = pl->scatter(g, n, owner, ids);
+        tg_var *won = tg_eq(g, pl->gather(g, n, owner), ids);
+        sel = tg_where(g, won, sel, zero);
+    }
+    gin[pl->yi] = tg_ix_onto(g, sel, y);
+    return g->status;
 }
 
 /* ---- take ---- */
@@ -332,7 +364,7 @@ static tg_status ref_take(tg_kern *k) {
     int axis;
     if (!axis_read(&k->attrs[0], x->ndim, &axis))
         return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
-    if (check_all_indices(k, ind, axis, axis < 0 ? tg_tensor_size(x) : x->shape[axis]) != TG_OK)
+    if (tg_ix_check_all(k, ind, axis, axis < 0 ? tg_tensor_size(x) : x->shape[axis]) != TG_OK)
         return k->status;
     if (tg_tensor_size(out) == 0) return TG_OK;
     size_t esz = tg_dtype_size(x->dtype);
@@ -403,7 +435,7 @@ static tg_status infer_take_along(tg_infer *ic) {
     const tg_aval *aa = &ic->attrs[0];
     char xs[TG_TYPE_STR_MAX], is[TG_TYPE_STR_MAX];
     int axis;
-    if (check_indices(ic, ind) != TG_OK) return ic->status;
+    if (tg_ix_check_indices(ic, ind) != TG_OK) return ic->status;
     if (!axis_read(aa, x->ndim, &axis)) return axis_fail(ic, aa, x);
     tg_type *o = &ic->out[0];
     if (axis < 0) {
@@ -412,7 +444,7 @@ static tg_status infer_take_along(tg_infer *ic) {
                                  "when axis is none, indices must have a single "
                                  "dimension, got %s",
                                  tg_type_str(ind, is, sizeof is));
-        type_init(o, (tg_dtype)x->dtype, 1);
+        tg_ix_type_init(o, (tg_dtype)x->dtype, 1);
         o->shape[0] = ind->shape[0];
         o->nobcast = ind->nobcast & 1u;
         return TG_OK;
@@ -451,7 +483,7 @@ static tg_status ref_take_along(tg_kern *k) {
         return tg_kern_fail(k, TG_EINVAL, "axis is out of bounds");
     if (axis >= 0 && ind->ndim != x->ndim)
         return tg_kern_fail(k, TG_ESHAPE, "indices and x have different ranks");
-    if (check_all_indices(k, ind, axis, axis < 0 ? tg_tensor_size(x) : x->shape[axis]) != TG_OK)
+    if (tg_ix_check_all(k, ind, axis, axis < 0 ? tg_tensor_size(x) : x->shape[axis]) != TG_OK)
         return k->status;
     if (tg_tensor_size(out) == 0) return TG_OK;
     size_t esz = tg_dtype_size(x->dtype);
@@ -461,10 +493,10 @@ static tg_status ref_take_along(tg_kern *k) {
         int64_t v = tg_load_i64(tg_tensor_at(ind, ii), ind->dtype);
         if (axis < 0) {
             int64_t n = tg_tensor_size(x);
-            if (!index_norm(v, n, &v)) return oob_fail(k, v, 0, n);
+            if (!tg_ix_norm(v, n, &v)) return oob_fail(k, v, 0, n);
             unflatten(x->ndim, x->shape, v, xi);
         } else {
-            if (!index_norm(v, x->shape[axis], &v)) return oob_fail(k, v, axis, x->shape[axis]);
+            if (!tg_ix_norm(v, x->shape[axis], &v)) return oob_fail(k, v, axis, x->shape[axis]);
             for (int d = 0; d < x->ndim; d++) xi[d] = x->shape[d] == 1 ? 0 : o[d];
             xi[axis] = v;
         }
@@ -528,7 +560,7 @@ static tg_status infer_subtensor(tg_infer *ic, bool inc) {
     const tg_type *x = &ic->in[0], *y = &ic->in[1];
     tg_type sel;
     if (slice_type(ic, x, &sel) != TG_OK) return ic->status;
-    if (assign_check(ic, &sel, y, inc) != TG_OK) return ic->status;
+    if (tg_ix_assign_check(ic, &sel, y, inc) != TG_OK) return ic->status;
     ic->out[0] = *x;
     ic->out[0].weak = 0;
     return TG_OK;
@@ -538,7 +570,7 @@ static tg_status infer_set_subtensor(tg_infer *ic) { return infer_subtensor(ic, 
 static tg_status infer_inc_subtensor(tg_infer *ic) { return infer_subtensor(ic, true); }
 
 /* Checks at run time that y broadcasts onto the concrete selected shape. */
-static bool kern_bcast_ok(const tg_tensor *y, int tnd, const int64_t *tshape) {
+bool tg_ix_bcast_ok(const tg_tensor *y, int tnd, const int64_t *tshape) {
     int lead = tnd - y->ndim;
     for (int a = 0; a < y->ndim; a++) {
         int64_t t = a + lead >= 0 ? tshape[a + lead] : 1;
@@ -554,7 +586,7 @@ static tg_status ref_subtensor(tg_kern *k, bool inc) {
     tg_tensor_copy_into(out, x);
     /* the slice record makes the view; its run-time inference gives the view's type */
     tg_type xt, outs[TG_MAX_OUTS];
-    type_init(&xt, out->dtype, out->ndim);
+    tg_ix_type_init(&xt, out->dtype, out->ndim);
     memcpy(xt.shape, out->shape, sizeof xt.shape[0] * (size_t)out->ndim);
     tg_infer sc = {.op = &tg_op_slice,
                    .in = &xt,
@@ -578,12 +610,13 @@ static tg_status ref_subtensor(tg_kern *k, bool inc) {
         return tg_kern_fail(k, sk.status ? sk.status : TG_EINVAL, "%s", sk.msg);
     TG_ASSERT(view != NULL);
     tg_status st = TG_OK;
-    if (!kern_bcast_ok(y, view->ndim, view->shape)) {
+    if (!tg_ix_bcast_ok(y, view->ndim, view->shape)) {
         st = tg_kern_fail(k, TG_ESHAPE, "cannot broadcast y into the selected shape");
     } else if (tg_tensor_size(view) > 0) {
         int64_t t[TG_MAX_DIMS] = {0};
         do {
-            elem_put(tg_tensor_at(view, t), view->dtype, bcast_at(y, view->ndim, t), y->dtype, inc);
+            tg_ix_elem_put(tg_tensor_at(view, t), view->dtype, tg_ix_bcast_at(y, view->ndim, t),
+                           y->dtype, inc);
         } while (tg_index_next(view->ndim, view->shape, t));
     }
     tg_tensor_free(view);
@@ -610,7 +643,8 @@ static tg_status vjp_subtensor(tg_graph *g, const tg_node *n, tg_var *const *gou
         gin[0] = inc ? gy
                      : tg_apply(g, "set_subtensor", (tg_var *[]){gy, tg_literal_float(g, 0.0)}, 2,
                                 at, 4);
-    if (tg_ops_float_in(n, 1)) gin[1] = onto(g, tg_apply(g, "slice", &gy, 1, at, 4), n->in[1]);
+    if (tg_ops_float_in(n, 1))
+        gin[1] = tg_ix_onto(g, tg_apply(g, "slice", &gy, 1, at, 4), n->in[1]);
     return g->status;
 }
 
@@ -652,7 +686,7 @@ const tg_op_def tg_op_set_subtensor = {
     .kind = TG_KIND_INDEX,
     .attrs = subtensor_attrs,
     .nattrs = (int)TG_COUNTOF(subtensor_attrs),
-    .promote = promote_set_yi1,
+    .promote = tg_ix_promote_set_yi1,
     .infer = infer_set_subtensor,
     .ref = ref_set_subtensor,
     .grad = TG_GRAD_VJP,
@@ -668,7 +702,7 @@ const tg_op_def tg_op_inc_subtensor = {
     .kind = TG_KIND_INDEX,
     .attrs = subtensor_attrs,
     .nattrs = (int)TG_COUNTOF(subtensor_attrs),
-    .promote = promote_inc_yi1,
+    .promote = tg_ix_promote_inc_yi1,
     .infer = infer_inc_subtensor,
     .ref = ref_inc_subtensor,
     .grad = TG_GRAD_VJP,
@@ -687,7 +721,7 @@ static tg_status infer_take_assign(tg_infer *ic, bool inc) {
     tg_type sel;
     int axis;
     if (gather_type(ic, x, ind, &ic->attrs[0], &sel, &axis) != TG_OK) return ic->status;
-    if (assign_check(ic, &sel, y, inc) != TG_OK) return ic->status;
+    if (tg_ix_assign_check(ic, &sel, y, inc) != TG_OK) return ic->status;
     ic->out[0] = *x;
     ic->out[0].weak = 0;
     return TG_OK;
@@ -714,9 +748,9 @@ static tg_status ref_take_assign(tg_kern *k, bool inc) {
     for (int d = axis + 1; axis >= 0 && d < x->ndim; d++) shape[j++] = x->shape[d];
     if (!tg_shape_size(nd, shape, &n))
         return tg_kern_fail(k, TG_ELIMIT, "the selection is too large");
-    if (!kern_bcast_ok(y, nd, shape))
+    if (!tg_ix_bcast_ok(y, nd, shape))
         return tg_kern_fail(k, TG_ESHAPE, "cannot broadcast y into the selected shape");
-    if (check_all_indices(k, ind, axis, axis < 0 ? tg_tensor_size(x) : x->shape[axis]) != TG_OK)
+    if (tg_ix_check_all(k, ind, axis, axis < 0 ? tg_tensor_size(x) : x->shape[axis]) != TG_OK)
         return k->status;
     if (n == 0) return TG_OK;
     int64_t t[TG_MAX_DIMS] = {0}, xi[TG_MAX_DIMS], bad, ext;
@@ -724,7 +758,7 @@ static tg_status ref_take_assign(tg_kern *k, bool inc) {
     do {
         if (!gather_pos(out, ind, axis, t, xi, &bad, &bad_axis, &ext))
             return oob_fail(k, bad, bad_axis, ext);
-        elem_put(tg_tensor_at(out, xi), out->dtype, bcast_at(y, nd, t), y->dtype, inc);
+        tg_ix_elem_put(tg_tensor_at(out, xi), out->dtype, tg_ix_bcast_at(y, nd, t), y->dtype, inc);
     } while (tg_index_next(nd, shape, t));
     return TG_OK;
 }
@@ -732,52 +766,45 @@ static tg_status ref_take_assign(tg_kern *k, bool inc) {
 static tg_status ref_set_take(tg_kern *k) { return ref_take_assign(k, false); }
 static tg_status ref_inc_take(tg_kern *k) { return ref_take_assign(k, true); }
 
-/* x gets g with the assigned places zeroed (set) or all of g (inc); y gets take(g),
- * summed onto its type. For set with repeated indices only the occurrence that is
- * written last (in C order of the selection) reaches the result, so only it gets a
- * gradient: every selected element writes its position among the indices into an i64
- * copy of x (set_take of arange), and an element is a winner when reading that copy back
- * at its place gives its own position. */
-static tg_status vjp_take_assign(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
-                                 bool inc) {
-    tg_var *x = n->in[0], *ind = n->in[1], *y = n->in[2], *gy = gout[0];
+/* The places of set_take/inc_take(x, ind, y, axis) for tg_ix_vjp_assign: x.take(ind, axis). */
+static tg_var *take_gather(tg_graph *g, const tg_node *n, tg_var *x) {
     tg_attr a = axis_attr(&n->attrs[0]);
-    tg_var *zero = tg_literal_float(g, 0.0);
-    if (tg_ops_float_in(n, 0))
-        gin[0] = inc ? gy : tg_apply(g, "set_take", (tg_var *[]){gy, ind, zero}, 3, &a, 1);
-    if (!tg_ops_float_in(n, 2)) return g->status;
-    tg_var *sel = tg_apply(g, "take", (tg_var *[]){gy, ind}, 2, &a, 1);
-    if (!inc) {
-        int ax;
-        if (!axis_read(&n->attrs[0], x->type.ndim, &ax))
-            return tg_ir_fail(g, TG_EINTERNAL, "set_take gradient: bad axis"), g->status;
-        tg_var *ids = positions_like(g, ind);
-        if (ax >= 0) { /* ids placed on the selection's index axes */
-            int64_t axes[TG_MAX_DIMS];
-            int na = 0, snd = x->type.ndim - 1 + ind->type.ndim;
-            for (int d = 0; d < snd; d++)
-                if (d < ax || d >= ax + ind->type.ndim) axes[na++] = d;
-            tg_attr ea = TG_A_INTS("axis", axes, na);
-            if (na > 0) ids = tg_apply(g, "expand_dims", &ids, 1, &ea, 1);
-        }
-        tg_var *xd[TG_MAX_DIMS + 1];
-        xd[0] = scalar_const(g, TG_DT_I64, -1.0);
-        if (!tg_grad_dims(g, x, xd + 1)) return g->status;
-        tg_var *owner = tg_apply(g, "alloc", xd, x->type.ndim + 1, NULL, 0);
-        owner = tg_apply(g, "set_take", (tg_var *[]){owner, ind, ids}, 3, &a, 1);
-        tg_var *won = tg_eq(g, tg_apply(g, "take", (tg_var *[]){owner, ind}, 2, &a, 1), ids);
-        sel = tg_where(g, won, sel, zero);
-    }
-    gin[2] = onto(g, sel, y);
-    return g->status;
+    return tg_apply(g, "take", (tg_var *[]){x, n->in[1]}, 2, &a, 1);
 }
 
+static tg_var *take_scatter(tg_graph *g, const tg_node *n, tg_var *x, tg_var *v) {
+    tg_attr a = axis_attr(&n->attrs[0]);
+    return tg_apply(g, "set_take", (tg_var *[]){x, n->in[1], v}, 3, &a, 1);
+}
+
+/* The position of each index among the indices (set_take of arange), placed on the
+ * selection's index axes. */
+static tg_var *take_positions(tg_graph *g, const tg_node *n, tg_var *sel) {
+    (void)sel;
+    tg_var *x = n->in[0], *ind = n->in[1];
+    int ax;
+    if (!axis_read(&n->attrs[0], x->type.ndim, &ax))
+        return tg_ir_fail(g, TG_EINTERNAL, "set_take gradient: bad axis");
+    tg_var *ids = tg_ix_positions_like(g, ind);
+    if (ax >= 0) {
+        int64_t axes[TG_MAX_DIMS];
+        int na = 0, snd = x->type.ndim - 1 + ind->type.ndim;
+        for (int d = 0; d < snd; d++)
+            if (d < ax || d >= ax + ind->type.ndim) axes[na++] = d;
+        tg_attr ea = TG_A_INTS("axis", axes, na);
+        if (na > 0) ids = tg_apply(g, "expand_dims", &ids, 1, &ea, 1);
+    }
+    return ids;
+}
+
+static const tg_ix_places take_places = {2, take_gather, take_scatter, take_positions};
+
 static tg_status vjp_set_take(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    return vjp_take_assign(g, n, gout, gin, false);
+    return tg_ix_vjp_assign(g, n, gout, gin, false, &take_places);
 }
 
 static tg_status vjp_inc_take(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    return vjp_take_assign(g, n, gout, gin, true);
+    return tg_ix_vjp_assign(g, n, gout, gin, true, &take_places);
 }
 
 /* Over a batch, with indices the same for every element: the target batched, the axis
@@ -828,736 +855,3 @@ const tg_op_def tg_op_inc_take = {
     .vjp = vjp_inc_take,
     .batch = batch_take_assign,
 };
-
-/* ---- mask_select ---- */
-
-/* x[mask]: mask's shape equals x's leading mask.ndim extents; the result is
- * [number of true values] + x.shape[mask.ndim:], the count known only at run time. */
-static tg_status infer_mask_select(tg_infer *ic) {
-    const tg_type *x = &ic->in[0], *m = &ic->in[1];
-    char xs[TG_TYPE_STR_MAX], ms[TG_TYPE_STR_MAX];
-    if (m->dtype != TG_DT_BOOL)
-        return tg_infer_fail(ic, TG_ETYPE, "mask must be bool, got %s",
-                             tg_type_str(m, ms, sizeof ms));
-    if (m->ndim > x->ndim)
-        return tg_infer_fail(ic, TG_EINDEX,
-                             "too many indices for %s: the mask %s has %d "
-                             "dimensions",
-                             tg_type_str(x, xs, sizeof xs), tg_type_str(m, ms, sizeof ms), m->ndim);
-    for (int d = 0; d < m->ndim; d++) {
-        int64_t xe = x->shape[d], me = m->shape[d];
-        if (xe >= 0 && me >= 0 && xe != me)
-            return tg_infer_fail(ic, TG_EINDEX,
-                                 "boolean index did not match indexed array along dimension "
-                                 "%d; dimension is %lld but corresponding boolean dimension "
-                                 "is %lld (x %s, mask %s)",
-                                 d, (long long)xe, (long long)me, tg_type_str(x, xs, sizeof xs),
-                                 tg_type_str(m, ms, sizeof ms));
-    }
-    int nd = x->ndim - m->ndim + 1;
-    if (nd > TG_MAX_DIMS)
-        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)", nd,
-                             TG_MAX_DIMS);
-    tg_type *o = &ic->out[0];
-    type_init(o, (tg_dtype)x->dtype, nd);
-    o->shape[0] = -1;
-    for (int d = m->ndim, j = 1; d < x->ndim; d++, j++) {
-        o->shape[j] = x->shape[d];
-        if ((x->nobcast >> d) & 1u) o->nobcast |= 1u << j;
-    }
-    return TG_OK;
-}
-
-static tg_status ref_mask_select(tg_kern *k) {
-    const tg_tensor *x = k->in[0], *m = k->in[1];
-    int md = m->ndim;
-    if (md > x->ndim) return tg_kern_fail(k, TG_EINDEX, "mask has more dimensions than x");
-    for (int d = 0; d < md; d++)
-        if (m->shape[d] != x->shape[d])
-            return tg_kern_fail(k, TG_EINDEX,
-                                "boolean index did not match indexed array along dimension "
-                                "%d; dimension is %lld but corresponding boolean dimension "
-                                "is %lld",
-                                d, (long long)x->shape[d], (long long)m->shape[d]);
-    int64_t count = 0, idx[TG_MAX_DIMS] = {0};
-    if (tg_tensor_size(m) > 0) {
-        do {
-            count += tg_load_i64(tg_tensor_at(m, idx), TG_DT_BOOL) != 0;
-        } while (tg_index_next(md, m->shape, idx));
-    }
-    int nd = x->ndim - md + 1;
-    int64_t shape[TG_MAX_DIMS];
-    if (nd > TG_MAX_DIMS) return tg_kern_fail(k, TG_ELIMIT, "result has too many dimensions");
-    shape[0] = count;
-    for (int d = md; d < x->ndim; d++) shape[d - md + 1] = x->shape[d];
-    tg_tensor *out = tg_tensor_new(k->ctx, x->dtype, nd, shape);
-    if (!out) return tg_kern_fail(k, TG_ENOMEM, "cannot allocate the result: %s", tg_last_error());
-    k->out[0] = out;
-    if (tg_tensor_size(out) == 0) return TG_OK;
-    /* out is contiguous: the selected elements of x, in C order, fill it front to back */
-    size_t esz = tg_dtype_size(x->dtype);
-    char *p = tg_tensor_data(out);
-    memset(idx, 0, sizeof idx);
-    do {
-        if (tg_load_i64(tg_tensor_at(m, idx), TG_DT_BOOL) != 0) {
-            memcpy(p, tg_tensor_at(x, idx), esz);
-            p += esz;
-        }
-    } while (tg_index_next(x->ndim, x->shape, idx));
-    return TG_OK;
-}
-
-/* The positions of the true mask elements (mask_select of arange(size(mask)) in the
- * mask's shape), then the cotangent's rows added there into zeros of x seen as
- * [size(mask)] + x.shape[mask.ndim:], reshaped back to x's shape. */
-static tg_status vjp_mask_select(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    tg_var *x = n->in[0], *m = n->in[1];
-    int md = m->type.ndim, nd = x->type.ndim;
-    tg_attr a0 = TG_A_INT("axis", 0);
-    if (!tg_ops_float_in(n, 0)) return g->status;
-    tg_var *pos = tg_apply(g, "mask_select", (tg_var *[]){positions_like(g, m), m}, 2, NULL, 0);
-    if (md == 1) {
-        tg_var *ins[3] = {tg_grad_zeros_like(g, x), pos, gout[0]};
-        gin[0] = tg_apply(g, "inc_take", ins, 3, &a0, 1);
-        return g->status;
-    }
-    tg_var *xd[TG_MAX_DIMS], *ins[TG_MAX_DIMS + 2];
-    if (!tg_grad_dims(g, x, xd)) return g->status;
-    tg_var *rows = tg_literal_int(g, 1);
-    for (int d = 0; d < md; d++) rows = tg_grad_mul_extents(g, rows, xd[d]);
-    ins[0] = scalar_const(g, (tg_dtype)x->type.dtype, 0.0);
-    ins[1] = rows;
-    for (int d = md; d < nd; d++) ins[d - md + 2] = xd[d];
-    tg_var *z = tg_apply(g, "alloc", ins, nd - md + 2, NULL, 0);
-    tg_var *s2 = tg_apply(g, "inc_take", (tg_var *[]){z, pos, gout[0]}, 3, &a0, 1);
-    gin[0] = tg_grad_reshape_like(g, s2, x);
-    return g->status;
-}
-
-const tg_op_def tg_op_mask_select = {
-    .name = "mask_select",
-    .min_in = 2,
-    .max_in = 2,
-    .nout = 1,
-    .kind = TG_KIND_INDEX,
-    .attrs = NULL,
-    .nattrs = 0,
-    .infer = infer_mask_select,
-    .ref = ref_mask_select,
-    .grad = TG_GRAD_VJP,
-    .vjp = vjp_mask_select,
-    .self_alloc = 1,
-};
-
-/* ---- index, set_index, inc_index: several index arrays at once ----
- * x indexed on the axes `axes` (increasing) by index arrays that broadcast together to a
- * shape B, every other axis taken whole: NumPy's x[..., i0, ..., i1, ...] after its basic
- * items were applied (tg_index_apply). Where the axes are adjacent B replaces them in
- * place; otherwise B comes first and x's other axes follow in order (NumPy's rule for
- * advanced indices separated by a slice). */
-
-static const tg_attr_spec index_attrs[] = {
-    {"axes", TG_AS_INTS, 1, 0, {.kind = TG_ATTR_NONE}},
-};
-
-/* The layout of a selection: which input holds index array 0, the indexed axes, where B
- * sits in the selection, and x's other axes. */
-typedef struct adv_sel {
-    int first;             /* input of index array 0 (1 for index, 2 for set/inc) */
-    int k;                 /* index arrays */
-    int axes[TG_MAX_DIMS]; /* the axis of x each indexes */
-    int nb;                /* rank of B */
-    int bpos;              /* the selection's axis where B starts */
-    int nd;                /* rank of the selection */
-    int nrest;             /* x's other axes */
-    int rest[TG_MAX_DIMS]; /* in order */
-} adv_sel;
-
-/* Reads the axes attribute for k index arrays of an x of rank ndim. false with the reason in
- * why (WHY_MAX bytes) when it is refused. */
-#define WHY_MAX 160
-static bool adv_axes(const tg_aval *a, int k, int ndim, adv_sel *s, char *why) {
-    if (a->n != k) {
-        snprintf(why, WHY_MAX, "axes has %d entries for %d index arrays", a->n, k);
-        return false;
-    }
-    if (k > ndim) {
-        snprintf(why, WHY_MAX, "too many indices for an array of dimension %d: %d", ndim, k);
-        return false;
-    }
-    s->k = k;
-    for (int j = 0; j < k; j++) {
-        if (!tg_axis_norm(a->ints[j], ndim, &s->axes[j])) {
-            snprintf(why, WHY_MAX, "axis %lld is out of bounds for an array of dimension %d",
-                     (long long)a->ints[j], ndim);
-            return false;
-        }
-        if (j > 0 && s->axes[j] <= s->axes[j - 1]) {
-            snprintf(why, WHY_MAX, "axes must be increasing, got %lld after %lld",
-                     (long long)a->ints[j], (long long)a->ints[j - 1]);
-            return false;
-        }
-    }
-    bool adjacent = true;
-    for (int j = 1; j < k; j++) adjacent = adjacent && s->axes[j] == s->axes[j - 1] + 1;
-    s->bpos = adjacent ? s->axes[0] : 0;
-    s->nrest = 0;
-    for (int d = 0, j = 0; d < ndim; d++) {
-        if (j < k && s->axes[j] == d)
-            j++;
-        else
-            s->rest[s->nrest++] = d;
-    }
-    return true;
-}
-
-/* The selection's axis that x's r-th other axis becomes. */
-static int rest_at(const adv_sel *s, int r) { return r < s->bpos ? r : r + s->nb; }
-
-/* The selection type: B (the index arrays' broadcast shape) placed among x's other axes. */
-static tg_status adv_type(tg_infer *ic, const tg_type *x, int first, int k, tg_type *o,
-                          adv_sel *s) {
-    char why[sizeof ic->msg];
-    s->first = first;
-    for (int j = 0; j < k; j++)
-        if (check_indices(ic, &ic->in[first + j]) != TG_OK) return ic->status;
-    char bad[WHY_MAX];
-    if (!adv_axes(&ic->attrs[0], k, x->ndim, s, bad))
-        return tg_infer_fail(ic, TG_EINVAL, "%s", bad);
-    const tg_type *p[TG_MAX_DIMS];
-    tg_type b;
-    for (int j = 0; j < k; j++) p[j] = &ic->in[first + j];
-    if (!tg_broadcast_types(ic, p, k, &b)) {
-        snprintf(why, sizeof why, "%s", ic->msg);
-        return tg_infer_fail(ic, TG_EINDEX,
-                             "shape mismatch: indexing arrays could not be broadcast "
-                             "together (%.400s)",
-                             why);
-    }
-    s->nb = b.ndim;
-    s->nd = b.ndim + s->nrest;
-    if (s->nd > TG_MAX_DIMS)
-        return tg_infer_fail(ic, TG_ELIMIT, "the result would have %d dimensions (at most %d)",
-                             s->nd, TG_MAX_DIMS);
-    type_init(o, (tg_dtype)x->dtype, s->nd);
-    for (int d = 0; d < b.ndim; d++) {
-        o->shape[s->bpos + d] = b.shape[d];
-        if ((b.nobcast >> d) & 1u) o->nobcast |= 1u << (s->bpos + d);
-    }
-    for (int r = 0; r < s->nrest; r++) {
-        int a = rest_at(s, r);
-        o->shape[a] = x->shape[s->rest[r]];
-        if ((x->nobcast >> s->rest[r]) & 1u) o->nobcast |= 1u << a;
-    }
-    return TG_OK;
-}
-
-/* The selection's shape at run time, after checking every index against its axis. */
-static tg_status adv_shape(tg_kern *k, const tg_tensor *x, int first, adv_sel *s, int64_t *shape) {
-    char bad[WHY_MAX];
-    if (!adv_axes(&k->attrs[0], k->nin - first, x->ndim, s, bad))
-        return tg_kern_fail(k, TG_EINVAL, "%s", bad);
-    s->first = first;
-    int64_t b[TG_MAX_DIMS];
-    int nb = 0;
-    for (int j = 0; j < s->k; j++) nb = k->in[first + j]->ndim > nb ? k->in[first + j]->ndim : nb;
-    for (int d = 0; d < nb; d++) b[d] = 1;
-    for (int j = 0; j < s->k; j++) {
-        const tg_tensor *ind = k->in[first + j];
-        for (int d = 0; d < ind->ndim; d++) {
-            int64_t e = ind->shape[d], *t = &b[nb - ind->ndim + d];
-            if (e == *t || e == 1) continue;
-            if (*t != 1)
-                return tg_kern_fail(k, TG_EINDEX,
-                                    "shape mismatch: indexing arrays could not be broadcast "
-                                    "together (index array %d has extent %lld where another "
-                                    "has %lld)",
-                                    j, (long long)e, (long long)*t);
-            *t = e;
-        }
-    }
-    s->nb = nb;
-    s->nd = nb + s->nrest;
-    if (s->nd > TG_MAX_DIMS) return tg_kern_fail(k, TG_ELIMIT, "the result has too many axes");
-    for (int d = 0; d < nb; d++) shape[s->bpos + d] = b[d];
-    for (int r = 0; r < s->nrest; r++) shape[rest_at(s, r)] = x->shape[s->rest[r]];
-    for (int j = 0; j < s->k; j++)
-        if (check_all_indices(k, k->in[first + j], s->axes[j], x->shape[s->axes[j]]) != TG_OK)
-            return k->status;
-    return TG_OK;
-}
-
-/* Position in x of the selection's element t (indices already checked). */
-static void adv_pos(const adv_sel *s, tg_tensor *const *in, const tg_tensor *x, const int64_t *t,
-                    int64_t *xi) {
-    const int64_t *b = t + s->bpos;
-    for (int r = 0; r < s->nrest; r++) xi[s->rest[r]] = t[rest_at(s, r)];
-    for (int j = 0; j < s->k; j++) {
-        const tg_tensor *ind = in[s->first + j];
-        int64_t ii[TG_MAX_DIMS], v;
-        for (int d = 0; d < ind->ndim; d++)
-            ii[d] = ind->shape[d] == 1 ? 0 : b[s->nb - ind->ndim + d];
-        bool ok =
-            index_norm(tg_load_i64(tg_tensor_at(ind, ii), ind->dtype), x->shape[s->axes[j]], &v);
-        TG_ASSERT(ok); /* adv_shape checked every index */
-        xi[s->axes[j]] = ok ? v : 0;
-    }
-}
-
-static tg_status infer_index(tg_infer *ic) {
-    adv_sel s;
-    return adv_type(ic, &ic->in[0], 1, ic->nin - 1, &ic->out[0], &s);
-}
-
-static tg_status ref_index(tg_kern *k) {
-    const tg_tensor *x = k->in[0];
-    tg_tensor *out = k->out[0];
-    adv_sel s;
-    int64_t shape[TG_MAX_DIMS], t[TG_MAX_DIMS] = {0}, xi[TG_MAX_DIMS];
-    if (adv_shape(k, x, 1, &s, shape) != TG_OK) return k->status;
-    if (tg_tensor_size(out) == 0) return TG_OK;
-    size_t esz = tg_dtype_size(x->dtype);
-    do {
-        adv_pos(&s, k->in, x, t, xi);
-        memcpy(tg_tensor_at(out, t), tg_tensor_at(x, xi), esz);
-    } while (tg_index_next(out->ndim, out->shape, t));
-    return TG_OK;
-}
-
-/* The inputs and attribute of an index node, with x replaced (x first, then the arrays). */
-static tg_var *index_again(tg_graph *g, const tg_node *n, tg_var *x, int first) {
-    tg_var *ins[TG_MAX_DIMS + 1];
-    int k = n->nin - first;
-    ins[0] = x;
-    for (int j = 0; j < k; j++) ins[1 + j] = n->in[first + j];
-    tg_attr a = TG_A_INTS("axes", n->attrs[0].ints, n->attrs[0].n);
-    return tg_apply(g, "index", ins, k + 1, &a, 1);
-}
-
-/* An update node set_index/inc_index(x, y, arrays..., axes) like n's. */
-static tg_var *update_again(tg_graph *g, const char *op, const tg_node *n, tg_var *x, tg_var *y,
-                            int first) {
-    tg_var *ins[TG_MAX_DIMS + 2];
-    int k = n->nin - first;
-    ins[0] = x;
-    ins[1] = y;
-    for (int j = 0; j < k; j++) ins[2 + j] = n->in[first + j];
-    tg_attr a = TG_A_INTS("axes", n->attrs[0].ints, n->attrs[0].n);
-    return tg_apply(g, op, ins, k + 2, &a, 1);
-}
-
-/* x gets the cotangent added at the gathered places (repeated indices accumulate). */
-static tg_status vjp_index(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    if (!tg_ops_float_in(n, 0)) return g->status;
-    gin[0] = update_again(g, "inc_index", n, tg_grad_zeros_like(g, n->in[0]), gout[0], 1);
-    return g->status;
-}
-
-const tg_op_def tg_op_index = {
-    .name = "index",
-    .min_in = 2,
-    .max_in = -1,
-    .nout = 1,
-    .kind = TG_KIND_INDEX,
-    .attrs = index_attrs,
-    .nattrs = (int)TG_COUNTOF(index_attrs),
-    .infer = infer_index,
-    .ref = ref_index,
-    .grad = TG_GRAD_VJP,
-    .vjp = vjp_index,
-};
-
-static tg_status infer_index_assign(tg_infer *ic, bool inc) {
-    adv_sel s;
-    tg_type sel;
-    if (adv_type(ic, &ic->in[0], 2, ic->nin - 2, &sel, &s) != TG_OK) return ic->status;
-    if (assign_check(ic, &sel, &ic->in[1], inc) != TG_OK) return ic->status;
-    ic->out[0] = ic->in[0];
-    ic->out[0].weak = 0;
-    return TG_OK;
-}
-
-static tg_status infer_set_index(tg_infer *ic) { return infer_index_assign(ic, false); }
-static tg_status infer_inc_index(tg_infer *ic) { return infer_index_assign(ic, true); }
-
-/* out = copy of x; then, over the selection in C order, each selected element of out is
- * set from (or incremented by) y's broadcast element: the last write wins for set, every
- * occurrence adds for inc. */
-static tg_status ref_index_assign(tg_kern *k, bool inc) {
-    const tg_tensor *x = k->in[0], *y = k->in[1];
-    tg_tensor *out = k->out[0];
-    adv_sel s;
-    int64_t shape[TG_MAX_DIMS], t[TG_MAX_DIMS] = {0}, xi[TG_MAX_DIMS], n;
-    tg_tensor_copy_into(out, x);
-    if (adv_shape(k, x, 2, &s, shape) != TG_OK) return k->status;
-    if (!kern_bcast_ok(y, s.nd, shape))
-        return tg_kern_fail(k, TG_ESHAPE, "cannot broadcast y into the selected shape");
-    if (!tg_shape_size(s.nd, shape, &n))
-        return tg_kern_fail(k, TG_ELIMIT, "the selection is too large");
-    if (n == 0) return TG_OK;
-    do {
-        adv_pos(&s, k->in, out, t, xi);
-        elem_put(tg_tensor_at(out, xi), out->dtype, bcast_at(y, s.nd, t), y->dtype, inc);
-    } while (tg_index_next(s.nd, shape, t));
-    return TG_OK;
-}
-
-static tg_status ref_set_index(tg_kern *k) { return ref_index_assign(k, false); }
-static tg_status ref_inc_index(tg_kern *k) { return ref_index_assign(k, true); }
-
-/* x gets the cotangent with the assigned places zeroed (set) or all of it (inc); y gets
- * the cotangent gathered at the selection, summed onto its type. For set with repeated
- * places only the element written last reaches the result, so only it gets a gradient:
- * every element of the selection writes its position into an i64 copy of x, and an
- * element wins when reading that copy back at its place gives its own position. */
-static tg_status vjp_index_assign(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin,
-                                  bool inc) {
-    tg_var *x = n->in[0], *y = n->in[1], *gy = gout[0];
-    tg_var *zero = tg_literal_float(g, 0.0);
-    if (tg_ops_float_in(n, 0)) gin[0] = inc ? gy : update_again(g, "set_index", n, gy, zero, 2);
-    if (!tg_ops_float_in(n, 1)) return g->status;
-    tg_var *sel = index_again(g, n, gy, 2);
-    if (!inc) {
-        tg_var *ids = positions_like(g, sel);
-        tg_var *xd[TG_MAX_DIMS + 1];
-        xd[0] = scalar_const(g, TG_DT_I64, -1.0);
-        if (!tg_grad_dims(g, x, xd + 1)) return g->status;
-        tg_var *owner = tg_apply(g, "alloc", xd, x->type.ndim + 1, NULL, 0);
-        owner = update_again(g, "set_index", n, owner, ids, 2);
-        tg_var *won = tg_eq(g, index_again(g, n, owner, 2), ids);
-        sel = tg_where(g, won, sel, zero);
-    }
-    gin[1] = onto(g, sel, y);
-    return g->status;
-}
-
-static tg_status vjp_set_index(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    return vjp_index_assign(g, n, gout, gin, false);
-}
-
-static tg_status vjp_inc_index(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
-    return vjp_index_assign(g, n, gout, gin, true);
-}
-
-const tg_op_def tg_op_set_index = {
-    .name = "set_index",
-    .min_in = 3,
-    .max_in = -1,
-    .nout = 1,
-    .kind = TG_KIND_INDEX,
-    .attrs = index_attrs,
-    .nattrs = (int)TG_COUNTOF(index_attrs),
-    .promote = promote_set_yi1,
-    .infer = infer_set_index,
-    .ref = ref_set_index,
-    .grad = TG_GRAD_VJP,
-    .vjp = vjp_set_index,
-};
-
-const tg_op_def tg_op_inc_index = {
-    .name = "inc_index",
-    .min_in = 3,
-    .max_in = -1,
-    .nout = 1,
-    .kind = TG_KIND_INDEX,
-    .attrs = index_attrs,
-    .nattrs = (int)TG_COUNTOF(index_attrs),
-    .promote = promote_inc_yi1,
-    .infer = infer_inc_index,
-    .ref = ref_inc_index,
-    .grad = TG_GRAD_VJP,
-    .vjp = vjp_inc_index,
-};
-
-/* ---- x[...] with basic and advanced items mixed (tg_index_apply, tg_index_update) ---- */
-
-/* An indexing expression resolved against x: the basic part per axis, the index arrays
- * with their axes (masks as the coordinates of their true values), and the simple forms
- * that have an op of their own. */
-typedef struct idx_plan {
-    int ndim;                  /* x's rank */
-    int nsl;                   /* entries of sl: x's rank, or the items without arrays */
-    tg_slice sl[TG_MAX_DIMS];  /* per axis of x: the basic item (full for advanced axes) */
-    bool full;                 /* every basic item is ':' */
-    int k;                     /* index arrays */
-    tg_var *arr[TG_MAX_DIMS];  /* the arrays (integers, masks' coordinates) */
-    int64_t axes[TG_MAX_DIMS]; /* their axes */
-    int take_axis;             /* one integer array and ':' elsewhere: its axis; else -1 */
-    tg_var *lead_mask;         /* one mask at the front and ':' elsewhere: it; else NULL */
-} idx_plan;
-
-static const tg_slice full_slice = {.omit = TG_SLICE_OMIT_ALL};
-
-static bool is_full(const tg_slice *s) { return !s->is_index && s->omit == TG_SLICE_OMIT_ALL; }
-
-/* The coordinates along axis d of the true values of mask m, which indexes x's axes
- * p..p+m.ndim: mask_select of the grid of those axes' positions, so that mask_select
- * checks at run time, as at build time, that the mask's shape is theirs. */
-static tg_var *mask_coords(tg_graph *g, tg_var *x, tg_var *m, int p, int d) {
-    int md = m->type.ndim;
-    tg_var *xd[TG_MAX_DIMS];
-    if (!tg_grad_dims(g, x, xd)) return NULL;
-    tg_var *grid = tg_apply(g, "arange", &xd[p + d], 1, NULL, 0);
-    int64_t others[TG_MAX_DIMS];
-    int no = 0;
-    for (int e = 0; e < md; e++)
-        if (e != d) others[no++] = e;
-    tg_attr ea = TG_A_INTS("axis", others, no);
-    if (no > 0) grid = tg_apply(g, "expand_dims", &grid, 1, &ea, 1);
-    bool known = true;
-    int64_t sh[TG_MAX_DIMS];
-    for (int e = 0; e < md; e++) known = known && (sh[e] = x->type.shape[p + e]) >= 0;
-    if (md > 1 && known) { /* a 1-D mask's grid is the arange itself */
-        tg_attr a = TG_A_INTS("shape", sh, md);
-        grid = tg_apply(g, "broadcast_to", &grid, 1, &a, 1);
-    } else if (md > 1) {
-        tg_var *ins[TG_MAX_DIMS + 1];
-        ins[0] = grid;
-        for (int e = 0; e < md; e++) ins[1 + e] = xd[p + e];
-        grid = tg_apply(g, "alloc", ins, md + 1, NULL, 0);
-    }
-    return tg_apply(g, "mask_select", (tg_var *[]){grid, m}, 2, NULL, 0);
-}
-
-static bool plan_make(tg_graph *g, tg_var *x, const tg_index *idx, int n, idx_plan *pl) {
-    char xs[TG_TYPE_STR_MAX], ms[TG_TYPE_STR_MAX];
-    if (g->status != TG_OK) return false;
-    if (!x) return tg_ir_fail(g, TG_EINVAL, "index: x is NULL"), false;
-    if (n < 0 || n > TG_MAX_DIMS || (n > 0 && !idx))
-        return tg_ir_fail(g, TG_EINVAL, "index: invalid index list (%d entries)", n), false;
-    memset(pl, 0, sizeof *pl);
-    pl->ndim = x->type.ndim;
-    pl->full = true;
-    pl->take_axis = -1;
-    int narr = 0, nadv = 0, ax = 0;
-    for (int i = 0; i < n; i++) narr += idx[i].array != NULL;
-    pl->nsl = pl->ndim;
-    if (narr == 0) { /* basic indexing: the slice op's own checks and messages */
-        for (int i = 0; i < n; i++) pl->sl[i] = idx[i].slice;
-        pl->nsl = n;
-        return true;
-    }
-    for (int i = 0; i < n; i++) {
-        tg_var *a = idx[i].array;
-        int span = a && a->type.dtype == TG_DT_BOOL ? a->type.ndim : 1;
-        if (a && a->type.dtype == TG_DT_BOOL && span == 0)
-            return tg_ir_fail(g, TG_EUNSUPPORTED,
-                              "index: a 0-d boolean index (x[true]) is supported only alone "
-                              "(mask_select)"),
-                   false;
-        if (ax + span > pl->ndim)
-            return tg_ir_fail(g, TG_EINDEX,
-                              "too many indices for array: array is %d-dimensional, but %d "
-                              "were indexed (%s)",
-                              pl->ndim, ax + span, tg_type_str(&x->type, xs, sizeof xs)),
-                   false;
-        if (!a) {
-            pl->sl[ax] = idx[i].slice;
-            if (!idx[i].slice.is_index || narr == 0) {
-                pl->full = pl->full && is_full(&idx[i].slice);
-                ax++;
-                continue;
-            }
-            /* an integer beside index arrays is one of them (NumPy's rule) */
-            pl->sl[ax] = full_slice;
-            pl->arr[pl->k] = tg_literal_int(g, idx[i].slice.start);
-            pl->axes[pl->k++] = ax++;
-            nadv++;
-            continue;
-        }
-        nadv++;
-        if (span == 1 && a->type.dtype != TG_DT_BOOL) {
-            pl->sl[ax] = full_slice;
-            pl->arr[pl->k] = a;
-            pl->axes[pl->k++] = ax++;
-            continue;
-        }
-        for (int d = 0; d < span; d++) {
-            int64_t xe = x->type.shape[ax + d], me = a->type.shape[d];
-            if (xe >= 0 && me >= 0 && xe != me)
-                return tg_ir_fail(g, TG_EINDEX,
-                                  "boolean index did not match indexed array along dimension "
-                                  "%d; dimension is %lld but corresponding boolean dimension "
-                                  "is %lld (x %s, mask %s)",
-                                  ax + d, (long long)xe, (long long)me,
-                                  tg_type_str(&x->type, xs, sizeof xs),
-                                  tg_type_str(&a->type, ms, sizeof ms)),
-                       false;
-        }
-        if (narr == 1 && i == 0) pl->lead_mask = a;
-        for (int d = 0; d < span; d++) {
-            pl->sl[ax + d] = full_slice;
-            pl->axes[pl->k] = ax + d;
-            pl->arr[pl->k++] = NULL; /* made below, once the rest is known to be valid */
-        }
-        ax += span;
-    }
-    for (; ax < pl->ndim; ax++) pl->sl[ax] = full_slice;
-    if (nadv == 1 && pl->full && pl->k == 1 && narr == 1 && !pl->lead_mask)
-        for (int i = 0; i < n; i++)
-            if (idx[i].array) pl->take_axis = (int)pl->axes[0];
-    if (!(pl->full && nadv == 1)) pl->lead_mask = NULL;
-    /* the masks' coordinates */
-    for (int i = 0, j = 0; i < n && g->status == TG_OK; i++) {
-        tg_var *a = idx[i].array;
-        if (!a && !(idx[i].slice.is_index && narr > 0)) continue;
-        if (!a || a->type.dtype != TG_DT_BOOL) {
-            j++;
-            continue;
-        }
-        for (int d = 0; d < a->type.ndim; d++, j++)
-            pl->arr[j] = mask_coords(g, x, a, (int)pl->axes[j] - d, d);
-    }
-    return g->status == TG_OK;
-}
-
-/* The slice op's attributes for the basic part of a plan (buffers in v, none). */
-static void plan_slice_attrs(const idx_plan *pl, int64_t (*v)[TG_MAX_DIMS],
-                             bool (*none)[TG_MAX_DIMS], tg_attr *a) {
-    for (int i = 0; i < pl->nsl; i++) {
-        const tg_slice *s = &pl->sl[i];
-        v[0][i] = s->start, v[1][i] = s->stop, v[2][i] = s->step, v[3][i] = s->is_index;
-        none[0][i] = (s->omit & TG_SLICE_NO_START) != 0;
-        none[1][i] = (s->omit & TG_SLICE_NO_STOP) != 0 || s->is_index;
-        none[2][i] = (s->omit & TG_SLICE_NO_STEP) != 0 || s->is_index;
-    }
-    static const char *const names[4] = {"starts", "stops", "steps", "index"};
-    for (int q = 0; q < 4; q++) {
-        a[q] = TG_A_INTS(names[q], v[q], pl->nsl);
-        a[q].none = q < 3 ? none[q] : NULL;
-    }
-}
-
-/* The items with `...` written out as whole axes and each new axis (`none`) turned into a
- * whole axis of x' = expand_dims(x, *nnew axes at newax): what plan_make takes. NumPy's
- * rules: new axes sit where they are written, `...` takes the axes the others leave. */
-static int index_normalize(tg_graph *g, const tg_var *x, const tg_index *idx, int n, tg_index *out,
-                           int64_t *newax, int *nnew) {
-    if (g->status != TG_OK) return -1;
-    if (!x) return tg_ir_fail(g, TG_EINVAL, "index: x is NULL"), -1;
-    if (n < 0 || n > TG_MAX_DIMS || (n > 0 && !idx))
-        return tg_ir_fail(g, TG_EINVAL, "index: invalid index list (%d entries)", n), -1;
-    int used = 0, nell = 0;
-    *nnew = 0;
-    for (int i = 0; i < n; i++) {
-        unsigned special = idx[i].array ? 0 : idx[i].slice.omit & ~TG_SLICE_OMIT_ALL;
-        if (special && special != TG_INDEX_NEWAXIS && special != TG_INDEX_ELLIPSIS)
-            return tg_ir_fail(g, TG_EINVAL, "index: item %d has unknown flags %#x", i, special), -1;
-        nell += special == TG_INDEX_ELLIPSIS;
-        if (special) continue;
-        tg_var *a = idx[i].array;
-        used += a && a->type.dtype == TG_DT_BOOL ? a->type.ndim : 1;
-    }
-    if (nell > 1)
-        return tg_ir_fail(g, TG_EINDEX, "an index can only have a single ellipsis ('...')"), -1;
-    int fill = x->type.ndim - used > 0 ? x->type.ndim - used : 0, m = 0, axis = 0;
-    if (nell == 1 && fill == 0) { /* NumPy: a '...' of no axes still separates arrays */
-        bool arrays = false, before = false, after = false, seen = false;
-        for (int i = 0; i < n; i++) arrays = arrays || idx[i].array;
-        for (int i = 0; arrays && i < n; i++) {
-            bool adv = idx[i].array ||
-                       (!(idx[i].slice.omit & ~TG_SLICE_OMIT_ALL) && idx[i].slice.is_index);
-            if (!idx[i].array && (idx[i].slice.omit & ~TG_SLICE_OMIT_ALL) == TG_INDEX_ELLIPSIS)
-                seen = true;
-            else if (adv)
-                *(seen ? &after : &before) = true;
-        }
-        if (before && after)
-            return tg_ir_fail(g, TG_EUNSUPPORTED,
-                              "index: a '...' that stands for no axes between index arrays "
-                              "(NumPy moves their axes to the front there) is not supported: "
-                              "leave it out, or write ':' items"),
-                   -1;
-    }
-    for (int i = 0; i < n; i++) {
-        unsigned special = idx[i].array ? 0 : idx[i].slice.omit & ~TG_SLICE_OMIT_ALL;
-        int k = special == TG_INDEX_ELLIPSIS ? fill : 1;
-        if (m + k > TG_MAX_DIMS)
-            return tg_ir_fail(g, TG_ELIMIT,
-                              "index: more than %d items once '...' and new axes "
-                              "are written out",
-                              TG_MAX_DIMS),
-                   -1;
-        if (special == TG_INDEX_NEWAXIS) newax[(*nnew)++] = axis;
-        for (int j = 0; j < k; j++) out[m++] = special ? (tg_index){.slice = full_slice} : idx[i];
-        axis += special == TG_INDEX_ELLIPSIS                             ? fill
-                : idx[i].array && idx[i].array->type.dtype == TG_DT_BOOL ? idx[i].array->type.ndim
-                                                                         : 1;
-    }
-    if (x->type.ndim + *nnew > TG_MAX_DIMS)
-        return tg_ir_fail(g, TG_ELIMIT,
-                          "index: %d new axes on a %d-dimensional array make more "
-                          "than %d",
-                          *nnew, x->type.ndim, TG_MAX_DIMS),
-               -1;
-    return m;
-}
-
-/* x with new axes of extent 1 at newax (the result's axes), or x itself. */
-static tg_var *with_new_axes(tg_graph *g, tg_var *x, const int64_t *newax, int nnew) {
-    if (nnew == 0) return x;
-    tg_attr a = TG_A_INTS("axis", newax, nnew);
-    return tg_apply(g, "expand_dims", &x, 1, &a, 1);
-}
-
-tg_var *tg_index_apply(tg_graph *g, tg_var *x, const tg_index *idx, int nidx) {
-    idx_plan pl;
-    tg_index items[TG_MAX_DIMS];
-    int64_t newax[TG_MAX_DIMS];
-    int nnew;
-    if (!g) return tg_set_error(TG_EINVAL, "tg_index_apply: graph is NULL"), NULL;
-    int n = index_normalize(g, x, idx, nidx, items, newax, &nnew);
-    if (n < 0) return NULL;
-    x = with_new_axes(g, x, newax, nnew);
-    if (!plan_make(g, x, items, n, &pl)) return NULL;
-    if (pl.k == 0) return tg_slice_apply(g, x, pl.sl, pl.nsl);
-    if (pl.lead_mask) return tg_apply(g, "mask_select", (tg_var *[]){x, pl.lead_mask}, 2, NULL, 0);
-    if (pl.take_axis >= 0) {
-        tg_attr a = TG_A_INT("axis", pl.take_axis);
-        return tg_apply(g, "take", (tg_var *[]){x, pl.arr[0]}, 2, &a, 1);
-    }
-    tg_var *xs = pl.full ? x : tg_slice_apply(g, x, pl.sl, pl.ndim);
-    tg_var *ins[TG_MAX_DIMS + 1];
-    ins[0] = xs;
-    for (int j = 0; j < pl.k; j++) ins[1 + j] = pl.arr[j];
-    tg_attr a = TG_A_INTS("axes", pl.axes, pl.k);
-    return xs ? tg_apply(g, "index", ins, pl.k + 1, &a, 1) : NULL;
-}
-
-tg_var *tg_index_update(tg_graph *g, tg_var *x, const tg_index *idx, int nidx, tg_var *y,
-                        bool inc) {
-    idx_plan pl;
-    int64_t v[4][TG_MAX_DIMS];
-    bool none[3][TG_MAX_DIMS];
-    tg_attr sa[4];
-    tg_index items[TG_MAX_DIMS];
-    int64_t newax[TG_MAX_DIMS];
-    int nnew;
-    if (!g) return tg_set_error(TG_EINVAL, "tg_index_update: graph is NULL"), NULL;
-    if (g->status == TG_OK && !y) return tg_ir_fail(g, TG_EINVAL, "tg_index_update: y is NULL");
-    int n = index_normalize(g, x, idx, nidx, items, newax, &nnew);
-    if (n < 0) return NULL;
-    if (nnew > 0) { /* x[none, ...] = y: the update of x with its new axes, which go again */
-        tg_var *u = tg_index_update(g, with_new_axes(g, x, newax, nnew), items, n, y, inc);
-        tg_attr a = TG_A_INTS("axis", newax, nnew);
-        return u ? tg_apply(g, "squeeze", &u, 1, &a, 1) : NULL;
-    }
-    if (!plan_make(g, x, items, n, &pl)) return NULL;
-    plan_slice_attrs(&pl, v, none, sa);
-    if (pl.k == 0)
-        return tg_apply(g, inc ? "inc_subtensor" : "set_subtensor", (tg_var *[]){x, y}, 2, sa, 4);
-    if (pl.take_axis >= 0) {
-        tg_attr a = TG_A_INT("axis", pl.take_axis);
-        return tg_apply(g, inc ? "inc_take" : "set_take", (tg_var *[]){x, pl.arr[0], y}, 3, &a, 1);
-    }
-    /* x[basic][arrays] updated, then written back into x's basic selection */
-    tg_var *xs = pl.full ? x : tg_apply(g, "slice", &x, 1, sa, 4);
-    tg_var *ins[TG_MAX_DIMS + 2];
-    ins[0] = xs;
-    ins[1] = y;
-    for (int j = 0; j < pl.k; j++) ins[2 + j] = pl.arr[j];
-    tg_attr a = TG_A_INTS("axes", pl.axes, pl.k);
-    tg_var *u = xs ? tg_apply(g, inc ? "inc_index" : "set_index", ins, pl.k + 2, &a, 1) : NULL;
-    if (pl.full || !u) return u;
-    return tg_apply(g, "set_subtensor", (tg_var *[]){x, u}, 2, sa, 4);
-}

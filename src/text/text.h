@@ -1,6 +1,6 @@
 /* text.h - private header of the .tg text format: the lexer (lex.c), the parser
- * (parse.c), the expressions of fused nodes (fused_expr.c), the printers (print.c, dot.c)
- * and modules (module.c).
+ * (parse.c, parse_expr.c, parse_attr.c; their shared header parse.h), the expressions of
+ * fused nodes (fused_expr.c), the printers (print.c, dot.c) and modules (module.c).
  *
  * Invariants:
  *  - Tokens point into the source text (never copied); the source outlives the lexer.

@@ -1,7 +1,9 @@
-/* ops_testutil.h - helpers for the op-family unit tests (test_reduce.c, test_shape.c,
- * test_linalg.c): build static types and normalized attributes by hand, run an op's
- * inference (static or run time) and its reference kernel directly, without a graph,
- * and compare results. Include after <cmocka.h>. Everything here is static.
+/* ops_testutil.h - helpers for the unit tests: for the op families (test_reduce.c,
+ * test_shape.c, test_linalg.c), build static types and normalized attributes by hand, run
+ * an op's inference (static or run time) and its reference kernel directly, without a
+ * graph, and compare results; for whole programs (test_cjit.c, test_scan.c), parse .tg
+ * text, compile and call it on a backend, and compare a backend's results with the
+ * reference interpreter's. Include after <cmocka.h>. Everything here is static.
  */
 #ifndef TG_OPS_TESTUTIL_H
 #define TG_OPS_TESTUTIL_H
@@ -208,6 +210,67 @@ static inline tg_status call_graph(tg_graph *g, tg_var *const *outs, int nout, t
     if (st == TG_OK) st = tg_fn_call(f, in, nin, out, nout);
     tg_fn_free(f);
     return st;
+}
+
+/* ---- whole programs through the public API ---- */
+
+/* The module of .tg text (named t.tg); a parse error fails the test with its message. */
+static inline tg_module *parse_text(const char *text) {
+    tg_module *m = NULL;
+    tg_status st = tg_module_parse(NULL, text, strlen(text), "t.tg", &m);
+    if (st != TG_OK) fail_msg("parse: %s", tg_last_error());
+    return m;
+}
+
+/* Compiles g with o and calls it on in[]; a failure fails the test with its message. */
+static inline void compile_call(tg_graph *g, const tg_compile_opts *o, tg_tensor *const *in,
+                                int nin, tg_tensor **out, int nout) {
+    tg_fn *f = NULL;
+    if (tg_graph_compile(g, o, &f) != TG_OK) fail_msg("compile: %s", tg_last_error());
+    if (tg_fn_call(f, in, nin, out, nout) != TG_OK) fail_msg("call: %s", tg_last_error());
+    tg_fn_free(f);
+}
+
+/* Compiles main of `text` in `mode` (no fallback for c; dbg: the backend debug mode checks)
+ * and calls it on in[]. Returns the first failing status. */
+static inline tg_status run_text(const char *text, tg_mode mode, tg_mode dbg, tg_tensor **in,
+                                 int nin, tg_tensor **out, int nout) {
+    tg_module *m = parse_text(text);
+    tg_graph *g = tg_module_find(m, "main");
+    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .debug_backend = dbg, .no_fallback = true);
+    tg_fn *f = NULL;
+    tg_status st = tg_graph_compile(g, &o, &f);
+    if (st == TG_OK) st = tg_fn_call(f, in, nin, out, nout);
+    tg_fn_free(f);
+    tg_module_free(m);
+    return st;
+}
+
+/* a equals b element by element within rtol relative to max(1, |b|) (NaN equals NaN). */
+static inline void assert_close(const tg_tensor *a, const tg_tensor *b, double rtol) {
+    assert_int_equal(tg_tensor_dtype(a), tg_tensor_dtype(b));
+    assert_int_equal(tg_tensor_size(a), tg_tensor_size(b));
+    for (int64_t i = 0; i < tg_tensor_size(a); i++) {
+        double x = tg_tensor_get_f64(a, i), y = tg_tensor_get_f64(b, i);
+        if (isnan(x) && isnan(y)) continue;
+        if (fabs(x - y) > rtol * fmax(1.0, fabs(y)))
+            fail_msg("element %lld: %.17g vs %.17g", (long long)i, x, y);
+    }
+}
+
+/* main of `text` run on in[] in `mode`, then by the reference interpreter: each of the nout
+ * outputs agrees within rtol (assert_close). The outputs are freed, the inputs kept. */
+static inline void check_against_reference(const char *text, tg_mode mode, tg_tensor **in, int nin,
+                                           int nout, double rtol) {
+    tg_tensor *got[TG_MAX_OUTS] = {0}, *want[TG_MAX_OUTS] = {0};
+    assert_true(nout <= TG_MAX_OUTS);
+    assert_int_equal(run_text(text, mode, 0, in, nin, got, nout), TG_OK);
+    assert_int_equal(run_text(text, TG_MODE_REFERENCE, 0, in, nin, want, nout), TG_OK);
+    for (int i = 0; i < nout; i++) {
+        assert_close(got[i], want[i], rtol);
+        tg_tensor_free(got[i]);
+        tg_tensor_free(want[i]);
+    }
 }
 
 #endif

@@ -30,6 +30,7 @@
 
 #include "backend/cjit/cjit.h"
 #include "fault_alloc.h"
+#include "ops_testutil.h"
 
 /* ---- helpers ---- */
 
@@ -76,13 +77,6 @@ static void the_so(char *buf, size_t n) {
     pclose(p);
 }
 
-static tg_module *parse(const char *text) {
-    tg_module *m = NULL;
-    tg_status st = tg_module_parse(NULL, text, strlen(text), "t.tg", &m);
-    if (st != TG_OK) fail_msg("parse: %s", tg_last_error());
-    return m;
-}
-
 static const char *mlp_text = "func main(x: f64[?,4], w: f64[4,3], b: f64[3]) {\n"
                               "  h = tanh(add(dot(x, w), b))\n"
                               "  y = sum(mul(h, h), axis=1)\n"
@@ -105,31 +99,6 @@ static tg_tensor *ramp(tg_dtype dt, int nd, const int64_t *shape, double scale) 
     return t;
 }
 
-static void assert_close(const tg_tensor *a, const tg_tensor *b, double rtol) {
-    assert_int_equal(tg_tensor_dtype(a), tg_tensor_dtype(b));
-    assert_int_equal(tg_tensor_size(a), tg_tensor_size(b));
-    for (int64_t i = 0; i < tg_tensor_size(a); i++) {
-        double x = tg_tensor_get_f64(a, i), y = tg_tensor_get_f64(b, i);
-        if (isnan(x) && isnan(y)) continue;
-        if (fabs(x - y) > rtol * fmax(1.0, fabs(y)))
-            fail_msg("element %lld: %.17g vs %.17g", (long long)i, x, y);
-    }
-}
-
-/* Compiles main of `text` in `mode` (no fallback for c) and calls it on in[]. */
-static tg_status run_mode(const char *text, tg_mode mode, tg_mode dbg, tg_tensor **in, int nin,
-                          tg_tensor **out, int nout) {
-    tg_module *m = parse(text);
-    tg_graph *g = tg_module_find(m, "main");
-    tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .debug_backend = dbg, .no_fallback = true);
-    tg_fn *f = NULL;
-    tg_status st = tg_graph_compile(g, &o, &f);
-    if (st == TG_OK) st = tg_fn_call(f, in, nin, out, nout);
-    tg_fn_free(f);
-    tg_module_free(m);
-    return st;
-}
-
 /* ---- code generation ---- */
 
 static void test_c_matches_vm(void **state) {
@@ -139,9 +108,9 @@ static void test_c_matches_vm(void **state) {
                         ramp(TG_DT_F64, 2, (int64_t[]){4, 3}, 1.0),
                         ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.5)};
     tg_tensor *c[2] = {0}, *v[2] = {0}, *r[2] = {0};
-    assert_int_equal(run_mode(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK);
-    assert_int_equal(run_mode(mlp_text, TG_MODE_VM, 0, in, 3, v, 2), TG_OK);
-    assert_int_equal(run_mode(mlp_text, TG_MODE_REFERENCE, 0, in, 3, r, 2), TG_OK);
+    assert_int_equal(run_text(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK);
+    assert_int_equal(run_text(mlp_text, TG_MODE_VM, 0, in, 3, v, 2), TG_OK);
+    assert_int_equal(run_text(mlp_text, TG_MODE_REFERENCE, 0, in, 3, r, 2), TG_OK);
     for (int i = 0; i < 2; i++) {
         assert_close(c[i], v[i], 1e-12);
         assert_close(c[i], r[i], 1e-12);
@@ -193,7 +162,7 @@ static void test_generated_loops(void **state) {
                         ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.3),
                         ramp(TG_DT_F64, 2, (int64_t[]){3, 3}, 0.5)};
     tg_tensor *c[9] = {0}, *r[9] = {0};
-    tg_module *m = parse(text);
+    tg_module *m = parse_text(text);
     tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .nthreads = 1, .no_fallback = true);
     tg_fn *f = NULL;
     assert_int_equal(tg_graph_compile(tg_module_find(m, "main"), &o, &f), TG_OK);
@@ -201,7 +170,7 @@ static void test_generated_loops(void **state) {
     assert_int_equal(tg_fn_call_into(f, in, 3, c, 9), TG_OK); /* the step's replica again */
     tg_fn_free(f);
     tg_module_free(m);
-    assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 3, r, 9), TG_OK);
+    assert_int_equal(run_text(text, TG_MODE_REFERENCE, 0, in, 3, r, 9), TG_OK);
     for (int i = 0; i < 9; i++) {
         assert_int_equal(tg_tensor_size(c[i]), tg_tensor_size(r[i]));
         assert_close(c[i], r[i], 1e-12);
@@ -238,14 +207,7 @@ static void test_layouts_and_dtypes(void **state) {
     tg_tensor *b = tg_tensor_view(bb, 1, (int64_t[]){4}, (int64_t[]){-1}, 3); /* reversed */
     tg_tensor *k = ramp(TG_DT_I32, 2, (int64_t[]){3, 4}, 5000.0);
     tg_tensor *in[3] = {a, b, k};
-    tg_tensor *c[4] = {0}, *r[4] = {0};
-    assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 3, c, 4), TG_OK);
-    assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 3, r, 4), TG_OK);
-    for (int i = 0; i < 4; i++) {
-        assert_close(c[i], r[i], 0.0);
-        tg_tensor_free(c[i]);
-        tg_tensor_free(r[i]);
-    }
+    check_against_reference(text, TG_MODE_C, in, 3, 4, 0.0);
     tg_tensor_free(a);
     tg_tensor_free(base);
     tg_tensor_free(b);
@@ -312,9 +274,9 @@ static void test_broadcast_rows(void **state) {
             tg_tensor *dup[9];
             for (int i = 0; i < 9; i++) dup[i] = tg_tensor_dup(in[i]);
             tg_tensor *r[6] = {0}, *x[6] = {0}, *y[6] = {0};
-            assert_int_equal(run_mode(src, TG_MODE_REFERENCE, 0, in, 9, r, 6), TG_OK);
-            assert_int_equal(run_mode(src, TG_MODE_C, 0, in, 9, x, 6), TG_OK);
-            assert_int_equal(run_mode(src, TG_MODE_C, 0, dup, 9, y, 6), TG_OK);
+            assert_int_equal(run_text(src, TG_MODE_REFERENCE, 0, in, 9, r, 6), TG_OK);
+            assert_int_equal(run_text(src, TG_MODE_C, 0, in, 9, x, 6), TG_OK);
+            assert_int_equal(run_text(src, TG_MODE_C, 0, dup, 9, y, 6), TG_OK);
             for (int o = 0; o < 6; o++) {
                 assert_close(x[o], r[o], o == 4 ? (dt == TG_DT_F32 ? 1e-6 : 1e-12) : 0.0);
                 if (o != 4) assert_close(x[o], y[o], 0.0);
@@ -340,7 +302,7 @@ static void test_broadcast_rows(void **state) {
 static void test_emission(void **state) {
     (void)state;
     fresh_cache();
-    tg_module *m = parse(mlp_text);
+    tg_module *m = parse_text(mlp_text);
     tg_graph *g = tg_module_find(m, "main");
     tg_graph *o = NULL;
     assert_int_equal(tg_graph_optimize(g, NULL, &o), TG_OK);
@@ -393,7 +355,7 @@ static void test_reductions_and_blas(void **state) {
                        "  g = dot(x, v)\n"
                        "  return e, q, d, g\n"
                        "}\n";
-    tg_module *m = parse(text);
+    tg_module *m = parse_text(text);
     tg_graph *o = NULL;
     assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
     int n = 0;
@@ -417,14 +379,7 @@ static void test_reductions_and_blas(void **state) {
     for (int t = 0; t < 2; t++) {
         tg_tensor *in[3] = {xs[t], ramp(TG_DT_F64, 2, (int64_t[]){6, 5}, 1.0),
                             ramp(TG_DT_F64, 1, (int64_t[]){6}, 1.0)};
-        tg_tensor *c[4] = {0}, *r[4] = {0};
-        assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 3, c, 4), TG_OK);
-        assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 3, r, 4), TG_OK);
-        for (int i = 0; i < 4; i++) {
-            assert_close(c[i], r[i], 1e-12);
-            tg_tensor_free(c[i]);
-            tg_tensor_free(r[i]);
-        }
+        check_against_reference(text, TG_MODE_C, in, 3, 4, 1e-12);
         tg_tensor_free(in[1]);
         tg_tensor_free(in[2]);
         tg_tensor_free(xs[t]);
@@ -447,7 +402,7 @@ static void test_shared_functions(void **state) {
                        "  u = transpose(reshape(b, shape=[6,4]))\n"
                        "  return add(t, u), a\n"
                        "}\n";
-    tg_module *m = parse(text);
+    tg_module *m = parse_text(text);
     tg_graph *o = NULL;
     assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
     int n = 0;
@@ -475,14 +430,7 @@ static void test_shared_functions(void **state) {
     tg_module_free(m);
     tg_tensor *in[2] = {ramp(TG_DT_F64, 2, (int64_t[]){4, 6}, 1.0),
                         ramp(TG_DT_F64, 2, (int64_t[]){6, 6}, 0.5)};
-    tg_tensor *c[2] = {0}, *r[2] = {0};
-    assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 2, c, 2), TG_OK);
-    assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 2, r, 2), TG_OK);
-    for (int i = 0; i < 2; i++) {
-        assert_close(c[i], r[i], 1e-12);
-        tg_tensor_free(c[i]);
-        tg_tensor_free(r[i]);
-    }
+    check_against_reference(text, TG_MODE_C, in, 2, 2, 1e-12);
     for (int i = 0; i < 2; i++) tg_tensor_free(in[i]);
     remove_cache();
 }
@@ -512,7 +460,7 @@ static void test_loops_share_constants(void **state) {
     };
     static const tg_dtype dts[] = {TG_DT_F32, TG_DT_F64, TG_DT_I32};
     for (int t = 0; t < 3; t++) {
-        tg_module *m = parse(texts[t]);
+        tg_module *m = parse_text(texts[t]);
         tg_graph *o = NULL;
         assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
         int n = 0;
@@ -539,8 +487,8 @@ static void test_loops_share_constants(void **state) {
         tg_module_free(m);
         tg_tensor *in[1] = {ramp(dts[t], 2, (int64_t[]){5, 6}, 2.0)};
         tg_tensor *c[2] = {0}, *r[2] = {0};
-        assert_int_equal(run_mode(texts[t], TG_MODE_C, 0, in, 1, c, 2), TG_OK);
-        assert_int_equal(run_mode(texts[t], TG_MODE_REFERENCE, 0, in, 1, r, 2), TG_OK);
+        assert_int_equal(run_text(texts[t], TG_MODE_C, 0, in, 1, c, 2), TG_OK);
+        assert_int_equal(run_text(texts[t], TG_MODE_REFERENCE, 0, in, 1, r, 2), TG_OK);
         for (int i = 0; i < 2; i++) {
             assert_int_equal(tg_tensor_dtype(c[i]), dts[t]);
             assert_close(c[i], r[i], 0.0);
@@ -576,14 +524,7 @@ static void test_gemm_as_gemv(void **state) {
             in[2] = tg_tensor_view(bw, 2, (int64_t[]){6, 5}, (int64_t[]){1, 6}, 0);
             in[3] = tg_tensor_view(bk, 2, (int64_t[]){6, 1}, (int64_t[]){1, 6}, 0);
         }
-        tg_tensor *c[3] = {0}, *r[3] = {0};
-        assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 4, c, 3), TG_OK);
-        assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 4, r, 3), TG_OK);
-        for (int i = 0; i < 3; i++) {
-            assert_close(c[i], r[i], 1e-12);
-            tg_tensor_free(c[i]);
-            tg_tensor_free(r[i]);
-        }
+        check_against_reference(text, TG_MODE_C, in, 4, 3, 1e-12);
         for (int i = 0; i < 4; i++) tg_tensor_free(in[i]);
     }
     tg_tensor_free(bu);
@@ -607,7 +548,7 @@ static void test_views(void **state) {
                        "  f = reshape(b, shape=[20])\n"
                        "  return mul(a, 2), b, c, d, add(e, 1), f, x[2, -2:0:-1]\n"
                        "}\n";
-    tg_module *m = parse(text);
+    tg_module *m = parse_text(text);
     tg_graph *o = NULL;
     assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
     int n = 0;
@@ -629,8 +570,8 @@ static void test_views(void **state) {
                         tg_tensor_view(base, 2, (int64_t[]){4, 5}, (int64_t[]){2, -8}, 32)};
     for (int t = 0; t < 2; t++) {
         tg_tensor *c[7] = {0}, *r[7] = {0};
-        assert_int_equal(run_mode(text, TG_MODE_C, 0, &xs[t], 1, c, 7), TG_OK);
-        assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, &xs[t], 1, r, 7), TG_OK);
+        assert_int_equal(run_text(text, TG_MODE_C, 0, &xs[t], 1, c, 7), TG_OK);
+        assert_int_equal(run_text(text, TG_MODE_REFERENCE, 0, &xs[t], 1, r, 7), TG_OK);
         for (int i = 0; i < 7; i++) {
             assert_int_equal(tg_tensor_ndim(c[i]), tg_tensor_ndim(r[i]));
             assert_memory_equal(tg_tensor_shape(c[i]), tg_tensor_shape(r[i]),
@@ -662,7 +603,7 @@ static const char *split_text = "func main(x: f64[?,6], w: f64[6,5], v: f64[6]) 
 static void test_split_units(void **state) {
     (void)state;
     fresh_cache();
-    tg_module *m = parse(split_text);
+    tg_module *m = parse_text(split_text);
     tg_graph *o = NULL;
     assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
     int n = 0;
@@ -710,14 +651,14 @@ static void test_split_units(void **state) {
                         ramp(TG_DT_F64, 1, (int64_t[]){6}, 1.0)};
     tg_tensor *ref[4] = {0}, *c[4] = {0};
     setenv("TGRAPH_CC_SPLIT", "0", 1);
-    assert_int_equal(run_mode(split_text, TG_MODE_C, 0, in, 3, ref, 4), TG_OK);
+    assert_int_equal(run_text(split_text, TG_MODE_C, 0, in, 3, ref, 4), TG_OK);
     assert_int_equal(count_files("\\.so"), 1);
     assert_int_equal(count_files("\\.1\\.c"), 0);
     const char *bounds[] = {"1", "2"};
     for (int b = 0; b < 2; b++) {
         setenv("TGRAPH_CC_SPLIT", bounds[b], 1);
         for (int rep = 0; rep < 2; rep++) { /* cold, then warm */
-            assert_int_equal(run_mode(split_text, TG_MODE_C, 0, in, 3, c, 4), TG_OK);
+            assert_int_equal(run_text(split_text, TG_MODE_C, 0, in, 3, c, 4), TG_OK);
             assert_int_equal(count_files("\\.so"), 2 + b);
             for (int i = 0; i < 4; i++) {
                 assert_close(c[i], ref[i], 0.0);
@@ -732,7 +673,7 @@ static void test_split_units(void **state) {
     assert_int_equal(count_files("tmp\\..*"), 0);
     /* a bad bound is an error naming the variable */
     setenv("TGRAPH_CC_SPLIT", "many", 1);
-    assert_int_equal(run_mode(split_text, TG_MODE_C, 0, in, 3, c, 4), TG_ECHECK);
+    assert_int_equal(run_text(split_text, TG_MODE_C, 0, in, 3, c, 4), TG_ECHECK);
     assert_non_null(strstr(tg_last_error(), "TGRAPH_CC_SPLIT='many'"));
     unsetenv("TGRAPH_CC_SPLIT");
     for (int i = 0; i < 4; i++) tg_tensor_free(ref[i]);
@@ -758,7 +699,7 @@ static void test_shape_arithmetic_planned(void **state) {
                        "  gW = grad(l, W)\n"
                        "  return l, gW\n"
                        "}\n";
-    tg_module *m = parse(text);
+    tg_module *m = parse_text(text);
     tg_graph *o = NULL;
     assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
     tg_compile_opts opts = TG_COMPILE_OPTS(.nthreads = 1);
@@ -768,7 +709,7 @@ static void test_shape_arithmetic_planned(void **state) {
     for (int64_t rows = 1; rows < 200; rows = rows * 4 + 3) {
         tg_tensor *x = ramp(TG_DT_F64, 2, (int64_t[]){rows, 5}, 1.3);
         tg_tensor *in[2] = {x, W}, *want[2] = {NULL, NULL}, *got[2] = {NULL, NULL};
-        assert_int_equal(run_mode(text, TG_MODE_REFERENCE, 0, in, 2, want, 2), TG_OK);
+        assert_int_equal(run_text(text, TG_MODE_REFERENCE, 0, in, 2, want, 2), TG_OK);
         assert_int_equal(tg_cj_call(cj, in, 2, got, 2, false), TG_OK);
         for (int k = 0; k < 2; k++) {
             assert_close(got[k], want[k], 1e-12);
@@ -791,14 +732,14 @@ static void test_shape_arithmetic_planned(void **state) {
                       "  s = mask_select(x, k)\n"
                       "  return mul(s, sum(s))\n"
                       "}\n";
-    m = parse(dyn);
+    m = parse_text(dyn);
     assert_int_equal(tg_graph_optimize(tg_module_find(m, "main"), NULL, &o), TG_OK);
     assert_int_equal(tg_cj_new(o, &opts, &cj), TG_OK);
     int64_t n = 7;
     tg_tensor *in[2] = {ramp(TG_DT_F64, 1, &n, 1.0), tg_tensor_new(NULL, TG_DT_BOOL, 1, &n)};
     for (int64_t i = 0; i < n; i++) ((uint8_t *)tg_tensor_data(in[1]))[i] = (uint8_t)(i % 3 != 0);
     tg_tensor *want = NULL, *got = NULL;
-    assert_int_equal(run_mode(dyn, TG_MODE_REFERENCE, 0, in, 2, &want, 1), TG_OK);
+    assert_int_equal(run_text(dyn, TG_MODE_REFERENCE, 0, in, 2, &want, 1), TG_OK);
     assert_int_equal(tg_cj_call(cj, in, 2, &got, 1, false), TG_OK);
     assert_close(got, want, 1e-12);
     tg_cj_stats st;
@@ -903,7 +844,7 @@ static void test_two_processes(void **state) {
                         ramp(TG_DT_F64, 2, (int64_t[]){4, 3}, 1.0),
                         ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.5)};
     tg_tensor *c[2] = {0};
-    assert_int_equal(run_mode(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK);
+    assert_int_equal(run_text(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK);
     for (int i = 0; i < 2; i++) tg_tensor_free(c[i]);
     for (int i = 0; i < 3; i++) tg_tensor_free(in[i]);
     remove_cache();
@@ -916,16 +857,16 @@ static void test_warm_needs_no_compiler(void **state) {
                         ramp(TG_DT_F64, 2, (int64_t[]){4, 3}, 1.0),
                         ramp(TG_DT_F64, 1, (int64_t[]){3}, 0.5)};
     tg_tensor *c[2] = {0};
-    assert_int_equal(run_mode(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK); /* cold */
+    assert_int_equal(run_text(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK); /* cold */
     for (int i = 0; i < 2; i++) tg_tensor_free(c[i]);
     setenv("TGRAPH_CC", "/bin/false", 1);
-    assert_int_equal(run_mode(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK); /* warm */
+    assert_int_equal(run_text(mlp_text, TG_MODE_C, 0, in, 3, c, 2), TG_OK); /* warm */
     for (int i = 0; i < 2; i++) tg_tensor_free(c[i]);
     /* another graph needs the compiler: it fails, naming the kept source */
     const char *other = "func main(x: f64[?,4], w: f64[4,3], b: f64[3]) {\n"
                         "  return exp(x)\n}\n";
     tg_tensor *c1[1] = {0};
-    assert_int_equal(run_mode(other, TG_MODE_C, 0, in, 3, c1, 1), TG_ECHECK);
+    assert_int_equal(run_text(other, TG_MODE_C, 0, in, 3, c1, 1), TG_ECHECK);
     const char *msg = tg_last_error();
     assert_non_null(strstr(msg, "/bin/false"));
     const char *kept = strstr(msg, "kept in ");
@@ -942,7 +883,7 @@ static void test_fallback_to_vm(void **state) {
     (void)state;
     fresh_cache();
     setenv("TGRAPH_CC", "/nonexistent/cc", 1);
-    tg_module *m = parse(mlp_text);
+    tg_module *m = parse_text(mlp_text);
     tg_graph *g = tg_module_find(m, "main");
     tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C);
     tg_fn *f = NULL;
@@ -953,7 +894,7 @@ static void test_fallback_to_vm(void **state) {
     tg_tensor *c[2] = {0}, *r[2] = {0};
     assert_int_equal(tg_fn_call(f, in, 3, c, 2), TG_OK);
     tg_fn_free(f);
-    assert_int_equal(run_mode(mlp_text, TG_MODE_REFERENCE, 0, in, 3, r, 2), TG_OK);
+    assert_int_equal(run_text(mlp_text, TG_MODE_REFERENCE, 0, in, 3, r, 2), TG_OK);
     for (int i = 0; i < 2; i++) {
         assert_close(c[i], r[i], 1e-12);
         tg_tensor_free(c[i]);
@@ -978,7 +919,7 @@ static void test_unsafe_dir_refused(void **state) {
     (void)state;
     fresh_cache();
     assert_int_equal(chmod(cache_dir, 0777), 0);
-    tg_module *m = parse(mlp_text);
+    tg_module *m = parse_text(mlp_text);
     tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_C, .no_fallback = true);
     tg_fn *f = NULL;
     assert_int_equal(tg_graph_compile(tg_module_find(m, "main"), &o, &f), TG_ECHECK);
@@ -1013,7 +954,7 @@ static void test_allocation_failures(void **state) {
     tg_tensor *x = ramp(TG_DT_F64, 1, (int64_t[]){5}, 1.0);
     tg_tensor *w = ramp(TG_DT_F64, 2, (int64_t[]){5, 3}, 1.0);
     tg_tensor *in[2] = {x, w}, *out[3] = {0};
-    assert_int_equal(run_mode(text, TG_MODE_C, 0, in, 2, out, 3), TG_OK); /* warm the cache */
+    assert_int_equal(run_text(text, TG_MODE_C, 0, in, 2, out, 3), TG_OK); /* warm the cache */
     for (int i = 0; i < 3; i++) tg_tensor_free(out[i]);
     setenv("TGRAPH_CC", "/bin/false", 1); /* a recompile would fail: none may happen */
     long k = 1;
@@ -1058,12 +999,12 @@ static void test_debug_catches(void **state) {
     tg_mode backends[2] = {TG_MODE_VM, TG_MODE_C};
     for (int b = 0; b < 2; b++) {
         /* clean: passes */
-        assert_int_equal(run_mode(text, TG_MODE_DEBUG, backends[b], in, 2, out, 1), TG_OK);
+        assert_int_equal(run_text(text, TG_MODE_DEBUG, backends[b], in, 2, out, 1), TG_OK);
         tg_tensor_free(out[0]);
         out[0] = NULL;
         /* a wrong kernel (the fuse pass makes one fused node of exp and add) */
         setenv("TGRAPH_TEST_BREAK_OP", "fused", 1);
-        tg_status st = run_mode(text, TG_MODE_DEBUG, backends[b], in, 2, out, 1);
+        tg_status st = run_text(text, TG_MODE_DEBUG, backends[b], in, 2, out, 1);
         assert_int_equal(st, TG_ECHECK);
         const char *msg = tg_last_error();
         assert_non_null(strstr(msg, "fused"));
@@ -1073,7 +1014,7 @@ static void test_debug_catches(void **state) {
         unsetenv("TGRAPH_TEST_BREAK_OP");
         /* an undeclared write to an input */
         setenv("TGRAPH_TEST_CLOBBER_OP", "fused", 1);
-        st = run_mode(text, TG_MODE_DEBUG, backends[b], in, 2, out, 1);
+        st = run_text(text, TG_MODE_DEBUG, backends[b], in, 2, out, 1);
         assert_int_equal(st, TG_ECHECK);
         assert_non_null(strstr(tg_last_error(), "wrote to its input 0"));
         unsetenv("TGRAPH_TEST_CLOBBER_OP");

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops_testutil.h"
 #include "tgraph.h"
 
 enum { N = 3, T = 6 };
@@ -90,10 +91,8 @@ static void test_scan_values_and_gradient(void **state) {
     const tg_mode modes[] = {TG_MODE_REFERENCE, TG_MODE_VM, TG_MODE_C, TG_MODE_DEBUG};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         tg_compile_opts o = TG_COMPILE_OPTS(.mode = modes[m], .debug_backend = TG_MODE_VM);
-        tg_fn *f = NULL;
-        if (tg_graph_compile(g, &o, &f) != TG_OK) fail_msg("compile: %s", tg_last_error());
         tg_tensor *out[4] = {0};
-        if (tg_fn_call(f, in, 3, out, 4) != TG_OK) fail_msg("call: %s", tg_last_error());
+        compile_call(g, &o, in, 3, out, 4);
         assert_true(fabs(tg_tensor_get_f64(out[0], 0) - want) < 1e-12);
         /* d loss / d W[i][j] by central differences */
         for (int i = 0; i < N; i++)
@@ -108,7 +107,6 @@ static void test_scan_values_and_gradient(void **state) {
                             1e-6);
             }
         for (int k = 0; k < 4; k++) tg_tensor_free(out[k]);
-        tg_fn_free(f);
     }
     for (int k = 0; k < 3; k++) tg_tensor_free(in[k]);
     tg_graph_free(g);
@@ -123,9 +121,7 @@ static void test_map_threads(void **state) {
                       "  s, e = map(@f, xs, c)\n"
                       "  return s, e\n"
                       "}\n";
-    tg_module *m = NULL;
-    if (tg_module_parse(NULL, src, strlen(src), "t.tg", &m) != TG_OK)
-        fail_msg("parse: %s", tg_last_error());
+    tg_module *m = parse_text(src);
     static double xs[1000][8], c[8];
     for (int i = 0; i < 1000; i++)
         for (int j = 0; j < 8; j++) xs[i][j] = 0.01 * i - 0.3 * j;
@@ -135,11 +131,7 @@ static void test_map_threads(void **state) {
     tg_tensor *out[2][2] = {{0}};
     for (int k = 0; k < 2; k++) {
         tg_compile_opts o = TG_COMPILE_OPTS(.mode = TG_MODE_VM, .nthreads = k ? 4 : 1);
-        tg_fn *f = NULL;
-        if (tg_graph_compile(tg_module_find(m, "main"), &o, &f) != TG_OK)
-            fail_msg("compile: %s", tg_last_error());
-        if (tg_fn_call(f, in, 2, out[k], 2) != TG_OK) fail_msg("call: %s", tg_last_error());
-        tg_fn_free(f);
+        compile_call(tg_module_find(m, "main"), &o, in, 2, out[k], 2);
     }
     for (int i = 0; i < 1000; i++) {
         double s = 0;
@@ -166,9 +158,7 @@ static void test_dynamic_count(void **state) {
                       "  hl, ys = scan(@step, h0, k, dynamic_steps=true)\n"
                       "  return hl, ys\n"
                       "}\n";
-    tg_module *m = NULL;
-    if (tg_module_parse(NULL, src, strlen(src), "t.tg", &m) != TG_OK)
-        fail_msg("parse: %s", tg_last_error());
+    tg_module *m = parse_text(src);
     tg_fn *f = NULL;
     if (tg_graph_compile(tg_module_find(m, "main"), NULL, &f) != TG_OK)
         fail_msg("compile: %s", tg_last_error());
@@ -199,9 +189,7 @@ static void test_dynamic_count(void **state) {
  * input an i64 count when count >= 0) passes tg_grad_check. */
 static void grad_checks(const char *src, int nin, const int *ndim, const int64_t (*sh)[2],
                         const double *const *d, int64_t count) {
-    tg_module *m = NULL;
-    if (tg_module_parse(NULL, src, strlen(src), "t.tg", &m) != TG_OK)
-        fail_msg("parse: %s", tg_last_error());
+    tg_module *m = parse_text(src);
     tg_tensor *in[8] = {0};
     for (int i = 0; i < nin; i++)
         in[i] = tg_tensor_from_data(NULL, TG_DT_F64, ndim[i], sh[i], d[i]);
