@@ -49,7 +49,6 @@ enum { A_AXIS };
 enum { A_GATHER_AXIS = 1, A_GATHER_TILED };
 enum { A_SCATTER_DIM = 1, A_SCATTER_TILED };
 enum { A_PERM = 1 };
-
 enum { A_WAIT_MEAN = 1 };
 
 static const tg_attr_spec reduce_attrs[] = {[A_AXIS] = {"axis_name", TG_AS_STR, 1, 0, {0}}};
@@ -358,8 +357,9 @@ static tg_tensor *ranks_first(const tg_tensor *t, int64_t n, int64_t p, int64_t 
 }
 
 /* pmean's mean from the sum: elements [lo, hi) of the float data divided by the number of
- * ranks n, in the dtype. pmean and the pmean parts of a bucket (psum_wait's mean) both
- * call it, so that they give the same bits. */
+ * ranks n, in the dtype (a division, not a product with 1/n, which differs in the last bit
+ * for n = 3). pmean and the pmean parts of a bucket (psum_wait's mean) both call it, so
+ * that they give the same bits. */
 static void divide(void *data, tg_dtype dt, int64_t lo, int64_t hi, int n) {
     if (dt == TG_DT_F32) {
         float *v = data;

@@ -124,7 +124,7 @@ static bool same_group(const tg_node *a, const tg_node *b) {
            a->in[0]->type.dtype == b->in[0]->type.dtype;
 }
 
-/* Most psums in one bucket (psum_start's inputs: a node's input count is an int). */
+/* Most collectives in one bucket (psum_start's inputs: a node's input count is an int). */
 #define MAX_PER_BUCKET 4096
 
 /* The number of elements of t (static). */
