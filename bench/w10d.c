@@ -12,10 +12,13 @@
  *  - "... buckets=25M": the same compiled with the default bucket size: the 4 gradients
  *    (800 KB) in one bucket, started once the last exists;
  *  - "... buckets=8K": three buckets: W2's gradient (10 KB), started while the backward
- *    pass computes W1's; W1's with b2's; b1's (docs/mpi.md, "Speed").
+ *    pass computes W1's; W1's with b2's; b1's (docs/mpi.md, "Speed");
+ *  - "procs=2 threads=1 pmean buckets=off", "... pmean buckets=25M": the step whose ranks
+ *    differentiate their own rows' loss and average the gradients with pmean
+ *    (build_step_pmap_as(512, 2, true)), unbucketed and in one bucket.
  * Before timing, the 2-process steps and the 1-process step start from the same weights
- * and must give the same losses (to float rounding; the three 2-process steps the same
- * bits) for 3 steps. The three 2-process steps are timed in turn, run after run, so that
+ * and must give the same losses (to float rounding; the 2-process steps of one kind the
+ * same bits) for 3 steps. The 2-process steps are timed in turn, run after run, so that
  * the machine's load falls on them alike. Each figure is rank 0's median over runs of
  * one step.
  * usage: mpirun -np 2 bench_w10d [-n RUNS]     (rank 0 prints)
@@ -94,31 +97,39 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < B; i++) yd[i] = (int64_t)(rng_next(&s) % 10);
     *(float *)tg_tensor_data(in[2]) = 1e-3f;
 
-    tg_graph *g1 = build_step(B), *g2 = build_step_pmap(B, procs);
-    enum { NTWO = 3 };
-    static const char *const bucket[NTWO] = {"0", "25M", "8K"};
+    tg_graph *g1 = build_step(B),
+             *g2[2] = {build_step_pmap(B, procs), build_step_pmap_as(B, procs, true)};
+    enum { NTWO = 5 };
+    static const char *const bucket[NTWO] = {"0", "25M", "8K", "0", "25M"};
+    static const int kind[NTWO] = {0, 0, 0, 1, 1};  /* g2[kind]: gradients summed, averaged */
+    static const int first[NTWO] = {0, 0, 0, 3, 3}; /* the unbucketed step of the kind */
     tg_fn *one[2] = {compile_step(g1, 1, NULL), compile_step(g1, 2, NULL)}, *two[NTWO];
-    for (int b = 0; b < NTWO; b++) two[b] = compile_step(g2, 1, bucket[b]);
+    for (int b = 0; b < NTWO; b++) two[b] = compile_step(g2[kind[b]], 1, bucket[b]);
 
     /* the same losses, step after step (also warms plans, pools and communicators) */
     for (int k = 0; k < 3; k++) {
         double l1 = step(one[0], in, loss), l2[NTWO];
         for (int b = 0; b < NTWO; b++) l2[b] = step(two[b], in, loss);
-        if (!(fabs(l2[0] - l1) <= 1e-5 * fabs(l1)) || l2[1] != l2[0] || l2[2] != l2[0]) {
-            fprintf(stderr,
-                    "w10d: step %d: loss %.9g across 2 processes (%.9g, %.9g bucketed), %.9g "
-                    "in one\n",
-                    k, l2[0], l2[1], l2[2], l1);
-            return tg_world_finish(1, "the losses differ");
-        }
+        for (int b = 0; b < NTWO; b++)
+            if (!(fabs(l2[b] - l1) <= 1e-5 * fabs(l1)) || l2[b] != l2[first[b]]) {
+                fprintf(stderr,
+                        "w10d: step %d: loss %.9g across 2 processes (TGRAPH_BUCKET_BYTES=%s, "
+                        "gradients %s), %.9g unbucketed, %.9g in one process\n",
+                        k, l2[b], bucket[b], kind[b] ? "averaged" : "summed", l2[first[b]], l1);
+                return tg_world_finish(1, "the losses differ");
+            }
     }
     step(one[1], in, loss);
 
     double *t = malloc(sizeof *t * (size_t)runs * NTWO), med[2 + NTWO];
     if (!t) return tg_world_finish(1, "out of memory");
-    static const char *const conf[2 + NTWO] = {
-        "procs=1 threads=1", "procs=1 threads=2", "procs=2 threads=1 buckets=off",
-        "procs=2 threads=1 buckets=25M", "procs=2 threads=1 buckets=8K"};
+    static const char *const conf[2 + NTWO] = {"procs=1 threads=1",
+                                               "procs=1 threads=2",
+                                               "procs=2 threads=1 buckets=off",
+                                               "procs=2 threads=1 buckets=25M",
+                                               "procs=2 threads=1 buckets=8K",
+                                               "procs=2 threads=1 pmean buckets=off",
+                                               "procs=2 threads=1 pmean buckets=25M"};
     for (int c = 0; c < 2; c++) {
         sleepy_barrier();
         if (rank != 0) {
@@ -157,14 +168,18 @@ int main(int argc, char **argv) {
     }
     if (rank == 0)
         printf("w10d: 2 processes %.2fx faster than 1 process on 1 thread, %.2fx than 1 "
-               "process on 2 threads; bucketed %.2fx (25M), %.2fx (8K) the unbucketed time\n",
-               med[0] / med[2], med[1] / med[2], med[3] / med[2], med[4] / med[2]);
+               "process on 2 threads; bucketed %.2fx (25M), %.2fx (8K) the unbucketed time; "
+               "gradients averaged with pmean: %.2fx the summed ones' unbucketed time, "
+               "bucketed %.2fx (25M) its own\n",
+               med[0] / med[2], med[1] / med[2], med[3] / med[2], med[4] / med[2], med[5] / med[2],
+               med[6] / med[5]);
     free(t);
     for (int b = 0; b < NTWO; b++) tg_fn_free(two[b]);
     tg_fn_free(one[0]);
     tg_fn_free(one[1]);
     tg_graph_free(g1);
-    tg_graph_free(g2);
+    tg_graph_free(g2[0]);
+    tg_graph_free(g2[1]);
     for (int i = 0; i < 3; i++) tg_tensor_free(in[i]);
     tg_tensor_free(loss);
     return tg_world_finish(0, NULL);

@@ -2,8 +2,9 @@
  * benchmark (bench/w6.c): an MLP 784-256-10 with relu and a softmax cross-entropy loss,
  * built with the C API as one training-step function (forward, tg_grad, Adam update of
  * every parameter as state), the same step data-parallel over several devices (a pmap
- * whose body takes the gradient of the loss averaged over the devices with pmean), and an
- * evaluation function. Header-only (static functions).
+ * whose body takes the gradient of the loss averaged over the devices with pmean, or
+ * averages its own rows' gradients with pmean), and an evaluation function. Header-only
+ * (static functions).
  */
 #ifndef TG_EXAMPLES_MLP_STEP_H
 #define TG_EXAMPLES_MLP_STEP_H
@@ -156,8 +157,12 @@ static inline tg_graph *build_step(int64_t batch) {
  * of its rows) is the batch's loss (the mean of equal shares' means), so grad(loss,
  * parameters) is the batch's gradient, the same on every device (the gradient of a
  * replicated parameter is summed over the devices); every device then makes the same
- * Adam update, and the new values are returned once (out_axes none) into the state. */
-static inline tg_graph *build_step_pmap(int64_t batch, int ndev) {
+ * Adam update, and the new values are returned once (out_axes none) into the state.
+ * With pmean_grads the gradients are averaged as JAX's data-parallel examples do: each
+ * device differentiates the loss of its own rows with respect to its own copy of the
+ * parameters (mapped: the step passes them broadcast over the devices), and pmean of
+ * those gradients is the batch's gradient. */
+static inline tg_graph *build_step_pmap_as(int64_t batch, int ndev, bool pmean_grads) {
     if (ndev < 1 || batch % ndev) {
         fprintf(stderr, "building the training step: %d devices do not divide a batch of %lld\n",
                 ndev, (long long)batch);
@@ -165,19 +170,33 @@ static inline tg_graph *build_step_pmap(int64_t batch, int ndev) {
     }
     const int64_t rows = batch / ndev;
     const tg_attr axis = TG_A_STR("axis_name", "batch");
+    enum { NIN_BODY = 3 + NSTATE + NPARAM }; /* the step's inputs, then the parameters' copies */
+    const int nin = 3 + NSTATE + (pmean_grads ? NPARAM : 0);
 
-    /* the body: the inputs in step_vars' order, x and y mapped, the rest replicated */
+    /* the body: the inputs in step_vars' order, x and y mapped, the rest replicated; then,
+       with pmean_grads, the device's copies of the parameters (mapped) */
     tg_graph *body = tg_graph_new(NULL, "device_step");
     step_vars b, next;
     step_declare(body, rows, false, &b);
-    bool mapped[3 + NSTATE] = {true, true};
-    tg_var *loss = NULL, *grad[NPARAM], *res[1 + NSTATE];
-    if (tg_graph_set_mapped(body, "batch", mapped, 3 + NSTATE) == TG_OK)
-        loss = tg_apply(body, "pmean", (tg_var *[]){batch_loss(body, b.x, b.y, b.p)}, 1, &axis, 1);
-    if (!loss || tg_grad(body, loss, b.p, NPARAM, TG_DISCONNECTED_ERROR, grad) != TG_OK) {
+    tg_var *copy[NPARAM];
+    bool mapped[NIN_BODY] = {true, true};
+    for (int i = 0; pmean_grads && i < NPARAM; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "%s_copy", param_name[i]);
+        copy[i] = tg_input(body, name, TG_DT_F32, param_ndim[i], param_shape[i]);
+        mapped[3 + NSTATE + i] = true;
+    }
+    tg_var *loss = NULL, *own = NULL, *grad[NPARAM], *res[1 + NSTATE];
+    if (tg_graph_set_mapped(body, "batch", mapped, nin) == TG_OK)
+        own = batch_loss(body, b.x, b.y, pmean_grads ? copy : b.p);
+    if (own) loss = tg_apply(body, "pmean", &own, 1, &axis, 1);
+    if (!loss || tg_grad(body, pmean_grads ? own : loss, pmean_grads ? copy : b.p, NPARAM,
+                         TG_DISCONNECTED_ERROR, grad) != TG_OK) {
         step_failed(body);
         return NULL;
     }
+    for (int i = 0; pmean_grads && i < NPARAM; i++)
+        grad[i] = tg_apply(body, "pmean", &grad[i], 1, &axis, 1);
     adam(body, &b, grad, &next);
     res[0] = loss;
     step_state(&next, res + 1);
@@ -186,28 +205,38 @@ static inline tg_graph *build_step_pmap(int64_t batch, int ndev) {
         return NULL;
     }
 
-    /* the step: xs = x reshaped [ndev, rows, 784], ys [ndev, rows]; every result once */
+    /* the step: xs = x reshaped [ndev, rows, 784], ys [ndev, rows], the parameters'
+       copies broadcast to [ndev, ...]; every result once */
     tg_graph *g = tg_graph_new(NULL, "train_step");
     step_vars s;
     step_declare(g, batch, true, &s);
-    tg_var *in[3 + NSTATE], *out[1 + NSTATE];
+    tg_var *in[NIN_BODY], *out[1 + NSTATE];
     in[0] = tg_reshape(g, s.x, 3, (int64_t[]){ndev, rows, NIN});
     in[1] = tg_reshape(g, s.y, 2, (int64_t[]){ndev, rows});
     in[2] = s.lr;
     step_state(&s, in + 3);
-    int64_t in_axes[3 + NSTATE] = {0}, out_axes[1 + NSTATE] = {0};
-    bool in_none[3 + NSTATE], out_none[1 + NSTATE];
-    for (int k = 0; k < 3 + NSTATE; k++) in_none[k] = !mapped[k];
+    for (int i = 0; pmean_grads && i < NPARAM; i++) {
+        int64_t shape[3] = {ndev, param_shape[i][0], param_shape[i][1]};
+        tg_attr a = TG_A_INTS("shape", shape, 1 + param_ndim[i]);
+        in[3 + NSTATE + i] = tg_apply(g, "broadcast_to", &s.p[i], 1, &a, 1);
+    }
+    int64_t in_axes[NIN_BODY] = {0}, out_axes[1 + NSTATE] = {0};
+    bool in_none[NIN_BODY], out_none[1 + NSTATE];
+    for (int k = 0; k < nin; k++) in_none[k] = !mapped[k];
     for (int k = 0; k < 1 + NSTATE; k++) out_none[k] = true;
-    tg_attr pa[4] = {TG_A_FUNC("body", body), axis, TG_A_INTS("in_axes", in_axes, 3 + NSTATE),
+    tg_attr pa[4] = {TG_A_FUNC("body", body), axis, TG_A_INTS("in_axes", in_axes, nin),
                      TG_A_INTS("out_axes", out_axes, 1 + NSTATE)};
     pa[2].none = in_none;
     pa[3].none = out_none;
     int nout = 1 + NSTATE;
-    tg_status st = tg_apply_multi(g, "pmap", in, 3 + NSTATE, pa, 4, out, &nout);
+    tg_status st = tg_apply_multi(g, "pmap", in, nin, pa, 4, out, &nout);
     tg_graph_free(body); /* the pmap node keeps it */
     if (st != TG_OK || step_finish(g, in + 3, out + 1, out[0]) != TG_OK) return step_failed(g);
     return g;
+}
+
+static inline tg_graph *build_step_pmap(int64_t batch, int ndev) {
+    return build_step_pmap_as(batch, ndev, false);
 }
 
 /* The evaluation function: inputs x u8[batch,784], y i64[batch] and the four parameters;

@@ -10,9 +10,9 @@
  *  1. the starts, taken in the order their cones grow (the fewest ancestors first: the
  *     bucket a backward pass completes first), each emit what they still need, in the
  *     depth-first order, then themselves; so do the blocking collectives that need no
- *     wait (the pmean of the loss), since a blocking collective first waits for every
- *     all-reduce the rank has in flight (src/ops/collective.c) and must not come after a
- *     start it does not need;
+ *     wait (a pmax, a lone psum the bucket pass left), since a blocking collective first
+ *     waits for every all-reduce the rank has in flight (src/ops/collective.c) and must
+ *     not come after a start it does not need;
  *  2. the rest follows in the depth-first order, each wait held back until the first node
  *     reading it (or the end).
  * Invariants: the result is a topological order of the same nodes; it depends only on the
@@ -96,8 +96,8 @@ tg_status tg_ir_schedule(const tg_graph *g, tg_node **order, int n) {
     for (size_t i = 0; i < nn; i++) s.pos[i] = s.mark[i] = -1;
     for (int i = 0; i < n; i++) s.pos[order[i]->id] = i;
     /* 1. the starts, smallest cone first (ties: the depth-first order), each after what it
-       needs; with them the blocking collectives that need no wait (the forward pass's
-       pmean of the loss), which would otherwise wait for every bucket in flight */
+       needs; with them the blocking collectives that need no wait (a pmax, a lone psum),
+       which would otherwise wait for every bucket in flight */
     int ns = 0;
     for (int i = 0; i < n; i++) {
         const tg_op_def *op = tg_op_table[order[i]->op];

@@ -49,8 +49,13 @@ enum { A_AXIS };
 enum { A_GATHER_AXIS = 1, A_GATHER_TILED };
 enum { A_SCATTER_DIM = 1, A_SCATTER_TILED };
 enum { A_PERM = 1 };
+enum { A_WAIT_MEAN = 1 };
 
 static const tg_attr_spec reduce_attrs[] = {[A_AXIS] = {"axis_name", TG_AS_STR, 1, 0, {0}}};
+static const tg_attr_spec wait_attrs[] = {
+    [A_AXIS] = {"axis_name", TG_AS_STR, 1, 0, {0}},
+    [A_WAIT_MEAN] = {"mean", TG_AS_PAIRS, 0, 0, {.kind = TG_ATTR_INTS, .n = 0}},
+};
 static const tg_attr_spec gather_attrs[] = {
     [A_AXIS] = {"axis_name", TG_AS_STR, 1, 0, {0}},
     [A_GATHER_AXIS] = {"axis", TG_AS_INT, 0, 0, {.kind = TG_ATTR_INT, .i = 0}},
@@ -254,11 +259,32 @@ static tg_status start_infer(tg_infer *ic) {
     return TG_OK;
 }
 
+/* mean: [start, stop) ranges of the buffer, increasing and apart, within it where its
+ * extent is known; a float buffer where there is one. */
 static tg_status wait_infer(tg_infer *ic) {
     int64_t n;
     if (common_infer(ic, &n) != TG_OK || no_bool_sum(ic) != TG_OK) return ic->status;
-    if (ic->in[0].ndim != 1)
-        return tg_infer_fail(ic, TG_ETYPE, "expected the 1-d buffer of a psum_start");
+    const tg_type *x = &ic->in[0];
+    if (x->ndim != 1) return tg_infer_fail(ic, TG_ETYPE, "expected the 1-d buffer of a psum_start");
+    const tg_aval *mean = &ic->attrs[A_WAIT_MEAN];
+    if (mean->n > 0 && !tg_dtype_is_float((tg_dtype)x->dtype))
+        return tg_infer_fail(ic, TG_ETYPE, "mean: the mean of %s over ranks: expected a float",
+                             tg_dtype_name((tg_dtype)x->dtype));
+    int64_t end = 0, len = x->shape[0];
+    for (int k = 0; k + 1 < mean->n; k += 2) {
+        int64_t a = mean->ints[k], b = mean->ints[k + 1];
+        if (a < end || b <= a)
+            return tg_infer_fail(ic, TG_EINVAL,
+                                 "mean: pair %d is [%lld, %lld]: expected increasing, disjoint "
+                                 "[start, stop] ranges, start < stop",
+                                 k / 2, (long long)a, (long long)b);
+        if (len >= 0 && b > len)
+            return tg_infer_fail(ic, TG_EINVAL,
+                                 "mean: pair %d, [%lld, %lld], ends beyond the buffer of %lld "
+                                 "elements",
+                                 k / 2, (long long)a, (long long)b, (long long)len);
+        end = b;
+    }
     return TG_OK;
 }
 
@@ -330,6 +356,20 @@ static tg_tensor *ranks_first(const tg_tensor *t, int64_t n, int64_t p, int64_t 
     return tg_tensor_view(t, 3, (int64_t[]){n, p, q}, (int64_t[]){q, n * q, 1}, t->offset);
 }
 
+/* pmean's mean from the sum: elements [lo, hi) of the float data divided by the number of
+ * ranks n, in the dtype (a division, not a product with 1/n, which differs in the last bit
+ * for n = 3). pmean and the pmean parts of a bucket (psum_wait's mean) both call it, so
+ * that they give the same bits. */
+static void divide(void *data, tg_dtype dt, int64_t lo, int64_t hi, int n) {
+    if (dt == TG_DT_F32) {
+        float *v = data;
+        for (int64_t i = lo; i < hi; i++) v[i] /= (float)n;
+    } else {
+        double *v = data;
+        for (int64_t i = lo; i < hi; i++) v[i] /= (double)n;
+    }
+}
+
 /* psum, pmean, pmax, pmin: an all-reduce, in place in the output when x is not contiguous. */
 static tg_status reduce_ref(tg_kern *k, tg_comm_op op, bool mean) {
     tg_comm *c;
@@ -345,13 +385,7 @@ static tg_status reduce_ref(tg_kern *k, tg_comm_op op, bool mean) {
     size_t count = (size_t)tg_tensor_size(y);
     tg_status st = tg_comm_all_reduce(c, rank, op, x->dtype, send, tg_tensor_data(y), count);
     if (st != TG_OK) return comm_fail(k, st, true);
-    if (mean && y->dtype == TG_DT_F32) {
-        float *v = tg_tensor_data(y);
-        for (size_t i = 0; i < count; i++) v[i] /= (float)n;
-    } else if (mean) {
-        double *v = tg_tensor_data(y);
-        for (size_t i = 0; i < count; i++) v[i] /= (double)n;
-    }
+    if (mean) divide(tg_tensor_data(y), y->dtype, 0, (int64_t)count, n);
     return TG_OK;
 }
 
@@ -507,7 +541,9 @@ static void trace(const tg_kern *k, int rank, const tg_tensor *x, const tg_comm_
             t->waited * 1e3, (t->flight > t->waited ? t->flight - t->waited : 0.0) * 1e3);
 }
 
-/* The bucket once its all-reduce has finished: a view of it, nothing copied. */
+/* The bucket once its all-reduce has finished: a view of it, nothing copied, its ranges
+ * `mean` (the pmeans of the bucket) first divided by the number of ranks in place, as
+ * pmean divides its sum (the buffer is the start's, read by this wait alone). */
 static tg_status wait_ref(tg_kern *k) {
     tg_comm *c;
     int rank, n;
@@ -518,6 +554,9 @@ static tg_status wait_ref(tg_kern *k) {
     if (st != TG_OK)
         return comm_fail(k, st, st != TG_EINTERNAL); /* not started: a bug, not an abort */
     trace(k, rank, x, &t);
+    const tg_aval *mean = &k->attrs[A_WAIT_MEAN];
+    for (int i = 0; i + 1 < mean->n; i += 2) /* within the buffer: checked when typed */
+        divide(tg_tensor_data(x), x->dtype, mean->ints[i], mean->ints[i + 1], n);
     k->out[0] = tg_tensor_view(x, x->ndim, x->shape, x->strides, x->offset);
     if (!k->out[0]) return tg_kern_fail(k, TG_ENOMEM, "out of memory: a view of the bucket");
     return TG_OK;
@@ -636,7 +675,8 @@ COLLECTIVE(ppermute, permute_attrs, permute_infer, permute_ref, permute_vjp, TG_
 /* The split psum of a bucket (src/rewrite/bucket.c makes them after the gradients, so they
  * have none): psum_start packs its inputs and starts the all-reduce, as early as the
  * program order allows; psum_wait waits for it, as late as its users allow (tg_ir_schedule),
- * and is the buffer itself (a view). The bucket is varying until its wait, which is
+ * and is the buffer itself (a view), its `mean` ranges (the pmeans of the bucket, if any)
+ * divided by the number of ranks. The bucket is varying until its wait, which is
  * invariant as psum's result is. */
 const tg_op_def tg_op_psum_start = {.name = "psum_start",
                                     .min_in = 1,
@@ -656,8 +696,8 @@ const tg_op_def tg_op_psum_wait = {.name = "psum_wait",
                                    .max_in = 1,
                                    .nout = 1,
                                    .kind = TG_KIND_OTHER,
-                                   .attrs = reduce_attrs,
-                                   .nattrs = (int)TG_COUNTOF(reduce_attrs),
+                                   .attrs = wait_attrs,
+                                   .nattrs = (int)TG_COUNTOF(wait_attrs),
                                    .infer = wait_infer,
                                    .ref = wait_ref,
                                    .views = 1u << 0,

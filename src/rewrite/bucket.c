@@ -12,19 +12,28 @@
  * start as soon as its last gradient exists and each wait just before its first user
  * (tg_ir_schedule), so the exchange overlaps the rest of the backward pass.
  *
- * Buckets. The psums of one axis and dtype with static shapes (the candidates) are taken in
- * the order a backward pass completes them: by the number of nodes their input needs,
- * fewest first (the last layer's gradient before the first layer's), ties in the program's
- * order. A bucket closes once it holds TGRAPH_BUCKET_BYTES (default 25 MiB, as
- * DistributedDataParallel's bucket_cap_mb; 0: no bucketing), or before a psum whose input
- * needs one of its own (which cannot wait for it). An axis and dtype with one candidate
- * is left alone: nothing to merge, and a blocking psum costs no hand-off to the queue's
- * thread.
+ * pmean. A pmean (gradients computed per rank, then averaged) is its psum divided by the
+ * number of ranks: it joins the buckets of the psums of its axis and dtype, and the wait's
+ * `mean` lists the ranges of the buffer that are pmeans, which the wait divides once
+ * reduced, with pmean's own division (src/ops/collective.c), so the bits are pmean's:
+ *
+ *   g1 = pmean(a, axis_name="i")         b = psum_start(a, c, axis_name="i")
+ *   g2 = psum(c, axis_name="i")    ->    r = psum_wait(b, axis_name="i", mean=[[0, n1]])
+ *
+ * Buckets. The psums and pmeans of one axis and dtype with static shapes (the candidates)
+ * are taken in the order a backward pass completes them: by the number of nodes their
+ * input needs, fewest first (the last layer's gradient before the first layer's), ties in
+ * the program's order. A bucket closes once it holds TGRAPH_BUCKET_BYTES (default 25 MiB,
+ * as DistributedDataParallel's bucket_cap_mb; 0: no bucketing), or before a candidate
+ * whose input needs one of its own (which cannot wait for it). An axis and dtype with one
+ * candidate is left alone: nothing to merge, and a blocking collective costs no hand-off
+ * to the queue's thread.
  *
  * Invariants:
- *  - Each element is reduced over the same ranks in the same order as by its psum: the
- *    engine between threads reduces in rank order whatever the buffer (comm.h), so results
- *    are bit-identical; across processes MPI's algorithm may depend on the size (docs/mpi.md).
+ *  - Each element is reduced over the same ranks in the same order as by its psum or
+ *    pmean: the engine between threads reduces in rank order whatever the buffer (comm.h),
+ *    and a pmean's part is divided as pmean divides, so results are bit-identical; across
+ *    processes MPI's algorithm may depend on the size (docs/mpi.md).
  *  - No cycle: a bucket's inputs never need its own result (checked), and a psum needing
  *    another's result comes after it in the order, so in a later bucket. Buckets of
  *    different axes or dtypes that need each other (a cycle through several groups) are
@@ -104,7 +113,8 @@ static int by_need(const void *a, const void *b) {
 }
 
 static bool candidate(const tg_node *n) {
-    if (n->op != TG_OP_PSUM || n->nin < 1) return false; /* nodes without inputs have no in[] */
+    if ((n->op != TG_OP_PSUM && n->op != TG_OP_PMEAN) || n->nin < 1)
+        return false; /* nodes without inputs have no in[] */
     const tg_type *t = &n->in[0]->type;
     return tg_type_known(t) && !t->weak && t->dtype != TG_DT_BOOL;
 }
@@ -114,24 +124,45 @@ static bool same_group(const tg_node *a, const tg_node *b) {
            a->in[0]->type.dtype == b->in[0]->type.dtype;
 }
 
-/* Most psums in one bucket (psum_start's inputs: a node's input count is an int). */
+/* Most collectives in one bucket (psum_start's inputs: a node's input count is an int). */
 #define MAX_PER_BUCKET 4096
 
-/* Replaces the psums c[0..k) by one start, one wait and a view of the result each. */
-static tg_status split(tg_graph *g, const cand *c, int k, tg_var **in) {
-    for (int i = 0; i < k; i++) in[i] = c[i].n->in[0];
+/* The number of elements of t (static). */
+static int64_t elements(const tg_type *t) {
+    int64_t e = 1;
+    for (int d = 0; d < t->ndim; d++) e *= t->shape[d];
+    return e;
+}
+
+/* Replaces the psums and pmeans c[0..k) by one start, one wait and a view of the result
+ * each; mean (room for 2k ints) receives the wait's ranges of pmeans, adjacent ones
+ * joined. */
+static tg_status split(tg_graph *g, const cand *c, int k, tg_var **in, int64_t *mean) {
+    int nmean = 0;
+    int64_t at = 0;
+    for (int i = 0; i < k; i++) {
+        in[i] = c[i].n->in[0];
+        int64_t e = elements(&c[i].n->out[0]->type);
+        if (c[i].n->op == TG_OP_PMEAN && nmean > 0 && mean[nmean - 1] == at)
+            mean[nmean - 1] = at + e;
+        else if (c[i].n->op == TG_OP_PMEAN) {
+            mean[nmean++] = at;
+            mean[nmean++] = at + e;
+        }
+        at += e;
+    }
     tg_attr axis = TG_A_STR("axis_name", c[0].n->attrs[0].s);
+    tg_attr wa[2] = {axis, TG_A_INTS("mean", mean, nmean)};
     int line = g->line, col = g->col;
-    g->line = c[0].n->line; /* the new nodes point at the first psum of the bucket */
+    g->line = c[0].n->line; /* the new nodes point at the first collective of the bucket */
     g->col = c[0].n->col;
     tg_var *b = tg_apply(g, "psum_start", in, k, &axis, 1);
-    tg_var *r = tg_apply(g, "psum_wait", &b, 1, &axis, 1);
-    int64_t at = 0;
+    tg_var *r = tg_apply(g, "psum_wait", &b, 1, wa, nmean > 0 ? 2 : 1);
     tg_status st = TG_OK;
+    at = 0;
     for (int i = 0; i < k && r && st == TG_OK; i++) {
         const tg_type *t = &c[i].n->out[0]->type;
-        int64_t e = 1;
-        for (int d = 0; d < t->ndim; d++) e *= t->shape[d];
+        int64_t e = elements(t);
         tg_slice s = {.start = at, .stop = at + e, .step = 1};
         tg_var *v = tg_slice_apply(g, r, &s, 1);
         if (v && t->ndim != 1) v = tg_reshape(g, v, t->ndim, t->shape);
@@ -208,7 +239,8 @@ tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
     cand *plan = tg_mem_alloc(g->ctx, sizeof *plan * m1); /* the buckets, end to end */
     int *first = tg_mem_alloc(g->ctx, sizeof *first * (m1 + 1)), nb = 0; /* their starts */
     tg_var **in = tg_mem_alloc(g->ctx, sizeof *in * m1);
-    st = c && taken && w.mark && w.stack && plan && first && in ? TG_OK : TG_ENOMEM;
+    int64_t *mean = tg_mem_alloc(g->ctx, sizeof *mean * 2 * m1); /* a wait's pmean ranges */
+    st = c && taken && w.mark && w.stack && plan && first && in && mean ? TG_OK : TG_ENOMEM;
     int stamp = 0;
     if (st == TG_OK) {
         for (size_t i = 0; i < nn; i++) w.mark[i] = -1;
@@ -254,7 +286,7 @@ tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
         nb = 0; /* buckets of different axes or dtypes that need each other: none at all */
     if (failed) st = tg_set_error(TG_ENOMEM, "out of memory: the bucket pass");
     for (int b = 0; st == TG_OK && b < nb; b++)
-        st = split(g, plan + first[b], first[b + 1] - first[b], in);
+        st = split(g, plan + first[b], first[b + 1] - first[b], in, mean);
     if (report && report->npasses > 0 && st == TG_OK)
         report->passes[report->npasses - 1].applied += nb;
     tg_mem_free(g->ctx, order, sizeof *order * nn);
@@ -265,5 +297,6 @@ tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report) {
     tg_mem_free(g->ctx, plan, sizeof *plan * m1);
     tg_mem_free(g->ctx, first, sizeof *first * (m1 + 1));
     tg_mem_free(g->ctx, in, sizeof *in * m1);
+    tg_mem_free(g->ctx, mean, sizeof *mean * 2 * m1);
     return st;
 }

@@ -23,7 +23,7 @@ static const tg_pass pipeline[] = {
     {"specialize", tg_specialize},     /* cheaper special cases */
     {"blas", tg_blas},                 /* dot + elementwise -> gemm / gemv / ger */
     {"fuse", tg_fuse},                 /* elementwise fusion */
-    {"bucket", tg_bucket},             /* psums merged into buckets, split start / wait */
+    {"bucket", tg_bucket},             /* psums, pmeans merged into buckets: start / wait */
     {"inplace", tg_inplace},           /* destroy dead buffers */
 };
 

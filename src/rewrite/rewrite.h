@@ -165,7 +165,8 @@ typedef struct tg_pass {
 } tg_pass;
 
 tg_status tg_inline(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
-/* bucket.c: the psums of one axis and dtype merged into buckets of TGRAPH_BUCKET_BYTES */
+/* bucket.c: the psums and pmeans of one axis and dtype merged into buckets of
+ * TGRAPH_BUCKET_BYTES */
 tg_status tg_bucket(tg_graph *g, const tg_rw_opts *opts, tg_rw_report *report);
 /* TGRAPH_BUCKET_BYTES (default 25 MiB, 0: off); TG_EINVAL with a message when malformed */
 tg_status tg_bucket_bytes(size_t *out);

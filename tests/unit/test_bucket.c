@@ -1,12 +1,15 @@
 /* test_bucket.c - the bucketed gradient all-reduce (src/rewrite/bucket.c, docs/mpi.md
  * "Bucketed gradients"): TGRAPH_BUCKET_BYTES is parsed or refused with a message naming
  * it; the data-parallel training step of the Fashion-MNIST demo (build_step_pmap, 2 and
- * 4 ranks) gives the same bits bucketed as not, step after step (losses and all 13
- * states), with every gradient in a bucket of its own (1 byte), a few buckets (64 KiB), one
- * bucket (the default 25 MiB), in the VM and the reference interpreter, on threads or on
- * host devices (TGRAPH_HOST_DEVICES), in one process or, under mpirun (ctest
- * mpi_bucket*), across the processes; a step that fails in one rank's backward pass while
- * buckets are in flight reports its error, and the next call runs.
+ * 4 ranks: the gradients summed with psums, in buckets with the pmean of the loss; and
+ * build_step_pmap_as with pmean_grads: each rank's gradients averaged with pmeans) gives
+ * the same bits bucketed as not, step after step (losses and all 13 states), with every
+ * gradient in a bucket of its own (1 byte), a few buckets (64 KiB), one bucket (the
+ * default 25 MiB), in the VM and the reference interpreter, on threads or on host devices
+ * (TGRAPH_HOST_DEVICES), in one process or, under mpirun (ctest mpi_bucket*), across the
+ * processes; the pmeans are bucketed (no pmean is left in the optimized step); a step
+ * that fails in one rank's backward pass while buckets are in flight reports its error,
+ * and the next call runs.
  * Runs with tests/ as the working directory.
  */
 #include <setjmp.h>
@@ -68,14 +71,15 @@ typedef struct run {
     int nstate;
 } run;
 
-/* STEPS steps of the data-parallel step over ndev ranks, compiled with TGRAPH_BUCKET_BYTES
- * = bytes (NULL: unset), from the same initial parameters. */
-static void train(int ndev, tg_mode mode, const char *bytes, run *r) {
+/* STEPS steps of the data-parallel step over ndev ranks (gradients averaged with pmean:
+ * pmean_grads), compiled with TGRAPH_BUCKET_BYTES = bytes (NULL: unset), from the same
+ * initial parameters. */
+static void train(int ndev, bool pmean_grads, tg_mode mode, const char *bytes, run *r) {
     if (bytes)
         setenv("TGRAPH_BUCKET_BYTES", bytes, 1);
     else
         unsetenv("TGRAPH_BUCKET_BYTES");
-    tg_graph *g = build_step_pmap(B, ndev);
+    tg_graph *g = build_step_pmap_as(B, ndev, pmean_grads);
     assert_non_null(g);
     tg_compile_opts o = TG_COMPILE_OPTS(.mode = mode, .nthreads = 1);
     tg_fn *f = NULL;
@@ -111,23 +115,25 @@ static void run_free(run *r) {
     for (int i = 0; i < r->nstate; i++) tg_tensor_free(r->state[i]);
 }
 
-static void check_bits(int ndev, tg_mode mode) {
+static void check_bits(int ndev, bool pmean_grads, tg_mode mode) {
     static const char *const sizes[] = {"1", "64K", NULL};
+    const char *how = pmean_grads ? "gradients averaged with pmean" : "gradients summed";
     run off;
-    train(ndev, mode, "0", &off);
+    train(ndev, pmean_grads, mode, "0", &off);
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         run on;
-        train(ndev, mode, sizes[k], &on);
+        train(ndev, pmean_grads, mode, sizes[k], &on);
         for (int s = 0; s < STEPS; s++)
             if (memcmp(&on.loss[s], &off.loss[s], sizeof(float)) != 0)
-                fail_msg("%d ranks, TGRAPH_BUCKET_BYTES=%s, step %d: loss %.9g, unbucketed %.9g",
-                         ndev, sizes[k] ? sizes[k] : "(default)", s, on.loss[s], off.loss[s]);
+                fail_msg("%d ranks, %s, TGRAPH_BUCKET_BYTES=%s, step %d: loss %.9g, unbucketed "
+                         "%.9g",
+                         ndev, how, sizes[k] ? sizes[k] : "(default)", s, on.loss[s], off.loss[s]);
         for (int i = 0; i < off.nstate; i++) {
             size_t bytes =
                 (size_t)tg_tensor_size(off.state[i]) * tg_dtype_size(tg_tensor_dtype(off.state[i]));
             if (memcmp(tg_tensor_data(on.state[i]), tg_tensor_data(off.state[i]), bytes) != 0)
-                fail_msg("%d ranks, TGRAPH_BUCKET_BYTES=%s: state %d differs from unbucketed", ndev,
-                         sizes[k] ? sizes[k] : "(default)", i);
+                fail_msg("%d ranks, %s, TGRAPH_BUCKET_BYTES=%s: state %d differs from unbucketed",
+                         ndev, how, sizes[k] ? sizes[k] : "(default)", i);
         }
         run_free(&on);
     }
@@ -136,13 +142,66 @@ static void check_bits(int ndev, tg_mode mode) {
 
 static void test_same_bits_vm(void **st) {
     (void)st;
-    check_bits(2, TG_MODE_VM);
-    check_bits(4, TG_MODE_VM);
+    check_bits(2, false, TG_MODE_VM);
+    check_bits(4, false, TG_MODE_VM);
 }
 
 static void test_same_bits_reference(void **st) {
     (void)st;
-    check_bits(2, TG_MODE_REFERENCE);
+    check_bits(2, false, TG_MODE_REFERENCE);
+}
+
+/* The optimized body of the step's pmap (the graph its ranks run), printed. */
+static char *optimized(bool pmean_grads) {
+    tg_graph *g = build_step_pmap_as(B, 2, pmean_grads), *o = NULL;
+    assert_non_null(g);
+    const tg_graph *body = NULL;
+    for (int i = 0; i < g->nodes.n; i++) {
+        const tg_node *n = g->nodes.items[i];
+        if (n->op == TG_OP_PMAP) body = n->attrs[0].fn; /* attribute 0: body */
+    }
+    assert_non_null(body);
+    if (tg_graph_optimize(body, NULL, &o) != TG_OK) fail_msg("optimize: %s", tg_last_error());
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(tg_graph_print(o, f), TG_OK);
+    fclose(f);
+    tg_graph_free(o);
+    tg_graph_free(g);
+    return text;
+}
+
+/* With the default size every collective of the step is in one bucket: the pmeans of the
+ * averaged gradients (and of the loss) make one range of the wait, the first (the loss,
+ * its input the first complete), where the gradients are summed. */
+static void test_pmean_bucketed(void **st) {
+    (void)st;
+    unsetenv("TGRAPH_BUCKET_BYTES");
+    char *text = optimized(true);
+    int64_t n = 1 + NIN * NHID + NHID + NHID * NOUT + NOUT;
+    char want[64];
+    snprintf(want, sizeof want, "mean=[[0, %lld]])", (long long)n);
+    if (strstr(text, "pmean(") || !strstr(text, want))
+        fail_msg("the pmeans are not in one bucket (%s):\n%s", want, text);
+    free(text);
+    text = optimized(false);
+    if (strstr(text, "pmean(") || strstr(text, "psum(") || !strstr(text, "mean=[[0, 1]])"))
+        fail_msg("the loss's pmean is not in the gradients' bucket:\n%s", text);
+    free(text);
+}
+
+static void test_pmean_same_bits_vm(void **st) {
+    (void)st;
+    check_bits(2, true, TG_MODE_VM);
+    check_bits(4, true, TG_MODE_VM);
+}
+
+static void test_pmean_same_bits_reference(void **st) {
+    (void)st;
+    check_bits(2, true, TG_MODE_REFERENCE);
+    check_bits(4, true, TG_MODE_REFERENCE);
 }
 
 /* A rank that fails after its buckets have started (rank 1's index is out of range for
@@ -195,6 +254,9 @@ int main(void) {
         cmocka_unit_test(test_env_parsing),
         cmocka_unit_test(test_same_bits_vm),
         cmocka_unit_test(test_same_bits_reference),
+        cmocka_unit_test(test_pmean_bucketed),
+        cmocka_unit_test(test_pmean_same_bits_vm),
+        cmocka_unit_test(test_pmean_same_bits_reference),
         cmocka_unit_test(test_failure_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
