@@ -216,7 +216,8 @@ static int lapack_batch(const tg_node *n) {
     return nb;
 }
 
-/* A node that may be a member: an elementwise op, or a core op as core_ok or lapack_ok say. */
+/* A node that may be a member: an elementwise op, or a core op as core_ok or lapack_batch
+ * say. */
 static bool ew_ok(const tg_node *n) {
     if (!tg_fused_can_inline(n->op) || n->nout != 1 || n->nin > TG_FUSED_MAX_ARGS ||
         n->out[0]->type.weak)
