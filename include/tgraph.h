@@ -302,13 +302,14 @@ TG_API tg_var *tg_apply(tg_graph *g, const char *op, tg_var *const *in, int nin,
 TG_API tg_status tg_apply_multi(tg_graph *g, const char *op, tg_var *const *in, int nin,
                                 const tg_attr *attrs, int nattrs, tg_var **out, int *nout);
 
-/* Typed shortcuts for the common ops (each is tg_apply with the op's name). */
+/* Typed shortcuts for the common ops (each is tg_apply with the op's name). tg_diag(g, x) is
+ * the diagonal of the last two axes of x, over its leading axes (numpy.linalg.diagonal). */
 /* clang-format off */
 #define TG_UNARY_BUILDERS(X)                                                                       \
     X(neg) X(abs) X(sign) X(exp) X(exp2) X(log) X(log2) X(log1p) X(expm1) X(sqrt) X(rsqrt)       \
     X(sin) X(cos) X(tan) X(tanh) X(sigmoid) X(softplus) X(erf) X(erfc) X(not) X(isnan)           \
     X(isinf) X(floor) X(ceil) X(round) X(gammaln) X(digamma) X(log1mexp) X(erfcx) X(log_ndtr)    \
-    X(erfinv)
+    X(erfinv) X(diag)
 #define TG_BINARY_BUILDERS(X)                                                                      \
     X(add) X(sub) X(mul) X(div) X(int_div) X(mod) X(pow) X(maximum) X(minimum) X(lt) X(le)       \
     X(gt) X(ge) X(eq) X(ne) X(and) X(or) X(xor) X(dot) X(matmul) X(outer) X(polygamma)           \

@@ -118,16 +118,16 @@ def test_comparisons_build_graph_equality_is_identity():
 
 
 def test_op_functions_are_generated_from_the_op_table():
-    for name in ("exp", "sum", "softmax", "cholesky", "cumsum", "uniform", "psum"):
+    for name in ("exp", "sum", "softmax", "cholesky", "diag", "cumsum", "uniform", "psum"):
         assert name in tg.OPS and callable(getattr(tg, name))
     assert tg.logical_and.__name__ == "logical_and"
     x = tg.tensor("x", shape=(2, 3))
     f = tg.function([x], [tg.exp(x), tg.sum(x, axis=1), tg.softmax(x, axis=1),
-                          tg.cumsum(x, axis=1), tg.concatenate(x, x, axis=0)])
+                          tg.cumsum(x, axis=1), tg.concatenate(x, x, axis=0), tg.diag(x)])
     a = np.arange(6.0).reshape(2, 3)
     e = np.exp(a - a.max(axis=1, keepdims=True))
     for g, w in zip(f(a), [np.exp(a), a.sum(axis=1), e / e.sum(axis=1, keepdims=True),
-                           np.cumsum(a, axis=1), np.concatenate([a, a])]):
+                           np.cumsum(a, axis=1), np.concatenate([a, a]), np.diagonal(a)]):
         np.testing.assert_allclose(g, w, rtol=1e-12)
 
 

@@ -979,51 +979,66 @@ static bool axes_from_end(const tg_aval *axis) {
 }
 
 bool tg_fused_block_plan(const tg_fused_prog *p, int *lead, int *nbatch) {
-    int b = -1, r = -1;
+    int b = -1;
     if (!p->core) return false;
-    for (int s = 0; s < p->nin; s++) lead[s] = -1;
-    for (int pass = 0; pass < 2; pass++) /* the core ops first: they fix b and r */
-        for (int j = 0; j < p->ninstr; j++) {
-            const tg_fused_instr *ins = &p->instr[j];
-            bool core = tg_fused_is_core(ins->op);
-            if (ins->op == TG_FUSED_CONST || core != (pass == 0)) continue;
-            int cores[TG_BW_MAX_OPERANDS] = {0}, nd[TG_BW_MAX_OPERANDS] = {0}, bad;
-            uint32_t absent;
-            if (core) {
-                tg_bw_sig sig;
-                for (int a = 0; a < ins->nin; a++) nd[a] = p->type[ins->in[a]].ndim;
-                if (!tg_bw_parse(tg_op_table[ins->op]->signature, &sig) || sig.nin != ins->nin ||
-                    !tg_bw_core_ranks(&sig, nd, cores, &absent, &bad))
-                    return false;
-                int rj = cores[sig.nin], bj = p->type[p->nin + j].ndim - rj;
-                if ((b >= 0 && bj != b) || (r >= 0 && rj != r)) return false;
-                b = bj, r = rj;
-            }
-            for (int a = 0; a < ins->nin; a++) {
-                int s = ins->in[a];
-                if (s >= p->nin) continue;
-                int nds = p->type[s].ndim;
-                int want = core ? nds - cores[a] : nds > r ? nds - r : 0;
-                if ((lead[s] >= 0 && lead[s] != want) || want > b) return false;
-                lead[s] = want;
-            }
-        }
-    for (int s = 0; s < p->nin; s++)
-        if (lead[s] < 0) lead[s] = 0;
-    for (int o = 0; o < p->nout; o++) {
-        const tg_fused_out *x = &p->out[o];
-        if (x->slot < p->nin) return false;
-        if (x->reduce < 0) {
-            if (p->out_type[o].ndim != b + r) return false;
-            continue;
-        }
-        /* a reduction of a block's value: over its core axes only */
-        if (p->type[x->slot].ndim != b + r || !axes_from_end(&x->attrs[0])) return false;
-        for (int d = 0; d < b; d++)
-            if (x->red[d]) return false;
+    for (int j = 0; j < p->ninstr; j++) { /* the core ops fix b */
+        const tg_fused_instr *ins = &p->instr[j];
+        int cores[TG_BW_MAX_OPERANDS] = {0}, nd[TG_BW_MAX_OPERANDS] = {0}, bad;
+        uint32_t absent;
+        tg_bw_sig sig;
+        if (ins->op == TG_FUSED_CONST || !tg_fused_is_core(ins->op)) continue;
+        for (int a = 0; a < ins->nin; a++) nd[a] = p->type[ins->in[a]].ndim;
+        if (!tg_bw_parse(tg_op_table[ins->op]->signature, &sig) || sig.nin != ins->nin ||
+            !tg_bw_core_ranks(&sig, nd, cores, &absent, &bad))
+            return false;
+        int bj = p->type[p->nin + j].ndim - cores[sig.nin];
+        if (b >= 0 && bj != b) return false;
+        b = bj;
     }
+    if (b <= 0) return false;
+    /* the leading (batch) dimensions of every slot, from the outputs back: readers fix them */
+    int *sl = tg_mem_alloc(p->ctx, sizeof *sl * (size_t)(p->nslot + 1));
+    bool ok = sl != NULL;
+    for (int s = 0; ok && s < p->nslot; s++) sl[s] = -1;
+    for (int o = 0; ok && o < p->nout; o++) {
+        const tg_fused_out *x = &p->out[o];
+        ok = x->slot >= p->nin && p->type[x->slot].ndim >= b &&
+             (sl[x->slot] < 0 || sl[x->slot] == b);
+        if (ok && x->reduce >= 0) { /* a reduction of a block's value: over its core axes */
+            ok = axes_from_end(&x->attrs[0]);
+            for (int d = 0; ok && d < b; d++) ok = !x->red[d];
+        }
+        if (ok) sl[x->slot] = b;
+    }
+    for (int j = p->ninstr - 1; ok && j >= 0; j--) {
+        const tg_fused_instr *ins = &p->instr[j];
+        int s = p->nin + j, nds = p->type[s].ndim;
+        if (ins->op == TG_FUSED_CONST) continue;
+        int cores[TG_BW_MAX_OPERANDS] = {0}, nd[TG_BW_MAX_OPERANDS] = {0}, bad;
+        uint32_t absent;
+        tg_bw_sig sig;
+        bool core = tg_fused_is_core(ins->op);
+        for (int a = 0; a < ins->nin; a++) nd[a] = p->type[ins->in[a]].ndim;
+        /* a core op's value is a batch of its blocks; an elementwise one has the core rank
+           its readers see (its rank less its leading dimensions), a value read by no one
+           splits nowhere */
+        if (core)
+            ok = tg_bw_parse(tg_op_table[ins->op]->signature, &sig) &&
+                 tg_bw_core_ranks(&sig, nd, cores, &absent, &bad) && sl[s] == b;
+        else
+            ok = sl[s] >= 0 && sl[s] <= nds;
+        for (int a = 0; ok && a < ins->nin; a++) {
+            int u = ins->in[a], c = nds - sl[s];
+            if (u >= p->nin && p->instr[u - p->nin].op == TG_FUSED_CONST) continue;
+            int want = core ? nd[a] - cores[a] : nd[a] > c ? nd[a] - c : 0;
+            ok = want <= b && (sl[u] < 0 || sl[u] == want);
+            sl[u] = want;
+        }
+    }
+    for (int s = 0; ok && s < p->nin; s++) lead[s] = sl[s] < 0 ? 0 : sl[s];
+    if (sl) tg_mem_free(p->ctx, sl, sizeof *sl * (size_t)(p->nslot + 1));
     *nbatch = b;
-    return b > 0;
+    return ok;
 }
 
 /* The view of block bi (nbatch indices) of t whose first `lead` dimensions are batch ones,

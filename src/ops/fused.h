@@ -140,11 +140,13 @@ bool tg_fused_can_reduce(int op);
 /* How the typed program p (a copy typed by tg_fused_type) splits into blocks of the batch:
  * *nbatch, the batch rank every core op's output has, and lead[s] (p->nin of them), the
  * leading (batch) dimensions of input s: those in front of its core where a core op reads
- * it, those in front of the cores' output rank where an elementwise op does; each input's
+ * it, those in front of the core rank of the instruction where an elementwise one does (its
+ * rank less its own leading dimensions, which its readers fix in turn, from the outputs
+ * back: core ranks may differ, a diagonal [B,m] beside its matrix [B,m,m]); each input's
  * are right-aligned with the batch (an extent 1 is read at 0), every output is a batch of
  * blocks (of a value, or of its reduction over core axes written from the end). false when
  * p does not split (no core op, a reduction over other axes, core ops or readers that
- * disagree): p then runs on whole values. */
+ * disagree, no memory): p then runs on whole values. */
 bool tg_fused_block_plan(const tg_fused_prog *p, int *lead, int *nbatch);
 
 /* ---- building programs (the fuse pass, the .tg parser) ----

@@ -1,5 +1,6 @@
 /* linalg.c - dot, matmul and outer with NumPy's rules (the lowered BLAS forms gemm, gemv
- * and ger live with the BLAS rewrite, not here).
+ * and ger live with the BLAS rewrite, not here), and diag, the diagonal of a batch of
+ * matrices.
  *
  * One record per op. Both inputs are promoted to one dtype (NEP 50) before inference.
  *  - dot: a 0-d operand multiplies (NumPy allows it); otherwise it contracts the last
@@ -9,11 +10,17 @@
  *    removed from the result; the batch axes broadcast like NumPy (with the '?' rules):
  *    a Blockwise op of signature "(m?,n),(n,p?)->(m?,p?)" (blockwise.h).
  *  - outer: flattens both inputs: [size(a), size(b)].
+ *  - diag: the main diagonal of the last two axes, over any leading (batch) axes, as
+ *    numpy.linalg.diagonal (np.diagonal(x, axis1=-2, axis2=-1)): [..., m, n] gives
+ *    [..., min(m, n)], a copy in x's dtype. A Blockwise op of signature "(m,n)->(k)"
+ *    (k = min(m, n)): fused programs run it per block of a batch, so that
+ *    sum(log(diag(cholesky(A))), axis=-1) computes n logarithms per block, not n^2.
  * Invariants: the reference kernels are plain loops over any strides (but matmul of two
  * float matrices of its dtype that BLAS can take: one gemm): floats multiply and
  * accumulate in double (rounded once at the store), integers in uint64 (wrapping, no
  * undefined overflow), bool is the logical or of ands; an empty contraction gives zeros.
  */
+#include "blockwise.h"
 #include "ops.h"
 
 #include "../core/blas.h"
@@ -683,4 +690,80 @@ const tg_op_def tg_op_outer = {
     .grad = TG_GRAD_VJP,
     .vjp = vjp_outer,
     .batch = batch_outer,
+};
+
+/* ---- diag ---- */
+
+static tg_status infer_diag(tg_infer *ic) {
+    const tg_type *x = &ic->in[0];
+    char xs[TG_TYPE_STR_MAX];
+    if (x->ndim < 2)
+        return tg_infer_fail(ic, TG_ESHAPE,
+                             "needs a matrix or a batch of matrices (at least 2 dimensions), "
+                             "got %s",
+                             tg_type_str(x, xs, sizeof xs));
+    int nd = x->ndim;
+    int64_t m = x->shape[nd - 2], n = x->shape[nd - 1];
+    tg_type *y = &ic->out[0];
+    *y = *x;
+    y->weak = 0;
+    y->ndim = (uint8_t)(nd - 1);
+    y->nobcast &= (1u << (nd - 2)) - 1;
+    /* min(m, n); a '?' leaves it unknown unless the other extent is 0 */
+    y->shape[nd - 2] = m == 0 || n == 0 ? 0 : m < 0 || n < 0 ? -1 : m < n ? m : n;
+    /* a 1 that came from a '?' one (run-time types) must not broadcast */
+    bool nob_m = m == 1 && ((x->nobcast >> (nd - 2)) & 1u),
+         nob_n = n == 1 && ((x->nobcast >> (nd - 1)) & 1u);
+    if (y->shape[nd - 2] == 1 && (nob_m || nob_n)) y->nobcast |= 1u << (nd - 2);
+    ic->nout = 1;
+    return TG_OK;
+}
+
+/* One block: y[i] = x[i, i], any dtype and strides. */
+static tg_status core_diag(tg_kern *k) {
+    const tg_tensor *x = k->in[0];
+    tg_tensor *y = k->out[0];
+    if (x->ndim != 2 || y->ndim != 1 || y->dtype != x->dtype ||
+        y->shape[0] != (x->shape[0] < x->shape[1] ? x->shape[0] : x->shape[1]))
+        return tg_kern_fail(k, TG_EINTERNAL, "output does not match the operand");
+    size_t es = tg_dtype_size(x->dtype);
+    int64_t step = x->strides[0] + x->strides[1], ys = y->strides[0];
+    const char *px = tg_tensor_data(x);
+    char *py = tg_tensor_data(y);
+    for (int64_t i = 0; i < y->shape[0]; i++)
+        memcpy(py + i * ys * (int64_t)es, px + i * step * (int64_t)es, es);
+    return TG_OK;
+}
+
+static tg_status ref_diag(tg_kern *k) { return tg_bw_ref(k, tg_op_diag.signature, core_diag); }
+
+/* The cotangent on the diagonal of zeros of x's type: x[..., r, r] = g with
+ * r = arange(min(m, n)) (an index update; '?' extents through shape(x)). */
+static tg_status vjp_diag(tg_graph *g, const tg_node *n, tg_var *const *gout, tg_var **gin) {
+    tg_var *x = n->in[0], *d[TG_MAX_DIMS];
+    int nd = x->type.ndim;
+    if (!tg_ops_float_in(n, 0) || !tg_grad_dims(g, x, d)) return g->status;
+    int64_t m = x->type.shape[nd - 2], c = x->type.shape[nd - 1];
+    tg_var *k =
+        m >= 0 && c >= 0 ? tg_literal_int(g, m < c ? m : c) : tg_minimum(g, d[nd - 2], d[nd - 1]);
+    tg_var *r = k ? tg_apply(g, "arange", &k, 1, NULL, 0) : NULL;
+    tg_index idx[3] = {{.slice = {.omit = TG_INDEX_ELLIPSIS}}, {.array = r}, {.array = r}};
+    if (r) gin[0] = tg_index_update(g, tg_grad_zeros_like(g, x), idx, 3, gout[0], false);
+    return g->status;
+}
+
+const tg_op_def tg_op_diag = {
+    .name = "diag",
+    .min_in = 1,
+    .max_in = 1,
+    .nout = 1,
+    .kind = TG_KIND_INDEX,
+    .infer = infer_diag,
+    .ref = ref_diag,
+    .grad = TG_GRAD_VJP,
+    .vjp = vjp_diag,
+    /* k is min(m, n), which infer_diag binds: the signature gives the core ranks (the
+       batch driver, fused programs and vectorize read them) */
+    .signature = "(m,n)->(k)",
+    .core = core_diag,
 };

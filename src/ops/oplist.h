@@ -30,7 +30,8 @@
     X(RESHAPE, reshape) X(TRANSPOSE, transpose) X(EXPAND_DIMS, expand_dims)                \
     X(SQUEEZE, squeeze) X(BROADCAST_TO, broadcast_to) X(SLICE, slice)
 
-#define TG_OPS_LINALG(X) X(DOT, dot) X(MATMUL, matmul) X(OUTER, outer)
+/* linalg.c: products, and the diagonal of a batch of matrices */
+#define TG_OPS_LINALG(X) X(DOT, dot) X(MATMUL, matmul) X(OUTER, outer) X(DIAG, diag)
 /* lapack.c: the core ops of 2-D matrices computed by LAPACK */
 #define TG_OPS_LAPACK(X)                                                                   \
     X(CHOLESKY, cholesky) X(SOLVE_TRIANGULAR, solve_triangular) X(SOLVE, solve)            \

@@ -16,9 +16,10 @@
  *     output; a graph output may also read it (it becomes an extra output of the fused
  *     node). Otherwise it starts a group. A group with a product runs block by block of
  *     its batch (fused.h, core ops) and takes no reduction in step 2. A small batched
- *     LAPACK op (lapack_ok) makes a LAPACK group, whose members need only share the batch
- *     (a factor [B,m,m], a solution [B,m,1]); a LAPACK op whose users lie in several such
- *     groups joins them all into one when no path leads from one to another (linked).
+ *     LAPACK op (lapack_batch; diag counts as one) makes a LAPACK group, whose members need
+ *     only share the batch (a factor [B,m,m], a solution [B,m,1], a diagonal [B,m]); a
+ *     LAPACK op whose users lie in several such groups joins them all into one when no
+ *     path leads from one to another (linked).
  *  2. Reductions (sum prod mean max min) join the group that feeds them when each of that
  *     group's values leaving it is read only by one such reduction, all reducing the same
  *     axes with the same keepdims: the elementwise values are then never materialised. A
@@ -60,6 +61,7 @@
  *    this pass; checked builds stop with an error, others keep the group unfused.
  *  - Every walk is a loop over arrays or an explicit stack.
  */
+#include "../ops/blockwise.h"
 #include "../ops/fused.h"
 #include "rewrite.h"
 
@@ -86,8 +88,10 @@ typedef struct fgroup {
     int nout;              /* outputs the fused node will have */
     const char *device;    /* every member's device annotation (NULL: none) */
     bool core;             /* a member is a core op: the group takes no reduction */
-    bool lapack;           /* a member is a core op other than matmul (lapack_ok): members
-                              need only share the batch; reductions over core axes join */
+    bool lapack;           /* a member is a core op other than matmul (lapack_batch):
+                              members need only share the batch; reductions over core axes
+                              join */
+    int nbatch;            /* lapack: the batch rank (the leading dimensions of `shape`) */
 } fgroup;
 
 typedef struct fuser {
@@ -164,49 +168,61 @@ static bool core_ok(const tg_node *n) {
     return nb >= 2 && blk <= FUSE_CORE_BLOCK;
 }
 
-/* Core rank of the values of a LAPACK group: every member's value is a batch of matrices. */
+/* Most core dimensions of the values of a LAPACK group: each member's value is a batch of
+ * matrices or of vectors (diag's result) behind the group's batch dimensions. */
 #define FUSE_CORE_RANK 2
 
-/* A static batch of at least two blocks of at most FUSE_CORE_BLOCK elements: t's leading
- * dimensions (all but the last FUSE_CORE_RANK). */
-static bool small_blocks(const tg_type *t) {
-    int64_t nb = 1, blk = 1;
-    if (t->ndim <= FUSE_CORE_RANK) return false;
+/* A static batch of at least two blocks of at most FUSE_CORE_BLOCK elements: t's first nb
+ * dimensions are the batch, and one or two more (a vector or a matrix) a block. */
+static bool small_blocks(const tg_type *t, int nb) {
+    int64_t nblk = 1, blk = 1;
+    if (nb < 1 || t->ndim <= nb || t->ndim > nb + FUSE_CORE_RANK) return false;
     for (int d = 0; d < t->ndim; d++) {
         if (t->shape[d] < 0) return false;
-        if (d < t->ndim - FUSE_CORE_RANK)
-            nb *= t->shape[d];
+        if (d < nb)
+            nblk *= t->shape[d];
         else
             blk *= t->shape[d];
     }
-    return nb >= 2 && blk <= FUSE_CORE_BLOCK;
+    return nblk >= 2 && blk <= FUSE_CORE_BLOCK;
 }
 
 /* A core op other than matmul (the LAPACK ops of one output whose result is a batch of
- * matrices: cholesky, solve_triangular, solve, cho_solve, inv) that may be a member: f32 or
- * f64, operands of its rank (no batch to broadcast), small blocks of a static batch. The VM
- * runs its group block by block, the op's kernel on each block (vm_fcore.c): the elementwise
- * work and the reductions around a batched factorization or solve run in the same pass over
- * the batch, each block in cache, instead of one op at a time over the whole batch. Its
- * group's members need only share the batch (a factor [B,m,m] and a solution [B,m,1] are
- * blocks of one batch), and a value leaving the group into a reduction over its core axes
- * takes the reduction in (a log-density's sum of log(diag(L)) per block). */
-static bool lapack_ok(const tg_node *n) {
+ * matrices: cholesky, solve_triangular, solve, cho_solve, inv; diag, whose result is a batch
+ * of vectors) that may be a member: f32 or f64, every operand with the batch rank of its
+ * result (no batch to broadcast), small blocks of a static batch. Returns that batch rank,
+ * or -1 when n may not be a member so. The VM runs its group block by block, the op's
+ * kernel on each block (vm_fcore.c): the elementwise work and the reductions around a
+ * batched factorization or solve run in the same pass over the batch, each block in cache,
+ * instead of one op at a time over the whole batch. Its group's members need only share the
+ * batch (a factor [B,m,m], a solution [B,m,1] and a diagonal [B,m] are blocks of one batch),
+ * and a value leaving the group into a reduction over its core axes takes the reduction in
+ * (a log-density's sum of log(diag(L)) per block). */
+static int lapack_batch(const tg_node *n) {
     const tg_type *t = &n->out[0]->type;
+    tg_bw_sig sig;
+    int nd[TG_BW_MAX_OPERANDS] = {0}, cores[TG_BW_MAX_OPERANDS] = {0}, bad;
+    uint32_t absent;
     if (!tg_fused_is_core(n->op) || n->op == TG_OP_MATMUL || n->nout != 1 || t->weak ||
-        (t->dtype != TG_DT_F32 && t->dtype != TG_DT_F64) || !small_blocks(t))
-        return false;
+        (t->dtype != TG_DT_F32 && t->dtype != TG_DT_F64) ||
+        !tg_bw_parse(tg_op_table[n->op]->signature, &sig) || sig.nin != n->nin)
+        return -1;
+    for (int k = 0; k < n->nin; k++) nd[k] = n->in[k]->type.ndim;
+    if (!tg_bw_core_ranks(&sig, nd, cores, &absent, &bad)) return -1;
+    int nb = t->ndim - cores[sig.nin];
+    if (!small_blocks(t, nb)) return -1;
     for (int k = 0; k < n->nin; k++)
-        if (n->in[k]->type.ndim != t->ndim || n->in[k]->type.dtype != t->dtype) return false;
-    return true;
+        if (nd[k] - cores[k] != nb || n->in[k]->type.dtype != t->dtype) return -1;
+    return nb;
 }
 
-/* A node that may be a member: an elementwise op, or a core op as core_ok or lapack_ok say. */
+/* A node that may be a member: an elementwise op, or a core op as core_ok or lapack_batch
+ * say. */
 static bool ew_ok(const tg_node *n) {
     if (!tg_fused_can_inline(n->op) || n->nout != 1 || n->nin > TG_FUSED_MAX_ARGS ||
         n->out[0]->type.weak)
         return false;
-    return !tg_fused_is_core(n->op) || core_ok(n) || lapack_ok(n);
+    return !tg_fused_is_core(n->op) || core_ok(n) || lapack_batch(n) >= 0;
 }
 
 static bool red_ok(const tg_node *n) {
@@ -220,10 +236,11 @@ static bool same_shape(const tg_type *a, const tg_type *b) {
     return true;
 }
 
-/* Blocks of one batch: a (static) has b's rank and b's leading (batch) extents. */
-static bool same_batch(const tg_type *a, const tg_type *b) {
-    if (a->ndim != b->ndim || !small_blocks(a)) return false;
-    for (int d = 0; d < a->ndim - FUSE_CORE_RANK; d++)
+/* Blocks of one batch of rank nb: a (static) and b have small blocks behind nb batch
+ * dimensions, and the same batch extents. */
+static bool same_batch(const tg_type *a, const tg_type *b, int nb) {
+    if (!small_blocks(a, nb) || b->ndim <= nb || b->ndim > nb + FUSE_CORE_RANK) return false;
+    for (int d = 0; d < nb; d++)
         if (a->shape[d] != b->shape[d]) return false;
     return true;
 }
@@ -280,6 +297,7 @@ static void merge_into(fuser *f, int b, int a) {
     gb->esize += ga->esize;
     gb->nout += ga->nout;
     gb->core = gb->core || ga->core;
+    if (ga->lapack && !gb->lapack) gb->nbatch = ga->nbatch;
     gb->lapack = gb->lapack || ga->lapack;
 }
 
@@ -501,12 +519,15 @@ static void push_users(fuser *f, const tg_node *n, int *sp) {
 #define FUSE_MAX_JOIN 8
 
 /* Whether node n may join group gu (n's users lie in it): an elementwise group of n's
- * device whose values have n's shape, or, where n or the group is a LAPACK one, n's batch. */
-static bool joins(const fuser *f, const tg_node *n, int gu, bool lap) {
+ * device whose values have n's shape, or, where n (a LAPACK op of batch rank nb >= 0) or
+ * the group is a LAPACK one, n's batch. */
+static bool joins(const fuser *f, const tg_node *n, int gu, int nb) {
     const fgroup *g = &f->gs[gu];
     const tg_type *t = &n->out[0]->type;
     if (g->kind != K_EW || !tg_ir_same_device(n->device, g->device)) return false;
-    return same_shape(t, &g->shape) || ((lap || g->lapack) && same_batch(t, &g->shape));
+    if (nb >= 0 && g->lapack && nb != g->nbatch) return false;
+    if (same_shape(t, &g->shape)) return true;
+    return (nb >= 0 || g->lapack) && same_batch(t, &g->shape, g->lapack ? g->nbatch : nb);
 }
 
 /* True when a path leads from one of the groups gs[0..ng) to another (through any nodes),
@@ -539,14 +560,15 @@ static void absorb_producers(fuser *f) {
         tg_node *n = f->order[i];
         if (!ew_ok(n)) continue;
         const tg_var *v = n->out[0];
-        bool lap = lapack_ok(n), join = true;
+        int nb = lapack_batch(n);
+        bool lap = nb >= 0, join = true;
         int ng = 0, gi = -1;
         long m = f->outuse[v->id] > 0 ? 1 : 0;
         for (int k = f->ustart[v->id]; k < f->ustart[v->id + 1] && join; k++) {
             f->work++;
             const tg_node *u = f->unode[k];
             int gu = node_group(f, u), j = 0;
-            if (gu < 0 || !joins(f, n, gu, lap)) join = false;
+            if (gu < 0 || !joins(f, n, gu, nb)) join = false;
             while (join && j < ng && gset[j] != gu) j++;
             /* users in several groups: only a LAPACK op joins them all (its factor read by
                the solve and by log(diag(L)), each in a group of its own shape) */
@@ -563,6 +585,7 @@ static void absorb_producers(fuser *f) {
             for (int j = 1; j < ng; j++) merge_into(f, gi, gset[j]);
             add_member(f, gi, n);
             f->gs[gi].core = f->gs[gi].core || tg_fused_is_core(n->op);
+            if (lap) f->gs[gi].nbatch = nb;
             f->gs[gi].lapack = f->gs[gi].lapack || lap;
             f->mult[n->id] = (int)m;
             f->gs[gi].esize = (int)esize;
@@ -570,6 +593,7 @@ static void absorb_producers(fuser *f) {
             gi = new_group(f, n, K_EW, &v->type);
             f->gs[gi].core = tg_fused_is_core(n->op);
             f->gs[gi].lapack = lap;
+            f->gs[gi].nbatch = nb;
             f->mult[n->id] = 1;
             f->gs[gi].esize = 1;
         }
@@ -597,10 +621,9 @@ static void absorb_core_reductions(fuser *f, int gi) {
         bool rm[TG_MAX_DIMS], batch_axis = false;
         int64_t rk;
         if (!red_ok(r) || node_group(f, r) >= 0 || !red_mask(r, rm, &rk) ||
-            !tg_ir_same_device(r->device, gr->device) || v->type.ndim != gr->shape.ndim ||
-            gr->esize >= FUSE_MAX_EXPANDED)
+            !tg_ir_same_device(r->device, gr->device) || gr->esize >= FUSE_MAX_EXPANDED)
             continue;
-        for (int d = 0; d < v->type.ndim - FUSE_CORE_RANK; d++) batch_axis = batch_axis || rm[d];
+        for (int d = 0; d < gr->nbatch; d++) batch_axis = batch_axis || rm[d];
         if (batch_axis) continue;
         add_member(f, gi, r);
         f->mult[r->id] = 1;

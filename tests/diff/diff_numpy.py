@@ -2331,11 +2331,66 @@ def gen_special(S):
            rtol=1e-11, scale=1.0)
 
 
+def gen_diag(S):
+    """diag (numpy.linalg.diagonal: the diagonal of the last two axes over leading ones):
+    every dtype, square and non-square blocks, empty ones, batches, '?' extents, views with
+    negative steps and a transpose; and in the LAPACK groups the fuse pass builds (a batched
+    Gaussian log-density with sum(log(diag(L))) per block, a diagonal with work after it),
+    which the VM runs block by block."""
+    with _own_stream(S, True, "diag"):
+        shapes = [(3, 3), (3, 5), (5, 2), (1, 4), (0, 3), (2, 3, 4), (2, 1, 4, 4), (2, 0, 3)]
+        for dt in ("f32", "f64", "i32", "i8", "u8", "bool"):
+            for shape in shapes:
+                x = S.data(dt, shape, "small" if dt in INTS else "real")
+                unknown = (0,) if len(shape) == 2 else (0, -1)
+                p = S.program("diag_%s_%s" % (dt, "x".join(map(str, shape))),
+                              ("x", x, tgtype(x, unknown)))
+                d = np.diagonal(x, axis1=-2, axis2=-1)
+                p.case("diag", "diag(x)", d.copy())
+                p.case("diag_flipped", "diag(x[..., ::-1, :])",
+                       np.diagonal(x[..., ::-1, :], axis1=-2, axis2=-1).copy())
+                perm = list(range(x.ndim - 2)) + [x.ndim - 1, x.ndim - 2]
+                p.case("diag_mT", "diag(transpose(x, axes=%s))" % perm,
+                       np.diagonal(x, axis1=-1, axis2=-2).copy())
+        for dt in FLOATS:
+            rtol = 2e-4 if dt == "f32" else 1e-10
+            rt = npdt(dt)
+            n = 4
+            P = np.stack([_spd(S, dt, n) for _ in range(3)])
+            X = S.data(dt, (3, n, 1))
+            R = S.data(dt, (3, n, n + 2))
+            p = S.program("diag_lapack_%s" % dt, ("P", P), ("X", X), ("R", R))
+            P64, X64 = f64(P), f64(X)
+
+            def mvn(a, x):
+                L = np.linalg.cholesky(a)
+                z = np.linalg.solve(L, x)
+                return -0.5 * np.sum(z * z) - np.sum(np.log(np.diag(L)))
+            exp = _loop(mvn, (P64, 2), (X64, 2))
+            p.case("fuse_mvn_diag",
+                   "sub(mul(-0.5, sum(mul(z$, z$), axis=[1, 2])), sum(log(diag(L$)), axis=-1))",
+                   exp.astype(rt), rtol=rtol, scale=_maxabs(exp),
+                   lines=["L$ = cholesky(P)", "z$ = solve_triangular(L$, X, lower=true)"])
+            Ld = np.diagonal(_loop(np.linalg.cholesky, (P64, 2)), axis1=1, axis2=2)
+            p.case("fuse_logdet_diag", "mul(2.0, sum(log(diag(cholesky(P))), axis=-1))",
+                   (2 * np.sum(np.log(Ld), axis=1)).astype(rt), rtol=rtol, scale=1.0)
+            p.case("fuse_diag_exp", "exp(diag(cholesky(P)))", np.exp(Ld).astype(rt), rtol=rtol,
+                   scale=_maxabs(np.exp(Ld)))
+            p.case("fuse_diag_factor_too", "add(d$, sum(L$, axis=-1))",
+                   (Ld + np.sum(_loop(np.linalg.cholesky, (P64, 2)), axis=-1)).astype(rt),
+                   rtol=rtol, scale=10.0, lines=["L$ = cholesky(P)", "d$ = diag(L$)"])
+            p.case("fuse_diag_wide", "max(mul(diag(R), 2.0), axis=-1)",
+                   np.max(2 * np.diagonal(f64(R), axis1=1, axis2=2), axis=-1).astype(rt),
+                   rtol=rtol, scale=1.0)
+            p.case("fused_diag_cholesky", "fused{log(diag(cholesky(%0)))}(P)",
+                   np.log(Ld).astype(rt), rtol=rtol, scale=1.0)
+
+
 GENERATORS = [gen_unary, gen_binary, gen_shift, gen_where_clip_cast, gen_reduce, gen_shape,
               gen_index, gen_index_sugar, gen_const, gen_join, gen_nn, gen_linalg, gen_fused,
               gen_composed, gen_npy_layouts, gen_blas, gen_lapack,
               gen_cumulative, gen_sort, gen_conveniences, gen_einsum,
-              gen_advanced_index, gen_special]
+              gen_advanced_index, gen_special, gen_diag]
 
 
 def generate(seed, sample, rng_seed=None, replace=None):

@@ -13,9 +13,9 @@ gradient of x(?,?) + b(1,?) with respect to b summed over axis 0 keeping shape (
 the file, vectorize (per-example gradients differentiated again), the cumulative ops,
 sorts, topk and order statistics together, the composites (relu, square, log_sigmoid,
 logit, swapaxes, moveaxis, einsum), advanced indexing (index arrays, integers, slices and
-masks mixed, read and written), and the LAPACK
+masks mixed, read and written), the LAPACK
 ops (cholesky, solve, solve_triangular, cho_solve, inv, det, slogdet, eigh) on matrices the
-program makes well conditioned.
+program makes well conditioned, and diag (a batched log-density, non-square blocks).
 
 On devices: --devices N runs on N virtual host devices (`tgraph run --devices N`), --sim K
 with K sim devices (TGRAPH_SIM_DEVICES=K, memory protected), and --annotate adds
@@ -342,6 +342,25 @@ func main(A: f64[2,3,4], B: f64[2,4,5], M: f64[3,4], Q: f64[4,4], v: f64[4]) {
                 + np.sum(np.einsum("...ij,ij->...i", v["A"], v["M"]))
                 + np.sum((v["M"] @ v["v"]) ** 2)),
      ["A", "B", "M", "Q", "v"]),
+    # diag: a batched Gaussian log-density with sum(log(diag(L))) (fused block by block
+    # after the gradient is built), and diagonals of non-square blocks with '?' extents
+    ("diag_logdensity", """
+func main(X: f64[3,4,4], x: f64[3,4,1], W: f64[?,3,5], V: f64[2,?,2]) {
+  A = add(matmul(X, transpose(X, axes=[0, 2, 1])), mul(4, eye(n=4)))
+  L = cholesky(A)
+  z = solve_triangular(L, x, lower=true)
+  lp = sub(mul(-0.5, sum(mul(z, z), axis=[1, 2])), sum(log(diag(L)), axis=-1))
+  loss = add(sum(mul(lp, lp)), add(sum(mul(diag(W), diag(W))), sum(exp(diag(V)))))
+  gX, gx, gW, gV = grad(loss, X, x, W, V)
+  return loss, gX, gx, gW, gV
+}""", {"X": (3, 4, 4), "x": (3, 4, 1), "W": (2, 3, 5), "V": (2, 6, 2)},
+     lambda v: (lambda L: np.sum((-0.5 * np.sum(np.linalg.solve(L, v["x"]) ** 2, axis=(1, 2))
+                                  - np.sum(np.log(np.diagonal(L, axis1=1, axis2=2)), axis=-1))
+                                 ** 2)
+                + np.sum(np.diagonal(v["W"], axis1=1, axis2=2) ** 2)
+                + np.sum(np.exp(np.diagonal(v["V"], axis1=1, axis2=2))))(
+        np.linalg.cholesky(v["X"] @ np.swapaxes(v["X"], 1, 2) + 4 * np.eye(4))),
+     ["X", "x", "W", "V"]),
 ]
 
 

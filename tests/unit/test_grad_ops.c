@@ -816,6 +816,33 @@ static void test_tril_triu(void **state) {
     }
 }
 
+/* diag: the cotangent on the diagonal of zeros, for square and non-square blocks, a batch,
+ * '?' extents (the index through shape(x)) and an f32 input; the value is checked too. */
+static void test_diag(void **state) {
+    (void)state;
+    static const int64_t shapes[][3] = {{2, 3, 3}, {2, 3, 5}, {2, 5, 3}};
+    for (int i = 0; i < 3; i++) {
+        tg_graph *g = graph();
+        tg_var *x = input(g, "x", F64, SH(2, shapes[i][1], shapes[i][2]));
+        check(g, tg_diag(g, x), (tg_tensor *[]){rnd(125 + i, F64, 3, shapes[i])}, 1, "diag");
+        g = graph();
+        x = input(g, "x", F64, SH(Q, Q, Q));
+        check(g, tg_mul(g, tg_diag(g, x), tg_diag(g, x)),
+              (tg_tensor *[]){rnd(128 + i, F64, 3, shapes[i])}, 1, "diag ?");
+    }
+    tg_graph *g = graph();
+    tg_var *x = input(g, "x", F32, SH(4, 2));
+    check(g, tg_exp(g, tg_diag(g, x)), (tg_tensor *[]){rnd(131, F32, SH(4, 2))}, 1, "diag f32");
+    g = graph();
+    x = input(g, "x", F64, SH(2, 3));
+    tg_tensor *in[] = {tensor(F64, SH(2, 3), V(1, 2, 3, 4, 5, 6))}, *out[1];
+    run(g, (tg_var *[]){tg_diag(g, x)}, 1, in, 1, out);
+    expect(out[0], SH(2), V(1, 5), 0.0);
+    tg_tensor_free(in[0]);
+    tg_tensor_free(out[0]);
+    tg_graph_free(g);
+}
+
 /* Constructors and shape queries carry no gradient; arange also takes its bounds as
  * 0-d inputs (the gradients of take_along and concatenate use that). */
 static void test_constructors(void **state) {
@@ -966,35 +993,21 @@ static void test_checker_catches(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sum_mean),
-        cmocka_unit_test(test_mean_values),
-        cmocka_unit_test(test_prod),
-        cmocka_unit_test(test_prod_second_order),
-        cmocka_unit_test(test_max_min),
-        cmocka_unit_test(test_integer_reductions),
-        cmocka_unit_test(test_reshape),
-        cmocka_unit_test(test_reshape_dims_form),
-        cmocka_unit_test(test_transpose),
-        cmocka_unit_test(test_expand_squeeze),
-        cmocka_unit_test(test_broadcast_to),
-        cmocka_unit_test(test_slice),
-        cmocka_unit_test(test_dot),
-        cmocka_unit_test(test_dot_values),
-        cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_outer),
-        cmocka_unit_test(test_take),
-        cmocka_unit_test(test_take_along),
-        cmocka_unit_test(test_subtensor),
-        cmocka_unit_test(test_take_assign),
-        cmocka_unit_test(test_mask_select),
-        cmocka_unit_test(test_concatenate),
-        cmocka_unit_test(test_stack_split),
-        cmocka_unit_test(test_alloc_full),
-        cmocka_unit_test(test_tril_triu),
-        cmocka_unit_test(test_constructors),
-        cmocka_unit_test(test_bias_gradient),
-        cmocka_unit_test(test_mlp_hvp),
-        cmocka_unit_test(test_checker_catches),
+        cmocka_unit_test(test_sum_mean),     cmocka_unit_test(test_mean_values),
+        cmocka_unit_test(test_prod),         cmocka_unit_test(test_prod_second_order),
+        cmocka_unit_test(test_max_min),      cmocka_unit_test(test_integer_reductions),
+        cmocka_unit_test(test_reshape),      cmocka_unit_test(test_reshape_dims_form),
+        cmocka_unit_test(test_transpose),    cmocka_unit_test(test_expand_squeeze),
+        cmocka_unit_test(test_broadcast_to), cmocka_unit_test(test_slice),
+        cmocka_unit_test(test_dot),          cmocka_unit_test(test_dot_values),
+        cmocka_unit_test(test_matmul),       cmocka_unit_test(test_outer),
+        cmocka_unit_test(test_take),         cmocka_unit_test(test_take_along),
+        cmocka_unit_test(test_subtensor),    cmocka_unit_test(test_take_assign),
+        cmocka_unit_test(test_mask_select),  cmocka_unit_test(test_concatenate),
+        cmocka_unit_test(test_stack_split),  cmocka_unit_test(test_alloc_full),
+        cmocka_unit_test(test_tril_triu),    cmocka_unit_test(test_diag),
+        cmocka_unit_test(test_constructors), cmocka_unit_test(test_bias_gradient),
+        cmocka_unit_test(test_mlp_hvp),      cmocka_unit_test(test_checker_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,14 +8,15 @@
  * is one gemm (tg_vm_gemm) over its operands in place (row-major or transposed, else gathered), an
  * elementwise instruction its vector kernel (vkernels.h) over the block, its operands
  * contiguous, one value, or gathered with broadcasting first. Another core op (the LAPACK
- * ops: cholesky, solve_triangular, solve, ...) runs its computation of one block
+ * ops: cholesky, solve_triangular, solve, ...; diag) runs its computation of one block
  * (tg_op_def.core: one LAPACK call on the block's operands, with no signature to read and
  * no output to zero; else its reference kernel on the block). An output that reduces a
  * block's value over its core axes folds the block as the reduction's record says
  * (tg_reduce_def: sum, prod, mean, max, min of floats, in double; a whole block's sum or
  * product in eight lanes; other reductions run their reference kernel on the block). So a
  * batched log-density's Cholesky factor, triangular solve, log(diag(L)) and their sums take
- * one pass over the batch, each block's values in cache. A program with an elementwise
+ * one pass over the batch, each block's values in cache (log(diag(L)) takes m logarithms of
+ * a block, not m^2). A program with an elementwise
  * instruction without a vector kernel runs the reference kernel.
  *
  * A kernel that fails on a block (a matrix that is not positive definite, a singular one)
