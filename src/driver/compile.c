@@ -371,15 +371,15 @@ static void *callee_backend(const tg_subexec *x, const tg_graph *body, const cha
 
 /* tg_subexec.run_ranks: the ranks of a pmap of `body` (ranks.c). */
 static tg_status ranks_run(const tg_subexec *x, const tg_graph *body, const char *axis, int nrank,
-                           tg_tensor *const *in, int nin, tg_tensor **out, int nout, char *msg,
-                           size_t cap) {
+                           tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                           tg_kern_note *note, char *msg, size_t cap) {
     const fn_callees *c = (const fn_callees *)x;
     tg_fn *fn = body_fn(c, body, true);
     if (!fn) {
         snprintf(msg, cap, "'%s' is not a pmap body of this function", body->name);
         return TG_EINTERNAL;
     }
-    return tg_ranks_run(c->ranks, fn, axis, nrank, in, nin, out, nout, msg, cap);
+    return tg_ranks_run(c->ranks, fn, axis, nrank, in, nin, out, nout, note, msg, cap);
 }
 
 /* tg_subexec.threads. */

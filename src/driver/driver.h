@@ -53,8 +53,10 @@ typedef struct tg_ranks tg_ranks;
 tg_ranks *tg_ranks_new(tg_ctx *ctx); /* NULL when out of memory */
 void tg_ranks_free(tg_ranks *rk);    /* NULL is a no-op; no call may be running */
 /* tg_subexec.run_ranks (op.h) with `body` compiled: n ranks of body at once, rank r on
- * in[r * nin ..) into out[r * nout ..); on failure msg (cap bytes) says why. */
+ * in[r * nin ..) into out[r * nout ..), each rank's frame carrying note (may be NULL); on
+ * failure msg (cap bytes) says why. */
 tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_tensor *const *in,
-                       int nin, tg_tensor **out, int nout, char *msg, size_t cap);
+                       int nin, tg_tensor **out, int nout, tg_kern_note *note, char *msg,
+                       size_t cap);
 
 #endif

@@ -84,6 +84,7 @@ typedef struct job {
     int nout;
     const tg_spmd *outer; /* the caller's frame: an enclosing pmap's rank, or NULL */
     tg_comm_set *comms;   /* the slot's */
+    tg_kern_note *note;   /* the pmap's profile note, or NULL */
     tg_ctx *ctx;          /* allocator of the messages */
     tg_status *st;        /* per rank: how its call ended */
     char **msg;           /* per rank that failed: "pmap rank R: ..." (NULL if out of memory) */
@@ -126,8 +127,12 @@ static void abort_from(const tg_spmd *frame, tg_status why) {
 }
 
 static void run_rank(job *j, int r) {
-    tg_spmd frame = {
-        .outer = j->outer, .axis = j->axis, .rank = r, .size = j->n, .shared = j->comms};
+    tg_spmd frame = {.outer = j->outer,
+                     .axis = j->axis,
+                     .rank = r,
+                     .size = j->n,
+                     .shared = j->comms,
+                     .note = j->note};
     const tg_spmd *prev = tg_spmd_set(&frame);
     tg_tensor *out[TG_MAX_OUTS];
     tg_tensor *const *given = j->out + (size_t)r * (size_t)j->nout;
@@ -332,7 +337,8 @@ static tg_status gather_result(tg_ctx *ctx, const job *j, int k) {
 }
 
 tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_tensor *const *in,
-                       int nin, tg_tensor **out, int nout, char *msg, size_t cap) {
+                       int nin, tg_tensor **out, int nout, tg_kern_note *note, char *msg,
+                       size_t cap) {
     job j = {.body = body,
              .axis = axis,
              .n = n,
@@ -341,6 +347,7 @@ tg_status tg_ranks_run(tg_ranks *rk, tg_fn *body, const char *axis, int n, tg_te
              .nin = nin,
              .out = out,
              .nout = nout,
+             .note = note,
              .outer = tg_spmd_current()};
     int procs = j.outer ? 1 : tg_world_size();
     bool spans = procs > 1 && n % procs == 0;

@@ -86,6 +86,16 @@ tg_status tg_infer_fail(tg_infer *ic, tg_status st, const char *fmt, ...) TG_PRI
 bool tg_infer_const_int(const tg_infer *ic, int k, int64_t *out);
 
 /* ---- reference kernels ---- */
+/* Figures a kernel's run leaves for the profile (tg_kern.note, set only while profiling).
+ * The ranks of a pmap add to their call's note at once (tg_spmd.note), hence atomics.
+ * Today: the buckets the ranks waited for (psum_wait, src/ops/collective.c), summed over
+ * the ranks of this process. */
+typedef struct tg_kern_note {
+    atomic_long waits;                          /* psum_waits run */
+    atomic_uint_least64_t bytes;                /* the bytes of their buckets */
+    atomic_uint_least64_t flight_ns, waited_ns; /* in flight; of which spent waiting */
+} tg_kern_note;
+
 /* A sub-graph executor: what a backend hands to kernels of ops with inner graphs (call,
  * pmap, scan, map), so that they run their body without knowing (or calling
  * up into) the backend: the interpreter for reference, a compiled sub-program for the VM,
@@ -114,9 +124,10 @@ typedef tg_status (*tg_subexec_fill)(void *arg, int64_t i, int ith, tg_tensor **
 struct tg_subexec {
     tg_status (*run)(const tg_subexec *x, const tg_graph *body, tg_tensor *const *in, int nin,
                      tg_tensor **out, int nout, char *msg, size_t cap);
+    /* note: the pmap's tg_kern.note, handed to its ranks' frames (tg_spmd.note) */
     tg_status (*run_ranks)(const tg_subexec *x, const tg_graph *body, const char *axis, int nrank,
-                           tg_tensor *const *in, int nin, tg_tensor **out, int nout, char *msg,
-                           size_t cap);
+                           tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                           tg_kern_note *note, char *msg, size_t cap);
     /* The threads run_each spreads iterations over (>= 1). */
     int (*threads)(const tg_subexec *x);
     /* Runs `body` n times, iterations that do not depend on each other (a map), spread over
@@ -150,6 +161,7 @@ struct tg_spmd {
                              the first rank starts and kept until the last one returns: the
                              call's communicators (tg_comm_set, src/parallel/comm.h), which
                              the collectives' kernels (src/ops/collective.c) talk through */
+    tg_kern_note *note;   /* the pmap call's note for the profile; NULL when not profiling */
 };
 /* The frame of the innermost pmap rank the calling thread runs, NULL outside any. */
 const tg_spmd *tg_spmd_current(void);
@@ -172,6 +184,7 @@ typedef struct tg_kern {
     const tg_subexec *sub;   /* the backend's sub-graph executor; NULL where there is none */
     tg_pool *pool;           /* threads the kernel may split its work over (Blockwise ops
                                 split their batch, blockwise.c); NULL: the calling thread */
+    tg_kern_note *note;      /* where the run's figures go while profiling; NULL otherwise */
     tg_status status;        /* set by tg_kern_fail */
     char msg[512];           /* message without the op name */
 } tg_kern;

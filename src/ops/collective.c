@@ -541,6 +541,18 @@ static void trace(const tg_kern *k, int rank, const tg_tensor *x, const tg_comm_
             t->waited * 1e3, (t->flight > t->waited ? t->flight - t->waited : 0.0) * 1e3);
 }
 
+/* While profiling (the pmap's note, tg_spmd.note): the bucket's bytes and times added to
+ * its pmap call's, which the profile prints per call (docs/mpi.md, "Bucketed gradients"). */
+static void note(const tg_kern *k, const tg_tensor *x, const tg_comm_timing *t) {
+    const tg_spmd *s = tg_spmd_find(k->attrs[A_AXIS].s);
+    if (!s || !s->note) return;
+    atomic_fetch_add(&s->note->waits, 1);
+    atomic_fetch_add(&s->note->bytes,
+                     (uint_least64_t)tg_tensor_size(x) * (uint_least64_t)tg_dtype_size(x->dtype));
+    atomic_fetch_add(&s->note->flight_ns, (uint_least64_t)(t->flight * 1e9));
+    atomic_fetch_add(&s->note->waited_ns, (uint_least64_t)(t->waited * 1e9));
+}
+
 /* The bucket once its all-reduce has finished: a view of it, nothing copied, its ranges
  * `mean` (the pmeans of the bucket) first divided by the number of ranks in place, as
  * pmean divides its sum (the buffer is the start's, read by this wait alone). */
@@ -554,6 +566,7 @@ static tg_status wait_ref(tg_kern *k) {
     if (st != TG_OK)
         return comm_fail(k, st, st != TG_EINTERNAL); /* not started: a bug, not an abort */
     trace(k, rank, x, &t);
+    note(k, x, &t);
     const tg_aval *mean = &k->attrs[A_WAIT_MEAN];
     for (int i = 0; i + 1 < mean->n; i += 2) /* within the buffer: checked when typed */
         divide(tg_tensor_data(x), x->dtype, mean->ints[i], mean->ints[i + 1], n);

@@ -21,11 +21,12 @@ tg_status tg_kern_run(tg_ctx *ctx, const struct tg_node *n, tg_tensor *const *vi
                       const tg_type *tout, tg_tensor **vout, const tg_subexec *sub, tg_pool *pool,
                       char *msg, size_t cap);
 /* Runs node n's reference kernel into the outputs vout as they are (allocated by the
- * caller, or NULL for views and self-allocating ops, which the kernel makes). On failure
- * msg holds the kernel's message; the outputs are left to the caller. */
+ * caller, or NULL for views and self-allocating ops, which the kernel makes). note: where
+ * the kernel leaves figures for the profile (tg_kern.note), NULL when not profiling. On
+ * failure msg holds the kernel's message; the outputs are left to the caller. */
 tg_status tg_kern_call(tg_ctx *ctx, const struct tg_node *n, tg_tensor *const *vin,
                        const tg_type *tout, tg_tensor **vout, const tg_subexec *sub, tg_pool *pool,
-                       char *msg, size_t cap);
+                       tg_kern_note *note, char *msg, size_t cap);
 /* Infers node n's run-time output types tout (TG_MAX_OUTS slots) from input types tin and
  * the input values known before the run (values: NULL, or entries NULL where unknown).
  * On failure msg holds the op's message. */

@@ -63,7 +63,7 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
         }
         return fits ? TG_ENOMEM : TG_ELIMIT;
     }
-    tg_status st = tg_kern_call(ctx, n, vin, tout, vout, sub, pool, msg, cap);
+    tg_status st = tg_kern_call(ctx, n, vin, tout, vout, sub, pool, NULL, msg, cap);
     if (st == TG_OK) return TG_OK;
     for (int o = 0; o < n->nout; o++) {
         tg_tensor_free(vout[o]);
@@ -73,8 +73,8 @@ tg_status tg_kern_run(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, cons
 }
 
 tg_status tg_kern_call(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, const tg_type *tout,
-                       tg_tensor **vout, const tg_subexec *sub, tg_pool *pool, char *msg,
-                       size_t cap) {
+                       tg_tensor **vout, const tg_subexec *sub, tg_pool *pool, tg_kern_note *note,
+                       char *msg, size_t cap) {
     tg_kern k = {.ctx = ctx,
                  .node = n,
                  .attrs = n->attrs,
@@ -84,7 +84,8 @@ tg_status tg_kern_call(tg_ctx *ctx, const tg_node *n, tg_tensor *const *vin, con
                  .nout = n->nout,
                  .out_type = tout,
                  .sub = sub,
-                 .pool = pool};
+                 .pool = pool,
+                 .note = note};
     if (tg_op_table[n->op]->ref(&k) == TG_OK) return TG_OK;
     snprintf(msg, cap, "%s", k.msg);
     return k.status ? k.status : TG_EINVAL;

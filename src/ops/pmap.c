@@ -436,7 +436,7 @@ static tg_status pmap_ref(tg_kern *k) {
         }
     }
     if (st == TG_OK) {
-        st = k->sub->run_ranks(k->sub, body, axis, (int)n, vin, nin, vout, nout, k->msg,
+        st = k->sub->run_ranks(k->sub, body, axis, (int)n, vin, nin, vout, nout, k->note, k->msg,
                                sizeof k->msg);
         if (st != TG_OK) k->status = st;
     }

@@ -482,9 +482,10 @@ static void record(seen *s, const tg_tensor *t) {
 }
 
 static tg_status spy_ranks(const tg_subexec *x, const tg_graph *body, const char *axis, int nrank,
-                           tg_tensor *const *in, int nin, tg_tensor **out, int nout, char *msg,
-                           size_t cap) {
+                           tg_tensor *const *in, int nin, tg_tensor **out, int nout,
+                           tg_kern_note *note, char *msg, size_t cap) {
     (void)body, (void)msg, (void)cap;
+    assert_null(note); /* not profiling */
     spy *s = (spy *)x;
     assert_string_equal(axis, "b");
     assert_true(nrank * nin <= 16 && nrank * nout <= 16);
@@ -519,7 +520,8 @@ static void test_views(void **state) {
     tg_type tout[2] = {n->out[0]->type, n->out[1]->type};
     spy s = {.base = {.run_ranks = spy_ranks}};
     char msg[256];
-    assert_int_equal(tg_kern_call(NULL, n, in, tout, out, &s.base, NULL, msg, sizeof msg), TG_OK);
+    assert_int_equal(tg_kern_call(NULL, n, in, tout, out, &s.base, NULL, NULL, msg, sizeof msg),
+                     TG_OK);
     assert_int_equal(s.nrank, 4);
     for (int r = 0; r < 4; r++) {
         /* rank r reads column r of xs in place, and w itself */

@@ -149,8 +149,8 @@ static tg_status run_kernel(cj_rep *R, int i) {
                   m->ws.buf ? m->ws.buf->data : NULL,
                   cj->pg.sub};
     uint64_t copies = 0;
-    tg_status st =
-        tg_vm_run_node(cj->ctx, cj->g, p, R->base.val, n, tg_vm_info(&cj->pg, i), &ln, &copies);
+    tg_status st = tg_vm_run_node(cj->ctx, cj->g, p, R->base.val, n, tg_vm_info(&cj->pg, i), &ln,
+                                  &copies, NULL);
     if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
     for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free (in the step of a
                                             loop, the previous step's value goes first) */

@@ -40,6 +40,8 @@ typedef struct vm_prof {
     uint64_t bytes;               /* bytes read and written, summed over runs */
     uint64_t copies;              /* operands copied by the kernel (BLAS layouts) */
     uint64_t loop[TG_LOOP_MEM_N]; /* a loop (scan, map): bytes it held, summed over runs */
+    /* a pmap: the buckets its ranks waited for (tg_kern_note), summed over runs */
+    uint64_t waits, wait_bytes, flight_ns, waited_ns;
 } vm_prof;
 
 struct tg_vm {
@@ -385,7 +387,7 @@ done:
 
 tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_tensor *const *val,
                          const tg_node *n, const vm_ins_info *info, const vm_lane *ln,
-                         uint64_t *copies) {
+                         uint64_t *copies, tg_kern_note *note) {
     const tg_op_def *op = tg_op_table[n->op];
     tg_tensor **vin = ln->args, **vout = ln->args + n->nin;
     tg_type *tin = ln->argt, *tout = ln->argt + n->nin;
@@ -441,7 +443,7 @@ tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_te
         memset(tg_tensor_data(t), 0, (size_t)tg_tensor_size(t) * tg_dtype_size(t->dtype));
     }
     char msg[512];
-    st = tg_kern_call(ctx, n, vin, tout, vout, ln->sub, ln->pool, msg, sizeof msg);
+    st = tg_kern_call(ctx, n, vin, tout, vout, ln->sub, ln->pool, note, msg, sizeof msg);
     if (st != TG_OK) {
         for (int o = 0; o < n->nout && self; o++) tg_tensor_free(vout[o]);
         return tg_plan_node_fail(g, n, st, msg);
@@ -466,7 +468,17 @@ static tg_status run_static(vm_rep *R, int i, const vm_lane *ln) {
     tg_node *n = ins->node;
     uint64_t none = 0; /* copies are counted for the profile only */
     uint64_t *copies = R->prof ? &R->prof[i].copies : &none;
-    tg_status st = tg_vm_run_node(vm->ctx, vm->g, p, R->base.val, n, ins->info, ln, copies);
+    tg_kern_note note = {0}; /* a pmap's buckets, for the profile only */
+    bool noted = R->prof && ins->op == &tg_op_pmap;
+    tg_status st = tg_vm_run_node(vm->ctx, vm->g, p, R->base.val, n, ins->info, ln, copies,
+                                  noted ? &note : NULL);
+    if (noted) {
+        vm_prof *pr = &R->prof[i];
+        pr->waits += (uint64_t)atomic_load(&note.waits);
+        pr->wait_bytes += atomic_load(&note.bytes);
+        pr->flight_ns += atomic_load(&note.flight_ns);
+        pr->waited_ns += atomic_load(&note.waited_ns);
+    }
     if (st != TG_OK || !tg_plan_kmade(p, n)) return st;
     for (int o = 0; o < n->nout; o++) { /* made by the kernel: ours to free */
         int v = n->out[o]->id;
@@ -743,6 +755,10 @@ static void counts_merge(vm_rep *R) {
         a->bytes += b->bytes;
         a->copies += b->copies;
         for (int k = 0; k < TG_LOOP_MEM_N; k++) a->loop[k] += b->loop[k];
+        a->waits += b->waits;
+        a->wait_bytes += b->wait_bytes;
+        a->flight_ns += b->flight_ns;
+        a->waited_ns += b->waited_ns;
         *b = (vm_prof){0};
     }
     vm->branch_runs += R->runs;
@@ -834,12 +850,7 @@ void tg_vm_get_stats(tg_vm *vm, tg_vm_stats *s) {
 
 void tg_vm_profile_reset(tg_vm *vm) {
     pthread_mutex_lock(&vm->mu);
-    for (int i = 0; vm->prof && i < vm->pg.norder; i++) {
-        vm->prof[i].seconds = 0;
-        vm->prof[i].calls = 0;
-        vm->prof[i].bytes = 0;
-        for (int k = 0; k < TG_LOOP_MEM_N; k++) vm->prof[i].loop[k] = 0;
-    }
+    for (int i = 0; vm->prof && i < vm->pg.norder; i++) vm->prof[i] = (vm_prof){0};
     pthread_mutex_unlock(&vm->mu);
 }
 
@@ -916,6 +927,18 @@ tg_status tg_vm_profile_print(tg_vm *vm, FILE *f) {
                 "the gradient, %.0f B state buffers\n",
                 ins->node->id, ins->op->name, (double)q->loop[TG_LOOP_MEM_STACKS] / c,
                 (double)q->loop[TG_LOOP_MEM_SAVED] / c, (double)q->loop[TG_LOOP_MEM_STATES] / c);
+    }
+    for (int i = 0; i < n; i++) { /* the buckets of the pmaps (docs/mpi.md) */
+        const vm_ins *ins = &vm->ins[i];
+        const vm_prof *q = &pr[i];
+        if (!q->waits || !q->calls) continue;
+        double c = (double)q->calls, fl = (double)q->flight_ns * 1e-6 / c,
+               w = (double)q->waited_ns * 1e-6 / c;
+        fprintf(f,
+                "node %d (pmap) buckets per call, summed over this process's ranks: %.1f "
+                "waits, %.0f B; in flight %.3f ms, waited %.3f ms, overlapped %.3f ms (%.0f%%)\n",
+                ins->node->id, (double)q->waits / c, (double)q->wait_bytes / c, fl, w,
+                fl > w ? fl - w : 0.0, fl > 0 ? 100.0 * (fl > w ? fl - w : 0.0) / fl : 0.0);
     }
     fprintf(f, "total: %.3f ms in %d nodes, %d thread%s, %s kernels%s\n", total * 1e3, n, nth,
             nth == 1 ? "" : "s", tg_vk_table_get(vm_isa(vm))->name,

@@ -146,11 +146,11 @@ typedef struct vm_lane {
  * reference kernel when the class does not apply to the run-time layout (zeroed outputs,
  * as the interpreter gives them, but a destroyed input is kept). On return ln->args holds
  * the inputs then the outputs; outputs of views and self-allocating ops are new tensors
- * there, owned by the caller. *copies adds the operands the kernel copied. Errors name
- * the node. */
+ * there, owned by the caller. *copies adds the operands the kernel copied; note (may be
+ * NULL) gets the kernel's figures for the profile (tg_kern.note). Errors name the node. */
 tg_status tg_vm_run_node(tg_ctx *ctx, const tg_graph *g, const tg_plan *p, tg_tensor *const *val,
                          const tg_node *n, const vm_ins_info *info, const vm_lane *ln,
-                         uint64_t *copies);
+                         uint64_t *copies, tg_kern_note *note);
 
 /* Elementwise (vm_ew.c): runs fn over the broadcast of in[0..nin) into out (contiguous
  * or not), gathering strided rows into blocks, split over the pool when large. */
