@@ -506,7 +506,10 @@ TG_API const char *tg_devices_name(int i);
 
 /* ---- processes (docs/mpi.md) ------------------------------------------------------ */
 /* Started by mpirun, a build with MPI joins the job (MPI_Init_thread) on the first call of
- * any of these; a pmap whose extent is a multiple of the processes then spans them all,
+ * any of these; joining is collective (it duplicates MPI_COMM_WORLD for tgraph's own
+ * messages), so a program that initialised MPI itself and runs its own collectives on other
+ * threads calls tg_world_size() first. A pmap whose extent is a multiple of the processes
+ * then spans them all,
  * each taking its share of the ranks. Without MPI, or outside mpirun, the world is this
  * process alone: rank 0 of 1. */
 TG_API int tg_world_rank(void);

@@ -132,8 +132,9 @@ static void join(void) {
          * ring moves half of it each way with both processes busy. At 2 processes the ring
          * took 0.6x the tree's time from 64 KiB to 1 MiB (bench_w11b, docs/mpi.md) and was no
          * slower below. Every process makes the same choice, so results stay the same from
-         * run to run; a value the user set wins. 3 processes keep libnbc's choice: the ring
-         * was neither measured nor tested there. */
+         * run to run; a value already in the environment wins (one in an MCA parameter
+         * file does not: the environment overrides those). 3 processes keep libnbc's choice: the
+         * ring was neither measured nor tested there. */
         const char *procs = getenv("OMPI_COMM_WORLD_SIZE");
         if (procs && strcmp(procs, "2") == 0)
             setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
@@ -152,7 +153,10 @@ static void join(void) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_dup(MPI_COMM_WORLD, &W.world);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &W.world) != MPI_SUCCESS) {
+        fprintf(stderr, "tgraph: MPI rank %d: could not duplicate MPI_COMM_WORLD\n", W.rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     MPI_Comm_set_errhandler(W.world, MPI_ERRORS_RETURN);
     W.timeout = env_seconds("TGRAPH_MPI_TIMEOUT", 300);
     W.grace = env_seconds("TGRAPH_MPI_GRACE", 5);
@@ -295,6 +299,9 @@ static void tell_failure(const char *why) {
 int tg_world_finish(int status, const char *why) {
     pthread_once(&W.once, join);
     if (W.size <= 1 && !W.joined) return status;
+    int finalized = 0; /* by a program that initialised MPI itself (at exit, after it) */
+    MPI_Finalized(&finalized);
+    if (finalized) return status;
     if (atomic_exchange(&W.finished, true)) return status;
     if (status == 0 && W.size > 1) {
         MPI_Request req;

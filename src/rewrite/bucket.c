@@ -143,9 +143,10 @@ static tg_status split(tg_graph *g, const cand *c, int k, tg_var **in, int64_t *
     for (int i = 0; i < k; i++) {
         in[i] = c[i].n->in[0];
         int64_t e = elements(&c[i].n->out[0]->type);
-        if (c[i].n->op == TG_OP_PMEAN && nmean > 0 && mean[nmean - 1] == at)
+        if (c[i].n->op != TG_OP_PMEAN || e == 0) { /* an empty pmean has nothing to divide */
+        } else if (nmean > 0 && mean[nmean - 1] == at)
             mean[nmean - 1] = at + e;
-        else if (c[i].n->op == TG_OP_PMEAN) {
+        else {
             mean[nmean++] = at;
             mean[nmean++] = at + e;
         }
