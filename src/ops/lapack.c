@@ -450,6 +450,17 @@ static bool rhs_extents(tg_kern *k, const tg_tensor *a, const tg_tensor *b, tg_l
  * (*flip): the scratch then holds its transpose, which the caller solves with the transposed system
  * (a transposed copy took a third of the time of a batch of 32 x 32 solves). False when the kernel
  * is done: on a failure (k->status) or when n is 0 (nothing to solve). */
+/* The n x n matrix a into dst, column-major; a matrix with contiguous rows is copied as it
+ * is, and then dst holds its transpose (true). */
+static bool load_square(const tg_tensor *a, void *dst, tg_lapack_int n) {
+    if (!rows_contiguous(a)) {
+        load_cm(a, dst, n);
+        return false;
+    }
+    memcpy(dst, tg_tensor_data(a), (size_t)n * (size_t)n * tg_dtype_size(a->dtype));
+    return true;
+}
+
 static bool solver_load(tg_kern *k, const tg_tensor *a, const tg_tensor *b, scratch *s, bool pivots,
                         tg_lapack_int *n, tg_lapack_int *nrhs, void **rhs, bool *flip) {
     size_t es = tg_dtype_size(k->out[0]->dtype);
@@ -457,11 +468,7 @@ static bool solver_load(tg_kern *k, const tg_tensor *a, const tg_tensor *b, scra
     if (!scratch_get(k, s, (int64_t)*n * *n + (int64_t)*n * *nrhs, es, pivots ? *n : 0))
         return false;
     *rhs = sc_at(s, (int64_t)*n * *n, es);
-    *flip = rows_contiguous(a);
-    if (*flip)
-        memcpy(s->p, tg_tensor_data(a), (size_t)*n * (size_t)*n * es);
-    else
-        load_cm(a, s->p, *n);
+    *flip = load_square(a, s->p, *n);
     load_cm(b, *rhs, *n);
     return true;
 }
@@ -544,19 +551,26 @@ const tg_op_def tg_op_solve_triangular = {
 
 /* ---- solve ---- */
 
-static tg_status core_solve(tg_kern *k) {
+/* The end of solve's kernel once solver_load (with pivots) has run: LU with partial
+ * pivoting of the loaded matrix, then the solution stored. */
+static tg_status lu_solve(tg_kern *k, scratch *s, tg_lapack_int n, tg_lapack_int nrhs, void *rhs,
+                          bool flip) {
     bool d = k->out[0]->dtype == TG_DT_F64;
+    /* a^T (flip): its LU, then (a^T)^T x = b */
+    tg_lapack_int info =
+        flip ? lp_getrf(d, n, s->p, sc_ints(s)) : lp_gesv(d, n, nrhs, s->p, sc_ints(s), rhs);
+    if (flip && info == 0) info = lp_getrs(d, 'T', n, nrhs, s->p, sc_ints(s), rhs);
+    if (solver_store(k, s, rhs, n, flip ? "getrf/getrs" : "gesv", info) < 0) return k->status;
+    return info > 0 ? lu_singular(k, info) : TG_OK;
+}
+
+static tg_status core_solve(tg_kern *k) {
     tg_lapack_int n, nrhs;
     scratch s;
     void *rhs;
     bool flip;
     if (!solver_load(k, k->in[0], k->in[1], &s, true, &n, &nrhs, &rhs, &flip)) return k->status;
-    /* a^T (flip): its LU, then (a^T)^T x = b */
-    tg_lapack_int info =
-        flip ? lp_getrf(d, n, s.p, sc_ints(&s)) : lp_gesv(d, n, nrhs, s.p, sc_ints(&s), rhs);
-    if (flip && info == 0) info = lp_getrs(d, 'T', n, nrhs, s.p, sc_ints(&s), rhs);
-    if (solver_store(k, &s, rhs, n, flip ? "getrf/getrs" : "gesv", info) < 0) return k->status;
-    return info > 0 ? lu_singular(k, info) : TG_OK;
+    return lu_solve(k, &s, n, nrhs, rhs, flip);
 }
 
 /* x = A^-1 b: gb = A^-T gx, gA = -gb x^T. */
@@ -617,21 +631,12 @@ static tg_status core_solve_factored(tg_kern *k) {
     void *rhs;
     bool flip;
     if (!solver_load(k, k->in[0], k->in[2], &s, true, &n, &nrhs, &rhs, &flip)) return k->status;
-    tg_lapack_int info;
-    if (symmetric(s.p, n, d)) { /* the factor instead of A (c^T when flipped: as cho_solve) */
-        bool cflip = rows_contiguous(c);
-        if (cflip)
-            memcpy(s.p, tg_tensor_data(c), (size_t)n * (size_t)n * tg_dtype_size(c->dtype));
-        else
-            load_cm(c, s.p, n);
-        info = lp_potrs(d, lower != cflip ? 'L' : 'U', n, nrhs, s.p, rhs);
-        solver_store(k, &s, rhs, n, "potrs", info);
-        return k->status;
-    }
-    info = flip ? lp_getrf(d, n, s.p, sc_ints(&s)) : lp_gesv(d, n, nrhs, s.p, sc_ints(&s), rhs);
-    if (flip && info == 0) info = lp_getrs(d, 'T', n, nrhs, s.p, sc_ints(&s), rhs);
-    if (solver_store(k, &s, rhs, n, flip ? "getrf/getrs" : "gesv", info) < 0) return k->status;
-    return info > 0 ? lu_singular(k, info) : TG_OK;
+    if (!symmetric(s.p, n, d)) return lu_solve(k, &s, n, nrhs, rhs, flip);
+    /* the factor instead of A (c^T when flipped: as cho_solve) */
+    bool cflip = load_square(c, s.p, n);
+    tg_lapack_int info = lp_potrs(d, lower != cflip ? 'L' : 'U', n, nrhs, s.p, rhs);
+    solver_store(k, &s, rhs, n, "potrs", info);
+    return k->status;
 }
 
 static tg_status ref_solve_factored(tg_kern *k) {
